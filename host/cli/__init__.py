@@ -1,0 +1,1 @@
+"""The `udm` command line (typer + rich)."""

@@ -1,0 +1,145 @@
+"""Plugin discovery with pluggy: entry-point group ``udm``, one plugin at a time, failures collected.
+
+A plugin is any object (usually a module) with ``@hookimpl``-marked functions of `UdmHookSpec`. Third
+parties and first-party plugins go through the same entry-point path.
+
+Environment (like pytest's and llm's):
+- ``UDM_DISABLE_PLUGIN_AUTOLOAD`` (non-empty): load no entry points.
+- ``UDM_PLUGINS=a,b``: load only the entry points or distributions named (an empty value loads none).
+- ``UDM_STRICT`` (1/true/yes): any load error is raised as `PluginLoadError` instead of being reported.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+import pluggy
+
+from udm.host.errors import PluginLoadError
+from udm.sdk import PROJECT, UDM
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "LoadError",
+    "PluginHost",
+    "Registration",
+    "UdmHookSpec",
+    "hookspec",
+    "strict_from_env",
+]
+
+ENTRY_POINT_GROUP = PROJECT
+hookspec = pluggy.HookspecMarker(PROJECT)
+
+
+class UdmHookSpec:
+    """The hooks a UDM plugin may implement."""
+
+    @hookspec
+    def register_udms(self, register: Callable[[type[UDM]], None]) -> None:
+        """Call ``register(cls)`` once for every UDM class the plugin provides."""
+
+
+@dataclass(frozen=True)
+class LoadError:
+    """One plugin failure, reported by name; never stops other plugins."""
+
+    plugin: str
+    distribution: str
+    stage: str  # import | register | hook
+    error: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"plugin {self.plugin!r} ({self.distribution}) failed at {self.stage}: {self.error}"
+
+
+@dataclass(frozen=True)
+class Registration:
+    cls: Any
+    plugin: str
+    distribution: str
+
+
+def _truthy(v: str | None) -> bool:
+    return (v or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def strict_from_env() -> bool:
+    return _truthy(os.environ.get("UDM_STRICT"))
+
+
+def _dist_name(ep: EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return "<unknown>"
+    return f"{dist.metadata['Name']} {dist.version}"
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".strip()
+
+
+class PluginHost:
+    """Owns the pluggy manager; collects UDM registrations and load errors per plugin."""
+
+    def __init__(self) -> None:
+        self.pm = pluggy.PluginManager(PROJECT)
+        self.pm.add_hookspecs(UdmHookSpec)
+        self.registrations: list[Registration] = []
+        self.errors: list[LoadError] = []
+
+    def load_entry_points(self, eps: Iterable[EntryPoint] | None = None) -> None:
+        if _truthy(os.environ.get("UDM_DISABLE_PLUGIN_AUTOLOAD")):
+            return
+        only = os.environ.get("UDM_PLUGINS")
+        wanted = None if only is None else {s.strip() for s in only.split(",") if s.strip()}
+        for ep in eps if eps is not None else entry_points(group=ENTRY_POINT_GROUP):
+            dist = _dist_name(ep)
+            if wanted is not None and ep.name not in wanted and dist.split(" ")[0] not in wanted:
+                continue
+            try:
+                obj = ep.load()
+            except BaseException as exc:  # a plugin's import may raise anything, even SystemExit
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                self.errors.append(LoadError(ep.name, dist, "import", _describe(exc), traceback.format_exc()))
+                continue
+            self.add_plugin(obj, name=ep.name, distribution=dist)
+
+    def add_plugin(self, obj: Any, *, name: str | None = None, distribution: str = "<local>") -> None:
+        """Register one plugin object and run its hook in isolation."""
+        pname = name or getattr(obj, "__name__", None) or repr(obj)
+        if self.pm.has_plugin(pname):
+            self.errors.append(LoadError(pname, distribution, "register", "a plugin with this name is loaded"))
+            return
+        try:
+            self.pm.register(obj, name=pname)
+        except Exception as exc:  # pluggy rejects hookimpls that do not match the spec
+            self.errors.append(LoadError(pname, distribution, "register", _describe(exc)))
+            return
+        for impl in self.pm.hook.register_udms.get_hookimpls():
+            if impl.plugin_name != pname:
+                continue
+            found: list[Registration] = []
+
+            def register(cls: Any, _found: list[Registration] = found) -> None:
+                _found.append(Registration(cls, pname, distribution))
+
+            try:
+                impl.function(register=register)
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                self.errors.append(LoadError(pname, distribution, "hook", _describe(exc), traceback.format_exc()))
+                continue  # a hook that raised half-way registers nothing: all or nothing per plugin
+            self.registrations.extend(found)
+
+    def raise_if_strict(self, strict: bool) -> None:
+        if strict and self.errors:
+            raise PluginLoadError("plugin load failed (strict mode): " + "; ".join(str(e) for e in self.errors))

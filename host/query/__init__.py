@@ -1,0 +1,1 @@
+"""Query model: spec (file/fluent API) and binding to catalog UDMs."""

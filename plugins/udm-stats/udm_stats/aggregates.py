@@ -1,0 +1,200 @@
+"""Incremental, algebraic aggregates.
+
+States are small tuples/lists so they pickle fast into engine checkpoints. ``merge`` never mutates its
+arguments: the engine reuses pane states across the overlapping windows of a hopping window.
+Floating-point sums are compensated (Neumaier) so add/remove chains stay within rounding of a fresh sum.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sortedcontainers import SortedList
+
+from udm.sdk import IncrementalUDA, udm
+
+__all__ = ["Avg", "Count", "Max", "Min", "Sum", "Variance"]
+
+# A compensated sum: (count, sum, compensation).
+_Acc = tuple[int, float, float]
+
+
+def _acc_add(acc: _Acc, values: Sequence[float], sign: int) -> _Acc:
+    n, s, c = acc
+    for v in values:
+        x = sign * v
+        t = s + x
+        if abs(s) >= abs(x):
+            c += (s - t) + x
+        else:
+            c += (x - t) + s
+        s = t
+    return n + sign * len(values), s, c
+
+
+def _acc_merge(a: _Acc, b: _Acc) -> _Acc:
+    n, s, c = _acc_add((a[0], a[1], a[2]), (b[1],), 1)
+    return a[0] + b[0], s, c + b[2]
+
+
+def _total(acc: _Acc) -> float:
+    return acc[1] + acc[2]
+
+
+def _numbers(values: Sequence[object], who: str) -> Sequence[float]:
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"{who} needs numeric input, got {v!r}")
+    return values  # type: ignore[return-value]
+
+
+@udm(name="count", version="1.0.0", algebraic=True, input_type="any", output_type="int")
+class Count(IncrementalUDA):
+    """Number of members."""
+
+    def initial_state(self) -> int:
+        return 0
+
+    def add(self, state: int, delta: Sequence[object]) -> int:
+        return state + len(delta)
+
+    def remove(self, state: int, delta: Sequence[object]) -> int:
+        return state - len(delta)
+
+    def merge(self, a: int, b: int) -> int:
+        return a + b
+
+    def compute(self, state: int) -> int:
+        return state
+
+
+@udm(name="sum", version="1.0.0", algebraic=True, input_type="float", output_type="float")
+class Sum(IncrementalUDA):
+    """Sum of the numeric input (an all-integer input sums exactly to an int)."""
+
+    def initial_state(self) -> tuple[int, _Acc, int]:
+        return 0, (0, 0.0, 0.0), 0  # (exact int part, float accumulator, number of floats)
+
+    def add(self, state: tuple[int, _Acc, int], delta: Sequence[float]) -> tuple[int, _Acc, int]:
+        return self._apply(state, _numbers(delta, "sum"), 1)
+
+    def remove(self, state: tuple[int, _Acc, int], delta: Sequence[float]) -> tuple[int, _Acc, int]:
+        return self._apply(state, _numbers(delta, "sum"), -1)
+
+    @staticmethod
+    def _apply(state: tuple[int, _Acc, int], delta: Sequence[float], sign: int) -> tuple[int, _Acc, int]:
+        ints, acc, nfloat = state
+        floats = [v for v in delta if isinstance(v, float)]
+        ints += sign * sum(v for v in delta if not isinstance(v, float))
+        if floats:
+            acc = _acc_add(acc, floats, sign)
+            nfloat += sign * len(floats)
+        return ints, acc, nfloat
+
+    def merge(self, a: tuple[int, _Acc, int], b: tuple[int, _Acc, int]) -> tuple[int, _Acc, int]:
+        return a[0] + b[0], _acc_merge(a[1], b[1]), a[2] + b[2]
+
+    def compute(self, state: tuple[int, _Acc, int]) -> float:
+        ints, acc, nfloat = state
+        return ints if nfloat == 0 else ints + _total(acc)
+
+
+@udm(name="avg", version="1.0.0", algebraic=True, input_type="float", output_type="float")
+class Avg(IncrementalUDA):
+    """Arithmetic mean of the input."""
+
+    def initial_state(self) -> _Acc:
+        return 0, 0.0, 0.0
+
+    def add(self, state: _Acc, delta: Sequence[float]) -> _Acc:
+        return _acc_add(state, _numbers(delta, "avg"), 1)
+
+    def remove(self, state: _Acc, delta: Sequence[float]) -> _Acc:
+        return _acc_add(state, _numbers(delta, "avg"), -1)
+
+    def merge(self, a: _Acc, b: _Acc) -> _Acc:
+        return _acc_merge(a, b)
+
+    def compute(self, state: _Acc) -> float:
+        return _total(state) / state[0]
+
+
+# Welford state: (n, mean, M2).
+_Wel = tuple[int, float, float]
+
+
+@udm(name="variance", version="1.0.0", algebraic=True, input_type="float", output_type="float")
+class Variance(IncrementalUDA):
+    """Population variance of the input (Welford updates; Chan's formula for merge)."""
+
+    def initial_state(self) -> _Wel:
+        return 0, 0.0, 0.0
+
+    def add(self, state: _Wel, delta: Sequence[float]) -> _Wel:
+        n, mean, m2 = state
+        for x in _numbers(delta, "variance"):
+            n += 1
+            d = x - mean
+            mean += d / n
+            m2 += d * (x - mean)
+        return n, mean, m2
+
+    def remove(self, state: _Wel, delta: Sequence[float]) -> _Wel:
+        n, mean, m2 = state
+        for x in _numbers(delta, "variance"):
+            if n <= 1:
+                n, mean, m2 = 0, 0.0, 0.0
+                continue
+            new_mean = (n * mean - x) / (n - 1)
+            m2 -= (x - mean) * (x - new_mean)
+            n, mean = n - 1, new_mean
+        return n, mean, max(m2, 0.0)
+
+    def merge(self, a: _Wel, b: _Wel) -> _Wel:
+        if a[0] == 0:
+            return b
+        if b[0] == 0:
+            return a
+        n = a[0] + b[0]
+        d = b[1] - a[1]
+        return n, a[1] + d * b[0] / n, a[2] + b[2] + d * d * a[0] * b[0] / n
+
+    def compute(self, state: _Wel) -> float:
+        return max(state[2], 0.0) / state[0]
+
+
+class _Extreme(IncrementalUDA):
+    """Shared shape of min/max: a sorted multiset, so removals are exact."""
+
+    def initial_state(self) -> SortedList:
+        return SortedList()
+
+    def add(self, state: SortedList, delta: Sequence[float]) -> SortedList:
+        state.update(delta)
+        return state
+
+    def remove(self, state: SortedList, delta: Sequence[float]) -> SortedList:
+        for v in delta:
+            state.remove(v)
+        return state
+
+    def merge(self, a: SortedList, b: SortedList) -> SortedList:
+        out = SortedList(a)
+        out.update(b)
+        return out
+
+
+@udm(name="min", version="1.0.0", algebraic=True, input_type="float", output_type="float")
+class Min(_Extreme):
+    """Smallest input."""
+
+    def compute(self, state: SortedList) -> float:
+        return state[0]  # type: ignore[no-any-return]
+
+
+@udm(name="max", version="1.0.0", algebraic=True, input_type="float", output_type="float")
+class Max(_Extreme):
+    """Largest input."""
+
+    def compute(self, state: SortedList) -> float:
+        return state[-1]  # type: ignore[no-any-return]

@@ -1,0 +1,29 @@
+"""Span-based functions (UDFs) for filter/map steps."""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict
+
+from udm.sdk import UDF, udm
+
+__all__ = ["InRange"]
+
+
+class RangeParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    lo: float = -math.inf
+    hi: float = math.inf
+
+
+@udm(name="in_range", version="1.0.0", input_type="float", output_type="bool")
+class InRange(UDF):
+    """True when ``lo <= field <= hi`` (inclusive); a non-number is out of range."""
+
+    Params = RangeParams
+
+    def compute(self, field: float) -> bool:
+        if isinstance(field, bool) or not isinstance(field, (int, float)):
+            return False
+        return bool(self.params.lo <= field <= self.params.hi)

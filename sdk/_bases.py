@@ -1,0 +1,139 @@
+"""Base classes, one per UDM kind of seeds/000 §IV (kind × time sensitivity × incrementality).
+
+A UDM writer subclasses one and implements the methods its docstring names. The bases deliberately do
+not define ``add``/``remove``/``merge``: the host checks that a UDM declaring a property really
+implements what the property needs, and a placeholder inherited from here would hide a lie.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+
+from ._manifest import Kind, Manifest, NoParams
+from ._time import Event, WindowDescriptor
+
+__all__ = [
+    "UDA",
+    "UDF",
+    "UDM",
+    "UDO",
+    "IncrementalTimeSensitiveUDA",
+    "IncrementalTimeSensitiveUDO",
+    "IncrementalUDA",
+    "IncrementalUDO",
+    "OutputEvent",
+    "TimeSensitiveUDA",
+    "TimeSensitiveUDO",
+]
+
+#: What a time-sensitive UDO may yield: an `Event`, or a ``(le, re, payload)`` tuple.
+OutputEvent = Event | tuple[int, int, Mapping[str, Any]]
+
+
+class UDM:
+    """Common root. ``manifest`` is set by the `udm` decorator (or written by hand as a class attribute).
+
+    The host creates one instance per query step with the validated parameter model; keep per-window
+    data out of ``self`` (the host holds window state, so it can checkpoint and move it between workers).
+    """
+
+    manifest: ClassVar[Manifest]
+    Params: ClassVar[type[BaseModel]] = NoParams
+
+    _sdk_kind: ClassVar[Kind | None] = None
+    _sdk_time_sensitive: ClassVar[bool] = False
+    _sdk_incremental: ClassVar[bool] = False
+
+    def __init__(self, params: BaseModel | None = None) -> None:
+        model = type(self).manifest.params if hasattr(type(self), "manifest") else type(self).Params
+        self.params: Any = params if params is not None else model()
+
+
+class UDF(UDM):
+    """Span-based function, called once per event: ``compute(**fields) -> value``.
+
+    The query maps argument names to payload fields (``"args": {"x": "price"}``); the output event keeps
+    the input event's lifetime.
+    """
+
+    _sdk_kind = "udf"
+
+    def compute(self, **fields: Any) -> Any:
+        raise NotImplementedError
+
+
+class UDA(UDM):
+    """Time-insensitive aggregate: ``compute(payloads) -> value`` over a window's members."""
+
+    _sdk_kind = "uda"
+
+    def compute(self, payloads: Sequence[Any]) -> Any:
+        raise NotImplementedError
+
+
+class TimeSensitiveUDA(UDM):
+    """Time-sensitive aggregate: ``compute(events, window) -> value``; events carry clipped lifetimes."""
+
+    _sdk_kind = "uda"
+    _sdk_time_sensitive = True
+
+    def compute(self, events: Sequence[Event], window: WindowDescriptor) -> Any:
+        raise NotImplementedError
+
+
+class UDO(UDM):
+    """Time-insensitive operator: ``compute(payloads) -> iterable of payloads``, each stamped with W."""
+
+    _sdk_kind = "udo"
+
+    def compute(self, payloads: Sequence[Any]) -> Iterable[Mapping[str, Any]]:
+        raise NotImplementedError
+
+
+class TimeSensitiveUDO(UDM):
+    """Time-sensitive operator: ``compute(events, window) -> iterable of Event or (le, re, payload)``."""
+
+    _sdk_kind = "udo"
+    _sdk_time_sensitive = True
+
+    def compute(self, events: Sequence[Event], window: WindowDescriptor) -> Iterable[OutputEvent]:
+        raise NotImplementedError
+
+
+class IncrementalUDA(UDM):
+    """Incremental time-insensitive aggregate.
+
+    Implement ``initial_state() -> S``, ``add(state, delta) -> S``, ``remove(state, delta) -> S`` and
+    ``compute(state) -> value``, where ``delta`` is a sequence of payloads; for an algebraic UDA also
+    ``merge(a, b) -> S``. Return the new state (mutating and returning the old one is fine).
+    """
+
+    _sdk_kind = "uda"
+    _sdk_incremental = True
+
+
+class IncrementalTimeSensitiveUDA(UDM):
+    """Incremental time-sensitive aggregate: as `IncrementalUDA` with delta events (clipped lifetimes)
+    and ``compute(state, window) -> value``."""
+
+    _sdk_kind = "uda"
+    _sdk_time_sensitive = True
+    _sdk_incremental = True
+
+
+class IncrementalUDO(UDM):
+    """Incremental time-insensitive operator: as `IncrementalUDA` with ``compute(state) -> payloads``."""
+
+    _sdk_kind = "udo"
+    _sdk_incremental = True
+
+
+class IncrementalTimeSensitiveUDO(UDM):
+    """Incremental time-sensitive operator: delta events, ``compute(state, window) -> events``."""
+
+    _sdk_kind = "udo"
+    _sdk_time_sensitive = True
+    _sdk_incremental = True

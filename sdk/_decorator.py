@@ -1,0 +1,108 @@
+"""The `udm` decorator: declare a manifest next to the code, with defaults read off the class."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from ._bases import UDM
+from ._manifest import CLIP_POLICIES, ClipPolicy, Kind, Manifest, NoParams, OutputPolicy, Properties
+
+__all__ = ["udm"]
+
+T = TypeVar("T", bound=type[UDM])
+
+
+def _type_name(tp: Any) -> str:
+    if tp is inspect.Parameter.empty:
+        return "any"
+    if isinstance(tp, type):
+        return tp.__name__
+    return str(tp).replace("typing.", "").replace("collections.abc.", "")
+
+
+def _hint_names(cls: type) -> tuple[str, str]:
+    compute = getattr(cls, "compute", None)
+    if compute is None:
+        return "any", "any"
+    try:
+        hints = typing.get_type_hints(compute)
+    except Exception:  # unresolvable forward references: the manifest just says "any"
+        hints = {}
+    params = [p for p in inspect.signature(compute).parameters if p != "self"]
+    first = hints.get(params[0], inspect.Parameter.empty) if params else inspect.Parameter.empty
+    return _type_name(first), _type_name(hints.get("return", inspect.Parameter.empty))
+
+
+def _default_output(kind: Kind, time_sensitive: bool, time_bound: bool) -> tuple[OutputPolicy, ...]:
+    if kind == "udf":
+        return ()
+    if kind == "udo" and time_sensitive:
+        return ("window", "unaltered", "clip", "time_bound") if time_bound else ("window", "unaltered", "clip")
+    return ("window",)
+
+
+def udm(
+    name: str | None = None,
+    *,
+    version: str = "0.1.0",
+    summary: str | None = None,
+    kind: Kind | None = None,
+    incremental: bool | None = None,
+    time_sensitive: bool | None = None,
+    time_bound: bool = False,
+    algebraic: bool = False,
+    deterministic: bool = True,
+    params: type[BaseModel] | None = None,
+    input_type: str | None = None,
+    output_type: str | None = None,
+    allowed_clip: Sequence[ClipPolicy] | None = None,
+    allowed_output: Sequence[OutputPolicy] | None = None,
+    host_api: str = ">=1.0,<2",
+    docs: str | None = None,
+) -> Callable[[T], T]:
+    """Attach a `Manifest` to a UDM class.
+
+    Anything not given is read off the class: the kind, time sensitivity and incrementality from its SDK
+    base, the parameter model from a nested ``Params`` class, input/output types from ``compute``'s type
+    hints, summary and docs from the docstring. Explicit arguments win, and the host still checks the
+    result against the implementation, so a wrong declaration is caught at load time, not at run time.
+    """
+
+    def wrap(cls: T) -> T:
+        doc = inspect.getdoc(cls) or ""
+        the_kind = kind or cls._sdk_kind
+        if the_kind is None:
+            raise TypeError(f"{cls.__qualname__}: cannot tell the UDM kind; derive from an udm.sdk base class")
+        ts = cls._sdk_time_sensitive if time_sensitive is None else time_sensitive
+        inc = cls._sdk_incremental if incremental is None else incremental
+        hin, hout = _hint_names(cls)
+        cls.manifest = Manifest(
+            name=name or cls.__name__.lower(),
+            version=version,
+            kind=the_kind,
+            summary=summary if summary is not None else (doc.splitlines()[0] if doc else ""),
+            properties=Properties(
+                incremental=inc,
+                time_sensitive=ts,
+                time_bound=time_bound,
+                algebraic=algebraic,
+                deterministic=deterministic,
+            ),
+            params=params or getattr(cls, "Params", NoParams),
+            input_type=input_type or hin,
+            output_type=output_type or hout,
+            allowed_clip=tuple(allowed_clip) if allowed_clip is not None else
+            (() if the_kind == "udf" else CLIP_POLICIES),
+            allowed_output=tuple(allowed_output) if allowed_output is not None else
+            _default_output(the_kind, ts, time_bound),
+            host_api=host_api,
+            docs=docs if docs is not None else doc,
+        )
+        return cls
+
+    return wrap

@@ -1,0 +1,111 @@
+"""The manifest: what a UDM promises the host (INTERFACES §4), as one pydantic model."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "API_VERSION",
+    "CLIP_POLICIES",
+    "OUTPUT_POLICIES",
+    "ClipPolicy",
+    "Kind",
+    "Manifest",
+    "NoParams",
+    "OutputPolicy",
+    "Properties",
+]
+
+#: The host API version this SDK and host implement. A UDM declares the range it supports.
+API_VERSION = "1.0"
+
+Kind = Literal["udf", "uda", "udo"]
+ClipPolicy = Literal["none", "left", "right", "full"]
+OutputPolicy = Literal["window", "unaltered", "clip", "time_bound"]
+CLIP_POLICIES: tuple[ClipPolicy, ...] = ("none", "left", "right", "full")
+OUTPUT_POLICIES: tuple[OutputPolicy, ...] = ("window", "unaltered", "clip", "time_bound")
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class NoParams(BaseModel):
+    """The parameter model of a UDM that takes no initialization parameters."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Properties(BaseModel):
+    """Declared properties the host checks and the planner relies on (seeds/000 §I.A.5)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    incremental: bool = False
+    time_sensitive: bool = False
+    time_bound: bool = False
+    algebraic: bool = False
+    deterministic: bool = True
+
+
+class Manifest(BaseModel):
+    """What a UDM declares about itself. Checked against the implementation when it is loaded."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    name: str
+    version: str = "0.1.0"
+    kind: Kind
+    summary: str = ""
+    properties: Properties = Field(default_factory=Properties)
+    params: type[BaseModel] = NoParams
+    input_type: str = "any"
+    output_type: str = "any"
+    allowed_clip: tuple[ClipPolicy, ...] = CLIP_POLICIES
+    allowed_output: tuple[OutputPolicy, ...] = ("window",)
+    host_api: str = ">=1.0,<2"
+    docs: str = ""
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_identifier(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError(f"UDM name {v!r} must be an identifier (letters, digits, underscore)")
+        return v
+
+    @field_validator("version")
+    @classmethod
+    def _version_is_pep440(cls, v: str) -> str:
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            return str(Version(v))
+        except InvalidVersion as exc:
+            raise ValueError(f"version {v!r} is not a PEP 440 version") from exc
+
+    @field_validator("host_api")
+    @classmethod
+    def _host_api_is_specifier(cls, v: str) -> str:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            SpecifierSet(v)
+        except InvalidSpecifier as exc:
+            raise ValueError(f"host_api {v!r} is not a PEP 440 version specifier") from exc
+        return v
+
+    @field_validator("params")
+    @classmethod
+    def _params_is_model(cls, v: Any) -> type[BaseModel]:
+        if not (isinstance(v, type) and issubclass(v, BaseModel)):
+            raise ValueError(f"params must be a pydantic model class, got {v!r}")
+        return v
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """A JSON-safe view: the parameter model becomes its JSON schema."""
+        data = self.model_dump(exclude={"params"})
+        data["allowed_clip"] = list(self.allowed_clip)
+        data["allowed_output"] = list(self.allowed_output)
+        data["params"] = self.params.model_json_schema()
+        return data
