@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +29,7 @@ class CatalogEntry:
 
     @property
     def manifest(self) -> Manifest:
-        return self.cls.manifest  # type: ignore[no-any-return]
+        return self.cls.manifest
 
     @property
     def name(self) -> str:
@@ -162,7 +161,7 @@ class Catalog:
                 msg = "unknown parameter" if err["type"] == "extra_forbidden" else err["msg"]
                 parts.append(f"parameter {where!r}: {msg} (got {err.get('input')!r})")
             raise ParamError(f"bad parameters for UDM {entry.name!r} {entry.version}: " + "; ".join(parts)) from None
-        return entry.cls(p)  # type: ignore[no-any-return]
+        return entry.cls(p)
 
 
 def _version_ok(v: str, spec: SpecifierSet) -> bool:

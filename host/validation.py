@@ -13,7 +13,6 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 from pydantic import BaseModel, ValidationError
 
-
 from udm.sdk import API_VERSION, UDM, Manifest
 
 __all__ = ["check_udm"]
@@ -45,9 +44,10 @@ def _sdk_base(cls: type) -> type | None:
     return None
 
 
-def check_udm(cls: Any, api_version: str = API_VERSION) -> list[str]:
-    if not (isinstance(cls, type) and issubclass(cls, UDM)):
-        return [f"not a UDM class: {cls!r} does not derive from an udm.sdk base class"]
+def check_udm(obj: Any, api_version: str = API_VERSION) -> list[str]:
+    if not (isinstance(obj, type) and issubclass(obj, UDM)):
+        return [f"not a UDM class: {obj!r} does not derive from an udm.sdk base class"]
+    cls: type[UDM] = obj
     man = getattr(cls, "manifest", None)
     if not isinstance(man, Manifest):
         return ["missing manifest: decorate the class with @udm(...) or set a `manifest` class attribute"]

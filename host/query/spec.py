@@ -139,23 +139,42 @@ class QuerySpec(_Strict):
         return data
 
 
-def format_validation_error(exc: ValidationError, what: str) -> str:
+_TAG_FIELDS = ("op", "type")
+
+
+def _where(loc: tuple[Any, ...], data: Any) -> str:
+    """Render a pydantic error location as the user wrote it, dropping the union tags pydantic inserts.
+
+    Pydantic puts a discriminated union's tag right after the location of the object it picked a variant
+    for (``steps.0.window.window.tumbling.size``); walking the input alongside the location, the first item
+    on entering an object that equals its ``op``/``type`` value is that tag (→ ``steps[0].window.size``).
+    """
+    out = ""
+    entered = True
+    for item in loc:
+        if entered and isinstance(data, dict) and any(data.get(t) == item for t in _TAG_FIELDS):
+            entered = False
+            continue
+        if isinstance(item, int):
+            out += f"[{item}]"
+            data = data[item] if isinstance(data, list) and item < len(data) else None
+        else:
+            out += f".{item}" if out else str(item)
+            data = data.get(item) if isinstance(data, dict) else None
+        entered = True
+    return out
+
+
+def format_validation_error(exc: ValidationError, what: str, data: Any = None) -> str:
     """One line per problem, each naming where it is (``steps[0].window.size``)."""
     parts = []
     for err in exc.errors():
-        loc = ""
-        for item in err["loc"]:
-            if isinstance(item, int):
-                loc += f"[{item}]"
-            elif item in {"filter", "map", "window", "tumbling", "hopping", "snapshot",
-                          "count_by_start", "count_by_end"}:
-                continue  # the discriminator tag pydantic inserts; the user never wrote it
-            else:
-                loc += f".{item}" if loc else str(item)
+        loc = _where(tuple(err["loc"]), data)
         msg = err["msg"]
         if err["type"] == "union_tag_invalid":
             ctx = err.get("ctx", {})
-            msg = f"unknown {ctx.get('discriminator', 'tag')} {ctx.get('tag')!r}; expected one of {ctx.get('expected_tags')}"
+            disc = str(ctx.get("discriminator", "tag")).strip("'")
+            msg = f"unknown {disc} {ctx.get('tag')!r}; expected one of {ctx.get('expected_tags')}"
         elif err["type"] == "extra_forbidden":
             msg = "unknown field"
         parts.append(f"{loc or '<root>'}: {msg}")
@@ -166,7 +185,7 @@ def parse_query(data: Any, *, source: str = "query") -> QuerySpec:
     try:
         return QuerySpec.model_validate(data)
     except ValidationError as exc:
-        raise QuerySpecError(format_validation_error(exc, f"invalid {source}")) from None
+        raise QuerySpecError(format_validation_error(exc, f"invalid {source}", data)) from None
 
 
 def load_query(path: str | Path) -> QuerySpec:

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from udm.sdk import UDM, hookimpl
 
 from .aggregates import Avg, Count, Max, Min, Sum, Variance
-from .holistic import Median, TimeWeightedAverage
 from .functions import InRange
+from .holistic import Median, TimeWeightedAverage
 
 __all__ = ["ALL", "Avg", "Count", "InRange", "Max", "Median", "Min", "Sum", "TimeWeightedAverage", "Variance",
            "register_udms"]

@@ -33,7 +33,7 @@ def _acc_add(acc: _Acc, values: Sequence[float], sign: int) -> _Acc:
 
 
 def _acc_merge(a: _Acc, b: _Acc) -> _Acc:
-    n, s, c = _acc_add((a[0], a[1], a[2]), (b[1],), 1)
+    _, s, c = _acc_add(a, (b[1],), 1)
     return a[0] + b[0], s, c + b[2]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from udm.sdk import INF, Event, TimeSensitiveUDA, UDA, WindowDescriptor, udm
+from udm.sdk import INF, UDA, Event, TimeSensitiveUDA, WindowDescriptor, udm
 
 __all__ = ["Median", "TimeWeightedAverage"]
 
