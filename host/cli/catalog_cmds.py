@@ -120,14 +120,59 @@ def _validation_results(cat: Catalog) -> list[dict[str, Any]]:
     return rows
 
 
+def _contract_results(cat: Catalog, seed: int, examples: int) -> list[dict[str, Any]]:
+    """One row per conformance-kit contract check (udm.host.testing) of every UDM the catalog accepted
+    (a refused UDM cannot run; its manifest row already says why)."""
+    from udm.host.testing import run_contract_checks
+
+    rows: list[dict[str, Any]] = []
+    for e in sorted(cat.entries, key=lambda e: (e.name, e.version)):
+        if not e.valid:
+            continue
+        for r in run_contract_checks(e.cls, seed=seed, examples=examples):
+            rows.append({"udm": e.name, "version": e.version, "distribution": e.distribution,
+                         "check": f"contract:{r.name}", "passed": r.passed, "detail": r.detail,
+                         "skipped": r.skipped, "seed": r.seed, "reproducer": r.reproducer})
+    return rows
+
+
+def _summarized(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """For the table: a UDM's passing contract checks become one ``contracts`` row; failures stay."""
+    out: list[dict[str, Any]] = []
+    pending: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for r in rows:
+        if not r["check"].startswith("contract:"):
+            out.append(r)
+            continue
+        key = (r["udm"], r["version"])
+        if key not in pending:
+            pending[key] = {**r, "check": "contracts", "passed": True, "n_pass": 0, "n_skip": 0}
+            out.append(pending[key])
+        if not r["passed"]:
+            out.append(r)
+        else:
+            pending[key]["n_skip" if r.get("skipped") else "n_pass"] += 1
+    for s in pending.values():
+        s["detail"] = f"{s['n_pass']} passed" + (f", {s['n_skip']} not applicable" if s["n_skip"] else "")
+    return [r for r in out if r["check"] != "contracts" or r["n_pass"] + r["n_skip"]]
+
+
 def cmd_validate(
     path: Path = typer.Argument(None, help="A plugin project directory (with pyproject.toml) or a .py file; "
                                 "default: every installed plugin."),
     json_: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the conformance-kit contract checks (reproduces a failure)."),
+    examples: int = typer.Option(50, "--examples", help="Random examples per contract check."),
+    contracts: bool = typer.Option(True, "--contracts/--no-contracts",
+                                   help="Run the conformance-kit contract checks (udm.host.testing)."),
 ) -> None:
-    """Check UDMs: manifest against implementation. Exit 1 when anything fails."""
+    """Check UDMs: manifest against implementation, then the conformance-kit contract checks.
+    Exit 1 when anything fails."""
     cat = load_project_catalog(path) if path is not None else default_catalog()
     rows = _validation_results(cat)
+    if contracts:
+        rows += _contract_results(cat, seed, examples)
+        rows.sort(key=lambda r: (r["udm"] is None, r["udm"] or "", r["version"] or ""))  # stable: per UDM
     ok = all(r["passed"] for r in rows) and bool(rows)
     if json_:
         print_json({"passed": ok, "results": rows})
@@ -135,10 +180,15 @@ def cmd_validate(
         t = Table(title=f"udm validate {path or '(installed plugins)'}", title_justify="left")
         for col in ("udm", "version", "check", "result", "detail"):
             t.add_column(col)
-        for r in rows:
-            t.add_row(r["udm"] or "-", r["version"] or "-", r["check"],
-                      "[green]pass[/]" if r["passed"] else "[red]FAIL[/]", r["detail"])
+        for r in _summarized(rows):
+            result = "[green]pass[/]" if r["passed"] else "[red]FAIL[/]"
+            detail = r["detail"] if r["passed"] or "seed" not in r else f"{r['detail']} (seed {r['seed']})"
+            t.add_row(r["udm"] or "-", r["version"] or "-", r["check"], result, detail)
         out.print(t)
+        for r in rows:
+            if not r["passed"] and r.get("reproducer"):
+                out.print(f"[bold]{r['udm']} {r['check']}[/] reproducer (seed {r['seed']}):", highlight=False)
+                out.print(r["reproducer"], highlight=False, markup=False)
         if not rows:
             err.print("no UDMs found to validate")
         passed = sum(r["passed"] for r in rows)

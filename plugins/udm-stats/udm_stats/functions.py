@@ -12,7 +12,8 @@ __all__ = ["InRange"]
 
 
 class RangeParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # infinite bounds must survive a JSON round trip (as Infinity), or the query spec cannot carry them
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
     lo: float = -math.inf
     hi: float = math.inf
 

@@ -1,0 +1,922 @@
+"""UDM contract checks (like river's ``checks``): run against any UDM class, first- or third-party.
+
+`run_contract_checks(MyUDM)` returns one `CheckResult` per check; `assert_contracts(MyUDM)` raises an
+AssertionError listing every failed check with the seed and a minimal reproducer. The checks:
+
+``manifest``
+    The manifest matches the implementation (the host's load-time rules) and is truthful at run time:
+    ``compute`` works on inputs of the declared ``input_type`` and returns the declared ``output_type``,
+    JSON-serializable, with valid lifetimes for time-sensitive operators.
+``params_roundtrip``
+    The parameter model round-trips through ``model_dump``/JSON and back to an equal model (and an
+    equally behaving UDM), and has a JSON schema.
+``deterministic``
+    The same members give the same output (fresh instances, deep-copied members), and ``compute`` does
+    not mutate its input. Skipped for UDMs declaring ``deterministic=False``.
+``physical_reordering``
+    A query using the UDM has the same output CHT over many physical streams of one logical stream
+    (different order, retractions, CTIs), evaluated through the reference oracle.
+``incremental``
+    For incremental UDMs: any sequence of ``add``/``remove`` deltas, in any order and chunking, that
+    leaves the members of a window gives what ``initial_state`` + one ``add`` of all members gives.
+``algebraic_merge``
+    For algebraic UDMs: ``merge`` is commutative and associative, has the initial state as identity,
+    ``compute(merge(a, b)) == compute(state of the union)``, and does not mutate its arguments.
+``state_pickle``
+    For incremental UDMs: a state survives ``pickle`` (the engine's snapshot/restore) and the restored
+    state goes on to give the same results.
+``time_bound``
+    For UDMs declaring ``time_bound``: when one element ``x`` (an insert, a shortening or extending
+    retraction, a full retraction) changes the members, every output that changes has ``LE >= sync(x)``.
+
+Example inputs: each check draws members from a pool that fits the manifest's ``input_type`` — numbers
+for ``float``/``int``/``any``, payload dicts ``{"type": "A"|"B"|"C", "value": number}`` for
+``payload``/``event``/``dict``, strings for ``str``. A UDM needing other inputs supplies them, first match
+wins:
+
+1. ``run_contract_checks(MyUDM, inputs=[...])`` (or ``udm_contracts(MyUDM, inputs=[...])`` in pytest):
+   a list of example input values (what the UDM receives after the query's input mapping), or a
+   callable ``inputs(rng) -> list``;
+2. a classmethod on the UDM: ``example_payloads(cls, rng: random.Random) -> list``.
+
+Parameters: ``params={...}`` instantiates the UDM with those parameters (default: the model's defaults).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import pickle
+import random
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from udm.host.catalog import CatalogEntry
+from udm.host.errors import ContractViolation
+from udm.host.query.plan import BoundQuery, BoundStep
+from udm.host.query.spec import (
+    CountByEnd,
+    CountByStart,
+    Hopping,
+    MapStep,
+    QuerySpec,
+    Snapshot,
+    Tumbling,
+    WindowStep,
+)
+from udm.host.temporal.elements import Element, canonical_json
+from udm.host.validation import check_udm
+from udm.sdk import INF, UDM, Event, Manifest, WindowDescriptor
+
+from .cht import CHT, format_row, stream_text
+from .generator import StreamSpec, logical_events, physical_variants, physicalize
+from .oracle import oracle
+from .verifier import payloads_close, verify
+
+__all__ = ["CHECKS", "CheckResult", "assert_contracts", "format_failures", "run_contract_checks"]
+
+CHECKS: tuple[str, ...] = ("manifest", "params_roundtrip", "deterministic", "physical_reordering", "incremental",
+                           "algebraic_merge", "state_pickle", "time_bound")
+
+
+@dataclass
+class CheckResult:
+    """One contract check on one UDM. ``skipped`` checks (not applicable) count as passed."""
+
+    name: str
+    passed: bool
+    detail: str = ""
+    seed: int = 0
+    reproducer: str = ""
+    skipped: bool = False
+
+    def __str__(self) -> str:
+        status = "skip" if self.skipped else ("pass" if self.passed else "FAIL")
+        return f"{self.name}: {status}{' — ' + self.detail if self.detail else ''}"
+
+
+class _Fail(Exception):
+    def __init__(self, detail: str, reproducer: str = "") -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.reproducer = reproducer
+
+
+class _Skip(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------------
+# example inputs
+
+_NUMERIC = ("float", "int", "number", "numeric", "decimal", "real", "any")
+_DICTISH = ("dict", "mapping", "payload", "event", "object", "json")
+
+
+def _input_family(input_type: str) -> str:
+    t = input_type.lower()
+    if any(w in t for w in _DICTISH):
+        return "dict"
+    if "str" in t:
+        return "str"
+    if "bool" in t:
+        return "bool"
+    if "int" in t and "float" not in t:
+        return "int"
+    return "number"
+
+
+def _default_value(family: str, rng: random.Random) -> Any:
+    if family == "dict":
+        value: Any = rng.randint(0, 20) if rng.random() < 0.5 else round(rng.uniform(0, 20), 3)
+        return {"type": rng.choice(("A", "B", "C")), "value": value}
+    if family == "str":
+        return rng.choice(("a", "b", "c", "abc", ""))
+    if family == "bool":
+        return rng.random() < 0.5
+    if family == "int":
+        return rng.randint(-5, 20)
+    return rng.randint(-5, 20) if rng.random() < 0.5 else round(rng.uniform(-10, 10), 3)
+
+
+def _ts(x: int) -> str:
+    return "inf" if x >= INF else str(x)
+
+
+def _show(v: Any) -> str:
+    try:
+        return canonical_json(v)
+    except (TypeError, ValueError):
+        return repr(v)
+
+
+def _member_text(m: Any) -> str:
+    if isinstance(m, Event):
+        return f"[{_ts(m.le)}, {_ts(m.re)}) {_show(m.payload)}"
+    return _show(m)
+
+
+def _normal(x: Any) -> Any:
+    """A comparable form of a value: JSON round trip where possible."""
+    try:
+        return json.loads(canonical_json(x))
+    except (TypeError, ValueError):
+        return x
+
+
+class _Harness:
+    """What every check needs to know about one UDM: how to build it, feed it and read its output."""
+
+    def __init__(self, cls: type, params: Mapping[str, Any] | None, inputs: Any,
+                 rel_tol: float, abs_tol: float) -> None:
+        self.cls = cls
+        man = getattr(cls, "manifest", None)
+        if not isinstance(man, Manifest):
+            raise _Fail("no manifest: decorate the class with @udm(...)")
+        self.man: Manifest = man
+        self.props = man.properties
+        self.kind = man.kind
+        self.params = dict(params or {})
+        self.inputs = inputs
+        self.rel_tol = rel_tol
+        self.abs_tol = abs_tol
+        self.label = f"{man.name} {man.version}"
+        self.family = _input_family(man.input_type)
+        if inputs is None and callable(getattr(cls, "example_payloads", None)):
+            self.inputs = cls.example_payloads  # type: ignore[attr-defined]
+        self._pool_cache: dict[int, list[Any]] = {}
+
+    # -- building --------------------------------------------------------------------------------
+    def params_model(self) -> Any:
+        return self.man.params.model_validate(self.params)
+
+    def new(self) -> Any:
+        try:
+            return self.cls(self.params_model())
+        except Exception as exc:
+            raise _Fail(f"cannot instantiate with parameters {self.params!r}: {type(exc).__name__}: {exc}") from exc
+
+    # -- inputs ----------------------------------------------------------------------------------
+    def values(self, rng: random.Random, k: int) -> list[Any]:
+        src = self.inputs
+        if src is None:
+            return [_default_value(self.family, rng) for _ in range(k)]
+        pool = list(src(rng)) if callable(src) else list(src)
+        if not pool:
+            raise _Fail("the example inputs are empty")
+        return [copy.deepcopy(rng.choice(pool)) for _ in range(k)]
+
+    def dict_inputs(self) -> bool:
+        if self.inputs is None:
+            return self.family == "dict"
+        probe = self.values(random.Random(0), 3)
+        return all(isinstance(v, Mapping) for v in probe)
+
+    def window(self, rng: random.Random) -> WindowDescriptor:
+        le = rng.randint(0, 20)
+        if self.props.time_sensitive and rng.random() < 0.1:
+            return WindowDescriptor(le, INF)
+        return WindowDescriptor(le, le + rng.randint(1, 12))
+
+    def clip(self, rng: random.Random) -> str:
+        return rng.choice(list(self.man.allowed_clip) or ["none"])
+
+    def event(self, rng: random.Random, w: WindowDescriptor, value: Any) -> tuple[int, int, Any]:
+        """An unclipped lifetime overlapping ``w``."""
+        hi = w.re - 1 if w.re < INF else w.le + 25
+        le = rng.randint(w.le - 6, hi)
+        lo_re = max(le + 1, w.le + 1)
+        if rng.random() < 0.08:
+            return le, INF, value
+        return le, rng.randint(lo_re, lo_re + 10), value
+
+    @staticmethod
+    def clipped(ev: tuple[int, int, Any], w: WindowDescriptor, clip: str) -> Event:
+        le, re, v = ev
+        if clip in ("left", "full"):
+            le = max(le, w.le)
+        if clip in ("right", "full"):
+            re = min(re, w.re)
+        return Event(le, re, v)
+
+    def members(self, rng: random.Random, k: int, w: WindowDescriptor, clip: str) -> list[Any]:
+        """``k`` members in canonical order: Events (time-sensitive) or input values."""
+        vals = self.values(rng, k)
+        if self.props.time_sensitive:
+            evs = [self.clipped(self.event(rng, w, v), w, clip) for v in vals]
+            return self.canonical(evs)
+        # time-insensitive UDMs see values; their canonical order comes from lifetimes we do not model
+        return vals
+
+    @staticmethod
+    def canonical(evs: list[Event]) -> list[Event]:
+        return sorted(evs, key=lambda e: (e.le, e.re, _show(e.payload)))
+
+    # -- running ---------------------------------------------------------------------------------
+    def udf_args(self) -> list[str]:
+        sig = inspect.signature(self.cls.compute)  # type: ignore[attr-defined]
+        names = [p.name for p in list(sig.parameters.values())[1:]
+                 if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is p.empty]
+        return names or ["x"]
+
+    def compute(self, udm: Any, members: list[Any], w: WindowDescriptor | None) -> Any:
+        """The non-incremental definition: one call (or one add of everything), raw result."""
+        members = copy.deepcopy(members)
+        if self.kind == "udf":
+            names = self.udf_args()
+            return udm.compute(**dict(zip(names, members, strict=False)))
+        if self.props.incremental:
+            st = udm.add(udm.initial_state(), members)
+            return self.finish(udm, st, w)
+        return udm.compute(members, w) if self.props.time_sensitive else udm.compute(members)
+
+    def finish(self, udm: Any, state: Any, w: WindowDescriptor | None) -> Any:
+        return udm.compute(state, w) if self.props.time_sensitive else udm.compute(state)
+
+    def normal(self, result: Any) -> Any:
+        """Comparable output: UDA/UDF value; UDO outputs as a sorted multiset."""
+        if self.kind != "udo":
+            return _normal(result)
+        rows = []
+        for item in list(result):
+            if isinstance(item, Event):
+                rows.append([item.le, item.re, _normal(item.payload)])
+            elif isinstance(item, (tuple, list)) and len(item) == 3 and self.props.time_sensitive:
+                rows.append([item[0], item[1], _normal(item[2])])
+            else:
+                rows.append(_normal(item))
+        return sorted(rows, key=_show)
+
+    def same(self, a: Any, b: Any) -> bool:
+        return payloads_close(a, b, rel_tol=self.rel_tol, abs_tol=self.abs_tol)
+
+    def case_text(self, members: list[Any], w: WindowDescriptor | None, clip: str | None = None) -> str:
+        head = f"window [{_ts(w.le)}, {_ts(w.re)})" if w is not None else "call"
+        if clip:
+            head += f" clip={clip}"
+        if self.params:
+            head += f" params={_show(self.params)}"
+        lines = [f"{self.label}: {head}", "members (canonical order):" if self.kind != "udf" else "arguments:"]
+        lines += [f"  {_member_text(m)}" for m in members]
+        return "\n".join(lines)
+
+
+def _shrink(items: list[Any], still_fails: Callable[[list[Any]], bool], budget: int = 60) -> list[Any]:
+    """Greedy one-at-a-time removal while the failure persists (a small delta debugging)."""
+    cur = list(items)
+    changed = True
+    while changed and budget > 0:
+        changed = False
+        for i in range(len(cur)):
+            if budget <= 0 or len(cur) <= 1:
+                break
+            cand = cur[:i] + cur[i + 1:]
+            budget -= 1
+            try:
+                bad = still_fails(cand)
+            except Exception:
+                bad = False
+            if bad:
+                cur = cand
+                changed = True
+                break
+    return cur
+
+
+def _err(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+# ---------------------------------------------------------------------------------------------------
+# the checks
+
+
+def _check_manifest(h: _Harness, rng: random.Random, examples: int) -> str:
+    problems = check_udm(h.cls)
+    if problems:
+        raise _Fail("manifest does not match the implementation: " + "; ".join(problems))
+    udm = h.new()
+    out_t = h.man.output_type.lower()
+    for _ in range(max(3, examples // 3)):
+        w = h.window(rng) if h.kind != "udf" else None
+        clip = h.clip(rng) if h.kind != "udf" else None
+        k = len(h.udf_args()) if h.kind == "udf" else rng.randint(1, 6)
+        members = h.members(rng, k, w, clip) if w is not None else h.values(rng, k)  # type: ignore[arg-type]
+
+        def problem(ms: list[Any], w: WindowDescriptor | None = w) -> str | None:
+            try:
+                res = h.compute(udm, ms, w)
+                if h.kind == "udo":
+                    res = list(res)
+            except Exception as exc:
+                return (f"compute raised {_err(exc)} on inputs of its declared input_type "
+                        f"{h.man.input_type!r} (supply example inputs if it needs others)")
+            return _output_problem(h, res, out_t, w)
+
+        p = problem(members)
+        if p:
+            small = members if h.kind == "udf" else _shrink(members, lambda ms: problem(ms) is not None)
+            raise _Fail(p, h.case_text(small, w, clip))
+    return "manifest consistent; outputs match output_type " + repr(h.man.output_type)
+
+
+def _type_ok(value: Any, t: str) -> bool:
+    if t in ("int", "integer"):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if t in ("float", "number", "numeric", "real"):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if t == "bool":
+        return isinstance(value, bool)
+    if t in ("str", "string"):
+        return isinstance(value, str)
+    if t in ("payload", "dict", "mapping", "object", "event"):
+        return isinstance(value, Mapping)
+    return True  # "any" and types the kit does not know
+
+
+def _output_problem(h: _Harness, res: Any, out_t: str, w: WindowDescriptor | None) -> str | None:
+    if h.kind in ("uda", "udf"):
+        try:
+            canonical_json(res)
+        except (TypeError, ValueError):
+            return f"returned {res!r}, which is not JSON-serializable"
+        if not _type_ok(res, out_t):
+            return f"declares output_type {h.man.output_type!r} but returned {res!r} ({type(res).__name__})"
+        return None
+    for item in res:
+        if h.props.time_sensitive:
+            if isinstance(item, Event):
+                le, re, payload = item.le, item.re, item.payload
+            elif isinstance(item, (tuple, list)) and len(item) == 3:
+                le, re, payload = item
+            else:
+                return f"a time-sensitive UDO yields Event or (le, re, payload), got {item!r}"
+            if (not isinstance(le, int) or not isinstance(re, int) or isinstance(le, bool)
+                    or isinstance(re, bool) or re <= le or le >= INF):
+                return f"output lifetime must be integer ticks with le < re, got {item!r}"
+            if out_t in ("event", "payload") and not isinstance(payload, Mapping):
+                return f"declares output_type {h.man.output_type!r} but yielded payload {payload!r}"
+        else:
+            payload = item
+            if not _type_ok(payload, out_t):
+                return f"declares output_type {h.man.output_type!r} but yielded {payload!r}"
+        try:
+            canonical_json(payload)
+        except (TypeError, ValueError):
+            return f"yielded {payload!r}, which is not JSON-serializable"
+    return None
+
+
+def _check_params(h: _Harness, rng: random.Random, examples: int) -> str:
+    model = h.man.params
+    try:
+        p = h.params_model()
+    except Exception as exc:
+        raise _Fail(f"parameters {h.params!r} do not validate: {_err(exc)}") from exc
+    try:
+        dumped = p.model_dump(mode="json")
+        text = json.dumps(dumped)
+    except Exception as exc:
+        raise _Fail(f"{model.__name__} does not serialize to JSON: {_err(exc)}") from exc
+    try:
+        back = model.model_validate(json.loads(text))
+        back_json = model.model_validate_json(p.model_dump_json())
+    except Exception as exc:
+        raise _Fail(f"{model.__name__} does not validate its own dump {text}: {_err(exc)}",
+                    f"{model.__name__}({text})") from exc
+    for label, other in (("model_dump", back), ("model_dump_json", back_json)):
+        if other != p:
+            raise _Fail(f"{model.__name__} does not round-trip through {label}: {p!r} became {other!r}",
+                        f"{model.__name__}.model_validate({text}) != {p!r}")
+    try:
+        model.model_json_schema()
+    except Exception as exc:
+        raise _Fail(f"{model.__name__} has no JSON schema (udm info needs one): {_err(exc)}") from exc
+    # the round-tripped parameters make an equally behaving UDM
+    try:
+        u1, u2 = h.cls(p), h.cls(back)
+    except Exception as exc:
+        raise _Fail(f"cannot instantiate from round-tripped parameters: {_err(exc)}") from exc
+    for _ in range(max(2, examples // 10)):
+        w = h.window(rng) if h.kind != "udf" else None
+        clip = h.clip(rng) if h.kind != "udf" else None
+        k = len(h.udf_args()) if h.kind == "udf" else rng.randint(1, 6)
+        ms = h.members(rng, k, w, clip) if w is not None else h.values(rng, k)  # type: ignore[arg-type]
+        try:
+            a, b = h.normal(h.compute(u1, ms, w)), h.normal(h.compute(u2, ms, w))
+            if not h.same(a, h.normal(h.compute(u1, ms, w))):
+                continue  # nondeterministic: the deterministic check reports it
+        except Exception:
+            continue  # the manifest check reports compute errors
+        if not h.same(a, b):
+            raise _Fail(f"a UDM built from the round-tripped parameters {text} behaves differently: "
+                        f"{_show(a)} != {_show(b)}", h.case_text(ms, w, clip))
+    return f"{model.__name__} round-trips ({text})"
+
+
+def _check_deterministic(h: _Harness, rng: random.Random, examples: int) -> str:
+    if not h.props.deterministic:
+        raise _Skip("declared nondeterministic")
+    for _ in range(examples):
+        w = h.window(rng) if h.kind != "udf" else None
+        clip = h.clip(rng) if h.kind != "udf" else None
+        k = len(h.udf_args()) if h.kind == "udf" else rng.randint(1, 8)
+        ms = h.members(rng, k, w, clip) if w is not None else h.values(rng, k)  # type: ignore[arg-type]
+
+        def verdict(ms: list[Any], w: WindowDescriptor | None = w) -> str | None:
+            before = copy.deepcopy(ms)
+            udm = h.new()
+            try:
+                if h.kind == "udf":
+                    r1 = udm.compute(**dict(zip(h.udf_args(), ms, strict=False)))
+                elif h.props.incremental:
+                    r1 = h.finish(udm, udm.add(udm.initial_state(), ms), w)
+                else:
+                    r1 = udm.compute(ms, w) if h.props.time_sensitive else udm.compute(ms)
+                r1 = h.normal(r1)
+            except Exception:
+                return None  # reported by the manifest check
+            if _normal(ms) != _normal(before) or ms != before:
+                return "compute/add mutated the members it was given"
+            results = [r1]
+            for _ in range(2):
+                try:
+                    results.append(h.normal(h.compute(h.new(), ms, w)))
+                except Exception as exc:
+                    return f"a second call on the same members raised {_err(exc)}"
+            for r in results[1:]:
+                if not h.same(results[0], r):
+                    return f"the same members gave different outputs: {_show(results[0])} then {_show(r)}"
+            return None
+
+        p = verdict(ms)
+        if p:
+            small = ms if h.kind == "udf" else _shrink(ms, lambda xs: verdict(xs) is not None, budget=20)
+            raise _Fail(p, h.case_text(small, w, clip))
+    return f"{examples} examples, same output every time, members untouched"
+
+
+def _query_for(h: _Harness, rng: random.Random, dict_in: bool) -> tuple[QuerySpec, BoundQuery]:
+    if h.kind == "udf":
+        names = h.udf_args()
+        step: Any = MapStep(udf=h.man.name, args={n: f"v{i}" for i, n in enumerate(names)}, **{"as": "out"})
+    else:
+        window = rng.choice([
+            Tumbling(size=rng.randint(2, 8), offset=rng.randint(0, 3)),
+            Hopping(size=rng.randint(3, 8), hop=rng.randint(1, 5), offset=rng.randint(0, 2)),
+            Hopping(size=3, hop=7, offset=1),
+            Snapshot(),
+            CountByStart(n=rng.randint(1, 3), hop=rng.randint(1, 2)),
+            CountByEnd(n=rng.randint(1, 3), hop=rng.randint(1, 2)),
+        ])
+        clip = h.clip(rng)
+        outputs = list(h.man.allowed_output) or ["window"]
+        output = rng.choice(outputs)
+        if output in ("unaltered", "time_bound"):
+            lefts = [c for c in h.man.allowed_clip if c in ("left", "full")]
+            if lefts:
+                clip = rng.choice(lefts)
+            else:
+                output = "window"
+        kw: dict[str, Any] = {"window": window, "udm": h.man.name, "clip": clip, "output": output,
+                              "params": h.params}
+        if not dict_in:
+            kw["input"] = "v"
+            kw["group_by"] = ["g"] if rng.random() < 0.5 else []
+        step = WindowStep(**kw)
+    spec = QuerySpec(steps=[step])
+    entry = CatalogEntry(h.cls, plugin="<contract-check>", distribution="<contract-check>")
+    return spec, BoundQuery(spec, (BoundStep(step, entry, h.new()),))
+
+
+def _check_reordering(h: _Harness, rng: random.Random, examples: int, seed: int) -> str:
+    if not h.props.deterministic:
+        raise _Skip("declared nondeterministic")
+    dict_in = h.kind != "udf" and h.dict_inputs()
+    streams = max(2, examples // 10)
+    for s in range(streams):
+        spec, bq = _query_for(h, rng, dict_in)
+        sspec = StreamSpec(events=rng.randint(4, 12), duration=rng.choice(["point", "short", "long", "mixed"]),
+                           overlap=rng.choice(["high", "medium", "low"]), groups=2)
+        base = logical_events(sspec, rng)
+        window = getattr(spec.steps[0], "window", None)
+        if isinstance(window, (Tumbling, Hopping)):
+            # endless events on tumbling/hopping windows are cut at the largest time the *physical*
+            # stream reached (semantics-notes 2), which legitimately differs between histories
+            base = [(le, re if re < INF else le + 50, p) for le, re, p in base]
+        events: list[tuple[int, int, dict[str, Any]]] = []
+        for le, re, p in base:
+            if h.kind == "udf":
+                vals = h.values(rng, len(h.udf_args()))
+                payload = {"g": p["g"], **{f"v{i}": v for i, v in enumerate(vals)}}
+            elif dict_in:
+                payload = dict(h.values(rng, 1)[0])
+            else:
+                payload = {"g": p["g"], "v": h.values(rng, 1)[0]}
+            events.append((le, re, payload))
+
+        def failing(evs: list[tuple[int, int, dict[str, Any]]], tag: int = s, bq: BoundQuery = bq
+                    ) -> tuple[str, list[Element], str] | None:
+            stream = physicalize(evs, random.Random(f"{seed}:{tag}"), disorder="in_order", cti="regular")
+            try:
+                want = oracle(bq, stream)
+            except ContractViolation as exc:
+                return f"the UDM broke its contract on an in-order stream: {exc}", stream, ""
+            for variant in physical_variants(stream, 3, seed=seed * 1000 + tag):
+                try:
+                    got = oracle(bq, variant)
+                except ContractViolation as exc:
+                    return f"the UDM broke its contract on a reordered stream: {exc}", variant, ""
+                v = verify(got, want, rel_tol=0.0, abs_tol=0.0)
+                if not v.ok:
+                    first = (v.missing or v.unexpected)[0]
+                    return (f"the output CHT depends on the physical history of one logical stream "
+                            f"({len(v.missing)} row(s) differ, e.g. {format_row(first)})", variant, v.diff)
+            return None
+
+        bad = failing(events)
+        if bad:
+            small = _shrink(events, lambda evs: failing(evs) is not None, budget=25)
+            again = failing(small) or bad
+            repro = (f"{h.label}: query {json.dumps(spec.to_json_dict(), separators=(',', ':'))}\n"
+                     f"logical stream (CHT):\n{_indent(CHT.from_events(small).to_text())}\n"
+                     f"physical stream that differs:\n{_indent(stream_text(again[1]))}"
+                     + (f"\noutput of that stream vs the first history's:\n{_indent(again[2])}" if again[2] else ""))
+            raise _Fail(again[0], repro)
+    return f"{streams} logical streams x 4 physical histories, same output CHT"
+
+
+def _indent(text: str, by: str = "  ") -> str:
+    return "\n".join(by + line for line in text.splitlines())
+
+
+def _inc_paths(h: _Harness, rng: random.Random, members: list[Any], extras: list[Any]
+               ) -> list[tuple[str, list[tuple[str, list[Any]]]]]:
+    """Delta sequences that all end with exactly ``members`` in the state."""
+    paths = []
+    one = [("add", [m]) for m in rng.sample(members, len(members))]
+    paths.append(("one at a time, arrival order", one))
+    both = members + extras
+    shuffled = rng.sample(both, len(both))
+    ops: list[tuple[str, list[Any]]] = []
+    i = 0
+    while i < len(shuffled):
+        n = rng.randint(1, 3)
+        ops.append(("add", shuffled[i:i + n]))
+        i += n
+    if extras:
+        ops.append(("remove", rng.sample(extras, len(extras))))
+    paths.append(("chunks, extras added then removed", ops))
+    if members:
+        churn = [("add", list(members)), ("remove", rng.sample(members, len(members))), ("add", list(members))]
+        paths.append(("all added, all removed, added again", churn))
+    return paths
+
+
+def _run_path(h: _Harness, udm: Any, ops: list[tuple[str, list[Any]]], w: WindowDescriptor | None) -> Any:
+    st = udm.initial_state()
+    for op, delta in ops:
+        delta = copy.deepcopy(delta)
+        st = udm.add(st, delta) if op == "add" else udm.remove(st, delta)
+    return h.normal(h.finish(udm, st, w))
+
+
+def _ops_text(ops: list[tuple[str, list[Any]]]) -> str:
+    return "\n".join(f"  {op} [{', '.join(_member_text(m) for m in delta)}]" for op, delta in ops)
+
+
+def _check_incremental(h: _Harness, rng: random.Random, examples: int) -> str:
+    if not h.props.incremental:
+        raise _Skip("not incremental")
+    for _ in range(examples):
+        w = h.window(rng)
+        clip = h.clip(rng)
+        members = h.members(rng, rng.randint(1, 8), w, clip)
+        extras = h.members(rng, rng.randint(0, 4), w, clip)
+
+        def verdict(ms: list[Any], xs: list[Any] = extras, w: WindowDescriptor = w) -> tuple[str, str] | None:
+            try:
+                ref = h.normal(h.compute(h.new(), ms, w))
+            except Exception:
+                return None  # the manifest check reports it
+            prng = random.Random(len(ms) * 7919 + len(xs))
+            for label, ops in _inc_paths(h, prng, ms, xs):
+                try:
+                    got = _run_path(h, h.new(), ops, w)
+                except Exception as exc:
+                    return f"incremental path '{label}' raised {_err(exc)}", _ops_text(ops)
+                if not h.same(ref, got):
+                    return (f"incremental result {_show(got)} != non-incremental {_show(ref)} "
+                            f"(path: {label})", _ops_text(ops))
+            return None
+
+        bad = verdict(members)
+        if bad:
+            small = _shrink(members, lambda ms: verdict(ms) is not None)
+            small_x = (_shrink(extras, lambda xs, ms=small: verdict(ms, xs) is not None)  # type: ignore[misc]
+                       if extras else extras)
+            again = verdict(small, small_x) or bad
+            raise _Fail(again[0], h.case_text(small, w, clip) + "\ndeltas:\n" + again[1])
+    return f"{examples} random windows, 3 delta orders each"
+
+
+def _check_merge(h: _Harness, rng: random.Random, examples: int) -> str:
+    if not h.props.algebraic:
+        raise _Skip("not algebraic")
+    if not callable(getattr(h.cls, "merge", None)):
+        raise _Fail("declared algebraic but has no merge(a, b)")
+    for _ in range(examples):
+        w = h.window(rng)
+        clip = h.clip(rng)
+        a, b, c = (h.members(rng, rng.randint(1, 5), w, clip) for _ in range(3))
+
+        def verdict(a: list[Any], b: list[Any], c: list[Any], w: WindowDescriptor = w) -> str | None:
+            udm = h.new()
+
+            def st(ms: list[Any]) -> Any:
+                return udm.add(udm.initial_state(), copy.deepcopy(ms))
+
+            def out(state: Any) -> Any:
+                return h.normal(h.finish(udm, state, w))
+
+            try:
+                ref_ab = h.normal(h.compute(h.new(), a + b, w))
+                ab, ba = out(udm.merge(st(a), st(b))), out(udm.merge(st(b), st(a)))
+                if not h.same(ab, ba):
+                    return f"merge is not commutative: compute(merge(a, b)) = {_show(ab)}, merge(b, a) = {_show(ba)}"
+                left = out(udm.merge(udm.merge(st(a), st(b)), st(c)))
+                right = out(udm.merge(st(a), udm.merge(st(b), st(c))))
+                if not h.same(left, right):
+                    return (f"merge is not associative: merge(merge(a, b), c) = {_show(left)}, "
+                            f"merge(a, merge(b, c)) = {_show(right)}")
+                alone = out(st(a))
+                for label, m in (("merge(initial, a)", udm.merge(udm.initial_state(), st(a))),
+                                 ("merge(a, initial)", udm.merge(st(a), udm.initial_state()))):
+                    if not h.same(out(m), alone):
+                        return f"the initial state is not an identity: {label} = {_show(out(m))}, a = {_show(alone)}"
+                if not h.same(ab, ref_ab):
+                    return f"compute(merge(a, b)) = {_show(ab)} but compute(state of a+b) = {_show(ref_ab)}"
+                sa, sb = st(a), st(b)
+                before = (out(copy.deepcopy(sa)), out(copy.deepcopy(sb)))
+                udm.merge(sa, sb)
+                after = (out(sa), out(sb))
+                if not (h.same(before[0], after[0]) and h.same(before[1], after[1])):
+                    return "merge mutated its arguments (the engine reuses pane states across windows)"
+            except Exception as exc:
+                return f"merge/compute raised {_err(exc)}"
+            return None
+
+        bad = verdict(a, b, c)
+        if bad:
+            a2 = _shrink(a, lambda x, b=b, c=c: verdict(x, b, c) is not None, budget=20)  # type: ignore[misc]
+            b2 = _shrink(b, lambda x, a=a2, c=c: verdict(a, x, c) is not None, budget=20)  # type: ignore[misc]
+            c2 = _shrink(c, lambda x, a=a2, b=b2: verdict(a, b, x) is not None, budget=20)  # type: ignore[misc]
+            msg = verdict(a2, b2, c2) or bad
+            repro = (f"{h.label}: window [{_ts(w.le)}, {_ts(w.re)}) clip={clip}\n"
+                     + "\n".join(f"{n} = [{', '.join(_member_text(m) for m in xs)}]"
+                                 for n, xs in (("a", a2), ("b", b2), ("c", c2))))
+            raise _Fail(msg, repro)
+    return f"{examples} random triples: commutative, associative, identity, union"
+
+
+def _check_pickle(h: _Harness, rng: random.Random, examples: int) -> str:
+    if not h.props.incremental:
+        raise _Skip("not incremental (the host holds the members, not the UDM)")
+    init: Any = "(initial_state() raised)"
+    try:
+        init = h.new().initial_state()
+        pickle.loads(pickle.dumps(init, protocol=pickle.HIGHEST_PROTOCOL))
+    except _Fail:
+        raise
+    except Exception as exc:
+        raise _Fail(f"the initial state does not survive pickling (engine snapshot/restore): {_err(exc)}",
+                    f"{h.label}: pickle.dumps(initial_state()) with initial_state() = {init!r}") from exc
+    for _ in range(max(3, examples // 2)):
+        w = h.window(rng)
+        clip = h.clip(rng)
+        first = h.members(rng, rng.randint(0, 5), w, clip)
+        second = h.members(rng, rng.randint(1, 5), w, clip)
+        gone = first[: rng.randint(0, len(first))]
+        udm = h.new()
+        try:
+            st = udm.add(udm.initial_state(), copy.deepcopy(first))
+        except Exception:
+            continue
+        try:
+            blob = pickle.dumps(st, protocol=pickle.HIGHEST_PROTOCOL)
+            restored = pickle.loads(blob)
+        except Exception as exc:
+            raise _Fail(f"the state does not survive pickling (engine snapshot/restore): {_err(exc)}",
+                        h.case_text(first, w, clip) + f"\nstate after add: {st!r}") from exc
+        try:
+            plain = udm.remove(udm.add(st, copy.deepcopy(second)), copy.deepcopy(gone))
+            again = udm.remove(udm.add(restored, copy.deepcopy(second)), copy.deepcopy(gone))
+            r1, r2 = h.normal(h.finish(udm, plain, w)), h.normal(h.finish(h.new(), again, w))
+        except Exception as exc:
+            raise _Fail(f"a restored state fails to continue: {_err(exc)}", h.case_text(first, w, clip)) from exc
+        if not h.same(r1, r2):
+            raise _Fail(f"a restored state gives {_show(r2)}, the original {_show(r1)}",
+                        h.case_text(first, w, clip) + "\nthen add: "
+                        + ", ".join(_member_text(m) for m in second))
+    return "states pickle and restore to equal behaviour"
+
+
+def _rows(h: _Harness, res: Any, w: WindowDescriptor) -> Counter[tuple[int, int, str]]:
+    out: Counter[tuple[int, int, str]] = Counter()
+    for item in list(res):
+        if isinstance(item, Event):
+            le, re, p = item.le, item.re, item.payload
+        else:
+            le, re, p = item
+        out[(le, re, _show(p))] += 1
+    return out
+
+
+def _time_bound_problem(h: _Harness, w: WindowDescriptor, clip: str, others: list[tuple[int, int, Any]],
+                        x: tuple[int, int, Any], change: str, new_re: int | None) -> tuple[str, int] | None:
+    le, re, v = x
+    if change == "insert":
+        before_raw, after_raw, sync = list(others), [*others, x], le
+    else:
+        before_raw = [*others, x]
+        after_raw = list(others) + ([] if change == "delete" or new_re is None else [(le, new_re, v)])
+        sync = le if change == "delete" or new_re is None else min(re, new_re)
+
+    def members(rs: list[tuple[int, int, Any]]) -> list[Event]:
+        return h.canonical([h.clipped(r, w, clip) for r in rs if r[0] < w.re and r[1] > w.le])
+
+    try:
+        udm = h.new()
+        before = _rows(h, udm.compute(members(before_raw), w), w)
+        after = _rows(h, udm.compute(members(after_raw), w), w)
+    except Exception:
+        return None  # reported by the manifest check
+    removed, added = before - after, after - before
+    bad: list[str] = []
+    for row in list(removed.elements()):
+        twin = next((a for a in added if a[0] == row[0] and a[2] == row[2] and added[a] > 0), None)
+        if twin is not None:
+            added[twin] -= 1
+            if min(row[1], twin[1]) < sync:
+                bad.append(f"[{row[0]}, {_ts(row[1])}) {row[2]} changed its end to {_ts(twin[1])}")
+        elif row[0] < sync:
+            bad.append(f"[{row[0]}, {_ts(row[1])}) {row[2]} disappeared")
+    for row in (+added).elements():
+        if row[0] < sync:
+            bad.append(f"[{row[0]}, {_ts(row[1])}) {row[2]} appeared")
+    return ("; ".join(bad[:3]), sync) if bad else None
+
+
+def _check_time_bound(h: _Harness, rng: random.Random, examples: int) -> str:
+    if not h.props.time_bound:
+        raise _Skip("no time_bound promise")
+    if not (h.kind == "udo" and h.props.time_sensitive):
+        raise _Fail("time_bound is declared, but only a time-sensitive UDO can promise it")
+    for _ in range(examples):
+        w = h.window(rng)
+        clip = h.clip(rng)
+        vals = h.values(rng, rng.randint(1, 7))
+        raw = [h.event(rng, w, v) for v in vals]
+        x = raw.pop(rng.randrange(len(raw)))
+        le, re, v = x
+        change = rng.choice(["insert", "delete", "shorten", "extend"])
+        new_re: int | None = None
+        if change == "shorten":
+            if re - le < 2:
+                change = "delete"
+            else:
+                new_re = rng.randint(le + 1, min(re - 1, le + 30))
+        elif change == "extend":
+            if re >= INF:
+                change = "insert"
+            else:
+                new_re = re + rng.randint(1, 10) if rng.random() < 0.9 else INF
+        bad = _time_bound_problem(h, w, clip, raw, x, change, new_re)
+        if bad:
+            args = (w, clip, x, change, new_re)
+            raw = _shrink(raw, lambda rs, a=args: _time_bound_problem(  # type: ignore[misc]
+                h, a[0], a[1], rs, a[2], a[3], a[4]) is not None)
+            bad = _time_bound_problem(h, w, clip, raw, x, change, new_re) or bad
+            what = {"insert": f"insert [{le}, {_ts(re)})", "delete": f"full retraction of [{le}, {_ts(re)})",
+                    "shorten": f"retraction of [{le}, {_ts(re)}) to re_new {_ts(new_re or 0)}",
+                    "extend": f"retraction of [{le}, {_ts(re)}) extending it to {_ts(new_re or 0)}"}[change]
+            others = "\n".join(f"  [{a}, {_ts(b)}) {_show(p)}" for a, b, p in raw) or "  (none)"
+            repro = (f"{h.label}: window [{_ts(w.le)}, {_ts(w.re)}) clip={clip}\n"
+                     f"other members (unclipped):\n{others}\n"
+                     f"element x: {what} {_show(v)} (sync time {bad[1]})")
+            raise _Fail(f"declared time_bound, but {what} (sync time {bad[1]}) changed outputs starting "
+                        f"before it: {bad[0]}", repro)
+    return f"{examples} single-element changes, outputs never start before the change"
+
+
+_RUNNERS: dict[str, Callable[..., str]] = {
+    "manifest": _check_manifest,
+    "params_roundtrip": _check_params,
+    "deterministic": _check_deterministic,
+    "incremental": _check_incremental,
+    "algebraic_merge": _check_merge,
+    "state_pickle": _check_pickle,
+    "time_bound": _check_time_bound,
+}
+
+
+def run_contract_checks(udm_cls: type[UDM], *, seed: int = 0, examples: int = 50,
+                        inputs: Sequence[Any] | Callable[[random.Random], Sequence[Any]] | None = None,
+                        params: Mapping[str, Any] | None = None, checks: Sequence[str] | None = None,
+                        rel_tol: float = 1e-7, abs_tol: float = 1e-9) -> list[CheckResult]:
+    """Run every contract check (or those named in ``checks``) on ``udm_cls``; see the module docs.
+
+    Each check draws its examples from ``random.Random(f"{seed}:{check}")``: the same seed reproduces
+    the same failure. ``inputs``/``params``: custom example inputs and parameters.
+    """
+    names = list(checks) if checks is not None else list(CHECKS)
+    unknown = [n for n in names if n not in CHECKS]
+    if unknown:
+        raise ValueError(f"unknown contract check(s) {unknown}; available: {', '.join(CHECKS)}")
+    results: list[CheckResult] = []
+    try:
+        h = _Harness(udm_cls, params, inputs, rel_tol, abs_tol)
+    except _Fail as f:
+        return [CheckResult(n, False, f.detail, seed) for n in names]
+    for name in names:
+        rng = random.Random(f"{seed}:{name}")
+        try:
+            if name == "physical_reordering":
+                detail = _check_reordering(h, rng, examples, seed)
+            else:
+                detail = _RUNNERS[name](h, rng, examples)
+            results.append(CheckResult(name, True, detail, seed))
+        except _Skip as s:
+            results.append(CheckResult(name, True, f"not applicable: {s}", seed, skipped=True))
+        except _Fail as f:
+            results.append(CheckResult(name, False, f.detail, seed, f.reproducer))
+        except Exception as exc:  # a crash inside a check is a failure of the UDM under test, by name
+            results.append(CheckResult(name, False, f"check crashed: {_err(exc)}", seed))
+    return results
+
+
+def format_failures(udm_cls: Any, failed: Sequence[CheckResult]) -> str:
+    man = getattr(udm_cls, "manifest", None)
+    label = f"{man.name} {man.version}" if isinstance(man, Manifest) else getattr(udm_cls, "__name__", "?")
+    seed = failed[0].seed if failed else 0
+    lines = [f"UDM {label} failed {len(failed)} contract check(s) (seed {seed}; reproduce with "
+             f"run_contract_checks(..., seed={seed}) or pytest --udm-seed={seed}):"]
+    for r in failed:
+        lines.append(f"[{r.name}] {r.detail}")
+        if r.reproducer:
+            lines.append("  reproducer:")
+            lines.append(_indent(r.reproducer, "    "))
+    return "\n".join(lines)
+
+
+def assert_contracts(udm_cls: type[UDM], seed: int = 0, **kwargs: Any) -> list[CheckResult]:
+    """Run every contract check; raise AssertionError listing the failures with seed and reproducer."""
+    __tracebackhide__ = True
+    results = run_contract_checks(udm_cls, seed=seed, **kwargs)
+    failed = [r for r in results if not r.passed]
+    if failed:
+        raise AssertionError(format_failures(udm_cls, failed))
+    return results

@@ -1,0 +1,422 @@
+"""The reference oracle (seeds/002 §6): the expected output CHT of a query, by brute force.
+
+Written from SEMANTICS.md and docs/semantics-notes.md directly, and kept independent of the engine: it
+imports nothing from ``udm.host.engine`` and shares no window, clipping or output-policy code with it.
+The shape is deliberately naive, like the SQL translation of seeds/002: for each group, take the group's
+CHT, enumerate every window it defines, collect the members of each window by testing every event,
+clip, sort canonically, call the UDM non-incrementally (an incremental UDM gets ``initial_state``, one
+``add`` of all members, ``compute``), and stamp the outputs per the output policy.
+
+Where the result depends on the physical stream rather than on its CHT (``max_memory_time``; T, the
+largest finite time the input reached, which cuts endless events on tumbling/hopping windows — one T
+per run, taken from what the query's first step accepts), the oracle follows the physical input up to
+the first window step; after a window step only the CHT is known, so a finite ``max_memory_time``
+there is undecidable and raises `OracleUndecidable`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from udm.host.errors import ContractViolation
+from udm.host.query.plan import BoundQuery, BoundStep, bind
+from udm.host.query.spec import (
+    CountByEnd,
+    CountByStart,
+    FilterStep,
+    Hopping,
+    MapStep,
+    QuerySpec,
+    Snapshot,
+    Tumbling,
+    WindowStep,
+)
+from udm.host.temporal.elements import Element, Insert, Retract, canonical_json
+from udm.sdk import INF, Event, WindowDescriptor
+
+from .cht import CHT, Rejected, StreamState, apply_stream
+
+__all__ = ["OracleResult", "OracleUndecidable", "Window", "group_windows", "oracle", "oracle_run"]
+
+_MISSING = object()
+
+
+class OracleUndecidable(Exception):
+    """The expected output depends on physical details the oracle cannot know at this point."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """A window ``[le, re)``; count windows also bound their members' LE (by start) or RE (by end)."""
+
+    le: int
+    re: int
+    lo: int | None = None  # count windows: member bound lo <= key <= hi
+    hi: int | None = None
+    key: str | None = None  # "le" (count_by_start) or "re" (count_by_end)
+
+    def holds(self, le: int, re: int) -> bool:
+        if not (le < self.re and re > self.le):  # overlap (SEMANTICS §3)
+            return False
+        if self.key == "le":
+            return self.lo <= le <= self.hi  # type: ignore[operator]
+        if self.key == "re":
+            return self.lo <= re <= self.hi  # type: ignore[operator]
+        return True
+
+    def text(self) -> str:
+        re = "inf" if self.re >= INF else str(self.re)
+        return f"[{self.le}, {re})"
+
+
+@dataclass
+class OracleResult:
+    cht: CHT
+    truncated_at: int | None = None  # semantics-notes 2: set when endless events were cut at T
+    rejected: list[Rejected] = field(default_factory=list)  # input elements the query dead-letters
+    step_chts: list[CHT] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------------
+# windows (SEMANTICS §3), from a group's events directly
+
+
+def group_windows(spec: Any, events: Sequence[tuple[int, int, Any]], reached: int | None) -> list[Window]:
+    """Every window the group's events define. ``reached`` is T of semantics-notes 2 (for endless events
+    on tumbling/hopping windows: only windows with ``W.LE <= T``)."""
+    if isinstance(spec, (Tumbling, Hopping)):
+        size = spec.size
+        hop = spec.size if isinstance(spec, Tumbling) else spec.hop
+        off = spec.offset
+        ks: set[int] = set()
+        for le, re, _ in events:
+            k_first = (le - size - off) // hop + 1  # first k with off + k*hop + size > le
+            if re < INF:
+                k_last = (re - 1 - off) // hop  # last k with off + k*hop < re
+            else:
+                if reached is None:
+                    continue
+                k_last = (reached - off) // hop  # W.LE <= T
+            ks.update(range(k_first, k_last + 1))
+        return [Window(off + k * hop, off + k * hop + size) for k in sorted(ks)]
+    if isinstance(spec, Snapshot):
+        points = sorted({le for le, _, _ in events} | {re for _, re, _ in events if re < INF})
+        wins = [Window(a, b) for a, b in itertools.pairwise(points)]
+        if any(re >= INF for _, re, _ in events):
+            wins.append(Window(points[-1], INF))
+        return wins
+    if isinstance(spec, CountByStart):
+        starts = sorted({le for le, _, _ in events})
+        return [Window(starts[i], starts[i + spec.n - 1] + 1, starts[i], starts[i + spec.n - 1], "le")
+                for i in range(len(starts)) if i + spec.n - 1 < len(starts) and i % spec.hop == 0]
+    if isinstance(spec, CountByEnd):
+        ends = sorted({re for _, re, _ in events if re < INF})
+        return [Window(ends[i] - 1, ends[i + spec.n - 1], ends[i], ends[i + spec.n - 1], "re")
+                for i in range(len(ends)) if i + spec.n - 1 < len(ends) and i % spec.hop == 0]
+    raise TypeError(f"unknown window spec {spec!r}")
+
+
+def _clip(le: int, re: int, w: Window, policy: str) -> tuple[int, int]:
+    if policy in ("left", "full"):
+        le = max(le, w.le)
+    if policy in ("right", "full"):
+        re = min(re, w.re)
+    return le, re
+
+
+# ---------------------------------------------------------------------------------------------------
+# invoking the UDM
+
+
+def _label(bs: BoundStep) -> str:
+    return f"UDM {bs.entry.name!r} {bs.entry.version}"
+
+
+def _violation(bs: BoundStep, w: Window | None, what: str) -> ContractViolation:
+    where = f" in window {w.text()}" if w is not None else ""
+    return ContractViolation(f"{_label(bs)}{where}: {what}")
+
+
+def _json_ok(value: Any) -> bool:
+    try:
+        canonical_json(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _map_input(spec_input: str | dict[str, str] | None, payload: Mapping[str, Any]) -> Any:
+    """semantics-notes 4; `_MISSING` when a needed field is absent (notes 3)."""
+    if spec_input is None:
+        return payload
+    if isinstance(spec_input, str):
+        return payload.get(spec_input, _MISSING) if spec_input in payload else _MISSING
+    out = {}
+    for u, f in spec_input.items():
+        if f not in payload:
+            return _MISSING
+        out[u] = payload[f]
+    return out
+
+
+def _invoke_window(bs: BoundStep, members: list[tuple[int, int, str]], w: Window
+                   ) -> list[tuple[int, int, Any]]:
+    """Call the UDM on one window's clipped, canonically ordered members; outputs as (le, re, payload)."""
+    step = bs.step
+    assert isinstance(step, WindowStep)
+    man = bs.entry.manifest
+    props = man.properties
+    udm = bs.udm
+    values = [json.loads(v) for _, _, v in members]  # fresh objects: a mutating UDM cannot corrupt us
+    wd = WindowDescriptor(w.le, w.re)
+    arg: list[Any] = ([Event(le, re, v) for (le, re, _), v in zip(members, values, strict=True)]
+                      if props.time_sensitive else values)
+    try:
+        if props.incremental:
+            state = udm.initial_state()
+            state = udm.add(state, arg)
+            result = udm.compute(state, wd) if props.time_sensitive else udm.compute(state)
+        else:
+            result = udm.compute(arg, wd) if props.time_sensitive else udm.compute(arg)
+    except ContractViolation:
+        raise
+    except Exception as exc:
+        raise _violation(bs, w, f"raised {type(exc).__name__}: {exc}") from exc
+
+    if man.kind == "uda":
+        return [(w.le, w.re, result)]
+
+    try:
+        items = list(result)
+    except TypeError:
+        raise _violation(bs, w, f"a UDO must return an iterable, got {result!r}") from None
+    out: list[tuple[int, int, Any]] = []
+    policy = step.output
+    for item in items:
+        if props.time_sensitive:
+            if isinstance(item, Event):
+                le, re, payload = item.le, item.re, item.payload
+            elif isinstance(item, (tuple, list)) and len(item) == 3:
+                le, re, payload = item
+            else:
+                raise _violation(bs, w, f"a time-sensitive UDO yields Event or (le, re, payload), got {item!r}")
+            if (isinstance(le, bool) or isinstance(re, bool) or not isinstance(le, int)
+                    or not isinstance(re, int) or re <= le or le >= INF):
+                raise _violation(bs, w, f"output lifetime must be integer ticks with le < re, got {item!r}")
+            if policy == "window":
+                le, re = w.le, w.re
+            elif policy in ("unaltered", "time_bound"):
+                if le < w.le:
+                    raise _violation(bs, w, f"{policy} output starts before the window: {item!r}")
+            elif policy == "clip":
+                le, re = max(le, w.le), min(re, w.re)
+                if re <= le:
+                    continue
+        else:
+            le, re, payload = w.le, w.re, item
+        out.append((le, re, payload))
+    return out
+
+
+def _udo_payload(payload: Any, keys: dict[str, Any]) -> dict[str, Any]:
+    base = dict(payload) if isinstance(payload, Mapping) else {"value": payload}
+    return {**base, **keys}
+
+
+def _window_step(bs: BoundStep, events: Iterable[tuple[int, int, Any]], reached: int | None
+                 ) -> tuple[list[tuple[int, int, str]], bool]:
+    """The output rows of one window step over its input events; also whether endless events were cut."""
+    step = bs.step
+    assert isinstance(step, WindowStep)
+    kind = bs.entry.manifest.kind
+    groups: dict[str, tuple[dict[str, Any], list[tuple[int, int, str]]]] = {}
+    for le, re, payload in events:
+        if any(k not in payload for k in step.group_by):
+            continue  # notes 3: dead-lettered by this step
+        value = _map_input(step.input, payload)
+        if value is _MISSING:
+            continue
+        keys = {k: payload[k] for k in step.group_by}
+        gid = canonical_json([keys[k] for k in step.group_by])
+        groups.setdefault(gid, (keys, []))[1].append((le, re, canonical_json(value)))
+
+    rows: list[tuple[int, int, str]] = []
+    cut = False
+    for gid in sorted(groups):
+        keys, evs = groups[gid]
+        if isinstance(step.window, (Tumbling, Hopping)) and any(re >= INF for _, re, _ in evs):
+            cut = True
+        for w in group_windows(step.window, evs, reached):
+            members = [e for e in evs if w.holds(e[0], e[1])]
+            if not members:
+                continue  # empty-preserving
+            clipped = [(*_clip(le, re, w, step.clip), v) for le, re, v in members]
+            clipped.sort(key=lambda m: (m[0], m[1], m[2]))  # SEMANTICS §5 / notes 5
+            for le, re, out in _invoke_window(bs, clipped, w):
+                payload = {**keys, step.alias: out} if kind == "uda" else _udo_payload(out, keys)
+                if not _json_ok(payload):
+                    raise _violation(bs, w, f"output is not JSON-serializable: {out!r}")
+                rows.append((le, re, canonical_json(payload)))
+    return rows, cut
+
+
+# ---------------------------------------------------------------------------------------------------
+# span steps (notes 7), physical or on rows
+
+
+def _udf_call(bs: BoundStep, payload: Mapping[str, Any]) -> Any:
+    step = bs.step
+    assert isinstance(step, (FilterStep, MapStep))
+    args = {}
+    for name, f in step.args.items():
+        if f not in payload:
+            return _MISSING
+        args[name] = payload[f]
+    try:
+        return bs.udm.compute(**args)
+    except Exception as exc:
+        raise _violation(bs, None, f"raised {type(exc).__name__}: {exc} on {dict(payload)!r}") from exc
+
+
+def _span_payload(bs: BoundStep, payload: Mapping[str, Any]) -> Any:
+    """The step's output payload for an input payload, or `_MISSING` when the event does not pass."""
+    result = _udf_call(bs, payload)
+    if result is _MISSING:
+        return _MISSING
+    if isinstance(bs.step, FilterStep):
+        return dict(payload) if result else _MISSING
+    out = {**payload, bs.step.as_: result}
+    if not _json_ok(out):
+        raise _violation(bs, None, f"result is not JSON-serializable: {result!r}")
+    return out
+
+
+def _span_physical(bs: BoundStep, stream: Iterable[Element]) -> list[Element]:
+    out: list[Element] = []
+    passed: set[str] = set()
+    for el in stream:
+        if isinstance(el, Insert):
+            p = _span_payload(bs, el.payload)
+            if p is _MISSING:
+                continue
+            passed.add(el.id)
+            out.append(Insert(el.id, el.le, el.re, p))
+        elif isinstance(el, Retract):
+            if el.id in passed:
+                out.append(Retract(el.id, el.le, el.re, el.re_new))
+                if el.re_new <= el.le:
+                    passed.discard(el.id)
+        else:
+            out.append(el)
+    return out
+
+
+def _span_rows(bs: BoundStep, rows: Iterable[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    out = []
+    for le, re, text in rows:
+        p = _span_payload(bs, json.loads(text))
+        if p is not _MISSING:
+            out.append((le, re, canonical_json(p)))
+    return out
+
+
+def _span_reach(bs: BoundStep, stream: Iterable[Element]) -> int | None:
+    """Largest finite time among the elements a first span step accepts (inserts with every argument
+    field, their retractions, CTIs) — whether or not its predicate keeps them."""
+    step = bs.step
+    assert isinstance(step, (FilterStep, MapStep))
+    fields = list(step.args.values())
+    st = StreamState()
+    for el in stream:
+        if isinstance(el, Insert) and any(f not in el.payload for f in fields):
+            continue
+        st.apply(el)
+    return st.max_finite
+
+
+def _window_input(bs: BoundStep, stream: Iterable[Element], on_violation: str) -> StreamState:
+    """The window step's view of a physical stream: field checks (notes 3) then validity with the
+    step's ``max_memory_time`` (notes 8)."""
+    step = bs.step
+    assert isinstance(step, WindowStep)
+    st = StreamState(on_violation=on_violation, max_memory_time=step.max_memory_time)  # type: ignore[arg-type]
+    for el in stream:
+        if isinstance(el, Insert) and (any(k not in el.payload for k in step.group_by)
+                                       or _map_input(step.input, el.payload) is _MISSING):
+            st.rejected.append(Rejected(st.count, el, "missing field"))
+            st.count += 1
+            continue  # its later retractions are unknown ids: StreamState rejects them
+        st.apply(el)
+    return st
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+def _bound(query: QuerySpec | BoundQuery, catalog: Any) -> BoundQuery:
+    if isinstance(query, BoundQuery):
+        return query
+    if isinstance(query, QuerySpec):
+        return bind(query, catalog)
+    if isinstance(query, Mapping):
+        from udm.host.query.spec import parse_query
+
+        return bind(parse_query(query), catalog)
+    raise TypeError(f"oracle needs a QuerySpec or BoundQuery, got {type(query).__name__}")
+
+
+def oracle_run(query: QuerySpec | BoundQuery, elements: Sequence[Element], catalog: Any = None) -> OracleResult:
+    """`oracle` with details: truncation point, the elements the query dead-letters, per-step CHTs."""
+    bq = _bound(query, catalog)
+    spec = bq.spec
+    state = apply_stream(elements, on_violation=spec.on_violation)
+    result = OracleResult(CHT(), rejected=list(state.rejected))
+    stream: list[Element] | None = list(state.accepted)  # physical until the first window step
+    rows: list[tuple[int, int, str]] = []
+    # T of semantics-notes 2: one value per run, the largest finite time of the elements the query's
+    # first step accepts (its validity and field checks; a filter's rejects still count, it saw them)
+    reached: int | None = None
+    for i, bs in enumerate(bq.steps):
+        step = bs.step
+        if i == 0 and isinstance(step, (FilterStep, MapStep)):
+            assert stream is not None
+            reached = _span_reach(bs, stream)
+        if isinstance(step, (FilterStep, MapStep)):
+            if stream is not None:
+                stream = _span_physical(bs, stream)
+                result.step_chts.append(apply_stream(stream).cht())
+            else:
+                rows = _span_rows(bs, rows)
+                result.step_chts.append(CHT.from_rows(rows))
+            continue
+        assert isinstance(step, WindowStep)
+        if stream is not None:
+            st = _window_input(bs, stream, spec.on_violation)
+            events = [(le, re, p) for le, re, p in st.events()]
+            if i == 0:
+                reached = st.max_finite
+            stream = None
+        else:
+            if step.max_memory_time < INF:
+                raise OracleUndecidable(
+                    f"max_memory_time={step.max_memory_time} on a window step fed by another window step "
+                    "depends on that step's physical output; the oracle only knows its CHT")
+            events = [(le, re, json.loads(p)) for le, re, p in rows]
+        rows, cut = _window_step(bs, events, reached)
+        if cut:
+            result.truncated_at = reached
+        result.step_chts.append(CHT.from_rows(rows))
+    result.cht = apply_stream(stream).cht() if stream is not None else CHT.from_rows(rows)
+    return result
+
+
+def oracle(query: QuerySpec | BoundQuery, elements: Sequence[Element], catalog: Any = None) -> CHT:
+    """The expected output CHT of ``query`` over ``elements`` (a finite input: it ends as if ``cti(INF)``
+    arrived, semantics-notes 1). Raises `ContractViolation` where the engine must fail the run, and
+    `ViolationError` for ``on_violation: error`` on a bad element."""
+    return oracle_run(query, elements, catalog).cht
+

@@ -1,0 +1,293 @@
+"""The property validator (seeds/002 §6.3, SEMANTICS §7): what must hold of any physical output.
+
+`check_properties` returns a list of problems (empty: every property holds):
+
+- **physical validity**: inserts have ``le < re``, unique live ids; retractions name a live event with
+  its current lifetime; ``re_new >= le``;
+- **no output CTI violation**: after ``cti(t)`` no element with sync time ``< t``;
+- **CTIs non-decreasing**;
+- **prefix finality** at every output ``cti(t)``: output events with ``RE < t`` are final, and the set
+  of ``(LE, payload)`` of output events with ``LE < t`` is final;
+- **liveliness** (SEMANTICS §7) where it is decidable from the query: tumbling/hopping/snapshot windows
+  of a query with one window step, the ``time_bound`` output policy, span-only queries — checked when a
+  ``trace`` says which outputs each input element produced;
+- **final CTI**: ``cti(INF)`` in (or a finished run) gives ``cti(INF)`` out, as the last CTI.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from udm.host.query.plan import BoundQuery
+from udm.host.query.spec import FilterStep, Hopping, MapStep, QuerySpec, Snapshot, Tumbling, WindowStep
+from udm.host.temporal.elements import Cti, Element, Insert, Retract, sync_time
+from udm.sdk import INF
+
+from .cht import StreamState, format_time
+from .oracle import _MISSING, _map_input, _span_physical, _window_input, group_windows  # kit-internal
+
+__all__ = ["check_properties", "liveliness_bound"]
+
+_MAX_REPORTS = 20
+
+
+@dataclass
+class _Incarnation:
+    id: str
+    le: int
+    payload_key: str
+    inserted_at: int
+    history: list[tuple[int, int]] = field(default_factory=list)  # (position, re) after each change
+    deleted_at: int | None = None
+
+    def re_at(self, pos: int) -> int | None:
+        re = None
+        for p, r in self.history:
+            if p > pos:
+                break
+            re = r
+        return re
+
+    @property
+    def final_re(self) -> int | None:
+        return None if self.deleted_at is not None else self.history[-1][1]
+
+
+def _pkey(el: Insert) -> str:
+    try:
+        return json.dumps(el.payload, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return repr(el.payload)
+
+
+def _physical(output: Sequence[Any], problems: list[str]) -> list[_Incarnation]:
+    live: dict[str, _Incarnation] = {}
+    all_incs: list[_Incarnation] = []
+    last_cti: int | None = None
+    for i, el in enumerate(output):
+        where = f"output #{i}"
+        if isinstance(el, Cti):
+            if last_cti is not None and el.t < last_cti:
+                problems.append(f"CTIs decrease: {where} cti({format_time(el.t)}) after cti({format_time(last_cti)})")
+            last_cti = el.t if last_cti is None else max(last_cti, el.t)
+            continue
+        if not isinstance(el, (Insert, Retract)):
+            problems.append(f"physical: {where} is not a stream element: {el!r}")
+            continue
+        s = sync_time(el)
+        if last_cti is not None and s < last_cti:
+            problems.append(f"CTI violation: {where} {type(el).__name__.lower()} id {el.id!r} has sync time {s} "
+                            f"< the output's own cti({format_time(last_cti)})")
+        if isinstance(el, Insert):
+            if not isinstance(el.payload, dict):
+                problems.append(f"physical: {where} insert {el.id!r} has a non-object payload {el.payload!r}")
+            if el.re <= el.le:
+                problems.append(f"physical: {where} insert {el.id!r} has an empty lifetime [{el.le}, {el.re})")
+                continue
+            if el.id in live:
+                problems.append(f"physical: {where} insert reuses the live id {el.id!r}")
+                continue
+            inc = _Incarnation(el.id, el.le, _pkey(el), i, [(i, el.re)])
+            live[el.id] = inc
+            all_incs.append(inc)
+        else:
+            inc = live.get(el.id)  # type: ignore[assignment]
+            if inc is None:
+                problems.append(f"physical: {where} retracts {el.id!r}, which is not a live output event")
+                continue
+            cur = inc.history[-1][1]
+            if el.le != inc.le or el.re != cur:
+                problems.append(f"physical: {where} retraction of {el.id!r} names [{el.le}, {format_time(el.re)}) "
+                                f"but the event is [{inc.le}, {format_time(cur)})")
+                continue
+            if el.re_new < el.le:
+                problems.append(f"physical: {where} retraction of {el.id!r} has re_new {el.re_new} < le {el.le}")
+                continue
+            if el.re_new == el.le:
+                inc.deleted_at = i
+                del live[el.id]
+            else:
+                inc.history.append((i, el.re_new))
+    return all_incs
+
+
+def _prefix_finality(output: Sequence[Any], incs: list[_Incarnation], problems: list[str]) -> None:
+    final_lp = Counter((inc.le, inc.payload_key) for inc in incs if inc.deleted_at is None)
+    seen_t: int | None = None
+    for q, el in enumerate(output):
+        if not isinstance(el, Cti):
+            continue
+        t = el.t
+        if seen_t is not None and t <= seen_t:
+            continue
+        seen_t = t
+        # events live at q
+        live_lp: Counter[tuple[int, str]] = Counter()
+        for inc in incs:
+            if inc.inserted_at > q or (inc.deleted_at is not None and inc.deleted_at < q):
+                continue
+            re_q = inc.re_at(q)
+            if re_q is None:
+                continue
+            if inc.le < t:
+                live_lp[(inc.le, inc.payload_key)] += 1
+            if re_q < t and inc.final_re != re_q:
+                fin = "deleted" if inc.final_re is None else f"[{inc.le}, {format_time(inc.final_re)})"
+                problems.append(f"prefix finality: at output #{q} cti({format_time(t)}) event {inc.id!r} "
+                                f"[{inc.le}, {re_q}) ended before the CTI but later became {fin}")
+        want = Counter({k: n for k, n in final_lp.items() if k[0] < t})
+        if live_lp != want:
+            extra = live_lp - want
+            lack = want - live_lp
+            parts = []
+            if lack:
+                parts.append("added later: " + ", ".join(f"LE {le} {p}" for le, p in sorted(lack.elements())[:5]))
+            if extra:
+                parts.append("removed later: " + ", ".join(f"LE {le} {p}" for le, p in sorted(extra.elements())[:5]))
+            problems.append(f"prefix finality: at output #{q} cti({format_time(t)}) the (LE, payload) set of events "
+                            f"with LE < {format_time(t)} is not final ({'; '.join(parts)})")
+
+
+# ---------------------------------------------------------------------------------------------------
+# liveliness
+
+
+def _window_bound(step: WindowStep, props: Any, c: int, groups: dict[str, list[tuple[int, int, Any]]],
+                  reached: int | None) -> int | None:
+    """Least output CTI SEMANTICS §7 demands after input cti(c); None when undecidable.
+
+    Read as a lower bound a correct engine can always meet, which makes two boundary cases explicit: an
+    event whose RE equals c can still be *extended* (its retraction has sync time ``min(RE, RE_new) = c``),
+    so for time-sensitive UDMs without right clipping the events "with RE > c" include RE == c, and a
+    snapshot window ending at c can still grow (its payload changes when members are clipped on the
+    right, so time-sensitive UDMs count snapshot windows with ``W.RE >= c``). Count windows are not
+    decided (see below).
+    """
+    win = step.window
+    if not isinstance(win, (Tumbling, Hopping, Snapshot)):
+        # count windows: a later start can still *create* a window over old members, so even a time_bound
+        # UDM's output may start before c; the kit does not decide a bound there
+        return None
+    if step.output == "time_bound":
+        return c
+    bound = c
+    if isinstance(win, (Tumbling, Hopping)):
+        hop = win.size if isinstance(win, Tumbling) else win.hop
+        k = (c - win.offset - win.size) // hop + 1  # first window with W.RE > c (any can get members)
+        bound = min(bound, win.offset + k * hop)
+    elif isinstance(win, Snapshot):
+        for evs in groups.values():
+            for w in group_windows(win, evs, reached):
+                reaches = w.re >= c if props.time_sensitive else w.re > c
+                if reaches and any(w.holds(le, re) for le, re, _ in evs):
+                    bound = min(bound, w.le)
+    else:
+        return None
+    if props.time_sensitive and step.clip in ("none", "left"):
+        for evs in groups.values():
+            for le, re, _ in evs:
+                if re < c:
+                    continue
+                if isinstance(win, (Tumbling, Hopping)):
+                    hop = win.size if isinstance(win, Tumbling) else win.hop
+                    k = (le - win.size - win.offset) // hop + 1  # earliest window holding the event
+                    bound = min(bound, win.offset + k * hop)
+                else:
+                    bound = min(bound, le)
+    return bound
+
+
+def liveliness_bound(query: QuerySpec | BoundQuery, input_prefix: Sequence[Element], c: int,
+                     catalog: Any = None) -> int | None:
+    """The least output CTI SEMANTICS §7 demands once ``input_prefix`` (ending in ``cti(c)``) is processed;
+    None when the kit cannot decide it for this query (count windows, several window steps)."""
+    from .oracle import _bound
+
+    if c >= INF:
+        return INF
+    bq = _bound(query, catalog)
+    windows = [bs for bs in bq.steps if isinstance(bs.step, WindowStep)]
+    if not windows:
+        return c  # span-based steps pass CTIs through
+    if len(windows) > 1:
+        return None
+    st = StreamState(on_violation=bq.spec.on_violation)
+    for el in input_prefix:
+        st.apply(el)
+    stream = list(st.accepted)
+    for bs in bq.steps:
+        if isinstance(bs.step, (FilterStep, MapStep)):
+            stream = _span_physical(bs, stream)
+            continue
+        step = bs.step
+        assert isinstance(step, WindowStep)
+        wst = _window_input(bs, stream, bq.spec.on_violation)
+        groups: dict[str, list[tuple[int, int, Any]]] = {}
+        for le, re, p in wst.events():
+            if any(k not in p for k in step.group_by) or _map_input(step.input, p) is _MISSING:
+                continue
+            gid = json.dumps([p[k] for k in step.group_by], sort_keys=True)
+            groups.setdefault(gid, []).append((le, re, p))
+        return _window_bound(step, bs.entry.manifest.properties, c, groups, wst.max_finite)
+    return None
+
+
+def _liveliness(input: Sequence[Any], trace: Sequence[Sequence[Any]], query: Any, catalog: Any,
+                problems: list[str]) -> None:
+    if len(trace) != len(input):
+        problems.append(f"trace has {len(trace)} entries for {len(input)} input elements")
+        return
+    best: int | None = None
+    latest: int | None = None
+    for i, (el, outs) in enumerate(zip(input, trace, strict=True)):
+        for o in outs:
+            if isinstance(o, Cti):
+                best = o.t if best is None else max(best, o.t)
+        if not isinstance(el, Cti) or (latest is not None and el.t <= latest):
+            continue
+        latest = el.t
+        if query is None:
+            need: int | None = INF if el.t >= INF else None
+        else:
+            need = liveliness_bound(query, input[: i + 1], el.t, catalog)
+        if need is None:
+            continue
+        if best is None or best < need:
+            got = "no output CTI" if best is None else f"output cti({format_time(best)})"
+            problems.append(f"liveliness: after input #{i} cti({format_time(el.t)}) the output must reach "
+                            f"cti({format_time(need)}) but has {got}")
+
+
+def check_properties(input: Sequence[Element], output: Sequence[Element],
+                     query: QuerySpec | BoundQuery | None = None, *,
+                     trace: Sequence[Sequence[Element]] | None = None, finished: bool | None = None,
+                     catalog: Any = None) -> list[str]:
+    """Problems with a physical ``output`` of ``query`` over ``input`` (empty list: all properties hold).
+
+    ``trace[i]`` (optional) lists the outputs emitted while processing ``input[i]``; with it, liveliness is
+    checked after every input CTI. ``finished`` says the run was ended (``finish()``, semantics-notes 1),
+    which demands a final ``cti(INF)`` like an input ``cti(INF)`` does; by default it is True when the
+    input contains ``cti(INF)``.
+    """
+    problems: list[str] = []
+    output = list(output)
+    incs = _physical(output, problems)
+    _prefix_finality(output, incs, problems)
+    if trace is not None:
+        _liveliness(list(input), trace, query, catalog, problems)
+    in_inf = any(isinstance(e, Cti) and e.t >= INF for e in input)
+    if finished is None:
+        finished = in_inf
+    if finished:
+        ctis = [e for e in output if isinstance(e, Cti)]
+        if not ctis or ctis[-1].t < INF:
+            why = "the input ends with cti(inf)" if in_inf else "the run was finished"
+            problems.append(f"final CTI: {why} but the output's last CTI is "
+                            f"{'missing' if not ctis else f'cti({format_time(ctis[-1].t)})'}, not cti(inf)")
+    if len(problems) > _MAX_REPORTS:
+        problems = [*problems[:_MAX_REPORTS], f"... and {len(problems) - _MAX_REPORTS} more problems"]
+    return problems

@@ -1,0 +1,248 @@
+"""Deliberately broken UDMs, one per contract check (and a correct one for contrast).
+
+`BROKEN` maps each class to the contract checks it must fail — and only those. The module is also a
+plugin file (`register_udms`), so `udm validate tests/kit_fixtures/broken_udms.py` can load it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, PlainSerializer
+
+from udm.sdk import UDA, UDM, IncrementalUDA, TimeSensitiveUDO, hookimpl, udm
+
+
+@udm(name="good_count", version="1.0.0", algebraic=True, input_type="any", output_type="int")
+class GoodCount(IncrementalUDA):
+    """A correct algebraic count (the contrast)."""
+
+    def initial_state(self) -> int:
+        return 0
+
+    def add(self, state: int, delta: Sequence[Any]) -> int:
+        return state + len(delta)
+
+    def remove(self, state: int, delta: Sequence[Any]) -> int:
+        return state - len(delta)
+
+    def merge(self, a: int, b: int) -> int:
+        return a + b
+
+    def compute(self, state: int) -> int:
+        return state
+
+
+# -- manifest -----------------------------------------------------------------------------------
+
+
+@udm(name="lying_output_type", version="1.0.0", input_type="float", output_type="int")
+class LyingOutputType(UDA):
+    """Declares an int result but returns text."""
+
+    def compute(self, payloads: Sequence[float]) -> Any:
+        return f"{len(payloads)} values"
+
+
+@udm(name="claims_algebraic", version="1.0.0", algebraic=True, input_type="any", output_type="int")
+class ClaimsAlgebraic(IncrementalUDA):
+    """Declares algebraic but has no merge."""
+
+    def initial_state(self) -> int:
+        return 0
+
+    def add(self, state: int, delta: Sequence[Any]) -> int:
+        return state + len(delta)
+
+    def remove(self, state: int, delta: Sequence[Any]) -> int:
+        return state - len(delta)
+
+    def compute(self, state: int) -> int:
+        return state
+
+
+# -- params -------------------------------------------------------------------------------------
+
+
+class LossyParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    scale: Annotated[float, PlainSerializer(lambda v: int(v), return_type=int)] = 1.5
+
+
+@udm(name="lossy_params", version="1.0.0", input_type="float", output_type="float")
+class LossyParams_(UDA):
+    """Its parameter model serializes 1.5 as 1: the query file written from `udm info` means another UDM."""
+
+    Params = LossyParams
+
+    def compute(self, payloads: Sequence[float]) -> float:
+        return self.params.scale * sum(payloads)
+
+
+# -- determinism --------------------------------------------------------------------------------
+
+
+@udm(name="noisy_sum", version="1.0.0", input_type="float", output_type="float")
+class NoisySum(UDA):
+    """Nondeterministic (and says it is deterministic)."""
+
+    def compute(self, payloads: Sequence[float]) -> float:
+        return sum(payloads) + random.random()
+
+
+@udm(name="sorting_median", version="1.0.0", input_type="float", output_type="float")
+class SortingMedian(UDA):
+    """Sorts its members in place: mutates what the host handed it."""
+
+    def compute(self, payloads: Sequence[float]) -> float:
+        payloads.sort()  # type: ignore[attr-defined]
+        return payloads[len(payloads) // 2]
+
+
+@udm(name="stateful_self", version="1.0.0", input_type="any", output_type="int")
+class StatefulSelf(UDA):
+    """Keeps data across windows in ``self``: a fresh instance is deterministic, a long-lived one is not."""
+
+    def __init__(self, params: Any = None) -> None:
+        super().__init__(params)
+        self.calls = 0
+
+    def compute(self, payloads: Sequence[Any]) -> int:
+        self.calls += 1
+        return len(payloads) + (self.calls if self.calls > 7 else 0)
+
+
+# -- incremental --------------------------------------------------------------------------------
+
+
+@udm(name="bad_remove", version="1.0.0", input_type="any", output_type="int")
+class BadRemove(IncrementalUDA):
+    """remove() forgets to subtract."""
+
+    def initial_state(self) -> int:
+        return 0
+
+    def add(self, state: int, delta: Sequence[Any]) -> int:
+        return state + len(delta)
+
+    def remove(self, state: int, delta: Sequence[Any]) -> int:
+        return state
+
+    def compute(self, state: int) -> int:
+        return state
+
+
+# -- algebraic merge ----------------------------------------------------------------------------
+
+
+class _CountBase(IncrementalUDA):
+    def initial_state(self) -> int:
+        return 0
+
+    def add(self, state: int, delta: Sequence[Any]) -> int:
+        return state + len(delta)
+
+    def remove(self, state: int, delta: Sequence[Any]) -> int:
+        return state - len(delta)
+
+    def compute(self, state: int) -> int:
+        return state
+
+
+@udm(name="skewed_merge", version="1.0.0", algebraic=True, input_type="any", output_type="int")
+class SkewedMerge(_CountBase):
+    """merge is not commutative."""
+
+    def merge(self, a: int, b: int) -> int:
+        return a + b + (1 if a > b else 0)
+
+
+@udm(name="no_identity_merge", version="1.0.0", algebraic=True, input_type="any", output_type="int")
+class NoIdentityMerge(_CountBase):
+    """merge(initial, a) != a."""
+
+    def merge(self, a: int, b: int) -> int:
+        return a + b + 1
+
+
+@udm(name="mutating_merge", version="1.0.0", algebraic=True, input_type="any", output_type="int")
+class MutatingMerge(IncrementalUDA):
+    """merge extends its first argument in place."""
+
+    def initial_state(self) -> list[Any]:
+        return []
+
+    def add(self, state: list[Any], delta: Sequence[Any]) -> list[Any]:
+        return state + list(delta)
+
+    def remove(self, state: list[Any], delta: Sequence[Any]) -> list[Any]:
+        out = list(state)
+        for d in delta:
+            out.remove(d)
+        return out
+
+    def merge(self, a: list[Any], b: list[Any]) -> list[Any]:
+        a.extend(b)
+        return a
+
+    def compute(self, state: list[Any]) -> int:
+        return len(state)
+
+
+# -- pickling -----------------------------------------------------------------------------------
+
+
+@udm(name="lambda_state", version="1.0.0", input_type="float", output_type="float")
+class LambdaState(IncrementalUDA):
+    """Keeps a lambda in its state: the engine cannot snapshot it."""
+
+    def initial_state(self) -> dict[str, Any]:
+        return {"total": 0.0, "fmt": lambda x: round(x, 6)}
+
+    def add(self, state: dict[str, Any], delta: Sequence[float]) -> dict[str, Any]:
+        return {**state, "total": state["total"] + sum(delta)}
+
+    def remove(self, state: dict[str, Any], delta: Sequence[float]) -> dict[str, Any]:
+        return {**state, "total": state["total"] - sum(delta)}
+
+    def compute(self, state: dict[str, Any]) -> float:
+        return state["fmt"](state["total"])  # type: ignore[no-any-return]
+
+
+# -- time_bound ---------------------------------------------------------------------------------
+
+
+@udm(name="window_counter", version="1.0.0", time_bound=True, input_type="event", output_type="event")
+class WindowCounter(TimeSensitiveUDO):
+    """Claims time_bound but stamps its count at the window start: a late member changes an output that
+    starts long before that member."""
+
+    def compute(self, events: Sequence[Any], window: Any) -> Any:
+        return [(window.le, window.re, {"n": len(events)})]
+
+
+#: class -> the contract checks it must fail (and nothing else)
+BROKEN: dict[type[UDM], set[str]] = {
+    LyingOutputType: {"manifest"},
+    ClaimsAlgebraic: {"manifest", "algebraic_merge"},
+    LossyParams_: {"params_roundtrip"},
+    NoisySum: {"deterministic", "physical_reordering"},
+    SortingMedian: {"deterministic"},
+    StatefulSelf: {"physical_reordering"},
+    BadRemove: {"incremental"},
+    SkewedMerge: {"algebraic_merge"},
+    NoIdentityMerge: {"algebraic_merge"},
+    MutatingMerge: {"algebraic_merge"},
+    LambdaState: {"state_pickle"},
+    WindowCounter: {"time_bound"},
+}
+
+ALL: tuple[type[UDM], ...] = (GoodCount, *BROKEN)
+
+
+@hookimpl
+def register_udms(register: Callable[[type[UDM]], None]) -> None:
+    for cls in ALL:
+        register(cls)
