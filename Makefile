@@ -18,7 +18,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml setup.py $(PLUGINS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[spark,dev]" $(foreach p,$(PLUGINS),-e $(dir $(p)))
+	$(BIN)/python -m pip install --quiet -e ".[spark,dev,demo]" $(foreach p,$(PLUGINS),-e $(dir $(p)))
 	touch $(STAMP)
 
 demo: install

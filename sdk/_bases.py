@@ -109,6 +109,12 @@ class IncrementalUDA(UDM):
     Implement ``initial_state() -> S``, ``add(state, delta) -> S``, ``remove(state, delta) -> S`` and
     ``compute(state) -> value``, where ``delta`` is a sequence of payloads; for an algebraic UDA also
     ``merge(a, b) -> S``. Return the new state (mutating and returning the old one is fine).
+
+    Optional vectorized hook: ``add_array(state, values: numpy.ndarray) -> S``. When a UDA defines it, the
+    local engine's fast path (in-order insert batches with a numeric input field) may hand it a whole
+    slice of one window's new members at once as a 1-d int64 or float64 array instead of calling
+    ``add`` with a list. It must have the same effect as ``add(state, values.tolist())`` (up to float
+    rounding). Never required: without it the engine calls ``add``.
     """
 
     _sdk_kind = "uda"

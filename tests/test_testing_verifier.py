@@ -210,8 +210,6 @@ def test_local_engine_fuzz(seed: int, cat: Catalog) -> None:
         assert report.ok, f"{step}\n{report.text()}"
 
 
-@pytest.mark.xfail(strict=False, reason="local engine: a window step fed by a window step drops windows "
-                   "beyond T that hold finite members (semantics-notes 2 cuts only endless members); reported")
 def test_local_engine_chained_window_steps_beyond_T(cat: Catalog) -> None:
     from udm.host.query.spec import parse_query
 

@@ -23,7 +23,7 @@ app = typer.Typer(
 )
 
 #: Modules that add commands via ``register(app)``; each owns one concern.
-_COMMAND_MODULES = ("catalog_cmds",)
+_COMMAND_MODULES = ("catalog_cmds", "new_cmd", "registry_cmd", "run_cmd", "demo_cmd")
 
 _state = {"debug": False}
 

@@ -3,11 +3,18 @@
 States are small tuples/lists so they pickle fast into engine checkpoints. ``merge`` never mutates its
 arguments: the engine reuses pane states across the overlapping windows of a hopping window.
 Floating-point sums are compensated (Neumaier) so add/remove chains stay within rounding of a fresh sum.
+
+Each aggregate also implements the SDK's optional vectorized hook ``add_array(state, values)`` (a 1-d
+numpy int64/float64 array; see `udm.sdk.IncrementalUDA`), used by the engine's fast path. It has the
+effect of ``add(state, values.tolist())``, up to float rounding (chunk sums are exactly rounded with
+``math.fsum`` before joining the compensated accumulator); any other dtype falls back to ``add``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from typing import Any
 
 from sortedcontainers import SortedList
 
@@ -41,6 +48,35 @@ def _total(acc: _Acc) -> float:
     return acc[1] + acc[2]
 
 
+def _acc_add_total(acc: _Acc, total: float, count: int) -> _Acc:
+    """Join ``count`` values whose exact-rounded sum is ``total`` into a compensated accumulator."""
+    n, s, c = acc
+    t = s + total
+    if abs(s) >= abs(total):
+        c += (s - t) + total
+    else:
+        c += (total - t) + s
+    return n + count, t, c
+
+
+def _kind(values: Any) -> str:
+    """'int' / 'float' for a numeric 1-d numpy array the vectorized hooks can take, else ''."""
+    k = getattr(getattr(values, "dtype", None), "kind", "")
+    if k in ("i", "u"):
+        return "int"
+    if k == "f" and (len(values) == 0 or math.isfinite(float(values.sum()))):
+        return "float"  # NaN / inf take the element-wise path, which defines how they propagate
+    return ""
+
+
+def _int_sum(values: Any) -> int:
+    if len(values) == 0:
+        return 0
+    if int(abs(values).max()) < (1 << 62) // max(len(values), 1):
+        return int(values.sum())
+    return sum(values.tolist())
+
+
 def _numbers(values: Sequence[object], who: str) -> Sequence[float]:
     for v in values:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -63,6 +99,9 @@ class Count(IncrementalUDA):
 
     def merge(self, a: int, b: int) -> int:
         return a + b
+
+    def add_array(self, state: int, values: Any) -> int:
+        return state + len(values)
 
     def compute(self, state: int) -> int:
         return state
@@ -94,6 +133,15 @@ class Sum(IncrementalUDA):
     def merge(self, a: tuple[int, _Acc, int], b: tuple[int, _Acc, int]) -> tuple[int, _Acc, int]:
         return a[0] + b[0], _acc_merge(a[1], b[1]), a[2] + b[2]
 
+    def add_array(self, state: tuple[int, _Acc, int], values: Any) -> tuple[int, _Acc, int]:
+        k = _kind(values)
+        if k == "int":
+            return state[0] + _int_sum(values), state[1], state[2]
+        if k == "float":
+            ints, acc, nfloat = state
+            return ints, _acc_add_total(acc, math.fsum(values.tolist()), len(values)), nfloat + len(values)
+        return self.add(state, values.tolist() if hasattr(values, "tolist") else list(values))
+
     def compute(self, state: tuple[int, _Acc, int]) -> float:
         ints, acc, nfloat = state
         return ints if nfloat == 0 else ints + _total(acc)
@@ -114,6 +162,14 @@ class Avg(IncrementalUDA):
 
     def merge(self, a: _Acc, b: _Acc) -> _Acc:
         return _acc_merge(a, b)
+
+    def add_array(self, state: _Acc, values: Any) -> _Acc:
+        k = _kind(values)
+        if k == "int" and len(values) and int(abs(values).max()) < (1 << 53) // max(len(values), 1):
+            return _acc_add_total(state, float(int(values.sum())), len(values))
+        if k == "float":
+            return _acc_add_total(state, math.fsum(values.tolist()), len(values))
+        return self.add(state, values.tolist() if hasattr(values, "tolist") else list(values))
 
     def compute(self, state: _Acc) -> float:
         return _total(state) / state[0]
@@ -150,6 +206,14 @@ class Variance(IncrementalUDA):
             n, mean = n - 1, new_mean
         return n, mean, max(m2, 0.0)
 
+    def add_array(self, state: _Wel, values: Any) -> _Wel:
+        if not _kind(values) or not len(values):
+            return self.add(state, values.tolist() if hasattr(values, "tolist") else list(values))
+        x = values.astype(float)
+        mean = math.fsum(x.tolist()) / len(x)
+        d = x - mean
+        return self.merge(state, (len(x), mean, math.fsum((d * d).tolist())))
+
     def merge(self, a: _Wel, b: _Wel) -> _Wel:
         if a[0] == 0:
             return b
@@ -182,6 +246,12 @@ class _Extreme(IncrementalUDA):
         out = SortedList(a)
         out.update(b)
         return out
+
+    def add_array(self, state: SortedList, values: Any) -> SortedList:
+        if _kind(values):
+            state.update(values.tolist())
+            return state
+        return self.add(state, values.tolist() if hasattr(values, "tolist") else list(values))
 
 
 @udm(name="min", version="1.0.0", algebraic=True, input_type="float", output_type="float")

@@ -1,0 +1,7 @@
+"""udmkit benchmarks. ``python -m bench`` (``make bench``) runs them all; ``--quick`` for a short run.
+
+- `bench.bench_run`: end-to-end ``udm run --engine local`` throughput, per-element time and peak RSS at
+  100 k and 1 M elements, in-order insert-only and disordered-with-retractions input, against a
+  brute-force recompute baseline (same answer, checked).
+- `bench.bench_engine_micro`: engine micro-benchmarks (owned by the engine).
+"""

@@ -1,0 +1,84 @@
+"""Benchmark inputs (INTERFACES §1 JSON Lines), written with plain string formatting for speed.
+
+Both generators write exactly ``n`` elements, a CTI every ``cti_every`` elements, payloads
+``{"sym": one of SYMS, "price": 0.0..99.9}``. Every element is valid (nothing is dead-lettered), so the
+figures measure the engine, not the error path.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+__all__ = ["SYMS", "disordered", "in_order"]
+
+SYMS = ("AAA", "BBB", "CCC", "DDD")
+
+
+def in_order(path: Path, n: int, *, cti_every: int = 1000, seed: int = 1) -> dict[str, int]:
+    """Insert-only, ``le`` non-decreasing (one tick per insert), short lifetimes; CTI(le) every
+    ``cti_every`` elements."""
+    rng = random.Random(seed)
+    lines: list[str] = []
+    t = 0
+    counts = {"insert": 0, "retract": 0, "cti": 0}
+    with open(path, "w", encoding="utf-8") as f:
+        for k in range(1, n + 1):
+            if k % cti_every == 0:
+                lines.append(f'{{"kind":"cti","t":{t}}}')
+                counts["cti"] += 1
+            else:
+                d = 1 + rng.randrange(8)
+                sym = SYMS[rng.randrange(4)]
+                lines.append(f'{{"kind":"insert","id":"e{k}","le":{t},"re":{t + d},'
+                             f'"payload":{{"sym":"{sym}","price":{rng.randrange(1000) / 10}}}}}')
+                counts["insert"] += 1
+                t += 1
+            if len(lines) >= 65536:
+                f.write("\n".join(lines) + "\n")
+                lines.clear()
+        if lines:
+            f.write("\n".join(lines) + "\n")
+    return counts
+
+
+def disordered(path: Path, n: int, *, cti_every: int = 1000, jitter: int = 50, retract_share: float = 0.2,
+               seed: int = 2) -> dict[str, int]:
+    """Inserts whose ``le`` is off by up to ``jitter`` ticks from arrival order, about ``retract_share`` of
+    them later shortened or deleted by a retraction (1–10 elements later); CTIs lag far enough behind
+    that no element violates them."""
+    rng = random.Random(seed)
+    lines: list[str] = []
+    pending: list[tuple[int, str]] = []  # (due element index, retraction line)
+    base = 0
+    lag = 2 * jitter + 20
+    counts = {"insert": 0, "retract": 0, "cti": 0}
+    k = 0
+    with open(path, "w", encoding="utf-8") as f:
+        while k < n:
+            k += 1
+            if k % cti_every == 0:
+                lines.append(f'{{"kind":"cti","t":{max(0, base - lag)}}}')
+                counts["cti"] += 1
+            elif pending and pending[0][0] <= k:
+                lines.append(pending.pop(0)[1])
+                counts["retract"] += 1
+            else:
+                le = max(0, base + rng.randint(-jitter, jitter))
+                d = 1 + rng.randrange(20)
+                sym = SYMS[rng.randrange(4)]
+                lines.append(f'{{"kind":"insert","id":"e{k}","le":{le},"re":{le + d},'
+                             f'"payload":{{"sym":"{sym}","price":{rng.randrange(1000) / 10}}}}}')
+                counts["insert"] += 1
+                base += 1
+                if rng.random() < retract_share:
+                    re_new = le + rng.randrange(d)  # == le deletes the event
+                    pending.append((k + 1 + rng.randrange(10),
+                                    f'{{"kind":"retract","id":"e{k}","le":{le},"re":{le + d},"re_new":{re_new}}}'))
+                    pending.sort()
+            if len(lines) >= 65536:
+                f.write("\n".join(lines) + "\n")
+                lines.clear()
+        if lines:
+            f.write("\n".join(lines) + "\n")
+    return counts

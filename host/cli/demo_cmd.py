@@ -1,0 +1,28 @@
+"""`udm demo`: the end-to-end main job on the embedded default engine (local Spark)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+__all__ = ["register"]
+
+
+def cmd_demo(
+    engine: str = typer.Option("spark", "--engine", help="spark (local Spark, the default) or local."),
+    out: Path = typer.Option(Path("udm-demo-out"), "--out", help="Where the plot goes."),
+) -> None:
+    """Real series → imperfect streams → UDM queries by name → a table and a PNG plot."""
+    from udm.host.demo.job import run_demo
+    from udm.host.errors import UdmError
+
+    if engine not in {"spark", "local"}:
+        raise UdmError(f"unknown engine {engine!r} for the demo; choose spark or local")
+    results = run_demo(out_dir=out, engine=engine)
+    if not all(r.agrees_with_local for r in results):
+        raise UdmError("the engines disagree on at least one query (see the table)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("demo")(cmd_demo)

@@ -1,0 +1,40 @@
+"""udm.host.engine — the local temporal engine (SEMANTICS §1–7 and §9's pane rule; seeds/000 §V).
+
+`QueryRunner` runs a bound query (filter / map / window steps; each step's output is the next step's
+input) over a physical stream and returns output elements (inserts, retractions, CTIs; ids chosen by the
+engine). `DeadLetter` and `RunStats` describe what it refused and what it did.
+
+Modules: ``runner`` (driver, snapshot/restore), ``step`` (per-step validation, filter/map), ``window``
+(the window operator: tumbling/hopping, snapshot, count_by_start, count_by_end), ``panes`` (pane
+evaluation of algebraic UDAs on hopping windows), ``fastpath`` (columnar batches, vectorized inserts),
+``invoke`` (calling UDM code, output policies, contract checks).
+
+Choices the engine makes where the documents leave room (all also followed by the conformance kit):
+
+* **Output CTIs** are the largest safe value. Two boundary cases are treated as "can still change": an
+  event whose RE equals the CTI can still be *extended* (its retraction has sync time = CTI), which
+  matters to time-sensitive UDMs without right clipping; and a snapshot window ending at the CTI can
+  still merge with the next one, which matters to time-sensitive UDMs. On count windows a later value
+  can create or reshape a window over old members, so ``time_bound`` does not give output CTI = input
+  CTI there (the general rule applies; ``time_bound`` is honoured on tumbling/hopping/snapshot windows).
+* **Speculation**: a window is output once the watermark passes its end (``max_delay`` ticks later, or
+  at the CTI for ``max_delay: inf``); after that, every change is output at once, as a minimal diff.
+  ``time_bound`` windows are also output as soon as they start before the CTI.
+* **Cleanup**: at every CTI ``c`` windows that can no longer change are dropped, and so are the ids of
+  events with ``RE < c`` (they can never be retracted again). An id may therefore be reused once its
+  event is closed by a CTI. At the end of input all state is dropped.
+* **T** (semantics-notes 2) is one value per run, from what the first step accepts; endless members of
+  tumbling/hopping windows stop at ``W.LE <= T`` (reported as ``RunStats.truncated_at``), members with
+  a finite end always give all their windows.
+* **Adjust**: an insert moved to ``[c, RE)`` is still named by its original LE in later retractions.
+* **Floats**: incremental states (add/remove chains), pane merges and the vectorized ``add_array`` hook
+  sum in a different order than a one-shot computation, so float results may differ in the last bits
+  (integer data is exact); compare float outputs with a tolerance (`udm.host.testing.verify`).
+"""
+
+from __future__ import annotations
+
+from .common import DeadLetter, RunStats
+from .runner import QueryRunner
+
+__all__ = ["DeadLetter", "QueryRunner", "RunStats"]

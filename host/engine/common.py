@@ -1,0 +1,99 @@
+"""Shared pieces of the local engine: run records, the per-step event record, small helpers."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from udm.sdk import INF
+
+__all__ = [
+    "INF",
+    "NEG",
+    "DeadLetter",
+    "Ev",
+    "RunStats",
+    "cjson",
+    "floordiv",
+]
+
+#: Below every int64 tick: "no CTI yet" / "no time seen yet".
+NEG: int = -(2**64)
+
+
+@dataclass
+class DeadLetter:
+    """One refused element: the input line (if known), why, and the element as JSON (if known)."""
+
+    line: int | None
+    reason: str
+    element: dict[str, Any] | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"line": self.line, "reason": self.reason, "element": self.element}
+
+
+@dataclass
+class RunStats:
+    """What a run did. ``reasons`` counts dead letters by category (``cti_violation``, ``unknown_id``, ...)."""
+
+    elements_in: int = 0
+    elements_out: int = 0
+    dead_lettered: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)
+    truncated_at: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "elements_in": self.elements_in,
+            "elements_out": self.elements_out,
+            "dead_lettered": self.dead_lettered,
+            "reasons": dict(self.reasons),
+            "truncated_at": self.truncated_at,
+        }
+
+
+_dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+
+
+def cjson(value: Any) -> str:
+    """Canonical JSON text (SEMANTICS §5): sorted keys, no spaces."""
+    return _dumps(value)
+
+
+def floordiv(a: int, b: int) -> int:
+    return a // b
+
+
+class Ev:
+    """A live event as one step holds it: lifetime, the value its UDM receives, its group.
+
+    ``cj`` caches the canonical JSON of ``val`` (computed on first need: ordering ties).
+    """
+
+    __slots__ = ("cj", "g", "id", "le", "re", "val")
+
+    def __init__(self, id: str, le: int, re: int, val: Any, g: Any = None) -> None:
+        self.id = id
+        self.le = le
+        self.re = re
+        self.val = val
+        self.g = g
+        self.cj: str | None = None
+
+    def canon(self) -> str:
+        cj = self.cj
+        if cj is None:
+            cj = self.cj = _dumps(self.val)
+        return cj
+
+    def __getstate__(self) -> tuple:
+        return (self.id, self.le, self.re, self.val, self.g, self.cj)
+
+    def __setstate__(self, s: tuple) -> None:
+        self.id, self.le, self.re, self.val, self.g, self.cj = s
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"Ev({self.id!r}, [{self.le}, {self.re}), {self.val!r})"

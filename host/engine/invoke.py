@@ -1,0 +1,226 @@
+"""Calling UDM code: input mapping, canonical member order, output timestamping, contract checks.
+
+Everything a UDM can get wrong at run time (raising, returning the wrong type, breaking its declared
+output policy) becomes a `ContractViolation` naming the UDM, its version, the window and the value
+(SEMANTICS §5, semantics-notes 9).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from udm.host.errors import ContractViolation
+from udm.host.query.plan import BoundStep
+from udm.sdk import INF, Event, WindowDescriptor
+
+from .common import Ev, cjson
+
+__all__ = ["Mapper", "WindowUDM", "contract"]
+
+
+def contract(label: str, window: tuple[int, int] | None, what: str, value: Any) -> ContractViolation:
+    where = ""
+    if window is not None:
+        where = f" in window [{window[0]}, {'inf' if window[1] >= INF else window[1]})"
+    text = repr(value)
+    if len(text) > 300:
+        text = text[:300] + "..."
+    return ContractViolation(f"UDM {label}{where}: {what}: {text}")
+
+
+class Mapper:
+    """Turns a payload into what the UDM receives (semantics-notes 4) and finds missing fields (note 3)."""
+
+    __slots__ = ("fields", "kind", "spec")
+
+    def __init__(self, spec: str | dict[str, str] | None) -> None:
+        self.spec = spec
+        if spec is None:
+            self.kind = 0
+            self.fields: tuple[str, ...] = ()
+        elif isinstance(spec, str):
+            self.kind = 1
+            self.fields = (spec,)
+        else:
+            self.kind = 2
+            self.fields = tuple(spec.values())
+
+    def __call__(self, payload: dict[str, Any]) -> Any:
+        k = self.kind
+        if k == 1:
+            return payload[self.spec]  # type: ignore[index]
+        if k == 0:
+            return payload
+        return {u: payload[f] for u, f in self.spec.items()}  # type: ignore[union-attr]
+
+
+def _is_time(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+class WindowUDM:
+    """A bound UDA/UDO of a window step with its policies; turns member sets into output events."""
+
+    def __init__(self, bs: BoundStep) -> None:
+        step = bs.step
+        man = bs.entry.manifest
+        props = man.properties
+        self.bs = bs
+        self.udm = bs.udm
+        self.label = bs.label
+        self.is_uda = man.kind == "uda"
+        self.ts = props.time_sensitive
+        self.incremental = props.incremental
+        self.algebraic = props.algebraic and hasattr(bs.udm, "merge")
+        self.time_bound_decl = props.time_bound
+        self.clip = step.clip
+        self.policy = step.output if self.ts else "window"
+        self.alias = step.alias
+        self.clip_left = self.clip in ("left", "full")
+        self.clip_right = self.clip in ("right", "full")
+        self.add_array = getattr(bs.udm, "add_array", None) if self.incremental and not self.ts else None
+
+    # -- member items -------------------------------------------------------------------------
+    def item(self, ev: Ev, le: int, re: int, wle: int, wre: int) -> Any:
+        """What the UDM sees of member ``ev`` (lifetime ``[le, re)``) in window ``[wle, wre)``."""
+        if not self.ts:
+            return ev.val
+        if self.clip_left and le < wle:
+            le = wle
+        if self.clip_right and re > wre:
+            re = wre
+        return Event(le, re, ev.val)
+
+    def ordered(self, members: Iterable[Ev], wle: int, wre: int) -> list[Any]:
+        """Members in canonical order (semantics-notes 5): clipped (LE, RE), then canonical JSON."""
+        cl, cr = self.clip_left, self.clip_right
+        evs = list(members)
+        if cl or cr:
+            keys = [((wle if cl and e.le < wle else e.le), (wre if cr and e.re > wre else e.re)) for e in evs]
+        else:
+            keys = [(e.le, e.re) for e in evs]
+        pairs = sorted(zip(keys, range(len(evs)), strict=True))
+        if len(set(keys)) < len(keys):
+            # ties on (LE, RE): order by canonical JSON text of the value
+            out = []
+            n = len(pairs)
+            i = 0
+            while i < n:
+                j = i + 1
+                k = pairs[i][0]
+                while j < n and pairs[j][0] == k:
+                    j += 1
+                if j - i > 1:
+                    out.extend(sorted(pairs[i:j], key=lambda p: evs[p[1]].canon()))
+                else:
+                    out.append(pairs[i])
+                i = j
+            pairs = out
+        if self.ts:
+            return [Event(k[0], k[1], evs[i].val) for k, i in pairs]
+        return [evs[i].val for _, i in pairs]
+
+    # -- invocation ----------------------------------------------------------------------------
+    def _call(self, fn: Any, args: tuple, window: tuple[int, int] | None, what: str) -> Any:
+        try:
+            return fn(*args)
+        except ContractViolation:
+            raise
+        except Exception as exc:  # a UDM raising is a contract violation (SEMANTICS §5)
+            raise contract(self.label, window, f"{what} raised {type(exc).__name__}", exc) from exc
+
+    def initial_state(self) -> Any:
+        return self._call(self.udm.initial_state, (), None, "initial_state")
+
+    def add(self, state: Any, items: list[Any], window: tuple[int, int]) -> Any:
+        return self._call(self.udm.add, (state, items), window, "add")
+
+    def remove(self, state: Any, items: list[Any], window: tuple[int, int]) -> Any:
+        return self._call(self.udm.remove, (state, items), window, "remove")
+
+    def merge(self, a: Any, b: Any) -> Any:
+        return self._call(self.udm.merge, (a, b), None, "merge")
+
+    def compute_items(self, items: list[Any], wle: int, wre: int) -> Any:
+        w = (wle, wre)
+        if self.ts:
+            return self._call(self.udm.compute, (items, WindowDescriptor(wle, wre)), w, "compute")
+        return self._call(self.udm.compute, (items,), w, "compute")
+
+    def compute_state(self, state: Any, wle: int, wre: int) -> Any:
+        w = (wle, wre)
+        if self.ts:
+            return self._call(self.udm.compute, (state, WindowDescriptor(wle, wre)), w, "compute")
+        return self._call(self.udm.compute, (state,), w, "compute")
+
+    # -- outputs -------------------------------------------------------------------------------
+    def outputs(self, result: Any, wle: int, wre: int, gfields: dict[str, Any] | None) -> list[tuple]:
+        """Output events ``(le, re, payload, canonical_json)`` of one window invocation."""
+        w = (wle, wre)
+        if self.is_uda:
+            if isinstance(result, (Event, Iterable)) and not isinstance(result, (str, bytes, list, dict, tuple)):
+                raise contract(self.label, w, "an aggregate must return one value, got", result)
+            payload = {**gfields, self.alias: result} if gfields else {self.alias: result}
+            return [(wle, wre, payload, self._canon(payload, w))]
+        if result is None or isinstance(result, (str, bytes, Mapping)) or not isinstance(result, Iterable):
+            raise contract(self.label, w, "an operator must return an iterable of outputs, got", result)
+        try:
+            rows = list(result)
+        except ContractViolation:
+            raise
+        except Exception as exc:
+            raise contract(self.label, w, f"compute raised {type(exc).__name__}", exc) from exc
+        out: list[tuple] = []
+        if not self.ts:
+            for p in rows:
+                payload = self._payload(p, gfields, w)
+                out.append((wle, wre, payload, self._canon(payload, w)))
+            return out
+        policy = self.policy
+        for r in rows:
+            if isinstance(r, Event):
+                le, re, p = r.le, r.re, r.payload
+            elif isinstance(r, tuple) and len(r) == 3:
+                le, re, p = r
+                if not (_is_time(le) and _is_time(re)):
+                    raise contract(self.label, w, "output lifetime must be integer ticks, got", r)
+                if le >= INF or re <= le:
+                    raise contract(self.label, w, "output lifetime needs a finite LE and LE < RE, got", r)
+                if re > INF:
+                    re = INF
+            else:
+                raise contract(self.label, w, "a time-sensitive operator must yield Event or (le, re, payload), got",
+                               r)
+            if policy == "window":
+                le, re = wle, wre
+            elif policy == "clip":
+                if le < wle:
+                    le = wle
+                if re > wre:
+                    re = wre
+                if re <= le:
+                    continue
+            elif le < wle:  # unaltered / time_bound
+                raise contract(self.label, w, f"output policy {policy!r} forbids an output starting before the "
+                                              f"window (LE < {wle}), got", (le, re, p))
+            payload = self._payload(p, gfields, w)
+            out.append((le, re, payload, self._canon(payload, w)))
+        return out
+
+    def _payload(self, p: Any, gfields: dict[str, Any] | None, w: tuple[int, int]) -> dict[str, Any]:
+        if isinstance(p, Mapping):
+            d = dict(p)
+        elif isinstance(p, (Event, tuple)) and not self.ts:
+            raise contract(self.label, w, "a time-insensitive operator must return payloads, got", p)
+        else:
+            d = {"value": p}
+        if gfields:
+            d.update(gfields)
+        return d
+
+    def _canon(self, payload: dict[str, Any], w: tuple[int, int]) -> str:
+        try:
+            return cjson(payload)
+        except (TypeError, ValueError) as exc:
+            raise contract(self.label, w, f"output is not JSON-serializable ({exc})", payload) from None

@@ -1,0 +1,309 @@
+"""Pane evaluation of algebraic aggregates on hopping windows (SEMANTICS §9, seeds/004 §5.1).
+
+For ``hopping(size, hop, offset)`` and a time-insensitive incremental UDA that declares ``algebraic``
+(it has ``merge``), the time axis is cut into panes of width ``p = gcd(size, hop)``; window ``k`` is the
+union of panes ``k*hop/p .. k*hop/p + size/p - 1``. An event inside one pane updates that pane's state
+once (instead of the states of the ``size/hop`` windows it belongs to); a window's state is the ``merge``
+of its ``size/p`` pane states, taken when the window is recomputed. Memory is ``O(size/p)`` states per
+window instead of ``O(events in window)``.
+
+An event spanning several panes would be counted once per pane by a merge, so such (long) events are
+window members as in `GridStep` and their contribution is merged in separately. The result is the same
+output (exactly, for integer data; up to float rounding of ``merge`` otherwise).
+"""
+
+from __future__ import annotations
+
+import heapq
+from math import gcd
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .common import INF, Ev
+from .window import GridStep, Group, Win
+
+if TYPE_CHECKING:  # pragma: no cover
+    from udm.host.query.plan import BoundStep
+
+    from .runner import Context
+
+__all__ = ["Pane", "PaneStep", "pane_step"]
+
+
+def pane_step(index: int, ctx: Context, bs: BoundStep) -> PaneStep | None:
+    """A `PaneStep` when pane evaluation applies to this step, else None."""
+    step = bs.step
+    win = step.window
+    if win.type != "hopping":
+        return None
+    man = bs.entry.manifest
+    props = man.properties
+    if man.kind != "uda" or props.time_sensitive or not props.incremental or not props.algebraic:
+        return None
+    if not hasattr(bs.udm, "merge"):
+        return None
+    if win.size // gcd(win.size, win.hop) < 2:
+        return None
+    return PaneStep(index, ctx, bs)
+
+
+class Pane:
+    __slots__ = ("dirty", "n", "pend", "state")
+
+    def __init__(self) -> None:
+        self.state: Any = None
+        self.n = 0
+        self.pend: dict[str, list] | None = None
+        self.dirty = False
+
+    def __getstate__(self) -> tuple:
+        return (self.state, self.n, self.pend, self.dirty)
+
+    def __setstate__(self, s: tuple) -> None:
+        self.state, self.n, self.pend, self.dirty = s
+
+
+class PaneStep(GridStep):
+    """`GridStep` whose window states are merged from pane states."""
+
+    def __init__(self, index: int, ctx: Context, bs: BoundStep) -> None:
+        super().__init__(index, ctx, bs)
+        self.p = gcd(self.size, self.hop)
+        self.ppw = self.size // self.p  # panes per window
+        self.hpp = self.hop // self.p  # panes per hop
+        self.dpanes: list[Pane] = []
+        self.pane_heap: list[tuple] = []
+
+    def _new_group(self, key: Any, fields: dict[str, Any] | None) -> Group:
+        g = super()._new_group(key, fields)
+        g.b = {}  # pane index -> Pane
+        return g
+
+    def _group_idle(self, g: Group) -> bool:
+        return not g.a and not g.b
+
+    def _win(self, g: Group, k: int) -> Win:
+        w = super()._win(g, k)
+        w.members = {}  # multi-pane members only
+        return w
+
+    # -- panes -------------------------------------------------------------------------------------
+    def _single(self, le: int, re: int) -> bool:
+        return re < INF and (le - self.off) // self.p == (re - 1 - self.off) // self.p
+
+    def _pane(self, g: Group, q: int) -> Pane:
+        pn = g.b.get(q)
+        if pn is None:
+            pn = g.b[q] = Pane()
+            self.seq += 1
+            heapq.heappush(self.pane_heap, (self.off + q * self.p + self.size, self.seq, g.key, q))
+        return pn
+
+    def _pane_delta(self, pn: Pane, id: str, old: Any, new: Any) -> None:
+        p = pn.pend
+        if p is None:
+            pn.pend = {id: [old, new]}
+        else:
+            e = p.get(id)
+            if e is None:
+                p[id] = [old, new]
+            else:
+                e[1] = new
+        if not pn.dirty:
+            pn.dirty = True
+            self.dpanes.append(pn)
+
+    def _pane_apply(self, pn: Pane) -> None:
+        p = pn.pend
+        pn.pend = None
+        pn.dirty = False
+        if not p:
+            return
+        if pn.n == 0:
+            pn.state = None
+            return
+        wu = self.w
+        removes = [a for a, b in p.values() if a is not None and b is None]
+        adds = [b for a, b in p.values() if b is not None and a is None]
+        st = pn.state if pn.state is not None else wu.initial_state()
+        win = (0, 1)
+        if removes:
+            st = wu.remove(st, removes, win)
+        if adds:
+            st = wu.add(st, adds, win)
+        pn.state = st
+
+    def _windows_of_pane(self, q: int) -> range:
+        hpp = self.hpp
+        lo = -((self.ppw - 1 - q) // hpp)  # ceil((q - ppw + 1) / hpp)
+        return range(lo, q // hpp + 1)
+
+    # -- events --------------------------------------------------------------------------------------
+    def _add(self, w: Win, ev: Ev) -> None:
+        w.n += 1
+        if not self._single(ev.le, ev.re):
+            w.members[ev.id] = ev  # type: ignore[index]
+        self._touch(w)
+
+    def _on_insert(self, g: Group, ev: Ev) -> None:
+        if self._single(ev.le, ev.re):
+            q = (ev.le - self.off) // self.p
+            pn = self._pane(g, q)
+            pn.n += 1
+            self._pane_delta(pn, ev.id, None, ev.val)
+        super()._on_insert(g, ev)
+
+    def _on_change(self, g: Group, ev: Ev, old: int, new: int) -> None:
+        le = ev.le
+        # detach the old lifetime ...
+        if self._single(le, old):
+            pn = g.b.get((le - self.off) // self.p)
+            if pn is not None:  # else: purged, every window holding it is closed
+                pn.n -= 1
+                self._pane_delta(pn, ev.id, ev.val, None)
+        hi = self.k_hi(old)
+        top = hi if hi < self.K else self.K
+        wins = g.wins
+        for k in range(self.k_lo(le), top + 1):
+            w = wins.get(k)
+            if w is None:
+                continue  # closed and purged
+            w.n -= 1
+            w.members.pop(ev.id, None)
+            self._touch(w)
+        if ev.id in g.a:
+            del g.a[ev.id]
+            if not g.a:
+                self.spill_groups.pop(g.key, None)
+        # ... and attach the new one
+        if new > le:
+            ev.re = new
+            if self._single(le, new):
+                pn = self._pane(g, (le - self.off) // self.p)
+                pn.n += 1
+                self._pane_delta(pn, ev.id, None, ev.val)
+            hi = self.k_hi(new)
+            top = hi if hi < self.K else self.K
+            ceff = self.ceff
+            for k in range(self.k_lo(le), top + 1):
+                w = wins.get(k)
+                if w is None:
+                    if self.off + k * self.hop + self.size <= ceff:
+                        continue
+                    w = self._win(g, k)
+                self._add(w, ev)
+            if hi > self.K:
+                g.a[ev.id] = ev
+                self.spill_groups[g.key] = g
+            ev.re = old
+
+    # -- window state = merge of pane states ----------------------------------------------------------
+    def _apply(self, w: Win) -> None:
+        w.pend = None
+        w.rebuild = False
+        if w.n == 0:
+            w.state = None
+            return
+        wu = self.w
+        panes = w.g.b
+        st = None
+        q0 = w.key * self.hpp
+        for q in range(q0, q0 + self.ppw):
+            pn = panes.get(q)
+            if pn is not None and pn.n:
+                st = pn.state if st is None else wu.merge(st, pn.state)
+        if w.members:
+            extra = wu.add(wu.initial_state(), [ev.val for ev in w.members.values()], (w.le, w.re))
+            st = extra if st is None else wu.merge(st, extra)
+        w.state = st
+
+    def flush(self) -> list[Any]:
+        if self.dpanes:
+            for pn in self.dpanes:
+                self._pane_apply(pn)
+            self.dpanes = []
+        return super().flush()
+
+    def _final_state(self) -> None:
+        super()._final_state()
+        self.pane_heap = []
+        self.dpanes = []
+
+    def _cleanup(self, c: int) -> None:
+        super()._cleanup(c)
+        h = self.pane_heap
+        groups = self.groups
+        while h and h[0][0] <= c:
+            _, _, gk, q = heapq.heappop(h)
+            g = groups.get(gk)
+            if g is not None:
+                g.b.pop(q, None)
+                self._drop_group_if_empty(g)
+
+    # -- vectorized inserts (fast path) ------------------------------------------------------------------
+    def vmask(self, le: np.ndarray, re: np.ndarray) -> np.ndarray:
+        return (le - self.off) // self.p == (np.where(re < INF, re, le + 1) - 1 - self.off) // self.p
+
+    def vplace(self, ids_all: np.ndarray, idx: np.ndarray, le: np.ndarray, re: np.ndarray, vals: Any,
+               gcodes: np.ndarray, gkeys: list[Any], gfields: list[Any]) -> None:
+        from .fastpath import _chunk
+
+        q = (le[idx] - self.off) // self.p
+        gs = gcodes[idx]
+        qmin = int(q.min())
+        qr = int(q.max()) - qmin + 1
+        key = gs * qr + (q - qmin)
+        order = np.argsort(key, kind="stable")
+        skey = key[order]
+        srows = idx[order]
+        cuts = (np.flatnonzero(skey[1:] != skey[:-1]) + 1).tolist()
+        bounds = [0, *cuts, len(skey)]
+        numeric = isinstance(vals, np.ndarray)
+        wu = self.w
+        add_array = wu.add_array if numeric else None
+        groups = self.groups
+        gobj: dict[int, Group] = {}
+        touch = self._touch
+        firsts = skey[np.array(bounds[:-1], dtype=np.int64)].tolist()
+        for j, kk in enumerate(firsts):
+            s, e = bounds[j], bounds[j + 1]
+            code, qq = divmod(kk, qr)
+            qq += qmin
+            g = gobj.get(code)
+            if g is None:
+                gk = gkeys[code]
+                g = groups.get(gk)
+                if g is None:
+                    g = groups[gk] = self._new_group(gk, gfields[code])
+                gobj[code] = g
+            pn = self._pane(g, qq)
+            if pn.pend:
+                self._pane_apply(pn)
+            st = pn.state if pn.state is not None else wu.initial_state()
+            if add_array is not None:
+                st = wu._call(add_array, (st, vals[srows[s:e]]), None, "add_array")
+            else:
+                st = wu.add(st, [vals[r] for r in srows[s:e].tolist()], (0, 1))
+            pn.state = st
+            pn.n += e - s
+            wins = g.wins
+            for k in self._windows_of_pane(qq):
+                w = wins.get(k)
+                if w is None:
+                    w = self._win(g, k)
+                w.n += e - s
+                touch(w)
+        ids_v = ids_all[idx]
+        self.fast_ids.update(ids_v.tolist())
+        vv = vals[idx] if numeric else [vals[i] for i in idx.tolist()]
+        self.chunks.append(_chunk(ids_v, le[idx], re[idx], vv, gs, gkeys))
+        counts = np.bincount(gs, minlength=len(gkeys))
+        for code in np.flatnonzero(counts).tolist():
+            g = gobj.get(code)
+            if g is None:
+                gk = gkeys[code]
+                g = groups.get(gk)
+                if g is None:
+                    g = groups[gk] = self._new_group(gk, gfields[code])
+            g.nev += int(counts[code])

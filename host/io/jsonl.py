@@ -1,0 +1,550 @@
+"""Bulk JSON Lines reading into `ElementBatch`es, and the output / dead-letter writers (INTERFACES §1).
+
+Reading: the file is cut into chunks of ``batch_size`` lines. A chunk goes through ``pyarrow.json`` (the
+fast path) when every line in it is a valid element of a plain shape; the result is checked column-wise
+against the same rules as `udm.host.temporal.elements.parse_element`. Any chunk the fast path cannot
+take whole — a malformed line, an invalid element, ``"re": "inf"`` mixed with integer ``re`` values,
+payloads of different shapes, ... — is parsed line by line with `json` + `parse_element` instead, so
+each bad line becomes one `BadElement` row (reason + line number) and every good line is kept. Both
+paths give the same elements (tested).
+
+Blank (whitespace-only) lines are skipped; they are not elements and not bad input. Line numbers are
+1-based and count blank lines.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import queue
+import re
+import sys
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pajson
+
+from udm.host.errors import BadElement, UdmError
+from udm.host.temporal.elements import Element, element_to_json, parse_element
+from udm.sdk import INF
+
+from .batch import COLUMNS, ElementBatch, raw_json
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DeadLetterWriter",
+    "JsonlReader",
+    "JsonlWriter",
+    "dead_letter_record",
+    "parse_line",
+    "read_jsonl_batches",
+    "read_jsonl_elements",
+    "write_jsonl",
+]
+
+DEFAULT_BATCH_SIZE = 65536
+_I64 = pa.int64()
+_STR = pa.string()
+_I64_MIN = np.iinfo(np.int64).min
+_NULL_PAYLOAD = re.compile(rb'"payload"\s*:\s*null')
+_INF_TIME = re.compile(rb'"(re|re_new|t)"\s*:\s*"[iI][nN][fF]"')
+_PLAIN_LEAVES = (pa.types.is_int64, pa.types.is_float64, pa.types.is_string, pa.types.is_boolean)
+
+
+# ---------------------------------------------------------------------------------------------- slow path
+def parse_line(text: bytes | str, line: int | None) -> Element | BadElement:
+    """One line of a JSONL file -> an element, or the `BadElement` saying why it is not one."""
+    try:
+        obj = json.loads(text)
+    except UnicodeDecodeError:
+        raw = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+        return BadElement("line is not valid UTF-8", line=line, raw=raw.rstrip("\r\n"))
+    except ValueError as exc:
+        raw = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+        msg = getattr(exc, "msg", str(exc))
+        return BadElement(f"not valid JSON: {msg}", line=line, raw=raw.rstrip("\r\n"))
+    except RecursionError:
+        return BadElement("not valid JSON: nested too deeply", line=line, raw=None)
+    try:
+        return parse_element(obj, line=line)
+    except BadElement as bad:
+        return bad
+
+
+def _slow_batch(lines: list[bytes], first_line: int) -> ElementBatch:
+    els: list[Element | BadElement] = []
+    nums: list[int] = []
+    for i, text in enumerate(lines):
+        if not text.strip():
+            continue
+        ln = first_line + i
+        els.append(parse_line(text, ln))
+        nums.append(ln)
+    return ElementBatch.from_elements(els, nums)
+
+
+# ---------------------------------------------------------------------------------------------- fast path
+def _np_valid(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(pc.is_valid(arr).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+_TOP_KEYS = frozenset({"kind", "id", "le", "re", "re_new", "t", "payload"})
+
+
+def _faithful(arr: pa.Array, parent_valid: np.ndarray, chunk: bytes) -> bool:
+    """Does ``to_pylist`` of this (struct) array give back exactly what json.loads gave? Only plain
+    leaves, no field missing in (or null for) a row whose parent object is present, and no float
+    column that pyarrow made out of integer literals (json gives ``28``, pyarrow ``28.0``)."""
+    typ = arr.type
+    if pa.types.is_struct(typ):
+        for k in range(typ.num_fields):
+            child = arr.field(k)
+            if not np.all(_np_valid(child)[parent_valid]):
+                return False
+            ctyp = child.type
+            if pa.types.is_float64(ctyp) and _has_integral(child) and not _no_int_literals(typ.field(k).name, chunk):
+                return False
+            if pa.types.is_list(ctyp) and pa.types.is_float64(ctyp.value_type):
+                vals = pc.list_flatten(child).drop_null()
+                if len(vals) and pc.any(pc.equal(vals, pc.floor(vals))).as_py():
+                    return False  # an integral value in a list: maybe written as an integer
+            if not _faithful(child, parent_valid, chunk):
+                return False
+        return True
+    if pa.types.is_list(typ):
+        return any(p(typ.value_type) for p in _PLAIN_LEAVES)
+    return any(p(typ) for p in _PLAIN_LEAVES)
+
+
+def _has_integral(arr: pa.Array) -> bool:
+    """Any integral value (only those can have been written as integer literals)?"""
+    vals = arr.drop_null().to_numpy(zero_copy_only=False)
+    with np.errstate(invalid="ignore"):
+        return bool(np.any(vals == np.floor(vals)))
+
+
+def _no_int_literals(name: str, chunk: bytes) -> bool:
+    """No ``"name": <integer literal>`` anywhere in the chunk (so a float column of that name holds
+    only float literals). Conservative: any key of that name at any depth counts."""
+    if name in _TOP_KEYS or b"\\u" in chunk:
+        return False
+    key = re.escape(json.dumps(name).encode())
+    return re.search(key + rb"\s*:\s*-?\d+(?=[\s,}\]])", chunk) is None
+
+
+def _read_table(chunk: bytes) -> pa.Table | None:
+    try:
+        return pajson.read_json(
+            io.BytesIO(chunk),
+            # 1 MiB blocks: a 4 MiB chunk is parsed by several pool threads at once. A line longer than a
+            # block makes pyarrow fail, and the chunk then goes line by line.
+            read_options=pajson.ReadOptions(block_size=1 << 20),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+
+
+def _has_time_name(typ: pa.DataType) -> bool:
+    if pa.types.is_struct(typ):
+        return any(
+            typ.field(k).name in ("re", "re_new", "t") or _has_time_name(typ.field(k).type)
+            for k in range(typ.num_fields)
+        )
+    if pa.types.is_list(typ):
+        return _has_time_name(typ.value_type)
+    return False
+
+
+def _time_column(tb: pa.Table, name: str, *, allow_inf: bool) -> pa.Array | None:
+    """The column as int64 with nulls for absent values, or None when it cannot be taken as is."""
+    if name not in tb.column_names:
+        return pa.nulls(tb.num_rows, _I64)
+    col = tb.column(name).combine_chunks()
+    typ = col.type
+    if pa.types.is_null(typ):
+        return pa.nulls(tb.num_rows, _I64)
+    if pa.types.is_int64(typ):
+        return col
+    if pa.types.is_string(typ) and allow_inf:
+        lowered = pc.utf8_lower(col)
+        if not pc.all(pc.fill_null(pc.equal(lowered, "inf"), True)).as_py():
+            return None
+        return pc.if_else(pc.is_valid(col), pa.scalar(INF, _I64), pa.scalar(None, _I64))
+    return None
+
+
+def _fast_batch(chunk: bytes, n_lines: int, first_line: int) -> ElementBatch | None:
+    """Parse a chunk with pyarrow.json; None when any line needs the per-line path."""
+    # Blank lines need no check here: pyarrow skips them, so the row count below no longer matches.
+    if b"null" in chunk and _NULL_PAYLOAD.search(chunk):
+        return None  # an explicit "payload": null is bad for an insert; pyarrow cannot tell it from absent
+    tb = _read_table(chunk)
+    rewritten = False
+    if tb is None and _INF_TIME.search(chunk):
+        # "re": "inf" next to integer re values: pyarrow cannot mix them in one column. Spell the infinite
+        # times as the int64 INF (which parse_element reads as the same INF) and try again.
+        tb = _read_table(_INF_TIME.sub(rb'"\1": 9223372036854775807', chunk))
+        rewritten = True
+    if tb is None:
+        return None
+    n = tb.num_rows
+    if n != n_lines or "kind" not in tb.column_names:
+        return None
+    kind = tb.column("kind").combine_chunks()
+    if not pa.types.is_string(kind.type) or kind.null_count:
+        return None
+    ins = np.asarray(pc.equal(kind, "insert").to_numpy(zero_copy_only=False), dtype=bool)
+    ret = np.asarray(pc.equal(kind, "retract").to_numpy(zero_copy_only=False), dtype=bool)
+    cti = np.asarray(pc.equal(kind, "cti").to_numpy(zero_copy_only=False), dtype=bool)
+    if not np.all(ins | ret | cti):
+        return None
+    ev = ins | ret
+
+    le = _time_column(tb, "le", allow_inf=False)
+    re_ = _time_column(tb, "re", allow_inf=True)
+    re_new = _time_column(tb, "re_new", allow_inf=True)
+    t = _time_column(tb, "t", allow_inf=True)
+    if le is None or re_ is None or re_new is None or t is None:
+        return None
+
+    # id: a string, or an integer (parse_element accepts both and keeps str(id)).
+    if ev.any():
+        if "id" not in tb.column_names:
+            return None
+        ids = tb.column("id").combine_chunks()
+        if pa.types.is_int64(ids.type):
+            ids = pc.cast(ids, _STR)
+        elif not pa.types.is_string(ids.type):
+            return None
+        if not np.all(_np_valid(ids)[ev]):
+            return None
+    else:
+        ids = pa.nulls(n, _STR)
+
+    le_v, re_v, rn_v, t_v = (_np_valid(a) for a in (le, re_, re_new, t))
+    if not (np.all(le_v[ev]) and np.all(re_v[ev]) and np.all(rn_v[ret]) and np.all(t_v[cti])):
+        return None
+    le_np = le.fill_null(0).to_numpy()
+    re_np = re_.fill_null(0).to_numpy()
+    rn_np = re_new.fill_null(0).to_numpy()
+    t_np = t.fill_null(0).to_numpy()
+    if not np.all(re_np[ev] > le_np[ev]):  # also makes le finite
+        return None
+    if np.any(le_np[ev] == _I64_MIN):  # parse_time: below -INF
+        return None
+    if not np.all(rn_np[ret] >= le_np[ret]):
+        return None
+    if np.any(t_np[cti] == _I64_MIN):
+        return None
+
+    # payload: absent -> null; otherwise an object (struct) of a plain shape.
+    if "payload" not in tb.column_names:
+        payload: pa.Array = pa.nulls(n, _STR)
+    else:
+        payload = tb.column("payload").combine_chunks()
+        if pa.types.is_null(payload.type):
+            payload = pa.nulls(n, _STR)
+        elif not pa.types.is_struct(payload.type) or not _faithful(payload, _np_valid(payload), chunk):
+            return None
+        elif rewritten and _has_time_name(payload.type):
+            return None  # the rewrite may have touched a payload field of that name
+
+    ev_arr, ret_arr, cti_arr = pa.array(ev), pa.array(ret), pa.array(cti)
+    null_i64 = pa.scalar(None, _I64)
+    table = pa.table(
+        {
+            "kind": kind,
+            "id": pc.if_else(ev_arr, ids, pa.scalar(None, _STR)),
+            "le": pc.if_else(ev_arr, le, null_i64),
+            "re": pc.if_else(ev_arr, re_, null_i64),
+            "re_new": pc.if_else(ret_arr, re_new, null_i64),
+            "t": pc.if_else(cti_arr, t, null_i64),
+            "payload": payload if not pa.types.is_struct(payload.type) else pc.if_else(
+                cti_arr, pa.scalar(None, payload.type), payload),
+            "line": pa.array(np.arange(first_line, first_line + n, dtype=np.int64)),
+            "error": pa.nulls(n, _STR),
+            "raw": pa.nulls(n, _STR),
+        }
+    )
+    return ElementBatch(table.select(list(COLUMNS)))
+
+
+# ---------------------------------------------------------------------------------------------- reading
+_BLOCK_BYTES = 4 << 20
+_PIECE_LINES = 4096  # a block the fast path refuses is retried in pieces this size, so one bad line costs little
+_MIN_FAST_LINES = 64
+
+
+def _blocks(f: IO[bytes], block_bytes: int) -> Iterator[bytes]:
+    """Whole-line blocks of about ``block_bytes`` (the last one may lack its final newline)."""
+    rest = b""
+    while True:
+        blk = f.read(block_bytes)
+        if not blk:
+            if rest:
+                yield rest
+            return
+        if rest:
+            blk = rest + blk
+        cut = blk.rfind(b"\n") + 1
+        if cut == 0:
+            rest = blk
+            continue
+        rest = blk[cut:]
+        yield blk[:cut]
+
+
+def _split(batch: ElementBatch, batch_size: int) -> Iterator[ElementBatch]:
+    n = len(batch)
+    if n <= batch_size:
+        if n:
+            yield batch
+        return
+    for off in range(0, n, batch_size):
+        yield batch.slice(off, batch_size)
+
+
+def _parse_block(block: bytes, first_line: int, batch_size: int, fast: bool) -> list[ElementBatch]:
+    """The batches of one whole-line block, in line order."""
+    n_lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+    if fast and n_lines >= _MIN_FAST_LINES:
+        b = _fast_batch(block, n_lines, first_line)
+        if b is not None:
+            return list(_split(b, batch_size))
+    lines = block.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    out: list[ElementBatch] = []
+    if fast and n_lines > _PIECE_LINES:
+        # Retry in pieces: only the pieces holding the odd lines go line by line.
+        for off in range(0, len(lines), _PIECE_LINES):
+            piece = lines[off : off + _PIECE_LINES]
+            b = _fast_batch(b"".join(piece), len(piece), first_line + off)
+            out.extend(_split(b if b is not None else _slow_batch(piece, first_line + off), batch_size))
+        return out
+    for off in range(0, len(lines), batch_size):
+        out.extend(_split(_slow_batch(lines[off : off + batch_size], first_line + off), batch_size))
+    return out
+
+
+def _read(f: IO[bytes], batch_size: int, fast: bool, block_bytes: int) -> Iterator[tuple[ElementBatch, int]]:
+    """``(batch, bytes of the file consumed once this batch is done)``."""
+    first = 1
+    done = 0
+    for block in _blocks(f, block_bytes):
+        batches = _parse_block(block, first, batch_size, fast)
+        first += block.count(b"\n")
+        for k, b in enumerate(batches):
+            yield b, done + (len(block) if k == len(batches) - 1 else len(block) * (k + 1) // len(batches))
+        done += len(block)
+
+
+def _prefetched(it: Iterator[Any], depth: int) -> Iterator[Any]:
+    """Runs ``it`` in a background thread, ``depth`` batches ahead: pyarrow parses without the GIL, so
+    reading overlaps with the consumer's work."""
+    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def work() -> None:
+        try:
+            for item in it:
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(done)
+        except BaseException as exc:  # handed to the consumer
+            q.put(exc)
+
+    th = threading.Thread(target=work, name="udm-jsonl-reader", daemon=True)
+    th.start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        th.join(timeout=5)
+
+
+class JsonlReader:
+    """Iterates a JSONL file as `ElementBatch`es of at most ``batch_size`` rows, in line order.
+
+    ``path`` may be ``"-"`` (standard input) or an open binary file. ``fast=False`` forces the per-line
+    path (tests, comparison). ``prefetch=k`` reads up to ``k`` batches ahead in a background thread
+    (pyarrow parses without the GIL, so reading overlaps the consumer's work). ``bytes_done`` tells how
+    far the consumer has got (for progress bars)."""
+
+    def __init__(
+        self,
+        path: str | Path | IO[bytes],
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        *,
+        fast: bool = True,
+        prefetch: int = 0,
+        block_bytes: int = _BLOCK_BYTES,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self.path = path
+        self.batch_size = batch_size
+        self.fast = fast
+        self.prefetch = prefetch
+        self.block_bytes = block_bytes
+        self.bytes_done = 0
+        self._file: IO[bytes] | None = None
+        self._it: Iterator[Any] | None = None
+
+    def _open(self) -> IO[bytes]:
+        p = self.path
+        if isinstance(p, (str, Path)):
+            if str(p) == "-":
+                return sys.stdin.buffer
+            try:
+                self._file = open(p, "rb", buffering=0)  # noqa: SIM115 - closed by close()
+            except OSError as exc:
+                raise UdmError(f"cannot read input {p}: {exc.strerror or exc}") from None
+            return self._file
+        return p
+
+    def __iter__(self) -> Iterator[ElementBatch]:
+        f = self._open()
+        it: Iterator[Any] = _read(f, self.batch_size, self.fast, self.block_bytes)
+        if self.prefetch > 0:
+            it = _prefetched(it, self.prefetch)
+        self._it = it
+        try:
+            for batch, done in it:
+                self.bytes_done = done
+                yield batch
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        it, self._it = self._it, None
+        if it is not None and hasattr(it, "close"):
+            it.close()
+        f, self._file = self._file, None
+        if f is not None:
+            f.close()
+
+
+def read_jsonl_batches(
+    path: str | Path | IO[bytes],
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    *,
+    fast: bool = True,
+    prefetch: int = 0,
+    block_bytes: int = _BLOCK_BYTES,
+) -> Iterator[ElementBatch]:
+    """Yield the file's elements as `ElementBatch`es of at most ``batch_size`` rows each (see `JsonlReader`)."""
+    return iter(JsonlReader(path, batch_size, fast=fast, prefetch=prefetch, block_bytes=block_bytes))
+
+
+def read_jsonl_elements(path: str | Path | IO[bytes], **kw: Any) -> list[tuple[int | None, Element | BadElement]]:
+    """The whole file as ``(line, element or BadElement)`` pairs (small files and tests)."""
+    out: list[tuple[int | None, Element | BadElement]] = []
+    for b in read_jsonl_batches(path, **kw):
+        out.extend(b.to_elements())
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- writing
+def _open_text(path: str | Path | IO[str]) -> tuple[IO[str], bool]:
+    if isinstance(path, (str, Path)):
+        if str(path) == "-":
+            return sys.stdout, False
+        p = Path(path)
+        try:
+            if not p.parent.exists():
+                p.parent.mkdir(parents=True, exist_ok=True)
+            return open(p, "w", encoding="utf-8", buffering=1 << 20), True
+        except OSError as exc:
+            raise UdmError(f"cannot write {p}: {exc.strerror or exc}") from None
+    return path, False
+
+
+class _Writer:
+    def __init__(self, path: str | Path | IO[str]) -> None:
+        self._f, self._owned = _open_text(path)
+        self.count = 0
+
+    def _write_lines(self, lines: list[str]) -> None:
+        if lines:
+            self._f.write("\n".join(lines))
+            self._f.write("\n")
+            self.count += len(lines)
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def close(self) -> None:
+        if self._owned:
+            self._f.close()
+        else:
+            self._f.flush()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class JsonlWriter(_Writer):
+    """Writes elements as JSON Lines (INTERFACES §1), ``"inf"`` for infinite times."""
+
+    def write(self, elements: Iterable[Element]) -> None:
+        dumps = json.dumps
+        self._write_lines([dumps(element_to_json(e)) for e in elements])
+
+    def write_one(self, element: Element) -> None:
+        self.write((element,))
+
+
+def dead_letter_record(item: Any) -> dict[str, Any]:
+    """``{"line": n, "reason": "...", "element": <raw>}`` for a `BadElement`, an engine ``DeadLetter``
+    (anything with ``to_json()``), or an already-built dict."""
+    if isinstance(item, dict):
+        return item
+    to_json = getattr(item, "to_json", None)
+    if callable(to_json):
+        rec = to_json()
+        return rec if isinstance(rec, dict) else json.loads(rec)
+    if isinstance(item, BadElement):
+        return {"line": item.line, "reason": item.reason, "element": item.raw}
+    raise TypeError(f"cannot make a dead-letter record from {item!r}")
+
+
+class DeadLetterWriter(_Writer):
+    """Writes dead-letter records, one JSON object a line: ``{"line", "reason", "element"}``."""
+
+    def write(self, items: Iterable[Any]) -> None:
+        lines = []
+        for it in items:
+            rec = dead_letter_record(it)
+            try:
+                lines.append(json.dumps(rec))
+            except (TypeError, ValueError):
+                lines.append(json.dumps({**rec, "element": json.loads(raw_json(rec.get("element")))}))
+        self._write_lines(lines)
+
+
+def write_jsonl(path: str | Path | IO[str], elements: Iterable[Element]) -> int:
+    with JsonlWriter(path) as w:
+        w.write(elements)
+        return w.count

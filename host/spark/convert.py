@@ -1,0 +1,192 @@
+"""Physical elements as Spark DataFrames, and back.
+
+An *element DataFrame* has the columns of `udm.host.io.batch.ElementBatch` with a JSON-text payload:
+``kind, id, le, re, re_new, t, payload, line, error, raw`` (`ELEMENT_DDL`). ``line`` is the element's
+position in the physical stream (its line number in a file): Spark rows have no order, so every
+consumer that needs arrival order sorts by it. ``INF`` is ``2**63-1`` in the LongType time columns.
+A bad input row has ``kind`` null and ``error`` set (it is dead-lettered at its place in the stream).
+
+Timestamps: ``TimestampType`` ↔ microsecond ticks (``unix_micros`` / ``timestamp_micros``); ``INF``
+becomes a null timestamp.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa
+
+from udm.host.errors import UdmError
+from udm.host.io.batch import ElementBatch
+from udm.host.temporal.elements import Cti, Element, Insert, Retract
+from udm.sdk import INF
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+__all__ = [
+    "ELEMENT_COLUMNS",
+    "ELEMENT_DDL",
+    "batch_to_arrow",
+    "cht_df",
+    "collect_elements",
+    "elements_df",
+    "events_from_df",
+    "normalize_elements",
+    "ticks_to_timestamp",
+]
+
+ELEMENT_COLUMNS = ("kind", "id", "le", "re", "re_new", "t", "payload", "line", "error", "raw")
+ELEMENT_DDL = ("kind string, id string, le bigint, re bigint, re_new bigint, t bigint, payload string, "
+               "line bigint, error string, raw string")
+
+Shape = Literal["point", "interval", "edge"]
+
+
+def batch_to_arrow(batch: ElementBatch) -> pa.Table:
+    """An `ElementBatch` as an Arrow table with a JSON-text payload (a struct payload is re-encoded)."""
+    tb = batch.table
+    if batch.payload_is_struct:
+        texts = [None if p is None else json.dumps(p, separators=(",", ":")) for p in batch.payloads()]
+        tb = tb.set_column(tb.column_names.index("payload"), "payload", pa.array(texts, pa.string()))
+    return tb.select(list(ELEMENT_COLUMNS))
+
+
+def elements_df(spark: SparkSession, source: Iterable[Element] | Iterable[ElementBatch],
+                lines: Sequence[int] | None = None) -> DataFrame:
+    """An element DataFrame from Python elements (``line`` = 1, 2, ... unless given) or from batches
+    read by `udm.host.io` (their line numbers and bad rows kept)."""
+    items = list(source)
+    if items and all(isinstance(b, ElementBatch) for b in items):
+        tables = [batch_to_arrow(b) for b in items]
+    else:
+        els: list[Any] = items
+        ln = list(lines) if lines is not None else list(range(1, len(els) + 1))
+        tables = [batch_to_arrow(ElementBatch.from_elements(els, ln))]
+    table = pa.concat_tables(tables) if tables else batch_to_arrow(ElementBatch.empty())
+    return spark.createDataFrame(table, schema=ELEMENT_DDL)
+
+
+def normalize_elements(df: DataFrame) -> DataFrame:
+    """Accept a user's element DataFrame with at least ``kind`` and the columns its kinds need: missing
+    optional columns become null, a missing ``line`` is numbered in the DataFrame's current order, and a
+    struct/map ``payload`` becomes JSON text."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    if "kind" not in df.columns:
+        raise UdmError(f"an element DataFrame needs a 'kind' column; it has {', '.join(df.columns)}")
+    cols = []
+    for name, ddl in (c.split(" ") for c in ELEMENT_DDL.split(", ")):
+        if name in df.columns:
+            col = F.col(name)
+            if name == "payload" and not isinstance(df.schema["payload"].dataType, StringType):
+                col = F.to_json(col)
+            cols.append(col.cast(ddl).alias(name))
+        elif name == "line":
+            cols.append((F.monotonically_increasing_id() + 1).alias("line"))
+        else:
+            cols.append(F.lit(None).cast(ddl).alias(name))
+    return df.select(*cols)
+
+
+def _micros(col: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.unix_micros(col)
+
+
+def ticks_to_timestamp(col: str | Column) -> Column:
+    """A tick column as TimestampType (µs); ``INF`` → null."""
+    from pyspark.sql import functions as F
+
+    c = F.col(col) if isinstance(col, str) else col
+    return F.when(c >= F.lit(INF), F.lit(None)).otherwise(F.timestamp_micros(c))
+
+
+def events_from_df(df: DataFrame, start: str, *, end: str | None = None, shape: Shape = "point",
+                   partition_by: Sequence[str] = (), id_col: str | None = None) -> DataFrame:
+    """Insert elements from a DataFrame of timestamped rows (every other column becomes a payload field).
+
+    - ``point``: ``[start, start + 1µs)``;
+    - ``interval``: ``[start, end)``, a null ``end`` meaning ``INF``;
+    - ``edge``: ``[start, next start)`` within ``partition_by`` (ordered by ``start``), the last one open
+      (``INF``): a sampled signal whose value holds until the next sample.
+    Ids come from ``id_col`` or are generated; ``line`` numbers follow ``start`` order.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    for c in (start, end, id_col, *partition_by):
+        if c is not None and c not in df.columns:
+            raise UdmError(f"events_from_df: no column {c!r}; columns: {', '.join(df.columns)}")
+    if shape == "interval" and end is None:
+        raise UdmError("events_from_df: shape 'interval' needs end=<column>")
+    if shape not in ("point", "interval", "edge"):
+        raise UdmError(f"events_from_df: unknown shape {shape!r} (point, interval, edge)")
+    le = _micros(F.col(start))
+    if shape == "point":
+        re = le + 1
+    elif shape == "interval" and end is not None:
+        re = F.coalesce(_micros(F.col(end)), F.lit(INF))
+    else:
+        w = Window.partitionBy(*partition_by).orderBy(F.col(start))
+        re = F.coalesce(F.lead(le).over(w), F.lit(INF))
+    fields = [c for c in df.columns if c not in {start, end, id_col}]
+    payload = F.to_json(F.struct(*[F.col(c) for c in fields])) if fields else F.lit("{}")
+    staged = df.select(le.alias("le"), re.alias("re"), payload.alias("payload"),
+                       (F.col(id_col).cast("string") if id_col else F.lit(None).cast("string")).alias("_id"))
+    line = F.row_number().over(Window.orderBy("le", "payload"))
+    out = staged.withColumn("line", line).select(
+        F.lit("insert").alias("kind"),
+        F.coalesce(F.col("_id"), F.concat(F.lit("r"), F.col("line").cast("string"))).alias("id"),
+        "le", "re", F.lit(None).cast("bigint").alias("re_new"), F.lit(None).cast("bigint").alias("t"),
+        "payload", "line", F.lit(None).cast("string").alias("error"), F.lit(None).cast("string").alias("raw"))
+    if shape == "edge":
+        out = out.where(F.col("le") < F.col("re"))  # two samples at one instant: the later one holds
+    return out
+
+
+def cht_df(elements: DataFrame, *, timestamps: bool = False, payload_schema: str | None = None) -> DataFrame:
+    """The canonical history table of a valid physical stream (SEMANTICS §2), computed natively.
+
+    Each retraction applies to the latest insert of its id before it (by ``line``); the last retraction of
+    that event sets its end. Rows with ``re <= le`` are dropped. Columns ``le, re, payload`` (plus
+    ``start``/``end`` timestamps, and ``p`` = the payload parsed with ``payload_schema``, if asked).
+    Meant for engine output, which is valid by construction; validate raw input with the engine.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    ev = elements.where(F.col("kind").isin("insert", "retract"))
+    w = Window.partitionBy("id").orderBy("line").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    ev = ev.withColumn("_inc", F.last(F.when(F.col("kind") == "insert", F.col("line")), ignorenulls=True).over(w))
+    inserts = ev.where(F.col("kind") == "insert").select("id", "_inc", "le", "re", "payload")
+    last_end = (ev.where((F.col("kind") == "retract") & F.col("_inc").isNotNull())
+                .groupBy("id", "_inc").agg(F.max_by("re_new", "line").alias("_re_new")))
+    out = (inserts.join(last_end, ["id", "_inc"], "left")
+           .select("le", F.coalesce("_re_new", "re").alias("re"), "payload")
+           .where(F.col("re") > F.col("le")))
+    if timestamps:
+        out = out.withColumn("start", ticks_to_timestamp("le")).withColumn("end", ticks_to_timestamp("re"))
+    if payload_schema is not None:
+        out = out.withColumn("p", F.from_json("payload", payload_schema))
+    return out
+
+
+def collect_elements(df: DataFrame) -> list[Element]:
+    """Bring an element DataFrame to the driver as elements, in ``line`` order (for output files and
+    tests; large outputs should be written by Spark instead)."""
+    out: list[Element] = []
+    for r in df.orderBy("line").toLocalIterator():
+        kind = r["kind"]
+        payload = None if r["payload"] is None else json.loads(r["payload"])
+        if kind == "insert":
+            out.append(Insert(r["id"], r["le"], r["re"], payload or {}))
+        elif kind == "retract":
+            out.append(Retract(r["id"], r["le"], r["re"], r["re_new"], payload))
+        elif kind == "cti":
+            out.append(Cti(r["t"]))
+    return out

@@ -1,0 +1,67 @@
+"""DataFrame ↔ elements, timestamps ↔ µs ticks, and the native CHT against the reference `cht`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import pytest
+
+from udm.host.spark.convert import cht_df, collect_elements, elements_df, events_from_df
+from udm.host.temporal.elements import Cti, Insert, Retract
+from udm.host.testing.cht import CHT, cht
+from udm.sdk import INF
+
+pytestmark = pytest.mark.spark
+
+UTC = dt.UTC
+
+
+def _spark_cht(df: Any) -> CHT:
+    return CHT.from_events((r["le"], r["re"], json.loads(r["payload"])) for r in cht_df(df).collect())
+
+
+def test_cht_matches_reference_with_retractions_and_reuse(spark: Any) -> None:
+    stream = [
+        Insert("a", 1, 10, {"v": 1}), Insert("b", 2, INF, {"v": 2}), Cti(2),
+        Retract("a", 1, 10, 5), Retract("b", 2, INF, 7), Retract("a", 1, 5, 8),  # extension after shortening
+        Insert("c", 3, 4, {"v": 3}), Retract("c", 3, 4, 3),                       # fully retracted
+        Insert("c", 6, 9, {"v": 4}),                                              # id reused after deletion
+        Insert("d", 9, INF, {"v": 5}),
+    ]
+    assert _spark_cht(elements_df(spark, stream)) == cht(stream)
+
+
+def test_elements_round_trip_keeps_order_and_inf(spark: Any) -> None:
+    stream = [Insert("a", 1, INF, {"x": [1, 2]}), Cti(1), Retract("a", 1, INF, 4), Cti(INF)]
+    assert collect_elements(elements_df(spark, stream)) == stream
+
+
+def test_point_events_from_timestamps(spark: Any) -> None:
+    t0 = dt.datetime(2024, 1, 1, tzinfo=UTC)
+    rows = [(t0, "A", 1.5), (t0 + dt.timedelta(seconds=1, microseconds=7), "B", 2.0)]
+    df = spark.createDataFrame(rows, "ts timestamp, k string, v double")
+    got = sorted((r["le"], r["re"], json.loads(r["payload"])) for r in events_from_df(df, "ts").collect())
+    us = int(t0.timestamp()) * 1_000_000
+    assert got == [(us, us + 1, {"k": "A", "v": 1.5}), (us + 1_000_007, us + 1_000_008, {"k": "B", "v": 2.0})]
+
+
+def test_interval_and_edge_shapes(spark: Any) -> None:
+    t0 = dt.datetime(2024, 1, 1, tzinfo=UTC)
+    s = dt.timedelta(seconds=1)
+    us = int(t0.timestamp()) * 1_000_000
+    iv = spark.createDataFrame([(t0, t0 + 3 * s, 1), (t0 + s, None, 2)], "a timestamp, b timestamp, v int")
+    got = sorted((r["le"], r["re"]) for r in events_from_df(iv, "a", end="b", shape="interval").collect())
+    assert got == [(us, us + 3_000_000), (us + 1_000_000, INF)]
+    edge = spark.createDataFrame([(t0, "x", 1), (t0 + 2 * s, "x", 2), (t0 + s, "y", 3)],
+                                 "ts timestamp, k string, v int")
+    got2 = sorted((json.loads(r["payload"])["v"], r["le"], r["re"])
+                  for r in events_from_df(edge, "ts", shape="edge", partition_by=["k"]).collect())
+    assert got2 == [(1, us, us + 2_000_000), (2, us + 2_000_000, INF), (3, us + 1_000_000, INF)]
+
+
+def test_cht_timestamps(spark: Any) -> None:
+    df = elements_df(spark, [Insert("a", 1_000_000, INF, {})])
+    row = cht_df(df, timestamps=True).collect()[0]
+    assert row["start"] == dt.datetime(1970, 1, 1, 0, 0, 1) and row["end"] is None

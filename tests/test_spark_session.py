@@ -1,0 +1,55 @@
+"""The session factory: configuration and the missing-extras message (no Spark needed for most)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from udm.host.spark import session as S
+
+
+def test_missing_extras_named_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    absent = {"pyarrow", "grpc"}
+    real = S._find_spec
+    monkeypatch.setattr(S, "_find_spec", lambda m: None if m in absent else real(m))
+    with pytest.raises(S.SparkExtrasMissing) as err:
+        S.require_spark(connect=True)
+    msg = str(err.value)
+    assert "\n" not in msg
+    assert "pyarrow" in msg and "grpcio" in msg and "udmkit[spark]" in msg
+    absent.discard("pyarrow")
+    S.require_spark(connect=False)  # gRPC is only needed for Connect / streaming
+
+
+def test_get_spark_fails_before_starting_when_pyspark_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(S, "_find_spec", lambda m: None if m == "pyspark" else object())
+    with pytest.raises(S.SparkExtrasMissing, match="needs pyspark"):
+        S.get_spark("local[1]")
+
+
+def test_master_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(S.MASTER_ENV, raising=False)
+    monkeypatch.delenv(S.REMOTE_ENV, raising=False)
+    assert S._resolve(None, {}) == ("local[*]", None)
+    monkeypatch.setenv(S.MASTER_ENV, "spark://h:7077")
+    assert S._resolve(None, {}) == ("spark://h:7077", None)
+    assert S._resolve("local[2]", {}) == ("local[2]", None)  # explicit --master wins
+    assert S._resolve("sc://h:15002", {}) == (None, "sc://h:15002")
+    monkeypatch.delenv(S.MASTER_ENV)
+    monkeypatch.setenv(S.REMOTE_ENV, "sc://c:15002")
+    assert S._resolve(None, {}) == (None, "sc://c:15002")
+    assert S._resolve(None, {"spark.remote": "sc://x"}) == (None, "sc://x")
+
+
+@pytest.mark.spark
+def test_session_settings(spark: Any) -> None:
+    import sys
+
+    conf = spark.conf
+    assert conf.get("spark.sql.streaming.stateStore.providerClass") == S.ROCKSDB_PROVIDER
+    assert conf.get("spark.sql.shuffle.partitions") == "2"
+    assert spark.sparkContext.getConf().get("spark.ui.enabled") == "false"
+    import os
+
+    assert os.environ["PYSPARK_PYTHON"] == sys.executable
