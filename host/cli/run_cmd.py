@@ -67,6 +67,8 @@ def cmd_run(
     batch_size: int = typer.Option(None, "--batch-size", min=1,
                                    help="Elements per batch (spark-streaming micro-batch; local read chunk)."),
     checkpoint: Path = typer.Option(None, "--checkpoint", help="State directory (spark-streaming resume)."),
+    master: str = typer.Option(None, "--master", help="Spark master URL for the spark engines "
+                               "(default $UDM_SPARK_MASTER / $SPARK_REMOTE, else local[*])."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no summary."),
     json_summary: bool = typer.Option(False, "--json", help="Print the summary as one JSON document on stdout."),
 ) -> None:
@@ -85,7 +87,8 @@ def cmd_run(
     show_bar = not quiet and err.is_terminal and output != "-"
     with _progress_bar(show_bar) as progress:
         result = run(RunRequest(bound=bound, input=input_, output=output, dead_letter=dead_letter,
-                                batch_size=batch_size, checkpoint=checkpoint, progress=progress))
+                                batch_size=batch_size, checkpoint=checkpoint, progress=progress,
+                                options={"master": master} if master else {}))
     if json_summary:
         sys.stdout.write(json.dumps(result.to_json_dict()) + "\n")
     elif not quiet:
