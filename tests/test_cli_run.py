@@ -32,20 +32,6 @@ QUERY = {
 }
 
 
-def _engine_ready() -> bool:
-    from udm.host.engine import QueryRunner
-    from udm.host.query.plan import bind
-
-    try:
-        QueryRunner(bind(parse_query(QUERY)))
-    except NotImplementedError:
-        return False
-    return True
-
-
-needs_engine = pytest.mark.skipif(not _engine_ready(), reason="local engine not implemented yet")
-
-
 class FakeRunner:
     """Stands in for QueryRunner: passes valid elements through, dead-letters bad ones."""
 
@@ -240,7 +226,6 @@ def _events(n: int) -> list[Element]:
     return out
 
 
-@needs_engine
 def test_end_to_end_matches_oracle(capsys: Any, files: dict[str, Path]) -> None:
     events = _events(300)
     _write(files["in"], [*events[:50], "garbage", *events[50:]])
@@ -254,7 +239,6 @@ def test_end_to_end_matches_oracle(capsys: Any, files: dict[str, Path]) -> None:
     assert [json.loads(x)["line"] for x in files["dl"].read_text().splitlines()] == [51]
 
 
-@needs_engine
 def test_subprocess_udm_run(files: dict[str, Path]) -> None:
     _write(files["in"], _events(100))
     udm_bin = Path(sys.executable).with_name("udm")
@@ -287,7 +271,6 @@ def test_progress_bar_on_a_terminal(capsys: Any, fake_engine: Any, files: dict[s
     assert code == 0 and buf.getvalue() == ""
 
 
-@needs_engine
 @pytest.mark.slow
 def test_bench_smoke(tmp_path: Path) -> None:
     """The end-to-end benchmark runs (tiny sizes) and finds the engine's answer equal to the baseline's."""
