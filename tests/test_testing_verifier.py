@@ -221,17 +221,13 @@ def test_local_engine_chained_window_steps_beyond_T(cat: Catalog) -> None:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("engine_name", ["spark", "spark-streaming"])
+# spark-streaming joins this list when its engine lands (issue 4); a skip here would hide that it is missing.
+@pytest.mark.parametrize("engine_name", ["spark"])
 @pytest.mark.parametrize("qi", [0, 2, 4, 5])
 def test_spark_paths_conform(engine_name: str, qi: int, cat: Catalog, spark: object) -> None:
-    from udm.host.query.runners import EngineUnavailable, get_engine
     from udm.host.query.spec import parse_query
     from udm.host.testing import registered_engine
 
-    try:
-        get_engine(engine_name)
-    except EngineUnavailable as exc:
-        pytest.skip(str(exc))
     q = parse_query(QUERIES[qi])
     els = generate(seed=qi, events=20, groups=2, disorder="out_of_order", speculation=0.4, duration="mixed",
                    cti="regular", bad=0.1)

@@ -56,18 +56,25 @@ def load_stocks() -> Series:
     return Series(rows, "days since 2000-01-01")
 
 
-def _deliver(timed: list[tuple[int, int, Element]], cti_every: int, cti_lag: int, last: int) -> list[Element]:
-    """Order elements by arrival time and interleave CTIs that trail arrivals by ``cti_lag``."""
-    timed.sort(key=lambda x: (x[0], x[1]))
-    out: list[Element] = []
-    next_cti = cti_every
-    for arrival, _, el in timed:
-        while arrival - cti_lag >= next_cti:
-            out.append(Cti(next_cti))
-            next_cti += cti_every
-        out.append(el)
-    out.append(Cti(last))
-    return out
+class _Arrivals:
+    """Elements stamped with their arrival time; `deliver` orders them and interleaves trailing CTIs."""
+
+    def __init__(self) -> None:
+        self._timed: list[tuple[int, int, Element]] = []
+
+    def send(self, at: int, el: Element) -> None:
+        self._timed.append((at, len(self._timed), el))
+
+    def deliver(self, cti_every: int, cti_lag: int, last: int) -> list[Element]:
+        out: list[Element] = []
+        next_cti = cti_every
+        for arrival, _, el in sorted(self._timed, key=lambda x: (x[0], x[1])):
+            while arrival - cti_lag >= next_cti:
+                out.append(Cti(next_cti))
+                next_cti += cti_every
+            out.append(el)
+        out.append(Cti(last))
+        return out
 
 
 def temperature_stream(series: Series, *, seed: int = 7, late_fraction: float = 0.03,
@@ -79,14 +86,8 @@ def temperature_stream(series: Series, *, seed: int = 7, late_fraction: float = 
     """
     rng = random.Random(seed)
     rows = series.rows
-    timed: list[tuple[int, int, Element]] = []
-    seq = 0
-
-    def send(at: int, el: Element) -> None:
-        nonlocal seq
-        timed.append((at, seq, el))
-        seq += 1
-
+    feed = _Arrivals()
+    send = feed.send
     for i, (t, key, v) in enumerate(rows):
         nxt = rows[i + 1][0] if i + 1 < len(rows) else None
         arrive = t + (rng.randint(1, max_late) if rng.random() < late_fraction else 0)
@@ -102,21 +103,15 @@ def temperature_stream(series: Series, *, seed: int = 7, late_fraction: float = 
     last = rows[-1][0] + 60
     # the feed ends: close the last edge so nothing stays open forever
     send(last, Retract(f"t{len(rows) - 1}", rows[-1][0], INF, last))
-    return _deliver(timed, cti_every=6 * 60, cti_lag=max_late + 120, last=last)
+    return feed.deliver(cti_every=6 * 60, cti_lag=max_late + 120, last=last)
 
 
 def stock_stream(series: Series, *, seed: int = 11, late_fraction: float = 0.05,
                  correction_fraction: float = 0.03) -> list[Element]:
     """Point events, one per (symbol, month); some late, some first sent with a wrong price and corrected."""
     rng = random.Random(seed)
-    timed: list[tuple[int, int, Element]] = []
-    seq = 0
-
-    def send(at: int, el: Element) -> None:
-        nonlocal seq
-        timed.append((at, seq, el))
-        seq += 1
-
+    feed = _Arrivals()
+    send = feed.send
     for i, (t, sym, price) in enumerate(series.rows):
         arrive = t + (rng.randint(1, 60) if rng.random() < late_fraction else 0)
         if rng.random() < correction_fraction:
@@ -126,4 +121,4 @@ def stock_stream(series: Series, *, seed: int = 11, late_fraction: float = 0.05,
             arrive += 3
         send(arrive, Insert(f"s{i}", t, t + 1, {"symbol": sym, "price": price}))
     last = series.rows[-1][0] + 1
-    return _deliver(timed, cti_every=30, cti_lag=75, last=last)
+    return feed.deliver(cti_every=30, cti_lag=75, last=last)
