@@ -1,0 +1,24 @@
+"""The first-party plugins are built like a third party's: each publishes to the registry (build, manifest
+checks, contract checks) and then stands in the catalog with every UDM INTERFACES §6 names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from udm.registry import Location, publish, read_catalog, search
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_first_party_plugins_publish_to_a_registry(tmp_path: Path) -> None:
+    loc = Location(path=tmp_path / "registry")
+    for project in ("udm-stats", "udm-patterns"):
+        publish(loc, ROOT / "plugins" / project, isolation=False)
+    catalog = read_catalog(loc)
+    names = {hit.udm.name for hit in search(catalog, "")}
+    assert {"count", "sum", "avg", "min", "max", "variance", "median", "twa", "topk", "members", "follows"} <= names
+    index = (tmp_path / "registry" / "simple" / "udm-stats" / "index.html").read_text()
+    assert "#sha256=" in index
