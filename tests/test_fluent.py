@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli_run import FakeRunner, needs_engine
+from test_cli_run import FakeRunner
 
 from udm.host.errors import ParamError, PolicyError, QuerySpecError, UdmError, UnknownUDM
 from udm.host.query import Stream, runners
@@ -154,7 +154,6 @@ def test_plumbing_with_a_stand_in_engine(fake_engine: Any, tmp_path: Path) -> No
 
 
 # ---------------------------------------------------------------------------------------------- real engine
-@needs_engine
 @pytest.mark.parametrize("build", [
     lambda s: s.group_by("sym").tumbling(10).aggregate("median", input="price", as_="m"),
     lambda s: s.filter("in_range", args={"field": "price"}, params={"lo": 0, "hi": 100})
