@@ -503,7 +503,6 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
     svals: Any = vals[srows] if numeric else None
     wu = st.w
     add_array = wu.add_array if numeric else None
-    groups = st.groups
     gobj: dict[int, Any] = {}
     skl = skey[np.array(bounds[:-1], dtype=np.int64)].tolist() if len(bounds) > 1 else []
     touch = st._touch
@@ -511,13 +510,7 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
         s, e = bounds[j], bounds[j + 1]
         code, kk2 = divmod(kk, kr)
         k = kk2 + kmin
-        g = gobj.get(code)
-        if g is None:
-            gk = gkeys[code]
-            g = groups.get(gk)
-            if g is None:
-                g = groups[gk] = st._new_group(gk, gfields[code])
-            gobj[code] = g
+        g = st._group_by_code(code, gobj, gkeys, gfields)
         w = g.wins.get(k)
         if w is None:
             w = st._win(g, k)
@@ -540,15 +533,7 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
     fids.update(ids if len(idx) == n else ids_v.tolist())
     vv = vals[idx] if numeric else [vals[i] for i in idx.tolist()]
     st.chunks.append(_chunk(ids_v, le[idx], re[idx], vv, sel_g, gkeys))
-    counts = np.bincount(sel_g, minlength=len(gkeys))
-    for code in np.flatnonzero(counts).tolist():
-        g = gobj.get(code)
-        if g is None:
-            gk = gkeys[code]
-            g = groups.get(gk)
-            if g is None:
-                g = groups[gk] = st._new_group(gk, gfields[code])
-        g.nev += int(counts[code])
+    st._count_new_events(sel_g, gobj, gkeys, gfields)
     return _taken(rows, took, absorbed)
 
 
@@ -580,7 +565,6 @@ def _members_insert(st: Any, cols: Cols, rows: np.ndarray, idx: np.ndarray, ids_
     # local row -> event
     pos = np.full(len(rows), -1, dtype=np.int64)
     pos[idx] = np.arange(len(idx))
-    groups = st.groups
     gobj: dict[int, Any] = {}
     touch = st._touch
     skl = skey[np.array(bounds[:-1], dtype=np.int64)].tolist() if len(bounds) > 1 else []
@@ -588,13 +572,7 @@ def _members_insert(st: Any, cols: Cols, rows: np.ndarray, idx: np.ndarray, ids_
         s, e = bounds[j], bounds[j + 1]
         code, kk2 = divmod(kk, kr)
         k = kk2 + kmin
-        g = gobj.get(code)
-        if g is None:
-            gk = gkeys[code]
-            g = groups.get(gk)
-            if g is None:
-                g = groups[gk] = st._new_group(gk, gfields[code])
-            gobj[code] = g
+        g = st._group_by_code(code, gobj, gkeys, gfields)
         w = g.wins.get(k)
         if w is None:
             w = st._win(g, k)
@@ -604,15 +582,7 @@ def _members_insert(st: Any, cols: Cols, rows: np.ndarray, idx: np.ndarray, ids_
             mem[ev.id] = ev
         w.n += e - s
         touch(w)
-    counts = np.bincount(gcodes[idx], minlength=len(gkeys))
-    for code in np.flatnonzero(counts).tolist():
-        g = gobj.get(code)
-        if g is None:
-            gk = gkeys[code]
-            g = groups.get(gk)
-            if g is None:
-                g = groups[gk] = st._new_group(gk, gfields[code])
-        g.nev += int(counts[code])
+    st._count_new_events(gcodes[idx], gobj, gkeys, gfields)
 
 
 def _chunk(*args: Any) -> Any:

@@ -262,7 +262,6 @@ class PaneStep(GridStep):
         numeric = isinstance(vals, np.ndarray)
         wu = self.w
         add_array = wu.add_array if numeric else None
-        groups = self.groups
         gobj: dict[int, Group] = {}
         touch = self._touch
         firsts = skey[np.array(bounds[:-1], dtype=np.int64)].tolist()
@@ -270,13 +269,7 @@ class PaneStep(GridStep):
             s, e = bounds[j], bounds[j + 1]
             code, qq = divmod(kk, qr)
             qq += qmin
-            g = gobj.get(code)
-            if g is None:
-                gk = gkeys[code]
-                g = groups.get(gk)
-                if g is None:
-                    g = groups[gk] = self._new_group(gk, gfields[code])
-                gobj[code] = g
+            g = self._group_by_code(code, gobj, gkeys, gfields)
             pn = self._pane(g, qq)
             if pn.pend:
                 self._pane_apply(pn)
@@ -298,12 +291,4 @@ class PaneStep(GridStep):
         self.fast_ids.update(ids_v.tolist())
         vv = vals[idx] if numeric else [vals[i] for i in idx.tolist()]
         self.chunks.append(_chunk(ids_v, le[idx], re[idx], vv, gs, gkeys))
-        counts = np.bincount(gs, minlength=len(gkeys))
-        for code in np.flatnonzero(counts).tolist():
-            g = gobj.get(code)
-            if g is None:
-                gk = gkeys[code]
-                g = groups.get(gk)
-                if g is None:
-                    g = groups[gk] = self._new_group(gk, gfields[code])
-            g.nev += int(counts[code])
+        self._count_new_events(gs, gobj, gkeys, gfields)

@@ -20,6 +20,7 @@ forgotten, so state stays bounded when CTIs advance.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
@@ -248,6 +249,26 @@ class WindowStep(Step):
 
     def _new_group(self, key: Any, fields: dict[str, Any] | None) -> Group:
         return Group(key, fields)
+
+    def _group_by_code(self, code: int, memo: dict[int, Group], gkeys: Sequence[Any],
+                       gfields: Sequence[dict[str, Any] | None]) -> Group:
+        """The group a columnar batch's group code stands for, created on first sight; ``memo`` spares
+        the key lookup for the rest of the batch (the fast path and panes share this)."""
+        g = memo.get(code)
+        if g is None:
+            gk = gkeys[code]
+            g = self.groups.get(gk)
+            if g is None:
+                g = self.groups[gk] = self._new_group(gk, gfields[code])
+            memo[code] = g
+        return g
+
+    def _count_new_events(self, codes: Any, memo: dict[int, Group], gkeys: Sequence[Any],
+                          gfields: Sequence[dict[str, Any] | None]) -> None:
+        """Add a batch's events to their groups' event counts (``codes``: one group code per event)."""
+        counts = np.bincount(codes, minlength=len(gkeys))
+        for code in np.flatnonzero(counts).tolist():
+            self._group_by_code(code, memo, gkeys, gfields).nev += int(counts[code])
 
     def ins(self, id: str, le: int, re: int, payload: Any, el: Insert | None = None) -> None:
         """An insert (raw fields; ``el`` only serves dead letters)."""
