@@ -107,7 +107,8 @@ ENGINES: dict[str, Engine] = {}
 
 #: Modules imported on first use of an engine name, so that they can register it (and stay unimported
 #: otherwise). A module that is missing or fails to import leaves the engine unavailable.
-ENGINE_MODULES: dict[str, str] = {"spark": "udm.host.spark.engine"}
+ENGINE_MODULES: dict[str, str] = {"spark": "udm.host.spark.engine",
+                                  "spark-streaming": "udm.host.spark.stream_files"}
 
 
 def get_engine(name: str) -> Engine:

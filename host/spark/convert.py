@@ -69,10 +69,10 @@ def elements_df(spark: SparkSession, source: Iterable[Element] | Iterable[Elemen
     return spark.createDataFrame(table, schema=ELEMENT_DDL)
 
 
-def normalize_elements(df: DataFrame) -> DataFrame:
+def normalize_elements(df: DataFrame, keep: Sequence[str] = ()) -> DataFrame:
     """Accept a user's element DataFrame with at least ``kind`` and the columns its kinds need: missing
     optional columns become null, a missing ``line`` is numbered in the DataFrame's current order, and a
-    struct/map ``payload`` becomes JSON text."""
+    struct/map ``payload`` becomes JSON text. Columns named in ``keep`` that exist are kept as they are."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType
 
@@ -89,6 +89,7 @@ def normalize_elements(df: DataFrame) -> DataFrame:
             cols.append((F.monotonically_increasing_id() + 1).alias("line"))
         else:
             cols.append(F.lit(None).cast(ddl).alias(name))
+    cols += [F.col(c) for c in keep if c in df.columns]
     return df.select(*cols)
 
 

@@ -1,0 +1,347 @@
+"""``udm run --engine spark-streaming``: an event file fed through Structured Streaming in micro-batches of
+``--batch-size`` elements (default 50), engine state in the state store, resumable with ``--checkpoint``.
+
+Layout of the run directory (``--checkpoint DIR``, else a temporary one removed at the end)::
+
+    run.json          what was staged: input fingerprint, query, batch size, buckets (checked on resume)
+    input/            one Parquet file per micro-batch, in order (file source, maxFilesPerTrigger=1)
+    spark/            Spark's checkpoint: offsets, commits, and the RocksDB state of every bucket's engine
+    out/NNNNNNNN.*    each micro-batch's output elements (.jsonl) and output CTI (.cti), by batch id
+    dead/NNNNNNNN.jsonl   each micro-batch's dead letters
+
+Staging happens on the driver, where the file is read by `udm.host.io` (same parser, same bad-row
+reasons and line numbers as the local engine): each element gets its bucket (a retraction follows the
+latest insert of its id, exactly as one engine would see it), CTIs go to every bucket, and two control
+rows are added: ``cti(T)`` just before the stream's first ``cti(INF)`` (T = the largest finite time of the
+whole stream, where one engine would cut infinite lifetimes; a bucket alone only knows its own) and an
+end-of-input row that makes each bucket's engine `finish`.
+
+Exactly once: a micro-batch's files are written under its batch id, replaced atomically, and only then
+does Spark commit the batch. A run stopped before the commit replays that batch with the same id, the
+same input (Spark's offset log) and the same engine state (the state store's last committed version),
+so it rewrites the same files. The final output is assembled from the parts once the stream is done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import zlib
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from udm.host.errors import UdmError
+from udm.host.query.runners import ENGINES, RunRequest, RunResult
+from udm.host.spark.streaming import BROADCAST, END_KIND, combine_ctis, run_stream
+from udm.sdk import INF
+
+__all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "run_spark_streaming"]
+
+#: INTERFACES §3: ``--batch-size`` defaults to 50 elements per micro-batch.
+DEFAULT_BATCH_SIZE = 50
+_LAYOUT_VERSION = 1
+
+
+class StreamStopped(UdmError):
+    """The run stopped before the end of its input; the checkpoint (if any) resumes it."""
+
+
+@dataclass
+class _Staged:
+    elements: int
+    batches: int
+    buckets: int
+
+
+def _fingerprint(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _bucket_of(payload: Any, keys: list[str], n: int) -> int:
+    values = [payload.get(k) if isinstance(payload, dict) else None for k in keys]
+    return zlib.crc32(json.dumps(values, sort_keys=True, separators=(",", ":")).encode()) % n
+
+
+def _stage(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[str]) -> _Staged:
+    """Read the file, route every element, write one Parquet file per micro-batch (mtimes increasing:
+    the file source takes files in modification-time order)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from udm.host.io.jsonl import JsonlReader
+    from udm.host.spark.convert import ELEMENT_COLUMNS, batch_to_arrow
+
+    reader = JsonlReader(req.input, batch_size=65536)
+    try:
+        tables = [batch_to_arrow(b) for b in reader]
+    finally:
+        reader.close()
+    table = pa.concat_tables(tables) if tables else None
+    rows = 0 if table is None else table.num_rows
+    routes: list[int] = []
+    t_end: int | None = None
+    first_inf: int | None = None
+    if table is not None:
+        kinds = table.column("kind").to_pylist()
+        ids = table.column("id").to_pylist()
+        payloads = table.column("payload").to_pylist() if keys and n > 1 else None
+        live: dict[str, int] = {}
+        for i, kind in enumerate(kinds):
+            if kind == "cti":
+                routes.append(BROADCAST)
+            elif kind == "insert" and payloads is not None:
+                text = payloads[i]
+                b = _bucket_of(json.loads(text) if text else {}, keys, n)
+                live[ids[i]] = b
+                routes.append(b)
+            elif kind == "retract" and payloads is not None:
+                routes.append(live.get(ids[i], 0))
+            else:
+                routes.append(0)  # keyless, or a bad row: bucket 0's engine dead-letters it
+        for c in ("le", "re", "re_new", "t"):
+            col = table.column(c)
+            finite = pc.max(pc.filter(col, pc.less(col, INF)))
+            if finite.is_valid and (t_end is None or finite.as_py() > t_end):
+                t_end = finite.as_py()
+        for i, kind in enumerate(kinds):
+            if kind == "cti" and table.column("t")[i].as_py() >= INF:
+                first_inf = i
+                break
+    schema = pa.schema([(c, pa.int64() if c in ("le", "re", "re_new", "t", "line") else pa.string())
+                        for c in ELEMENT_COLUMNS] + [("_seq", pa.int64()), ("_bucket", pa.int64())])
+
+    def control(kind: str, t: int | None) -> pa.Table:
+        cols: dict[str, list[Any]] = {c: [None] for c in ELEMENT_COLUMNS}
+        cols["kind"], cols["t"] = [kind], [t]
+        return pa.table({**cols, "_seq": [0], "_bucket": [BROADCAST]}, schema=schema)
+
+    base = (table.select(list(ELEMENT_COLUMNS)).append_column("_seq", pa.array(range(rows), pa.int64()))
+            .append_column("_bucket", pa.array(routes, pa.int64())).cast(schema)
+            if table is not None else control("cti", None).slice(0, 0))
+    inject_at = rows if first_inf is None else first_inf
+    pieces = [base.slice(0, inject_at)]
+    if t_end is not None:
+        pieces.append(control("cti", t_end))
+    pieces.append(base.slice(inject_at))
+    pieces.append(control(END_KIND, None))
+    staged = pa.concat_tables(pieces).combine_chunks()
+    staged = staged.set_column(staged.column_names.index("_seq"), "_seq",
+                               pa.array(range(staged.num_rows), pa.int64()))
+    extra = 1 if t_end is not None else 0
+    inp = run_dir / "input"
+    inp.mkdir(parents=True, exist_ok=True)
+    bounds = _batch_bounds(rows, batch_size, inject_at, extra)
+    now = time.time() - len(bounds) - 10
+    for k, (lo, hi) in enumerate(bounds):
+        p = inp / f"part-{k:08d}.parquet"
+        pq.write_table(staged.slice(lo, hi - lo), p)
+        os.utime(p, (now + k, now + k))
+    return _Staged(elements=rows, batches=len(bounds), buckets=n)
+
+
+def _batch_bounds(rows: int, batch_size: int, inject_at: int, extra: int) -> list[tuple[int, int]]:
+    """Row ranges of the staged table per micro-batch: ``batch_size`` input elements each; the ``extra``
+    injected rows before position ``inject_at`` and the end row belong to the batch of what follows them
+    (the last batch for the end row)."""
+    def staged_pos(i: int) -> int:  # where the batch starting with input element i starts
+        return i + (extra if i > inject_at else 0)
+
+    bounds: list[tuple[int, int]] = []
+    total = rows + extra + 1
+    lo = 0
+    for k in range(batch_size, rows, batch_size):
+        hi = staged_pos(k)
+        bounds.append((lo, hi))
+        lo = hi
+    bounds.append((lo, total))
+    return bounds
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _batch_writer(run_dir: Path, n: int, stop_after: int | None) -> Any:
+    """The ``foreachBatch`` function: one micro-batch's result rows to its files (see the module doc)."""
+    from udm.host.temporal.elements import Insert, Retract, element_to_json
+
+    out_dir, dead_dir = run_dir / "out", run_dir / "dead"
+    out_dir.mkdir(exist_ok=True)
+    dead_dir.mkdir(exist_ok=True)
+
+    def write(df: Any, batch_id: int) -> None:
+        rows = df.toArrow().to_pylist()
+        rows.sort(key=lambda r: (r["bucket"], r["seq"]))
+        lines: list[str] = []
+        dead: list[str] = []
+        ctis: dict[int, int] = {}
+        reasons: Counter[str] = Counter()
+        truncated: list[int] = []
+        for r in rows:
+            if r["stream"] == "out":
+                if r["kind"] == "insert":
+                    el: Any = Insert(r["id"], r["le"], r["re"], json.loads(r["payload"]))
+                else:
+                    el = Retract(r["id"], r["le"], r["re"], r["re_new"])
+                lines.append(json.dumps(element_to_json(el), separators=(",", ":")))
+            elif r["stream"] == "dead":
+                element = None if r["element"] is None else json.loads(r["element"])
+                dead.append(json.dumps({"line": r["line"], "reason": r["reason"], "element": element}))
+            elif r["stream"] == "cti":
+                ctis[r["bucket"]] = r["t"]
+            else:
+                stats = json.loads(r["payload"])
+                reasons.update(stats.get("reasons", {}))
+                if stats.get("truncated_at") is not None:
+                    truncated.append(stats["truncated_at"])
+        name = f"{batch_id:08d}"
+        _write_atomic(out_dir / f"{name}.stats", json.dumps(
+            {"reasons": dict(reasons), "truncated_at": max(truncated) if truncated else None}))
+        _write_atomic(out_dir / f"{name}.jsonl", "".join(x + "\n" for x in lines))
+        _write_atomic(dead_dir / f"{name}.jsonl", "".join(x + "\n" for x in dead))
+        cti = combine_ctis(ctis, n)
+        _write_atomic(out_dir / f"{name}.cti", "" if cti is None else str(cti))
+        if stop_after is not None and batch_id + 1 >= stop_after:
+            # a crash after the batch's files are written and before Spark commits it: the hardest
+            # moment to stop at (the restart must replay this batch and rewrite the same files)
+            raise RuntimeError(f"udm-stop-requested after micro-batch {batch_id}")
+
+    return write
+
+
+def _assemble(run_dir: Path, output: Any, dead_letter: Any) -> tuple[int, int, Counter[str], int | None]:
+    """The final output file from the parts, in batch order; CTIs that do not advance are dropped.
+    Returns (elements out, dead letters, dead letters by category, truncated_at)."""
+    from udm.host.io.jsonl import DeadLetterWriter
+
+    n_out = 0
+    last: int | None = None
+    if isinstance(output, (str, Path)) and str(output) != "-":
+        target: Any = Path(output).open("w", encoding="utf-8")  # noqa: SIM115 - closed by the with below
+    else:
+        target = contextlib.nullcontext(sys.stdout if output == "-" else output)
+    with target as f:
+        for part in sorted((run_dir / "out").glob("*.jsonl")):
+            text = part.read_text(encoding="utf-8")
+            f.write(text)
+            n_out += text.count("\n")
+            cti_text = part.with_suffix(".cti").read_text(encoding="utf-8").strip()
+            if cti_text:
+                cti = int(cti_text)
+                if last is None or cti > last:
+                    last = cti
+                    f.write(json.dumps({"kind": "cti", "t": "inf" if cti >= INF else cti}) + "\n")
+                    n_out += 1
+    dead = [json.loads(line) for part in sorted((run_dir / "dead").glob("*.jsonl"))
+            for line in part.read_text(encoding="utf-8").splitlines() if line]
+    dead.sort(key=lambda d: (d["line"] is None, d["line"] or 0))
+    if dead_letter is not None:
+        with DeadLetterWriter(dead_letter) as dlw:
+            dlw.write(dead)
+    reasons: Counter[str] = Counter()
+    truncated: int | None = None
+    for part in sorted((run_dir / "out").glob("*.stats")):
+        stats = json.loads(part.read_text(encoding="utf-8"))
+        reasons.update(stats["reasons"])
+        if stats["truncated_at"] is not None:
+            truncated = max(truncated or stats["truncated_at"], stats["truncated_at"])
+    return n_out, len(dead), reasons, truncated
+
+
+def _prepare(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[str]) -> _Staged:
+    """Stage the input, or check that a resumed run is the same run (same input, query and layout)."""
+    meta_path = run_dir / "run.json"
+    source = Path(str(req.input)) if isinstance(req.input, (str, Path)) and str(req.input) != "-" else None
+    meta = {"layout": _LAYOUT_VERSION, "query": req.spec.to_json_dict(), "batch_size": batch_size,
+            "buckets": n, "on_violation": req.on_violation,
+            "input": None if source is None else _fingerprint(source)}
+    if meta_path.exists():
+        old = json.loads(meta_path.read_text(encoding="utf-8"))
+        staged = old.pop("staged")
+        for key in meta:
+            if old.get(key) != meta[key]:
+                what = {"query": "query spec", "input": "input file"}.get(key, key.replace("_", " "))
+                raise UdmError(f"checkpoint {run_dir} belongs to a run with a different {what}; "
+                               "use a new --checkpoint directory (or delete this one) to start over")
+        return _Staged(**staged)
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise UdmError(f"--checkpoint {run_dir} is not empty and holds no udm streaming run")
+    if source is None:
+        raise UdmError("--engine spark-streaming with --checkpoint needs an input file, not stdin")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    staged = _stage(req, run_dir, batch_size, n, keys)
+    _write_atomic(meta_path, json.dumps({**meta, "staged": staged.__dict__}))
+    return staged
+
+
+def run_spark_streaming(req: RunRequest) -> RunResult:
+    from udm.host.spark.partition import partition_keys
+    from udm.host.spark.session import get_spark, require_spark
+
+    require_spark(connect=True)
+    t0 = time.perf_counter()
+    batch_size = req.batch_size or DEFAULT_BATCH_SIZE
+    spark = get_spark(req.options.get("master"))
+    keys = partition_keys(req.spec)
+    n = 1 if not keys else int(req.options.get("buckets") or spark.conf.get("spark.sql.shuffle.partitions") or 1)
+    temp = req.checkpoint is None
+    run_dir = Path(tempfile.mkdtemp(prefix="udm-stream-")) if temp else Path(req.checkpoint)
+    try:
+        staged = _stage(req, run_dir, batch_size, n, keys) if temp else _prepare(req, run_dir, batch_size, n, keys)
+        stop_after = req.options.get("stop_after_batches")
+        _run_query(spark, req, run_dir, staged, stop_after)
+        n_out, n_dead, reasons, truncated = _assemble(run_dir, req.output, req.dead_letter)
+    finally:
+        if temp:
+            shutil.rmtree(run_dir, ignore_errors=True)
+    return RunResult(engine="spark-streaming", elements_in=staged.elements, elements_out=n_out,
+                     dead_lettered=n_dead, reasons=reasons, truncated_at=truncated,
+                     seconds=time.perf_counter() - t0)
+
+
+def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop_after: int | None) -> None:
+    from udm.host.spark.batch import _explain
+    from udm.host.spark.convert import ELEMENT_DDL
+
+    source = (spark.readStream.schema(f"{ELEMENT_DDL}, _seq bigint, _bucket bigint")
+              .option("maxFilesPerTrigger", 1).parquet(str(run_dir / "input")))
+    result = run_stream(req.bound, source, on_violation=req.on_violation, buckets=staged.buckets)
+    query = (result.writeStream.foreachBatch(_batch_writer(run_dir, staged.buckets, stop_after))
+             .option("checkpointLocation", str(run_dir / "spark")).trigger(availableNow=True)
+             .queryName(f"udm-{run_dir.name}").start())
+    try:
+        query.awaitTermination()
+    except KeyboardInterrupt:
+        query.stop()
+        raise StreamStopped(_stopped_message(run_dir, req)) from None
+    except Exception as exc:
+        if "udm-stop-requested" in str(exc):
+            raise StreamStopped(_stopped_message(run_dir, req)) from None
+        raise _explain(exc) from None
+
+
+def _stopped_message(run_dir: Path, req: RunRequest) -> str:
+    done = len(list((run_dir / "spark" / "commits").glob("[0-9]*")))
+    if req.checkpoint is None:
+        return f"stopped after {done} micro-batches (no --checkpoint: nothing to resume)"
+    return (f"stopped after {done} committed micro-batches; run the same command again "
+            f"(--checkpoint {req.checkpoint}) to resume")
+
+
+ENGINES["spark-streaming"] = run_spark_streaming

@@ -1,0 +1,329 @@
+"""The Structured Streaming path: the local engine (`QueryRunner`) per key bucket, its state in Spark's
+state store, driven by ``transformWithStateInPandas``.
+
+Plan of `run_stream` (a streaming DataFrame in, a streaming DataFrame out):
+
+1. every element gets a ``_bucket``: a hash of the query's partition keys (`partition_keys`) for
+   inserts and for retractions that repeat the key fields (a streaming retraction cannot look up its
+   insert's bucket: see below); ``-1`` means *every bucket* and is used for CTIs (and control rows),
+   which are copied to each bucket so every engine sees the stream's punctuation;
+2. ``groupBy(_bucket).transformWithStateInPandas(_EngineProcessor)``: for each bucket with input in a
+   micro-batch, the processor restores the bucket's engine from a `ValueState` (the pickled
+   `QueryRunner.snapshot`, kept in the RocksDB state store and checkpointed by Spark), feeds the
+   micro-batch's elements in physical order (``line`` is the sequence number: Spark does not keep
+   row order across the shuffle), stores the engine back and emits what it produced;
+3. the result rows say which stream they belong to: ``out`` (an output element), ``dead`` (a dead
+   letter: line, reason, element JSON), ``cti`` (the bucket's output CTI so far) or ``stats`` (a JSON
+   payload: dead letters by category in this call, ``truncated_at`` of semantics-notes 2). Output ids are
+   prefixed with the bucket. The stream's output CTI is the minimum over all buckets' CTIs; every input
+   CTI reaches every bucket, so a micro-batch holding one reports all of them (`combine_ctis`).
+
+Retractions: the batch path routes a retraction after the latest insert of its id with a window over
+the whole input; a stream cannot. ``udm run --engine spark-streaming`` routes on the driver, where the
+file is read (`udm.host.spark.stream_files`), and passes ``_bucket`` in. A streaming DataFrame without
+``_bucket`` routes retractions by the group-key fields of their payload; one that lacks them is
+dead-lettered with that reason (never sent to a bucket where it would look like an unknown id).
+
+Sources without CTIs: with ``ctis_from_watermark=True`` the input must carry an event-time watermark
+(``withWatermark``); the processor runs in ``EventTime`` mode, feeds ``cti(watermark)`` (ms → µs ticks,
+the `convert` convention) before each bucket's elements, and keeps an event-time timer per bucket so
+buckets without new input still advance. Elements behind it follow ``on_violation`` and are counted.
+
+Nulls: time columns travel as int64 with `NULL_TICK` for null, because Spark hands pandas nullable
+int64 columns as float64 and ``INF`` (2**63-1) does not survive a float.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from udm.host.query.plan import BoundQuery, bind
+from udm.host.query.spec import QuerySpec, parse_query
+from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
+from udm.host.spark.partition import partition_keys
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pathlib import Path
+
+    import pandas as pd
+    from pyspark.sql import DataFrame
+
+__all__ = [
+    "BROADCAST",
+    "END_KIND",
+    "NULL_TICK",
+    "STREAM_RESULT_DDL",
+    "UNROUTABLE",
+    "combine_ctis",
+    "run_stream",
+]
+
+#: ``_bucket`` of rows every bucket must see (CTIs, the end-of-input marker).
+BROADCAST = -1
+#: ``_bucket`` of a retraction the stream cannot route (no group-key fields in its payload).
+UNROUTABLE = -2
+#: ``kind`` of the control row that ends the input (`QueryRunner.finish`); `stream_files` adds it.
+END_KIND = "_end"
+#: Stands for null in int64 columns between the JVM and pandas (no valid time or line is this small).
+NULL_TICK = -(2**63)
+
+_TIME_COLUMNS = ("le", "re", "re_new", "t", "line")
+#: What `run_stream` returns, one row per output element, dead letter, bucket CTI or bucket stats.
+STREAM_RESULT_DDL = ("stream string, kind string, id string, le bigint, re bigint, re_new bigint, t bigint, "
+                     "payload string, line bigint, reason string, element string, bucket bigint, seq bigint")
+_RESULT_FIELDS = [c.split(" ") for c in STREAM_RESULT_DDL.split(", ")]
+_STATE_DDL = "snapshot binary, cti bigint"
+#: What each bucket's call receives: the element columns, ``udm_seq`` (physical order), ``udm_route``
+#: (the routing decision: a bucket, `BROADCAST` or `UNROUTABLE`) and the ``udm_bucket`` it was sent to.
+_INPUT_ARROW = pa.schema([(c, pa.int64() if c in ("le", "re", "re_new", "t", "line") else pa.string())
+                          for c in ELEMENT_COLUMNS]
+                         + [("udm_seq", pa.int64()), ("udm_route", pa.int64()), ("udm_bucket", pa.int64())])
+
+
+def _unroutable_reason(keys: list[str]) -> str:
+    return (f"retraction without the group-key fields {keys} in its payload: a streaming DataFrame routes "
+            "retractions by them (repeat them, or run the file with udm run --engine spark-streaming)")
+
+
+def _emit_rows(bucket: int, out: list[Any], dead: list[Any], cti: int | None,
+               stats: dict[str, Any] | None = None) -> pd.DataFrame:
+    """One pandas frame of result rows (nullable ints as pandas ``Int64``, so nothing becomes float)."""
+    import pandas as pd
+
+    from udm.host.temporal.elements import Cti, Insert, Retract
+
+    cols: dict[str, list[Any]] = {name: [] for name, _ in _RESULT_FIELDS}
+
+    def row(**values: Any) -> None:
+        for c, lst in cols.items():
+            lst.append(values.get(c))
+
+    seq = 0
+    for el in out:
+        if isinstance(el, Insert):
+            row(stream="out", kind="insert", id=f"{bucket}.{el.id}", le=el.le, re=el.re,
+                payload=json.dumps(el.payload, separators=(",", ":")), bucket=bucket, seq=seq)
+        elif isinstance(el, Retract):
+            row(stream="out", kind="retract", id=f"{bucket}.{el.id}", le=el.le, re=el.re, re_new=el.re_new,
+                bucket=bucket, seq=seq)
+        elif isinstance(el, Cti):
+            continue  # bucket CTIs travel as the one ``cti`` row below
+        seq += 1
+    for dl in dead:
+        rec = dl.to_json()
+        row(stream="dead", line=rec["line"], reason=rec["reason"], bucket=bucket, seq=seq,
+            element=None if rec["element"] is None else json.dumps(rec["element"], separators=(",", ":")))
+        seq += 1
+    if cti is not None:
+        row(stream="cti", kind="cti", t=cti, bucket=bucket, seq=seq)
+    if stats:
+        row(stream="stats", payload=json.dumps(stats), bucket=bucket, seq=seq + 1)
+    frame = {name: (pd.array(cols[name], dtype="Int64") if typ == "bigint" else pd.array(cols[name], dtype=object))
+             for name, typ in _RESULT_FIELDS}
+    return pd.DataFrame(frame)
+
+
+def _processor_class() -> type:
+    """The `StatefulProcessor` subclass, built on first use so that importing this module does not
+    import pyspark."""
+    from pyspark.sql.streaming import StatefulProcessor
+
+    class _EngineProcessor(StatefulProcessor):
+        """One engine per bucket; its snapshot is the bucket's only state."""
+
+        def __init__(self, spec_json: dict[str, Any], on_violation: str | None, keys: list[str],
+                     watermark_ctis: bool) -> None:
+            self._spec_json = spec_json
+            self._on_violation = on_violation
+            self._keys = keys
+            self._watermark_ctis = watermark_ctis
+            self._bound: BoundQuery | None = None
+
+        def init(self, handle: Any) -> None:
+            self._handle = handle
+            self._state = handle.getValueState("engine", _STATE_DDL)
+
+        def _bound_query(self) -> BoundQuery:
+            if self._bound is None:  # binding discovers the catalog: once per processor, not per call
+                self._bound = bind(parse_query(self._spec_json))
+            return self._bound
+
+        def _load(self) -> tuple[Any, int | None]:
+            from udm.host.engine import QueryRunner
+
+            if self._state.exists():
+                snap, cti = self._state.get()
+                return QueryRunner.restore(bytes(snap), self._bound_query()), (None if cti is None else int(cti))
+            return QueryRunner(self._bound_query(), on_violation=self._on_violation), None
+
+        def _watermark(self, timer_values: Any) -> int | None:
+            if not self._watermark_ctis:
+                return None
+            wm = int(timer_values.getCurrentWatermarkInMs())
+            return wm * 1000 if wm > 0 else None
+
+        def _rearm(self, timer_values: Any) -> None:
+            """One event-time timer just past the current watermark, so the bucket is called (and its
+            CTI advanced) whenever the watermark moves, with or without new input."""
+            for ts in list(self._handle.listTimers()):
+                self._handle.deleteTimer(ts)
+            self._handle.registerTimer(max(int(timer_values.getCurrentWatermarkInMs()), 0) + 1)
+
+        def _run(self, bucket: int, table: pa.Table | None, timer_values: Any) -> Iterator[pd.DataFrame]:
+            from udm.host.engine.common import DeadLetter
+            from udm.host.io.batch import ElementBatch
+            from udm.host.temporal.elements import Cti
+
+            runner, cti = self._load()
+            before = dict(runner.stats.reasons)
+            out: list[Any] = []
+            extra_dead: list[Any] = []
+            wm = self._watermark(timer_values)
+            if wm is not None:
+                out += runner.process(Cti(wm))
+            if table is not None:
+                kinds = table.column("kind").to_pylist()
+                routes = table.column("udm_route").to_pylist()
+                start = 0
+                for i, (kind, r) in enumerate(zip(kinds, routes, strict=True)):
+                    if kind != END_KIND and r != UNROUTABLE:
+                        continue
+                    if i > start:
+                        out += runner.process_batch(ElementBatch.from_table(table.slice(start, i - start)))
+                    if kind == END_KIND:
+                        out += runner.finish()
+                    else:
+                        line = table.column("line")[i].as_py()
+                        row = {c: table.column(c)[i].as_py() for c in ("kind", "id", "le", "re", "re_new")}
+                        extra_dead.append(DeadLetter(line, _unroutable_reason(self._keys), row))
+                    start = i + 1
+                if start < table.num_rows:
+                    out += runner.process_batch(ElementBatch.from_table(table.slice(start)))
+            for el in out:
+                if isinstance(el, Cti):
+                    cti = el.t if cti is None else max(cti, el.t)
+            dead = runner.take_dead_letters() + extra_dead
+            reasons = {k: v - before.get(k, 0) for k, v in runner.stats.reasons.items() if v != before.get(k, 0)}
+            if extra_dead:
+                reasons["unroutable"] = len(extra_dead)
+            stats: dict[str, Any] = {"reasons": reasons} if reasons else {}
+            if runner.stats.truncated_at is not None:
+                stats["truncated_at"] = runner.stats.truncated_at
+            self._state.update((runner.snapshot(), cti))
+            if self._watermark_ctis:
+                self._rearm(timer_values)
+            yield _emit_rows(bucket, out, dead, cti, stats)
+
+        def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
+                            ) -> Iterator[pd.DataFrame]:
+            import pandas as pd
+            import pyarrow.compute as pc
+
+            frames = list(rows)
+            pdf = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+            table = pa.Table.from_pandas(pdf, schema=_INPUT_ARROW, preserve_index=False)
+            for c in _TIME_COLUMNS:  # NULL_TICK back to null
+                col = table.column(c)
+                table = table.set_column(table.column_names.index(c), c,
+                                         pc.if_else(pc.equal(col, NULL_TICK), None, col))
+            table = table.sort_by("udm_seq")
+            yield from self._run(int(key[0]), table, timerValues)
+
+        def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any
+                               ) -> Iterator[pd.DataFrame]:
+            yield from self._run(int(key[0]), None, timerValues)
+
+        def close(self) -> None:
+            pass
+
+    return _EngineProcessor
+
+
+def _spec_of(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path) -> QuerySpec:
+    from udm.host.spark.batch import _spec_of as spec_of
+
+    return spec_of(query)
+
+
+def _route(df: DataFrame, keys: list[str], n: int) -> DataFrame:
+    """Add ``_bucket`` where the caller did not (see the module doc)."""
+    from pyspark.sql import functions as F
+
+    kind = F.col("kind")
+    broadcast = (kind == "cti") | (kind == END_KIND)
+    if n == 1:
+        return df.withColumn("_bucket", F.when(broadcast, F.lit(BROADCAST)).otherwise(F.lit(0)))
+    fields = [F.get_json_object("payload", f"$.{k}") for k in keys]
+    key_hash = F.pmod(F.xxhash64(*fields), F.lit(n))
+    has_keys = F.lit(True)
+    for f in fields:
+        has_keys = has_keys & f.isNotNull()
+    return df.withColumn(
+        "_bucket",
+        F.when(broadcast, F.lit(BROADCAST))
+        .when(kind == "insert", key_hash)
+        .when((kind == "retract") & has_keys, key_hash)
+        .when(kind == "retract", F.lit(UNROUTABLE))
+        .otherwise(F.lit(0)))  # bad rows: bucket 0's engine dead-letters them
+
+
+def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path, elements: DataFrame, *,
+               on_violation: str | None = None, buckets: int | None = None,
+               ctis_from_watermark: bool = False) -> DataFrame:
+    """Run ``query`` over a streaming element DataFrame; returns a streaming DataFrame of result rows
+    (`STREAM_RESULT_DDL`: ``stream`` is ``out``, ``dead`` or ``cti``) to write with any sink.
+
+    ``buckets``: how many key buckets (default ``spark.sql.shuffle.partitions``; keyless queries use
+    one). It is part of the state's layout: a query restarted from its checkpoint must keep it.
+    ``elements`` may carry ``_bucket`` (already routed, `BROADCAST` for CTIs). The query is bound on
+    the driver first, so unknown UDMs or bad parameters fail before the stream starts.
+    """
+    from pyspark.sql import functions as F
+
+    from udm.host.spark.session import require_spark
+
+    require_spark(connect=True)  # transformWithStateInPandas talks to the state server over gRPC/protobuf
+    spec = _spec_of(query)
+    bind(spec)
+    spark = elements.sparkSession
+    provider = spark.conf.get("spark.sql.streaming.stateStore.providerClass", None)
+    if provider is None or "RocksDB" not in provider:
+        from udm.host.spark.session import ROCKSDB_PROVIDER
+
+        spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+    keys = partition_keys(spec)
+    n = 1 if not keys else int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
+    df = normalize_elements(elements, keep=("_bucket", "_seq"))
+    if "_bucket" not in elements.columns:
+        df = _route(df, keys, n)
+    if "_seq" not in elements.columns:
+        df = df.withColumn("_seq", F.col("line"))
+    # inside the operator no column name may start with "_": Spark hands pandas those as _1, _2, ...
+    route = F.col("_route")
+    df = df.withColumnRenamed("_bucket", "_route").withColumn("udm_bucket", F.explode(
+        F.when(route == F.lit(BROADCAST), F.sequence(F.lit(0), F.lit(n - 1)))
+        .when(route == F.lit(UNROUTABLE), F.array(F.lit(0)))  # bucket 0 dead-letters it with the reason
+        .otherwise(F.array(route))))
+    df = df.select(*[F.coalesce(F.col(c), F.lit(NULL_TICK)).alias(c) if c in _TIME_COLUMNS else F.col(c)
+                     for c in ELEMENT_COLUMNS],
+                   F.col("_seq").cast("bigint").alias("udm_seq"), route.cast("bigint").alias("udm_route"),
+                   "udm_bucket")
+    processor = _processor_class()(spec.to_json_dict(), on_violation or spec.on_violation, keys,
+                                   ctis_from_watermark)
+    return df.groupBy("udm_bucket").transformWithStateInPandas(
+        statefulProcessor=processor, outputStructType=STREAM_RESULT_DDL, outputMode="Append",
+        timeMode="EventTime" if ctis_from_watermark else "None")
+
+
+def combine_ctis(ctis: dict[int, int], n: int) -> int | None:
+    """The stream's output CTI from the buckets' CTIs reported in one micro-batch: their minimum, once
+    all ``n`` buckets have reported (a bucket that did not report may still emit anything after its own
+    last CTI)."""
+    if len(ctis) < n:
+        return None
+    return min(ctis.values())
+
