@@ -85,7 +85,7 @@ def normalize_elements(df: DataFrame, keep: Sequence[str] = ()) -> DataFrame:
             if name == "payload" and not isinstance(df.schema["payload"].dataType, StringType):
                 col = F.to_json(col)
             cols.append(col.cast(ddl).alias(name))
-        elif name == "line":
+        elif name == "line" and not df.isStreaming:  # (streams cannot number rows; they bring ``_seq``)
             cols.append((F.monotonically_increasing_id() + 1).alias("line"))
         else:
             cols.append(F.lit(None).cast(ddl).alias(name))

@@ -59,6 +59,8 @@ class StreamStopped(UdmError):
 @dataclass
 class _Staged:
     elements: int
+    #: micro-batches before the first ``cti(INF)`` (staged up front) and in all (the tail comes later)
+    head_batches: int
     batches: int
     buckets: int
 
@@ -76,10 +78,43 @@ def _bucket_of(payload: Any, keys: list[str], n: int) -> int:
     return zlib.crc32(json.dumps(values, sort_keys=True, separators=(",", ":")).encode()) % n
 
 
+def _schema() -> pa.Schema:
+    from udm.host.spark.convert import ELEMENT_COLUMNS
+
+    return pa.schema([(c, pa.int64() if c in ("le", "re", "re_new", "t", "line") else pa.string())
+                      for c in ELEMENT_COLUMNS] + [("_seq", pa.int64()), ("_bucket", pa.int64())])
+
+
+def _control(kind: str, t: int | None, seq: int) -> pa.Table:
+    from udm.host.spark.convert import ELEMENT_COLUMNS
+
+    cols: dict[str, list[Any]] = {c: [None] for c in ELEMENT_COLUMNS}
+    cols["kind"], cols["t"] = [kind], [t]
+    return pa.table({**cols, "_seq": [seq], "_bucket": [BROADCAST]}, schema=_schema())
+
+
+def _write_parts(run_dir: Path, tables: list[pa.Table], first: int, mtime: float) -> None:
+    """Micro-batch files ``first``, ``first+1``, ...: written aside then renamed in (the file source must
+    never see half a file), modification times increasing (the file source's order)."""
+    import pyarrow.parquet as pq
+
+    inp = run_dir / "input"
+    inp.mkdir(parents=True, exist_ok=True)
+    for k, tb in enumerate(tables, start=first):
+        tmp = run_dir / f".part-{k:08d}.parquet"
+        pq.write_table(tb, tmp)
+        os.utime(tmp, (mtime + k, mtime + k))
+        os.replace(tmp, inp / f"part-{k:08d}.parquet")
+
+
+def _chunks(tb: pa.Table, size: int) -> list[pa.Table]:
+    return [tb.slice(i, size) for i in range(0, tb.num_rows, size)]
+
+
 def _stage(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[str]) -> _Staged:
-    """Read the file, route every element, write one Parquet file per micro-batch (mtimes increasing:
-    the file source takes files in modification-time order)."""
-    import pyarrow.compute as pc
+    """Read the file, route every element, write the *head* (everything before the first ``cti(INF)``) as
+    one Parquet file per micro-batch and keep the *tail* for `_stage_tail`. ``_seq`` is twice the
+    element's position, leaving room for the injected ``cti(T)`` just before the tail."""
     import pyarrow.parquet as pq
 
     from udm.host.io.jsonl import JsonlReader
@@ -90,16 +125,17 @@ def _stage(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[s
         tables = [batch_to_arrow(b) for b in reader]
     finally:
         reader.close()
-    table = pa.concat_tables(tables) if tables else None
-    rows = 0 if table is None else table.num_rows
-    routes: list[int] = []
-    t_end: int | None = None
-    first_inf: int | None = None
-    if table is not None:
+    schema = _schema()
+    if not tables:
+        base = _control("cti", None, 0).slice(0, 0)
+        first_inf = 0
+    else:
+        table = pa.concat_tables(tables)
         kinds = table.column("kind").to_pylist()
         ids = table.column("id").to_pylist()
         payloads = table.column("payload").to_pylist() if keys and n > 1 else None
         live: dict[str, int] = {}
+        routes: list[int] = []
         for i, kind in enumerate(kinds):
             if kind == "cti":
                 routes.append(BROADCAST)
@@ -109,66 +145,47 @@ def _stage(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[s
                 live[ids[i]] = b
                 routes.append(b)
             elif kind == "retract" and payloads is not None:
-                routes.append(live.get(ids[i], 0))
+                routes.append(live.get(ids[i], 0))  # after the latest insert of its id, as one engine sees it
             else:
                 routes.append(0)  # keyless, or a bad row: bucket 0's engine dead-letters it
-        for c in ("le", "re", "re_new", "t"):
-            col = table.column(c)
-            finite = pc.max(pc.filter(col, pc.less(col, INF)))
-            if finite.is_valid and (t_end is None or finite.as_py() > t_end):
-                t_end = finite.as_py()
-        for i, kind in enumerate(kinds):
-            if kind == "cti" and table.column("t")[i].as_py() >= INF:
-                first_inf = i
-                break
-    schema = pa.schema([(c, pa.int64() if c in ("le", "re", "re_new", "t", "line") else pa.string())
-                        for c in ELEMENT_COLUMNS] + [("_seq", pa.int64()), ("_bucket", pa.int64())])
-
-    def control(kind: str, t: int | None) -> pa.Table:
-        cols: dict[str, list[Any]] = {c: [None] for c in ELEMENT_COLUMNS}
-        cols["kind"], cols["t"] = [kind], [t]
-        return pa.table({**cols, "_seq": [0], "_bucket": [BROADCAST]}, schema=schema)
-
-    base = (table.select(list(ELEMENT_COLUMNS)).append_column("_seq", pa.array(range(rows), pa.int64()))
-            .append_column("_bucket", pa.array(routes, pa.int64())).cast(schema)
-            if table is not None else control("cti", None).slice(0, 0))
-    inject_at = rows if first_inf is None else first_inf
-    pieces = [base.slice(0, inject_at)]
-    if t_end is not None:
-        pieces.append(control("cti", t_end))
-    pieces.append(base.slice(inject_at))
-    pieces.append(control(END_KIND, None))
-    staged = pa.concat_tables(pieces).combine_chunks()
-    staged = staged.set_column(staged.column_names.index("_seq"), "_seq",
-                               pa.array(range(staged.num_rows), pa.int64()))
-    extra = 1 if t_end is not None else 0
-    inp = run_dir / "input"
-    inp.mkdir(parents=True, exist_ok=True)
-    bounds = _batch_bounds(rows, batch_size, inject_at, extra)
-    now = time.time() - len(bounds) - 10
-    for k, (lo, hi) in enumerate(bounds):
-        p = inp / f"part-{k:08d}.parquet"
-        pq.write_table(staged.slice(lo, hi - lo), p)
-        os.utime(p, (now + k, now + k))
-    return _Staged(elements=rows, batches=len(bounds), buckets=n)
+        ts = table.column("t").to_pylist()
+        first_inf = next((i for i, k in enumerate(kinds) if k == "cti" and ts[i] is not None and ts[i] >= INF),
+                         len(kinds))
+        rows = table.num_rows
+        base = (table.select(list(ELEMENT_COLUMNS))
+                .append_column("_seq", pa.array(range(1, 2 * rows + 1, 2), pa.int64()))
+                .append_column("_bucket", pa.array(routes, pa.int64())).cast(schema))
+    head, tail = base.slice(0, first_inf), base.slice(first_inf)
+    head_parts = _chunks(head, batch_size)
+    tail_batches = max(1, -(-tail.num_rows // batch_size))
+    _write_parts(run_dir, head_parts, 0, time.time() - len(head_parts) - tail_batches - 60)
+    pq.write_table(tail, run_dir / "tail.parquet")
+    staged = _Staged(elements=base.num_rows, head_batches=len(head_parts), batches=len(head_parts) + tail_batches,
+                     buckets=n)
+    if not head_parts:
+        _stage_tail(run_dir, staged, batch_size, None)
+    return staged
 
 
-def _batch_bounds(rows: int, batch_size: int, inject_at: int, extra: int) -> list[tuple[int, int]]:
-    """Row ranges of the staged table per micro-batch: ``batch_size`` input elements each; the ``extra``
-    injected rows before position ``inject_at`` and the end row belong to the batch of what follows them
-    (the last batch for the end row)."""
-    def staged_pos(i: int) -> int:  # where the batch starting with input element i starts
-        return i + (extra if i > inject_at else 0)
+def _stage_tail(run_dir: Path, staged: _Staged, batch_size: int, t_end: int | None) -> None:
+    """The last micro-batches, once the head is done: ``cti(T)`` (T = the largest finite time any bucket's
+    engine reached, where one engine would cut infinite lifetimes), the input from its first ``cti(INF)``
+    on, and the end-of-input row."""
+    import pyarrow.parquet as pq
 
-    bounds: list[tuple[int, int]] = []
-    total = rows + extra + 1
-    lo = 0
-    for k in range(batch_size, rows, batch_size):
-        hi = staged_pos(k)
-        bounds.append((lo, hi))
-        lo = hi
-    bounds.append((lo, total))
-    return bounds
+    tail = pq.read_table(run_dir / "tail.parquet", schema=_schema())
+    first_seq = tail.column("_seq")[0].as_py() - 1 if tail.num_rows else 2 * staged.elements
+    pieces = ([_control("cti", t_end, first_seq)] if t_end is not None else []) + [tail]
+    body = pa.concat_tables(pieces)
+    parts = _chunks(body, batch_size + (1 if t_end is not None else 0))[:1]
+    rest = body.slice(parts[0].num_rows if parts else 0)
+    parts += _chunks(rest, batch_size)
+    end = _control(END_KIND, None, 2 * staged.elements + 2)
+    parts = [*parts[:-1], pa.concat_tables([parts[-1], end])] if parts else [end]
+    if len(parts) != staged.batches - staged.head_batches:
+        raise AssertionError(f"tail staged as {len(parts)} batches, expected {staged.batches - staged.head_batches}")
+    _write_parts(run_dir, parts, staged.head_batches, time.time())
+    (run_dir / "tail.done").write_text(str(t_end), encoding="utf-8")
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -193,6 +210,7 @@ def _batch_writer(run_dir: Path, n: int, stop_after: int | None) -> Any:
         ctis: dict[int, int] = {}
         reasons: Counter[str] = Counter()
         truncated: list[int] = []
+        reached: list[int] = []
         for r in rows:
             if r["stream"] == "out":
                 if r["kind"] == "insert":
@@ -210,9 +228,12 @@ def _batch_writer(run_dir: Path, n: int, stop_after: int | None) -> Any:
                 reasons.update(stats.get("reasons", {}))
                 if stats.get("truncated_at") is not None:
                     truncated.append(stats["truncated_at"])
+                if stats.get("T") is not None:
+                    reached.append(stats["T"])
         name = f"{batch_id:08d}"
         _write_atomic(out_dir / f"{name}.stats", json.dumps(
-            {"reasons": dict(reasons), "truncated_at": max(truncated) if truncated else None}))
+            {"reasons": dict(reasons), "truncated_at": max(truncated) if truncated else None,
+             "T": max(reached) if reached else None}))
         _write_atomic(out_dir / f"{name}.jsonl", "".join(x + "\n" for x in lines))
         _write_atomic(dead_dir / f"{name}.jsonl", "".join(x + "\n" for x in dead))
         cti = combine_ctis(ctis, n)
@@ -305,7 +326,7 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
     try:
         staged = _stage(req, run_dir, batch_size, n, keys) if temp else _prepare(req, run_dir, batch_size, n, keys)
         stop_after = req.options.get("stop_after_batches")
-        _run_query(spark, req, run_dir, staged, stop_after)
+        _run_query(spark, req, run_dir, staged, stop_after, batch_size)
         n_out, n_dead, reasons, truncated = _assemble(run_dir, req.output, req.dead_letter)
     finally:
         if temp:
@@ -315,7 +336,25 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
                      seconds=time.perf_counter() - t0)
 
 
-def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop_after: int | None) -> None:
+def _committed(run_dir: Path) -> int:
+    """Micro-batches Spark has committed (its commit log holds one file per batch id)."""
+    commits = run_dir / "spark" / "commits"
+    return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.is_dir() else 0
+
+
+def _reached(run_dir: Path, batches: int) -> int | None:
+    """The largest finite time any bucket's engine reached in the first ``batches`` micro-batches."""
+    best: int | None = None
+    for k in range(batches):
+        t = json.loads((run_dir / "out" / f"{k:08d}.stats").read_text(encoding="utf-8"))["T"]
+        if t is not None and (best is None or t > best):
+            best = t
+    return best
+
+
+def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop_after: int | None,
+               batch_size: int) -> None:
+    """Run the stream until every staged micro-batch is committed; the tail is staged once the head is."""
     from udm.host.spark.batch import _explain
     from udm.host.spark.convert import ELEMENT_DDL
 
@@ -323,17 +362,35 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
               .option("maxFilesPerTrigger", 1).parquet(str(run_dir / "input")))
     result = run_stream(req.bound, source, on_violation=req.on_violation, buckets=staged.buckets)
     query = (result.writeStream.foreachBatch(_batch_writer(run_dir, staged.buckets, stop_after))
-             .option("checkpointLocation", str(run_dir / "spark")).trigger(availableNow=True)
+             .option("checkpointLocation", str(run_dir / "spark"))
              .queryName(f"udm-{run_dir.name}").start())
     try:
-        query.awaitTermination()
+        while True:
+            if query.awaitTermination(0.2):
+                query.exception()  # raises what stopped it; a clean stop here means someone stopped it
+                raise StreamStopped(_stopped_message(run_dir, req))
+            done = _committed(run_dir)
+            if done >= staged.head_batches and not (run_dir / "tail.done").exists():
+                _stage_tail(run_dir, staged, batch_size, _reached(run_dir, staged.head_batches))
+            if done >= staged.batches:
+                break
+            if req.progress is not None:  # (bytes done is estimated from the batches done)
+                size = Path(req.input).stat().st_size if isinstance(req.input, (str, Path)) and str(req.input) != "-" \
+                    else None
+                req.progress(size * done // staged.batches if size else done, size,
+                             min(done * batch_size, staged.elements))
     except KeyboardInterrupt:
         query.stop()
         raise StreamStopped(_stopped_message(run_dir, req)) from None
+    except StreamStopped:
+        raise
     except Exception as exc:
         if "udm-stop-requested" in str(exc):
             raise StreamStopped(_stopped_message(run_dir, req)) from None
         raise _explain(exc) from None
+    finally:
+        if query.isActive:
+            query.stop()
 
 
 def _stopped_message(run_dir: Path, req: RunRequest) -> str:

@@ -14,7 +14,8 @@ Plan of `run_stream` (a streaming DataFrame in, a streaming DataFrame out):
    row order across the shuffle), stores the engine back and emits what it produced;
 3. the result rows say which stream they belong to: ``out`` (an output element), ``dead`` (a dead
    letter: line, reason, element JSON), ``cti`` (the bucket's output CTI so far) or ``stats`` (a JSON
-   payload: dead letters by category in this call, ``truncated_at`` of semantics-notes 2). Output ids are
+   payload: dead letters by category in this call; ``T``, the largest finite time the bucket's engine
+   reached, and ``truncated_at``, both of semantics-notes 2). Output ids are
    prefixed with the bucket. The stream's output CTI is the minimum over all buckets' CTIs; every input
    CTI reaches every bucket, so a micro-batch holding one reports all of them (`combine_ctis`).
 
@@ -41,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from udm.host.errors import UdmError
 from udm.host.query.plan import BoundQuery, bind
 from udm.host.query.spec import QuerySpec, parse_query
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
@@ -213,6 +215,8 @@ def _processor_class() -> type:
             stats: dict[str, Any] = {"reasons": reasons} if reasons else {}
             if runner.stats.truncated_at is not None:
                 stats["truncated_at"] = runner.stats.truncated_at
+            if runner.ctx.T > NULL_TICK:  # the largest finite time this engine reached (semantics-notes 2)
+                stats["T"] = runner.ctx.T
             self._state.update((runner.snapshot(), cti))
             if self._watermark_ctis:
                 self._rearm(timer_values)
@@ -297,6 +301,10 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path, elem
         spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
     keys = partition_keys(spec)
     n = 1 if not keys else int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
+    if "line" not in elements.columns and "_seq" not in elements.columns:
+        raise UdmError("a streaming element DataFrame needs a 'line' column (its sequence number: Spark keeps "
+                       "no row order across the shuffle, and streams have no row numbering); it has "
+                       + ", ".join(elements.columns))
     df = normalize_elements(elements, keep=("_bucket", "_seq"))
     if "_bucket" not in elements.columns:
         df = _route(df, keys, n)
