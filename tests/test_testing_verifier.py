@@ -221,8 +221,7 @@ def test_local_engine_chained_window_steps_beyond_T(cat: Catalog) -> None:
 
 
 @pytest.mark.spark
-# spark-streaming joins this list when its engine lands (issue 4); a skip here would hide that it is missing.
-@pytest.mark.parametrize("engine_name", ["spark"])
+@pytest.mark.parametrize("engine_name", ["spark", "spark-streaming"])
 @pytest.mark.parametrize("qi", [0, 2, 4, 5])
 def test_spark_paths_conform(engine_name: str, qi: int, cat: Catalog, spark: object) -> None:
     from udm.host.query.spec import parse_query

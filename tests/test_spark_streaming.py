@@ -1,0 +1,287 @@
+"""The Structured Streaming path against the reference oracle and the local engine: same output CHT,
+same dead letters, a restart from the checkpoint that changes nothing, and the DataFrame API with
+explicit and watermark-derived CTIs."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from udm.host.errors import UdmError
+from udm.host.query.plan import bind
+from udm.host.query.runners import RunRequest, get_engine, run_local
+from udm.host.query.spec import parse_query
+from udm.host.temporal.elements import Cti, Insert, Retract, parse_element
+from udm.host.testing.cht import cht
+from udm.host.testing.generator import generate
+from udm.host.testing.oracle import oracle_run
+from udm.host.testing.properties import check_properties
+from udm.host.testing.verifier import verify
+
+pytestmark = pytest.mark.spark
+
+SUM_BY_G = {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 10}, "group_by": ["g"],
+                       "udm": "sum", "input": "v"}]}
+SNAPSHOT_COUNT = {"steps": [{"op": "window", "window": {"type": "snapshot"}, "udm": "count"}]}
+
+
+def _write(path: Path, stream: list[Any]) -> None:
+    from udm.host.temporal.elements import element_to_json
+
+    with path.open("w", encoding="utf-8") as f:
+        for el in stream:
+            try:
+                f.write(json.dumps(element_to_json(el)) + "\n")
+            except (TypeError, ValueError, AttributeError):
+                f.write(json.dumps(repr(el)) + "\n")  # a bad element stays a bad line
+
+
+def _read(path: Path) -> list[Any]:
+    return [parse_element(json.loads(x)) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+def _dead(path: Path) -> list[dict[str, Any]]:
+    return sorted((json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()),
+                  key=lambda d: d["line"])
+
+
+def _run(engine: str, query: dict[str, Any], src: Path, out: Path, **kw: Any) -> Any:
+    bound = bind(parse_query(query))
+    req = RunRequest(bound, src, out, out.with_suffix(".dl.jsonl"), batch_size=kw.pop("batch_size", None),
+                     checkpoint=kw.pop("checkpoint", None), options=kw)
+    return (run_local if engine == "local" else get_engine(engine))(req)
+
+
+def test_file_run_equals_oracle_and_local_engine(spark: Any, tmp_path: Path) -> None:
+    """Keyed query, 2 buckets, retractions across micro-batches, infinite lifetimes cut at T, bad lines and
+    CTI violations: the output CHT is the oracle's, the dead letters and counts are the local engine's."""
+    stream = generate(seed=5, events=30, groups=3, duration="mixed", speculation=0.4, disorder="slightly",
+                      cti="regular", bad=0.1)
+    stream += [Insert("late-inf", 2, 2**63 - 1, {"g": "g0", "v": 1.0}), Cti(2**63 - 1),
+               Insert("after-end", 500, 501, {"g": "g1", "v": 1.0})]
+    src = tmp_path / "in.jsonl"
+    _write(src, stream)
+    expected = oracle_run(bind(parse_query(SUM_BY_G)), _read(src))
+    local = _run("local", SUM_BY_G, src, tmp_path / "local.jsonl")
+    res = _run("spark-streaming", SUM_BY_G, src, tmp_path / "stream.jsonl", batch_size=9)
+    out = _read(tmp_path / "stream.jsonl")
+    verdict = verify(out, expected.cht)
+    assert verdict, str(verdict)
+    problems = check_properties(_read(src), out, parse_query(SUM_BY_G))
+    assert not problems, problems
+    assert _dead(tmp_path / "stream.dl.jsonl") == _dead(tmp_path / "local.dl.jsonl")
+    assert (res.elements_in, res.dead_lettered, res.reasons, res.truncated_at) == (
+        local.elements_in, local.dead_lettered, local.reasons, local.truncated_at)
+    assert res.dead_lettered > 0 and res.reasons["cti_violation"] >= 1
+    # progress: the stream's output CTI advanced before the end (CTIs reach every bucket)
+    ctis = [e.t for e in out if isinstance(e, Cti)]
+    assert len(ctis) >= 2 and ctis == sorted(set(ctis)) and ctis[-1] == 2**63 - 1
+    assert len({e.id for e in out if isinstance(e, Insert)}) == sum(isinstance(e, Insert) for e in out)
+
+
+def test_keyless_snapshot_and_default_batch_size(spark: Any, tmp_path: Path) -> None:
+    stream = generate(seed=8, events=25, groups=1, duration="mixed", speculation=0.3, cti="regular")
+    src = tmp_path / "in.jsonl"
+    _write(src, stream)
+    res = _run("spark-streaming", SNAPSHOT_COUNT, src, tmp_path / "s.jsonl")
+    assert verify(_read(tmp_path / "s.jsonl"), oracle_run(bind(parse_query(SNAPSHOT_COUNT)), stream).cht)
+    assert res.elements_in == len(stream)
+
+
+def test_restart_from_checkpoint_is_exactly_once(spark: Any, tmp_path: Path) -> None:
+    """Stop after micro-batch 2 has written its output but before Spark committed it (a crash at the worst
+    moment), run again with the same checkpoint: the output file is byte for byte the uninterrupted run's."""
+    from udm.host.spark.stream_files import StreamStopped
+
+    stream = generate(seed=13, events=24, groups=2, duration="mixed", speculation=0.4, disorder="slightly",
+                      cti="regular", bad=0.05)
+    src = tmp_path / "in.jsonl"
+    _write(src, stream)
+    ck = tmp_path / "ck"
+    with pytest.raises(StreamStopped, match="run the same command again"):
+        _run("spark-streaming", SUM_BY_G, src, tmp_path / "a.jsonl", batch_size=10, checkpoint=ck,
+             stop_after_batches=3)
+    assert not (tmp_path / "a.jsonl").exists()
+    assert sorted(p.name for p in (ck / "out").glob("*.jsonl")) == ["00000000.jsonl", "00000001.jsonl",
+                                                                     "00000002.jsonl"]
+    resumed = _run("spark-streaming", SUM_BY_G, src, tmp_path / "a.jsonl", batch_size=10, checkpoint=ck)
+    whole = _run("spark-streaming", SUM_BY_G, src, tmp_path / "b.jsonl", batch_size=10)
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    assert (tmp_path / "a.dl.jsonl").read_bytes() == (tmp_path / "b.dl.jsonl").read_bytes()
+    assert (resumed.elements_out, resumed.dead_lettered) == (whole.elements_out, whole.dead_lettered)
+    assert verify(_read(tmp_path / "a.jsonl"), oracle_run(bind(parse_query(SUM_BY_G)), stream).cht)
+    # a finished checkpoint run again: nothing is recomputed, the same output is assembled
+    again = _run("spark-streaming", SUM_BY_G, src, tmp_path / "c.jsonl", batch_size=10, checkpoint=ck)
+    assert (tmp_path / "c.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    assert again.elements_out == whole.elements_out
+
+
+def test_checkpoint_of_another_run_is_refused(spark: Any, tmp_path: Path) -> None:
+    src, other = tmp_path / "in.jsonl", tmp_path / "other.jsonl"
+    _write(src, [Insert("a", 1, 2, {"g": "x", "v": 1.0})])
+    _write(other, [Insert("a", 1, 3, {"g": "x", "v": 1.0})])
+    ck = tmp_path / "ck"
+    _run("spark-streaming", SUM_BY_G, src, tmp_path / "o.jsonl", checkpoint=ck)
+    with pytest.raises(UdmError, match="different input file"):
+        _run("spark-streaming", SUM_BY_G, other, tmp_path / "o.jsonl", checkpoint=ck)
+    with pytest.raises(UdmError, match="different batch size"):
+        _run("spark-streaming", SUM_BY_G, src, tmp_path / "o.jsonl", checkpoint=ck, batch_size=7)
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    (stray / "notes.txt").write_text("mine")
+    with pytest.raises(UdmError, match="holds no udm streaming run"):
+        _run("spark-streaming", SUM_BY_G, src, tmp_path / "o.jsonl", checkpoint=stray)
+
+
+def _json_source(spark: Any, d: Path, files: list[list[dict[str, Any]]], schema: str) -> Any:
+    """A file stream that delivers one file per micro-batch, in the given order."""
+    d.mkdir(parents=True)
+    base = time.time() - 1000
+    for i, rows in enumerate(files):
+        p = d / f"p{i:03d}.json"
+        p.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        os.utime(p, (base + i, base + i))
+    return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(d))
+
+
+def _collect(stream_df: Any, ck: Path) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+
+    def keep(df: Any, batch_id: int) -> None:
+        rows.extend({**r.asDict(), "batch": batch_id} for r in df.collect())
+
+    q = stream_df.writeStream.foreachBatch(keep).option("checkpointLocation", str(ck)) \
+        .trigger(availableNow=True).start()
+    q.awaitTermination()
+    return rows
+
+
+def _as_elements(rows: list[dict[str, Any]]) -> list[Any]:
+    out: list[Any] = []
+    for r in sorted((r for r in rows if r["stream"] == "out"), key=lambda r: (r["batch"], r["bucket"], r["seq"])):
+        if r["kind"] == "insert":
+            out.append(Insert(r["id"], r["le"], r["re"], json.loads(r["payload"])))
+        else:
+            out.append(Retract(r["id"], r["le"], r["re"], r["re_new"]))
+    return out
+
+
+def test_dataframe_api_routes_retractions_by_their_keys(spark: Any, tmp_path: Path) -> None:
+    """A user's streaming DataFrame: elements with a ``line`` column, explicit CTIs; a retraction that
+    repeats its group key is applied in its insert's bucket, one that does not is dead-lettered with the
+    reason (never silently dropped, never misreported as an unknown id)."""
+    from udm.host.spark.streaming import run_stream
+
+    files = [
+        [{"line": 1, "kind": "insert", "id": "a", "le": 1, "re": 9, "payload": '{"g":"x","v":1.0}'},
+         {"line": 2, "kind": "insert", "id": "b", "le": 2, "re": 4, "payload": '{"g":"y","v":2.0}'}],
+        [{"line": 3, "kind": "retract", "id": "a", "le": 1, "re": 9, "re_new": 3, "payload": '{"g":"x"}'},
+         {"line": 4, "kind": "retract", "id": "b", "le": 2, "re": 4, "re_new": 2},
+         {"line": 5, "kind": "cti", "t": 12}],
+        [{"line": 6, "kind": "insert", "id": "c", "le": 15, "re": 16, "payload": '{"g":"x","v":5.0}'},
+         {"line": 7, "kind": "cti", "t": 9223372036854775807}],
+    ]
+    src = _json_source(spark, tmp_path / "in", files,
+                       "line long, kind string, id string, le long, re long, re_new long, t long, payload string")
+    rows = _collect(run_stream(SUM_BY_G, src, buckets=2), tmp_path / "ck")
+    out = _as_elements(rows)
+    logical = [parse_element({k: v for k, v in r.items() if v is not None and k != "line"} | (
+        {"payload": json.loads(r["payload"])} if r.get("payload") else {}))
+        for f in files for r in f if r["line"] != 4]
+    assert verify(out, oracle_run(bind(parse_query(SUM_BY_G)), logical).cht)
+    dead = [r for r in rows if r["stream"] == "dead"]
+    assert [(d["line"], "group-key fields ['g']" in d["reason"]) for d in dead] == [(4, True)]
+    stats = [json.loads(r["payload"]) for r in rows if r["stream"] == "stats"]
+    assert sum(s.get("reasons", {}).get("unroutable", 0) for s in stats) == 1
+    # every bucket reports its CTI in the micro-batches holding an input CTI
+    by_batch: dict[int, set[int]] = {}
+    for r in rows:
+        if r["stream"] == "cti":
+            by_batch.setdefault(r["batch"], set()).add(r["bucket"])
+    assert by_batch[1] == {0, 1} and by_batch[2] == {0, 1}
+
+
+def test_streaming_dataframe_without_sequence_column_is_refused(spark: Any, tmp_path: Path) -> None:
+    from udm.host.spark.streaming import run_stream
+
+    src = _json_source(spark, tmp_path / "in", [[{"kind": "cti", "t": 1}]], "kind string, t long")
+    with pytest.raises(UdmError, match="needs a 'line' column"):
+        run_stream(SUM_BY_G, src)
+
+
+def test_ctis_from_the_event_time_watermark(spark: Any, tmp_path: Path) -> None:
+    """A source without CTIs: CTIs come from Spark's watermark (10 s delay). Output progresses with it, a
+    sample behind the watermark is dead-lettered as a CTI violation and counted, and the CHT of what was
+    emitted equals the oracle's over the same stream with those CTIs in place."""
+    from pyspark.sql import functions as F
+
+    from udm.host.spark.streaming import run_stream
+
+    second = 1_000_000
+    files = [[{"id": "a", "ts": 10, "g": "x", "v": 1.0}, {"id": "b", "ts": 20, "g": "y", "v": 2.0}],
+             [{"id": "c", "ts": 50, "g": "x", "v": 3.0}],
+             [{"id": "d", "ts": 5, "g": "x", "v": 4.0}, {"id": "e", "ts": 61, "g": "y", "v": 5.0}],
+             [{"id": "f", "ts": 90, "g": "x", "v": 1.0}]]
+    src = _json_source(spark, tmp_path / "in", files, "id string, ts long, g string, v double")
+    src = src.withColumn("ts", F.timestamp_seconds("ts")).withWatermark("ts", "10 seconds")
+    els = src.select(F.lit("insert").alias("kind"), "id", F.unix_micros("ts").alias("le"),
+                     (F.unix_micros("ts") + 1).alias("re"), F.unix_micros("ts").alias("line"),
+                     F.to_json(F.struct("g", "v")).alias("payload"))
+    query = {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 30 * second}, "group_by": ["g"],
+                        "udm": "sum", "input": "v"}]}
+    rows = _collect(run_stream(query, els, buckets=2, ctis_from_watermark=True), tmp_path / "ck")
+    dead = [r for r in rows if r["stream"] == "dead"]
+    assert len(dead) == 1 and json.loads(dead[0]["element"])["id"] == "d" and "CTI violation" in dead[0]["reason"]
+    assert sum(json.loads(r["payload"]).get("reasons", {}).get("cti_violation", 0)
+               for r in rows if r["stream"] == "stats") == 1
+    # the physical stream each engine saw: the samples, with cti(watermark) before each later micro-batch
+    wm = 0
+    logical: list[Any] = []
+    for f in files:
+        if wm:
+            logical.append(Cti(wm * second))
+        logical += [Insert(r["id"], r["ts"] * second, r["ts"] * second + 1, {"g": r["g"], "v": r["v"]}) for r in f]
+        wm = max(wm, max(r["ts"] for r in f) - 10)
+    expected = oracle_run(bind(parse_query(query)), logical).cht
+    out_cht = cht(_as_elements(rows))
+    # the stream is not over (no cti(INF)): what is before the last output CTI is final and must be the
+    # oracle's; later windows may still be speculative (the [60 s, 90 s) window of "y" is)
+    ctis = sorted({r["t"] for r in rows if r["stream"] == "cti"})
+    assert ctis[-1] == 60 * second  # the last watermark (80 s) closed the windows up to [30 s, 60 s)
+    final = [e for e in out_cht.elements() if e[1] <= ctis[-1]]
+    want = [e for e in expected.elements() if e[1] <= ctis[-1]]
+    assert len(want) == 3 and verify(final, want), verify(final, want)
+
+
+def test_cli_spark_streaming(spark: Any, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from udm.host.cli.app import app
+
+    stream = generate(seed=21, events=12, groups=2, cti="regular")
+    src = tmp_path / "in.jsonl"
+    _write(src, stream)
+    (tmp_path / "q.json").write_text(json.dumps(SUM_BY_G))
+    res = CliRunner().invoke(app, ["run", str(tmp_path / "q.json"), "-i", str(src), "-o", str(tmp_path / "o.jsonl"),
+                                   "--engine", "spark-streaming", "--batch-size", "8", "--json"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout.strip().splitlines()[-1])
+    assert summary["engine"] == "spark-streaming" and summary["elements_in"] == len(stream)
+    assert verify(_read(tmp_path / "o.jsonl"), oracle_run(bind(parse_query(SUM_BY_G)), stream).cht)
+
+
+def test_missing_streaming_extras_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from udm.host.spark import session
+    from udm.host.spark.session import SparkExtrasMissing
+
+    real = session._find_spec
+    monkeypatch.setattr(session, "_find_spec", lambda m: None if m == "grpc" else real(m))
+    src = tmp_path / "in.jsonl"
+    _write(src, [Cti(1)])
+    with pytest.raises(SparkExtrasMissing, match=r"grpcio .*pip install 'udmkit\[spark\]'"):
+        _run("spark-streaming", SUM_BY_G, src, tmp_path / "o.jsonl")
