@@ -168,14 +168,17 @@ def _processor_class() -> type:
             wm = int(timer_values.getCurrentWatermarkInMs())
             return wm * 1000 if wm > 0 else None
 
-        def _rearm(self, timer_values: Any) -> None:
+        def _rearm(self, timer_values: Any, fired: int | None) -> None:
             """One event-time timer just past the current watermark, so the bucket is called (and its
-            CTI advanced) whenever the watermark moves, with or without new input."""
+            CTI advanced) whenever the watermark moves, with or without new input. (A timer that just
+            fired is already gone.)"""
             for ts in list(self._handle.listTimers()):
-                self._handle.deleteTimer(ts)
+                if ts != fired:
+                    self._handle.deleteTimer(ts)
             self._handle.registerTimer(max(int(timer_values.getCurrentWatermarkInMs()), 0) + 1)
 
-        def _run(self, bucket: int, table: pa.Table | None, timer_values: Any) -> Iterator[pd.DataFrame]:
+        def _run(self, bucket: int, table: pa.Table | None, timer_values: Any, fired: int | None = None
+                 ) -> Iterator[pd.DataFrame]:
             from udm.host.engine.common import DeadLetter
             from udm.host.io.batch import ElementBatch
             from udm.host.temporal.elements import Cti
@@ -219,7 +222,7 @@ def _processor_class() -> type:
                 stats["T"] = runner.ctx.T
             self._state.update((runner.snapshot(), cti))
             if self._watermark_ctis:
-                self._rearm(timer_values)
+                self._rearm(timer_values, fired)
             yield _emit_rows(bucket, out, dead, cti, stats)
 
         def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
@@ -239,7 +242,7 @@ def _processor_class() -> type:
 
         def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any
                                ) -> Iterator[pd.DataFrame]:
-            yield from self._run(int(key[0]), None, timerValues)
+            yield from self._run(int(key[0]), None, timerValues, int(expiredTimerInfo.getExpiryTimeInMs()))
 
         def close(self) -> None:
             pass
