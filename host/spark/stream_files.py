@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import heapq
 import json
 import os
 import shutil
@@ -111,6 +112,87 @@ def _chunks(tb: pa.Table, size: int) -> list[pa.Table]:
     return [tb.slice(i, size) for i in range(0, tb.num_rows, size)]
 
 
+class _LiveIds:
+    """Which input ids the engine holds live (SEMANTICS §1), followed on the driver while routing, so that
+    an insert reusing a live id goes to the bucket holding it and is dead-lettered there as a duplicate,
+    exactly as one engine would. It mirrors the first step's checks that decide liveness (lifetime, CTI
+    violation and ``adjust``, missing group keys, matching retractions, ids forgotten once a CTI passes
+    their end); where it errs, the engine of the bucket it picked still decides."""
+
+    def __init__(self, adjust: bool) -> None:
+        self.adjust = adjust
+        self.cti: int | None = None
+        self.live: dict[str, list[int]] = {}  # id -> [bucket, le, re]
+        self.heap: list[tuple[int, str]] = []
+
+    def insert(self, id: str, le: int | None, re: int | None, bucket: int, has_keys: bool) -> int:
+        rec = self.live.get(id)
+        if rec is not None:
+            return rec[0]
+        if le is None or re is None or re <= le or not has_keys:
+            return bucket
+        if self.cti is not None and le < self.cti:
+            if not (self.adjust and re > self.cti):
+                return bucket
+            le = self.cti
+        self.live[id] = [bucket, le, re]
+        heapq.heappush(self.heap, (re, id))
+        return bucket
+
+    def retract(self, id: str, le: int | None, re: int | None, rn: int | None) -> int | None:
+        rec = self.live.get(id)
+        if rec is None:
+            return None
+        if re is None or rn is None or (le, re) != (rec[1], rec[2]):
+            return rec[0]
+        if self.cti is None or min(re, rn) >= self.cti:
+            if rn <= rec[1]:
+                del self.live[id]
+            else:
+                rec[2] = rn
+                heapq.heappush(self.heap, (rn, id))
+        return rec[0]
+
+    def advance(self, t: int | None) -> None:
+        if t is None or (self.cti is not None and t <= self.cti):
+            return
+        self.cti = t
+        while self.heap and self.heap[0][0] < t:
+            re, id = heapq.heappop(self.heap)
+            rec = self.live.get(id)
+            if rec is not None and rec[2] == re:
+                del self.live[id]
+
+
+def _routes(table: pa.Table, kinds: list[str | None], ts: list[int | None], keys: list[str], n: int,
+            on_violation: str) -> list[int]:
+    """Each element's bucket: an insert by its group key (or where its live id is), a retraction after the
+    insert of its id, a CTI to every bucket, a bad row to bucket 0 (whose engine dead-letters it)."""
+    ids = table.column("id").to_pylist()
+    les, res, rns = (table.column(c).to_pylist() for c in ("le", "re", "re_new"))
+    payloads = table.column("payload").to_pylist()
+    live = _LiveIds(adjust=on_violation == "adjust")
+    last: dict[str, int] = {}
+    routes: list[int] = []
+    for i, kind in enumerate(kinds):
+        if kind == "cti":
+            live.advance(ts[i])
+            routes.append(BROADCAST)
+        elif kind == "insert":
+            text = payloads[i]
+            payload = json.loads(text) if text else {}
+            has_keys = isinstance(payload, dict) and all(k in payload for k in keys)
+            b = live.insert(ids[i], les[i], res[i], _bucket_of(payload, keys, n), has_keys)
+            last[ids[i]] = b
+            routes.append(b)
+        elif kind == "retract":
+            b2 = live.retract(ids[i], les[i], res[i], rns[i])
+            routes.append(b2 if b2 is not None else last.get(ids[i], 0))
+        else:
+            routes.append(0)
+    return routes
+
+
 def _stage(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[str]) -> _Staged:
     """Read the file, route every element, write the *head* (everything before the first ``cti(INF)``) as
     one Parquet file per micro-batch and keep the *tail* for `_stage_tail`. ``_seq`` is twice the
@@ -132,23 +214,9 @@ def _stage(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[s
     else:
         table = pa.concat_tables(tables)
         kinds = table.column("kind").to_pylist()
-        ids = table.column("id").to_pylist()
-        payloads = table.column("payload").to_pylist() if keys and n > 1 else None
-        live: dict[str, int] = {}
-        routes: list[int] = []
-        for i, kind in enumerate(kinds):
-            if kind == "cti":
-                routes.append(BROADCAST)
-            elif kind == "insert" and payloads is not None:
-                text = payloads[i]
-                b = _bucket_of(json.loads(text) if text else {}, keys, n)
-                live[ids[i]] = b
-                routes.append(b)
-            elif kind == "retract" and payloads is not None:
-                routes.append(live.get(ids[i], 0))  # after the latest insert of its id, as one engine sees it
-            else:
-                routes.append(0)  # keyless, or a bad row: bucket 0's engine dead-letters it
         ts = table.column("t").to_pylist()
+        routes = (_routes(table, kinds, ts, keys, n, req.on_violation or req.spec.on_violation) if keys and n > 1
+                  else [BROADCAST if k == "cti" else 0 for k in kinds])
         first_inf = next((i for i, k in enumerate(kinds) if k == "cti" and ts[i] is not None and ts[i] >= INF),
                          len(kinds))
         rows = table.num_rows
