@@ -316,3 +316,12 @@ def test_reused_ids_across_buckets_behave_as_in_one_engine(spark: Any, tmp_path:
     dead = _dead(tmp_path / "s.dl.jsonl")
     assert dead == _dead(tmp_path / "local.dl.jsonl")
     assert [d["line"] for d in dead] == [2, 8] and res.reasons == {"duplicate_id": 2}
+
+
+def test_on_violation_error_stops_the_stream_with_the_engine_message(spark: Any, tmp_path: Path) -> None:
+    from udm.host.errors import ViolationError
+
+    src = tmp_path / "in.jsonl"
+    _write(src, [Insert("a", 5, 9, {"g": "x", "v": 1.0}), Cti(8), Insert("late", 2, 3, {"g": "x", "v": 1.0})])
+    with pytest.raises(ViolationError, match="CTI violation"):
+        _run("spark-streaming", SUM_BY_G | {"on_violation": "error"}, src, tmp_path / "o.jsonl", batch_size=2)
