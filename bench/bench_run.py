@@ -66,14 +66,27 @@ def run_udm(query: Path, inp: Path, out: Path, dl: Path) -> dict[str, Any]:
     return summary
 
 
-def reader_alone(inp: Path) -> float:
-    """Elements/s of `JsonlReader` alone (read + parse + columnar checks, no engine): the ceiling that
-    file input puts on ``udm run``."""
+def reader_alone(inp: Path) -> tuple[float, float]:
+    """Elements/s of `JsonlReader` alone (read + parse + columnar checks, no engine), read the way
+    ``udm run`` reads (`runners.READER_OPTIONS`): the ceiling that file input puts on it; and the CPU
+    seconds (all threads) that took, which a loaded machine does not inflate the way it inflates wall time."""
     from udm.host.io.jsonl import JsonlReader
+    from udm.host.query import runners
 
-    t0 = time.perf_counter()
-    n = sum(len(b) for b in JsonlReader(inp))
-    return n / (time.perf_counter() - t0)
+    opts = getattr(runners, "READER_OPTIONS", {"prefetch": 2})
+    t0, c0 = time.perf_counter(), time.process_time()
+    n = sum(len(b) for b in JsonlReader(inp, **opts))
+    return n / (time.perf_counter() - t0), time.process_time() - c0
+
+
+def _load() -> str:
+    """The machine's load average (1 and 5 min) with its core count: wall-clock figures only mean something
+    next to it (the bench machine is shared)."""
+    try:
+        one, five, _ = os.getloadavg()
+    except OSError:
+        return "load n/a"
+    return f"load avg {one:.1f}/{five:.1f} on {os.cpu_count()} cpus"
 
 
 def _cht_equal(a: Path, b: Path) -> tuple[bool, str]:
@@ -106,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     query.write_text(json.dumps(QUERIES[args.query]))
     qstep = QUERIES[args.query]["steps"][0]
     print(f"udm run --engine local, query: tumbling({WINDOW}) group_by sym {args.query}(price); "
-          f"CTI every 1000 elements; cpus={os.cpu_count()}", flush=True)
+          f"CTI every 1000 elements; {_load()}", flush=True)
     results: list[dict[str, Any]] = []
     failures: list[str] = []
     try:
@@ -151,9 +164,10 @@ def main(argv: list[str] | None = None) -> int:
                     failures.append(f"{case}: per-element time ratio {tr:.2f} > {TIME_RATIO_MAX}")
                 if rr > RSS_RATIO_MAX:
                     failures.append(f"{case}: peak RSS ratio {rr:.2f} > {RSS_RATIO_MAX}")
-            ra = reader_alone(tmp / f"{case}-{big}.jsonl")
-            print(f"{case:>10} reader alone at {big:,} (JSONL -> ElementBatch, no engine): {ra:,.0f} el/s", flush=True)
-            results.append({"case": case, "reader_el_per_s": ra})
+            ra, rcpu = reader_alone(tmp / f"{case}-{big}.jsonl")
+            print(f"{case:>10} reader alone at {big:,} (JSONL -> ElementBatch, no engine): {ra:,.0f} el/s, "
+                  f"{rcpu:.2f} CPU-s; {_load()}", flush=True)
+            results.append({"case": case, "reader_el_per_s": ra, "reader_cpu_s": rcpu})
             target = TARGETS.get(case)
             if target:
                 best = rows[big]["el_per_s"]

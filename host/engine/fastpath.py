@@ -355,9 +355,9 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
     insert of its id, makes the segment (or that insert) go through the general path instead."""
     nothing = rows[:0]
     ids_all = cols.ids_np[rows]
-    if None in ids_all.tolist():
-        return nothing
     ids = ids_all.tolist()
+    if None in ids:
+        return nothing
     n = len(ids)
     le = cols.le[rows]
     re = cols.re[rows]

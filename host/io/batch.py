@@ -137,7 +137,7 @@ def _payload_text(p: dict[str, Any] | None) -> str | None:
 class ElementBatch:
     """A columnar chunk of elements. Build with `from_elements` or `from_table`; read with `to_elements`."""
 
-    __slots__ = ("_elements", "_kind_codes", "_lines", "_payloads", "table")
+    __slots__ = ("_elements", "_ints", "_kind_codes", "_lines", "_payloads", "table")
 
     def __init__(self, table: pa.Table, *, _elements: list[tuple[int | None, Element | BadElement]] | None = None):
         missing = [c for c in COLUMNS if c not in table.column_names]
@@ -150,6 +150,19 @@ class ElementBatch:
         self._lines: np.ndarray | None = None
         self._kind_codes: np.ndarray | None = None
         self._payloads: list[Any] | None = None
+        self._ints: dict[str, np.ndarray] = {}
+
+    @classmethod
+    def _with_columns(cls, table: pa.Table, *, kind_codes: np.ndarray, ints: dict[str, np.ndarray]) -> ElementBatch:
+        """A batch with `kind_codes` and int64 `column`s the reader already has in numpy form (it computes
+        them in its worker thread anyway; the engine's thread then need not). They are made read-only,
+        since every caller gets the same arrays."""
+        b = cls(table)
+        for arr in (kind_codes, *ints.values()):
+            arr.flags.writeable = False
+        b._kind_codes = kind_codes
+        b._ints = dict(ints)
+        return b
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -247,6 +260,9 @@ class ElementBatch:
 
     def column(self, name: str) -> np.ndarray:
         """An int64 time column (``le``, ``re``, ``re_new``, ``t``) as numpy, nulls as 0."""
+        got = self._ints.get(name)
+        if got is not None:
+            return got
         return self.table.column(name).fill_null(0).to_numpy().astype(np.int64, copy=False)
 
     def kind_codes(self) -> np.ndarray:
@@ -367,9 +383,13 @@ class ElementBatch:
 
     def slice(self, offset: int, length: int | None = None) -> ElementBatch:
         sub = self.table.slice(offset, length)
+        end = None if length is None else offset + length
         cached = None
         if self._elements is not None:
-            end = None if length is None else offset + length
             cached = self._elements[offset:end]
-        return ElementBatch(sub, _elements=cached)
+        out = ElementBatch(sub, _elements=cached)
+        if self._kind_codes is not None:
+            out._kind_codes = self._kind_codes[offset:end]
+        out._ints = {k: v[offset:end] for k, v in self._ints.items()}
+        return out
 

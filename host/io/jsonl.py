@@ -10,17 +10,23 @@ paths give the same elements (tested).
 
 Blank (whitespace-only) lines are skipped; they are not elements and not bad input. Line numbers are
 1-based and count blank lines.
+
+Throughput: each chunk is parsed by pyarrow in one single-threaded block (GIL-free); ``workers=`` parses
+several chunks at once in a thread pool and hands the batches out in line order, so parsing overlaps the
+consumer (the engine) and uses both cores of a two-core machine. The fast path also hands the engine its
+kind codes and time columns ready-made in numpy form (`ElementBatch.column`).
 """
 
 from __future__ import annotations
 
-import io
 import json
 import queue
 import re
 import sys
 import threading
+from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
@@ -33,7 +39,7 @@ from udm.host.errors import BadElement, UdmError
 from udm.host.temporal.elements import Element, element_to_json, parse_element
 from udm.sdk import INF
 
-from .batch import COLUMNS, ElementBatch, raw_json
+from .batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch, raw_json
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -130,20 +136,33 @@ def _has_integral(arr: pa.Array) -> bool:
 
 def _no_int_literals(name: str, chunk: bytes) -> bool:
     """No ``"name": <integer literal>`` anywhere in the chunk (so a float column of that name holds
-    only float literals). Conservative: any key of that name at any depth counts."""
-    if name in _TOP_KEYS or b"\\u" in chunk:
+    only float literals). Conservative: any key of that name at any depth counts, and a chunk where the
+    key could be spelled with escapes (``\\u``, ``\\/``) fails. The key is searched as UTF-8 text, as
+    it is written in the file (not ``\\u``-escaped, as ``json.dumps`` would spell it)."""
+    key_text = json.dumps(name, ensure_ascii=False)
+    if name in _TOP_KEYS or "\\" in key_text or _has_escape(chunk, (b"\\u", b"\\/")):
         return False
-    key = re.escape(json.dumps(name).encode())
+    key = re.escape(key_text.encode())
     return re.search(key + rb"\s*:\s*-?\d+(?=[\s,}\]])", chunk) is None
+
+
+def _has_escape(chunk: bytes, escapes: tuple[bytes, ...]) -> bool:
+    """Does any of these escapes occur? Checks for a backslash first, with numpy (several times faster
+    than a substring search, and most chunks hold none)."""
+    if not np.any(np.frombuffer(chunk, dtype=np.uint8) == 92):
+        return False
+    return any(e in chunk for e in escapes)
 
 
 def _read_table(chunk: bytes) -> pa.Table | None:
     try:
         return pajson.read_json(
-            io.BytesIO(chunk),
-            # 1 MiB blocks: a 4 MiB chunk is parsed by several pool threads at once. A line longer than a
-            # block makes pyarrow fail, and the chunk then goes line by line.
-            read_options=pajson.ReadOptions(block_size=1 << 20),
+            pa.BufferReader(chunk),  # zero-copy (io.BytesIO is read through Python, in copies)
+            # One block, one thread: pyarrow's multi-threaded parse of a chunk costs about twice the CPU
+            # of a single-threaded one (measured: 66 vs 33 ms per 4 MiB), and CPU is what ``udm run``
+            # runs short of; parallelism comes from parsing several chunks at once instead (`JsonlReader`
+            # ``workers``). A block as big as the chunk also means no line is ever longer than a block.
+            read_options=pajson.ReadOptions(block_size=max(len(chunk), 1 << 16), use_threads=False),
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
@@ -243,35 +262,63 @@ def _fast_batch(chunk: bytes, n_lines: int, first_line: int) -> ElementBatch | N
         return None
 
     # payload: absent -> null; otherwise an object (struct) of a plain shape.
+    payload_valid: np.ndarray | None = None
     if "payload" not in tb.column_names:
         payload: pa.Array = pa.nulls(n, _STR)
     else:
         payload = tb.column("payload").combine_chunks()
         if pa.types.is_null(payload.type):
             payload = pa.nulls(n, _STR)
-        elif not pa.types.is_struct(payload.type) or not _faithful(payload, _np_valid(payload), chunk):
+        elif not pa.types.is_struct(payload.type):
             return None
-        elif rewritten and _has_time_name(payload.type):
-            return None  # the rewrite may have touched a payload field of that name
+        else:
+            payload_valid = _np_valid(payload)
+            if not _faithful(payload, payload_valid, chunk):
+                return None
+            if rewritten and _has_time_name(payload.type):
+                return None  # the rewrite may have touched a payload field of that name
 
-    ev_arr, ret_arr, cti_arr = pa.array(ev), pa.array(ret), pa.array(cti)
-    null_i64 = pa.scalar(None, _I64)
+    # Null out what a row's kind does not use (a CTI's stray "le", ...). Most chunks have nothing to null
+    # out: then the columns go in as parsed, and the engine gets their numpy forms ready-made.
+    if payload_valid is None:
+        payload_valid = np.zeros(n, dtype=bool)
+    ids_v = _np_valid(ids) if ev.any() else np.zeros(n, dtype=bool)
+    kinds_codes = np.full(n, KIND_BAD, dtype=np.int8)
+    kinds_codes[ins] = KIND_INSERT
+    kinds_codes[ret] = KIND_RETRACT
+    kinds_codes[cti] = KIND_CTI
     table = pa.table(
         {
             "kind": kind,
-            "id": pc.if_else(ev_arr, ids, pa.scalar(None, _STR)),
-            "le": pc.if_else(ev_arr, le, null_i64),
-            "re": pc.if_else(ev_arr, re_, null_i64),
-            "re_new": pc.if_else(ret_arr, re_new, null_i64),
-            "t": pc.if_else(cti_arr, t, null_i64),
-            "payload": payload if not pa.types.is_struct(payload.type) else pc.if_else(
-                cti_arr, pa.scalar(None, payload.type), payload),
+            "id": _only(ids, ids_v, ev),
+            "le": _only(le, le_v, ev),
+            "re": _only(re_, re_v, ev),
+            "re_new": _only(re_new, rn_v, ret),
+            "t": _only(t, t_v, cti),
+            "payload": _only(payload, payload_valid, ~cti),
             "line": pa.array(np.arange(first_line, first_line + n, dtype=np.int64)),
             "error": pa.nulls(n, _STR),
             "raw": pa.nulls(n, _STR),
         }
     )
-    return ElementBatch(table.select(list(COLUMNS)))
+    return ElementBatch._with_columns(
+        table,
+        kind_codes=kinds_codes,
+        ints={name: _only_np(v, valid, where) for name, v, valid, where in (
+            ("le", le_np, le_v, ev), ("re", re_np, re_v, ev), ("re_new", rn_np, rn_v, ret), ("t", t_np, t_v, cti))},
+    )
+
+
+def _only(arr: pa.Array, valid: np.ndarray, where: np.ndarray) -> pa.Array:
+    """``arr`` with nulls outside ``where`` (as is when it has none there)."""
+    if not np.any(valid & ~where):
+        return arr
+    return pc.if_else(pa.array(where), arr, pa.scalar(None, arr.type))
+
+
+def _only_np(vals: np.ndarray, valid: np.ndarray, where: np.ndarray) -> np.ndarray:
+    """The int64 column as `ElementBatch.column` gives it: 0 where null, or outside ``where``."""
+    return vals if not np.any(valid & ~where) else np.where(where, vals, 0)
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -309,9 +356,9 @@ def _split(batch: ElementBatch, batch_size: int) -> Iterator[ElementBatch]:
         yield batch.slice(off, batch_size)
 
 
-def _parse_block(block: bytes, first_line: int, batch_size: int, fast: bool) -> list[ElementBatch]:
-    """The batches of one whole-line block, in line order."""
-    n_lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+def _parse_block(block: bytes, newlines: int, first_line: int, batch_size: int, fast: bool) -> list[ElementBatch]:
+    """The batches of one whole-line block (holding ``newlines`` newlines), in line order."""
+    n_lines = newlines + (0 if block.endswith(b"\n") else 1)
     if fast and n_lines >= _MIN_FAST_LINES:
         b = _fast_batch(block, n_lines, first_line)
         if b is not None:
@@ -332,16 +379,59 @@ def _parse_block(block: bytes, first_line: int, batch_size: int, fast: bool) -> 
     return out
 
 
+def _numbered_blocks(f: IO[bytes], block_bytes: int) -> Iterator[tuple[bytes, int, int]]:
+    """``(block, newlines in it, line number of its first line)``."""
+    first = 1
+    for block in _blocks(f, block_bytes):
+        newlines = int(np.count_nonzero(np.frombuffer(block, dtype=np.uint8) == 10))  # ~5x bytes.count
+        yield block, newlines, first
+        first += newlines
+
+
 def _read(f: IO[bytes], batch_size: int, fast: bool, block_bytes: int) -> Iterator[tuple[ElementBatch, int]]:
     """``(batch, bytes of the file consumed once this batch is done)``."""
-    first = 1
     done = 0
-    for block in _blocks(f, block_bytes):
-        batches = _parse_block(block, first, batch_size, fast)
-        first += block.count(b"\n")
-        for k, b in enumerate(batches):
-            yield b, done + (len(block) if k == len(batches) - 1 else len(block) * (k + 1) // len(batches))
+    for block, newlines, first in _numbered_blocks(f, block_bytes):
+        batches = _parse_block(block, newlines, first, batch_size, fast)
+        yield from _with_progress(batches, done, len(block))
         done += len(block)
+
+
+def _with_progress(batches: list[ElementBatch], done: int, size: int) -> Iterator[tuple[ElementBatch, int]]:
+    for k, b in enumerate(batches):
+        yield b, done + (size if k == len(batches) - 1 else size * (k + 1) // len(batches))
+
+
+def _read_parallel(
+    f: IO[bytes], batch_size: int, fast: bool, block_bytes: int, workers: int, ahead: int
+) -> Iterator[tuple[ElementBatch, int]]:
+    """`_read`, with blocks parsed by ``workers`` threads, up to ``ahead`` blocks ahead of the consumer,
+    handed out in line order. pyarrow parses without the GIL, so the parse of the next blocks overlaps
+    the consumer's work (the engine) and, with two workers, uses both cores while the engine waits.
+    The calling thread only reads the file and counts newlines."""
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="udm-jsonl-reader")
+    pending: deque[tuple[Future[list[ElementBatch]], int]] = deque()
+    done = 0
+    try:
+        blocks = _numbered_blocks(f, block_bytes)
+        exhausted = False
+        while True:
+            while not exhausted and len(pending) < ahead:
+                nxt = next(blocks, None)
+                if nxt is None:
+                    exhausted = True
+                    break
+                block, newlines, first = nxt
+                pending.append((pool.submit(_parse_block, block, newlines, first, batch_size, fast), len(block)))
+            if not pending:
+                return
+            fut, size = pending.popleft()
+            yield from _with_progress(fut.result(), done, size)
+            done += size
+    finally:
+        for fut, _ in pending:
+            fut.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _prefetched(it: Iterator[Any], depth: int) -> Iterator[Any]:
@@ -386,8 +476,10 @@ class JsonlReader:
 
     ``path`` may be ``"-"`` (standard input) or an open binary file. ``fast=False`` forces the per-line
     path (tests, comparison). ``prefetch=k`` reads up to ``k`` batches ahead in a background thread
-    (pyarrow parses without the GIL, so reading overlaps the consumer's work). ``bytes_done`` tells how
-    far the consumer has got (for progress bars)."""
+    (pyarrow parses without the GIL, so reading overlaps the consumer's work). ``workers=w`` instead
+    parses blocks (of ``block_bytes``) in ``w`` threads, up to ``max(prefetch, w)`` blocks ahead, so
+    that parsing can use every core the consumer leaves idle. ``bytes_done`` tells how far the consumer
+    has got (for progress bars)."""
 
     def __init__(
         self,
@@ -397,14 +489,18 @@ class JsonlReader:
         fast: bool = True,
         prefetch: int = 0,
         block_bytes: int = _BLOCK_BYTES,
+        workers: int = 0,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
+        if workers < 0 or prefetch < 0:
+            raise ValueError("prefetch and workers cannot be negative")
         self.path = path
         self.batch_size = batch_size
         self.fast = fast
         self.prefetch = prefetch
         self.block_bytes = block_bytes
+        self.workers = workers
         self.bytes_done = 0
         self._file: IO[bytes] | None = None
         self._it: Iterator[Any] | None = None
@@ -423,9 +519,14 @@ class JsonlReader:
 
     def __iter__(self) -> Iterator[ElementBatch]:
         f = self._open()
-        it: Iterator[Any] = _read(f, self.batch_size, self.fast, self.block_bytes)
-        if self.prefetch > 0:
-            it = _prefetched(it, self.prefetch)
+        it: Iterator[Any]
+        if self.workers > 0:
+            it = _read_parallel(f, self.batch_size, self.fast, self.block_bytes, self.workers,
+                                max(self.prefetch, self.workers))
+        else:
+            it = _read(f, self.batch_size, self.fast, self.block_bytes)
+            if self.prefetch > 0:
+                it = _prefetched(it, self.prefetch)
         self._it = it
         try:
             for batch, done in it:
@@ -450,9 +551,11 @@ def read_jsonl_batches(
     fast: bool = True,
     prefetch: int = 0,
     block_bytes: int = _BLOCK_BYTES,
+    workers: int = 0,
 ) -> Iterator[ElementBatch]:
     """Yield the file's elements as `ElementBatch`es of at most ``batch_size`` rows each (see `JsonlReader`)."""
-    return iter(JsonlReader(path, batch_size, fast=fast, prefetch=prefetch, block_bytes=block_bytes))
+    return iter(JsonlReader(path, batch_size, fast=fast, prefetch=prefetch, block_bytes=block_bytes,
+                            workers=workers))
 
 
 def read_jsonl_elements(path: str | Path | IO[bytes], **kw: Any) -> list[tuple[int | None, Element | BadElement]]:
