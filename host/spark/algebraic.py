@@ -1,15 +1,25 @@
 """Algebraic UDAs on tumbling/hopping windows as a two-phase Spark aggregate (SEMANTICS §9, seeds/004).
 
-Phase 1 (partial, ``mapInArrow``: one Python call per input partition, no shuffle before it) folds each
-event into the state of its (group, pane) with the UDA's ``add``; panes are ``gcd(size, hop)`` wide.
-Phase 2 (final, ``groupBy(bucket).applyInArrow``: one call per key bucket) merges the partial states of
-each (group, pane) with ``merge``, then each window's ``size / pane`` pane states, and calls ``compute``
-once per non-empty window. No group or window is ever materialized as a list of members.
+One Spark job, no pre-passes:
 
-This is only the same query as the engine's when nothing depends on physical order or validity, so it
-is taken only for *simple* input (checked natively before, and per event in phase 1): inserts only, no
-bad rows, no CTIs before the last insert, unique ids, finite lifetimes that each fit in one pane (point
-events do), every needed field present. Otherwise `NotEligible` sends the query to the engine path.
+Phase 1 (partial, ``mapInArrow``: one Python call per input partition, no shuffle before it) reads the
+whole element DataFrame, folds each insert into the state of its (group, pane) with the UDA's
+``add``/``add_array`` (panes are ``gcd(size, hop)`` wide) and, per key bucket, emits one row holding all
+that bucket's pane states (one pickle per bucket, not per state), one row of id hashes, and one row of
+*facts* (is this partition simple, its last insert line, its least insert LE, its CTIs).
+Phase 2 (final, ``groupBy(bucket).applyInArrow``: one call per key bucket) receives every partition's facts
+(they are copied into each bucket) and decides eligibility itself: every partition simple, no CTI that an
+insert after it could violate, no id hash seen twice (ids hash to buckets, so equal ids meet in one
+bucket). It then merges the pane states of each (group, pane), each window's ``size / pane`` pane states,
+and calls ``compute`` once per non-empty window inside that one call. No group or window is ever
+materialized as a list of members, and no Python UDF runs per window.
+
+This is the engine's answer only when nothing depends on physical order or validity: inserts only, no bad
+rows, no CTI an insert could violate, unique ids, finite lifetimes that each fit in one pane (point events
+do), every needed field present. When that fails (or the UDM raises), the final phase returns a single
+``_ineligible`` marker row instead (or raises `NotEligible` with ``strict``) and the caller runs the engine
+path, which reports exactly what the engine reports. Validating lazily like this costs nothing on the input
+the plan is for; the price is one wasted job on input it is not for.
 """
 
 from __future__ import annotations
@@ -17,9 +27,11 @@ from __future__ import annotations
 import json
 import math
 import pickle
+import zlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 from udm.host.query.plan import bind
@@ -28,10 +40,18 @@ from udm.host.query.spec import Hopping, QuerySpec, Tumbling, WindowStep, parse_
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
-__all__ = ["NotEligible", "eligible_step", "is_not_eligible", "run_algebraic"]
+__all__ = ["INELIGIBLE", "NotEligible", "eligible_step", "is_not_eligible", "run_algebraic"]
 
-_PARTIAL_DDL = "key string, pane bigint, state binary"
+_PARTIAL_DDL = "_bucket int, tag tinyint, blob binary"
+_PARTIAL_ARROW = pa.schema([("_bucket", pa.int32()), ("tag", pa.int8()), ("blob", pa.binary())])
+_OUT_DDL = "kind string, id string, le bigint, re bigint, re_new bigint, t bigint, payload string, line bigint"
+_OUT_ARROW = pa.schema([(c.split(" ")[0], pa.int64() if c.endswith("bigint") else pa.string())
+                        for c in _OUT_DDL.split(", ")])
+_STATES, _IDS, _FACTS = 0, 1, 2
 _NOT_ELIGIBLE = "udm-not-eligible-for-partial-aggregation"
+_INF = 2**63 - 1
+#: ``kind`` of the one row the final phase returns when the input does not fit the plan.
+INELIGIBLE = "_ineligible"
 
 
 class NotEligible(Exception):
@@ -43,7 +63,7 @@ def eligible_step(spec: QuerySpec) -> WindowStep | None:
     if len(spec.steps) != 1 or not isinstance(spec.steps[0], WindowStep):
         return None
     step = spec.steps[0]
-    if not isinstance(step.window, (Tumbling, Hopping)) or step.max_memory_time < 2**63 - 1:
+    if not isinstance(step.window, (Tumbling, Hopping)) or step.max_memory_time < _INF:
         return None
     man = bind(spec).steps[0].entry.manifest
     if man.kind != "uda" or not (man.properties.algebraic and man.properties.incremental):
@@ -58,16 +78,24 @@ def _geometry(step: WindowStep) -> tuple[int, int, int, int]:
     return math.gcd(size, hop), size, hop, w.offset
 
 
-def _columns(rb: pa.RecordBatch, names: list[str]) -> list[Any] | None:
-    """The payload fields ``names`` of a batch as numpy/Python columns, parsed in one pyarrow call;
-    None when the payloads are not flat objects with every field present and of a plain type."""
-    import numpy as np
+def key_bucket(kj: str, n: int) -> int:
+    """The bucket of a group (its key as JSON text); any stable hash does, Spark never sees it."""
+    return zlib.crc32(kj.encode()) % n
+
+
+def _columns(rb: pa.RecordBatch | pa.Table, names: list[str]) -> list[Any] | None:
+    """The payload fields ``names`` of a batch as Arrow columns, parsed in one pyarrow call; None when
+    the payloads are not flat objects with every field present and of a plain type."""
     import pyarrow.compute as pc
     import pyarrow.json as pj
 
     texts = rb.column("payload")
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks()
     if texts.null_count:
         return None
+    if len(texts) == 0:
+        return [pa.chunked_array([], pa.null()) for _ in names]
     joined = pc.binary_join_element_wise(texts, pa.scalar(""), "\n")  # every text + "\n", contiguous
     offsets = np.frombuffer(joined.buffers()[1], dtype=np.int32)[joined.offset: joined.offset + len(joined) + 1]
     data = joined.buffers()[2][offsets[0]: offsets[-1]]
@@ -85,169 +113,306 @@ def _columns(rb: pa.RecordBatch, names: list[str]) -> list[Any] | None:
         if col.null_count or not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)
                                   or pa.types.is_string(col.type)):
             return None
-        out.append(col.to_numpy())
+        out.append(col)
     return out
 
 
-def _fold_vectorized(rb: pa.RecordBatch, keys: list[str], field: str, pane_w: int, off: int,
-                     uda: Any, acc: dict[tuple[str, int], Any]) -> bool:
-    """Fold a batch into per-(group, pane) states with one ``add`` call per (group, pane); False when
-    the batch needs the per-row path."""
-    import numpy as np
+def _key_json(values: list[Any]) -> str:
+    return json.dumps(values, separators=(",", ":"))
 
-    cols = _columns(rb, [*keys, field])
+
+def _value_json(value: Any) -> str:
+    """``json.dumps(value)``, without its per-call overhead for the common plain numbers."""
+    t = type(value)
+    if t is int:
+        return str(value)
+    if t is float and math.isfinite(value):
+        return repr(value)
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _fold_vectorized(tb: pa.Table, keys: list[str], field: str, pane_w: int, off: int,
+                     uda: Any, acc: dict[tuple[str, int], Any]) -> bool | None:
+    """Fold inserts into per-(group, pane) states with one ``add_array``/``add`` call per (group, pane).
+    False: the batch needs the per-row path; None: it does not fit the plan."""
+    cols = _columns(tb, [*keys, field])
     if cols is None:
         return False
-    le = rb.column("le").to_numpy()
-    re = rb.column("re").to_numpy()
+    le = tb.column("le").to_numpy()
+    re = tb.column("re").to_numpy()
     pane = (le - off) // pane_w
     if not np.array_equal((re - 1 - off) // pane_w, pane):
-        raise NotEligible(_NOT_ELIGIBLE)
-    codes, uniques = [], []
-    for c in cols[:-1]:
-        u, inv = np.unique(c, return_inverse=True)
-        uniques.append(u)
-        codes.append(inv)
-    order = np.lexsort([pane, *reversed(codes)]) if codes else np.argsort(pane, kind="stable")
-    values = cols[-1][order]
-    sp = pane[order]
-    sc = [c[order] for c in codes]
-    change = np.zeros(len(order), dtype=bool)
-    if len(order):
-        change[0] = True
-        change[1:] |= sp[1:] != sp[:-1]
-        for c in sc:
-            change[1:] |= c[1:] != c[:-1]
-    starts = np.flatnonzero(change).tolist()
-    ends = [*starts[1:], len(order)]
-    for a, b in zip(starts, ends, strict=True):
-        key = [u[c[a]] for u, c in zip(uniques, sc, strict=True)]
-        kj = json.dumps([x.item() if hasattr(x, "item") else x for x in key], separators=(",", ":"))
-        k = (kj, int(sp[a]))
-        try:
-            state = uda.add(uda.initial_state(), values[a:b].tolist())
-            acc[k] = uda.merge(acc[k], state) if k in acc else state
-        except Exception:  # let the engine path report the UDM's failure with its full context
-            raise NotEligible(_NOT_ELIGIBLE) from None
+        return None
+    n = len(pane)
+    if keys:
+        codes, uniques = [], []
+        for c in cols[:-1]:  # hash-encode each key column (sorting strings would cost more than the fold)
+            enc = c.dictionary_encode().combine_chunks() if isinstance(c, pa.ChunkedArray) else c.dictionary_encode()
+            uniques.append(enc.dictionary.to_pylist())
+            codes.append(enc.indices.to_numpy(zero_copy_only=False).astype(np.int64))
+        if len(codes) == 1:
+            group, names = codes[0], [_key_json([u]) for u in uniques[0]]
+        else:
+            combos, group = np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)
+            group = group.reshape(-1)
+            names = [_key_json([u[i] for u, i in zip(uniques, row.tolist(), strict=True)]) for row in combos]
+    else:
+        group, names = np.zeros(n, dtype=np.int64), ["[]"]
+    order = np.lexsort([pane, group])
+    values = cols[-1].to_numpy()[order]
+    sp, sg = pane[order], group[order]
+    change = np.ones(n, dtype=bool)
+    if n:
+        change[1:] = (sp[1:] != sp[:-1]) | (sg[1:] != sg[:-1])
+    starts = np.flatnonzero(change)
+    ends = np.append(starts[1:], n)
+    numeric = values.dtype.kind in "if"
+    add_array = getattr(uda, "add_array", None) if numeric else None
+    init = uda.initial_state
+    merge = uda.merge
+    try:
+        for a, b, g, p in zip(starts.tolist(), ends.tolist(), sg[starts].tolist(), sp[starts].tolist(),
+                              strict=True):
+            chunk = values[a:b]
+            state = add_array(init(), chunk) if add_array is not None else uda.add(init(), chunk.tolist())
+            k = (names[g], p)
+            acc[k] = merge(acc[k], state) if k in acc else state
+    except Exception:  # the engine path reports the UDM's failure with its full context
+        return None
     return True
 
 
-def _partial(spec_json: dict[str, Any]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def _fold_rows(tb: pa.Table, keys: list[str], field: Any, pane_w: int, off: int, uda: Any,
+               acc: dict[tuple[str, int], Any]) -> bool:
+    """The general per-row fold (nested payloads, mixed types); False when an event does not fit."""
+    groups: dict[tuple[str, int], list[Any]] = {}
+    for le, re, text in zip(tb.column("le").to_pylist(), tb.column("re").to_pylist(),
+                            tb.column("payload").to_pylist(), strict=True):
+        try:
+            p = json.loads(text) if text else {}
+        except ValueError:
+            return False
+        if not isinstance(p, dict) or any(k not in p for k in keys):
+            return False
+        pane = (le - off) // pane_w
+        if (re - 1 - off) // pane_w != pane:
+            return False
+        if field is None:
+            value: Any = p
+        elif isinstance(field, str):
+            if field not in p:
+                return False
+            value = p[field]
+        else:
+            if any(f not in p for f in field.values()):
+                return False
+            value = {u: p[f] for u, f in field.items()}
+        kj = json.dumps([p[k] for k in keys], separators=(",", ":"))
+        groups.setdefault((kj, pane), []).append(value)
+    try:
+        for k, values in groups.items():
+            state = uda.add(uda.initial_state(), values)
+            acc[k] = uda.merge(acc[k], state) if k in acc else state
+    except Exception:
+        return False
+    return True
+
+
+def _partial(spec_json: dict[str, Any], n: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
+
         spec = parse_query(spec_json)
         step = spec.steps[0]
         assert isinstance(step, WindowStep)
         uda: Any = bind(spec).steps[0].udm
         pane_w, _, _, off = _geometry(step)
         keys, field = step.group_by, step.input
-        buckets: dict[tuple[str, int], list[Any]] = {}
         folded: dict[tuple[str, int], Any] = {}
-        loads = json.loads
+        ids: list[np.ndarray] = []
+        ctis: list[tuple[int, int]] = []
+        last_insert, least_le = -1, _INF
+        ok = True
         for rb in batches:
-            if isinstance(field, str) and _fold_vectorized(rb, keys, field, pane_w, off, uda, folded):
+            if not ok:
+                continue  # drain: the answer is already "not eligible"
+            tb = pa.Table.from_batches([rb])
+            kind = tb.column("kind")
+            if tb.column("error").null_count != tb.num_rows or kind.null_count:
+                ok = False  # bad rows: the engine dead-letters them
                 continue
-            les = rb.column("le").to_pylist()
-            res = rb.column("re").to_pylist()
-            for le, re, text in zip(les, res, rb.column("payload").to_pylist(), strict=True):
-                p = loads(text) if text else {}
-                if not isinstance(p, dict) or any(k not in p for k in keys):
-                    raise NotEligible(_NOT_ELIGIBLE)
-                pane = (le - off) // pane_w
-                if (re - 1 - off) // pane_w != pane:
-                    raise NotEligible(_NOT_ELIGIBLE)
-                if field is None:
-                    value: Any = p
-                elif isinstance(field, str):
-                    if field not in p:
-                        raise NotEligible(_NOT_ELIGIBLE)
-                    value = p[field]
-                else:
-                    if any(f not in p for f in field.values()):
-                        raise NotEligible(_NOT_ELIGIBLE)
-                    value = {u: p[f] for u, f in field.items()}
-                kj = json.dumps([p[k] for k in keys], separators=(",", ":"))
-                buckets.setdefault((kj, pane), []).append(value)
-        for k, values in buckets.items():
-            try:
-                state = uda.add(uda.initial_state(), values)
-                folded[k] = uda.merge(folded[k], state) if k in folded else state
-            except Exception:  # let the engine path report the UDM's failure with its full context
-                raise NotEligible(_NOT_ELIGIBLE) from None
-        out_k, out_p, out_s = [], [], []
-        for (kj, pane), state in folded.items():
-            out_k.append(kj)
-            out_p.append(pane)
-            out_s.append(pickle.dumps(state))
-        yield pa.RecordBatch.from_pydict({"key": out_k, "pane": out_p, "state": out_s},
-                                         schema=pa.schema([("key", pa.string()), ("pane", pa.int64()),
-                                                           ("state", pa.binary())]))
+            is_ins = pc.equal(kind, "insert")
+            is_cti = pc.equal(kind, "cti")
+            if not pc.all(pc.or_(is_ins, is_cti)).as_py():
+                ok = False  # retractions
+                continue
+            if pc.any(is_cti).as_py():
+                c = tb.filter(is_cti)
+                if c.column("t").null_count:
+                    ok = False
+                    continue
+                ctis.extend(zip(c.column("line").to_pylist(), c.column("t").to_pylist(), strict=True))
+                tb = tb.filter(is_ins)
+            if tb.num_rows == 0:
+                continue
+            le, re = tb.column("le"), tb.column("re")
+            if le.null_count or re.null_count or tb.column("idh").null_count:
+                ok = False
+                continue
+            le_np, re_np = le.to_numpy(), re.to_numpy()
+            if not (bool((re_np > le_np).all()) and bool((re_np < _INF).all())):
+                ok = False  # invalid or infinite lifetimes: the engine's rules (dead letters, truncation)
+                continue
+            last_insert = max(last_insert, int(pc.max(tb.column("line")).as_py()))
+            least_le = min(least_le, int(le_np.min()))
+            ids.append(tb.column("idh").to_numpy())
+            done = (_fold_vectorized(tb, keys, field, pane_w, off, uda, folded)
+                    if isinstance(field, str) else False)
+            if done is None or (done is False and not _fold_rows(tb, keys, field, pane_w, off, uda, folded)):
+                ok = False
+        buckets: list[int] = []
+        tags: list[int] = []
+        blobs: list[bytes] = []
+        facts = pickle.dumps((ok, last_insert, least_le, ctis))
+        for b in range(n):
+            buckets.append(b)
+            tags.append(_FACTS)
+            blobs.append(facts)
+        if ok:
+            per_bucket: dict[int, dict[tuple[str, int], Any]] = {}
+            bucket_of: dict[str, int] = {}
+            for k, state in folded.items():
+                kb = bucket_of.get(k[0])
+                if kb is None:
+                    kb = bucket_of[k[0]] = key_bucket(k[0], n)
+                per_bucket.setdefault(kb, {})[k] = state
+            for b, states in per_bucket.items():
+                buckets.append(b)
+                tags.append(_STATES)
+                blobs.append(pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL))
+            if ids:
+                allh = np.concatenate(ids).astype(np.int64)
+                hb = allh % n
+                for b in range(n):
+                    part = allh[hb == b]
+                    if len(part):
+                        buckets.append(b)
+                        tags.append(_IDS)
+                        blobs.append(part.tobytes())
+        yield pa.RecordBatch.from_pydict({"_bucket": buckets, "tag": tags, "blob": blobs}, schema=_PARTIAL_ARROW)
 
     return run
 
 
-def _final(spec_json: dict[str, Any]) -> Callable[[pa.Table], pa.Table]:
+def _eligible(facts: list[tuple[bool, int, int, list[tuple[int, int]]]], id_blobs: list[bytes]) -> bool:
+    """The global checks, from every partition's facts and this bucket's id hashes."""
+    if not all(f[0] for f in facts):
+        return False
+    last_insert = max((f[1] for f in facts), default=-1)
+    least_le = min((f[2] for f in facts), default=_INF)
+    # a CTI before some insert is harmless only if no insert can violate it
+    if any(line < last_insert and t > least_le for f in facts for line, t in f[3]):
+        return False
+    if id_blobs:
+        hashes = np.concatenate([np.frombuffer(b, dtype=np.int64) for b in id_blobs])
+        hashes.sort()
+        if len(hashes) > 1 and bool((hashes[1:] == hashes[:-1]).any()):
+            return False  # maybe a duplicate id (or a 64-bit hash collision): let the engine decide
+    return True
+
+
+def _final(spec_json: dict[str, Any], strict: bool) -> Callable[[pa.Table], pa.Table]:
     def run(table: pa.Table) -> pa.Table:
         spec = parse_query(spec_json)
         step = spec.steps[0]
         assert isinstance(step, WindowStep)
         uda: Any = bind(spec).steps[0].udm
         pane_w, size, hop, off = _geometry(step)
+        tags = table.column("tag").to_pylist()
+        blobs = table.column("blob").to_pylist()
+        facts = [pickle.loads(b) for t, b in zip(tags, blobs, strict=True) if t == _FACTS]
+        id_blobs = [b for t, b in zip(tags, blobs, strict=True) if t == _IDS]
+
+        def ineligible() -> pa.Table:
+            if strict:
+                raise NotEligible(_NOT_ELIGIBLE)
+            return pa.table({"kind": [INELIGIBLE], "id": [None], "le": [None], "re": [None], "re_new": [None],
+                             "t": [None], "payload": [None], "line": [None]}, schema=_OUT_ARROW)
+
+        if not _eligible(facts, id_blobs):
+            return ineligible()
+        merge = uda.merge
         per_key: dict[str, dict[int, Any]] = {}
-        for kj, pane, blob in zip(table.column("key").to_pylist(), table.column("pane").to_pylist(),
-                                  table.column("state").to_pylist(), strict=True):
-            panes = per_key.setdefault(kj, {})
-            st = pickle.loads(blob)
-            panes[pane] = uda.merge(panes[pane], st) if pane in panes else st
+        for t, b in zip(tags, blobs, strict=True):
+            if t != _STATES:
+                continue
+            for (kj, pane), st in pickle.loads(b).items():
+                panes = per_key.get(kj)
+                if panes is None:
+                    panes = per_key[kj] = {}
+                panes[pane] = merge(panes[pane], st) if pane in panes else st
         n_panes, hop_panes = size // pane_w, hop // pane_w
         ids: list[str] = []
         les: list[int] = []
-        res: list[int] = []
         payloads: list[str] = []
-        for kj, panes in per_key.items():
-            key_vals = dict(zip(step.group_by, json.loads(kj), strict=True))
-            windows: set[int] = set()
-            for pane in panes:  # window k covers panes [k*hop_panes, k*hop_panes + n_panes)
-                lo = -((n_panes - 1 - pane) // hop_panes)  # ceil((pane - n_panes + 1) / hop_panes)
-                windows.update(range(lo, pane // hop_panes + 1))
-            for k in sorted(windows):
-                first = k * hop_panes
-                state = None
-                for q in range(first, first + n_panes):
-                    if q in panes:
-                        state = panes[q] if state is None else uda.merge(state, panes[q])
-                if state is None:
-                    continue
-                w_le = off + k * hop
-                ids.append(f"a{len(ids)}:{kj}")
-                les.append(w_le)
-                res.append(w_le + size)
-                try:
-                    value = uda.compute(state)
-                except Exception:
-                    raise NotEligible(_NOT_ELIGIBLE) from None
-                payloads.append(json.dumps({**key_vals, step.alias: value}, separators=(",", ":")))
-        n = len(ids)
-        return pa.table({"kind": ["insert"] * n, "id": ids, "le": les, "re": res, "re_new": [None] * n,
-                         "t": [None] * n, "payload": payloads, "line": list(range(n))},
-                        schema=pa.schema([("kind", pa.string()), ("id", pa.string()), ("le", pa.int64()),
-                                          ("re", pa.int64()), ("re_new", pa.int64()), ("t", pa.int64()),
-                                          ("payload", pa.string()), ("line", pa.int64())]))
+        alias = json.dumps(step.alias)
+        compute = uda.compute
+        try:
+            for kj, panes in per_key.items():
+                key_vals = json.loads(kj)
+                # {**keys, alias: value} as text; an alias equal to a key field replaces it
+                prefix = "{" + "".join(f"{json.dumps(k)}:{json.dumps(v, separators=(',', ':'))},"
+                                       for k, v in zip(step.group_by, key_vals, strict=True)
+                                       if k != step.alias) + alias + ":"
+                if n_panes == 1 and hop_panes == 1:  # tumbling with pane == window: no merging at all
+                    items = sorted(panes.items())
+                else:
+                    windows: set[int] = set()
+                    for pane in panes:  # window k covers panes [k*hop_panes, k*hop_panes + n_panes)
+                        lo = -((n_panes - 1 - pane) // hop_panes)  # ceil((pane - n_panes + 1) / hop_panes)
+                        windows.update(range(lo, pane // hop_panes + 1))
+                    items = []
+                    for k in sorted(windows):
+                        first = k * hop_panes
+                        state = None
+                        for q in range(first, first + n_panes):
+                            if q in panes:
+                                state = panes[q] if state is None else merge(state, panes[q])
+                        if state is not None:
+                            items.append((k, state))
+                for k, state in items:
+                    value = compute(state)
+                    ids.append(f"a{len(ids)}:{kj}")
+                    les.append(off + k * hop)
+                    payloads.append(prefix + _value_json(value) + "}")
+        except Exception:  # the engine path reports the UDM's failure with its full context
+            return ineligible()
+        m = len(ids)
+        le_arr = np.asarray(les, dtype=np.int64)
+        return pa.table({"kind": pa.array(["insert"] * m, pa.string()), "id": pa.array(ids, pa.string()),
+                         "le": le_arr, "re": le_arr + size, "re_new": pa.nulls(m, pa.int64()),
+                         "t": pa.nulls(m, pa.int64()), "payload": pa.array(payloads, pa.string()),
+                         "line": np.arange(m, dtype=np.int64)}, schema=_OUT_ARROW)
 
     return run
 
 
-def run_algebraic(spec: QuerySpec, inserts: DataFrame, n_buckets: int) -> DataFrame:
-    """Output elements (without the final CTI) of the two-phase plan over a DataFrame of inserts.
-    Raises `NotEligible` (from the job) when an event does not fit the plan."""
+def run_algebraic(spec: QuerySpec, elements: DataFrame, n_buckets: int, *, strict: bool = True) -> DataFrame:
+    """Output elements (without the final CTI) of the two-phase plan over an element DataFrame.
+
+    ``strict``: the job raises `NotEligible` when the input does not fit the plan; otherwise it returns a
+    single row of kind `INELIGIBLE` (which the caller checks when it materializes the result)."""
     from pyspark.sql import functions as F
 
+    n = max(1, n_buckets)
     js = spec.to_json_dict()
-    partial = inserts.select("le", "re", "payload").mapInArrow(_partial(js), _PARTIAL_DDL)
-    bucketed = partial.withColumn("_bucket", F.pmod(F.xxhash64("key"), F.lit(max(1, n_buckets))))
-    out = bucketed.groupBy("_bucket").applyInArrow(
-        _final(js), "kind string, id string, le bigint, re bigint, re_new bigint, t bigint, payload string, "
-                    "line bigint")
-    return out  # ids embed the group key, which lives in exactly one bucket: unique across buckets
+    cols = [F.col(c) if c in elements.columns else F.lit(None).cast(t).alias(c)
+            for c, t in (("kind", "string"), ("le", "bigint"), ("re", "bigint"), ("t", "bigint"),
+                         ("payload", "string"), ("line", "bigint"), ("error", "string"))]
+    idh = F.when(F.col("id").isNotNull(), F.xxhash64(F.col("id"))).alias("idh")
+    partial = elements.select(*cols, idh).mapInArrow(_partial(js, n), _PARTIAL_DDL)
+    # ids embed the group key, which lives in exactly one bucket: unique across buckets
+    return partial.groupBy("_bucket").applyInArrow(_final(js, strict), _OUT_DDL)
 
 
 def is_not_eligible(exc: BaseException) -> bool:

@@ -1,11 +1,27 @@
-"""The Spark batch path: the local engine (`QueryRunner`) run inside executors, one per key bucket.
+"""The Spark batch path: the local engine (`QueryRunner`) run inside executors, one per bucket.
 
-Plan (one Spark job, never one Python call per window or per group):
+Algebraic UDAs on tumbling/hopping windows first try the two-phase partial + final plan
+(`udm.host.spark.algebraic`): one job, which validates its own input and, when the input is not simple
+enough, says so instead of answering; only then does the engine path below run.
 
-1. the input element DataFrame gets a ``_bucket``: a hash of the query's partition keys
-   (`partition_keys`) for inserts; a retraction follows the latest insert of its id (it need not carry
-   the payload); CTIs are copied into every bucket, so every engine sees the stream's punctuation;
-   bad rows and retractions of unknown ids go to bucket 0, whose engine dead-letters them;
+Engine path (one Spark job, never one Python call per window or per group):
+
+1. every input element gets a ``_bucket``:
+   - *key buckets* (the query has partition keys, `partition_keys`): an insert goes to the hash of its
+     keys; a retraction follows the latest insert of its id (it need not carry the payload). An id whose
+     inserts hash to different buckets ("colliding": an id reused, live or not, under another key) cannot
+     be judged by one bucket, so its elements, with every CTI, are first validated together by one
+     engine running the query's first step (`_id_judge`); its rejections are final dead letters, and its
+     accepted elements go to their key's bucket (a retraction to the bucket of the insert it applies to).
+     That is SEMANTICS §1 "duplicate live id" across buckets;
+   - *time ranges* (keyless query whose windows are fixed in time, `time_split`): the range of window
+     starts is cut in ``buckets`` pieces; every element of an id goes to each range that needs any
+     version of that id's lifetimes (all of them, so each range validates the id as the whole stream
+     would), and each range keeps only the output of the windows starting in it and the dead letters
+     of the elements it is the first range of;
+   - otherwise one bucket;
+   CTIs are copied into every bucket, so every engine sees the stream's punctuation; bad rows and
+   retractions of unknown ids go to bucket 0, whose engine dead-letters them;
 2. ``groupBy(_bucket).applyInArrow``: each Python call receives a whole bucket (many groups), sorts it
    by ``line`` (physical order) and walks it with one `QueryRunner`, then ends it with ``cti(T)`` (T =
    the largest finite time of the whole stream, so infinite lifetimes are cut where a single engine
@@ -20,6 +36,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import reduce
+from operator import add
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,13 +46,13 @@ import pyarrow as pa
 from udm.host.errors import ContractViolation, QuerySpecError, UdmError, ViolationError
 from udm.host.query.plan import BoundQuery, bind
 from udm.host.query.spec import QuerySpec, load_query, parse_query
-from udm.host.spark.algebraic import eligible_step, is_not_eligible, run_algebraic
+from udm.host.spark.algebraic import INELIGIBLE, eligible_step, run_algebraic
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
-from udm.host.spark.partition import partition_keys
+from udm.host.spark.partition import partition_keys, time_split
 from udm.sdk import INF
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 __all__ = ["DEAD_LETTER_DDL", "OUTPUT_DDL", "SparkRun", "run_batch"]
 
@@ -58,8 +76,10 @@ class SparkRun:
     buckets: int
     keys: list[str]
     _result: DataFrame
-    #: ``"engine"`` (one QueryRunner per key bucket) or ``"algebraic"`` (partial + final aggregation).
+    #: ``"engine"`` (one QueryRunner per key bucket or time range) or ``"algebraic"`` (partial + final).
     path: str = "engine"
+    #: ``"keys"``, ``"time"`` (keyless query split by time range) or ``"single"``: how buckets were formed.
+    split: str = "keys"
 
     def unpersist(self) -> None:
         self._result.unpersist()
@@ -77,9 +97,28 @@ def _spec_of(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path) -> Que
     raise QuerySpecError(f"run_batch: a query spec, dict or path is needed, got {type(query).__name__}")
 
 
+def _result_table(cols: dict[str, list[Any]]) -> pa.Table:
+    return pa.table(cols, schema=_RESULT_ARROW)
+
+
+def _dead_rows(runner: Any, keep: Callable[[int | None], bool], cols: dict[str, list[Any]]) -> None:
+    for dl in runner.take_dead_letters():
+        rec = dl.to_json()
+        if not keep(rec["line"]):
+            continue
+        for c, lst in cols.items():
+            lst.append({"stream": "dead", "line": rec["line"], "reason": rec["reason"],
+                        "element": None if rec["element"] is None
+                        else json.dumps(rec["element"], separators=(",", ":"))}.get(c))
+
+
 def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: int | None,
-                   n_buckets: int) -> Callable[[tuple[Any, ...], pa.Table], pa.Table]:
-    """The function each bucket's Python call runs (a closure, pickled to the executors)."""
+                   n_buckets: int, bounds: list[int] | None = None
+                   ) -> Callable[[tuple[Any, ...], pa.Table], pa.Table]:
+    """The function each bucket's Python call runs (a closure, pickled to the executors).
+
+    ``bounds`` (time ranges): bucket ``b`` owns the windows with ``bounds[b-1] <= W.LE < bounds[b]``
+    (open at both ends); rows carry ``_own``, true in the one bucket that reports their dead letters."""
 
     def run(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
         import pyarrow.compute as pc
@@ -89,7 +128,19 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
         from udm.host.temporal.elements import Cti, Insert, Retract
 
         bucket = int(key[0].as_py())
-        table = table.sort_by("line").select(list(ELEMENT_COLUMNS))
+        table = table.sort_by("line")
+        id_blob = None
+        if "_idh" in table.column_names:  # the optimistic key routing's cross-bucket id check (run_batch)
+            import base64
+
+            import numpy as np
+
+            h = pc.drop_null(table.column("_idh")).to_numpy()
+            id_blob = base64.b64encode(np.unique(h).astype(np.int64).tobytes()).decode()
+        owned_lines: set[int] | None = None
+        if "_own" in table.column_names:
+            owned_lines = set(table.filter(pc.fill_null(table.column("_own"), False)).column("line").to_pylist())
+        table = table.select(list(ELEMENT_COLUMNS))
         runner = QueryRunner(bind(parse_query(spec_json)), on_violation=on_violation)
         # cti(T) must precede the stream's own cti(INF) (after which it would be ignored), so the batch is
         # split there; elements after a cti(INF) stay after it and are dead-lettered as violations.
@@ -102,8 +153,11 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
         if cut < table.num_rows:
             out += runner.process_batch(ElementBatch.from_table(table.slice(cut)))
         out += runner.finish()
-        cols: dict[str, list[Any]] = {c: [] for c in ("stream", "kind", "id", "le", "re", "re_new", "t",
-                                                       "payload", "line", "reason", "element")}
+        lo = hi = None
+        if bounds is not None:
+            lo = bounds[bucket - 1] if bucket > 0 else None
+            hi = bounds[bucket] if bucket < len(bounds) else None
+        cols: dict[str, list[Any]] = {c: [] for c in _RESULT_ARROW.names}
 
         def row(**values: Any) -> None:
             for c, lst in cols.items():
@@ -111,6 +165,9 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
 
         seq = 0
         for el in out:
+            if isinstance(el, (Insert, Retract)) and ((lo is not None and el.le < lo)
+                                                      or (hi is not None and el.le >= hi)):
+                continue  # a window another range owns (its output LE is W.LE)
             if isinstance(el, Insert):
                 row(stream="out", kind="insert", id=f"{bucket}.{el.id}", le=el.le, re=el.re,
                     payload=json.dumps(el.payload, separators=(",", ":")), line=seq * n_buckets + bucket)
@@ -120,11 +177,39 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
             else:
                 continue  # bucket CTIs: see the module doc
             seq += 1
-        for dl in runner.take_dead_letters():
-            rec = dl.to_json()
-            row(stream="dead", line=rec["line"], reason=rec["reason"],
-                element=None if rec["element"] is None else json.dumps(rec["element"], separators=(",", ":")))
-        return pa.table(cols, schema=_RESULT_ARROW)
+        if owned_lines is None:
+            _dead_rows(runner, lambda _line: True, cols)
+        else:
+            _dead_rows(runner, lambda line: line in owned_lines if line is not None else bucket == 0, cols)
+        if id_blob is not None:
+            row(stream="ids", line=bucket, element=id_blob)
+        return _result_table(cols)
+
+    return run
+
+
+def _id_judge(spec_json: dict[str, Any], on_violation: str | None) -> Callable[[tuple[Any, ...], pa.Table],
+                                                                               pa.Table]:
+    """Validate colliding ids (see the module doc) with the query's first step, which is where the
+    engine validates input: its dead letters for those ids' elements are the engine's, since an id's
+    validity depends only on that id's elements and the CTIs, all of which this call sees."""
+
+    def run(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
+        import pyarrow.compute as pc
+
+        from udm.host.engine import QueryRunner
+        from udm.host.io.batch import ElementBatch
+
+        spec = parse_query(spec_json)
+        first = spec.model_copy(update={"steps": spec.steps[:1]})
+        table = table.sort_by("line")
+        mine = set(table.filter(pc.not_equal(table.column("kind"), "cti")).column("line").to_pylist())
+        runner = QueryRunner(bind(first), on_violation=on_violation)
+        runner.process_batch(ElementBatch.from_table(table.select(list(ELEMENT_COLUMNS))))
+        runner.finish()
+        cols: dict[str, list[Any]] = {c: [] for c in _RESULT_ARROW.names}
+        _dead_rows(runner, lambda line: line in mine, cols)
+        return _result_table(cols)
 
     return run
 
@@ -141,36 +226,145 @@ def _explain(exc: Exception) -> UdmError:
     return UdmError(f"Spark job failed: {first}")
 
 
-def _finish(spark: Any, result: DataFrame, n: int, keys: list[str], path: str) -> SparkRun:
-    """Add the final ``cti(INF)``, run eagerly (persisted), split output from dead letters."""
+def _finish(spark: Any, result: DataFrame, n: int, keys: list[str], path: str, split: str) -> SparkRun | None:
+    """Add the final ``cti(INF)``, run eagerly (persisted), split output from dead letters. None when the
+    algebraic plan found its input not simple enough (its marker row is in the result)."""
     from pyspark.sql import functions as F
 
     final = spark.createDataFrame([("out", "cti", None, None, None, None, INF, None, _FINAL_LINE, None, None)],
                                   _RESULT_DDL)
     result = result.unionByName(final).persist()
     try:
-        result.count()
+        # one job: materializes the persisted result and tells whether the plan refused its input
+        check = result.agg(F.count(F.when(F.col("kind") == INELIGIBLE, 1)).alias("refused")).first()
     except Exception:
         result.unpersist()
         raise
+    if check is not None and check["refused"]:
+        result.unpersist()
+        return None
     out_cols = [c.split(" ")[0] for c in OUTPUT_DDL.split(", ")]
     output = result.where(F.col("stream") == "out").select(*out_cols)
     dead = result.where(F.col("stream") == "dead").select("line", "reason", "element")
-    return SparkRun(output, dead, n, keys, result, path)
+    return SparkRun(output, dead, n, keys, result, path, split)
 
 
-def _run_algebraic_path(spark: Any, spec: QuerySpec, inserts: DataFrame, n: int) -> SparkRun | None:
+def _run_algebraic_path(spark: Any, spec: QuerySpec, df: DataFrame, n: int) -> SparkRun | None:
     from pyspark.sql import functions as F
 
-    out = run_algebraic(spec, inserts, n)
+    out = run_algebraic(spec, df, n, strict=False)
     result = out.select(F.lit("out").alias("stream"), "*", F.lit(None).cast("string").alias("reason"),
                         F.lit(None).cast("string").alias("element"))
     try:
-        return _finish(spark, result, n, partition_keys(spec), "algebraic")
+        return _finish(spark, result, n, partition_keys(spec), "algebraic", "keys" if n > 1 else "single")
     except Exception as exc:
-        if is_not_eligible(exc):
-            return None
         raise _explain(exc) from None
+
+
+def _key_routing(spec: QuerySpec, df: DataFrame, keys: list[str], n: int,
+                 violation: str | None) -> tuple[DataFrame, DataFrame]:
+    """(routed elements with ``_bucket``, the final dead letters of colliding ids' elements)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    kind = F.col("kind")
+    is_event = kind.isin("insert", "retract")
+    key_hash = F.pmod(F.xxhash64(*[F.get_json_object("payload", f"$.{k}") for k in keys]), F.lit(n))
+    by_id = Window.partitionBy("id")
+    keyed = df.withColumn("_kb", F.when(kind == "insert", key_hash))
+    keyed = keyed.withColumn("_coll", F.coalesce(is_event & (F.min("_kb").over(by_id) != F.max("_kb").over(by_id)),
+                                                 F.lit(False)))
+    judge_in = keyed.where(F.col("_coll") | (kind == "cti")).select(*ELEMENT_COLUMNS)
+    judged = judge_in.groupBy(F.lit(0).alias("_g")).applyInArrow(_id_judge(spec.to_json_dict(), violation),
+                                                                 _RESULT_DDL)
+    rejected = judged.select(F.col("line").alias("_rline"), F.lit(True).alias("_rej"))
+    kept = (keyed.join(F.broadcast(rejected), keyed["line"] == rejected["_rline"], "left")
+            .where(~(F.col("_coll") & F.coalesce(F.col("_rej"), F.lit(False))))
+            .drop("_rline", "_rej"))
+    w = by_id.orderBy("line").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    follow = F.last(F.when(kind == "insert", F.col("_kb")), ignorenulls=True).over(w)
+    routed = kept.withColumn("_bucket", F.when(kind == "insert", F.col("_kb"))
+                             .when(kind == "retract", follow)).drop("_kb", "_coll")
+    is_cti = kind == "cti"
+    ctis = routed.where(is_cti).withColumn("_bucket", F.explode(F.sequence(F.lit(0), F.lit(n - 1))))
+    routed = routed.where(~is_cti | kind.isNull()).withColumn(
+        "_bucket", F.coalesce(F.col("_bucket"), F.lit(0))).unionByName(ctis)
+    return routed, judged
+
+
+def _optimistic_key_routing(df: DataFrame, keys: list[str], n: int, has_retracts: bool) -> DataFrame:
+    """Key buckets assuming no id has inserts in two buckets; each bucket reports the hashes of its insert
+    ids (``_idh``), which `run_batch` checks afterwards: cheaper than shuffling every element by id first."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    kind = F.col("kind")
+    key_hash = F.pmod(F.xxhash64(*[F.get_json_object("payload", f"$.{k}") for k in keys]), F.lit(n))
+    routed = (df.withColumn("_bucket", F.when(kind == "insert", key_hash))
+              .withColumn("_idh", F.when((kind == "insert") & F.col("id").isNotNull(), F.xxhash64("id"))))
+    if has_retracts:
+        w = Window.partitionBy("id").orderBy("line").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        follow = F.last(F.when(kind == "insert", F.col("_bucket")), ignorenulls=True).over(w)
+        routed = routed.withColumn("_bucket", F.when(kind == "retract", follow).otherwise(F.col("_bucket")))
+    is_cti = kind == "cti"
+    ctis = routed.where(is_cti).withColumn("_bucket", F.explode(F.sequence(F.lit(0), F.lit(n - 1))))
+    return routed.where(~is_cti | kind.isNull()).withColumn(
+        "_bucket", F.coalesce(F.col("_bucket"), F.lit(0))).unionByName(ctis)
+
+
+def _ids_cross_buckets(run: SparkRun) -> bool:
+    """Whether some insert id hash was seen by two buckets (a reused id, or a 64-bit hash collision)."""
+    import base64
+
+    import numpy as np
+    from pyspark.sql import functions as F
+
+    rows = run._result.where(F.col("stream") == "ids").select("element").collect()
+    parts = [np.frombuffer(base64.b64decode(r["element"]), dtype=np.int64) for r in rows]
+    if len(parts) < 2:
+        return False
+    allh = np.sort(np.concatenate(parts))  # each part is unique within its bucket
+    return bool(len(allh) > 1 and (allh[1:] == allh[:-1]).any())
+
+
+def _range_bounds(t_lo: int | None, t_end: int | None, size: int, n: int) -> list[int]:
+    """Inner boundaries of the window-start ranges: equal slices of the stream's finite time span, each at
+    least one window wide (a range narrower than its overlap would mostly recompute its neighbours)."""
+    if t_lo is None or t_end is None or t_end <= t_lo:
+        return []
+    span = t_end - t_lo + 1
+    m = max(1, min(n, span // size))
+    width = -(-span // m)
+    return [t_lo + r * width for r in range(1, m)]
+
+
+def _time_routing(df: DataFrame, bounds: list[int], size: int) -> DataFrame:
+    """Elements with ``_bucket`` (exploded: one row per range that needs it) and ``_own``."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    kind = F.col("kind")
+    le, re, rn = F.col("le"), F.col("re"), F.col("re_new")
+    hi = F.when(kind == "insert", re).when(kind == "retract", F.greatest(re, F.coalesce(rn, re)))
+    ok = kind.isin("insert", "retract") & (le < F.lit(INF)) & (hi > le)
+    by_id = Window.partitionBy("id")
+    id_lo = F.min(F.when(ok, le)).over(by_id)
+    id_hi = F.max(F.when(ok, hi)).over(by_id)
+
+    def count(conds: list[Column]) -> Column:
+        return reduce(add, [F.when(c, 1).otherwise(0) for c in conds], F.lit(0))
+
+    # range r owns W.LE in [b_r, b_{r+1}) and needs the events overlapping [b_r, b_{r+1} - 1 + size)
+    first = count([F.col("_lo") >= F.lit(b + size - 1) for b in bounds])
+    last = count([F.col("_hi") > F.lit(b) for b in bounds])
+    staged = (df.withColumn("_lo", F.when(kind.isin("insert", "retract"), id_lo))
+              .withColumn("_hi", F.when(kind.isin("insert", "retract"), id_hi)))
+    staged = staged.withColumn("_first", F.when(F.col("_lo").isNotNull(), first).otherwise(F.lit(0))) \
+        .withColumn("_last", F.when(F.col("_lo").isNotNull(), last).otherwise(F.lit(0)))
+    m = len(bounds) + 1
+    staged = staged.withColumn("_last", F.when(kind == "cti", F.lit(m - 1)).otherwise(F.col("_last")))
+    routed = staged.withColumn("_bucket", F.explode(F.sequence(F.col("_first"), F.col("_last"))))
+    return routed.withColumn("_own", F.col("_bucket") == F.col("_first")).drop("_lo", "_hi", "_first", "_last")
 
 
 def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path, elements: DataFrame, *,
@@ -178,7 +372,8 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path, eleme
               algebraic: bool | None = None) -> SparkRun:
     """Run ``query`` over an element DataFrame on Spark; output CHT equals the local engine's.
 
-    ``buckets``: how many key buckets (default: ``spark.sql.shuffle.partitions``); keyless queries use one.
+    ``buckets``: how many key buckets or time ranges (default: ``spark.sql.shuffle.partitions``); a
+    keyless query that cannot be split by time (`time_split`) uses one.
     The query is bound on the driver first, so unknown UDMs or bad parameters fail before any job runs.
     The computation runs eagerly (and is persisted): engine failures (``on_violation: error``, a UDM
     breaking its contract) surface here as the engine's `UdmError`.
@@ -186,7 +381,6 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path, eleme
     ``algebraic``: ``None`` (default) takes the two-phase partial + final plan (`udm.host.spark.algebraic`)
     when the query and the input allow it, ``False`` never does.
     """
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     spec = _spec_of(query)
@@ -194,54 +388,56 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path, eleme
     spark = elements.sparkSession
     df = normalize_elements(elements)
     keys = partition_keys(spec)
-    n = 1 if not keys else int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
+    n = max(1, int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1)))
 
+    if algebraic is not False and eligible_step(spec) is not None:
+        alg = _run_algebraic_path(spark, spec, df, n if keys else 1)
+        if alg is not None:
+            return alg
+
+    size = None if keys or n == 1 else time_split(spec)
     finite = [F.when(F.col(c) < F.lit(INF), F.col(c)) for c in ("le", "re", "re_new", "t")]
     kind = F.col("kind")
-    stats = df.agg(
-        F.max(F.when(kind.isNotNull(), F.greatest(*finite))).alias("t_end"),
-        F.count(F.when(kind == "retract", 1)).alias("retracts"),
-        F.count(F.when(kind.isNull() | F.col("error").isNotNull(), 1)).alias("bad"),
-        F.count(F.when((kind == "insert") & ((F.col("re") >= F.lit(INF)) | (F.col("re") <= F.col("le"))), 1))
-        .alias("odd_inserts"),
-        F.max(F.when(kind == "insert", F.col("line"))).alias("last_insert"),
-        F.min(F.when(kind == "cti", F.col("line"))).alias("first_cti")).first()
+    aggs = [F.max(F.when(kind.isNotNull(), F.greatest(*finite))).alias("t_end"),
+            F.count(F.when(kind == "retract", 1)).alias("retracts")]
+    if size is not None:
+        aggs.append(F.min(F.when((kind == "insert") & (F.col("le") < F.lit(INF)), F.col("le"))).alias("t_lo"))
+    stats = df.agg(*aggs).first()
     assert stats is not None
     t_end = stats["t_end"]
-    has_retracts = bool(stats["retracts"])
-
-    step = None if algebraic is False else eligible_step(spec)
-    simple = (step is not None and not has_retracts and not stats["bad"] and not stats["odd_inserts"]
-              and (stats["first_cti"] is None or stats["last_insert"] is None
-                   or stats["first_cti"] > stats["last_insert"]))
-    if simple:
-        inserts = df.where(kind == "insert")
-        n_ins = inserts.count()
-        if inserts.select("id").distinct().count() == n_ins:
-            alg = _run_algebraic_path(spark, spec, inserts, n)
-            if alg is not None:
-                return alg
-
-    if n == 1:
-        routed = df.withColumn("_bucket", F.lit(0))
-    else:
-        key_hash = F.pmod(F.xxhash64(*[F.get_json_object("payload", f"$.{k}") for k in keys]), F.lit(n))
-        routed = df.withColumn("_bucket", F.when(F.col("kind") == "insert", key_hash))
-        if has_retracts:
-            w = (Window.partitionBy("id").orderBy("line")
-                 .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-            follow = F.last(F.when(F.col("kind") == "insert", F.col("_bucket")), ignorenulls=True).over(w)
-            routed = routed.withColumn("_bucket", F.when(F.col("kind") == "retract", follow)
-                                       .otherwise(F.col("_bucket")))
-        is_cti = F.col("kind") == "cti"
-        ctis = routed.where(is_cti).withColumn("_bucket", F.explode(F.sequence(F.lit(0), F.lit(n - 1))))
-        routed = routed.where(~is_cti | F.col("kind").isNull()).withColumn(
-            "_bucket", F.coalesce(F.col("_bucket"), F.lit(0))).unionByName(ctis)
-
     violation = on_violation or spec.on_violation
-    fn = _bucket_runner(spec.to_json_dict(), violation, t_end, n)
+    bounds: list[int] | None = None
+    extra: DataFrame | None = None
+    if keys and n > 1:
+        fn = _bucket_runner(spec.to_json_dict(), violation, t_end, n)
+        routed = _optimistic_key_routing(df, keys, n, bool(stats["retracts"]))
+        try:
+            run = _finish(spark, routed.groupBy("_bucket").applyInArrow(fn, _RESULT_DDL), n, keys, "engine", "keys")
+        except Exception as exc:
+            raise _explain(exc) from None
+        assert run is not None
+        if not _ids_cross_buckets(run):
+            return run
+        run.unpersist()  # an id reused under another key: judge those ids together (module doc)
+        routed, extra = _key_routing(spec, df, keys, n, violation)
+        split = "keys"
+    elif size is not None and (b := _range_bounds(stats["t_lo"], t_end, size, n)):
+        bounds = b
+        n = len(bounds) + 1
+        routed = _time_routing(df, bounds, size)
+        split = "time"
+    else:
+        n = 1
+        routed = df.withColumn("_bucket", F.lit(0))
+        split = "single"
+
+    fn = _bucket_runner(spec.to_json_dict(), violation, t_end, n, bounds)
     result = routed.groupBy("_bucket").applyInArrow(fn, _RESULT_DDL)
+    if extra is not None:
+        result = result.unionByName(extra)
     try:
-        return _finish(spark, result, n, keys, "engine")
+        run = _finish(spark, result, n, keys, "engine", split)
     except Exception as exc:
         raise _explain(exc) from None
+    assert run is not None
+    return run
