@@ -124,6 +124,7 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
         import pyarrow.compute as pc
 
         from udm.host.engine import QueryRunner
+        from udm.host.engine.common import NEG
         from udm.host.io.batch import ElementBatch
         from udm.host.temporal.elements import Cti, Insert, Retract
 
@@ -148,6 +149,7 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
         hits = pc.indices_nonzero(pc.fill_null(ends, False))
         cut = hits[0].as_py() if len(hits) else table.num_rows
         out = list(runner.process_batch(ElementBatch.from_table(table.slice(0, cut))))
+        reached = runner.ctx.T  # T as this engine saw it, before the stream-wide cti(T) below
         if t_end is not None:
             out += runner.process(Cti(t_end))
         if cut < table.num_rows:
@@ -183,6 +185,8 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
             _dead_rows(runner, lambda line: line in owned_lines if line is not None else bucket == 0, cols)
         if id_blob is not None:
             row(stream="ids", line=bucket, element=id_blob)
+        if reached > NEG:  # (NEG: nothing seen)
+            row(stream="T", line=bucket, t=reached, le=int(runner.stats.truncated_at is not None))
         return _result_table(cols)
 
     return run
@@ -367,6 +371,20 @@ def _time_routing(df: DataFrame, bounds: list[int], size: int) -> DataFrame:
     return routed.withColumn("_own", F.col("_bucket") == F.col("_first")).drop("_lo", "_hi", "_first", "_last")
 
 
+def _true_end(run: SparkRun, t_end: int | None) -> int | None:
+    """The T a single engine would have used, when it differs from ``t_end`` where it matters.
+
+    ``t_end`` comes from a cheap pre-pass over every element, valid or not; semantics-notes 2 counts
+    valid elements only. Each bucket reports the T its engine reached (valid elements and every CTI);
+    their maximum is the single engine's T. Only a run that cut infinite lifetimes depends on it."""
+    from pyspark.sql import functions as F
+
+    rows = run._result.where(F.col("stream") == "T").agg(F.max("t").alias("T"), F.max("le").alias("cut")).first()
+    if rows is None or rows["T"] is None or not rows["cut"] or rows["T"] == t_end:
+        return None
+    return int(rows["T"])
+
+
 def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path, elements: DataFrame, *,
               on_violation: str | None = None, buckets: int | None = None,
               algebraic: bool | None = None) -> SparkRun:
@@ -417,7 +435,11 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path, eleme
             raise _explain(exc) from None
         assert run is not None
         if not _ids_cross_buckets(run):
-            return run
+            if (exact := _true_end(run, t_end)) is None:
+                return run
+            run.unpersist()  # cut at a T that only an invalid element reached: once more with the true T
+            t_end = exact
+            return _finish_engine(spark, routed, None, spec, violation, t_end, n, keys, None, "keys")
         run.unpersist()  # an id reused under another key: judge those ids together (module doc)
         routed, extra = _key_routing(spec, df, keys, n, violation)
         split = "keys"
@@ -431,6 +453,15 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path, eleme
         routed = df.withColumn("_bucket", F.lit(0))
         split = "single"
 
+    run = _finish_engine(spark, routed, extra, spec, violation, t_end, n, keys, bounds, split)
+    if (exact := _true_end(run, t_end)) is not None:
+        run.unpersist()  # cut at a T that only an invalid element reached: once more with the true T
+        run = _finish_engine(spark, routed, extra, spec, violation, exact, n, keys, bounds, split)
+    return run
+
+
+def _finish_engine(spark: Any, routed: DataFrame, extra: DataFrame | None, spec: QuerySpec, violation: str,
+                   t_end: int | None, n: int, keys: list[str], bounds: list[int] | None, split: str) -> SparkRun:
     fn = _bucket_runner(spec.to_json_dict(), violation, t_end, n, bounds)
     result = routed.groupBy("_bucket").applyInArrow(fn, _RESULT_DDL)
     if extra is not None:
