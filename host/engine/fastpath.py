@@ -25,6 +25,7 @@ from udm.host.errors import BadElement
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
 from .common import INF
+from .ids import BatchIds
 
 if TYPE_CHECKING:  # pragma: no cover
     from .runner import QueryRunner
@@ -33,6 +34,9 @@ __all__ = ["MIN_RUN", "columns", "plan", "run_batch"]
 
 #: shortest stretch of insert rows worth vectorizing
 MIN_RUN = 48
+#: ids (payloads) a batch reads one by one (`Cols.id_at`, `Cols.payload_at`) before it converts the whole
+#: column to Python
+_ID_SCALARS = 64
 
 _INSERT, _RETRACT, _CTI = 0, 1, 2
 _MISSING = object()
@@ -52,6 +56,9 @@ class Cols:
         self.batch = batch
         self.n = len(batch)
         self._ids: list[Any] | None = None
+        self._id_arr: Any = None
+        self._id_hits = 0
+        self._payload_hits = 0
         self._payloads: list[Any] | None = None
         self.le = batch.column("le")
         self.re = batch.column("re")
@@ -70,11 +77,24 @@ class Cols:
         return v
 
     @property
-    def ids_np(self) -> np.ndarray:
-        v = self._cache.get("ids_np")
-        if v is None:
-            v = self._cache["ids_np"] = np.array(self.ids, dtype=object)
-        return v
+    def id_array(self) -> Any:
+        """The id column as one pyarrow array (the fast path works on it without Python strings)."""
+        if self._id_arr is None:
+            from .window import _id_array
+
+            self._id_arr = _id_array(self.batch.table.column("id"))
+        return self._id_arr
+
+    def id_at(self, i: int) -> Any:
+        """Row ``i``'s id. The first few come one by one from the column (on the in-order path only a
+        handful of rows per batch take the general path); after that the whole column is converted."""
+        ids = self._ids
+        if ids is not None:
+            return ids[i]
+        self._id_hits += 1
+        if self._id_hits > _ID_SCALARS:
+            return self.ids[i]
+        return self.id_array[i].as_py()
 
     def ints(self, name: str) -> list[int]:
         """A time column as a Python list (for row-by-row work)."""
@@ -89,6 +109,14 @@ class Cols:
         if self._ids is None:
             self._ids = self.batch.table.column("id").to_pylist()
         return self._ids
+
+    def payload_at(self, i: int) -> Any:
+        """Row ``i``'s payload: one by one for the first few rows (as `id_at`), then the whole batch."""
+        if self._payloads is None:
+            self._payload_hits += 1
+            if self._payload_hits <= _ID_SCALARS:
+                return self.batch.payload_at(i)
+        return self.payloads[i]
 
     @property
     def payloads(self) -> list[Any]:
@@ -181,11 +209,16 @@ def run_batch(runner: QueryRunner, batch: Any) -> list[Element]:
                         # valid inserts the vectorized insert left alone (long lifetimes): they commute too,
                         # so they go now, before the CTIs are replayed (else windows released early would
                         # have to be revised)
-                        for i, re_net in st.vlater:
-                            r = _row(runner, cols, codes_l, lines, i, re_net)
-                            if r:
-                                out.extend(r)
-                            done[i] = True
+                        # (their ids were checked against the fast path's ids and each other: fresh)
+                        st.vfresh = True
+                        try:
+                            for i, re_net in st.vlater:
+                                r = _row(runner, cols, codes_l, lines, i, re_net)
+                                if r:
+                                    out.extend(r)
+                                done[i] = True
+                        finally:
+                            st.vfresh = False
                         st.vlater = []
             start = pos + 1
     todo = np.flatnonzero(~done).tolist() if done.any() else range(n)
@@ -211,11 +244,11 @@ def _row(runner: QueryRunner, cols: Cols, codes: list[int], lines: list[int], i:
         return []
     first = runner.steps[0]
     if c == _INSERT:
-        p = cols.payloads[i]
+        p = cols.payload_at(i)
         re = cols.ints("re")[i] if re_net is None else re_net
-        out = first.ins(cols.ids[i], cols.ints("le")[i], re, {} if p is None else p)
+        out = first.ins(cols.id_at(i), cols.ints("le")[i], re, {} if p is None else p)
     elif c == _RETRACT:
-        out = first.ret(cols.ids[i], cols.ints("le")[i], cols.ints("re")[i], cols.ints("re_new")[i])
+        out = first.ret(cols.id_at(i), cols.ints("le")[i], cols.ints("re")[i], cols.ints("re_new")[i])
     elif c == _CTI:
         t = cols.ints("t")[i]
         out = first.cti(t)
@@ -231,9 +264,9 @@ def _row(runner: QueryRunner, cols: Cols, codes: list[int], lines: list[int], i:
 
 def _element(cols: Cols, c: int, i: int) -> Any:
     if c == _INSERT:
-        return Insert(cols.ids[i], cols.ints("le")[i], cols.ints("re")[i], cols.payloads[i] or {})
+        return Insert(cols.id_at(i), cols.ints("le")[i], cols.ints("re")[i], cols.payloads[i] or {})
     if c == _RETRACT:
-        return Retract(cols.ids[i], cols.ints("le")[i], cols.ints("re")[i], cols.ints("re_new")[i])
+        return Retract(cols.id_at(i), cols.ints("le")[i], cols.ints("re")[i], cols.ints("re_new")[i])
     if c == _CTI:
         return Cti(cols.ints("t")[i])
     return None
@@ -353,12 +386,14 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
     A retraction is folded only when the sequential rules accept it at its place (it names the live
     lifetime, respects the CTI before it); one that would be refused, or a retraction that precedes the
     insert of its id, makes the segment (or that insert) go through the general path instead."""
+    import pyarrow as pa
+
     nothing = rows[:0]
-    ids_all = cols.ids_np[rows]
-    ids = ids_all.tolist()
-    if None in ids:
+    ids_all = cols.id_array.take(rows)
+    if ids_all.null_count:
         return nothing
-    n = len(ids)
+    bi = BatchIds(ids_all)  # id checks without Python strings (`ids`)
+    n = len(ids_all)
     le = cols.le[rows]
     re = cols.re[rows]
     ceff = st.ceff if st.ceff > _I64_MIN else _I64_MIN
@@ -370,13 +405,15 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
     gcodes = gcodes_all[rows]
     if gmiss is not None:
         ok &= ~gmiss[rows]
-    sids = set(ids)
-    if len(sids) != n:
+    if not bi.distinct():
         return nothing  # an id repeats: order matters, leave it all to the general path
     live = st.live
-    fids = st.fast_ids
-    if (live and not live.keys().isdisjoint(sids)) or (fids and not fids.isdisjoint(sids)):
-        ok &= ~np.fromiter((x in live or x in fids for x in ids), dtype=bool, count=n)
+    if live:
+        ok &= ~bi.member_mask(live.keys())
+    if st.chunks:
+        held = [ch.held_id_array() for ch in st.chunks if len(ch)]
+        if held:
+            ok &= ~bi.member_mask(held[0] if len(held) == 1 else pa.concat_arrays(held))
     if not ok.any():
         return nothing
     ore = re  # RE as inserted (for T)
@@ -384,47 +421,49 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
     absorbed: list[int] = []  # retraction rows folded into the inserts they change
     absorbed_rn: list[int] = []
     absorbed_i: list[int] = []  # the insert (local index) each one changes
-    if rets is not None and len(rets):
+    r_pa = cols.id_array.take(rets) if rets is not None and len(rets) else None
+    if rets is not None and r_pa is not None and (bi.member_mask(r_pa.drop_null()) & ok).any():
+        # a retraction of an insert of this stretch: fold it in (or give up), row by row
+        ids = bi.ids
         okl = ok.tolist()
         pos_of = dict(zip(ids, range(n), strict=True))
         if not ok.all():
             for i in np.flatnonzero(~ok).tolist():
                 del pos_of[ids[i]]
-        r_ids = cols.ids_np[rets].tolist()
-        if not pos_of.keys().isdisjoint(r_ids):
-            rn_col = cols.ints_np("re_new")
-            r_le = cols.le[rets].tolist()
-            r_re = cols.re[rets].tolist()
-            r_rn = rn_col[rets].tolist()
-            r_cb = rcbefore.tolist() if rcbefore is not None else [_I64_MIN] * len(rets)
-            r_pos = rets.tolist()
-            i_pos = rows.tolist()
-            cur = re.tolist()
-            lel = le.tolist()
-            dead = [False] * n
-            ce = st.ceff
-            for x, lx, rx, nx, cbx, px in zip(r_ids, r_le, r_re, r_rn, r_cb, r_pos, strict=True):
-                j = pos_of.get(x)
-                if j is None:
-                    continue
-                i = j
-                if i_pos[i] > px:  # retraction before the insert of its id: keep the general path's order
-                    okl[i] = False
-                    del pos_of[x]
-                    continue
-                sync = rx if rx < nx else nx
-                if dead[i] or lx != lel[i] or rx != cur[i] or nx < lx or sync < cbx or sync < ce:
-                    return nothing  # it would be refused at its place: leave it all to the general path
-                absorbed.append(px)
-                absorbed_rn.append(nx)
-                absorbed_i.append(i)
-                if nx == lx:
-                    dead[i] = True
-                else:
-                    cur[i] = nx
-            ok = np.array(okl, dtype=bool)
-            re = np.array(cur, dtype=np.int64)
-            deleted = np.array(dead, dtype=bool)
+        r_ids = r_pa.to_pylist()
+        rn_col = cols.ints_np("re_new")
+        r_le = cols.le[rets].tolist()
+        r_re = cols.re[rets].tolist()
+        r_rn = rn_col[rets].tolist()
+        r_cb = rcbefore.tolist() if rcbefore is not None else [_I64_MIN] * len(rets)
+        r_pos = rets.tolist()
+        i_pos = rows.tolist()
+        cur = re.tolist()
+        lel = le.tolist()
+        dead = [False] * n
+        ce = st.ceff
+        for x, lx, rx, nx, cbx, px in zip(r_ids, r_le, r_re, r_rn, r_cb, r_pos, strict=True):
+            j = pos_of.get(x)
+            if j is None:
+                continue
+            i = j
+            if i_pos[i] > px:  # retraction before the insert of its id: keep the general path's order
+                okl[i] = False
+                del pos_of[x]
+                continue
+            sync = rx if rx < nx else nx
+            if dead[i] or lx != lel[i] or rx != cur[i] or nx < lx or sync < cbx or sync < ce:
+                return nothing  # it would be refused at its place: leave it all to the general path
+            absorbed.append(px)
+            absorbed_rn.append(nx)
+            absorbed_i.append(i)
+            if nx == lx:
+                dead[i] = True
+            else:
+                cur[i] = nx
+        ok = np.array(okl, dtype=bool)
+        re = np.array(cur, dtype=np.int64)
+        deleted = np.array(dead, dtype=bool)
     K0 = st.K
     hop, size, off = st.hop, st.size, st.off
     lo = (le - size - off) // hop + 1
@@ -490,13 +529,13 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
     kmin = int(ks.min()) if len(ks) else 0
     kr = int(ks.max()) - kmin + 1 if len(ks) else 1
     key = gs * kr + (ks - kmin)
-    order = np.argsort(key, kind="stable")
+    order = stable_order(key)
     skey = key[order]
     srows = prow[order]
     cuts = (np.flatnonzero(skey[1:] != skey[:-1]) + 1).tolist()
     bounds = [0, *cuts, len(skey)]
     if not st.incr:
-        _members_insert(st, cols, rows, idx, ids_all, le, re, vals, gcodes, gkeys, gfields, skey, srows, bounds, kr,
+        _members_insert(st, cols, rows, idx, bi.ids, le, re, vals, gcodes, gkeys, gfields, skey, srows, bounds, kr,
                         kmin)
         return _taken(rows, took, absorbed)
     numeric = isinstance(vals, np.ndarray)
@@ -529,12 +568,19 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
         w.n += e - s
         touch(w)
     # the events themselves: columnar until something needs them one by one
-    ids_v = ids_all if len(idx) == n else ids_all[idx]
-    fids.update(ids if len(idx) == n else ids_v.tolist())
     vv = vals[idx] if numeric else [vals[i] for i in idx.tolist()]
-    st.chunks.append(_chunk(ids_v, le[idx], re[idx], vv, sel_g, gkeys))
+    st.chunks.append(_chunk(ids_all, le[idx], re[idx], vv, sel_g, gkeys, idx))
     st._count_new_events(sel_g, gobj, gkeys, gfields)
     return _taken(rows, took, absorbed)
+
+
+def stable_order(key: np.ndarray) -> np.ndarray:
+    """``np.argsort(key, kind="stable")`` for non-negative keys; as int16 when they fit, where numpy's
+    stable sort is a radix sort (several times faster than on int64; (group, window) keys of a batch
+    mostly fit)."""
+    if len(key) and int(key.max()) < 32768:
+        return np.argsort(key.astype(np.int16), kind="stable")
+    return np.argsort(key, kind="stable")
 
 
 def _taken(rows: np.ndarray, took: np.ndarray, absorbed: list[int]) -> np.ndarray:
@@ -544,13 +590,13 @@ def _taken(rows: np.ndarray, took: np.ndarray, absorbed: list[int]) -> np.ndarra
     return t
 
 
-def _members_insert(st: Any, cols: Cols, rows: np.ndarray, idx: np.ndarray, ids_all: np.ndarray, le: np.ndarray,
+def _members_insert(st: Any, cols: Cols, rows: np.ndarray, idx: np.ndarray, ids_all: list[str], le: np.ndarray,
                     re: np.ndarray, vals: Any, gcodes: np.ndarray, gkeys: list[Any], gfields: list[Any],
                     skey: np.ndarray, srows: np.ndarray, bounds: list[int], kr: int, kmin: int) -> None:
     """Non-incremental UDM: the events become ordinary registry entries and window members (in bulk)."""
     from .common import Ev
 
-    ids_v = ids_all[idx].tolist()
+    ids_v = ids_all if len(idx) == len(ids_all) else [ids_all[i] for i in idx.tolist()]
     le_v = le[idx].tolist()
     re_v = re[idx].tolist()
     vals_v = vals[idx].tolist() if isinstance(vals, np.ndarray) else [vals[i] for i in idx.tolist()]

@@ -24,6 +24,8 @@ from .common import INF, Ev
 from .window import GridStep, Group, Win
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
     from udm.host.query.plan import BoundStep
 
     from .runner import Context
@@ -245,16 +247,16 @@ class PaneStep(GridStep):
     def vmask(self, le: np.ndarray, re: np.ndarray) -> np.ndarray:
         return (le - self.off) // self.p == (np.where(re < INF, re, le + 1) - 1 - self.off) // self.p
 
-    def vplace(self, ids_all: np.ndarray, idx: np.ndarray, le: np.ndarray, re: np.ndarray, vals: Any,
+    def vplace(self, ids_all: pa.Array, idx: np.ndarray, le: np.ndarray, re: np.ndarray, vals: Any,
                gcodes: np.ndarray, gkeys: list[Any], gfields: list[Any]) -> None:
-        from .fastpath import _chunk
+        from .fastpath import _chunk, stable_order
 
         q = (le[idx] - self.off) // self.p
         gs = gcodes[idx]
         qmin = int(q.min())
         qr = int(q.max()) - qmin + 1
         key = gs * qr + (q - qmin)
-        order = np.argsort(key, kind="stable")
+        order = stable_order(key)
         skey = key[order]
         srows = idx[order]
         cuts = (np.flatnonzero(skey[1:] != skey[:-1]) + 1).tolist()
@@ -287,8 +289,6 @@ class PaneStep(GridStep):
                     w = self._win(g, k)
                 w.n += e - s
                 touch(w)
-        ids_v = ids_all[idx]
-        self.fast_ids.update(ids_v.tolist())
         vv = vals[idx] if numeric else [vals[i] for i in idx.tolist()]
-        self.chunks.append(_chunk(ids_v, le[idx], re[idx], vv, gs, gkeys))
+        self.chunks.append(_chunk(ids_all, le[idx], re[idx], vv, gs, gkeys, idx))
         self._count_new_events(gs, gobj, gkeys, gfields)

@@ -20,7 +20,7 @@ forgotten, so state stays bounded when CTIs advance.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,8 @@ from .invoke import Mapper, WindowUDM, contract
 from .step import Step
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
     from .runner import Context
 
 __all__ = ["WindowStep", "make_window_step"]
@@ -117,50 +119,133 @@ class Group:
 
 class Chunk:
     """Events inserted by the vectorized fast path, kept columnar (sorted by RE, so a CTI closes a
-    prefix) until something needs them one by one (`WindowStep.materialize`) or a CTI closes them."""
+    prefix) until something needs them one by one (`WindowStep.pull`, `WindowStep.materialize`) or a
+    CTI closes them.
 
-    __slots__ = ("gcodes", "ids", "keys", "le", "re", "vals")
+    Their ids stay a pyarrow string array: on the in-order path nobody asks for them one by one, so
+    building per-id Python objects (a set of live fast-path ids, updated per batch and trimmed per CTI)
+    would be pure overhead. Closing a prefix only moves ``lo``; a pulled row is only marked in ``gone``;
+    the id -> row map ``pos`` is built the first time the general path looks an id up (a retraction, or
+    an insert the fast path did not vouch for) and stays valid because rows never move.
+    """
+
+    __slots__ = ("gcodes", "gone", "ids", "keys", "le", "lo", "ngone", "order", "pos", "re", "vals")
 
     def __init__(self, ids: Any, le: np.ndarray, re: np.ndarray, vals: Any, gcodes: np.ndarray,
-                 keys: list[Any]) -> None:
+                 keys: list[Any], sel: np.ndarray | None = None) -> None:
+        """Events ``i``: ``ids[sel[i]]`` (``sel`` None: ``ids[i]``), ``le[i]``, ... (a batch's id column
+        is kept whole rather than copied for the rows taken)."""
         order = np.argsort(re, kind="stable")
-        self.ids = np.asarray(ids, dtype=object)[order]
+        self.order = order if sel is None else sel[order]  # row (RE order) -> position in ``ids``
+        self.ids: pa.Array = _id_array(ids)  # as inserted: reordering strings costs, and is seldom needed
         self.le = le[order]
         self.re = re[order]
         self.vals = (vals if isinstance(vals, np.ndarray) else np.asarray(vals, dtype=object))[order]
         self.gcodes = gcodes[order]
         self.keys = keys
+        self.lo = 0  # rows before it are closed (forgotten)
+        self.gone: np.ndarray | None = None  # rows pulled into the registry
+        self.ngone = 0
+        self.pos: dict[str, int] | None = None  # id -> row
 
     def __getstate__(self) -> tuple:
-        return tuple(getattr(self, s) for s in Chunk.__slots__)
+        # plain data in snapshots: ids as a list, the lookup map is rebuilt on demand
+        return tuple(self.ids.to_pylist() if s == "ids" else None if s == "pos" else getattr(self, s)
+                     for s in Chunk.__slots__)
 
     def __setstate__(self, st: tuple) -> None:
         for k, v in zip(Chunk.__slots__, st, strict=True):
-            setattr(self, k, v)
+            setattr(self, k, _id_array(v) if k == "ids" else v)
 
-    @property
-    def min_re(self) -> int:
-        return int(self.re[0])
+    def __len__(self) -> int:
+        """Events still held (not closed, not pulled)."""
+        return len(self.re) - self.lo - self.ngone
 
     def closed(self, c: int) -> int:
-        """How many leading rows have RE < c."""
+        """Row index up to which RE < c (never below ``lo``: RE is sorted and earlier CTIs were lower)."""
         return int(np.searchsorted(self.re, c, side="left"))
 
-    def remove(self, i: int) -> None:
-        keep = np.ones(len(self.re), dtype=bool)
-        keep[i] = False
-        self.ids = self.ids[keep]
-        self.le = self.le[keep]
-        self.re = self.re[keep]
-        self.vals = self.vals[keep]
-        self.gcodes = self.gcodes[keep]
+    def find(self, id: str) -> int:
+        """The row holding event ``id``, or -1."""
+        pos = self.pos
+        if pos is None:
+            ids = self.ids.take(self.order).to_pylist()
+            pos = self.pos = dict(zip(ids, range(len(ids)), strict=True))
+        i = pos.get(id, -1)
+        if i < self.lo or (self.gone is not None and self.gone[i]):
+            return -1
+        return i
 
-    def drop(self, p: int) -> None:
-        self.ids = self.ids[p:]
-        self.le = self.le[p:]
-        self.re = self.re[p:]
-        self.vals = self.vals[p:]
-        self.gcodes = self.gcodes[p:]
+    def take_out(self, i: int) -> None:
+        """Row ``i`` moves to the registry (`WindowStep.pull`)."""
+        if self.gone is None:
+            self.gone = np.zeros(len(self.re), dtype=bool)
+        self.gone[i] = True
+        self.ngone += 1
+
+    def close(self, p: int) -> np.ndarray:
+        """Forget rows [lo, p) (closed by a CTI); their group codes (pulled rows left out)."""
+        a = self.lo
+        codes = self.gcodes[a:p]
+        if self.gone is not None:
+            g = self.gone[a:p]
+            n = int(g.sum())
+            if n:
+                codes = codes[~g]
+                self.ngone -= n
+        self.lo = p
+        return codes
+
+    def held(self) -> np.ndarray:
+        """Rows still held, in RE order."""
+        r = np.arange(self.lo, len(self.re))
+        return r if self.gone is None else r[~self.gone[self.lo:]]
+
+    def held_id_array(self) -> pa.Array:
+        """Ids of the events still held (pyarrow)."""
+        return self.ids.take(self.order[self.held()])
+
+    def held_ids(self) -> list[str]:
+        """Ids of the events still held."""
+        return self.held_id_array().to_pylist()
+
+
+def _id_array(ids: Any) -> pa.Array:
+    """An id column as one pyarrow array (a chunked column combined; a list converted). pyarrow is
+    imported here, not at module level: the engine without batches does not need it."""
+    import pyarrow as pa
+
+    if isinstance(ids, pa.ChunkedArray):
+        return ids.combine_chunks() if ids.num_chunks != 1 else ids.chunk(0)
+    if isinstance(ids, pa.Array):
+        return ids
+    return pa.array(ids, type=pa.string())
+
+
+class FastIds:
+    """Read-only view of the ids the fast path holds in `WindowStep.chunks` (not yet in ``live``)."""
+
+    __slots__ = ("chunks",)
+
+    def __init__(self, chunks: list[Chunk]) -> None:
+        self.chunks = chunks
+
+    def __len__(self) -> int:
+        return sum(len(ch) for ch in self.chunks)
+
+    def __bool__(self) -> bool:
+        return any(len(ch) for ch in self.chunks)
+
+    def __contains__(self, id: object) -> bool:
+        return type(id) is str and any(ch.find(id) >= 0 for ch in self.chunks)
+
+    def __iter__(self) -> Iterator[str]:
+        for ch in self.chunks:
+            yield from ch.held_ids()
+
+    def overlaps(self, ids: set[str]) -> bool:
+        """Does any held id appear in ``ids``? (Costs one pass over the held ids, not over ``ids``.)"""
+        return any(not ids.isdisjoint(ch.held_ids()) for ch in self.chunks if len(ch))
 
 
 def _hashable(v: Any) -> Any:
@@ -199,8 +284,9 @@ class WindowStep(Step):
         self.oid = 0
         self.seq = 0
         self.vlater: list[int] = []  # fast path: valid insert rows it left to the general path
-        self.fast_ids: set[str] = set()  # ids held in `chunks` (fast path), not yet in `live`
-        self.chunks: list[Chunk] = []
+        #: set by the fast path while it feeds `vlater` rows: their ids are known not to be in `chunks`
+        self.vfresh = False
+        self.chunks: list[Chunk] = []  # events of the fast path, not yet in `live`
         #: closing times of registry events inserted in bulk: (RE sorted, ids), a CTI drops a prefix
         self.reruns: list[tuple[np.ndarray, np.ndarray]] = []
         self.attach(ctx, bs)
@@ -208,6 +294,11 @@ class WindowStep(Step):
 
     def _transient(self) -> tuple[str, ...]:
         return ("ctx", "bs", "w", "mapper")
+
+    @property
+    def fast_ids(self) -> FastIds:
+        """Ids held in `chunks` (fast path), not yet in `live`: a view, looked up lazily."""
+        return FastIds(self.chunks)
 
     def attach(self, ctx: Context, bs: BoundStep | None) -> None:
         self.ctx = ctx
@@ -272,7 +363,7 @@ class WindowStep(Step):
 
     def ins(self, id: str, le: int, re: int, payload: Any, el: Insert | None = None) -> None:
         """An insert (raw fields; ``el`` only serves dead letters)."""
-        if self.fast_ids and id in self.fast_ids:
+        if self.chunks and not self.vfresh:
             self.pull(id)
         # the common valid case is checked inline; anything odd goes through check_insert
         ok = type(payload) is dict and le < re and le < INF and le >= self.ceff and id not in self.live
@@ -317,7 +408,7 @@ class WindowStep(Step):
 
     def ret(self, id: str, le: int, re: int, rn: int, el: Retract | None = None) -> None:
         """A retraction (raw fields; ``el`` only serves dead letters)."""
-        if self.fast_ids and id in self.fast_ids:
+        if self.chunks:
             self.pull(id)
         ev = self.live.get(id)
         if (ev is None or ev.le != le or ev.re != re or rn < le or (rn if rn < re else re) < self.ceff):
@@ -496,7 +587,6 @@ class WindowStep(Step):
                 self.groups = {}
                 self.live = {}
                 self.chunks = []
-                self.fast_ids = set()
                 self.reruns = []
                 self._re_heap = []
                 self.wait = []
@@ -716,39 +806,35 @@ class WindowStep(Step):
             keep = []
             for ch in self.chunks:
                 p = ch.closed(c) if c < INF else len(ch.re)
-                if p:
-                    self.fast_ids.difference_update(ch.ids[:p].tolist())
-                    counts = np.bincount(ch.gcodes[:p], minlength=len(ch.keys))
+                if p > ch.lo:
+                    counts = np.bincount(ch.close(p), minlength=len(ch.keys))
                     for code in np.flatnonzero(counts).tolist():
                         g = groups.get(ch.keys[code])
                         if g is not None:
                             g.nev -= int(counts[code])
                             if g.nev <= 0:
                                 emptied.append(g)
-                    if p < len(ch.re):
-                        ch.drop(p)
-                        keep.append(ch)
-                else:
+                if len(ch):
                     keep.append(ch)
             self.chunks = keep
         for g in emptied:
             self._drop_group_if_empty(g)
 
-    def pull(self, id: str) -> None:
-        """Move one event from the fast path's columnar store into the registry."""
+    def pull(self, id: str) -> bool:
+        """Move event ``id`` from the fast path's columnar store into the registry, if it is there."""
         for ch in self.chunks:
-            hit = np.flatnonzero(ch.ids == id)
-            if len(hit):
-                i = int(hit[0])
+            i = ch.find(id)
+            if i >= 0:
                 le, re = int(ch.le[i]), int(ch.re[i])
                 v = ch.vals[i]
                 self.live[id] = Ev(id, le, re, v.item() if isinstance(v, np.generic) else v, ch.keys[ch.gcodes[i]])
                 if re < INF:
                     heapq.heappush(self._re_heap, (re, id))
-                ch.remove(i)
-                break
-        self.fast_ids.discard(id)
-        self.chunks = [ch for ch in self.chunks if len(ch.re)]
+                ch.take_out(i)
+                if not len(ch):
+                    self.chunks = [c for c in self.chunks if len(c)]
+                return True
+        return False
 
     def materialize(self) -> None:
         """Turn the fast path's columnar events into ordinary registry entries."""
@@ -756,15 +842,15 @@ class WindowStep(Step):
         h = self._re_heap
         push = heapq.heappush
         for ch in self.chunks:
-            vals = ch.vals.tolist()
+            rows = ch.held()
             keys = ch.keys
-            for id, le, re, v, code in zip(ch.ids.tolist(), ch.le.tolist(), ch.re.tolist(), vals,
-                                           ch.gcodes.tolist(), strict=True):
+            for id, le, re, v, code in zip(ch.ids.take(ch.order[rows]).to_pylist(), ch.le[rows].tolist(),
+                                           ch.re[rows].tolist(),
+                                           ch.vals[rows].tolist(), ch.gcodes[rows].tolist(), strict=True):
                 live[id] = Ev(id, le, re, v, keys[code])
                 if re < INF:
                     push(h, (re, id))
         self.chunks = []
-        self.fast_ids = set()
 
     def _drop_group_if_empty(self, g: Group) -> None:
         if g.nev <= 0 and not g.wins and not g.grave and self._group_idle(g) and self.groups.get(g.key) is g:
@@ -797,7 +883,8 @@ class WindowStep(Step):
         nwin = 0
         for g in self.groups.values():
             nwin += len(g.wins) if g.wins is not None else 0
-        return {"events": len(self.live) + len(self.fast_ids), "groups": len(self.groups), "windows": nwin}
+        events = len(self.live) + sum(len(ch) for ch in self.chunks)
+        return {"events": events, "groups": len(self.groups), "windows": nwin}
 
 
 # =================================================================================================

@@ -142,8 +142,30 @@ def _no_int_literals(name: str, chunk: bytes) -> bool:
     key_text = json.dumps(name, ensure_ascii=False)
     if name in _TOP_KEYS or "\\" in key_text or _has_escape(chunk, (b"\\u", b"\\/")):
         return False
+    if key_text.isascii():
+        return not _re2_found(_re2_literal(key_text) + _RE2_INT_VALUE, chunk)
     key = re.escape(key_text.encode())
     return re.search(key + rb"\s*:\s*-?\d+(?=[\s,}\]])", chunk) is None
+
+
+#: the pattern of `_no_int_literals` after the key, for RE2: ``\s*:\s*-?\d+(?=[\s,}\]])`` of Python's ``re`` on
+#: bytes, spelled out (``\s`` is ASCII whitespace 0x09-0x0d and space; RE2 has no look-ahead, and for "is
+#: there a match" consuming that one character is the same)
+_RE2_INT_VALUE = r"[\x09-\x0d ]*:[\x09-\x0d ]*-?[0-9]+[\x09-\x0d ,}\]]"
+
+
+def _re2_literal(text: str) -> str:
+    """An ASCII text as an RE2 pattern matching exactly it (every non-alphanumeric as a hex escape)."""
+    return "".join(c if c.isalnum() else f"\\x{ord(c):02x}" for c in text)
+
+
+def _re2_found(pattern: str, chunk: bytes) -> bool:
+    """Does ``pattern`` match anywhere in ``chunk``? pyarrow's RE2 over the chunk in place (no copy):
+    about twice as fast as Python's ``re`` here, and it runs without the GIL, which the engine's thread
+    needs while the reader's workers parse."""
+    arr = pa.Array.from_buffers(pa.large_binary(), 1, [None, pa.py_buffer(np.array([0, len(chunk)], dtype=np.int64)),
+                                                       pa.py_buffer(chunk)])
+    return bool(pc.match_substring_regex(arr, pattern)[0].as_py())
 
 
 def _has_escape(chunk: bytes, escapes: tuple[bytes, ...]) -> bool:
