@@ -84,6 +84,8 @@ def test_cli_engine_spark_equals_local(spark: Any, tmp_path: Path) -> None:
         res = run(RunRequest(bound, src, tmp_path / f"{engine}.jsonl", tmp_path / f"{engine}.dl.jsonl"))
         out = [e for _, e in read_jsonl_elements(tmp_path / f"{engine}.jsonl")]
         dl = sorted(json.loads(x)["line"] for x in (tmp_path / f"{engine}.dl.jsonl").read_text().splitlines())
-        runs[engine] = (out, dl, res.dead_lettered)
+        runs[engine] = (out, dl, res.dead_lettered, res.reasons)
     assert verify(runs["spark"][0], runs["local"][0])
     assert runs["spark"][1] == runs["local"][1] and runs["spark"][2] == runs["local"][2]
+    # the summary counts dead letters by the same categories on both engines
+    assert runs["spark"][3] == runs["local"][3] and sum(runs["local"][3].values()) == runs["local"][2] > 0

@@ -30,6 +30,9 @@ class DeadLetter:
     line: int | None
     reason: str
     element: dict[str, Any] | None
+    #: the counter it went to (``cti_violation``, ``duplicate_id``, ...): `RunStats.reasons` keys, so an engine
+    #: split across Spark tasks can sum them; not part of the dead-letter record (INTERFACES §1)
+    category: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"line": self.line, "reason": self.reason, "element": self.element}

@@ -38,6 +38,7 @@ class Context:
         return dict(self.__dict__)
 
     def dead(self, dl: DeadLetter, category: str) -> None:
+        dl.category = category
         self.dead_letters.append(dl)
         st = self.stats
         st.dead_lettered += 1

@@ -58,8 +58,9 @@ __all__ = ["DEAD_LETTER_DDL", "OUTPUT_DDL", "SparkRun", "run_batch"]
 
 #: Output element columns (`ELEMENT_DDL` without the bad-row columns).
 OUTPUT_DDL = "kind string, id string, le bigint, re bigint, re_new bigint, t bigint, payload string, line bigint"
-#: Dead letters: the input line, the reason, and the element as JSON text (INTERFACES §1 record).
-DEAD_LETTER_DDL = "line bigint, reason string, element string"
+#: Dead letters: the input line, the reason, and the element as JSON text (INTERFACES §1 record), plus the
+#: counter it went to (``cti_violation``, ``duplicate_id``, ...; `RunStats.reasons`).
+DEAD_LETTER_DDL = "line bigint, reason string, element string, category string"
 _RESULT_DDL = f"stream string, {OUTPUT_DDL}, reason string, element string"
 _FINAL_LINE = 1 << 62
 _RESULT_ARROW = pa.schema([(name, pa.int64() if typ == "bigint" else pa.string())
@@ -107,7 +108,7 @@ def _dead_rows(runner: Any, keep: Callable[[int | None], bool], cols: dict[str, 
         if not keep(rec["line"]):
             continue
         for c, lst in cols.items():
-            lst.append({"stream": "dead", "line": rec["line"], "reason": rec["reason"],
+            lst.append({"stream": "dead", "kind": dl.category, "line": rec["line"], "reason": rec["reason"],
                         "element": None if rec["element"] is None
                         else json.dumps(rec["element"], separators=(",", ":"))}.get(c))
 
@@ -249,7 +250,8 @@ def _finish(spark: Any, result: DataFrame, n: int, keys: list[str], path: str, s
         return None
     out_cols = [c.split(" ")[0] for c in OUTPUT_DDL.split(", ")]
     output = result.where(F.col("stream") == "out").select(*out_cols)
-    dead = result.where(F.col("stream") == "dead").select("line", "reason", "element")
+    dead = result.where(F.col("stream") == "dead").select("line", "reason", "element",
+                                                          F.col("kind").alias("category"))
     return SparkRun(output, dead, n, keys, result, path, split)
 
 

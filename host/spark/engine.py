@@ -39,16 +39,17 @@ def run_spark(req: RunRequest) -> RunResult:
         out = collect_elements(run.output)
         with JsonlWriter(req.output) as w:
             w.write(out)
+        rows = run.dead_letters.orderBy("line").collect()
         dead = [{"line": r["line"], "reason": r["reason"],
-                 "element": None if r["element"] is None else json.loads(r["element"])}
-                for r in run.dead_letters.orderBy("line").collect()]
+                 "element": None if r["element"] is None else json.loads(r["element"])} for r in rows]
+        reasons = Counter(r["category"] or "other" for r in rows)
     finally:
         run.unpersist()
     if req.dead_letter is not None:
         with DeadLetterWriter(req.dead_letter) as dlw:
             dlw.write(dead)
     return RunResult(engine="spark", elements_in=n_in, elements_out=len(out), dead_lettered=len(dead),
-                     reasons=Counter(d["reason"] for d in dead), seconds=time.perf_counter() - t0)
+                     reasons=reasons, seconds=time.perf_counter() - t0)
 
 
 ENGINES["spark"] = run_spark
