@@ -67,11 +67,8 @@ class _Staged:
 
 
 def _fingerprint(path: Path) -> str:
-    h = hashlib.sha256()
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _bucket_of(payload: Any, keys: list[str], n: int) -> int:
