@@ -17,6 +17,7 @@ CHT, dead letters in line order) is the one the general path gives.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -543,16 +544,8 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
     wu = st.w
     add_array = wu.add_array if numeric else None
     gobj: dict[int, Any] = {}
-    skl = skey[np.array(bounds[:-1], dtype=np.int64)].tolist() if len(bounds) > 1 else []
     touch = st._touch
-    for j, kk in enumerate(skl):
-        s, e = bounds[j], bounds[j + 1]
-        code, kk2 = divmod(kk, kr)
-        k = kk2 + kmin
-        g = st._group_by_code(code, gobj, gkeys, gfields)
-        w = g.wins.get(k)
-        if w is None:
-            w = st._win(g, k)
+    for s, e, w in _key_runs(st, skey, bounds, kr, kmin, gkeys, gfields, gobj):
         if w.pend:
             st._apply(w)
         state = w.state
@@ -613,15 +606,7 @@ def _members_insert(st: Any, cols: Cols, rows: np.ndarray, idx: np.ndarray, ids_
     pos[idx] = np.arange(len(idx))
     gobj: dict[int, Any] = {}
     touch = st._touch
-    skl = skey[np.array(bounds[:-1], dtype=np.int64)].tolist() if len(bounds) > 1 else []
-    for j, kk in enumerate(skl):
-        s, e = bounds[j], bounds[j + 1]
-        code, kk2 = divmod(kk, kr)
-        k = kk2 + kmin
-        g = st._group_by_code(code, gobj, gkeys, gfields)
-        w = g.wins.get(k)
-        if w is None:
-            w = st._win(g, k)
+    for s, e, w in _key_runs(st, skey, bounds, kr, kmin, gkeys, gfields, gobj):
         mem = w.members
         for r in pos[srows[s:e]].tolist():
             ev = evs[r]
@@ -629,6 +614,21 @@ def _members_insert(st: Any, cols: Cols, rows: np.ndarray, idx: np.ndarray, ids_
         w.n += e - s
         touch(w)
     st._count_new_events(gcodes[idx], gobj, gkeys, gfields)
+
+
+def _key_runs(st: Any, skey: np.ndarray, bounds: list[int], kr: int, kmin: int, gkeys: Any, gfields: Any,
+              gobj: dict[int, Any]) -> Iterator[tuple[int, int, Any]]:
+    """Each run of equal ``(group, window)`` keys of a sorted batch: its row span and its window (made
+    when new). The groups looked up are left in ``gobj`` for `_count_new_events`."""
+    skl = skey[np.array(bounds[:-1], dtype=np.int64)].tolist() if len(bounds) > 1 else []
+    for j, kk in enumerate(skl):
+        code, kk2 = divmod(kk, kr)
+        g = st._group_by_code(code, gobj, gkeys, gfields)
+        k = kk2 + kmin
+        w = g.wins.get(k)
+        if w is None:
+            w = st._win(g, k)
+        yield bounds[j], bounds[j + 1], w
 
 
 def _chunk(*args: Any) -> Any:
