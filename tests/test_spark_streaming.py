@@ -18,6 +18,7 @@ from udm.host.query.runners import RunRequest, get_engine, run_local
 from udm.host.query.spec import parse_query
 from udm.host.temporal.elements import Cti, Insert, Retract, parse_element
 from udm.host.testing.cht import cht
+from udm.host.testing.engine_conformance import write_stream
 from udm.host.testing.generator import generate
 from udm.host.testing.oracle import oracle_run
 from udm.host.testing.properties import check_properties
@@ -28,17 +29,6 @@ pytestmark = pytest.mark.spark
 SUM_BY_G = {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 10}, "group_by": ["g"],
                        "udm": "sum", "input": "v"}]}
 SNAPSHOT_COUNT = {"steps": [{"op": "window", "window": {"type": "snapshot"}, "udm": "count"}]}
-
-
-def _write(path: Path, stream: list[Any]) -> None:
-    from udm.host.temporal.elements import element_to_json
-
-    with path.open("w", encoding="utf-8") as f:
-        for el in stream:
-            try:
-                f.write(json.dumps(element_to_json(el)) + "\n")
-            except (TypeError, ValueError, AttributeError):
-                f.write(json.dumps(repr(el)) + "\n")  # a bad element stays a bad line
 
 
 def _read(path: Path) -> list[Any]:
@@ -65,7 +55,7 @@ def test_file_run_equals_oracle_and_local_engine(spark: Any, tmp_path: Path) -> 
     stream += [Insert("late-inf", 2, 2**63 - 1, {"g": "g0", "v": 1.0}), Cti(2**63 - 1),
                Insert("after-end", 500, 501, {"g": "g1", "v": 1.0})]
     src = tmp_path / "in.jsonl"
-    _write(src, stream)
+    write_stream(src, stream)
     expected = oracle_run(bind(parse_query(SUM_BY_G)), _read(src))
     local = _run("local", SUM_BY_G, src, tmp_path / "local.jsonl")
     res = _run("spark-streaming", SUM_BY_G, src, tmp_path / "stream.jsonl", batch_size=9)
@@ -87,7 +77,7 @@ def test_file_run_equals_oracle_and_local_engine(spark: Any, tmp_path: Path) -> 
 def test_keyless_snapshot_and_default_batch_size(spark: Any, tmp_path: Path) -> None:
     stream = generate(seed=8, events=25, groups=1, duration="mixed", speculation=0.3, cti="regular")
     src = tmp_path / "in.jsonl"
-    _write(src, stream)
+    write_stream(src, stream)
     res = _run("spark-streaming", SNAPSHOT_COUNT, src, tmp_path / "s.jsonl")
     assert verify(_read(tmp_path / "s.jsonl"), oracle_run(bind(parse_query(SNAPSHOT_COUNT)), stream).cht)
     assert res.elements_in == len(stream)
@@ -101,7 +91,7 @@ def test_restart_from_checkpoint_is_exactly_once(spark: Any, tmp_path: Path) -> 
     stream = generate(seed=13, events=24, groups=2, duration="mixed", speculation=0.4, disorder="slightly",
                       cti="regular", bad=0.05)
     src = tmp_path / "in.jsonl"
-    _write(src, stream)
+    write_stream(src, stream)
     ck = tmp_path / "ck"
     with pytest.raises(StreamStopped, match="run the same command again"):
         _run("spark-streaming", SUM_BY_G, src, tmp_path / "a.jsonl", batch_size=10, checkpoint=ck,
@@ -123,8 +113,8 @@ def test_restart_from_checkpoint_is_exactly_once(spark: Any, tmp_path: Path) -> 
 
 def test_checkpoint_of_another_run_is_refused(spark: Any, tmp_path: Path) -> None:
     src, other = tmp_path / "in.jsonl", tmp_path / "other.jsonl"
-    _write(src, [Insert("a", 1, 2, {"g": "x", "v": 1.0})])
-    _write(other, [Insert("a", 1, 3, {"g": "x", "v": 1.0})])
+    write_stream(src, [Insert("a", 1, 2, {"g": "x", "v": 1.0})])
+    write_stream(other, [Insert("a", 1, 3, {"g": "x", "v": 1.0})])
     ck = tmp_path / "ck"
     _run("spark-streaming", SUM_BY_G, src, tmp_path / "o.jsonl", checkpoint=ck)
     with pytest.raises(UdmError, match="different input file"):
@@ -265,7 +255,7 @@ def test_cli_spark_streaming(spark: Any, tmp_path: Path) -> None:
 
     stream = generate(seed=21, events=12, groups=2, cti="regular")
     src = tmp_path / "in.jsonl"
-    _write(src, stream)
+    write_stream(src, stream)
     (tmp_path / "q.json").write_text(json.dumps(SUM_BY_G))
     res = CliRunner().invoke(app, ["run", str(tmp_path / "q.json"), "-i", str(src), "-o", str(tmp_path / "o.jsonl"),
                                    "--engine", "spark-streaming", "--batch-size", "8", "--json"])
@@ -282,7 +272,7 @@ def test_missing_streaming_extras_named(monkeypatch: pytest.MonkeyPatch, tmp_pat
     real = session._find_spec
     monkeypatch.setattr(session, "_find_spec", lambda m: None if m == "grpc" else real(m))
     src = tmp_path / "in.jsonl"
-    _write(src, [Cti(1)])
+    write_stream(src, [Cti(1)])
     with pytest.raises(SparkExtrasMissing, match=r"grpcio .*pip install 'udmkit\[spark\]'"):
         _run("spark-streaming", SUM_BY_G, src, tmp_path / "o.jsonl")
 
@@ -307,7 +297,7 @@ def test_reused_ids_across_buckets_behave_as_in_one_engine(spark: Any, tmp_path:
         Retract("b", 12, 13, 15),                          # extends the y one
     ]
     src = tmp_path / "in.jsonl"
-    _write(src, stream)
+    write_stream(src, stream)
     _run("local", SUM_BY_G, src, tmp_path / "local.jsonl")
     res = _run("spark-streaming", SUM_BY_G, src, tmp_path / "s.jsonl", batch_size=3, buckets=2)
     # (the reference oracle remembers CTI-closed ids and would refuse line 7; the engine forgets them to
@@ -322,6 +312,6 @@ def test_on_violation_error_stops_the_stream_with_the_engine_message(spark: Any,
     from udm.host.errors import ViolationError
 
     src = tmp_path / "in.jsonl"
-    _write(src, [Insert("a", 5, 9, {"g": "x", "v": 1.0}), Cti(8), Insert("late", 2, 3, {"g": "x", "v": 1.0})])
+    write_stream(src, [Insert("a", 5, 9, {"g": "x", "v": 1.0}), Cti(8), Insert("late", 2, 3, {"g": "x", "v": 1.0})])
     with pytest.raises(ViolationError, match="CTI violation"):
         _run("spark-streaming", SUM_BY_G | {"on_violation": "error"}, src, tmp_path / "o.jsonl", batch_size=2)

@@ -30,6 +30,7 @@ from .engine_conformance import (
     registered_engine,
     runner_engine,
     shrink_failure,
+    write_stream,
 )
 from .generator import StreamSpec, generate, logical_events, physical_variants
 from .oracle import OracleResult, OracleUndecidable, group_windows, oracle, oracle_run
@@ -71,4 +72,5 @@ __all__ = [
     "stream_text",
     "to_elements",
     "verify",
+    "write_stream",
 ]

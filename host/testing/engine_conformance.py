@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from udm.host.query.plan import BoundQuery, bind
@@ -27,7 +28,7 @@ from .properties import check_properties
 from .verifier import verify
 
 __all__ = ["EngineReport", "EngineRun", "assert_engine", "check_composition", "check_engine", "registered_engine",
-           "runner_engine", "shrink_failure"]
+           "runner_engine", "shrink_failure", "write_stream"]
 
 Engine = Callable[[QuerySpec, list[Element]], Any]
 
@@ -106,6 +107,21 @@ def runner_engine(factory: Callable[[BoundQuery], Any], catalog: Any = None) -> 
     return run
 
 
+def write_stream(path: str | Path, elements: Sequence[Any]) -> None:
+    """A generated stream as an event file (INTERFACES §1), one line per element; a deliberately bad
+    element (`generate(bad=...)`) stays a bad line, so an engine reading the file dead-letters it."""
+    import json
+
+    from udm.host.temporal.elements import element_to_json
+
+    with Path(path).open("w", encoding="utf-8") as f:
+        for el in elements:
+            try:
+                f.write(json.dumps(element_to_json(el)) + "\n")
+            except (TypeError, ValueError, AttributeError):
+                f.write(json.dumps(repr(el)) + "\n")
+
+
 def registered_engine(name: str, *, catalog: Any = None, batch_size: int | None = None,
                       **options: Any) -> Engine:
     """Adapt an engine of the ``udm run`` registry (``local``, ``spark``, ``spark-streaming``) to an engine
@@ -113,22 +129,16 @@ def registered_engine(name: str, *, catalog: Any = None, batch_size: int | None 
     This is how the Spark paths are held to the same oracle and properties as the local engine."""
     import json
     import tempfile
-    from pathlib import Path
 
     from udm.host.query.runners import RunRequest, get_engine
-    from udm.host.temporal.elements import element_to_json, parse_element
+    from udm.host.temporal.elements import parse_element
 
     def run(query: QuerySpec, elements: list[Element]) -> list[Element]:
         bq = query if isinstance(query, BoundQuery) else bind(query, catalog)
         engine = get_engine(name)
         with tempfile.TemporaryDirectory(prefix="udm-conformance-") as d:
             src, dst, dl = Path(d) / "in.jsonl", Path(d) / "out.jsonl", Path(d) / "dl.jsonl"
-            with src.open("w", encoding="utf-8") as f:
-                for el in elements:
-                    try:
-                        f.write(json.dumps(element_to_json(el)) + "\n")
-                    except (TypeError, ValueError, AttributeError):
-                        f.write(json.dumps(repr(el)) + "\n")  # a bad element stays a bad line
+            write_stream(src, elements)
             engine(RunRequest(bound=bq, input=src, output=dst, dead_letter=dl, batch_size=batch_size,
                               options=dict(options)))
             return [parse_element(json.loads(line)) for line in dst.read_text(encoding="utf-8").splitlines()
