@@ -2,8 +2,8 @@
 
 One Spark job, no pre-passes:
 
-Phase 1 (partial, ``mapInArrow``: one Python call per input partition, no shuffle before it) reads the
-whole element DataFrame, folds each insert into the state of its (group, pane) with the UDA's
+Phase 1 (partial, ``mapInArrow``: one Python call per input partition, no shuffle before it; small
+partitions are coalesced first, `python_tasks`) reads the whole element DataFrame, folds each insert into the state of its (group, pane) with the UDA's
 ``add``/``add_array`` (panes are ``gcd(size, hop)`` wide) and, per key bucket, emits one row holding all
 that bucket's pane states (one pickle per bucket, not per state), one row of id hashes, and one row of
 *facts* (is this partition simple, its last insert line, its least insert LE, its CTIs).
@@ -36,6 +36,7 @@ import pyarrow as pa
 
 from udm.host.query.plan import bind
 from udm.host.query.spec import Hopping, QuerySpec, Tumbling, WindowStep, parse_query
+from udm.host.spark.partition import python_tasks
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
@@ -410,7 +411,9 @@ def run_algebraic(spec: QuerySpec, elements: DataFrame, n_buckets: int, *, stric
             for c, t in (("kind", "string"), ("le", "bigint"), ("re", "bigint"), ("t", "bigint"),
                          ("payload", "string"), ("line", "bigint"), ("error", "string"))]
     idh = F.when(F.col("id").isNotNull(), F.xxhash64(F.col("id"))).alias("idh")
-    partial = elements.select(*cols, idh).mapInArrow(_partial(js, n), _PARTIAL_DDL)
+    # few large partial tasks (`python_tasks`): the partial states shrink a partition to its (group, pane)s
+    partial = (elements.select(*cols, idh).coalesce(python_tasks(elements.sparkSession))
+               .mapInArrow(_partial(js, n), _PARTIAL_DDL))
     # ids embed the group key, which lives in exactly one bucket: unique across buckets
     return partial.groupBy("_bucket").applyInArrow(_final(js, strict), _OUT_DDL)
 

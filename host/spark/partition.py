@@ -11,9 +11,11 @@ of them; the output of windows it does not own is dropped. Otherwise it runs in 
 
 from __future__ import annotations
 
+from typing import Any
+
 from udm.host.query.spec import Hopping, MapStep, QuerySpec, Tumbling, WindowStep
 
-__all__ = ["partition_keys", "time_split"]
+__all__ = ["partition_keys", "python_tasks", "time_split"]
 
 _INF = 2**63 - 1
 
@@ -63,3 +65,18 @@ def time_split(spec: QuerySpec) -> int | None:
     if not isinstance(last.window, (Tumbling, Hopping)) or last.output != "window" or last.max_memory_time < _INF:
         return None
     return last.window.size
+
+
+def python_tasks(spark: Any, per_slot: int = 2) -> int:
+    """How many input partitions a pass that runs Python over *every* element should have at most.
+
+    Each Python task has a fixed cost in the tens of milliseconds (the Arrow stream to a Python worker and
+    back, plus the UDM's setup), so the many small partitions Spark makes from an in-memory table (one per
+    ``arrow.maxRecordsPerBatch`` rows: 100 per million elements) would cost more than the work itself;
+    coalescing them (narrow, no shuffle) to a few tasks per core keeps every core busy. Larger partitions
+    are left as they are (``coalesce`` never splits)."""
+    try:
+        slots = int(spark.sparkContext.defaultParallelism)
+    except Exception:  # Spark Connect has no SparkContext
+        slots = int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
+    return max(1, slots) * per_slot
