@@ -3,10 +3,11 @@
 One Spark job, no pre-passes:
 
 Phase 1 (partial, ``mapInArrow``: one Python call per input partition, no shuffle before it; small
-partitions are coalesced first, `python_tasks`) reads the whole element DataFrame, folds each insert into the state of its (group, pane) with the UDA's
-``add``/``add_array`` (panes are ``gcd(size, hop)`` wide) and, per key bucket, emits one row holding all
-that bucket's pane states (one pickle per bucket, not per state), one row of id hashes, and one row of
-*facts* (is this partition simple, its last insert line, its least insert LE, its CTIs).
+partitions are coalesced first, `python_tasks`) reads the whole element DataFrame, folds each insert into
+the state of its (group, pane) with the UDA's ``add``/``add_array`` (panes are ``gcd(size, hop)`` wide)
+and, per key bucket, emits one row holding all that bucket's pane states (one pickle per bucket, not per
+state), one row of id hashes, and one row of *facts* (is this partition simple, its range of insert
+lines, its least insert LE, and each of its CTIs with the least LE of its own inserts after it).
 Phase 2 (final, ``groupBy(bucket).applyInArrow``: one call per key bucket) receives every partition's facts
 (they are copied into each bucket) and decides eligibility itself: every partition simple, no CTI that an
 insert after it could violate, no id hash seen twice (ids hash to buckets, so equal ids meet in one
@@ -232,7 +233,8 @@ def _partial(spec_json: dict[str, Any], n: int) -> Callable[[Iterator[pa.RecordB
         folded: dict[tuple[str, int], Any] = {}
         ids: list[np.ndarray] = []
         ctis: list[tuple[int, int]] = []
-        last_insert, least_le = -1, _INF
+        ins_lines: list[np.ndarray] = []
+        ins_les: list[np.ndarray] = []
         ok = True
         for rb in batches:
             if not ok:
@@ -264,8 +266,8 @@ def _partial(spec_json: dict[str, Any], n: int) -> Callable[[Iterator[pa.RecordB
             if not (bool((re_np > le_np).all()) and bool((re_np < _INF).all())):
                 ok = False  # invalid or infinite lifetimes: the engine's rules (dead letters, truncation)
                 continue
-            last_insert = max(last_insert, int(pc.max(tb.column("line")).as_py()))
-            least_le = min(least_le, int(le_np.min()))
+            ins_lines.append(tb.column("line").to_numpy())
+            ins_les.append(le_np)
             ids.append(tb.column("idh").to_numpy())
             done = (_fold_vectorized(tb, keys, field, pane_w, off, uda, folded)
                     if isinstance(field, str) else False)
@@ -274,7 +276,7 @@ def _partial(spec_json: dict[str, Any], n: int) -> Callable[[Iterator[pa.RecordB
         buckets: list[int] = []
         tags: list[int] = []
         blobs: list[bytes] = []
-        facts = pickle.dumps((ok, last_insert, least_le, ctis))
+        facts = pickle.dumps(_facts(ok, ins_lines, ins_les, ctis))
         for b in range(n):
             buckets.append(b)
             tags.append(_FACTS)
@@ -305,14 +307,52 @@ def _partial(spec_json: dict[str, Any], n: int) -> Callable[[Iterator[pa.RecordB
     return run
 
 
-def _eligible(facts: list[tuple[bool, int, int, list[tuple[int, int]]]], id_blobs: list[bytes]) -> bool:
+_Facts = tuple[bool, int, int, int, np.ndarray]
+
+
+def _facts(ok: bool, ins_lines: list[np.ndarray], ins_les: list[np.ndarray], ctis: list[tuple[int, int]]
+           ) -> _Facts:
+    """What the final phase needs of a partition to rule out CTI violations: (ok, least and greatest
+    insert line, least insert LE, and for each of its CTIs (line, t, least LE of *this partition's*
+    inserts after it)). An insert violates CTI ``(line, t)`` iff it comes after ``line`` with ``LE < t``
+    (SEMANTICS §1), so the partition holding the CTI checks it exactly against its own inserts."""
+    checks = np.empty((len(ctis), 3), dtype=np.int64)
+    if not ins_lines:
+        if ctis:
+            checks[:, :2] = np.asarray(ctis, dtype=np.int64)
+            checks[:, 2] = _INF
+        return ok, _INF, -1, _INF, checks
+    lines, les = np.concatenate(ins_lines), np.concatenate(ins_les)
+    order = np.argsort(lines, kind="stable")
+    lines, les = lines[order], les[order]
+    if ctis:
+        suffix_min = np.append(np.minimum.accumulate(les[::-1])[::-1], _INF)
+        checks[:, :2] = np.asarray(ctis, dtype=np.int64)
+        checks[:, 2] = suffix_min[np.searchsorted(lines, checks[:, 0], side="right")]
+    return ok, int(lines[0]), int(lines[-1]), int(les.min()), checks
+
+
+def _ctis_respected(facts: list[_Facts]) -> bool:
+    """No insert after a CTI has ``LE <`` its time. Exact within the partition of the CTI; against another
+    partition exact when that partition's inserts all come before or all after the CTI (partitions of a
+    file or an in-memory table are runs of lines), else refused (the engine path decides)."""
+    for i, (_, _, _, _, checks) in enumerate(facts):
+        if not len(checks):
+            continue
+        line, t = checks[:, 0], checks[:, 1]
+        if bool((checks[:, 2] < t).any()):
+            return False
+        for j, (_, lo, hi, least_le, _) in enumerate(facts):
+            if j == i or lo > hi:  # (no inserts there)
+                continue
+            if bool(((line >= lo) & (line <= hi)).any()) or bool(((line < lo) & (t > least_le)).any()):
+                return False
+    return True
+
+
+def _eligible(facts: list[_Facts], id_blobs: list[bytes]) -> bool:
     """The global checks, from every partition's facts and this bucket's id hashes."""
-    if not all(f[0] for f in facts):
-        return False
-    last_insert = max((f[1] for f in facts), default=-1)
-    least_le = min((f[2] for f in facts), default=_INF)
-    # a CTI before some insert is harmless only if no insert can violate it
-    if any(line < last_insert and t > least_le for f in facts for line, t in f[3]):
+    if not all(f[0] for f in facts) or not _ctis_respected(facts):
         return False
     if id_blobs:
         hashes = np.concatenate([np.frombuffer(b, dtype=np.int64) for b in id_blobs])

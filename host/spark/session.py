@@ -104,6 +104,10 @@ def get_spark(master: str | None = None, *, app_name: str = "udmkit", shuffle_pa
         "spark.sql.session.timeZone": "UTC",  # TimestampType <-> µs ticks must not depend on the host
     }
     if remote is not None:
+        if not remote.startswith("sc://"):
+            # ``remote="local[N]"``: PySpark starts the Connect server here, and its workers are ours
+            os.environ["PYSPARK_PYTHON"] = sys.executable
+            defaults.update({"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
         builder = builder.remote(remote)
     else:
         if master.startswith("local"):  # type: ignore[union-attr]
