@@ -65,3 +65,40 @@ def test_cht_timestamps(spark: Any) -> None:
     df = elements_df(spark, [Insert("a", 1_000_000, INF, {})])
     row = cht_df(df, timestamps=True).collect()[0]
     assert row["start"] == dt.datetime(1970, 1, 1, 0, 0, 1) and row["end"] is None
+
+
+
+@pytest.mark.parametrize("bad", [False, True])
+def test_file_batches_keep_every_payload_exactly(spark: Any, tmp_path: Any, bad: bool) -> None:
+    """Batches read from a file give the payloads ``json.loads`` gives: ints stay ints, float literals
+    floats, escapes and non-ASCII text intact, nested objects and lists kept, rows without a payload and
+    bad rows kept in place. A uniform file's struct payloads are turned into JSON text by Spark's
+    ``to_json``; a file with odd lines mixes struct and text batches (json.dumps on the driver)."""
+    from udm.host.io.jsonl import JsonlReader
+
+    payloads = [
+        {"k": "a\"b\\c\n", "v": 28.0, "n": 3, "big": 9007199254740993, "tiny": 1e-300, "huge": 1.5e300,
+         "neg": -0.0, "u": "prïce ✓", "o": {"x": [1, 2], "y": {"z": "deep"}}, "l": [0.5, 2.5]},
+        {"k": "", "v": 0.1, "n": -7, "big": -1, "tiny": 2.5e-7, "huge": 12345678.9, "neg": -1.25,
+         "u": "tab\there", "o": {"x": [3], "y": {"z": ""}}, "l": [1.5]},
+    ]
+    lines = [json.dumps({"kind": "insert", "id": f"e{i}", "le": i, "re": i + 1, "payload": payloads[i % 2]},
+                        separators=(",", ":"), ensure_ascii=False) for i in range(5000 if bad else 300)]
+    lines.append('{"kind":"cti","t":6000}')
+    if bad:
+        lines += ["not json", json.dumps({"kind": "insert", "id": "z", "le": 6001, "re": 6002,
+                                          "payload": payloads[0]})]
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    batches = list(JsonlReader(src, batch_size=1000))
+    assert any(b.payload_is_struct for b in batches)
+    assert all(b.payload_is_struct for b in batches) != bad
+    rows = elements_df(spark, batches).orderBy("line").collect()
+    expected = [json.loads(x).get("payload") if x.startswith("{") else None for x in lines]
+    got = [None if r["payload"] is None else json.loads(r["payload"]) for r in rows]
+    assert got == expected
+    for g, e in zip(got, expected, strict=True):  # int vs float, recursively (== says 28 == 28.0)
+        assert json.dumps(g, sort_keys=True) == json.dumps(e, sort_keys=True)
+    assert [r["line"] for r in rows] == list(range(1, len(lines) + 1))
+    if bad:
+        assert rows[-2]["kind"] is None and rows[-2]["error"]
