@@ -33,7 +33,6 @@ Engine path (one Spark job, never one Python call per window or per group):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
@@ -49,6 +48,8 @@ from udm.host.query.spec import QuerySpec, load_query, parse_query
 from udm.host.spark.algebraic import INELIGIBLE, eligible_step, run_algebraic
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
 from udm.host.spark.partition import partition_keys, time_split
+from udm.host.spark.rows import dead_rows, output_rows
+from udm.host.temporal.elements import Insert, Retract
 from udm.sdk import INF
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -102,17 +103,6 @@ def _result_table(cols: dict[str, list[Any]]) -> pa.Table:
     return pa.table(cols, schema=_RESULT_ARROW)
 
 
-def _dead_rows(runner: Any, keep: Callable[[int | None], bool], cols: dict[str, list[Any]]) -> None:
-    for dl in runner.take_dead_letters():
-        rec = dl.to_json()
-        if not keep(rec["line"]):
-            continue
-        for c, lst in cols.items():
-            lst.append({"stream": "dead", "kind": dl.category, "line": rec["line"], "reason": rec["reason"],
-                        "element": None if rec["element"] is None
-                        else json.dumps(rec["element"], separators=(",", ":"))}.get(c))
-
-
 def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: int | None,
                    n_buckets: int, bounds: list[int] | None = None
                    ) -> Callable[[tuple[Any, ...], pa.Table], pa.Table]:
@@ -127,7 +117,7 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
         from udm.host.engine import QueryRunner
         from udm.host.engine.common import NEG
         from udm.host.io.batch import ElementBatch
-        from udm.host.temporal.elements import Cti, Insert, Retract
+        from udm.host.temporal.elements import Cti
 
         bucket = int(key[0].as_py())
         table = table.sort_by("line")
@@ -166,24 +156,15 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
             for c, lst in cols.items():
                 lst.append(values.get(c))
 
-        seq = 0
-        for el in out:
-            if isinstance(el, (Insert, Retract)) and ((lo is not None and el.le < lo)
-                                                      or (hi is not None and el.le >= hi)):
-                continue  # a window another range owns (its output LE is W.LE)
-            if isinstance(el, Insert):
-                row(stream="out", kind="insert", id=f"{bucket}.{el.id}", le=el.le, re=el.re,
-                    payload=json.dumps(el.payload, separators=(",", ":")), line=seq * n_buckets + bucket)
-            elif isinstance(el, Retract):
-                row(stream="out", kind="retract", id=f"{bucket}.{el.id}", le=el.le, re=el.re, re_new=el.re_new,
-                    line=seq * n_buckets + bucket)
-            else:
-                continue  # bucket CTIs: see the module doc
-            seq += 1
-        if owned_lines is None:
-            _dead_rows(runner, lambda _line: True, cols)
-        else:
-            _dead_rows(runner, lambda line: line in owned_lines if line is not None else bucket == 0, cols)
+        def owned(el: Insert | Retract) -> bool:  # not a window another range owns (its output LE is W.LE)
+            return (lo is None or el.le >= lo) and (hi is None or el.le < hi)
+
+        for seq, r in enumerate(output_rows(bucket, out, owned if bounds is not None else None)):
+            row(stream="out", line=seq * n_buckets + bucket, **r)
+        keep = None if owned_lines is None else (
+            lambda line: line in owned_lines if line is not None else bucket == 0)
+        for r in dead_rows(runner.take_dead_letters(), keep):
+            row(**r, stream="dead", kind=r["category"])
         if id_blob is not None:
             row(stream="ids", line=bucket, element=id_blob)
         if reached > NEG:  # (NEG: nothing seen)
@@ -212,9 +193,9 @@ def _id_judge(spec_json: dict[str, Any], on_violation: str | None) -> Callable[[
         runner = QueryRunner(bind(first), on_violation=on_violation)
         runner.process_batch(ElementBatch.from_table(table.select(list(ELEMENT_COLUMNS))))
         runner.finish()
-        cols: dict[str, list[Any]] = {c: [] for c in _RESULT_ARROW.names}
-        _dead_rows(runner, lambda line: line in mine, cols)
-        return _result_table(cols)
+        rows = [{**r, "stream": "dead", "kind": r["category"]}
+                for r in dead_rows(runner.take_dead_letters(), lambda line: line in mine)]
+        return _result_table({c: [r.get(c) for r in rows] for c in _RESULT_ARROW.names})
 
     return run
 

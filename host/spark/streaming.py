@@ -47,6 +47,7 @@ from udm.host.query.plan import BoundQuery, bind
 from udm.host.query.spec import QuerySpec, parse_query
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
 from udm.host.spark.partition import partition_keys
+from udm.host.spark.rows import dead_rows, output_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
@@ -96,8 +97,6 @@ def _emit_rows(bucket: int, out: list[Any], dead: list[Any], cti: int | None,
     """One pandas frame of result rows (nullable ints as pandas ``Int64``, so nothing becomes float)."""
     import pandas as pd
 
-    from udm.host.temporal.elements import Cti, Insert, Retract
-
     cols: dict[str, list[Any]] = {name: [] for name, _ in _RESULT_FIELDS}
 
     def row(**values: Any) -> None:
@@ -105,20 +104,11 @@ def _emit_rows(bucket: int, out: list[Any], dead: list[Any], cti: int | None,
             lst.append(values.get(c))
 
     seq = 0
-    for el in out:
-        if isinstance(el, Insert):
-            row(stream="out", kind="insert", id=f"{bucket}.{el.id}", le=el.le, re=el.re,
-                payload=json.dumps(el.payload, separators=(",", ":")), bucket=bucket, seq=seq)
-        elif isinstance(el, Retract):
-            row(stream="out", kind="retract", id=f"{bucket}.{el.id}", le=el.le, re=el.re, re_new=el.re_new,
-                bucket=bucket, seq=seq)
-        elif isinstance(el, Cti):
-            continue  # bucket CTIs travel as the one ``cti`` row below
+    for r in output_rows(bucket, out):
+        row(stream="out", bucket=bucket, seq=seq, **r)
         seq += 1
-    for dl in dead:
-        rec = dl.to_json()
-        row(stream="dead", line=rec["line"], reason=rec["reason"], bucket=bucket, seq=seq,
-            element=None if rec["element"] is None else json.dumps(rec["element"], separators=(",", ":")))
+    for r in dead_rows(dead):
+        row(stream="dead", bucket=bucket, seq=seq, **r)
         seq += 1
     if cti is not None:
         row(stream="cti", kind="cti", t=cti, bucket=bucket, seq=seq)

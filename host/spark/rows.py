@@ -1,0 +1,45 @@
+"""Engine output as the values of Spark result rows, shared by the batch bucket runner
+(`udm.host.spark.batch`) and the streaming processor (`udm.host.spark.streaming`).
+
+Each bucket runs its own engine, whose ids are unique only within it; an output id is therefore
+``"{bucket}.{id}"``, unique across buckets and stable between runs (the streaming restart test compares
+output bytes). Payloads travel as compact JSON text, as in every element DataFrame (`convert`). Bucket
+CTIs are not output rows: each path reports them its own way (the batch path ends with one ``cti(INF)``,
+streaming combines them over the buckets).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from udm.host.engine.common import DeadLetter
+from udm.host.temporal.elements import Element, Insert, Retract
+
+__all__ = ["dead_rows", "output_rows"]
+
+
+def output_rows(bucket: int, out: Iterable[Element],
+                keep: Callable[[Insert | Retract], bool] | None = None) -> Iterator[dict[str, Any]]:
+    """``kind, id, le, re, re_new, payload`` of each insert and retraction in ``out`` (in order) that
+    ``keep`` accepts."""
+    for el in out:
+        if isinstance(el, Insert):
+            if keep is None or keep(el):
+                yield {"kind": "insert", "id": f"{bucket}.{el.id}", "le": el.le, "re": el.re,
+                       "payload": json.dumps(el.payload, separators=(",", ":"))}
+        elif isinstance(el, Retract) and (keep is None or keep(el)):
+            yield {"kind": "retract", "id": f"{bucket}.{el.id}", "le": el.le, "re": el.re, "re_new": el.re_new}
+
+
+def dead_rows(dead: Iterable[DeadLetter],
+              keep: Callable[[int | None], bool] | None = None) -> Iterator[dict[str, Any]]:
+    """``line, reason, element`` (JSON text, or None) and ``category`` of each dead letter whose line
+    ``keep`` accepts."""
+    for dl in dead:
+        rec = dl.to_json()
+        if keep is not None and not keep(rec["line"]):
+            continue
+        yield {"line": rec["line"], "reason": rec["reason"], "category": dl.category,
+               "element": None if rec["element"] is None else json.dumps(rec["element"], separators=(",", ":"))}
