@@ -4,7 +4,8 @@ Algebraic UDAs on tumbling/hopping windows first try the two-phase partial + fin
 (`udm.host.spark.algebraic`): one job, which validates its own input and, when the input is not simple
 enough, says so instead of answering; only then does the engine path below run.
 
-Engine path (one Spark job, never one Python call per window or per group):
+Engine path (one Spark job, never one Python call per window or per group; the input's small
+partitions are coalesced first, `python_tasks`, since every task has a fixed cost):
 
 1. every input element gets a ``_bucket``:
    - *key buckets* (the query has partition keys, `partition_keys`): an insert goes to the hash of its
@@ -23,7 +24,8 @@ Engine path (one Spark job, never one Python call per window or per group):
    CTIs are copied into every bucket, so every engine sees the stream's punctuation; bad rows and
    retractions of unknown ids go to bucket 0, whose engine dead-letters them;
 2. ``groupBy(_bucket).applyInArrow``: each Python call receives a whole bucket (many groups), sorts it
-   by ``line`` (physical order) and walks it with one `QueryRunner`, then ends it with ``cti(T)`` (T =
+   by ``line`` (physical order), parses its payload texts in one call (`with_struct_payloads`) and walks
+   it with one `QueryRunner`, then ends it with ``cti(T)`` (T =
    the largest finite time of the whole stream, so infinite lifetimes are cut where a single engine
    would cut them, semantics-notes 2) and `finish`;
 3. output and dead letters come back as one DataFrame, split in two. Output ids are prefixed with the
@@ -47,8 +49,8 @@ from udm.host.query.plan import BoundQuery, bind
 from udm.host.query.spec import QuerySpec, load_query, parse_query
 from udm.host.spark.algebraic import INELIGIBLE, eligible_step, run_algebraic
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
-from udm.host.spark.partition import partition_keys, time_split
-from udm.host.spark.rows import dead_rows, output_rows
+from udm.host.spark.partition import partition_keys, python_tasks, time_split
+from udm.host.spark.rows import dead_rows, output_rows, with_struct_payloads
 from udm.host.temporal.elements import Insert, Retract
 from udm.sdk import INF
 
@@ -132,7 +134,7 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
         owned_lines: set[int] | None = None
         if "_own" in table.column_names:
             owned_lines = set(table.filter(pc.fill_null(table.column("_own"), False)).column("line").to_pylist())
-        table = table.select(list(ELEMENT_COLUMNS))
+        table = with_struct_payloads(table.select(list(ELEMENT_COLUMNS)))
         runner = QueryRunner(bind(parse_query(spec_json)), on_violation=on_violation)
         # cti(T) must precede the stream's own cti(INF) (after which it would be ignored), so the batch is
         # split there; elements after a cti(INF) stay after it and are dead-lettered as violations.
@@ -387,7 +389,7 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path, eleme
     spec = _spec_of(query)
     bind(spec)  # fail fast on the driver, with the catalog's message
     spark = elements.sparkSession
-    df = normalize_elements(elements)
+    df = normalize_elements(elements).coalesce(python_tasks(spark))
     keys = partition_keys(spec)
     n = max(1, int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1)))
 

@@ -74,7 +74,8 @@ def python_tasks(spark: Any, per_slot: int = 2) -> int:
     back, plus the UDM's setup), so the many small partitions Spark makes from an in-memory table (one per
     ``arrow.maxRecordsPerBatch`` rows: 100 per million elements) would cost more than the work itself;
     coalescing them (narrow, no shuffle) to a few tasks per core keeps every core busy. Larger partitions
-    are left as they are (``coalesce`` never splits)."""
+    are left as they are (``coalesce`` never splits). The price is memory per task: a pass that keeps
+    state per (group, pane) holds that of more rows, about what a final task holds for its key bucket."""
     try:
         slots = int(spark.sparkContext.defaultParallelism)
     except Exception:  # Spark Connect has no SparkContext

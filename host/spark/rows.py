@@ -1,7 +1,10 @@
-"""Engine output as the values of Spark result rows, shared by the batch bucket runner
+"""Rows in and out of the engines on Spark's Python workers, shared by the batch bucket runner
 (`udm.host.spark.batch`) and the streaming processor (`udm.host.spark.streaming`).
 
-Each bucket runs its own engine, whose ids are unique only within it; an output id is therefore
+In: element rows reach Python with JSON-text payloads; `with_struct_payloads` turns them into the
+typed struct column the fast file reader makes, so the engine reads fields as columns.
+
+Out: each bucket runs its own engine, whose ids are unique only within it; an output id is therefore
 ``"{bucket}.{id}"``, unique across buckets and stable between runs (the streaming restart test compares
 output bytes). Payloads travel as compact JSON text, as in every element DataFrame (`convert`). Bucket
 CTIs are not output rows: each path reports them its own way (the batch path ends with one ``cti(INF)``,
@@ -14,10 +17,21 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import pyarrow as pa
+
 from udm.host.engine.common import DeadLetter
 from udm.host.temporal.elements import Element, Insert, Retract
 
-__all__ = ["dead_rows", "output_rows"]
+__all__ = ["dead_rows", "output_rows", "with_struct_payloads"]
+
+
+def with_struct_payloads(table: pa.Table) -> pa.Table:
+    """``table`` with its ``payload`` text column as a struct when the texts make a faithful one
+    (`udm.host.io.jsonl.struct_payloads`), else as it is."""
+    from udm.host.io.jsonl import struct_payloads
+
+    struct = struct_payloads(table.column("payload"))
+    return table if struct is None else table.set_column(table.column_names.index("payload"), "payload", struct)
 
 
 def output_rows(bucket: int, out: Iterable[Element],

@@ -47,7 +47,7 @@ from udm.host.query.plan import BoundQuery, bind
 from udm.host.query.spec import QuerySpec, parse_query
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
 from udm.host.spark.partition import partition_keys
-from udm.host.spark.rows import dead_rows, output_rows
+from udm.host.spark.rows import dead_rows, output_rows, with_struct_payloads
 
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
@@ -227,7 +227,7 @@ def _processor_class() -> type:
                 col = table.column(c)
                 table = table.set_column(table.column_names.index(c), c,
                                          pc.if_else(pc.equal(col, NULL_TICK), None, col))
-            table = table.sort_by("udm_seq")
+            table = with_struct_payloads(table.sort_by("udm_seq"))
             yield from self._run(int(key[0]), table, timerValues)
 
         def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any
