@@ -146,3 +146,30 @@ def test_interior_ctis_keep_the_plan(spark: Any) -> None:
             assert run.dead_letters.count() == dead
         finally:
             run.unpersist()
+
+
+def test_ints_stay_ints_next_to_floats(spark: Any) -> None:
+    """A window whose values are all ints sums to an int, as in the local engine, even when another
+    window of the same partition holds floats (a parsed column of both would be all floats)."""
+    import json
+
+    from udm.host.engine import QueryRunner
+    from udm.host.query.plan import bind
+
+    stream: list[Any] = [Insert(f"i{i}", i, i + 1, {"g": "x", "v": i}) for i in range(5)]
+    stream += [Insert(f"f{i}", 20 + i, 21 + i, {"g": "x", "v": i + 0.5}) for i in range(5)]
+    stream += [Insert(f"r{i}", 40 + i, 41 + i, {"g": "y", "v": float(i)}) for i in range(5)]  # 2.0, not 2
+    stream.append(Cti(INF))
+    q = parse_query({"steps": [{"op": "window", "window": {"type": "tumbling", "size": 10}, "group_by": ["g"],
+                                "udm": "sum", "input": "v"}]})
+    runner = QueryRunner(bind(q))
+    out = [o for el in stream for o in runner.process(el)] + list(runner.finish())
+    local = sorted(json.dumps(e.payload) for e in out if isinstance(e, Insert))
+    run = run_batch(q, elements_df(spark, stream))
+    try:
+        assert run.path == "algebraic"
+        got = sorted(json.dumps(e.payload) for e in collect_elements(run.output) if isinstance(e, Insert))
+    finally:
+        run.unpersist()
+    assert got == local
+    assert '{"g": "x", "sum": 10}' in got and '{"g": "y", "sum": 10.0}' in got

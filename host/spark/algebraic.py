@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from udm.host.io.jsonl import struct_payloads
 from udm.host.query.plan import bind
 from udm.host.query.spec import Hopping, QuerySpec, Tumbling, WindowStep, parse_query
 from udm.host.spark.partition import python_tasks
@@ -87,33 +88,22 @@ def key_bucket(kj: str, n: int) -> int:
 
 def _columns(rb: pa.RecordBatch | pa.Table, names: list[str]) -> list[Any] | None:
     """The payload fields ``names`` of a batch as Arrow columns, parsed in one pyarrow call; None when
-    the payloads are not flat objects with every field present and of a plain type."""
-    import pyarrow.compute as pc
-    import pyarrow.json as pj
-
+    the payloads do not make a faithful struct (`struct_payloads`: an int written as an int must stay one)
+    with every field present and of a plain type."""
     texts = rb.column("payload")
-    if isinstance(texts, pa.ChunkedArray):
-        texts = texts.combine_chunks()
     if texts.null_count:
         return None
     if len(texts) == 0:
         return [pa.chunked_array([], pa.null()) for _ in names]
-    joined = pc.binary_join_element_wise(texts, pa.scalar(""), "\n")  # every text + "\n", contiguous
-    offsets = np.frombuffer(joined.buffers()[1], dtype=np.int32)[joined.offset: joined.offset + len(joined) + 1]
-    data = joined.buffers()[2][offsets[0]: offsets[-1]]
-    try:
-        table = pj.read_json(pa.BufferReader(data))
-    except pa.ArrowInvalid:
-        return None
-    if table.num_rows != len(texts):
+    struct = struct_payloads(texts)
+    if struct is None:
         return None
     out = []
     for name in names:
-        if name not in table.column_names:
+        if struct.type.get_field_index(name) < 0:
             return None
-        col = table.column(name)
-        if col.null_count or not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)
-                                  or pa.types.is_string(col.type)):
+        col = struct.field(name)
+        if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_string(col.type)):
             return None
         out.append(col)
     return out
