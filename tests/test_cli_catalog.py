@@ -9,30 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_harness import udm
 from typer.testing import CliRunner
 
-from udm.host.cli import app as app_mod
 from udm.host.cli.app import app
 
 runner = CliRunner()
 
 FIRST_PARTY = {"avg", "count", "max", "median", "min", "sum", "twa", "variance", "in_range", "topk", "follows",
                "members"}
-
-
-def udm(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """The console entry point (which turns UdmErrors into one line + exit 1) in process."""
-    old = sys.argv
-    sys.argv = ["udm", *args]
-    code = 0
-    try:
-        app_mod.main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = old
-    cap = capsys.readouterr()
-    return code, cap.out, cap.err
 
 
 def test_list_human() -> None:

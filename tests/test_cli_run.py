@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
+from cli_harness import udm
 
-from udm.host.cli import app as app_mod
 from udm.host.errors import BadElement
 from udm.host.io.batch import ElementBatch
 from udm.host.query import runners
@@ -73,21 +73,6 @@ def fake_engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[FakeRunner]]:
     FakeRunner.instances = []
     monkeypatch.setattr(runners, "make_runner", FakeRunner)
     yield FakeRunner
-
-
-def udm(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """Run the console entry point in process: (exit code, stdout, stderr)."""
-    old = sys.argv
-    sys.argv = ["udm", *args]
-    code = 0
-    try:
-        app_mod.main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = old
-    cap = capsys.readouterr()
-    return code, cap.out, cap.err
 
 
 def _write(path: Path, elements: list[Any]) -> Path:
