@@ -56,7 +56,7 @@ def test_missing_field_at_a_later_step_is_dead_lettered_by_that_step() -> None:
     out, r = run(q, [Insert("a", 1, 2, {})])
     assert table(out) == []
     [dl] = r.dead_letters
-    assert dl.reason == "step 1: missing field 'nope'" and dl.element["payload"] == {"count": 1}  # type: ignore[index]
+    assert dl.reason == "step s1: missing field 'nope'" and dl.element["payload"] == {"count": 1}  # type: ignore[index]
 
 
 def test_random_multi_step_queries_agree_with_the_reference() -> None:

@@ -33,9 +33,14 @@ class DeadLetter:
     #: the counter it went to (``cti_violation``, ``duplicate_id``, ...): `RunStats.reasons` keys, so an engine
     #: split across Spark tasks can sum them; not part of the dead-letter record (INTERFACES §1)
     category: str = ""
+    #: the query input the element came from (set in a multi-input query; INTERFACES §1)
+    input: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"line": self.line, "reason": self.reason, "element": self.element}
+        rec: dict[str, Any] = {"line": self.line, "reason": self.reason, "element": self.element}
+        if self.input is not None:
+            rec["input"] = self.input
+        return rec
 
 
 @dataclass
@@ -47,15 +52,26 @@ class RunStats:
     dead_lettered: int = 0
     reasons: Counter[str] = field(default_factory=Counter)
     truncated_at: int | None = None
+    #: per input of a multi-input query: {"elements_in": n, "dead_lettered": n}
+    inputs: dict[str, Counter[str]] = field(default_factory=dict)
+
+    def count_input(self, name: str, what: str, n: int = 1) -> None:
+        per = self.inputs.get(name)
+        if per is None:
+            per = self.inputs[name] = Counter()
+        per[what] += n
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "elements_in": self.elements_in,
             "elements_out": self.elements_out,
             "dead_lettered": self.dead_lettered,
             "reasons": dict(self.reasons),
             "truncated_at": self.truncated_at,
         }
+        if self.inputs:
+            data["inputs"] = {k: dict(v) for k, v in self.inputs.items()}
+        return data
 
 
 _dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode

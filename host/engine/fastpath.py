@@ -227,7 +227,7 @@ def run_batch(runner: QueryRunner, batch: Any) -> list[Element]:
         r = _row(runner, cols, codes_l, lines, i)
         if r:
             out.extend(r)
-    out.extend(runner._flush())
+    out.extend(runner.flush())
     return out
 
 
@@ -241,7 +241,7 @@ def _row(runner: QueryRunner, cols: Cols, codes: list[int], lines: list[int], i:
     ctx.stats.elements_in += 1
     c = codes[i]
     if runner.finished:
-        runner._after_finish(_element(cols, c, i))
+        runner.after_end(_element(cols, c, i))
         return []
     first = runner.steps[0]
     if c == _INSERT:
@@ -254,12 +254,12 @@ def _row(runner: QueryRunner, cols: Cols, codes: list[int], lines: list[int], i:
         t = cols.ints("t")[i]
         out = first.cti(t)
         if t >= INF:
-            runner.finished = True
+            runner.end_input("main")
     else:
-        runner._bad(_bad_row(cols, i, ctx.line), ctx.line)
+        runner.reject_bad(_bad_row(cols, i, ctx.line), ctx.line)
         return []
     if out:
-        return runner._run(1, out)
+        return runner.push(0, out)
     return []
 
 
@@ -494,7 +494,7 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
     # their net lifetime (the retractions folded into them are valid at their places, checked above)
     later = ok & ~vec if deleted is None else ok & ~vec & ~deleted
     st.vlater = list(zip(rows[later].tolist(), re[later].tolist(), strict=True)) if later.any() else []
-    if st.index == 0:
+    if st.reads_input:
         seen = later.copy()
         seen[took] = True
         tmax = int(np.where(ore < INF, ore, le)[seen].max())

@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Pane", "PaneStep", "pane_step"]
 
 
-def pane_step(index: int, ctx: Context, bs: BoundStep) -> PaneStep | None:
+def pane_step(name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> PaneStep | None:
     """A `PaneStep` when pane evaluation applies to this step, else None."""
     step = bs.step
     win = step.window
@@ -47,7 +47,7 @@ def pane_step(index: int, ctx: Context, bs: BoundStep) -> PaneStep | None:
         return None
     if win.size // gcd(win.size, win.hop) < 2:
         return None
-    return PaneStep(index, ctx, bs)
+    return PaneStep(name, ctx, bs, reads_input)
 
 
 class Pane:
@@ -69,8 +69,8 @@ class Pane:
 class PaneStep(GridStep):
     """`GridStep` whose window states are merged from pane states."""
 
-    def __init__(self, index: int, ctx: Context, bs: BoundStep) -> None:
-        super().__init__(index, ctx, bs)
+    def __init__(self, name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> None:
+        super().__init__(name, ctx, bs, reads_input)
         self.p = gcd(self.size, self.hop)
         self.ppw = self.size // self.p  # panes per window
         self.hpp = self.hop // self.p  # panes per hop

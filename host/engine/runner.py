@@ -1,4 +1,15 @@
-"""`QueryRunner`: runs a bound query (a chain of steps) over a physical stream, in process."""
+"""`QueryRunner`: the one in-process driver. It runs a bound query graph over one or more physical streams.
+
+The plan is a list of operators in topological order (`udm.host.query.graph`), each with the list of
+``(operator, port)`` that read its output. An element of input ``NAME`` enters the one operator that
+reads that input (an `InputGate` when the input is multicast or read by a multi-input operator, else the
+step itself, which then validates it: SEMANTICS §1 per input), and its consequences are pushed down the
+plan in topological order. The last operator is the query output (every step leads to it).
+
+Operators buffer some output (window steps release in batches); `flush` releases it every few thousand
+elements and at the end. A linear query (one input, a chain of steps) takes the same route with a
+cheaper inner loop, and `process_batch` hands its columnar batches to the vectorized fast path.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +18,15 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from udm.host.errors import BadElement, ViolationError
+from udm.host.query.graph import QueryGraph
 from udm.host.query.plan import BoundQuery
-from udm.host.temporal.elements import Cti, Element, Insert, Retract
+from udm.host.temporal.elements import Cti, Element, Insert, Retract, element_to_json
 
 from .common import INF, NEG, DeadLetter, RunStats
-from .step import FilterStep, MapStep, Step
+from .ops.alter_lifetime import AlterLifetimeStep
+from .ops.join import JoinStep
+from .ops.union import UnionStep
+from .step import FilterStep, InputGate, MapStep, ProjectStep, Step
 from .window import make_window_step
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -19,30 +34,42 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Context", "QueryRunner"]
 
-_SNAPSHOT_VERSION = 1
+#: 2: operators keyed by graph name (query graphs); 1: a list of steps
+_SNAPSHOT_VERSION = 2
 #: process_many releases output at least this often (elements)
 FLUSH_EVERY = 2048
 
 
 class Context:
-    """What steps share: the violation policy, the current input line, dead letters and counters."""
+    """What operators share: the violation policy and name of the input being read, the current input line,
+    dead letters and counters."""
 
-    def __init__(self, on_violation: str) -> None:
+    def __init__(self, on_violation: str, multi_input: bool = False) -> None:
         self.on_violation = on_violation
+        #: the input whose element is being processed (dead letters name it in a multi-input query)
+        self.input = "main"
+        self.multi_input = multi_input
         self.line: int | None = None
         self.dead_letters: list[DeadLetter] = []
         self.stats = RunStats()
-        self.T = NEG  # largest finite time the (valid) input reached (semantics-notes 2)
+        self.T = NEG  # largest finite time the (valid) input reached, over all inputs (semantics-notes 2)
 
     def __getstate__(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
     def dead(self, dl: DeadLetter, category: str) -> None:
         dl.category = category
+        if self.multi_input:
+            dl.input = self.input
         self.dead_letters.append(dl)
         st = self.stats
         st.dead_lettered += 1
         st.reasons[category] += 1
+        if self.multi_input:
+            st.count_input(self.input, "dead_lettered")
 
     def seen(self, *times: int) -> None:
         T = self.T
@@ -55,30 +82,86 @@ class Context:
         self.stats.truncated_at = t
 
 
-class QueryRunner:
-    """Runs a bound query in process.
+def _make_operator(bound: BoundQuery, name: str, ctx: Context, reads_input: bool) -> Step:
+    bs = bound.step(name)
+    op = bs.step.op
+    if op == "filter":
+        return FilterStep(name, ctx, bs, reads_input)
+    if op == "map":
+        return MapStep(name, ctx, bs, reads_input)
+    if op == "project":
+        return ProjectStep(name, ctx, bs, reads_input)
+    if op == "alter_lifetime":
+        return AlterLifetimeStep(name, ctx, bs, reads_input)
+    if op == "union":
+        return UnionStep(name, ctx, bs)
+    if op == "join":
+        return JoinStep(name, ctx, bs)
+    if op == "window":
+        return make_window_step(name, ctx, bs, reads_input)
+    raise ValueError(f"no operator for op {op!r}")  # bind() refuses every other op
 
-    ``process`` / ``process_many`` / ``process_batch`` feed input elements and return the output elements
-    they caused (inserts, retractions, CTIs; ids chosen by the engine). ``finish`` ends the input
-    (``cti(INF)`` unless one was seen). Refused input goes to ``dead_letters`` and ``stats``.
+
+class QueryRunner:
+    """Runs a bound query graph in process.
+
+    ``process`` / ``process_many`` / ``process_batch`` feed input elements (of input ``input``, default
+    ``main``) and return the output elements they caused (inserts, retractions, CTIs; ids chosen by the
+    engine). ``finish`` ends every input (``cti(INF)`` unless one was seen). Refused input goes to
+    ``dead_letters`` and ``stats``.
     """
 
     def __init__(self, bound: BoundQuery, *, on_violation: str | None = None) -> None:
+        for policy in (on_violation, bound.spec.on_violation):
+            if policy is not None and policy not in ("dead_letter", "adjust", "error"):
+                raise ValueError(f"on_violation must be dead_letter, adjust or error, got {policy!r}")
         self.bound = bound
-        policy = on_violation if on_violation is not None else bound.spec.on_violation
-        if policy not in ("dead_letter", "adjust", "error"):
-            raise ValueError(f"on_violation must be dead_letter, adjust or error, got {policy!r}")
-        self.ctx = Context(policy)
-        self.steps: list[Step] = []
-        for i, bs in enumerate(bound.steps):
-            op = bs.step.op
-            if op == "filter":
-                self.steps.append(FilterStep(i, self.ctx, bs))
-            elif op == "map":
-                self.steps.append(MapStep(i, self.ctx, bs))
-            else:
-                self.steps.append(make_window_step(i, self.ctx, bs))
+        graph = bound.graph
+        self._policy_override = on_violation
+        self.ctx = Context(self._policy(graph.inputs[0]), multi_input=len(graph.inputs) > 1)
+        #: operators in topological order: input gates first, then the steps; the last is the output
+        self.ops: list[Step] = []
+        for name in graph.inputs:
+            if self._needs_gate(graph, name):
+                self.ops.append(InputGate(name, self.ctx))
+        gated = {op.name for op in self.ops}
+        for node in graph.nodes:
+            reads_input = any(src in graph.inputs and src not in gated for src in node.sources)
+            self.ops.append(_make_operator(bound, node.name, self.ctx, reads_input))
+        self._wire(graph)
+        self.ended: set[str] = set()
         self.finished = False
+
+    def _policy(self, input_name: str) -> str:
+        if self._policy_override is not None:
+            return self._policy_override
+        return self.bound.spec.input_policy(input_name)
+
+    @staticmethod
+    def _needs_gate(graph: QueryGraph, name: str) -> bool:
+        """An input read by one single-input step is validated by that step; any other gets a gate."""
+        readers = graph.consumers(name)
+        return len(readers) != 1 or readers[0][0].op not in ("filter", "map", "window", "project",
+                                                              "alter_lifetime")
+
+    def _wire(self, graph: QueryGraph) -> None:
+        """Derive the edges (transient: rebuilt on restore from the graph)."""
+        position = {op.name: i for i, op in enumerate(self.ops)}
+        gates = {op.name for op in self.ops if isinstance(op, InputGate)}
+        #: per operator, the (operator position, port) pairs that read its output
+        self.consumers: list[list[tuple[int, int]]] = [[] for _ in self.ops]
+        #: per input, the operator position that reads it
+        self.entry: dict[str, int] = {}
+        for node in graph.nodes:
+            for port, src in enumerate(node.sources):
+                if src in graph.inputs and src not in gates:
+                    self.entry[src] = position[node.name]
+                else:
+                    self.consumers[position[src]].append((position[node.name], port))
+        for name in gates:
+            self.entry[name] = position[name]
+        self.linear = graph.is_linear
+        self.steps = self.ops  # the pre-graph name, still used by tests and the fast path
 
     # -- public state ---------------------------------------------------------------------------------
     @property
@@ -89,48 +172,101 @@ class QueryRunner:
     def stats(self) -> RunStats:
         return self.ctx.stats
 
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return self.bound.graph.inputs
+
     def take_dead_letters(self) -> list[DeadLetter]:
         dl = self.ctx.dead_letters
         self.ctx.dead_letters = []
         return dl
 
     # -- driving ------------------------------------------------------------------------------------------
-    def _run(self, i: int, els: list[Element]) -> list[Element]:
-        steps = self.steps
-        n = len(steps)
-        while i < n and els:
-            feed = steps[i].feed
-            outs: list[Element] = []
-            for el in els:
-                r = feed(el)
+    def push(self, k: int, els: list[Element]) -> list[Element]:
+        """Hand ``els`` (output of operator ``k``) down the plan; returns the query output they cause."""
+        ops = self.ops
+        n = len(ops)
+        if k == n - 1:
+            return els
+        if self.linear:
+            i = k + 1
+            while i < n and els:
+                feed = ops[i].feed
+                outs: list[Element] = []
+                for el in els:
+                    r = feed(el)
+                    if r:
+                        outs.extend(r)
+                els = outs
+                i += 1
+            return els
+        pending: list[list[tuple[int, Element]]] = [[] for _ in ops]
+        consumers = self.consumers
+        for j, port in consumers[k]:
+            pending[j].extend([(port, el) for el in els])
+        for j in range(k + 1, n - 1):
+            todo = pending[j]
+            if not todo:
+                continue
+            receive = ops[j].feed_port
+            outs = []
+            for port, el in todo:
+                r = receive(port, el)
                 if r:
                     outs.extend(r)
-            els = outs
-            i += 1
-        return els
-
-    def _flush(self) -> list[Element]:
-        result: list[Element] = []
-        steps = self.steps
-        for k in range(len(steps)):
-            outs = steps[k].flush()
             if outs:
-                result.extend(self._run(k + 1, outs))
+                for c, port in consumers[j]:
+                    pending[c].extend([(port, el) for el in outs])
+        result: list[Element] = []
+        last = ops[n - 1]
+        for port, el in pending[n - 1]:
+            r = last.feed_port(port, el)
+            if r:
+                result.extend(r)
+        return result
+
+    def flush(self) -> list[Element]:
+        """Release what operators buffered, in plan order (each release flows through the operators after)."""
+        result: list[Element] = []
+        ops = self.ops
+        for k in range(len(ops)):
+            outs = ops[k].flush()
+            if outs:
+                result.extend(self.push(k, outs))
         return result
 
     def _count(self, out: list[Element]) -> list[Element]:
         self.ctx.stats.elements_out += len(out)
         return out
 
-    def _one(self, el: Element | BadElement, line: int | None) -> list[Element]:
+    def enter(self, input_name: str, line: int | None) -> Step | None:
+        """Prepare to process one element of ``input_name``; returns the operator it enters, or None when
+        that input has ended (the element is then refused by `after_end`)."""
         ctx = self.ctx
         ctx.line = line
         ctx.stats.elements_in += 1
-        if self.finished:
-            self._after_finish(el)
+        if ctx.multi_input:
+            ctx.input = input_name
+            ctx.on_violation = self._policy(input_name)
+            ctx.stats.count_input(input_name, "elements_in")
+        if input_name in self.ended:
+            return None
+        return self.ops[self.entry[input_name]]
+
+    def end_input(self, input_name: str) -> None:
+        """``input_name`` sent ``cti(INF)``."""
+        self.ended.add(input_name)
+        if len(self.ended) == len(self.inputs):
+            self.finished = True
+
+    def _one(self, el: Element | BadElement, line: int | None, input_name: str = "main") -> list[Element]:
+        if input_name not in self.entry:
+            raise ValueError(f"the query has no input {input_name!r} (inputs: {', '.join(self.inputs)})")
+        first = self.enter(input_name, line)
+        if first is None:
+            self.after_end(el)
             return []
         t = type(el)
-        first = self.steps[0]
         if t is Insert:
             out = first.ins(el.id, el.le, el.re, el.payload, el)
         elif t is Retract:
@@ -138,106 +274,131 @@ class QueryRunner:
         elif t is Cti:
             out = first.cti(el.t)
             if el.t >= INF:
-                self.finished = True
+                self.end_input(input_name)
         elif isinstance(el, BadElement):
-            self._bad(el, line)
+            self.reject_bad(el, line)
             return []
         elif isinstance(el, (Insert, Retract, Cti)):  # subclasses
             out = first.feed(el)
+            if isinstance(el, Cti) and el.t >= INF:
+                self.end_input(input_name)
         else:
-            self._bad(BadElement(f"not an element: {type(el).__name__}"), line)
+            self.reject_bad(BadElement(f"not an element: {type(el).__name__}"), line)
             return []
         if out:
-            return self._run(1, out)
+            return self.push(self.entry[input_name], out)
         return []
 
-    def _bad(self, err: BadElement, line: int | None) -> None:
+    def reject_bad(self, err: BadElement, line: int | None) -> None:
+        """A line that is not an element: dead letter (or the error of ``on_violation: error``)."""
         ctx = self.ctx
         ln = err.line if err.line is not None else line
         if ctx.on_violation == "error":
             where = f" (line {ln})" if ln is not None else ""
-            raise ViolationError(f"invalid element{where}: {err.reason}")
+            src = f" of input {ctx.input!r}" if ctx.multi_input else ""
+            raise ViolationError(f"invalid element{where}{src}: {err.reason}")
         raw = err.raw if isinstance(err.raw, dict) else ({"raw": err.raw} if err.raw is not None else None)
         ctx.dead(DeadLetter(ln, err.reason, raw), "malformed")
 
-    def _after_finish(self, el: Any) -> None:
+    def after_end(self, el: Any) -> None:
+        """An element of an input that already sent ``cti(INF)``: refused (a CTI is ignored)."""
         if isinstance(el, Cti):
             return
-        from udm.host.temporal.elements import element_to_json
-
         elj = element_to_json(el) if isinstance(el, (Insert, Retract)) else None
         reason = "CTI violation: input already ended (cti inf)"
         if self.ctx.on_violation == "error":
             raise ViolationError(f"invalid element: {reason}: {elj}")
         self.ctx.dead(DeadLetter(self.ctx.line, reason, elj), "cti_violation")
 
-    def process(self, element: Element, line: int | None = None) -> list[Element]:
-        """Feed one element; returns the output it caused (released at once)."""
-        out = self._one(element, line)
-        out.extend(self._flush())
+    def process(self, element: Element, line: int | None = None, input: str = "main") -> list[Element]:
+        """Feed one element of input ``input``; returns the output it caused (released at once)."""
+        out = self._one(element, line, input)
+        out.extend(self.flush())
         return self._count(out)
 
-    def process_many(self, elements: Iterable[Element], lines: Iterable[int] | None = None) -> list[Element]:
-        """Feed many elements; output is released every few thousand elements and at the end."""
+    def process_many(self, elements: Iterable[Element], lines: Iterable[int] | None = None,
+                     input: str = "main") -> list[Element]:
+        """Feed many elements of one input; output is released every few thousand elements and at the end."""
         out: list[Element] = []
         it_lines = iter(lines) if lines is not None else None
         k = 0
         for el in elements:
             line = next(it_lines, None) if it_lines is not None else None
-            r = self._one(el, line)
+            r = self._one(el, line, input)
             if r:
                 out.extend(r)
             k += 1
             if k >= FLUSH_EVERY:
                 k = 0
-                out.extend(self._flush())
-        out.extend(self._flush())
+                out.extend(self.flush())
+        out.extend(self.flush())
         return self._count(out)
 
-    def process_batch(self, batch: ElementBatch) -> list[Element]:
-        """Feed a columnar batch (`udm.host.io.batch.ElementBatch`). In-order insert-only stretches take
-        the vectorized fast path; anything else falls back to the general path, element by element."""
-        from .fastpath import run_batch
+    def process_batch(self, batch: ElementBatch, input: str = "main") -> list[Element]:
+        """Feed a columnar batch (`udm.host.io.batch.ElementBatch`) of one input. On a linear query,
+        in-order insert-only stretches take the vectorized fast path; anything else goes element by
+        element."""
+        if self.linear:
+            from .fastpath import run_batch
 
-        return self._count(run_batch(self, batch))
+            return self._count(run_batch(self, batch))
+        out: list[Element] = []
+        for line, el in batch.to_elements():
+            r = self._one(el, line, input)
+            if r:
+                out.extend(r)
+        out.extend(self.flush())
+        return self._count(out)
 
     def finish(self) -> list[Element]:
-        """End of input: ``cti(INF)`` unless one was seen; output is then final. Idempotent."""
+        """End of input: ``cti(INF)`` on every input that has not ended; output is then final. Idempotent."""
         if self.finished:
             return []
-        out = self._one(Cti(INF), self.ctx.line)
-        self.ctx.stats.elements_in -= 1  # the implicit end is not an input element
-        out.extend(self._flush())
+        out: list[Element] = []
+        for name in self.inputs:
+            if name in self.ended:
+                continue
+            out.extend(self._one(Cti(INF), self.ctx.line, name))
+            self.ctx.stats.elements_in -= 1  # the implicit end is not an input element
+            if self.ctx.multi_input:
+                self.ctx.stats.count_input(name, "elements_in", -1)
+        out.extend(self.flush())
         self.finished = True
         return self._count(out)
 
     # -- checkpoints ----------------------------------------------------------------------------------------
     def snapshot(self) -> bytes:
         """The whole engine state (picklable; UDM instances are re-bound on restore)."""
-        state = {"v": _SNAPSHOT_VERSION, "ctx": self.ctx, "steps": self.steps, "finished": self.finished}
+        state = {"v": _SNAPSHOT_VERSION, "ctx": self.ctx, "ops": {op.name: op for op in self.ops},
+                 "order": [op.name for op in self.ops], "ended": sorted(self.ended), "finished": self.finished}
         return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
-    def restore(cls, data: bytes, bound: BoundQuery) -> QueryRunner:
+    def restore(cls, data: bytes, bound: BoundQuery, *, on_violation: str | None = None) -> QueryRunner:
         state = pickle.loads(data)
         if not isinstance(state, dict) or state.get("v") != _SNAPSHOT_VERSION:
-            raise ValueError("not a udmkit engine snapshot (or from an incompatible version)")
-        if len(state["steps"]) != len(bound.steps):
-            raise ValueError("snapshot was taken for a query with a different number of steps")
-        self = cls.__new__(cls)
-        self.bound = bound
-        self.ctx = state["ctx"]
-        self.steps = state["steps"]
-        self.finished = state["finished"]
-        for st, bs in zip(self.steps, bound.steps, strict=True):
-            st.attach(self.ctx, bs)
-        return self
+            found = state.get("v") if isinstance(state, dict) else None
+            raise ValueError(f"not a udmkit engine snapshot of format {_SNAPSHOT_VERSION} (found format "
+                             f"{found!r}); it was written by another version of udmkit — start from a new "
+                             f"checkpoint")
+        fresh = cls(bound, on_violation=on_violation)
+        if state["order"] != [op.name for op in fresh.ops]:
+            raise ValueError(f"snapshot was taken for a query with other steps ({', '.join(state['order'])}; "
+                             f"this query: {', '.join(op.name for op in fresh.ops)})")
+        fresh.ctx = state["ctx"]
+        fresh.ops = [state["ops"][name] for name in state["order"]]
+        fresh.ended = set(state["ended"])
+        fresh.finished = state["finished"]
+        for op in fresh.ops:
+            op.attach(fresh.ctx, bound.step(op.name) if not isinstance(op, InputGate) else None)
+        fresh._wire(bound.graph)
+        return fresh
 
     def state_size(self) -> dict[str, int]:
-        """Events, windows and groups held, summed over steps (for tests of bounded state)."""
+        """Events, windows and groups held, summed over operators (for tests of bounded state)."""
         tot = {"events": 0, "windows": 0, "groups": 0}
-        for st in self.steps:
-            sz = st.state_size() if hasattr(st, "state_size") else {"events": len(st.live)}
+        for op in self.ops:
+            sz = op.state_size()
             for k, v in sz.items():
                 tot[k] = tot.get(k, 0) + v
         return tot

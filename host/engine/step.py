@@ -23,7 +23,7 @@ from .invoke import contract
 if TYPE_CHECKING:  # pragma: no cover
     from .runner import Context
 
-__all__ = ["FilterStep", "MapStep", "Step"]
+__all__ = ["FilterStep", "InputGate", "MapStep", "ProjectStep", "Step"]
 
 # dead-letter categories (RunStats.reasons)
 CTI_VIOLATION = "cti_violation"
@@ -45,8 +45,15 @@ class Step:
     #: payload fields an insert must carry for this step
     fields: tuple[str, ...] = ()
 
-    def __init__(self, index: int, ctx: Context) -> None:
-        self.index = index
+    #: ports this operator reads (multi-input operators override)
+    ports: int = 1
+
+    def __init__(self, name: str, ctx: Context, reads_input: bool = True) -> None:
+        #: the step's name in the query graph (messages name it)
+        self.name = name
+        #: True when this step reads a query input directly: it then validates that input (SEMANTICS §1)
+        #: and reports the times it reaches (T, semantics-notes 2)
+        self.reads_input = reads_input
         self.ctx = ctx
         self.live: dict[str, Any] = {}
         self.c = NEG  # latest input CTI
@@ -71,7 +78,7 @@ class Step:
     # -- dead letters ----------------------------------------------------------------------------
     def reject(self, el: Element, category: str, reason: str) -> None:
         ctx = self.ctx
-        where = f"step {self.index}: " if self.index else ""
+        where = "" if self.reads_input else f"step {self.name}: "
         if ctx.on_violation == "error":
             line = f" (line {ctx.line})" if ctx.line is not None else ""
             raise ViolationError(f"invalid element{line}: {where}{reason}: {element_to_json(el)}")
@@ -157,19 +164,28 @@ class Step:
     def cti(self, t: int) -> list[Element]:
         return self.feed(Cti(t))
 
+    def feed_port(self, port: int, el: Element) -> list[Element]:
+        """An element arriving on input ``port`` (single-input operators have port 0 only)."""
+        return self.feed(el)
+
     def flush(self) -> list[Element]:
         return []
+
+    def state_size(self) -> dict[str, int]:
+        """What this operator holds (tests of bounded state)."""
+        return {"events": len(self.live)}
 
     def finish_ready(self) -> None:
         """Called before the final ``cti(INF)`` reaches this step."""
 
 
 class _SpanStep(Step):
-    """filter / map: span-based, lifetimes and retractions pass through unchanged (semantics-notes 7)."""
+    """filter / map / project / input gate: span-based, lifetimes and retractions pass through unchanged
+    (semantics-notes 7); `apply` rewrites (or drops) each insert."""
 
-    def __init__(self, index: int, ctx: Context, bs: BoundStep) -> None:
-        super().__init__(index, ctx)
-        self.args = dict(bs.step.args)
+    def __init__(self, name: str, ctx: Context, bs: BoundStep | None, reads_input: bool = True) -> None:
+        super().__init__(name, ctx, reads_input)
+        self.args = dict(getattr(bs.step, "args", {})) if bs is not None else {}
         self.fields = tuple(self.args.values())
         self.oid = 0
         self.attach(ctx, bs)
@@ -197,7 +213,7 @@ class _SpanStep(Step):
             le = self.check_insert(el)
             if le is None:
                 return []
-            if self.index == 0:
+            if self.reads_input:
                 self.ctx.seen(le, el.re)
             self.oid += 1
             oid = f"o{self.oid}"  # own ids: an input id may be reused once its event is closed
@@ -211,7 +227,7 @@ class _SpanStep(Step):
             if rec is None:
                 return []
             rn = el.re_new
-            if self.index == 0:
+            if self.reads_input:
                 self.ctx.seen(el.re, rn)
             if rn == el.re:
                 return []
@@ -231,7 +247,7 @@ class _SpanStep(Step):
         t = el.t
         if t <= self.c:
             return []
-        if self.index == 0:
+        if self.reads_input:
             self.ctx.seen(t)
         self.c = self.ceff = t
         self.forget_closed(t)
@@ -262,6 +278,45 @@ class _Rec:
         self.le, self.re, self.oid = s
 
 
+class InputGate(_SpanStep):
+    """Validates one query input (SEMANTICS §1, with that input's policy) when it is multicast or read by a
+    multi-input operator, and passes its valid elements on under ids of its own."""
+
+    def __init__(self, name: str, ctx: Context) -> None:
+        super().__init__(name, ctx, None, True)
+
+    def apply(self, el: Insert, le: int, oid: str) -> Insert | None:
+        return Insert(oid, le, el.re, el.payload)
+
+
+class ProjectStep(_SpanStep):
+    """``project`` (SEMANTICS §10): ``keep`` (a missing kept field is a malformed payload), ``drop``,
+    ``rename``, ``set``, in that order."""
+
+    def __init__(self, name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> None:
+        super().__init__(name, ctx, bs, reads_input)
+        step = bs.step
+        self.keep: tuple[str, ...] | None = tuple(step.keep) if step.keep is not None else None
+        self.drop = frozenset(step.drop)
+        self.rename = dict(step.rename)
+        self.set_fields = dict(step.set)
+        self.fields = self.keep or ()
+
+    def apply(self, el: Insert, le: int, oid: str) -> Insert | None:
+        payload = el.payload
+        if self.keep is not None:
+            payload = {f: payload[f] for f in self.keep}
+        if self.drop:
+            payload = {k: v for k, v in payload.items() if k not in self.drop}
+        if self.rename:
+            rename = self.rename
+            payload = {rename.get(k, k): v for k, v in payload.items() if k in rename or k not in
+                       rename.values()}
+        if self.set_fields:
+            payload = {**payload, **self.set_fields}
+        return Insert(oid, le, el.re, payload)
+
+
 class FilterStep(_SpanStep):
     def apply(self, el: Insert, le: int, oid: str) -> Insert | None:
         if self.call(el.payload):
@@ -270,8 +325,8 @@ class FilterStep(_SpanStep):
 
 
 class MapStep(_SpanStep):
-    def __init__(self, index: int, ctx: Context, bs: BoundStep) -> None:
-        super().__init__(index, ctx, bs)
+    def __init__(self, name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> None:
+        super().__init__(name, ctx, bs, reads_input)
         self.as_ = bs.step.as_
 
     def apply(self, el: Insert, le: int, oid: str) -> Insert | None:

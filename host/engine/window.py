@@ -265,8 +265,8 @@ def _hashable(v: Any) -> Any:
 class WindowStep(Step):
     """Family-independent part of the window operator."""
 
-    def __init__(self, index: int, ctx: Context, bs: BoundStep) -> None:
-        super().__init__(index, ctx)
+    def __init__(self, name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> None:
+        super().__init__(name, ctx, reads_input)
         step = bs.step
         self.group_by: tuple[str, ...] = tuple(step.group_by)
         self.input = step.input
@@ -377,7 +377,7 @@ class WindowStep(Step):
             if le2 is None:
                 return
             le = le2
-        if self.index == 0:
+        if self.reads_input:
             ctx = self.ctx
             t = re if re < INF else le
             if t > ctx.T:
@@ -415,7 +415,7 @@ class WindowStep(Step):
             ev = self.check_retract(el if el is not None else Retract(id, le, re, rn))
             if ev is None:
                 return
-        if self.index == 0:
+        if self.reads_input:
             ctx = self.ctx
             t = re if re < INF else le
             if rn < INF and rn > t:
@@ -448,7 +448,7 @@ class WindowStep(Step):
     def _cti(self, t: int) -> list[Element]:
         if t <= self.c:
             return []
-        if self.index == 0:
+        if self.reads_input:
             self.ctx.seen(t)
         if t >= INF:
             self.finish_ready()
@@ -768,7 +768,7 @@ class WindowStep(Step):
             if self.tb:
                 raise contract(self.w.label, win, f"output policy 'time_bound' broken: output changes before the "
                                                   f"CTI {self.out_cti} already emitted", value)
-            raise ContractViolation(f"internal error: step {self.index} would violate its output CTI "
+            raise ContractViolation(f"internal error: step {self.name!r} would violate its output CTI "
                                     f"{self.out_cti} with {value!r} (window {win})")
 
     # ---------------------------------------------------------------------------------------------
@@ -894,8 +894,8 @@ class GridStep(WindowStep):
     """``[off + k*hop, off + k*hop + size)``. Windows exist lazily up to the frontier ``K`` (the last
     window starting at or before the watermark); events reaching past it wait in the group's *spill*."""
 
-    def __init__(self, index: int, ctx: Context, bs: BoundStep) -> None:
-        super().__init__(index, ctx, bs)
+    def __init__(self, name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> None:
+        super().__init__(name, ctx, bs, reads_input)
         win = bs.step.window
         self.size: int = win.size
         self.hop: int = getattr(win, "hop", win.size)
@@ -1298,8 +1298,8 @@ class _CountStep(WindowStep):
         super().attach(ctx, bs)
         self.tb = False
 
-    def __init__(self, index: int, ctx: Context, bs: BoundStep) -> None:
-        super().__init__(index, ctx, bs)
+    def __init__(self, name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> None:
+        super().__init__(name, ctx, bs, reads_input)
         win = bs.step.window
         self.n: int = win.n
         self.hop_n: int = win.hop
@@ -1532,15 +1532,15 @@ class CountByEndStep(_CountStep):
             self._bucket_add(g, new, ev)
 
 
-def make_window_step(index: int, ctx: Context, bs: BoundStep) -> WindowStep:
+def make_window_step(name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> WindowStep:
     t = bs.step.window.type
     if t in ("tumbling", "hopping"):
         from .panes import pane_step
 
-        st = pane_step(index, ctx, bs)
-        return st if st is not None else GridStep(index, ctx, bs)
+        st = pane_step(name, ctx, bs, reads_input)
+        return st if st is not None else GridStep(name, ctx, bs, reads_input)
     if t == "snapshot":
-        return SnapshotStep(index, ctx, bs)
+        return SnapshotStep(name, ctx, bs, reads_input)
     if t == "count_by_start":
-        return CountByStartStep(index, ctx, bs)
-    return CountByEndStep(index, ctx, bs)
+        return CountByStartStep(name, ctx, bs, reads_input)
+    return CountByEndStep(name, ctx, bs, reads_input)

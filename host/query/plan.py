@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
+from typing import Any
 
 from udm.host.catalog import Catalog, CatalogEntry, default_catalog
-from udm.host.errors import ParamError, PolicyError
-from udm.host.query.spec import FilterStep, MapStep, QuerySpec, WindowStep
+from udm.host.errors import ParamError, PolicyError, QuerySpecError
+from udm.host.query.graph import QueryGraph, resolve
+from udm.host.query.spec import FilterStep, JoinStep, LmergeStep, MapStep, QuerySpec, UdfCall, WindowStep
 from udm.sdk import UDM
 
 __all__ = ["BoundQuery", "BoundStep", "bind"]
@@ -15,23 +17,35 @@ __all__ = ["BoundQuery", "BoundStep", "bind"]
 
 @dataclass(frozen=True)
 class BoundStep:
-    step: FilterStep | MapStep | WindowStep
-    entry: CatalogEntry
-    udm: UDM
+    """A spec step with the UDM it calls resolved (``entry``/``udm`` are None for ops that call none)."""
+
+    step: Any
+    entry: CatalogEntry | None
+    udm: UDM | None
+    #: the step's name in the query graph (``id`` or ``s<index>``)
+    name: str = ""
 
     @property
     def label(self) -> str:
         """How errors name this UDM: name and version."""
+        if self.entry is None:
+            return f"step {self.name!r} ({self.step.op})"
         return f"{self.entry.name} {self.entry.version}"
 
 
 @dataclass(frozen=True)
 class BoundQuery:
     spec: QuerySpec
+    #: one per spec step, in the spec's order
     steps: tuple[BoundStep, ...]
+    graph: QueryGraph
+
+    def step(self, name: str) -> BoundStep:
+        """The bound step named ``name``."""
+        return self.steps[self.graph.node(name).index]
 
 
-def _check_udf_args(entry: CatalogEntry, step: FilterStep | MapStep) -> None:
+def _check_udf_args(entry: CatalogEntry, step: FilterStep | MapStep | UdfCall) -> None:
     sig = inspect.signature(entry.cls.compute)
     params = [p for p in sig.parameters.values() if p.name != "self"]
     if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params):
@@ -46,12 +60,23 @@ def _check_udf_args(entry: CatalogEntry, step: FilterStep | MapStep) -> None:
         raise ParamError(f"UDF {entry.name!r} needs argument(s) {', '.join(missing)} mapped in 'args'")
 
 
-def _bind_step(step: FilterStep | MapStep | WindowStep, cat: Catalog, index: int) -> BoundStep:
+def _bind_step(step: Any, cat: Catalog, index: int, name: str) -> BoundStep:
     where = f"steps[{index}] ({step.op})"
     if isinstance(step, (FilterStep, MapStep)):
         entry = cat.resolve(step.udf, step.version, kind="udf")
         _check_udf_args(entry, step)
-        return BoundStep(step, entry, cat.instantiate(entry, step.params))
+        return BoundStep(step, entry, cat.instantiate(entry, step.params), name)
+    if isinstance(step, JoinStep):
+        if step.where is None:
+            return BoundStep(step, None, None, name)
+        entry = cat.resolve(step.where.udf, step.where.version, kind="udf")
+        _check_udf_args(entry, step.where)
+        return BoundStep(step, entry, cat.instantiate(entry, step.where.params), name)
+    if isinstance(step, LmergeStep):
+        raise QuerySpecError(f"{where}: lmerge is not implemented yet (it is the Logical Merge issue's work); "
+                             f"use union to combine streams")
+    if not isinstance(step, WindowStep):
+        return BoundStep(step, None, None, name)
     entry = cat.resolve(step.udm, step.version)
     man = entry.manifest
     if man.kind == "udf":
@@ -65,9 +90,13 @@ def _bind_step(step: FilterStep | MapStep | WindowStep, cat: Catalog, index: int
                           f"allowed: {', '.join(man.allowed_output)}")
     if man.kind == "udo" and step.as_ is not None:
         raise PolicyError(f"{where}: 'as' names the result field of an aggregate; {entry.name!r} is a UDO")
-    return BoundStep(step, entry, cat.instantiate(entry, step.params))
+    return BoundStep(step, entry, cat.instantiate(entry, step.params), name)
 
 
 def bind(spec: QuerySpec, catalog: Catalog | None = None) -> BoundQuery:
+    """Resolve the graph and every UDM it calls: all that can fail before any event is read fails here."""
+    graph = resolve(spec)
     cat = catalog if catalog is not None else default_catalog()
-    return BoundQuery(spec, tuple(_bind_step(s, cat, i) for i, s in enumerate(spec.steps)))
+    names = {n.index: n.name for n in graph.nodes}
+    steps = tuple(_bind_step(s, cat, i, names[i]) for i, s in enumerate(spec.steps))
+    return BoundQuery(spec, steps, graph)

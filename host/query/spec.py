@@ -6,23 +6,30 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, ValidationError, model_validator
 
 from udm.host.errors import QuerySpecError
 from udm.sdk import INF, ClipPolicy, OutputPolicy
 
 __all__ = [
+    "AlterLifetimeStep",
     "CountByEnd",
     "CountByStart",
     "FilterStep",
     "Hopping",
+    "InputSpec",
+    "JoinStep",
+    "LmergeStep",
     "MapStep",
     "OnViolation",
+    "ProjectStep",
     "QuerySpec",
     "Snapshot",
     "Step",
     "Time",
     "Tumbling",
+    "UdfCall",
+    "UnionStep",
     "WindowSpec",
     "WindowStep",
     "format_validation_error",
@@ -79,7 +86,23 @@ class CountByEnd(_Strict):
 WindowSpec = Annotated[Tumbling | Hopping | Snapshot | CountByStart | CountByEnd, Field(discriminator="type")]
 
 
-class FilterStep(_Strict):
+class _StepBase(_Strict):
+    """What every step has in a query graph (SEMANTICS §10): a name and the streams it reads."""
+
+    #: the step's name; default ``s<index>``
+    id: str | None = Field(default=None, min_length=1)
+    #: the input or step (or, for multi-input ops, the list of them) this step reads; default: the step before
+    from_: str | list[str] | None = Field(default=None, alias="from")
+
+    @property
+    def sources(self) -> list[str] | None:
+        """``from`` as a list (None when omitted)."""
+        if self.from_ is None:
+            return None
+        return [self.from_] if isinstance(self.from_, str) else list(self.from_)
+
+
+class FilterStep(_StepBase):
     """Keep the events for which a UDF returns true (span-based; lifetimes unchanged)."""
 
     op: Literal["filter"] = "filter"
@@ -89,7 +112,7 @@ class FilterStep(_Strict):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-class MapStep(_Strict):
+class MapStep(_StepBase):
     """Add (or overwrite) payload field ``as`` with a UDF's result (span-based; lifetimes unchanged)."""
 
     op: Literal["map"] = "map"
@@ -100,7 +123,7 @@ class MapStep(_Strict):
     as_: str = Field(alias="as")
 
 
-class WindowStep(_Strict):
+class WindowStep(_StepBase):
     """Group & apply a UDA or UDO over windows (SEMANTICS §3–7)."""
 
     op: Literal["window"] = "window"
@@ -122,16 +145,133 @@ class WindowStep(_Strict):
         return self.as_ or self.udm
 
 
-Step = Annotated[FilterStep | MapStep | WindowStep, Field(discriminator="op")]
+class ProjectStep(_StepBase):
+    """Rewrite the payload (SEMANTICS §10): ``keep`` (else all fields), then ``drop``, ``rename``, ``set``."""
+
+    op: Literal["project"] = "project"
+    keep: list[str] | None = None
+    drop: list[str] = Field(default_factory=list)
+    rename: dict[str, str] = Field(default_factory=dict)
+    set: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_meaning(self) -> ProjectStep:
+        if self.keep is None and not (self.drop or self.rename or self.set):
+            raise ValueError("project needs at least one of keep, drop, rename, set")
+        targets = list(self.rename.values())
+        if len(set(targets)) != len(targets):
+            raise ValueError("rename maps two fields to one name")
+        return self
+
+
+class Shift(_Strict):
+    shift: int
+
+
+class SnapGrid(_Strict):
+    size: PositiveInt
+    offset: int = 0
+
+
+class Snap(_Strict):
+    snap: SnapGrid
+
+
+class Const(_Strict):
+    const: PositiveInt
+
+
+class AlterLifetimeStep(_StepBase):
+    """New lifetime ``[f(LE), f(LE) + duration)`` (SEMANTICS §10, CEDR's AlterLifetime)."""
+
+    op: Literal["alter_lifetime"] = "alter_lifetime"
+    le: Literal["keep"] | Shift | Snap = "keep"
+    duration: Literal["keep", "inf"] | Const = "keep"
+
+    @model_validator(mode="after")
+    def _snap_needs_fixed_duration(self) -> AlterLifetimeStep:
+        if isinstance(self.le, Snap) and self.duration == "keep":
+            raise ValueError("le 'snap' needs a 'const' or 'inf' duration (a kept duration could end before "
+                             "the snapped start)")
+        return self
+
+
+class UnionStep(_StepBase):
+    """Multiset sum of the inputs' CHTs; ``distinct``: one row per distinct ``(LE, RE, payload)``."""
+
+    op: Literal["union"] = "union"
+    distinct: bool = False
+
+
+class UdfCall(_Strict):
+    """A UDF called by an operator (``join.where``): name, version, argument mapping, parameters."""
+
+    udf: str
+    version: str | None = None
+    args: dict[str, str] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+def _on_pairs(v: Any) -> Any:
+    """``on: "k"`` and ``on: ["k", ...]`` are shorthands for equal field names on both sides."""
+    if isinstance(v, str):
+        return [[v, v]]
+    if isinstance(v, list):
+        return [[x, x] if isinstance(x, str) else x for x in v]
+    return v
+
+
+class JoinStep(_StepBase):
+    """Temporal equijoin of two inputs (SEMANTICS §10): ``inner`` or ``left_anti``."""
+
+    op: Literal["join"] = "join"
+    on: Annotated[list[tuple[str, str]], BeforeValidator(_on_pairs), Field(min_length=1)]
+    type: Literal["inner", "left_anti"] = "inner"
+    where: UdfCall | None = None
+    left_prefix: str = ""
+    right_prefix: str = ""
+
+
+class LmergeStep(_StepBase):
+    """Logical merge of logically equivalent inputs (SEMANTICS §8); see the LMerge issue."""
+
+    op: Literal["lmerge"] = "lmerge"
+    algorithm: Literal["auto", "R0", "R1", "R2", "R3", "R4"] = "auto"
+
+
+Step = Annotated[
+    FilterStep | MapStep | WindowStep | ProjectStep | AlterLifetimeStep | UnionStep | JoinStep | LmergeStep,
+    Field(discriminator="op"),
+]
+
+#: ops that read exactly one stream
+SINGLE_INPUT_OPS = frozenset({"filter", "map", "window", "project", "alter_lifetime"})
+
+
+class InputSpec(_Strict):
+    """A named input of a query graph; its own violation policy (default: the query's)."""
+
+    on_violation: OnViolation | None = None
 
 
 class QuerySpec(_Strict):
+    inputs: dict[str, InputSpec] | None = None
     steps: list[Step] = Field(min_length=1)
+    output: str | None = None
     on_violation: OnViolation = "dead_letter"
 
+    @property
+    def input_names(self) -> list[str]:
+        """The declared inputs, in declaration order (``["main"]`` for a spec without ``inputs``)."""
+        return list(self.inputs) if self.inputs else ["main"]
+
+    def input_policy(self, name: str) -> str:
+        """The violation policy of input ``name``."""
+        spec = self.inputs.get(name) if self.inputs else None
+        return spec.on_violation if spec is not None and spec.on_violation else self.on_violation
 
     def to_json_dict(self) -> dict[str, Any]:
-        data = self.model_dump(by_alias=True, mode="json")
+        data = self.model_dump(by_alias=True, mode="json", exclude_none=True)
         for step in data["steps"]:
             for key in ("max_delay", "max_memory_time"):
                 if step.get(key) is not None and step[key] >= INF:

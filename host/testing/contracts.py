@@ -56,6 +56,7 @@ from typing import Any
 
 from udm.host.catalog import CatalogEntry
 from udm.host.errors import ContractViolation
+from udm.host.query.graph import resolve
 from udm.host.query.plan import BoundQuery, BoundStep
 from udm.host.query.spec import (
     CountByEnd,
@@ -529,7 +530,7 @@ def _query_for(h: _Harness, rng: random.Random, dict_in: bool) -> tuple[QuerySpe
         step = WindowStep(**kw)
     spec = QuerySpec(steps=[step])
     entry = CatalogEntry(h.cls, plugin="<contract-check>", distribution="<contract-check>")
-    return spec, BoundQuery(spec, (BoundStep(step, entry, h.new()),))
+    return spec, BoundQuery(spec, (BoundStep(step, entry, h.new(), "s0"),), resolve(spec))
 
 
 def _check_reordering(h: _Harness, rng: random.Random, examples: int, seed: int) -> str:
