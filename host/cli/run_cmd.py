@@ -60,7 +60,8 @@ def _progress_bar(enabled: bool) -> Iterator[ProgressFn | None]:
 
 def cmd_run(
     query: Path = typer.Argument(..., help="Query spec file (JSON or YAML, INTERFACES §2)."),
-    input_: str = typer.Option(..., "--input", "-i", help="Input events, JSON Lines ('-' = stdin)."),
+    input_: list[str] = typer.Option(..., "--input", "-i", help="Input events, JSON Lines ('-' = stdin): PATH for "
+                                     "a query with one input, NAME=PATH once per input of a query graph."),
     output: str = typer.Option(..., "--output", "-o", help="Output events, JSON Lines ('-' = stdout)."),
     dead_letter: str = typer.Option(None, "--dead-letter", help="Where bad input elements go (JSON Lines)."),
     engine: str = typer.Option("local", "--engine", "-e", help=f"One of: {', '.join(KNOWN_ENGINES)}."),
@@ -76,23 +77,48 @@ def cmd_run(
     spec = load_query(query)
     bound = bind(spec)  # unknown UDMs, bad params, disallowed policies: fail before any event is read
     run = get_engine(engine)
-    if input_ != "-" and not Path(input_).is_file():
-        raise UdmError(f"input file {input_} does not exist")
-    named = [(n, p) for n, p in (("--input", input_), ("--output", output), ("--dead-letter", dead_letter))
-             if p is not None and p != "-"]
+    inputs = _inputs(input_, bound.graph.inputs)
+    for name, path in inputs.items():
+        if path != "-" and not Path(path).is_file():
+            what = f"input file {path}" if len(inputs) == 1 else f"input file {path} (input {name!r})"
+            raise UdmError(f"{what} does not exist")
+    named = [(f"--input {n}" if len(inputs) > 1 else "--input", p) for n, p in inputs.items()]
+    named += [(n, p) for n, p in (("--output", output), ("--dead-letter", dead_letter)) if p is not None]
+    named = [(n, p) for n, p in named if p != "-"]
     for i, (n1, p1) in enumerate(named):
         for n2, p2 in named[i + 1:]:
             if Path(p1).resolve() == Path(p2).resolve():
                 raise UdmError(f"{n1} and {n2} are the same file ({p1}); the run would overwrite it")
     show_bar = not quiet and err.is_terminal and output != "-"
     with _progress_bar(show_bar) as progress:
-        result = run(RunRequest(bound=bound, input=input_, output=output, dead_letter=dead_letter,
+        source: str | dict[str, str] = inputs if len(inputs) > 1 else next(iter(inputs.values()))
+        result = run(RunRequest(bound=bound, input=source, output=output, dead_letter=dead_letter,
                                 batch_size=batch_size, checkpoint=checkpoint, progress=progress,
                                 options={"master": master} if master else {}))
     if json_summary:
         sys.stdout.write(json.dumps(result.to_json_dict()) + "\n")
     elif not quiet:
         err.print(result.summary(), highlight=False, markup=False)
+
+
+def _inputs(values: list[str], declared: tuple[str, ...]) -> dict[str, str]:
+    """``--input`` values → ``{input name: path}``. ``NAME=PATH`` when NAME is a declared input; anything else
+    is a bare path, which stands for the query's only input."""
+    out: dict[str, str] = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or name not in declared:
+            if len(declared) > 1:
+                raise UdmError(f"--input {value}: the query reads inputs {', '.join(declared)}; give each as "
+                               f"--input NAME=PATH")
+            name, path = declared[0], value
+        if name in out:
+            raise UdmError(f"--input {name}= given twice")
+        out[name] = path
+    missing = [n for n in declared if n not in out]
+    if missing:
+        raise UdmError(f"no events given for input {missing[0]!r}: add --input {missing[0]}=PATH")
+    return out
 
 
 def register(app: typer.Typer) -> None:

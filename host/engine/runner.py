@@ -334,6 +334,17 @@ class QueryRunner:
         out.extend(self.flush())
         return self._count(out)
 
+    def process_interleaved(self, items: Iterable[tuple[str, int | None, Element]]) -> list[Element]:
+        """Feed ``(input name, line, element)`` triples of several inputs, in the given order."""
+        out: list[Element] = []
+        one = self._one
+        for name, line, el in items:
+            r = one(el, line, name)
+            if r:
+                out.extend(r)
+        out.extend(self.flush())
+        return self._count(out)
+
     def process_batch(self, batch: ElementBatch, input: str = "main") -> list[Element]:
         """Feed a columnar batch (`udm.host.io.batch.ElementBatch`) of one input. On a linear query,
         in-order insert-only stretches take the vectorized fast path; anything else goes element by

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import itertools
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -45,10 +46,15 @@ class EngineUnavailable(UdmError):
     """The named engine is known but not installed/wired in this build."""
 
 
+#: One input source: a path, ``-`` (stdin) or a binary stream.
+Source = str | Path | IO[bytes]
+
+
 @dataclass
 class RunRequest:
     bound: BoundQuery
-    input: str | Path | IO[bytes]
+    #: the input, or one per declared input name (``{"bids": path, "auctions": path}``)
+    input: Source | dict[str, Source]
     output: str | Path | IO[str]
     dead_letter: str | Path | IO[str] | None = None
     batch_size: int | None = None
@@ -61,6 +67,23 @@ class RunRequest:
     def spec(self) -> QuerySpec:
         return self.bound.spec
 
+    @property
+    def inputs(self) -> dict[str, Source]:
+        """Each declared input's source, checked against the query's inputs (INTERFACES §3)."""
+        names = list(self.bound.graph.inputs)
+        given = self.input if isinstance(self.input, dict) else None
+        if given is None:
+            if len(names) != 1:
+                raise UdmError(f"the query reads inputs {', '.join(names)}: give each as --input NAME=PATH")
+            return {names[0]: self.input}  # type: ignore[dict-item]
+        unknown = [n for n in given if n not in names]
+        if unknown:
+            raise UdmError(f"the query has no input {unknown[0]!r} (its inputs: {', '.join(names)})")
+        missing = [n for n in names if n not in given]
+        if missing:
+            raise UdmError(f"no events given for input {missing[0]!r}: add --input {missing[0]}=PATH")
+        return {n: given[n] for n in names}
+
 
 @dataclass
 class RunResult:
@@ -71,6 +94,8 @@ class RunResult:
     reasons: Counter[str] = field(default_factory=Counter)
     truncated_at: int | None = None
     seconds: float = 0.0
+    #: per input: {"elements_in": n, "dead_lettered": n}
+    inputs: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def summary(self) -> str:
         """The one-line summary ``udm run`` prints."""
@@ -94,6 +119,7 @@ class RunResult:
             "reasons": dict(self.reasons),
             "truncated_at": self.truncated_at,
             "seconds": self.seconds,
+            "inputs": self.inputs,
         }
 
 
@@ -170,38 +196,43 @@ make_runner: Callable[[BoundQuery, str | None], Any] = _make_runner
 READER_OPTIONS: dict[str, int] = {"workers": 2, "prefetch": 3}
 
 
+def per_input_counts(stats: Any, names: tuple[str, ...]) -> dict[str, dict[str, int]]:
+    """The run summary's per-input counts (a single input's are the totals)."""
+    if len(names) == 1:
+        return {names[0]: {"elements_in": stats.elements_in, "dead_lettered": stats.dead_lettered}}
+    return {n: {"elements_in": stats.inputs.get(n, {}).get("elements_in", 0),
+                "dead_lettered": stats.inputs.get(n, {}).get("dead_lettered", 0)} for n in names}
+
+
 def run_local(req: RunRequest) -> RunResult:
     """The in-process engine: JSONL batches -> `QueryRunner.process_batch` -> JSONL out; end of input is
-    ``cti(INF)`` (`QueryRunner.finish`)."""
-    from udm.host.io.jsonl import DEFAULT_BATCH_SIZE, DeadLetterWriter, JsonlReader, JsonlWriter
+    ``cti(INF)`` (`QueryRunner.finish`). Several inputs are read side by side, in the order of
+    `udm.host.io.interleave`."""
+    from udm.host.io.jsonl import DeadLetterWriter, JsonlWriter
 
     if req.checkpoint is not None:
         raise UdmError("--checkpoint is only supported by --engine spark-streaming")
+    sources = req.inputs
     runner = make_runner(req.bound, req.on_violation)  # imports the engine; the run's clock starts below
     _warm_up()
     t0 = time.perf_counter()
-    total = _file_size(req.input)
-    reader = JsonlReader(req.input, batch_size=req.batch_size or DEFAULT_BATCH_SIZE, **READER_OPTIONS)
     dlw = DeadLetterWriter(req.dead_letter) if req.dead_letter is not None else None
-    n_in = 0
+
+    def dead_letters() -> None:
+        if dlw is not None:
+            dlw.write(runner.take_dead_letters())
+        else:
+            runner.take_dead_letters()
+
     with quiet_gc(), JsonlWriter(req.output) as out:
         try:
-            for batch in reader:
-                out.write(runner.process_batch(batch))
-                n_in += len(batch)
-                if dlw is not None:
-                    dlw.write(runner.take_dead_letters())
-                else:
-                    runner.take_dead_letters()
-                if req.progress is not None:
-                    req.progress(reader.bytes_done, total, n_in)
-            out.write(runner.finish())
-            if dlw is not None:
-                dlw.write(runner.take_dead_letters())
+            if len(sources) == 1:
+                _feed_one(req, runner, next(iter(sources.values())), out, dead_letters)
             else:
-                runner.take_dead_letters()
+                _feed_several(req, runner, sources, out, dead_letters)
+            out.write(runner.finish())
+            dead_letters()
         finally:
-            reader.close()
             if dlw is not None:
                 dlw.close()
     st = runner.stats
@@ -213,7 +244,57 @@ def run_local(req: RunRequest) -> RunResult:
         reasons=Counter(st.reasons),
         truncated_at=st.truncated_at,
         seconds=time.perf_counter() - t0,
+        inputs=per_input_counts(st, req.bound.graph.inputs),
     )
+
+
+def _feed_one(req: RunRequest, runner: Any, source: Source, out: Any, dead_letters: Callable[[], None]) -> None:
+    from udm.host.io.jsonl import DEFAULT_BATCH_SIZE, JsonlReader
+
+    total = _file_size(source)
+    reader = JsonlReader(source, batch_size=req.batch_size or DEFAULT_BATCH_SIZE, **READER_OPTIONS)
+    n_in = 0
+    name = req.bound.graph.inputs[0]
+    try:
+        for batch in reader:
+            out.write(runner.process_batch(batch, name))
+            n_in += len(batch)
+            dead_letters()
+            if req.progress is not None:
+                req.progress(reader.bytes_done, total, n_in)
+    finally:
+        reader.close()
+
+
+#: elements of several inputs fed between two releases of output
+_CHUNK = 4096
+
+
+def _feed_several(req: RunRequest, runner: Any, sources: dict[str, Source], out: Any,
+                  dead_letters: Callable[[], None]) -> None:
+    from udm.host.io.interleave import interleave
+    from udm.host.io.jsonl import DEFAULT_BATCH_SIZE, JsonlReader
+
+    readers = {n: JsonlReader(src, batch_size=req.batch_size or DEFAULT_BATCH_SIZE) for n, src in sources.items()}
+    sizes = [_file_size(src) for src in sources.values()]
+    total = None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
+
+    def elements(reader: Any) -> Any:
+        for batch in reader:
+            yield from batch.to_elements()
+
+    merged = interleave([(n, elements(r)) for n, r in readers.items()])
+    n_in = 0
+    try:
+        while chunk := list(itertools.islice(merged, _CHUNK)):
+            out.write(runner.process_interleaved(chunk))
+            n_in += len(chunk)
+            dead_letters()
+            if req.progress is not None:
+                req.progress(sum(r.bytes_done for r in readers.values()), total, n_in)
+    finally:
+        for r in readers.values():
+            r.close()
 
 
 ENGINES["local"] = run_local

@@ -328,6 +328,15 @@ def parse_query(data: Any, *, source: str = "query") -> QuerySpec:
         raise QuerySpecError(format_validation_error(exc, f"invalid {source}", data)) from None
 
 
+def _yaml_on_keys(data: Any) -> Any:
+    """YAML 1.1 reads the key ``on`` (a join's fields) as ``true``; no key of a query spec is a boolean."""
+    if isinstance(data, dict):
+        return {("on" if k is True else k): _yaml_on_keys(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_yaml_on_keys(v) for v in data]
+    return data
+
+
 def load_query(path: str | Path) -> QuerySpec:
     """Read a JSON or YAML query spec file (by suffix; ``.json`` else YAML, which also reads JSON)."""
     p = Path(path)
@@ -341,7 +350,7 @@ def load_query(path: str | Path) -> QuerySpec:
         else:
             import yaml
 
-            data = yaml.safe_load(text)
+            data = _yaml_on_keys(yaml.safe_load(text))
     except Exception as exc:  # json.JSONDecodeError / yaml.YAMLError: both say where
         raise QuerySpecError(f"query spec {p} is not valid JSON/YAML: {exc}") from None
     return parse_query(data, source=f"query spec {p}")
