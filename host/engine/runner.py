@@ -253,15 +253,24 @@ class QueryRunner:
             return None
         return self.ops[self.entry[input_name]]
 
+    def input_name(self, name: str | None) -> str:
+        """The declared input ``name`` stands for: itself, or (``None``/``"main"``) the only input."""
+        if name in self.entry:
+            return name  # type: ignore[return-value]
+        inputs = self.inputs
+        if name in (None, "main") and len(inputs) == 1:
+            return inputs[0]
+        raise ValueError(f"the query has no input {name!r} (inputs: {', '.join(inputs)})")
+
     def end_input(self, input_name: str) -> None:
         """``input_name`` sent ``cti(INF)``."""
-        self.ended.add(input_name)
+        self.ended.add(self.input_name(input_name))
         if len(self.ended) == len(self.inputs):
             self.finished = True
 
-    def _one(self, el: Element | BadElement, line: int | None, input_name: str = "main") -> list[Element]:
+    def _one(self, el: Element | BadElement, line: int | None, input_name: str | None = None) -> list[Element]:
         if input_name not in self.entry:
-            raise ValueError(f"the query has no input {input_name!r} (inputs: {', '.join(self.inputs)})")
+            input_name = self.input_name(input_name)
         first = self.enter(input_name, line)
         if first is None:
             self.after_end(el)
@@ -310,14 +319,14 @@ class QueryRunner:
             raise ViolationError(f"invalid element: {reason}: {elj}")
         self.ctx.dead(DeadLetter(self.ctx.line, reason, elj), "cti_violation")
 
-    def process(self, element: Element, line: int | None = None, input: str = "main") -> list[Element]:
+    def process(self, element: Element, line: int | None = None, input: str | None = None) -> list[Element]:
         """Feed one element of input ``input``; returns the output it caused (released at once)."""
         out = self._one(element, line, input)
         out.extend(self.flush())
         return self._count(out)
 
     def process_many(self, elements: Iterable[Element], lines: Iterable[int] | None = None,
-                     input: str = "main") -> list[Element]:
+                     input: str | None = None) -> list[Element]:
         """Feed many elements of one input; output is released every few thousand elements and at the end."""
         out: list[Element] = []
         it_lines = iter(lines) if lines is not None else None
@@ -345,7 +354,7 @@ class QueryRunner:
         out.extend(self.flush())
         return self._count(out)
 
-    def process_batch(self, batch: ElementBatch, input: str = "main") -> list[Element]:
+    def process_batch(self, batch: ElementBatch, input: str | None = None) -> list[Element]:
         """Feed a columnar batch (`udm.host.io.batch.ElementBatch`) of one input. On a linear query,
         in-order insert-only stretches take the vectorized fast path; anything else goes element by
         element."""

@@ -15,6 +15,16 @@ Every method returns a new `Stream` (a stream value can be branched). ``group_by
 set the grouping and window of the *next* ``aggregate``/``apply``; they are consumed by it. UDMs are
 invoked by registered name; `bind` (called by every run method before any event is read) resolves
 them and checks parameters and policies, raising `UdmError`s that say what is available.
+
+Query graphs (SEMANTICS §10): streams over different sources combine with ``union``, ``join`` and
+``left_anti_join``; a stream used twice is multicast::
+
+    bids = Stream.from_jsonl("bids.jsonl", name="bids")
+    auctions = Stream.from_jsonl("auctions.jsonl", name="auctions")
+    hot = bids.group_by("auction").tumbling(10).aggregate("count", as_="num")
+    out = hot.join(auctions, on=[("auction", "id")], right_prefix="a_").project(keep=["auction", "num", "a_seller"])
+
+A stream with one source named ``main`` and a chain of steps gives the linear spec it always gave.
 """
 
 from __future__ import annotations
@@ -27,14 +37,18 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from udm.host.errors import PolicyError, QuerySpecError, UdmError
 from udm.host.query.plan import BoundQuery, bind
 from udm.host.query.spec import (
+    AlterLifetimeStep,
     CountByEnd,
     CountByStart,
     FilterStep,
     Hopping,
+    JoinStep,
     MapStep,
+    ProjectStep,
     QuerySpec,
     Snapshot,
     Tumbling,
+    UnionStep,
     WindowSpec,
     WindowStep,
     format_validation_error,
@@ -77,11 +91,16 @@ def _coerce_elements(events: Iterable[Any]) -> tuple[Any, ...]:
 
 @dataclass(frozen=True)
 class Stream:
-    """An immutable query under construction, optionally with a source to run it on."""
+    """An immutable query (graph) under construction, with the sources to run it on.
 
-    _source: _Source = _Source("none")
+    ``_steps`` hold explicit ``id``/``from`` (``_head`` names the step or input this stream stands for);
+    `spec` drops them again for a linear query over the single input ``main``.
+    """
+
+    _inputs: tuple[tuple[str, _Source], ...] = (("main", _Source("none")),)
     _steps: tuple[Any, ...] = ()
-    _methods: tuple[str, ...] = ()  # which builder made each step ("filter", "map", "aggregate", "apply")
+    _methods: tuple[str, ...] = ()  # which builder made each step ("filter", "map", "aggregate", "apply", ...)
+    _head: str = "main"
     _group_by: tuple[str, ...] | None = None
     _window: _Window | None = None
     _on_violation: str = "dead_letter"
@@ -89,27 +108,85 @@ class Stream:
 
     # ------------------------------------------------------------------ sources
     @classmethod
-    def from_events(cls, events: Iterable[Element | Mapping[str, Any]], *, catalog: Catalog | None = None
-                    ) -> Stream:
-        """A stream over in-memory elements (`Insert`/`Retract`/`Cti`, or their JSON dicts)."""
-        return cls(_Source("events", events=_coerce_elements(events)), _catalog=catalog)
+    def from_events(cls, events: Iterable[Element | Mapping[str, Any]], *, name: str = "main",
+                    catalog: Catalog | None = None) -> Stream:
+        """A stream over in-memory elements (`Insert`/`Retract`/`Cti`, or their JSON dicts); ``name`` is
+        its input name in a query graph."""
+        return cls(((name, _Source("events", events=_coerce_elements(events))),), _head=name, _catalog=catalog)
 
     @classmethod
-    def from_jsonl(cls, path: str | Path, *, catalog: Catalog | None = None) -> Stream:
-        """A stream over a JSON Lines event file (read only when the query runs)."""
-        return cls(_Source("jsonl", path=str(path)), _catalog=catalog)
+    def from_jsonl(cls, path: str | Path, *, name: str = "main", catalog: Catalog | None = None) -> Stream:
+        """A stream over a JSON Lines event file (read only when the query runs); ``name`` is its input name
+        in a query graph."""
+        return cls(((name, _Source("jsonl", path=str(path))),), _head=name, _catalog=catalog)
 
     @classmethod
     def query(cls, *, catalog: Catalog | None = None) -> Stream:
         """A query with no source: build a `spec`, or run it later with `run_on`."""
         return cls(_catalog=catalog)
 
+    @property
+    def _source(self) -> _Source:
+        """The source of a single-input stream."""
+        if len(self._inputs) != 1:
+            names = ", ".join(n for n, _ in self._inputs)
+            raise QuerySpecError(f"this stream reads several inputs ({names}); run it with run()/to_elements()")
+        return self._inputs[0][1]
+
     # ------------------------------------------------------------------ span steps
     def _add(self, step: Any, method: str) -> Stream:
         if self._group_by is not None or self._window is not None:
             raise QuerySpecError(f".{method}() after .group_by()/a window: finish the window step with "
                                  ".aggregate(...) or .apply(...) first")
-        return replace(self, _steps=(*self._steps, step), _methods=(*self._methods, method))
+        return self._append(step, method)
+
+    def _append(self, step: Any, method: str, sources: Sequence[str] | None = None) -> Stream:
+        """Add ``step`` reading ``sources`` (default: this stream's head); it becomes the new head."""
+        taken = {n for n, _ in self._inputs} | {s.id for s in self._steps}
+        k = len(self._steps)
+        while f"s{k}" in taken:
+            k += 1
+        name = f"s{k}"
+        src = list(sources) if sources is not None else [self._head]
+        step = step.model_copy(update={"id": name, "from_": src[0] if len(src) == 1 else src})
+        return replace(self, _steps=(*self._steps, step), _methods=(*self._methods, method), _head=name)
+
+    def _merged(self, others: Sequence[Stream], method: str) -> tuple[Stream, list[str]]:
+        """This stream with the steps and inputs of ``others`` added (their step names made unique; an input
+        name shared with the same source is one input read twice, with another source an error); returns it
+        and the heads of all streams, this one first."""
+        if self._group_by is not None or self._window is not None:
+            raise QuerySpecError(f".{method}() after .group_by()/a window: finish the window step first")
+        merged = self
+        heads = [self._head]
+        for other in others:
+            if not isinstance(other, Stream):
+                raise QuerySpecError(f".{method}() takes Streams, got {type(other).__name__}")
+            inputs = dict(merged._inputs)
+            for name, src in other._inputs:
+                if name in inputs and inputs[name] != src:
+                    raise QuerySpecError(f".{method}(): two different sources are both named {name!r}; name them, "
+                                         f"e.g. Stream.from_jsonl(path, name='bids')")
+                inputs.setdefault(name, src)
+            own = set(inputs) | {s.id for s in merged._steps}
+            renames: dict[str, str] = {}
+            steps = list(merged._steps)
+            for st in other._steps:
+                if st in merged._steps:  # a shared upstream step (multicast): keep one copy
+                    continue
+                new = st.id
+                k = len(steps)
+                while new in own:
+                    new, k = f"s{k}", k + 1
+                renames[st.id] = new
+                own.add(new)
+                src = [renames.get(x, x) for x in st.sources]
+                steps.append(st.model_copy(update={"id": new, "from_": src[0] if len(src) == 1 else src}))
+            methods = list(merged._methods) + [m for st, m in zip(other._steps, other._methods, strict=True)
+                                               if st.id in renames]
+            merged = replace(merged, _inputs=tuple(inputs.items()), _steps=tuple(steps), _methods=tuple(methods))
+            heads.append(renames.get(other._head, other._head))
+        return merged, heads
 
     def filter(self, udf: str, *, args: Mapping[str, str] | None = None, params: Mapping[str, Any] | None = None,
                version: str | None = None) -> Stream:
@@ -122,6 +199,42 @@ class Stream:
         """Set payload field ``as_`` to UDF ``udf``'s result."""
         return self._add(_build(MapStep, op="map", udf=udf, version=version, args=dict(args or {}),
                                 params=dict(params or {}), **{"as": as_}), "map")
+
+    # ------------------------------------------------------------------ temporal operators (SEMANTICS §10)
+    def project(self, keep: Sequence[str] | None = None, *, drop: Sequence[str] = (),
+                rename: Mapping[str, str] | None = None, set: Mapping[str, Any] | None = None) -> Stream:
+        """Rewrite payloads: ``keep`` only these fields, then ``drop``, ``rename`` (old → new), ``set`` constants."""
+        return self._add(_build(ProjectStep, op="project", keep=list(keep) if keep is not None else None,
+                                drop=list(drop), rename=dict(rename or {}), set=dict(set or {})), "project")
+
+    def alter_lifetime(self, le: str | Mapping[str, Any] = "keep", duration: str | int | Mapping[str, Any] = "keep"
+                       ) -> Stream:
+        """New lifetimes ``[f(LE), f(LE) + duration)``: ``le`` is ``"keep"``, ``{"shift": d}`` or
+        ``{"snap": {"size": s, "offset": o}}``; ``duration`` is ``"keep"``, ``"inf"``, an int or ``{"const": d}``."""
+        dur = {"const": duration} if isinstance(duration, int) else duration
+        return self._add(_build(AlterLifetimeStep, op="alter_lifetime", le=le, duration=dur), "alter_lifetime")
+
+    def union(self, *others: Stream, distinct: bool = False) -> Stream:
+        """The multiset sum of this stream and ``others`` (``distinct``: each distinct row once)."""
+        merged, heads = self._merged(others, "union")
+        return merged._append(_build(UnionStep, op="union", distinct=distinct), "union", heads)
+
+    def join(self, other: Stream, on: str | Sequence[str | tuple[str, str] | list[str]], *, type: str = "inner",
+             where: str | Mapping[str, Any] | None = None, left_prefix: str = "", right_prefix: str = "") -> Stream:
+        """Temporal equijoin with ``other`` (this stream is the left input). ``on``: a field name, or a list of
+        names / ``(left_field, right_field)`` pairs; ``where``: a UDF name, or ``{"udf", "args", "params"}``,
+        called on the joined payload."""
+        merged, heads = self._merged([other], "join")
+        pairs = [on] if isinstance(on, str) else [list(x) if not isinstance(x, str) else x for x in on]
+        cond = {"udf": where} if isinstance(where, str) else (dict(where) if where is not None else None)
+        step = _build(JoinStep, op="join", on=pairs, type=type, where=cond, left_prefix=left_prefix,
+                      right_prefix=right_prefix)
+        return merged._append(step, "join", heads)
+
+    def left_anti_join(self, other: Stream, on: str | Sequence[str | tuple[str, str] | list[str]], *,
+                       where: str | Mapping[str, Any] | None = None) -> Stream:
+        """The parts of this stream's lifetimes that no matching event of ``other`` covers."""
+        return self.join(other, on, type="left_anti", where=where)
 
     # ------------------------------------------------------------------ grouping and windows
     def group_by(self, *keys: str | Sequence[str]) -> Stream:
@@ -180,8 +293,7 @@ class Stream:
         if as_ is not None:
             data["as"] = as_
         step = _build(WindowStep, **data)
-        return replace(self, _steps=(*self._steps, step), _methods=(*self._methods, method),
-                       _group_by=None, _window=None)
+        return replace(self, _group_by=None, _window=None)._append(step, method)
 
     def aggregate(self, udm: str, *, input: str | Mapping[str, str] | None = None, as_: str | None = None,
                   params: Mapping[str, Any] | None = None, version: str | None = None, clip: str = "none",
@@ -216,8 +328,23 @@ class Stream:
             raise QuerySpecError("the query ends with .group_by()/a window but no .aggregate(...) or .apply(...)")
         if not self._steps:
             raise QuerySpecError("the query has no steps: add .filter, .map, or a window with .aggregate/.apply")
-        return parse_query({"steps": [s.model_dump(by_alias=True) for s in self._steps],
+        steps = [s.model_dump(by_alias=True, exclude_none=True) for s in self._steps]
+        if self._is_chain():
+            for st in steps:
+                st.pop("id", None)
+                st.pop("from", None)
+            return parse_query({"steps": steps, "on_violation": self._on_violation}, source="query")
+        return parse_query({"inputs": {n: {} for n, _ in self._inputs}, "steps": steps, "output": self._head,
                             "on_violation": self._on_violation}, source="query")
+
+    def _is_chain(self) -> bool:
+        """One input named ``main`` and each step reading the one before: the linear spec of INTERFACES §2."""
+        prev = "main"
+        for i, st in enumerate(self._steps):
+            if self._inputs[0][0] != "main" or len(self._inputs) != 1 or st.id != f"s{i}" or st.sources != [prev]:
+                return False
+            prev = st.id
+        return prev == self._head
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.spec.to_json_dict()
@@ -226,6 +353,8 @@ class Stream:
         """Resolve every UDM and check parameters and policies (raises before any event is read)."""
         bound = bind(self.spec, self._catalog)
         for i, (method, bs) in enumerate(zip(self._methods, bound.steps, strict=True)):
+            if method not in ("aggregate", "apply") or bs.entry is None:
+                continue
             kind = bs.entry.manifest.kind
             if method == "aggregate" and kind != "uda":
                 raise PolicyError(f"steps[{i}]: {bs.entry.name!r} is a {kind.upper()}; "
@@ -240,8 +369,10 @@ class Stream:
         """Run locally to the output elements (end of input is ``cti(INF)``). Bad input elements are
         skipped; pass a list as ``dead_letters`` to receive their dead-letter records."""
         bound = self.bind()
-        if self._source.kind == "none":
+        if any(src.kind == "none" for _, src in self._inputs):
             raise QuerySpecError("this stream has no source: use Stream.from_events/from_jsonl, or run_on(...)")
+        if len(self._inputs) > 1 or self._inputs[0][0] != bound.graph.inputs[0]:
+            return _run_sources(bound, self._inputs, dead_letters)
         if self._source.kind == "events":
             return run_elements(bound, self._source.events, dead_letters=dead_letters)
         from udm.host.io.jsonl import JsonlReader
@@ -265,7 +396,9 @@ class Stream:
 
     def run_on(self, events: Iterable[Element | Mapping[str, Any]]) -> list[Element]:
         """Run this query over in-memory elements (the query's own source, if any, is ignored)."""
-        return replace(self, _source=_Source("events", events=_coerce_elements(events))).to_elements()
+        name = self._inputs[0][0] if len(self._inputs) == 1 else "main"
+        source = _Source("events", events=_coerce_elements(events))
+        return replace(self, _inputs=((name, source),)).to_elements()
 
     def run(self, output: str | Path, *, dead_letter: str | Path | None = None, engine: str = "local",
             input: str | Path | None = None, **options: Any) -> RunResult:
@@ -273,17 +406,24 @@ class Stream:
         from udm.host.query.runners import RunRequest, get_engine
 
         bound = self.bind()
-        src = input if input is not None else self._source.path
-        if src is None:
-            raise QuerySpecError("run() needs an input file: Stream.from_jsonl(path) or run(..., input=path)")
+        src: Any
+        if len(self._inputs) > 1 and input is None:
+            if any(s.kind != "jsonl" for _, s in self._inputs):
+                raise QuerySpecError("run() reads files: build every input with Stream.from_jsonl(path, name=...)")
+            src = {n: s.path for n, s in self._inputs}
+        else:
+            src = input if input is not None else self._source.path
+            if src is None:
+                raise QuerySpecError("run() needs an input file: Stream.from_jsonl(path) or run(..., input=path)")
+            src = str(src)
         run = get_engine(engine)
-        return run(RunRequest(bound=bound, input=str(src), output=str(output),
+        return run(RunRequest(bound=bound, input=src, output=str(output),
                               dead_letter=None if dead_letter is None else str(dead_letter), options=options))
 
     def __repr__(self) -> str:
-        src = {"none": "query", "events": f"events[{len(self._source.events)}]",
-               "jsonl": f"jsonl({self._source.path!r})"}[self._source.kind]
-        parts = [src, *(f"{m}({_step_name(s)})" for m, s in zip(self._methods, self._steps, strict=True))]
+        srcs = [{"none": "query", "events": f"events[{len(s.events)}]", "jsonl": f"jsonl({s.path!r})"}[s.kind]
+                for _, s in self._inputs]
+        parts = [" + ".join(srcs), *(f"{m}({_step_name(s)})" for m, s in zip(self._methods, self._steps, strict=True))]
         if self._group_by is not None:
             parts.append(f"group_by{self._group_by}")
         if self._window is not None:
@@ -292,7 +432,32 @@ class Stream:
 
 
 def _step_name(step: Any) -> str:
-    return str(getattr(step, "udf", None) or getattr(step, "udm", "?"))
+    return str(getattr(step, "udf", None) or getattr(step, "udm", None) or step.id)
+
+
+def _run_sources(bound: BoundQuery, inputs: Sequence[tuple[str, _Source]], dead_letters: list[Any] | None
+                 ) -> list[Element]:
+    """Run a query graph over several sources, read side by side in the documented order."""
+    from udm.host.io.interleave import interleave
+    from udm.host.io.jsonl import JsonlReader
+    from udm.host.query.runners import make_runner, quiet_gc
+
+    def numbered(src: _Source) -> Iterable[tuple[int | None, Any]]:
+        if src.kind == "events":
+            return enumerate(src.events, 1)
+        return (pair for batch in JsonlReader(src.path or "", prefetch=1) for pair in batch.to_elements())
+
+    names = bound.graph.inputs
+    given = dict(inputs)
+    if set(given) != set(names):
+        raise QuerySpecError(f"the query reads inputs {', '.join(names)}; the stream has {', '.join(given)}")
+    runner = make_runner(bound, None)
+    with quiet_gc():
+        out = list(runner.process_interleaved(interleave([(n, numbered(given[n])) for n in names])))
+        _collect(runner, dead_letters)
+        out.extend(runner.finish())
+        _collect(runner, dead_letters)
+    return out
 
 
 def _build(model: Any, **data: Any) -> Any:

@@ -254,10 +254,9 @@ def _feed_one(req: RunRequest, runner: Any, source: Source, out: Any, dead_lette
     total = _file_size(source)
     reader = JsonlReader(source, batch_size=req.batch_size or DEFAULT_BATCH_SIZE, **READER_OPTIONS)
     n_in = 0
-    name = req.bound.graph.inputs[0]
     try:
         for batch in reader:
-            out.write(runner.process_batch(batch, name))
+            out.write(runner.process_batch(batch))
             n_in += len(batch)
             dead_letters()
             if req.progress is not None:
