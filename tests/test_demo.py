@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from udm.host.demo.data import load_stocks, load_temperatures, stock_stream, temperature_stream
-from udm.host.demo.job import QUERIES, run_demo
+from udm.host.demo.job import QUERIES, demo_streams, run_demo
 from udm.host.query.spec import parse_query
 from udm.host.temporal.elements import Insert, Retract
 from udm.host.testing import assert_equivalent, cht, oracle
@@ -45,11 +45,14 @@ def test_stock_stream_is_the_series_as_point_events() -> None:
 def test_demo_queries_match_the_oracle_on_the_local_engine(tmp_path: Path) -> None:
     results = run_demo(out_dir=tmp_path, engine="local")
     assert (tmp_path / "demo.png").stat().st_size > 10_000
-    streams = {"temperature": temperature_stream(load_temperatures()), "stocks": stock_stream(load_stocks())}
+    streams = demo_streams(load_temperatures(), load_stocks())
     for r in results:
         assert r.agrees_with_local and r.dead_lettered == 0
         got = [Insert(str(i), le, re, p) for i, (le, re, p) in enumerate(r.rows)]
-        assert_equivalent(got, oracle(parse_query(r.query.spec), streams[r.query.stream]))
+        assert_equivalent(got, oracle(parse_query(r.query.spec), r.query.inputs(streams)))
+    joined = next(r for r in results if r.query.title.startswith("Monthly price beside IBM"))
+    ibm = {t: p for t, s, p in load_stocks().rows if s == "IBM"}
+    assert joined.rows and all(p["ibm"] == ibm[le] and p["symbol"] != "IBM" for le, _, p in joined.rows)
     assert any(r.corrections for r in results), "the demo should show speculation being corrected"
 
 

@@ -16,21 +16,35 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from udm.host.demo.data import DAY_MIN, load_stocks, load_temperatures, stock_stream, temperature_stream
+from udm.host.demo.data import DAY_MIN, Series, load_stocks, load_temperatures, stock_stream, temperature_stream
 from udm.host.engine import QueryRunner
+from udm.host.io.interleave import interleave
 from udm.host.query.plan import bind
 from udm.host.query.spec import QuerySpec, parse_query
 from udm.host.temporal.elements import Element, Insert, Retract, canonical_json
 
-__all__ = ["QUERIES", "DemoQuery", "DemoResult", "run_demo"]
+__all__ = ["QUERIES", "DemoQuery", "DemoResult", "demo_streams", "run_demo"]
 
 
 @dataclass(frozen=True)
 class DemoQuery:
     title: str
-    stream: str  # "temperature" | "stocks"
+    #: the series it reads: "temperature" | "stocks" | "ibm" | "others", or one per input of a query graph
+    stream: str | dict[str, str]
     spec: dict[str, Any]
     shows: str
+
+    def inputs(self, streams: dict[str, list[Element]]) -> list[Element] | dict[str, list[Element]]:
+        """Its input elements: one stream, or ``{input name: stream}``."""
+        if isinstance(self.stream, str):
+            return streams[self.stream]
+        return {name: streams[key] for name, key in self.stream.items()}
+
+    @property
+    def udm(self) -> str:
+        """The UDM (or, for a graph without one, the operators) it shows."""
+        steps = self.spec["steps"]
+        return next((st["udm"] for st in steps if "udm" in st), " + ".join(st["op"] for st in steps))
 
 
 QUERIES: tuple[DemoQuery, ...] = (
@@ -50,6 +64,16 @@ QUERIES: tuple[DemoQuery, ...] = (
         "op": "window", "window": {"type": "tumbling", "size": 365},
         "udm": "topk", "params": {"k": 3, "by": "price"}}]},
         "time-insensitive UDO"),
+    DemoQuery("Monthly price beside IBM's (join of two feeds)", {"others": "others", "ibm": "ibm"}, {
+        "inputs": {"others": {}, "ibm": {}},
+        "steps": [
+            {"id": "market", "from": "others", "op": "project", "set": {"market": "US"}},
+            {"id": "benchmark", "from": "ibm", "op": "project", "keep": ["price"], "rename": {"price": "ibm"},
+             "set": {"market": "US"}},
+            {"id": "beside", "op": "join", "from": ["market", "benchmark"], "on": "market"},
+            {"id": "out", "op": "project", "keep": ["symbol", "price", "ibm"]}],
+        "output": "out"},
+        "query graph: project, temporal join of two feeds"),
 )
 
 
@@ -93,17 +117,24 @@ def _corrections(elements: list[Element], field_name: str) -> list[tuple[str, in
             if v != first[(g, le, re)]]
 
 
-def _run_local(spec: QuerySpec, elements: list[Element]) -> list[Element]:
+def _run_local(spec: QuerySpec, elements: list[Element] | dict[str, list[Element]]) -> tuple[list[Element], int]:
     runner = QueryRunner(bind(spec))
-    out = runner.process_many(elements)
-    return out + runner.finish()
+    if isinstance(elements, dict):
+        merged = interleave([(name, enumerate(els, 1)) for name, els in elements.items()])
+        out = runner.process_interleaved(merged)
+    else:
+        out = runner.process_many(elements)
+    return out + runner.finish(), runner.stats.dead_lettered
 
 
-def _run_spark(spark: Any, spec: QuerySpec, elements: list[Element]) -> tuple[list[Element], int]:
+def _run_spark(spark: Any, spec: QuerySpec, elements: list[Element] | dict[str, list[Element]]
+               ) -> tuple[list[Element], int]:
     from udm.host.spark.batch import run_batch
     from udm.host.spark.convert import collect_elements, elements_df
 
-    run = run_batch(spec, elements_df(spark, elements))
+    frames: Any = ({name: elements_df(spark, els) for name, els in elements.items()} if isinstance(elements, dict)
+                   else elements_df(spark, elements))
+    run = run_batch(spec, frames)
     try:
         return collect_elements(run.output), run.dead_letters.count()
     finally:
@@ -116,7 +147,7 @@ def run_demo(*, out_dir: Path, engine: str = "spark", console: Console | None = 
     out_dir.mkdir(parents=True, exist_ok=True)
     console.print("[bold]udmkit demo[/] — real series from vega_datasets, imperfect streams, UDMs by name")
     temps, stocks = load_temperatures(), load_stocks()
-    streams = {"temperature": temperature_stream(temps), "stocks": stock_stream(stocks)}
+    streams = demo_streams(temps, stocks)
     for name, els in streams.items():
         kinds = Counter(type(e).__name__.lower() for e in els)
         console.print(f"  {name}: {len(els):,} elements ({', '.join(f'{v:,} {k}' for k, v in kinds.items())})")
@@ -133,21 +164,20 @@ def run_demo(*, out_dir: Path, engine: str = "spark", console: Console | None = 
     results = []
     for q in QUERIES:
         spec = parse_query(q.spec)
-        elements = streams[q.stream]
+        elements = q.inputs(streams)
         t0 = time.perf_counter()
         if spark is not None:
             out, dead = _run_spark(spark, spec, elements)
         else:
-            runner = QueryRunner(bind(spec))
-            out = runner.process_many(elements) + runner.finish()
-            dead = runner.stats.dead_lettered
+            out, dead = _run_local(spec, elements)
         secs = time.perf_counter() - t0
-        local = _run_local(spec, elements)
+        local, _ = _run_local(spec, elements)
         table = _cht(out)
         alias = spec.steps[0].alias if hasattr(spec.steps[0], "alias") else ""
         rows = sorted(((le, re, p) for le, re, p in _rows(out)), key=lambda r: (r[0], canonical_json(r[2])))
+        count = sum(map(len, elements.values())) if isinstance(elements, dict) else len(elements)
         results.append(DemoResult(
-            q, len(elements), sum(isinstance(e, Insert) for e in out), sum(isinstance(e, Retract) for e in out),
+            q, count, sum(isinstance(e, Insert) for e in out), sum(isinstance(e, Retract) for e in out),
             dead, rows, table == _cht(local), secs, _corrections(out, alias)))
     _print(console, results)
     from udm.host.demo.plot import plot
@@ -155,6 +185,15 @@ def run_demo(*, out_dir: Path, engine: str = "spark", console: Console | None = 
     png = plot(temps, stocks, results, out_dir / "demo.png")
     console.print(f"plot written to [bold]{png}[/]")
     return results
+
+
+def demo_streams(temps: Series, stocks: Series) -> dict[str, list[Element]]:
+    """The demo's physical streams by name: the temperatures, all stock prices, and the stock prices split
+    into two feeds (IBM, the others) for the join."""
+    ibm = Series([r for r in stocks.rows if r[1] == "IBM"], stocks.unit)
+    others = Series([r for r in stocks.rows if r[1] != "IBM"], stocks.unit)
+    return {"temperature": temperature_stream(temps), "stocks": stock_stream(stocks),
+            "ibm": stock_stream(ibm, seed=12), "others": stock_stream(others, seed=13)}
 
 
 def _rows(out: list[Element]) -> list[tuple[int, int, dict[str, Any]]]:
@@ -177,8 +216,7 @@ def _print(console: Console, results: list[DemoResult]) -> None:
                 "CHT = local engine", "seconds"):
         t.add_column(col, overflow="fold")
     for r in results:
-        step = r.query.spec["steps"][0]
-        t.add_row(f"{r.query.title}\n[dim]{r.query.shows}[/]", step["udm"], f"{r.elements_in:,}", f"{r.inserts_out:,}",
+        t.add_row(f"{r.query.title}\n[dim]{r.query.shows}[/]", r.query.udm, f"{r.elements_in:,}", f"{r.inserts_out:,}",
                   f"{r.retractions_out:,}", f"{r.dead_lettered:,}", f"{len(r.rows):,}",
                   "[green]yes[/]" if r.agrees_with_local else "[red]NO[/]", f"{r.seconds:.1f}")
     console.print(t)
@@ -192,7 +230,7 @@ def _print(console: Console, results: list[DemoResult]) -> None:
         for group, le, re, first, final in r.corrections[:5]:
             c.add_row(group or "-", f"[{le}, {re})", f"{first:.2f}", f"{final:.2f}")
         console.print(c)
-    medians = next((r for r in results if r.query.spec["steps"][0]["udm"] == "median"), None)
+    medians = next((r for r in results if r.query.udm == "median"), None)
     if medians:
         m = Table(title="Median price per symbol, per 365-day window from 2000-01-01", title_justify="left")
         symbols = sorted({p["symbol"] for _, _, p in medians.rows})

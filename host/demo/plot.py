@@ -28,7 +28,7 @@ def plot(temps: Series, stocks: Series, results: list[DemoResult], path: Path) -
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    by_udm = {r.query.spec["steps"][0]["udm"]: r for r in results}
+    by_udm = {r.query.udm: r for r in results}
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(13, 9), constrained_layout=True)
 
     ax1.plot([t / DAY_MIN for t, _, _ in temps.rows], [v for _, _, v in temps.rows], lw=0.4, color="0.65",
