@@ -127,3 +127,17 @@ def test_state_of_a_join_is_bounded_under_ctis_on_both_inputs() -> None:
             r.process(Cti(t), None, "b")
             peak = max(peak, r.state_size()["events"])
     assert peak <= 2 * 60  # about two CTI periods of both sides, not 20,000 events
+
+
+def test_a_dead_letter_downstream_names_the_input_its_stream_comes_from() -> None:
+    # the window's output (released while an element of b is being read) lacks the join field 'x':
+    # it derives from input a, so the dead letter names a
+    r = runner({"inputs": {"a": {}, "b": {}},
+                "steps": [{"id": "w", "from": "a", "op": "window", "window": {"type": "tumbling", "size": 10},
+                           "group_by": ["k"], "udm": "count"},
+                          {"id": "j", "op": "join", "from": ["w", "b"], "on": "x"}]})
+    r.process_interleaved([("a", 1, Insert("e", 1, 2, {"k": 1})), ("a", 2, Insert("g", 20, 21, {"k": 1})),
+                           ("b", 1, Insert("f", 30, 31, {"x": 1}))])  # output is released after b's element
+    dls = r.take_dead_letters()
+    assert [(d.input, d.category) for d in dls] == [("a", "missing_field")]
+    assert "step j: missing join field 'x' in the left input 'w'" in dls[0].reason

@@ -62,14 +62,16 @@ class Context:
 
     def dead(self, dl: DeadLetter, category: str) -> None:
         dl.category = category
-        if self.multi_input:
+        if not self.multi_input:
+            dl.input = None
+        elif dl.input is None:
             dl.input = self.input
         self.dead_letters.append(dl)
         st = self.stats
         st.dead_lettered += 1
         st.reasons[category] += 1
         if self.multi_input:
-            st.count_input(self.input, "dead_lettered")
+            st.count_input(dl.input or self.input, "dead_lettered")
 
     def seen(self, *times: int) -> None:
         T = self.T
@@ -160,6 +162,17 @@ class QueryRunner:
                     self.consumers[position[src]].append((position[node.name], port))
         for name in gates:
             self.entry[name] = position[name]
+        # per operator port, the query input it derives from (None: several), so that a dead letter a step
+        # raises names the input its stream comes from, not the input read last
+        upstream: dict[str, set[str]] = {name: {name} for name in graph.inputs}
+        for node in graph.nodes:
+            upstream[node.name] = set().union(*(upstream[src] for src in node.sources))
+        for op in self.ops:
+            if isinstance(op, InputGate):
+                op.input_names = (op.name,)
+                continue
+            sources = graph.node(op.name).sources
+            op.input_names = tuple(next(iter(upstream[s])) if len(upstream[s]) == 1 else None for s in sources)
         self.linear = graph.is_linear
         self.steps = self.ops  # the pre-graph name, still used by tests and the fast path
 

@@ -47,6 +47,8 @@ class Step:
 
     #: ports this operator reads (multi-input operators override)
     ports: int = 1
+    #: per port, the query input its stream derives from (None when several); set by the runner
+    input_names: tuple[str | None, ...] = ()
 
     def __init__(self, name: str, ctx: Context, reads_input: bool = True) -> None:
         #: the step's name in the query graph (messages name it)
@@ -82,7 +84,8 @@ class Step:
         if ctx.on_violation == "error":
             line = f" (line {ctx.line})" if ctx.line is not None else ""
             raise ViolationError(f"invalid element{line}: {where}{reason}: {element_to_json(el)}")
-        ctx.dead(DeadLetter(ctx.line, where + reason, element_to_json(el)), category)
+        source = self.input_names[0] if self.input_names else None
+        ctx.dead(DeadLetter(ctx.line, where + reason, element_to_json(el), input=source), category)
 
     # -- validation -------------------------------------------------------------------------------
     def check_insert(self, el: Insert) -> int | None:

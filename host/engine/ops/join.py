@@ -222,7 +222,8 @@ class JoinStep(Step):
 
             line = f" (line {ctx.line})" if ctx.line is not None else ""
             raise ViolationError(f"invalid element{line}: {reason}: {element_to_json(el)}")
-        ctx.dead(DeadLetter(ctx.line, reason, element_to_json(el)), MISSING_FIELD)
+        source = self.input_names[port] if len(self.input_names) > port else None
+        ctx.dead(DeadLetter(ctx.line, reason, element_to_json(el), input=source), MISSING_FIELD)
         self.sides[port].refused[el.id] = el.re
 
     def _insert(self, port: int, el: Insert, out: list[Element]) -> None:
