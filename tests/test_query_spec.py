@@ -44,7 +44,8 @@ def test_defaults() -> None:
     ("data", "needle"),
     [
         ({"steps": []}, "steps: List should have at least 1 item"),
-        ({"steps": [{"op": "pivot"}]}, "steps[0]: unknown op 'pivot'; expected one of 'filter', 'map', 'window', 'project'"),
+        ({"steps": [{"op": "pivot"}]},
+         "steps[0]: unknown op 'pivot'; expected one of 'filter', 'map', 'window', 'project', 'alter_lifetime'"),
         ({"steps": [{"op": "window", "window": {"type": "sliding", "size": 3}, "udm": "count"}]},
          "steps[0].window: unknown type 'sliding'"),
         ({"steps": [{"op": "window", "window": {"type": "tumbling", "size": 0}, "udm": "count"}]},

@@ -180,8 +180,8 @@ class Stream:
                     new, k = f"s{k}", k + 1
                 renames[st.id] = new
                 own.add(new)
-                src = [renames.get(x, x) for x in st.sources]
-                steps.append(st.model_copy(update={"id": new, "from_": src[0] if len(src) == 1 else src}))
+                reads = [renames.get(x, x) for x in st.sources]
+                steps.append(st.model_copy(update={"id": new, "from_": reads[0] if len(reads) == 1 else reads}))
             methods = list(merged._methods) + [m for st, m in zip(other._steps, other._methods, strict=True)
                                                if st.id in renames]
             merged = replace(merged, _inputs=tuple(inputs.items()), _steps=tuple(steps), _methods=tuple(methods))

@@ -62,7 +62,7 @@ class AlterLifetimeStep(Step):
         return t + self.shift
 
     def end(self, le: int, re: int, new_le: int) -> int:
-        if self.duration == "inf" or re >= INF and self.duration == "keep":
+        if self.duration == "inf" or (re >= INF and self.duration == "keep"):
             return INF
         if self.duration == "keep":
             return new_le + (re - le)

@@ -149,7 +149,8 @@ class JoinStep(Step):
         super().__init__(name, ctx, reads_input=False)
         step = bs.step
         self.anti = step.type == "left_anti"
-        self.fields = (tuple(a for a, _ in step.on), tuple(b for _, b in step.on))
+        #: the join fields of the left and of the right input
+        self.key_fields = (tuple(a for a, _ in step.on), tuple(b for _, b in step.on))
         self.prefixes = (step.left_prefix, step.right_prefix)
         self.where_args: dict[str, str] = dict(step.where.args) if step.where is not None else {}
         self.sources = tuple(step.sources)
@@ -183,7 +184,7 @@ class JoinStep(Step):
         try:
             kwargs = {a: payload[f] for a, f in self.where_args.items()}
         except KeyError as exc:
-            raise ContractViolation(f"{self.bs.label if self.bs else self.name}: join 'where' reads field "  # type: ignore[union-attr]
+            raise ContractViolation(f"{self.bs.label if self.bs else self.name}: join 'where' reads field "
                                     f"{exc.args[0]!r}, which the joined payload {payload!r} lacks") from None
         try:
             return bool(self.where.compute(**kwargs))
@@ -229,7 +230,7 @@ class JoinStep(Step):
     def _insert(self, port: int, el: Insert, out: list[Element]) -> None:
         payload = el.payload
         try:
-            key = join_key(payload, self.fields[port])
+            key = join_key(payload, self.key_fields[port])
         except KeyError as exc:
             self._refuse(port, el, exc.args[0])
             return
