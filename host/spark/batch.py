@@ -35,7 +35,7 @@ partitions are coalesced first, `python_tasks`, since every task has a fixed cos
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import reduce
 from operator import add
@@ -370,7 +370,8 @@ def _true_end(run: SparkRun, t_end: int | None) -> int | None:
     return int(rows["T"])
 
 
-def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path, elements: DataFrame, *,
+def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
+              elements: DataFrame | Mapping[str, DataFrame], *,
               on_violation: str | None = None, buckets: int | None = None,
               algebraic: bool | None = None) -> SparkRun:
     """Run ``query`` over an element DataFrame on Spark; output CHT equals the local engine's.
@@ -383,10 +384,18 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path, eleme
 
     ``algebraic``: ``None`` (default) takes the two-phase partial + final plan (`udm.host.spark.algebraic`)
     when the query and the input allow it, ``False`` never does.
+
+    A query graph (several inputs, or steps that are not one chain: SEMANTICS §10) takes
+    ``{input name: DataFrame}`` (or one DataFrame with an ``input`` column) and runs by
+    `udm.host.spark.graph.run_graph_batch`; its dead letters have an ``input`` column.
     """
     from pyspark.sql import functions as F
 
+    from udm.host.spark.graph import is_graph, run_graph_batch
+
     spec = _spec_of(query)
+    if isinstance(elements, Mapping) or is_graph(spec):
+        return run_graph_batch(spec, elements, on_violation=on_violation, buckets=buckets)
     bind(spec)  # fail fast on the driver, with the catalog's message
     spark = elements.sparkSession
     df = normalize_elements(elements).coalesce(python_tasks(spark))

@@ -13,15 +13,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from udm.host.query.spec import Hopping, MapStep, QuerySpec, Tumbling, WindowStep
+from udm.host.query.spec import FilterStep, Hopping, MapStep, QuerySpec, Tumbling, WindowStep
 
-__all__ = ["partition_keys", "python_tasks", "time_split"]
+__all__ = ["BY_ID", "graph_routing", "partition_keys", "python_tasks", "time_split"]
 
 _INF = 2**63 - 1
 
 
 def partition_keys(spec: QuerySpec) -> list[str]:
-    """Payload fields to hash into key buckets ([] = the query must see the whole stream at once)."""
+    """Payload fields to hash into key buckets ([] = the query must see the whole stream at once).
+
+    A chain with any other op than filter/map/window (project, alter_lifetime, ...) is planned as a graph
+    (`graph_routing`), which knows what they do to fields."""
+    if any(not isinstance(s, (FilterStep, MapStep, WindowStep)) for s in spec.steps):
+        routing = graph_routing(spec)
+        return list(routing[spec.input_names[0]]) if isinstance(routing, dict) and len(routing) == 1 else []
     keys: list[str] | None = None
     rewritten: set[str] = set()
     for step in spec.steps:
@@ -60,7 +66,7 @@ def time_split(spec: QuerySpec) -> int | None:
     stream would.
     """
     *before, last = spec.steps
-    if not isinstance(last, WindowStep) or any(isinstance(s, WindowStep) for s in before):
+    if not isinstance(last, WindowStep) or any(not isinstance(s, (FilterStep, MapStep)) for s in before):
         return None
     if not isinstance(last.window, (Tumbling, Hopping)) or last.output != "window" or last.max_memory_time < _INF:
         return None
@@ -81,3 +87,117 @@ def python_tasks(spark: Any, per_slot: int = 2) -> int:
     except Exception:  # Spark Connect has no SparkContext
         slots = int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
     return max(1, slots) * per_slot
+
+
+#: `graph_routing` for a graph where no step needs its rows together: each element goes by its (input, id).
+BY_ID = "by_id"
+
+
+def graph_routing(spec: QuerySpec) -> dict[str, list[str]] | str | None:
+    """How to route the elements of a non-linear query graph (SEMANTICS §10) into key buckets.
+
+    Returns ``{input: [field, ...]}`` (every input hashed by its own fields, slot by slot, into the same
+    buckets), `BY_ID` (no step needs rows of different ids together: union/project/alter_lifetime/filter/
+    map only) or None (the graph must run in one bucket).
+
+    Fields are tracked as (stream, field) pairs joined into classes wherever a step passes a value on
+    unchanged: filter/alter_lifetime/union pass every field, map every field but ``as``, project what it
+    keeps (renamed), a window its group fields (not its alias), a join its left fields (prefixed) and
+    joins ``(left, l)`` with ``(right, r)`` for each ``on`` pair. A class can be a routing slot when every
+    stream that feeds a stateful step (window, join, distinct union; all their ancestors too) has exactly
+    one field in it, each window's input has one of its group fields in it, and each join's left input one
+    of its ``on`` fields: rows that must meet then have equal values in every slot, and every derived row
+    carries its input row's value. lmerge, keyless windows and anything else give None.
+    """
+    from udm.host.query.graph import resolve
+    from udm.host.query.spec import AlterLifetimeStep, FilterStep, JoinStep, ProjectStep, UnionStep
+
+    graph = resolve(spec)
+    universe: set[str] = set()
+    for node in graph.nodes:
+        s = node.step
+        if isinstance(s, WindowStep):
+            universe.update(s.group_by)
+        elif isinstance(s, JoinStep):
+            for lf, rf in s.on:
+                universe.update((lf, rf, s.left_prefix + lf, s.right_prefix + rf))
+        elif isinstance(s, ProjectStep):
+            universe.update(s.keep or [])
+            universe.update(s.rename)
+            universe.update(s.rename.values())
+    parent: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def find(x: tuple[str, str]) -> tuple[str, str]:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def link(a: tuple[str, str], b: tuple[str, str]) -> None:
+        parent[find(a)] = find(b)
+
+    stateful: list[str] = []  # sources of steps that need their rows together
+    needs: list[tuple[str, list[str]]] = []  # (stream, fields): each slot must hold one of them
+    for node in graph.nodes:
+        s, name, src = node.step, node.name, node.sources
+        if isinstance(s, (FilterStep, AlterLifetimeStep, UnionStep)):
+            for f in universe:
+                for x in src:
+                    link((x, f), (name, f))
+            if isinstance(s, UnionStep) and s.distinct:
+                stateful.extend(src)
+        elif isinstance(s, MapStep):
+            for f in universe - {s.as_}:
+                link((src[0], f), (name, f))
+        elif isinstance(s, ProjectStep):
+            targets = [s.rename.get(f, f) for f in universe]
+            for f in universe:
+                t = s.rename.get(f, f)
+                kept = (s.keep is None or f in s.keep) and f not in s.drop
+                if kept and t not in s.set and targets.count(t) == 1:
+                    link((src[0], f), (name, t))
+        elif isinstance(s, WindowStep):
+            if not s.group_by:
+                return None
+            stateful.append(src[0])
+            needs.append((src[0], list(s.group_by)))
+            for g in s.group_by:
+                if g != s.alias:  # a UDA's result field equal to a key rewrites it
+                    link((src[0], g), (name, g))
+        elif isinstance(s, JoinStep):
+            left, right = src
+            stateful.extend(src)
+            needs.append((left, [lf for lf, _ in s.on]))
+            for lf, rf in s.on:
+                link((left, lf), (right, rf))
+            for f in universe:
+                link((left, f), (name, s.left_prefix + f))
+        else:  # lmerge and anything new: one bucket
+            return None
+    if not stateful:
+        return BY_ID
+    # every ancestor (inclusive) of a stateful step's source must carry the slot
+    sources = {n.name: n.sources for n in graph.nodes}
+    relevant: set[str] = set()
+    todo = list(stateful)
+    while todo:
+        x = todo.pop()
+        if x not in relevant:
+            relevant.add(x)
+            todo.extend(sources.get(x, ()))
+    classes: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for f in universe:
+        for x in relevant:
+            if (x, f) in parent:
+                classes.setdefault(find((x, f)), {}).setdefault(x, []).append(f)
+    slots: list[dict[str, list[str]]] = []
+    for members in classes.values():
+        if any(len(members.get(x, [])) != 1 for x in relevant):
+            continue
+        if all(members[x][0] in fields for x, fields in needs):
+            slots.append(members)
+    if not slots:
+        return None
+    slots.sort(key=lambda m: [m[x][0] for x in graph.inputs])
+    return {x: [m[x][0] for m in slots] for x in graph.inputs}

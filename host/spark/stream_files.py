@@ -64,6 +64,8 @@ class _Staged:
     head_batches: int
     batches: int
     buckets: int
+    #: a query graph's inputs (its rows carry an ``input`` column); None for a linear query
+    inputs: list[str] | None = None
 
 
 def _fingerprint(path: Path) -> str:
@@ -76,19 +78,21 @@ def _bucket_of(payload: Any, keys: list[str], n: int) -> int:
     return zlib.crc32(json.dumps(values, sort_keys=True, separators=(",", ":")).encode()) % n
 
 
-def _schema() -> pa.Schema:
+def _schema(graph: bool = False) -> pa.Schema:
     from udm.host.spark.convert import ELEMENT_COLUMNS
 
     return pa.schema([(c, pa.int64() if c in ("le", "re", "re_new", "t", "line") else pa.string())
-                      for c in ELEMENT_COLUMNS] + [("_seq", pa.int64()), ("_bucket", pa.int64())])
+                      for c in ELEMENT_COLUMNS] + [("_seq", pa.int64()), ("_bucket", pa.int64())]
+                     + ([("input", pa.string())] if graph else []))
 
 
-def _control(kind: str, t: int | None, seq: int) -> pa.Table:
+def _control(kind: str, t: int | None, seq: int, input: str | None = None, graph: bool = False) -> pa.Table:
     from udm.host.spark.convert import ELEMENT_COLUMNS
 
     cols: dict[str, list[Any]] = {c: [None] for c in ELEMENT_COLUMNS}
     cols["kind"], cols["t"] = [kind], [t]
-    return pa.table({**cols, "_seq": [seq], "_bucket": [BROADCAST]}, schema=_schema())
+    extra: dict[str, list[Any]] = {"input": [input]} if graph else {}
+    return pa.table({**cols, "_seq": [seq], "_bucket": [BROADCAST], **extra}, schema=_schema(graph))
 
 
 def _write_parts(run_dir: Path, tables: list[pa.Table], first: int, mtime: float) -> None:
@@ -162,7 +166,7 @@ class _LiveIds:
 
 
 def _routes(table: pa.Table, kinds: list[str | None], ts: list[int | None], keys: list[str], n: int,
-            on_violation: str) -> list[int]:
+            on_violation: str, bucket_of: Any = None) -> list[int]:
     """Each element's bucket: an insert by its group key (or where its live id is), a retraction after the
     insert of its id, a CTI to every bucket, a bad row to bucket 0 (whose engine dead-letters it)."""
     ids = table.column("id").to_pylist()
@@ -179,7 +183,7 @@ def _routes(table: pa.Table, kinds: list[str | None], ts: list[int | None], keys
             text = payloads[i]
             payload = json.loads(text) if text else {}
             has_keys = isinstance(payload, dict) and all(k in payload for k in keys)
-            b = live.insert(ids[i], les[i], res[i], _bucket_of(payload, keys, n), has_keys)
+            b = live.insert(ids[i], les[i], res[i], (bucket_of or _bucket_of)(payload, keys, n), has_keys)
             last[ids[i]] = b
             routes.append(b)
         elif kind == "retract":
@@ -236,21 +240,142 @@ def _stage_tail(run_dir: Path, staged: _Staged, batch_size: int, t_end: int | No
     """The last micro-batches, once the head is done: ``cti(T)`` (T = the largest finite time any bucket's
     engine reached, where one engine would cut infinite lifetimes), the input from its first ``cti(INF)``
     on, and the end-of-input row."""
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    tail = pq.read_table(run_dir / "tail.parquet", schema=_schema())
-    first_seq = tail.column("_seq")[0].as_py() - 1 if tail.num_rows else 2 * staged.elements
-    pieces = ([_control("cti", t_end, first_seq)] if t_end is not None else []) + [tail]
-    body = pa.concat_tables(pieces)
-    parts = _chunks(body, batch_size + (1 if t_end is not None else 0))[:1]
+    graph = staged.inputs is not None
+    tail = pq.read_table(run_dir / "tail.parquet", schema=_schema(graph))
+    if staged.inputs is not None:  # a graph: cti(T) on each input just before that input's own tail
+        pieces = []
+        for name in staged.inputs:
+            if t_end is not None:
+                pieces.append(_control("cti", t_end, 0, name, graph=True))
+            pieces.append(tail.filter(pc.equal(tail.column("input"), name)))
+        body = pa.concat_tables(pieces)
+        base = 2 * staged.elements + 3  # after every head row, before the end-of-input row
+        body = body.set_column(body.column_names.index("_seq"), "_seq",
+                               pa.array(range(base, base + body.num_rows), pa.int64()))
+        extra = len(staged.inputs) if t_end is not None else 0
+    else:
+        first_seq = tail.column("_seq")[0].as_py() - 1 if tail.num_rows else 2 * staged.elements
+        body = pa.concat_tables(([_control("cti", t_end, first_seq)] if t_end is not None else []) + [tail])
+        extra = 1 if t_end is not None else 0
+    parts = _chunks(body, batch_size + extra)[:1]
     rest = body.slice(parts[0].num_rows if parts else 0)
     parts += _chunks(rest, batch_size)
-    end = _control(END_KIND, None, 2 * staged.elements + 2)
+    end = _control(END_KIND, None, (1 << 62) if graph else 2 * staged.elements + 2, graph=graph)
     parts = [*parts[:-1], pa.concat_tables([parts[-1], end])] if parts else [end]
     if len(parts) != staged.batches - staged.head_batches:
         raise AssertionError(f"tail staged as {len(parts)} batches, expected {staged.batches - staged.head_batches}")
     _write_parts(run_dir, parts, staged.head_batches, time.time())
     (run_dir / "tail.done").write_text(str(t_end), encoding="utf-8")
+
+
+def _sync_times(table: pa.Table) -> list[int]:
+    """`udm.host.io.interleave.sync_time` of each row (a bad row: before everything)."""
+    first = -(2**64)
+    out = []
+    for k, le, re, rn, t in zip(*(table.column(c).to_pylist() for c in ("kind", "le", "re", "re_new", "t")),
+                                strict=True):
+        if k == "insert" and le is not None:
+            out.append(le)
+        elif k == "retract" and re is not None and rn is not None:
+            out.append(min(re, rn))
+        elif k == "cti" and t is not None:
+            out.append(t)
+        else:
+            out.append(first)
+    return out
+
+
+def _merge_order(syncs: list[list[int]]) -> list[tuple[int, int]]:
+    """(input, row) in the order of `udm.host.io.interleave`: by the sync time of each input's next row,
+    ties by input order; each input's own order kept."""
+    heads = [(sy[0], k, 0) for k, sy in enumerate(syncs) if sy]
+    heapq.heapify(heads)
+    order = []
+    while heads:
+        _, k, i = heads[0]
+        order.append((k, i))
+        if i + 1 < len(syncs[k]):
+            heapq.heapreplace(heads, (syncs[k][i + 1], k, i + 1))
+        else:
+            heapq.heappop(heads)
+    return order
+
+
+def _graph_bucket(payload: Any, fields: list[str], n: int) -> int:
+    """A graph insert's key bucket: its fields' JSON values, numbers by value (a join matches 1 and 1.0)."""
+    values = [payload.get(k) if isinstance(payload, dict) else None for k in fields]
+    values = [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in values]
+    return zlib.crc32(json.dumps(values, sort_keys=True, separators=(",", ":")).encode()) % n
+
+
+def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routing: Any) -> _Staged:
+    """`_stage` for a query graph: every input read, tagged with its name; the head is each input's part
+    before its first ``cti(INF)``, merged in the interleave order; the tail is the rest, input by input
+    (`_stage_tail` puts ``cti(T)`` on each input before its own). Routing as `_routes`, per input (a
+    retraction follows the latest insert of its (input, id)), or by (input, id), or one bucket."""
+    import pyarrow.parquet as pq
+
+    from udm.host.io.jsonl import JsonlReader
+    from udm.host.spark.convert import ELEMENT_COLUMNS, batch_to_arrow
+    from udm.host.spark.partition import BY_ID
+
+    schema = _schema(graph=True)
+    names = list(req.inputs)
+    heads: list[pa.Table] = []
+    tails: list[pa.Table] = []
+    policy = req.on_violation or req.spec.on_violation
+    total = 0
+    for name, src in req.inputs.items():
+        reader = JsonlReader(src, batch_size=65536)
+        try:
+            tables = [batch_to_arrow(b) for b in reader]
+        finally:
+            reader.close()
+        table = pa.concat_tables(tables) if tables else _control("cti", None, 0, graph=True).slice(0, 0).select(
+            list(ELEMENT_COLUMNS))
+        total += table.num_rows
+        kinds = table.column("kind").to_pylist()
+        ts = table.column("t").to_pylist()
+        if n == 1 or routing is None:
+            routes = [BROADCAST if k == "cti" else 0 for k in kinds]
+        elif routing == BY_ID:
+            ids = table.column("id").to_pylist()
+            routes = [BROADCAST if k == "cti" else
+                      zlib.crc32(json.dumps([name, i]).encode()) % n if k in ("insert", "retract") and i is not None
+                      else 0 for k, i in zip(kinds, ids, strict=True)]
+        else:
+            routes = _routes(table, kinds, ts, routing[name], n, policy, bucket_of=_graph_bucket)
+        first_inf = next((i for i, k in enumerate(kinds) if k == "cti" and ts[i] is not None and ts[i] >= INF),
+                         len(kinds))
+        full = (table.select(list(ELEMENT_COLUMNS))
+                .append_column("_seq", pa.array([0] * table.num_rows, pa.int64()))
+                .append_column("_bucket", pa.array(routes, pa.int64()))
+                .append_column("input", pa.array([name] * table.num_rows, pa.string())).cast(schema))
+        heads.append(full.slice(0, first_inf))
+        tails.append(full.slice(first_inf))
+    order = _merge_order([_sync_times(h) for h in heads])
+    if order:
+        offsets = [0]
+        for h in heads[:-1]:
+            offsets.append(offsets[-1] + h.num_rows)
+        head = pa.concat_tables(heads).take(pa.array([offsets[k] + i for k, i in order], pa.int64()))
+        head = head.set_column(head.column_names.index("_seq"), "_seq",
+                               pa.array(range(1, 2 * head.num_rows + 1, 2), pa.int64()))
+    else:
+        head = heads[0].slice(0, 0) if heads else _control("cti", None, 0, graph=True).slice(0, 0)
+    tail = pa.concat_tables(tails) if tails else head.slice(0, 0)
+    head_parts = _chunks(head, batch_size)
+    tail_batches = max(1, -(-tail.num_rows // batch_size))
+    _write_parts(run_dir, head_parts, 0, time.time() - len(head_parts) - tail_batches - 60)
+    pq.write_table(tail, run_dir / "tail.parquet")
+    staged = _Staged(elements=total, head_batches=len(head_parts), batches=len(head_parts) + tail_batches,
+                     buckets=n, inputs=names)
+    if not head_parts:
+        _stage_tail(run_dir, staged, batch_size, None)
+    return staged
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -285,7 +410,10 @@ def _batch_writer(run_dir: Path, n: int, stop_after: int | None) -> Any:
                 lines.append(json.dumps(element_to_json(el), separators=(",", ":")))
             elif r["stream"] == "dead":
                 element = None if r["element"] is None else json.loads(r["element"])
-                dead.append(json.dumps({"line": r["line"], "reason": r["reason"], "element": element}))
+                rec = {"line": r["line"], "reason": r["reason"], "element": element}
+                if r["payload"] is not None:  # a multi-input query's dead letter names its input
+                    rec["input"] = r["payload"]
+                dead.append(json.dumps(rec))
             elif r["stream"] == "cti":
                 ctis[r["bucket"]] = r["t"]
             else:
@@ -311,7 +439,8 @@ def _batch_writer(run_dir: Path, n: int, stop_after: int | None) -> Any:
     return write
 
 
-def _assemble(run_dir: Path, output: Any, dead_letter: Any) -> tuple[int, int, Counter[str], int | None]:
+def _assemble(run_dir: Path, output: Any, dead_letter: Any, per_input: Counter[str] | None = None
+              ) -> tuple[int, int, Counter[str], int | None]:
     """The final output file from the parts, in batch order; CTIs that do not advance are dropped.
     Returns (elements out, dead letters, dead letters by category, truncated_at)."""
     from udm.host.io.jsonl import DeadLetterWriter
@@ -336,7 +465,9 @@ def _assemble(run_dir: Path, output: Any, dead_letter: Any) -> tuple[int, int, C
                     n_out += 1
     dead = [json.loads(line) for part in sorted((run_dir / "dead").glob("*.jsonl"))
             for line in part.read_text(encoding="utf-8").splitlines() if line]
-    dead.sort(key=lambda d: (d["line"] is None, d["line"] or 0))
+    dead.sort(key=lambda d: (d["line"] is None, d["line"] or 0, d.get("input") or ""))
+    if per_input is not None:
+        per_input.update(d.get("input") or "" for d in dead)
     if dead_letter is not None:
         with DeadLetterWriter(dead_letter) as dlw:
             dlw.write(dead)
@@ -350,13 +481,22 @@ def _assemble(run_dir: Path, output: Any, dead_letter: Any) -> tuple[int, int, C
     return n_out, len(dead), reasons, truncated
 
 
-def _prepare(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[str]) -> _Staged:
+def _prepare(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[str],
+             routing: Any = None) -> _Staged:
     """Stage the input, or check that a resumed run is the same run (same input, query and layout)."""
     meta_path = run_dir / "run.json"
-    source = Path(str(req.input)) if isinstance(req.input, (str, Path)) and str(req.input) != "-" else None
+    graph = isinstance(req.input, dict) or not req.bound.graph.is_linear
+    if graph:
+        srcs = req.inputs
+        paths = {k: Path(str(v)) for k, v in srcs.items() if isinstance(v, (str, Path)) and str(v) != "-"}
+        fingerprint: Any = {k: _fingerprint(p) for k, p in paths.items()} if len(paths) == len(srcs) else None
+        source = next(iter(paths.values()), None) if fingerprint is not None else None
+    else:
+        source = Path(str(req.input)) if isinstance(req.input, (str, Path)) and str(req.input) != "-" else None
+        fingerprint = None if source is None else _fingerprint(source)
     meta = {"layout": _LAYOUT_VERSION, "query": req.spec.to_json_dict(), "batch_size": batch_size,
             "buckets": n, "on_violation": req.on_violation,
-            "input": None if source is None else _fingerprint(source)}
+            "input": fingerprint}
     if meta_path.exists():
         old = json.loads(meta_path.read_text(encoding="utf-8"))
         staged = old.pop("staged")
@@ -371,7 +511,8 @@ def _prepare(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list
     if source is None:
         raise UdmError("--engine spark-streaming with --checkpoint needs an input file, not stdin")
     run_dir.mkdir(parents=True, exist_ok=True)
-    staged = _stage(req, run_dir, batch_size, n, keys)
+    staged = (_stage_graph(req, run_dir, batch_size, n, routing) if graph
+              else _stage(req, run_dir, batch_size, n, keys))
     _write_atomic(meta_path, json.dumps({**meta, "staged": staged.__dict__}))
     return staged
 
@@ -384,21 +525,61 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
     t0 = time.perf_counter()
     batch_size = req.batch_size or DEFAULT_BATCH_SIZE
     spark = get_spark(req.options.get("master"))
-    keys = partition_keys(req.spec)
-    n = 1 if not keys else int(req.options.get("buckets") or spark.conf.get("spark.sql.shuffle.partitions") or 1)
+    graph = isinstance(req.input, dict) or not req.bound.graph.is_linear
+    routing: Any = None
+    if graph:
+        from udm.host.spark.partition import graph_routing
+
+        routing = graph_routing(req.spec)
+        keys = routing[req.bound.graph.inputs[0]] if isinstance(routing, dict) else []
+        n = 1 if routing is None else int(req.options.get("buckets") or spark.conf.get("spark.sql.shuffle.partitions")
+                                          or 1)
+    else:
+        keys = partition_keys(req.spec)
+        n = 1 if not keys else int(req.options.get("buckets") or spark.conf.get("spark.sql.shuffle.partitions") or 1)
     temp = req.checkpoint is None
     run_dir = Path(tempfile.mkdtemp(prefix="udm-stream-")) if temp else Path(req.checkpoint)
+    per_input: Counter[str] = Counter()
     try:
-        staged = _stage(req, run_dir, batch_size, n, keys) if temp else _prepare(req, run_dir, batch_size, n, keys)
+        if not temp:
+            staged = _prepare(req, run_dir, batch_size, n, keys, routing)
+        elif graph:
+            staged = _stage_graph(req, run_dir, batch_size, n, routing)
+        else:
+            staged = _stage(req, run_dir, batch_size, n, keys)
         stop_after = req.options.get("stop_after_batches")
         _run_query(spark, req, run_dir, staged, stop_after, batch_size)
-        n_out, n_dead, reasons, truncated = _assemble(run_dir, req.output, req.dead_letter)
+        n_out, n_dead, reasons, truncated = _assemble(run_dir, req.output, req.dead_letter, per_input)
+        counts = _input_counts(req, run_dir, staged, per_input, n_dead) if graph else {
+            req.bound.graph.inputs[0]: {"elements_in": staged.elements, "dead_lettered": n_dead}}
     finally:
         if temp:
             shutil.rmtree(run_dir, ignore_errors=True)
     return RunResult(engine="spark-streaming", elements_in=staged.elements, elements_out=n_out,
                      dead_lettered=n_dead, reasons=reasons, truncated_at=truncated,
-                     seconds=time.perf_counter() - t0)
+                     seconds=time.perf_counter() - t0, inputs=counts)
+
+
+def _input_counts(req: RunRequest, run_dir: Path, staged: _Staged, dead: Counter[str], n_dead: int
+                  ) -> dict[str, dict[str, int]]:
+    """`RunResult.inputs` of a graph run: staged rows per input (read back from the staged files) and dead
+    letters per input."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    names = list(req.bound.graph.inputs)
+    got: Counter[str] = Counter()
+    for part in (run_dir / "input").glob("part-*.parquet"):
+        col = pq.read_table(part, columns=["input", "kind"])
+        real = col.filter(pc.invert(pc.fill_null(pc.equal(col.column("kind"), END_KIND), False)))
+        for name in names:  # (control rows are cti(T), one per input: not counted below)
+            got[name] += pc.sum(pc.equal(real.column("input"), name)).as_py() or 0
+    if (run_dir / "tail.done").read_text(encoding="utf-8") != "None":
+        for name in names:
+            got[name] -= 1
+    if len(names) == 1:
+        return {names[0]: {"elements_in": got[names[0]], "dead_lettered": n_dead}}
+    return {x: {"elements_in": got[x], "dead_lettered": dead[x]} for x in names}
 
 
 def _committed(run_dir: Path) -> int:
@@ -423,7 +604,8 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
     from udm.host.spark.batch import _explain
     from udm.host.spark.convert import ELEMENT_DDL
 
-    source = (spark.readStream.schema(f"{ELEMENT_DDL}, _seq bigint, _bucket bigint")
+    ddl = f"{ELEMENT_DDL}, _seq bigint, _bucket bigint" + (", input string" if staged.inputs is not None else "")
+    source = (spark.readStream.schema(ddl)
               .option("maxFilesPerTrigger", 1).parquet(str(run_dir / "input")))
     result = run_stream(req.bound, source, on_violation=req.on_violation, buckets=staged.buckets)
     query = (result.writeStream.foreachBatch(_batch_writer(run_dir, staged.buckets, stop_after))

@@ -37,7 +37,7 @@ int64 columns as float64 and ``INF`` (2**63-1) does not survive a float.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -85,6 +85,8 @@ _STATE_DDL = "snapshot binary, cti bigint"
 _INPUT_ARROW = pa.schema([(c, pa.int64() if c in ("le", "re", "re_new", "t", "line") else pa.string())
                           for c in ELEMENT_COLUMNS]
                          + [("udm_seq", pa.int64()), ("udm_route", pa.int64()), ("udm_bucket", pa.int64())])
+#: The same for a query graph: plus ``udm_input``, the input each element belongs to.
+_GRAPH_INPUT_ARROW = _INPUT_ARROW.append(pa.field("udm_input", pa.string()))
 
 
 def _unroutable_reason(keys: list[str]) -> str:
@@ -107,9 +109,10 @@ def _emit_rows(bucket: int, out: list[Any], dead: list[Any], cti: int | None,
     for r in output_rows(bucket, out):
         row(stream="out", bucket=bucket, seq=seq, **r)
         seq += 1
-    for r in dead_rows(dead):
-        row(stream="dead", bucket=bucket, seq=seq, **r)
-        seq += 1
+    for dl in dead:  # (a dead letter's input, in a multi-input query, travels in ``payload``)
+        for r in dead_rows([dl]):
+            row(stream="dead", bucket=bucket, seq=seq, **r, payload=getattr(dl, "input", None))
+            seq += 1
     if cti is not None:
         row(stream="cti", kind="cti", t=cti, bucket=bucket, seq=seq)
     if stats:
@@ -128,7 +131,8 @@ def _processor_class() -> type:
         """One engine per bucket; its snapshot is the bucket's only state."""
 
         def __init__(self, spec_json: dict[str, Any], on_violation: str | None, keys: list[str],
-                     watermark_ctis: bool) -> None:
+                     watermark_ctis: bool, graph: bool = False) -> None:
+            self._graph = graph
             self._spec_json = spec_json
             self._on_violation = on_violation
             self._keys = keys
@@ -179,25 +183,45 @@ def _processor_class() -> type:
             extra_dead: list[Any] = []
             wm = self._watermark(timer_values)
             if wm is not None:
-                out += runner.process(Cti(wm))
+                if self._graph:
+                    for name in runner.inputs:
+                        out += runner.process(Cti(wm), None, name)
+                else:
+                    out += runner.process(Cti(wm))
             if table is not None:
                 kinds = table.column("kind").to_pylist()
                 routes = table.column("udm_route").to_pylist()
+                names = table.column("udm_input").to_pylist() if self._graph else [None] * len(kinds)
+
+                def feed(lo: int, hi: int) -> list[Any]:
+                    if not self._graph:
+                        return list(runner.process_batch(ElementBatch.from_table(table.slice(lo, hi - lo))))
+                    got: list[Any] = []
+                    while lo < hi:  # runs of one input each
+                        end = lo + 1
+                        while end < hi and names[end] == names[lo]:
+                            end += 1
+                        part = with_struct_payloads(table.slice(lo, end - lo).select(list(ELEMENT_COLUMNS)))
+                        got += runner.process_batch(ElementBatch.from_table(part), names[lo])
+                        lo = end
+                    return got
+
                 start = 0
                 for i, (kind, r) in enumerate(zip(kinds, routes, strict=True)):
                     if kind != END_KIND and r != UNROUTABLE:
                         continue
                     if i > start:
-                        out += runner.process_batch(ElementBatch.from_table(table.slice(start, i - start)))
+                        out += feed(start, i)
                     if kind == END_KIND:
                         out += runner.finish()
                     else:
                         line = table.column("line")[i].as_py()
                         row = {c: table.column(c)[i].as_py() for c in ("kind", "id", "le", "re", "re_new")}
-                        extra_dead.append(DeadLetter(line, _unroutable_reason(self._keys), row))
+                        extra_dead.append(DeadLetter(line, _unroutable_reason(self._keys), row,
+                                                     input=names[i] if len(runner.inputs) > 1 else None))
                     start = i + 1
                 if start < table.num_rows:
-                    out += runner.process_batch(ElementBatch.from_table(table.slice(start)))
+                    out += feed(start, table.num_rows)
             for el in out:
                 if isinstance(el, Cti):
                     cti = el.t if cti is None else max(cti, el.t)
@@ -222,12 +246,15 @@ def _processor_class() -> type:
 
             frames = list(rows)
             pdf = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-            table = pa.Table.from_pandas(pdf, schema=_INPUT_ARROW, preserve_index=False)
+            schema = _GRAPH_INPUT_ARROW if self._graph else _INPUT_ARROW
+            table = pa.Table.from_pandas(pdf, schema=schema, preserve_index=False)
             for c in _TIME_COLUMNS:  # NULL_TICK back to null
                 col = table.column(c)
                 table = table.set_column(table.column_names.index(c), c,
                                          pc.if_else(pc.equal(col, NULL_TICK), None, col))
-            table = with_struct_payloads(table.sort_by("udm_seq"))
+            table = table.sort_by("udm_seq")
+            if not self._graph:  # (a graph's inputs have payloads of their own shapes: per run, in _run)
+                table = with_struct_payloads(table)
             yield from self._run(int(key[0]), table, timerValues)
 
         def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any
@@ -268,7 +295,44 @@ def _route(df: DataFrame, keys: list[str], n: int) -> DataFrame:
         .otherwise(F.lit(0)))  # bad rows: bucket 0's engine dead-letters them
 
 
-def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path, elements: DataFrame, *,
+def _route_graph(df: DataFrame, routing: dict[str, list[str]] | str | None, n: int) -> DataFrame:
+    """`_route` for a query graph (`udm.host.spark.partition.graph_routing`): each input by its own fields
+    (or by (input, id)); a retraction without its input's fields is unroutable."""
+    from pyspark.sql import functions as F
+
+    from udm.host.spark.graph import key_value
+    from udm.host.spark.partition import BY_ID
+
+    kind = F.col("kind")
+    broadcast = (kind == "cti") | (kind == END_KIND)
+    if n == 1 or routing is None:
+        return df.withColumn("_bucket", F.when(broadcast, F.lit(BROADCAST)).otherwise(F.lit(0)))
+    if routing == BY_ID:
+        h = F.pmod(F.xxhash64("input", "id"), F.lit(n))
+        return df.withColumn("_bucket", F.when(broadcast, F.lit(BROADCAST))
+                             .when(kind.isin("insert", "retract") & F.col("id").isNotNull(), h).otherwise(F.lit(0)))
+    assert isinstance(routing, dict)
+    key_hash: Any = None
+    has_keys: Any = None
+    for name, fields in routing.items():
+        is_name = F.col("input") == name
+        h = F.pmod(F.xxhash64(*[key_value(f) for f in fields]), F.lit(n))
+        ok = F.lit(True)
+        for f in fields:
+            ok = ok & F.get_json_object("payload", f"$.{f}").isNotNull()
+        key_hash = F.when(is_name, h) if key_hash is None else key_hash.when(is_name, h)
+        has_keys = F.when(is_name, ok) if has_keys is None else has_keys.when(is_name, ok)
+    return df.withColumn(
+        "_bucket",
+        F.when(broadcast, F.lit(BROADCAST))
+        .when(kind == "insert", F.coalesce(key_hash, F.lit(0)))
+        .when((kind == "retract") & F.coalesce(has_keys, F.lit(False)), key_hash)
+        .when(kind == "retract", F.lit(UNROUTABLE))
+        .otherwise(F.lit(0)))
+
+
+def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
+               elements: DataFrame | Mapping[str, DataFrame], *,
                on_violation: str | None = None, buckets: int | None = None,
                ctis_from_watermark: bool = False) -> DataFrame:
     """Run ``query`` over a streaming element DataFrame; returns a streaming DataFrame of result rows
@@ -278,6 +342,10 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path, elem
     one). It is part of the state's layout: a query restarted from its checkpoint must keep it.
     ``elements`` may carry ``_bucket`` (already routed, `BROADCAST` for CTIs). The query is bound on
     the driver first, so unknown UDMs or bad parameters fail before the stream starts.
+
+    A query graph (SEMANTICS §10) takes ``{input name: streaming DataFrame}`` (or one with an ``input``
+    column); its buckets follow `udm.host.spark.partition.graph_routing`, and a dead-letter row of a
+    multi-input query carries its input's name in ``payload``.
     """
     from pyspark.sql import functions as F
 
@@ -286,22 +354,49 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path, elem
     require_spark(connect=True)  # transformWithStateInPandas talks to the state server over gRPC/protobuf
     spec = _spec_of(query)
     bind(spec)
-    spark = elements.sparkSession
+    frame: DataFrame = next(iter(elements.values())) if isinstance(elements, Mapping) else elements
+    spark = frame.sparkSession
     provider = spark.conf.get("spark.sql.streaming.stateStore.providerClass", None)
     if provider is None or "RocksDB" not in provider:
         from udm.host.spark.session import ROCKSDB_PROVIDER
 
         spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
-    keys = partition_keys(spec)
-    n = 1 if not keys else int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
-    if "line" not in elements.columns and "_seq" not in elements.columns:
+    from udm.host.spark.graph import is_graph
+
+    graph = isinstance(elements, Mapping) or is_graph(spec)
+    if graph:
+        from udm.host.query.graph import resolve
+        from udm.host.spark.partition import graph_routing
+
+        names = tuple(resolve(spec).inputs)
+        if isinstance(elements, Mapping):
+            if sorted(elements) != sorted(names):
+                raise UdmError(f"the query reads inputs {', '.join(names)}; got DataFrames for "
+                               f"{', '.join(elements) or 'none'}")
+            frames = [normalize_elements(elements[x], keep=("_bucket", "_seq")).withColumn("input", F.lit(x))
+                      for x in names]
+            frame = frames[0]
+            for fr in frames[1:]:
+                frame = frame.unionByName(fr, allowMissingColumns=True)
+        elif "input" not in frame.columns:
+            if len(names) > 1:
+                raise UdmError(f"the query reads inputs {', '.join(names)}: pass {{name: DataFrame}} or one "
+                               "DataFrame with an 'input' column")
+            frame = frame.withColumn("input", F.lit(names[0]))
+        routing = graph_routing(spec)
+        keys = routing[names[0]] if isinstance(routing, dict) else []
+        n = 1 if routing is None else int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
+    else:
+        keys = partition_keys(spec)
+        n = 1 if not keys else int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
+    if "line" not in frame.columns and "_seq" not in frame.columns:
         raise UdmError("a streaming element DataFrame needs a 'line' column (its sequence number: Spark keeps "
                        "no row order across the shuffle, and streams have no row numbering); it has "
-                       + ", ".join(elements.columns))
-    df = normalize_elements(elements, keep=("_bucket", "_seq"))
-    if "_bucket" not in elements.columns:
-        df = _route(df, keys, n)
-    if "_seq" not in elements.columns:
+                       + ", ".join(frame.columns))
+    df = normalize_elements(frame, keep=("_bucket", "_seq", "input") if graph else ("_bucket", "_seq"))
+    if "_bucket" not in frame.columns:
+        df = _route_graph(df, routing, n) if graph else _route(df, keys, n)
+    if "_seq" not in frame.columns:
         df = df.withColumn("_seq", F.col("line"))
     # inside the operator no column name may start with "_": Spark hands pandas those as _1, _2, ...
     route = F.col("_route")
@@ -312,9 +407,9 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path, elem
     df = df.select(*[F.coalesce(F.col(c), F.lit(NULL_TICK)).alias(c) if c in _TIME_COLUMNS else F.col(c)
                      for c in ELEMENT_COLUMNS],
                    F.col("_seq").cast("bigint").alias("udm_seq"), route.cast("bigint").alias("udm_route"),
-                   "udm_bucket")
+                   "udm_bucket", *([F.col("input").alias("udm_input")] if graph else []))
     processor = _processor_class()(spec.to_json_dict(), on_violation or spec.on_violation, keys,
-                                   ctis_from_watermark)
+                                   ctis_from_watermark, graph)
     return df.groupBy("udm_bucket").transformWithStateInPandas(
         statefulProcessor=processor, outputStructType=STREAM_RESULT_DDL, outputMode="Append",
         timeMode="EventTime" if ctis_from_watermark else "None")
