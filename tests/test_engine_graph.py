@@ -32,7 +32,8 @@ def test_output_cti_is_the_minimum_over_inputs_and_inf_only_when_all_end() -> No
     assert ctis(r.process(Cti(10), 1, "a")) == []  # b has sent no CTI: it holds the output back
     assert ctis(r.process(Cti(4), 1, "b")) == [4]
     assert ctis(r.process(Cti(20), 2, "b")) == [10]
-    assert ctis(r.process(Cti(INF), 3, "a")) == [20]
+    # a has ended, but its end reaches the operators only when every input has (T is over all inputs)
+    assert ctis(r.process(Cti(INF), 3, "a")) == []
     assert not r.finished
     assert ctis(r.finish()) == [INF] and r.finished
 
@@ -141,3 +142,25 @@ def test_a_dead_letter_downstream_names_the_input_its_stream_comes_from() -> Non
     dls = r.take_dead_letters()
     assert [(d.input, d.category) for d in dls] == [("a", "missing_field")]
     assert "step j: missing join field 'x' in the left input 'w'" in dls[0].reason
+
+
+def test_an_input_ending_early_does_not_truncate_before_the_others_end() -> None:
+    # T (SEMANTICS §3) is over all inputs: the window reading input a must not cut its endless event at a's
+    # own largest time just because a ended first
+    spec = {"inputs": {"a": {}, "b": {}},
+            "steps": [{"id": "w", "from": "a", "op": "window", "window": {"type": "tumbling", "size": 10},
+                       "udm": "count"},
+                      {"id": "u", "op": "union", "from": ["w", "b"]}]}
+    outs = []
+    for order in (["a", "b"], ["b", "a"]):
+        r = runner(spec)
+        feed = {"a": [Insert("e", 1, INF, {}), Cti(INF)], "b": [Insert("f", 35, 36, {}), Cti(INF)]}
+        out: list[Element] = []
+        for name in order:
+            for el in feed[name]:
+                out += r.process(el, None, name)
+        outs.append(cht(out + r.finish()))
+    assert outs[0] == outs[1]
+    # count windows of e up to T = 36 (f's end, the largest finite time over both inputs), and f itself
+    assert sorted(le for le, _, _ in outs[0]) == [0, 10, 20, 30, 35]
+    assert r.stats.truncated_at == 36

@@ -281,6 +281,21 @@ class QueryRunner:
         if len(self.ended) == len(self.inputs):
             self.finished = True
 
+    def _end_of(self, input_name: str) -> list[Element]:
+        """``cti(INF)`` on one input of several. It reaches the operators only once every input has ended:
+        T (the truncation time of SEMANTICS §3) is over all inputs, so no step may truncate while another
+        input can still move it. Until then the input refuses further elements."""
+        self.end_input(input_name)
+        if not self.finished:
+            return []
+        out: list[Element] = []
+        for name in self.inputs:
+            k = self.entry[name]
+            r = self.ops[k].cti(INF)
+            if r:
+                out.extend(self.push(k, r))
+        return out
+
     def _one(self, el: Element | BadElement, line: int | None, input_name: str | None = None) -> list[Element]:
         if input_name not in self.entry:
             input_name = self.input_name(input_name)
@@ -293,6 +308,8 @@ class QueryRunner:
             out = first.ins(el.id, el.le, el.re, el.payload, el)
         elif t is Retract:
             out = first.ret(el.id, el.le, el.re, el.re_new, el)
+        elif isinstance(el, Cti) and el.t >= INF and self.ctx.multi_input:
+            return self._end_of(input_name)
         elif t is Cti:
             out = first.cti(el.t)
             if el.t >= INF:
