@@ -313,8 +313,10 @@ class ProjectStep(_SpanStep):
             payload = {k: v for k, v in payload.items() if k not in self.drop}
         if self.rename:
             rename = self.rename
-            payload = {rename.get(k, k): v for k, v in payload.items() if k in rename or k not in
-                       rename.values()}
+            # a renamed field overwrites a field of the target name; a target whose source is absent stays
+            moved = {rename[k]: v for k, v in payload.items() if k in rename}
+            payload = {k: v for k, v in payload.items() if k not in rename and k not in moved}
+            payload.update(moved)
         if self.set_fields:
             payload = {**payload, **self.set_fields}
         return Insert(oid, le, el.re, payload)

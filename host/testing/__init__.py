@@ -11,7 +11,7 @@
   final CTI.
 - **UDM contract checks** (`run_contract_checks`, `assert_contracts`, `CheckResult`): run against any UDM.
 - **Engines** (`udm.host.testing.engine_conformance.check_engine`): run any engine and verify it.
-- **pytest plugin** (auto-loaded): fixtures ``udm_contracts``, ``udm_seed``, ``udm_stream``; option
+- **pytest plugin** (auto-loaded): fixtures ``udm_contracts``, ``udm_seed``, ``udm_stream``, ``udm_streams``; option
   ``--udm-seed``.
 
 A plugin author's whole conformance test::
@@ -23,7 +23,9 @@ A plugin author's whole conformance test::
 from .cht import CHT, Rejected, StreamState, apply_stream, cht, stream_text, to_elements
 from .contracts import CHECKS, CheckResult, assert_contracts, format_failures, run_contract_checks
 from .engine_conformance import (
+    INTERLEAVINGS,
     EngineReport,
+    Interleaved,
     assert_engine,
     check_composition,
     check_engine,
@@ -32,7 +34,7 @@ from .engine_conformance import (
     shrink_failure,
     write_stream,
 )
-from .generator import StreamSpec, generate, logical_events, physical_variants
+from .generator import StreamSpec, generate, generate_related, interleave, logical_events, physical_variants
 from .oracle import OracleResult, OracleUndecidable, group_windows, oracle, oracle_run
 from .properties import check_properties, liveliness_bound
 from .verifier import Verdict, assert_equivalent, payloads_close, verify
@@ -40,8 +42,10 @@ from .verifier import Verdict, assert_equivalent, payloads_close, verify
 __all__ = [
     "CHECKS",
     "CHT",
+    "INTERLEAVINGS",
     "CheckResult",
     "EngineReport",
+    "Interleaved",
     "OracleResult",
     "OracleUndecidable",
     "Rejected",
@@ -58,7 +62,9 @@ __all__ = [
     "cht",
     "format_failures",
     "generate",
+    "generate_related",
     "group_windows",
+    "interleave",
     "liveliness_bound",
     "logical_events",
     "oracle",

@@ -12,23 +12,37 @@ another (seeds/002 §7).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from udm.host.query.plan import BoundQuery, bind
 from udm.host.query.spec import QuerySpec
-from udm.host.temporal.elements import Element
+from udm.host.temporal.elements import Cti, Element
+from udm.sdk import INF
 
 from .cht import CHT, stream_text
-from .generator import physical_variants
+from .generator import interleave, physical_variants
 from .oracle import oracle
 from .properties import check_properties
 from .verifier import verify
 
-__all__ = ["EngineReport", "EngineRun", "assert_engine", "check_composition", "check_engine", "registered_engine",
-           "runner_engine", "shrink_failure", "write_stream"]
+__all__ = ["INTERLEAVINGS", "EngineReport", "EngineRun", "Interleaved", "assert_engine", "check_composition",
+           "check_engine", "registered_engine", "runner_engine", "shrink_failure", "write_stream"]
+
+#: the arrival orders `check_engine` feeds the inputs of a multi-input query in (see `interleave`)
+INTERLEAVINGS = ("sync", "random", "sequential")
+
+
+class Interleaved(list[tuple[str, Element]]):
+    """The input of a multi-input query as one arrival order: ``(input name, element)`` pairs."""
+
+    def streams(self) -> dict[str, list[Element]]:
+        out: dict[str, list[Element]] = {}
+        for name, el in self:
+            out.setdefault(name, []).append(el)
+        return out
 
 Engine = Callable[[QuerySpec, list[Element]], Any]
 
@@ -92,15 +106,23 @@ def runner_engine(factory: Callable[[BoundQuery], Any], catalog: Any = None) -> 
     """Adapt a streaming runner class (``QueryRunner(bound)`` with ``process(el)`` and ``finish()``) to an
     engine callable whose output also records, per input element, what the runner emitted."""
 
-    def run(query: QuerySpec, elements: list[Element]) -> list[Element]:
+    def run(query: QuerySpec, elements: Any) -> list[Element]:
         bq = query if isinstance(query, BoundQuery) else bind(query, catalog)
         runner = factory(bq)
         out = _Traced()
         out.trace = []
-        for el in elements:
-            emitted = list(runner.process(el))
-            out.trace.append(emitted)
-            out.extend(emitted)
+        if isinstance(elements, Mapping):  # several inputs: the documented (sync-time) order
+            elements = Interleaved(interleave(elements, bq.graph.inputs, how="sync"))
+        if isinstance(elements, Interleaved):
+            for name, el in elements:
+                emitted = list(runner.process(el, input=name))
+                out.trace.append(emitted)
+                out.extend(emitted)
+        else:
+            for el in elements:
+                emitted = list(runner.process(el))
+                out.trace.append(emitted)
+                out.extend(emitted)
         out.extend(runner.finish())
         return out
 
@@ -164,13 +186,74 @@ def _one(run: Engine, query: Any, elements: list[Element], expected: CHT, label:
     return r
 
 
-def check_engine(run: Engine, query: QuerySpec | BoundQuery, elements: Sequence[Element], *, seed: int = 0,
+def _one_multi(run: Engine, query: Any, feed: Interleaved, expected: CHT, label: str, catalog: Any,
+               rel_tol: float, abs_tol: float) -> EngineRun:
+    """One run of a multi-input query over one interleaving of its inputs."""
+    r = EngineRun(label, list(feed), [])  # (input, element) pairs
+    try:
+        out = run(query, feed)
+    except Exception as exc:
+        r.problems.append(f"engine raised {type(exc).__name__}: {exc}")
+        return r
+    r.output = list(out)
+    v = verify(r.output, expected, rel_tol=rel_tol, abs_tol=abs_tol)
+    if not v.ok:
+        r.problems.append(v.diff)
+    # physical validity, own CTIs, CTI order, prefix finality, final CTI (liveliness: single input only)
+    r.problems += check_properties([el for _, el in feed], r.output, query, trace=None, finished=True,
+                                   catalog=catalog)
+    trace = getattr(out, "trace", None)
+    if trace is not None and len(trace) == len(feed):
+        # SEMANTICS §10: cti(INF) comes out only when every input has ended
+        names = {name for name, _ in feed}
+        ended: set[str] = set()
+        for (name, el), emitted in zip(feed, trace, strict=True):
+            if isinstance(el, Cti) and el.t >= INF:
+                ended.add(name)
+            if ended != names and any(isinstance(o, Cti) and o.t >= INF for o in emitted):
+                r.problems.append(f"cti(inf) came out after input {name!r} element {el!r} while input(s) "
+                                  f"{', '.join(sorted(names - ended))} had not ended")
+                break
+    return r
+
+
+def _check_multi(run: Engine, query: QuerySpec | BoundQuery, streams: Mapping[str, Sequence[Element]], *,
+                 seed: int, variants: int, catalog: Any, rel_tol: float, abs_tol: float,
+                 interleavings: Sequence[str]) -> EngineReport:
+    from .oracle import _bound
+
+    bq = _bound(query, catalog)
+    names = list(bq.graph.inputs)
+    given = {n: list(streams.get(n, ())) for n in names}
+    expected = oracle(bq, given)
+    runs = [_one_multi(run, bq, Interleaved(interleave(given, names, how=how, seed=seed)), expected,
+                       f"given streams, {how} interleaving", catalog, rel_tol, abs_tol) for how in interleavings]
+    for i in range(variants):
+        var = {n: physical_variants(given[n], 1, seed=seed * 1000 + i * 31 + j)[0] for j, n in enumerate(names)}
+        how = interleavings[i % len(interleavings)] if interleavings else "sync"
+        runs.append(_one_multi(run, bq, Interleaved(interleave(var, names, how=how, seed=seed + i)),
+                               oracle(bq, var), f"physical variant {i} (seed {seed}), {how} interleaving",
+                               catalog, rel_tol, abs_tol))
+    return EngineReport(all(not r.problems for r in runs), expected, runs, seed)
+
+
+def check_engine(run: Engine, query: QuerySpec | BoundQuery,
+                 elements: Sequence[Element] | Mapping[str, Sequence[Element]], *, seed: int = 0,
                  variants: int = 3, catalog: Any = None, rel_tol: float = 1e-9, abs_tol: float = 1e-9,
-                 shrink: bool = False, shrink_budget: int = 300) -> EngineReport:
+                 shrink: bool = False, shrink_budget: int = 300,
+                 interleavings: Sequence[str] = INTERLEAVINGS) -> EngineReport:
     """Run ``run(query, stream)`` on ``elements`` and on ``variants`` physical variants of it; verify the
     output CHT against the oracle and every output property. The report's ``text()`` shows the diffs and
     the input streams that failed; with ``shrink=True`` also a minimal failing input (greedy removal of
-    elements, at most ``shrink_budget`` more engine runs)."""
+    elements, at most ``shrink_budget`` more engine runs).
+
+    For a multi-input query pass ``elements`` as a dict of streams by input name: the engine then gets an
+    `Interleaved` arrival order, once per ``interleavings`` entry (see `interleave`: ``sync`` is the
+    documented order), and each of the ``variants`` physical variants of every input in one of them; the
+    CHT must not depend on the order. (No shrinking for the dict form.)"""
+    if isinstance(elements, Mapping):
+        return _check_multi(run, query, elements, seed=seed, variants=variants, catalog=catalog,
+                            rel_tol=rel_tol, abs_tol=abs_tol, interleavings=interleavings)
     elements = list(elements)
     expected = oracle(query, elements, catalog)
     runs = [_one(run, query, elements, expected, "given stream", catalog, rel_tol, abs_tol)]
@@ -221,7 +304,8 @@ def shrink_failure(run: Engine, query: QuerySpec | BoundQuery, elements: Sequenc
     return cur, cur_problems
 
 
-def assert_engine(run: Engine, query: QuerySpec | BoundQuery, elements: Sequence[Element], *, seed: int = 0,
+def assert_engine(run: Engine, query: QuerySpec | BoundQuery,
+                  elements: Sequence[Element] | Mapping[str, Sequence[Element]], *, seed: int = 0,
                   **kwargs: Any) -> EngineReport:
     report = check_engine(run, query, elements, seed=seed, **kwargs)
     if not report.ok:

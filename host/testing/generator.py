@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -36,6 +36,8 @@ __all__ = [
     "SPECULATION_KINDS",
     "StreamSpec",
     "generate",
+    "generate_related",
+    "interleave",
     "logical_events",
     "physical_variants",
     "physicalize",
@@ -378,3 +380,101 @@ def physical_variants(elements: Sequence[Element], n: int, *, seed: int,
                                cti=rng.choice(["none", "lazy", "regular", "eager"]), final_cti=has_final,
                                id_prefix=f"v{i}e"))
     return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# several related streams (query graphs, SEMANTICS §10)
+
+KeyType = Literal["str", "num", "mixed"]
+
+
+def _key_value(j: int, key_type: KeyType, rng: random.Random, only: str | None) -> Any:
+    if only is not None:
+        return f"{only}{j}" if key_type == "str" else 1000 + j + 100 * len(only)
+    if key_type == "str":
+        return f"k{j}"
+    if key_type == "num":
+        return j
+    # mixed: numbers compare by value across representations (1 == 1.0) but true != 1 (JSON values)
+    choices: list[Any] = [j, float(j)]
+    if j == 1:
+        choices.append(True)
+    return rng.choice(choices)
+
+
+def generate_related(inputs: int | Sequence[str] = 2, *, seed: int, keys: int = 3, only: int = 1,
+                     key_field: str = "k", key_type: KeyType = "str", missing_key: float = 0.0,
+                     per_input: dict[str, dict[str, Any]] | None = None, **knobs: Any
+                     ) -> dict[str, list[Element]]:
+    """Related physical streams by input name, for query graphs (joins, unions): each is a `generate`
+    stream (same knobs, see `StreamSpec`; ``per_input[name]`` overrides knobs for one input) whose payloads
+    carry ``key_field``, drawn from ``keys`` keys shared by every stream plus ``only`` keys of that stream
+    alone (so some keys match across streams and some never do). ``key_type``: ``str`` (``"k0"``...),
+    ``num`` (``0``, ``1``...) or ``mixed`` (a shared key ``j`` appears as ``j`` or ``j.0``, and key ``1``
+    sometimes as ``true``, which equals neither). ``missing_key``: fraction of inserts whose payload lacks
+    ``key_field`` (a join dead-letters them and ignores their retractions). ``inputs``: a count (names
+    ``a``, ``b``, ``c``...) or the names. Same seed, same streams."""
+    names = [chr(ord("a") + i) for i in range(inputs)] if isinstance(inputs, int) else list(inputs)
+    out: dict[str, list[Element]] = {}
+    for i, name in enumerate(names):
+        kn = {**knobs, **((per_input or {}).get(name, {}))}
+        kn["groups"] = keys + only
+        kn["group_field"] = key_field
+        stream = generate(seed=seed * 7919 + i, **kn)
+        rng = random.Random(f"{seed}:related:{name}")
+        values: dict[str, Any] = {}
+        fixed: list[Element] = []
+        for el in stream:
+            if isinstance(el, Insert) and isinstance(el.payload, dict) and key_field in el.payload:
+                g = el.payload[key_field]
+                j = int(str(g)[1:]) if isinstance(g, str) and g[:1] == "k" and g[1:].isdigit() else 0
+                if key_type == "mixed":
+                    v = _key_value(j, key_type, rng, None) if j < keys else _key_value(j, key_type, rng, name)
+                else:
+                    v = values.get(g)
+                    if v is None:
+                        v = values[g] = _key_value(j, key_type, rng, None if j < keys else name)
+                payload = {**el.payload, key_field: v}
+                if missing_key and rng.random() < missing_key:
+                    del payload[key_field]
+                el = Insert(el.id, el.le, el.re, payload)
+            fixed.append(el)
+        out[name] = fixed
+    return out
+
+
+def interleave(streams: Mapping[str, Sequence[Element]], order: Sequence[str] | None = None, *,
+               how: str = "sync", seed: int = 0) -> list[tuple[str, Element]]:
+    """One arrival order of several input streams, as ``(input name, element)`` pairs; each stream keeps its
+    own order. ``how``: ``sync`` (merged by each next element's sync time, ties by input order — the
+    documented order of INTERFACES §1), ``sequential`` (each input wholly, in order), ``round_robin``, or
+    ``random`` (seeded). ``order``: the input order (default: the dict's)."""
+    names = list(order) if order is not None else list(streams)
+    pos = dict.fromkeys(names, 0)
+    out: list[tuple[str, Element]] = []
+    rng = random.Random(f"{seed}:interleave")
+    if how == "sequential":
+        return [(n, el) for n in names for el in streams.get(n, ())]
+    turn = 0
+    while True:
+        ready = [n for n in names if pos[n] < len(streams.get(n, ()))]
+        if not ready:
+            return out
+        if how == "sync":
+            def key(n: str) -> tuple[int, int]:
+                el = streams[n][pos[n]]
+                try:
+                    t = sync_time(el)
+                except Exception:
+                    t = -INF  # a bad element: take it at once
+                return (t if isinstance(t, int) else -INF, names.index(n))
+            pick = min(ready, key=key)
+        elif how == "round_robin":
+            pick = ready[turn % len(ready)]
+            turn += 1
+        elif how == "random":
+            pick = rng.choice(ready)
+        else:
+            raise ValueError(f"interleave: how must be sync, sequential, round_robin or random, got {how!r}")
+        out.append((pick, streams[pick][pos[pick]]))
+        pos[pick] += 1

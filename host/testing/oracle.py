@@ -79,6 +79,8 @@ class OracleResult:
     truncated_at: int | None = None  # semantics-notes 2: set when endless events were cut at T
     rejected: list[Rejected] = field(default_factory=list)  # input elements the query dead-letters
     step_chts: list[CHT] = field(default_factory=list)
+    #: query graphs: the rejected elements of each input, by input name
+    rejected_by_input: dict[str, list[Rejected]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -369,10 +371,26 @@ def _bound(query: QuerySpec | BoundQuery, catalog: Any) -> BoundQuery:
     raise TypeError(f"oracle needs a QuerySpec or BoundQuery, got {type(query).__name__}")
 
 
-def oracle_run(query: QuerySpec | BoundQuery, elements: Sequence[Element], catalog: Any = None) -> OracleResult:
-    """`oracle` with details: truncation point, the elements the query dead-letters, per-step CHTs."""
+Inputs = Sequence[Element] | Mapping[str, Sequence[Element]]
+
+
+def oracle_run(query: QuerySpec | BoundQuery, elements: Inputs, catalog: Any = None) -> OracleResult:
+    """`oracle` with details: truncation point, the elements the query dead-letters, per-step CHTs.
+
+    ``elements`` is one stream (the single input) or a dict of streams by input name (a query graph,
+    SEMANTICS §10; see `udm.host.testing.oracle_graph`)."""
     bq = _bound(query, catalog)
     spec = bq.spec
+    graph = bq.graph
+    if isinstance(elements, Mapping) or not graph.is_linear or spec.inputs is not None:
+        from .oracle_graph import graph_oracle_run
+
+        if not isinstance(elements, Mapping):
+            if len(graph.inputs) != 1:
+                raise ValueError(f"the query has several inputs ({', '.join(graph.inputs)}): pass a dict of "
+                                 f"streams by input name")
+            elements = {graph.inputs[0]: elements}
+        return graph_oracle_run(bq, elements)
     state = apply_stream(elements, on_violation=spec.on_violation)
     result = OracleResult(CHT(), rejected=list(state.rejected))
     stream: list[Element] | None = list(state.accepted)  # physical until the first window step
@@ -414,9 +432,10 @@ def oracle_run(query: QuerySpec | BoundQuery, elements: Sequence[Element], catal
     return result
 
 
-def oracle(query: QuerySpec | BoundQuery, elements: Sequence[Element], catalog: Any = None) -> CHT:
+def oracle(query: QuerySpec | BoundQuery, elements: Inputs, catalog: Any = None) -> CHT:
     """The expected output CHT of ``query`` over ``elements`` (a finite input: it ends as if ``cti(INF)``
-    arrived, semantics-notes 1). Raises `ContractViolation` where the engine must fail the run, and
-    `ViolationError` for ``on_violation: error`` on a bad element."""
+    arrived, semantics-notes 1; a dict of streams by input name for a query graph). Raises
+    `ContractViolation` where the engine must fail the run, and `ViolationError` for
+    ``on_violation: error`` on a bad element."""
     return oracle_run(query, elements, catalog).cht
 

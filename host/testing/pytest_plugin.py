@@ -7,6 +7,8 @@ Fixtures:
   `run_contract_checks` (``inputs=``, ``params=``, ``examples=``, ``checks=``).
 - ``udm_seed`` — the seed (``--udm-seed N``, or ``$UDM_SEED``; default 0).
 - ``udm_stream`` — ``udm_stream(**knobs)`` generates a stream (see `StreamSpec`) with that seed.
+- ``udm_streams`` — ``udm_streams(inputs=2, **knobs)`` generates related streams by input name for a
+  query graph (see `generate_related`: shared and one-sided join keys) with that seed.
 
 One test per check, for a plugin's test module::
 
@@ -81,6 +83,18 @@ def udm_stream(udm_seed: int) -> Callable[..., Any]:
 
     def make(spec: Any = None, *, seed: int | None = None, **knobs: Any) -> Any:
         return generate(spec, seed=udm_seed if seed is None else seed, **knobs)
+
+    return make
+
+
+@pytest.fixture
+def udm_streams(udm_seed: int) -> Callable[..., Any]:
+    """``udm_streams(inputs=2, **knobs)``: related streams by input name (see
+    `udm.host.testing.generate_related`) with the run's seed, for multi-input queries."""
+    from udm.host.testing.generator import generate_related
+
+    def make(inputs: Any = 2, *, seed: int | None = None, **knobs: Any) -> Any:
+        return generate_related(inputs, seed=udm_seed if seed is None else seed, **knobs)
 
     return make
 

@@ -17,9 +17,9 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from udm.host.query.plan import BoundStep
-from udm.host.temporal.elements import Element, Insert, Retract
+from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
-from ..common import INF, cjson
+from ..common import INF, NEG, cjson
 from ..step import Step
 from ._ports import PortClock
 
@@ -79,6 +79,8 @@ class UnionStep(Step):
         #: distinct union: row -> its count and output id; (RE, row) for forgetting final rows
         self.rows: dict[Row, _DistinctRow] = {}
         self.row_ends: list[tuple[int, Row]] = []
+        #: distinct union: the latest output CTI (held below the clock's while rows can split or merge)
+        self.emitted = NEG
         self.next_id = 0
 
     def _new_id(self) -> str:
@@ -157,15 +159,43 @@ class UnionStep(Step):
         value = payload if payload is not None else json.loads(row[2])
         out.append(Insert(out_id, row[0], row[1], value))
 
+    def _distinct_hold(self, low: int) -> int:
+        """The output CTI a distinct union may emit: at most ``low``, and at most the LE of every
+        ``(LE, payload)`` class that holds two or more input events of which one can still change its end.
+        Such a change can split one output row in two or merge two into one, and either needs an output
+        element with sync time LE (an insert or a full deletion); after ``cti(t > LE)`` it would violate the
+        CTI."""
+        if not self.rows:
+            return low
+        per_class: dict[tuple[int, str], int] = {}
+        for (le, _re, text), r in self.rows.items():
+            if le < low:
+                per_class[(le, text)] = per_class.get((le, text), 0) + r.count
+        hold = low
+        for held in self.held:
+            for h in held.values():  # held events are not final (forgotten once their port's CTI passes RE)
+                if h.le < hold and per_class.get((h.le, h.payload_text), 0) >= 2:
+                    hold = h.le
+        return hold
+
     def _cti(self, port: int, t: int) -> list[Element]:
-        out = self.clock.advance(port, t)
-        self._forget(port, t)
-        if self.distinct and out:
+        if self.distinct:
+            self.clock.advance(port, t)
+            self._forget(port, t)
             low = self.clock.out
+            if low < INF:
+                low = self._distinct_hold(low)
+            out: list[Element] = []
+            if low > self.emitted:
+                self.emitted = low
+                out.append(Cti(low))
             ends = self.row_ends
-            while ends and ends[0][0] < low:
+            while ends and ends[0][0] < self.emitted:  # rows that can no longer change
                 _, row = heapq.heappop(ends)
                 self.rows.pop(row, None)
+        else:
+            out = self.clock.advance(port, t)
+            self._forget(port, t)
         if self.clock.out >= INF:
             self.held = [{} for _ in range(self.ports)]
             self.ends = [[] for _ in range(self.ports)]
