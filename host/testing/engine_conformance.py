@@ -155,13 +155,26 @@ def registered_engine(name: str, *, catalog: Any = None, batch_size: int | None 
     from udm.host.query.runners import RunRequest, get_engine
     from udm.host.temporal.elements import parse_element
 
-    def run(query: QuerySpec, elements: list[Element]) -> list[Element]:
+    def run(query: QuerySpec, elements: Any) -> list[Element]:
         bq = query if isinstance(query, BoundQuery) else bind(query, catalog)
         engine = get_engine(name)
         with tempfile.TemporaryDirectory(prefix="udm-conformance-") as d:
-            src, dst, dl = Path(d) / "in.jsonl", Path(d) / "out.jsonl", Path(d) / "dl.jsonl"
-            write_stream(src, elements)
-            engine(RunRequest(bound=bq, input=src, output=dst, dead_letter=dl, batch_size=batch_size,
+            dst, dl = Path(d) / "out.jsonl", Path(d) / "dl.jsonl"
+            source: Any
+            if isinstance(elements, Interleaved):  # the files keep each input's order; the engine interleaves
+                per_input: dict[str, list[Element]] = {n: [] for n in bq.graph.inputs}
+                for input_name, el in elements:
+                    per_input[input_name].append(el)
+                elements = per_input
+            if isinstance(elements, Mapping):  # one file per input of a query graph
+                source = {}
+                for input_name, els in elements.items():
+                    source[input_name] = Path(d) / f"in-{input_name}.jsonl"
+                    write_stream(source[input_name], list(els))
+            else:
+                source = Path(d) / "in.jsonl"
+                write_stream(source, elements)
+            engine(RunRequest(bound=bq, input=source, output=dst, dead_letter=dl, batch_size=batch_size,
                               options=dict(options)))
             return [parse_element(json.loads(line)) for line in dst.read_text(encoding="utf-8").splitlines()
                     if line.strip()]
