@@ -59,6 +59,10 @@ class FakeRunner:
         self.stats.elements_out += len(out)
         return out
 
+    def run_all(self, inputs: Any) -> list[Any]:
+        els = list(inputs)
+        return self.process_batch(ElementBatch.from_elements(els, list(range(1, len(els) + 1)))) + self.finish()
+
     def finish(self) -> list[Element]:
         self.stats.elements_out += 1
         return [Cti(2**63 - 1)]

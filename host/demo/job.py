@@ -18,7 +18,6 @@ from rich.table import Table
 
 from udm.host.demo.data import DAY_MIN, Series, load_stocks, load_temperatures, stock_stream, temperature_stream
 from udm.host.engine import QueryRunner
-from udm.host.io.interleave import interleave
 from udm.host.query.plan import bind
 from udm.host.query.spec import QuerySpec, parse_query
 from udm.host.temporal.elements import Element, Insert, Retract, canonical_json
@@ -119,12 +118,7 @@ def _corrections(elements: list[Element], field_name: str) -> list[tuple[str, in
 
 def _run_local(spec: QuerySpec, elements: list[Element] | dict[str, list[Element]]) -> tuple[list[Element], int]:
     runner = QueryRunner(bind(spec))
-    if isinstance(elements, dict):
-        merged = interleave([(name, enumerate(els, 1)) for name, els in elements.items()])
-        out = runner.process_interleaved(merged)
-    else:
-        out = runner.process_many(elements)
-    return out + runner.finish(), runner.stats.dead_lettered
+    return runner.run_all(elements), runner.stats.dead_lettered
 
 
 def _run_spark(spark: Any, spec: QuerySpec, elements: list[Element] | dict[str, list[Element]]

@@ -14,10 +14,12 @@ cheaper inner loop, and `process_batch` hands its columnar batches to the vector
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from udm.host.errors import BadElement, ViolationError
+from udm.host.io.batch import ElementBatch
+from udm.host.io.interleave import interleave
 from udm.host.query.graph import QueryGraph
 from udm.host.query.plan import BoundQuery
 from udm.host.temporal.elements import Cti, Element, Insert, Retract, element_to_json
@@ -28,9 +30,6 @@ from .ops.join import JoinStep
 from .ops.union import UnionStep
 from .step import FilterStep, InputGate, MapStep, ProjectStep, Step
 from .window import make_window_step
-
-if TYPE_CHECKING:  # pragma: no cover
-    from udm.host.io.batch import ElementBatch
 
 __all__ = ["Context", "QueryRunner"]
 
@@ -399,6 +398,22 @@ class QueryRunner:
                 out.extend(r)
         out.extend(self.flush())
         return self._count(out)
+
+    def run_all(self, inputs: Sequence[Element | BadElement] | Mapping[str, Iterable[Element | BadElement]]
+                ) -> list[Element]:
+        """Feed whole inputs and end them: the elements of the only input (numbered as lines 1, 2, ...), or
+        each input's elements by name, read side by side in the documented order (`udm.host.io.interleave`).
+        Returns the whole output; refused elements are in `take_dead_letters`."""
+        if isinstance(inputs, Mapping):
+            unknown = [n for n in inputs if n not in self.entry]
+            if unknown:
+                raise ValueError(f"the query has no input {unknown[0]!r} (inputs: {', '.join(self.inputs)})")
+            out = self.process_interleaved(interleave([(n, enumerate(inputs[n], 1)) for n in self.inputs
+                                                       if n in inputs]))
+        else:
+            els = list(inputs)
+            out = self.process_batch(ElementBatch.from_elements(els, list(range(1, len(els) + 1))))
+        return out + self.finish()
 
     def finish(self) -> list[Element]:
         """End of input: ``cti(INF)`` on every input that has not ended; output is then final. Idempotent."""

@@ -443,6 +443,7 @@ def _run_sources(bound: BoundQuery, inputs: Sequence[tuple[str, _Source]], dead_
     from udm.host.query.runners import make_runner, quiet_gc
 
     def numbered(src: _Source) -> Iterable[tuple[int | None, Any]]:
+        """(line, element) pairs: a file's own line numbers, or 1, 2, ... for in-memory events."""
         if src.kind == "events":
             return enumerate(src.events, 1)
         return (pair for batch in JsonlReader(src.path or "", prefetch=1) for pair in batch.to_elements())
@@ -453,10 +454,8 @@ def _run_sources(bound: BoundQuery, inputs: Sequence[tuple[str, _Source]], dead_
         raise QuerySpecError(f"the query reads inputs {', '.join(names)}; the stream has {', '.join(given)}")
     runner = make_runner(bound, None)
     with quiet_gc():
-        out = list(runner.process_interleaved(interleave([(n, numbered(given[n])) for n in names])))
-        _collect(runner, dead_letters)
-        out.extend(runner.finish())
-        _collect(runner, dead_letters)
+        out = runner.process_interleaved(interleave([(n, numbered(given[n])) for n in names])) + runner.finish()
+    _collect(runner, dead_letters)
     return out
 
 
@@ -479,14 +478,10 @@ def _collect(runner: Any, sink: list[Any] | None) -> None:
 def run_elements(bound: BoundQuery, elements: Iterable[Any], *, dead_letters: list[Any] | None = None
                  ) -> list[Element]:
     """Run a bound query over in-memory elements with the local engine; end of input is ``cti(INF)``."""
-    from udm.host.io.batch import ElementBatch
     from udm.host.query.runners import make_runner, quiet_gc
 
-    els = list(elements)
     runner = make_runner(bound, None)
     with quiet_gc():
-        out = list(runner.process_batch(ElementBatch.from_elements(els, list(range(1, len(els) + 1)))))
-        _collect(runner, dead_letters)
-        out.extend(runner.finish())
-        _collect(runner, dead_letters)
+        out = runner.run_all(list(elements))
+    _collect(runner, dead_letters)
     return out
