@@ -397,7 +397,7 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
     n = len(ids_all)
     le = cols.le[rows]
     re = cols.re[rows]
-    ceff = st.ceff if st.ceff > _I64_MIN else _I64_MIN
+    ceff = st.effective_cti if st.effective_cti > _I64_MIN else _I64_MIN
     ok = (le < re) & (le >= ceff) & (le >= cbefore) & (le < INF)
     vals_all, vmiss = cols.field(st.mapper.spec, 0, cols.n)
     if vmiss is not None:
@@ -442,7 +442,7 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
         cur = re.tolist()
         lel = le.tolist()
         dead = [False] * n
-        ce = st.ceff
+        ce = st.effective_cti
         for x, lx, rx, nx, cbx, px in zip(r_ids, r_le, r_re, r_rn, r_cb, r_pos, strict=True):
             j = pos_of.get(x)
             if j is None:

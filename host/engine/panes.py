@@ -187,7 +187,7 @@ class PaneStep(GridStep):
                 self._pane_delta(pn, ev.id, None, ev.val)
             hi = self.k_hi(new)
             top = hi if hi < self.K else self.K
-            ceff = self.ceff
+            ceff = self.effective_cti
             for k in range(self.k_lo(le), top + 1):
                 w = wins.get(k)
                 if w is None:

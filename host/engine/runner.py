@@ -25,10 +25,11 @@ from udm.host.query.plan import BoundQuery
 from udm.host.temporal.elements import Cti, Element, Insert, Retract, element_to_json
 
 from .common import INF, NEG, DeadLetter, RunStats
+from .operator import Operator
 from .ops.alter_lifetime import AlterLifetimeStep
 from .ops.join import JoinStep
+from .ops.span import FilterStep, InputGate, MapStep, ProjectStep
 from .ops.union import UnionStep
-from .step import FilterStep, InputGate, MapStep, ProjectStep, Step
 from .window import make_window_step
 
 __all__ = ["Context", "QueryRunner"]
@@ -83,7 +84,7 @@ class Context:
         self.stats.truncated_at = t
 
 
-def _make_operator(bound: BoundQuery, name: str, ctx: Context, reads_input: bool) -> Step:
+def _make_operator(bound: BoundQuery, name: str, ctx: Context, reads_input: bool) -> Operator:
     bs = bound.step(name)
     op = bs.step.op
     if op == "filter":
@@ -121,7 +122,7 @@ class QueryRunner:
         self._policy_override = on_violation
         self.ctx = Context(self._policy(graph.inputs[0]), multi_input=len(graph.inputs) > 1)
         #: operators in topological order: input gates first, then the steps; the last is the output
-        self.ops: list[Step] = []
+        self.ops: list[Operator] = []
         for name in graph.inputs:
             if self._needs_gate(graph, name):
                 self.ops.append(InputGate(name, self.ctx))
@@ -251,7 +252,7 @@ class QueryRunner:
         self.ctx.stats.elements_out += len(out)
         return out
 
-    def enter(self, input_name: str, line: int | None) -> Step | None:
+    def enter(self, input_name: str, line: int | None) -> Operator | None:
         """Prepare to process one element of ``input_name``; returns the operator it enters, or None when
         that input has ended (the element is then refused by `after_end`)."""
         ctx = self.ctx

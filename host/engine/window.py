@@ -33,7 +33,7 @@ from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
 from .common import INF, NEG, Ev
 from .invoke import Mapper, WindowUDM, contract
-from .step import Step
+from .operator import Operator
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -262,7 +262,7 @@ def _hashable(v: Any) -> Any:
         return ("\x00json", cjson(v))
 
 
-class WindowStep(Step):
+class WindowStep(Operator):
     """Family-independent part of the window operator."""
 
     def __init__(self, name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> None:
@@ -366,7 +366,7 @@ class WindowStep(Step):
         if self.chunks and not self.vfresh:
             self.pull(id)
         # the common valid case is checked inline; anything odd goes through check_insert
-        ok = type(payload) is dict and le < re and le < INF and le >= self.ceff and id not in self.live
+        ok = type(payload) is dict and le < re and le < INF and le >= self.effective_cti and id not in self.live
         if ok:
             for f in self.fields:
                 if f not in payload:
@@ -396,7 +396,7 @@ class WindowStep(Step):
         self.live[id] = ev
         g.nev += 1
         if re < INF:
-            heapq.heappush(self._re_heap, (re, id))
+            heapq.heappush(self.end_heap, (re, id))
         if le > self.maxle:
             self.maxle = le
             if le > self.m:
@@ -411,7 +411,7 @@ class WindowStep(Step):
         if self.chunks:
             self.pull(id)
         ev = self.live.get(id)
-        if (ev is None or ev.le != le or ev.re != re or rn < le or (rn if rn < re else re) < self.ceff):
+        if (ev is None or ev.le != le or ev.re != re or rn < le or (rn if rn < re else re) < self.effective_cti):
             ev = self.check_retract(el if el is not None else Retract(id, le, re, rn))
             if ev is None:
                 return
@@ -429,10 +429,10 @@ class WindowStep(Step):
             rn = ev.le
             del self.live[id]
             g.nev -= 1
-            if self.adj:
-                self.adj.pop(id, None)
+            if self.adjusted:
+                self.adjusted.pop(id, None)
         elif rn < INF:
-            heapq.heappush(self._re_heap, (rn, id))
+            heapq.heappush(self.end_heap, (rn, id))
         self._on_change(g, ev, re, rn)
         ev.re = rn
 
@@ -442,19 +442,19 @@ class WindowStep(Step):
     def _advance(self, m: int) -> None:
         """The watermark moved to ``m``."""
         self.m = m
-        if self.mmt < INF and m - self.mmt > self.ceff:
-            self.ceff = m - self.mmt
+        if self.mmt < INF and m - self.mmt > self.effective_cti:
+            self.effective_cti = m - self.mmt
 
     def _cti(self, t: int) -> list[Element]:
-        if t <= self.c:
+        if t <= self.input_cti:
             return []
         if self.reads_input:
             self.ctx.seen(t)
         if t >= INF:
             self.finish_ready()
-        self.c = t
-        if t > self.ceff:
-            self.ceff = t
+        self.input_cti = t
+        if t > self.effective_cti:
+            self.effective_cti = t
         if t > self.m:
             self._advance(t)
         return self.flush()
@@ -533,7 +533,7 @@ class WindowStep(Step):
     def release_point(self) -> int:
         d = self.max_delay
         rp = self.m - d if d < INF else NEG
-        return rp if rp > self.ceff else self.ceff
+        return rp if rp > self.effective_cti else self.effective_cti
 
     def _apply(self, w: Win) -> None:
         wu = self.w
@@ -573,12 +573,12 @@ class WindowStep(Step):
         w.state = st
 
     def _releasable(self, w: Win, rp: int) -> bool:
-        return w.sticky or w.re <= rp or (self.tb and w.le < self.ceff)
+        return w.sticky or w.re <= rp or (self.tb and w.le < self.effective_cti)
 
     def flush(self) -> list[Element]:
         out: list[Element] = []
         self._flush_into(out)
-        c = self.ceff
+        c = self.effective_cti
         if c > self.cleaned:
             self.cleaned = c
             self._forget(c)
@@ -588,10 +588,10 @@ class WindowStep(Step):
                 self.live = {}
                 self.chunks = []
                 self.reruns = []
-                self._re_heap = []
+                self.end_heap = []
                 self.wait = []
                 self.wait_le = []
-                self.adj = {}
+                self.adjusted = {}
                 self._final_state()
             t = c if c >= INF or self.tb else min(c, self._bound(c))
             if t > self.out_cti:
@@ -634,7 +634,7 @@ class WindowStep(Step):
                 self._ready(ready, w)
         if self.tb:
             wl = self.wait_le
-            c = self.ceff
+            c = self.effective_cti
             while wl and wl[0][0] < c:
                 w = heapq.heappop(wl)[2]
                 if w.alive and w.dirty:
@@ -649,7 +649,7 @@ class WindowStep(Step):
     def _wait_ready(self) -> bool:
         if self.wait and self.wait[0][0] <= self.release_point():
             return True
-        return bool(self.tb and self.wait_le and self.wait_le[0][0] < self.ceff)
+        return bool(self.tb and self.wait_le and self.wait_le[0][0] < self.effective_cti)
 
     @staticmethod
     def _ready(ready: dict[int, tuple[Group, list[Win]]], w: Win) -> None:
@@ -789,10 +789,10 @@ class WindowStep(Step):
                         if rec is not None and rec.re == re:
                             del live[id]
                             gone.append(rec)
-                    if self.adj:
+                    if self.adjusted:
                         for id in ids[:p].tolist():
                             if id not in live:
-                                self.adj.pop(id, None)
+                                self.adjusted.pop(id, None)
                 if p < len(res):
                     keep_runs.append((res[p:], ids[p:]))
             self.reruns = keep_runs
@@ -829,7 +829,7 @@ class WindowStep(Step):
                 v = ch.vals[i]
                 self.live[id] = Ev(id, le, re, v.item() if isinstance(v, np.generic) else v, ch.keys[ch.gcodes[i]])
                 if re < INF:
-                    heapq.heappush(self._re_heap, (re, id))
+                    heapq.heappush(self.end_heap, (re, id))
                 ch.take_out(i)
                 if not len(ch):
                     self.chunks = [c for c in self.chunks if len(c)]
@@ -839,7 +839,7 @@ class WindowStep(Step):
     def materialize(self) -> None:
         """Turn the fast path's columnar events into ordinary registry entries."""
         live = self.live
-        h = self._re_heap
+        h = self.end_heap
         push = heapq.heappush
         for ch in self.chunks:
             rows = ch.held()
@@ -951,8 +951,8 @@ class GridStep(WindowStep):
 
     def _advance(self, m: int) -> None:
         self.m = m
-        if self.mmt < INF and m - self.mmt > self.ceff:
-            self.ceff = m - self.mmt
+        if self.mmt < INF and m - self.mmt > self.effective_cti:
+            self.effective_cti = m - self.mmt
         if m < self._next_front:
             return
         target = m if m < INF else self.ctx.T
@@ -1052,7 +1052,7 @@ class GridStep(WindowStep):
         if end > K:
             end = K
         wins = g.wins
-        ceff = self.ceff
+        ceff = self.effective_cti
         ts = self.ts
         for k in range(start, end + 1):
             old_in = k <= hi_old

@@ -15,7 +15,7 @@ from udm.host.query.spec import Const, Shift, Snap
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
 from ..common import INF
-from ..step import Step
+from ..operator import Operator
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..runner import Context
@@ -42,7 +42,7 @@ class _Image:
         self.le, self.re, self.out_id, self.out_le, self.out_re = s
 
 
-class AlterLifetimeStep(Step):
+class AlterLifetimeStep(Operator):
     def __init__(self, name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> None:
         super().__init__(name, ctx, reads_input)
         step = bs.step
@@ -100,8 +100,8 @@ class AlterLifetimeStep(Step):
             return None
         if rn <= image.le:
             del self.live[id]
-            if self.adj:
-                self.adj.pop(id, None)
+            if self.adjusted:
+                self.adjusted.pop(id, None)
             return [Retract(image.out_id, image.out_le, image.out_re, image.out_le)]
         image.re = rn
         self.note_re(rn, id)
@@ -112,14 +112,14 @@ class AlterLifetimeStep(Step):
         return [Retract(image.out_id, image.out_le, old_end, new_end)]
 
     def cti(self, t: int) -> list[Element]:
-        if t <= self.c:
+        if t <= self.input_cti:
             return []
         if self.reads_input:
             self.ctx.seen(t)
-        self.c = self.ceff = t
+        self.input_cti = self.effective_cti = t
         self.forget_closed(t)
         if t >= INF:
             self.live = {}
-            self._re_heap = []
-            self.adj = {}
+            self.end_heap = []
+            self.adjusted = {}
         return [Cti(self.start(t))]

@@ -34,7 +34,7 @@ from udm.host.temporal.elements import Element, Insert, Retract, element_to_json
 
 from ..common import INF, DeadLetter, cjson
 from ..invoke import contract
-from ..step import MISSING_FIELD, Step
+from ..operator import MISSING_FIELD, Operator
 from ._ports import PortClock
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -142,7 +142,7 @@ class _Side:
             idx.add(ev)
 
 
-class JoinStep(Step):
+class JoinStep(Operator):
     ports = 2
 
     def __init__(self, name: str, ctx: Context, bs: BoundStep) -> None:

@@ -20,7 +20,7 @@ from udm.host.query.plan import BoundStep
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
 from ..common import INF, NEG, cjson
-from ..step import Step
+from ..operator import Operator
 from ._ports import PortClock
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -66,7 +66,7 @@ class _DistinctRow:
         self.out_id, self.count = s
 
 
-class UnionStep(Step):
+class UnionStep(Operator):
     def __init__(self, name: str, ctx: Context, bs: BoundStep) -> None:
         super().__init__(name, ctx, reads_input=False)
         self.ports = len(bs.step.sources)

@@ -1,0 +1,178 @@
+"""The span-based operators (semantics-notes 7, SEMANTICS §10): filter, map, project, and the gate that
+validates a multicast query input. Each maps an insert to at most one output under its own id; lifetimes
+and retractions pass through unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from udm.host.errors import ContractViolation
+from udm.host.query.plan import BoundStep
+from udm.host.temporal.elements import Cti, Element, Insert, Retract
+
+from ..common import INF
+from ..invoke import contract
+from ..operator import Operator
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..runner import Context
+
+__all__ = ["FilterStep", "InputGate", "MapStep", "ProjectStep"]
+
+
+class _SpanStep(Operator):
+    """filter / map / project / input gate: span-based, lifetimes and retractions pass through unchanged
+    (semantics-notes 7); `apply` rewrites (or drops) each insert."""
+
+    def __init__(self, name: str, ctx: Context, bs: BoundStep | None, reads_input: bool = True) -> None:
+        super().__init__(name, ctx, reads_input)
+        self.args = dict(getattr(bs.step, "args", {})) if bs is not None else {}
+        self.fields = tuple(self.args.values())
+        self.oid = 0
+        self.attach(ctx, bs)
+
+    def _transient(self) -> tuple[str, ...]:
+        return ("ctx", "bs", "udm")
+
+    def attach(self, ctx: Context, bs: BoundStep | None) -> None:
+        self.ctx = ctx
+        self.bs = bs
+        self.udm = bs.udm if bs is not None else None
+
+    def call(self, payload: dict[str, Any]) -> Any:
+        kwargs = {a: payload[f] for a, f in self.args.items()}
+        try:
+            return self.udm.compute(**kwargs)  # type: ignore[union-attr]
+        except ContractViolation:
+            raise
+        except Exception as exc:
+            raise contract(self.bs.label, None, f"compute raised {type(exc).__name__} on {kwargs!r}",  # type: ignore[union-attr]
+                           exc) from exc
+
+    def feed(self, el: Element) -> list[Element]:
+        if isinstance(el, Insert):
+            le = self.check_insert(el)
+            if le is None:
+                return []
+            if self.reads_input:
+                self.ctx.seen(le, el.re)
+            self.oid += 1
+            oid = f"o{self.oid}"  # own ids: an input id may be reused once its event is closed
+            out = self.apply(el, le, oid)
+            rec = _Rec(le, el.re, oid if out is not None else None)
+            self.live[el.id] = rec
+            self.note_re(el.re, el.id)
+            return [out] if out is not None else []
+        if isinstance(el, Retract):
+            rec = self.check_retract(el)
+            if rec is None:
+                return []
+            rn = el.re_new
+            if self.reads_input:
+                self.ctx.seen(el.re, rn)
+            if rn == el.re:
+                return []
+            old = rec.re
+            if rn <= rec.le:
+                rn = rec.le
+                del self.live[el.id]
+                if self.adjusted:
+                    self.adjusted.pop(el.id, None)
+            else:
+                rec.re = rn
+                self.note_re(rn, el.id)
+            if rec.oid is None:
+                return []
+            return [Retract(rec.oid, rec.le, old, rn)]
+        # CTI
+        t = el.t
+        if t <= self.input_cti:
+            return []
+        if self.reads_input:
+            self.ctx.seen(t)
+        self.input_cti = self.effective_cti = t
+        self.forget_closed(t)
+        if t >= INF:
+            self.live = {}
+            self.end_heap = []
+            self.adjusted = {}
+        return [Cti(t)]
+
+    def apply(self, el: Insert, le: int, oid: str) -> Insert | None:
+        raise NotImplementedError
+
+
+class _Rec:
+    """A live input event of a span step: its lifetime and the id of its output (None: filtered out)."""
+
+    __slots__ = ("le", "oid", "re")
+
+    def __init__(self, le: int, re: int, oid: str | None) -> None:
+        self.le = le
+        self.re = re
+        self.oid = oid
+
+    def __getstate__(self) -> tuple:
+        return (self.le, self.re, self.oid)
+
+    def __setstate__(self, s: tuple) -> None:
+        self.le, self.re, self.oid = s
+
+
+class InputGate(_SpanStep):
+    """Validates one query input (SEMANTICS §1, with that input's policy) when it is multicast or read by a
+    multi-input operator, and passes its valid elements on under ids of its own."""
+
+    def __init__(self, name: str, ctx: Context) -> None:
+        super().__init__(name, ctx, None, True)
+
+    def apply(self, el: Insert, le: int, oid: str) -> Insert | None:
+        return Insert(oid, le, el.re, el.payload)
+
+
+class ProjectStep(_SpanStep):
+    """``project`` (SEMANTICS §10): ``keep`` (a missing kept field is a malformed payload), ``drop``,
+    ``rename``, ``set``, in that order."""
+
+    def __init__(self, name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> None:
+        super().__init__(name, ctx, bs, reads_input)
+        step = bs.step
+        self.keep: tuple[str, ...] | None = tuple(step.keep) if step.keep is not None else None
+        self.drop = frozenset(step.drop)
+        self.rename = dict(step.rename)
+        self.set_fields = dict(step.set)
+        self.fields = self.keep or ()
+
+    def apply(self, el: Insert, le: int, oid: str) -> Insert | None:
+        payload = el.payload
+        if self.keep is not None:
+            payload = {f: payload[f] for f in self.keep}
+        if self.drop:
+            payload = {k: v for k, v in payload.items() if k not in self.drop}
+        if self.rename:
+            rename = self.rename
+            # a renamed field overwrites a field of the target name; a target whose source is absent stays
+            moved = {rename[k]: v for k, v in payload.items() if k in rename}
+            payload = {k: v for k, v in payload.items() if k not in rename and k not in moved}
+            payload.update(moved)
+        if self.set_fields:
+            payload = {**payload, **self.set_fields}
+        return Insert(oid, le, el.re, payload)
+
+
+class FilterStep(_SpanStep):
+    def apply(self, el: Insert, le: int, oid: str) -> Insert | None:
+        if self.call(el.payload):
+            return Insert(oid, le, el.re, el.payload)
+        return None
+
+
+class MapStep(_SpanStep):
+    def __init__(self, name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> None:
+        super().__init__(name, ctx, bs, reads_input)
+        self.as_ = bs.step.as_
+
+    def apply(self, el: Insert, le: int, oid: str) -> Insert | None:
+        v = self.call(el.payload)
+        return Insert(oid, le, el.re, {**el.payload, self.as_: v})
