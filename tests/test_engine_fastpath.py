@@ -12,7 +12,8 @@ import pyarrow as pa
 import pytest
 from test_engine_support import catalog_with, check_physical, cht, gen_stream, run, runner, window_query
 
-import udm.host.engine.fastpath as fastpath
+import udm.host.engine.batch as batch_driver
+import udm.host.engine.window.grid as grid
 from udm.host.io.batch import ElementBatch
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 from udm.sdk import IncrementalUDA, udm
@@ -59,7 +60,7 @@ def by_batches(q: dict, stream: list[Element], rng: random.Random, make: Any = E
 
 @pytest.fixture()
 def small_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fastpath, "MIN_RUN", 2)  # vectorize even short stretches in these small tests
+    monkeypatch.setattr(batch_driver, "MIN_RUN", 2)  # vectorize even short stretches in these small tests
 
 
 QUERIES = [
@@ -94,8 +95,8 @@ def test_batches_equal_the_general_path(q: dict, make: Any) -> None:
 
 def test_the_fast_path_is_taken_for_in_order_inserts(monkeypatch: pytest.MonkeyPatch) -> None:
     taken = []
-    real = fastpath.grid_vinsert
-    monkeypatch.setattr(fastpath, "grid_vinsert", lambda *a: taken.append(len(r := real(*a))) or r)
+    real = grid.grid_vinsert
+    monkeypatch.setattr(grid, "grid_vinsert", lambda *a: taken.append(len(r := real(*a))) or r)
     stream: list[Element] = []
     for i in range(2000):
         stream.append(Insert(f"e{i}", i, i + 2, {"g": f"s{i % 4}", "v": i % 100}))

@@ -1,5 +1,5 @@
 """Engine: event-id bookkeeping of the vectorized fast path — `udm.host.engine.ids.BatchIds` (id checks on
-the Arrow bytes) and the columnar id store of `Chunk` — against a Python set, the general path
+the Arrow bytes) and the columnar id store of `ColumnarEvents` — against a Python set, the general path
 (`QueryRunner.process`, element by element) and the conformance kit's oracle."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import pytest
 from test_engine_fastpath import struct_batch
 from test_engine_support import check_physical, cht, runner, window_query
 
-import udm.host.engine.fastpath as fastpath
+import udm.host.engine.batch as batch_driver
 import udm.host.engine.ids as ids_mod
+from udm.host.engine.columnar import Cols
 from udm.host.engine.ids import BatchIds, id_hashes
 from udm.host.io.batch import ElementBatch
 from udm.host.query.spec import parse_query
@@ -216,7 +217,7 @@ def _same(q: dict, stream: list[Element], rng: random.Random, make: Any, *, with
 @pytest.mark.parametrize("name", sorted(QUERIES))
 def test_duplicate_and_retracted_ids_equal_the_general_path(name: str, make: Any, min_run: int,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fastpath, "MIN_RUN", min_run)
+    monkeypatch.setattr(batch_driver, "MIN_RUN", min_run)
     q = QUERIES[name]
     for seed in range(12):
         rng = random.Random(seed)
@@ -234,7 +235,7 @@ def _stretch(prefix: str, a: int, b: int) -> list[Element]:
 @pytest.mark.parametrize("name", sorted(QUERIES))
 def test_each_id_case_of_the_fast_path(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The cases one by one, each behind a vectorized stretch (the fast path holds its ids columnar)."""
-    monkeypatch.setattr(fastpath, "MIN_RUN", 4)
+    monkeypatch.setattr(batch_driver, "MIN_RUN", 4)
     q = QUERIES[name]
     base = _stretch("e", 0, 100)
     tail = _stretch("f", 101, 160)
@@ -324,8 +325,8 @@ def test_rows_read_one_by_one_equal_the_whole_columns() -> None:
             stream.append(Insert(f"e{i}", i, i + 2, dict(rng.choice(payloads))))
     for make in (ElementBatch.from_elements, struct_batch):
         batch = make(stream, list(range(1, len(stream) + 1)))
-        whole = fastpath.Cols(batch)
-        one = fastpath.Cols(make(stream, list(range(1, len(stream) + 1))))
+        whole = Cols(batch)
+        one = Cols(make(stream, list(range(1, len(stream) + 1))))
         for i in range(len(stream)):
             assert one.id_at(i) == whole.ids[i]
             if isinstance(stream[i], Insert):

@@ -7,9 +7,8 @@ import random
 import pytest
 from test_engine_support import check_physical, cht, gen_stream, rows, run, runner, table, window_query
 
-import udm.host.engine.panes as panes
-from udm.host.engine.panes import PaneStep
-from udm.host.engine.window import GridStep
+import udm.host.engine.window as window_operator
+from udm.host.engine.window import GridStep, PaneStep
 from udm.host.temporal.elements import Cti, Insert, Retract
 from udm.sdk import INF
 
@@ -35,7 +34,7 @@ def test_hand_computed_panes() -> None:
 
 
 def _without_panes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(panes, "pane_step", lambda *a: None)
+    monkeypatch.setattr(window_operator, "pane_step", lambda *a: None)
 
 
 @pytest.mark.parametrize("win", [HOP, {"type": "hopping", "size": 10, "hop": 3},

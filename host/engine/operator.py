@@ -17,16 +17,14 @@ retracted again (its retraction would violate the CTI), so keeping its id would 
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from udm.host.errors import ViolationError
 from udm.host.query.plan import BoundStep
 from udm.host.temporal.elements import Cti, Element, Insert, Retract, element_to_json
 
 from .common import INF, NEG, DeadLetter
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .runner import Context
+from .context import Context
 
 __all__ = [
     "BAD_LIFETIME",

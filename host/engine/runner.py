@@ -24,7 +24,9 @@ from udm.host.query.graph import QueryGraph
 from udm.host.query.plan import BoundQuery
 from udm.host.temporal.elements import Cti, Element, Insert, Retract, element_to_json
 
-from .common import INF, NEG, DeadLetter, RunStats
+from .batch import run_batch
+from .common import INF, DeadLetter, RunStats
+from .context import Context
 from .operator import Operator
 from .ops.alter_lifetime import AlterLifetimeStep
 from .ops.join import JoinStep
@@ -32,56 +34,12 @@ from .ops.span import FilterStep, InputGate, MapStep, ProjectStep
 from .ops.union import UnionStep
 from .window import make_window_step
 
-__all__ = ["Context", "QueryRunner"]
+__all__ = ["QueryRunner"]
 
 #: 2: operators keyed by graph name (query graphs); 1: a list of steps
 _SNAPSHOT_VERSION = 2
 #: process_many releases output at least this often (elements)
 FLUSH_EVERY = 2048
-
-
-class Context:
-    """What operators share: the violation policy and name of the input being read, the current input line,
-    dead letters and counters."""
-
-    def __init__(self, on_violation: str, multi_input: bool = False) -> None:
-        self.on_violation = on_violation
-        #: the input whose element is being processed (dead letters name it in a multi-input query)
-        self.input = "main"
-        self.multi_input = multi_input
-        self.line: int | None = None
-        self.dead_letters: list[DeadLetter] = []
-        self.stats = RunStats()
-        self.T = NEG  # largest finite time the (valid) input reached, over all inputs (semantics-notes 2)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-
-    def dead(self, dl: DeadLetter, category: str) -> None:
-        dl.category = category
-        if not self.multi_input:
-            dl.input = None
-        elif dl.input is None:
-            dl.input = self.input
-        self.dead_letters.append(dl)
-        st = self.stats
-        st.dead_lettered += 1
-        st.reasons[category] += 1
-        if self.multi_input:
-            st.count_input(dl.input or self.input, "dead_lettered")
-
-    def seen(self, *times: int) -> None:
-        T = self.T
-        for t in times:
-            if T < t < INF:
-                T = t
-        self.T = T
-
-    def truncated(self, t: int) -> None:
-        self.stats.truncated_at = t
 
 
 def _make_operator(bound: BoundQuery, name: str, ctx: Context, reads_input: bool) -> Operator:
@@ -389,8 +347,6 @@ class QueryRunner:
         in-order insert-only stretches take the vectorized fast path; anything else goes element by
         element."""
         if self.linear:
-            from .fastpath import run_batch
-
             return self._count(run_batch(self, batch))
         out: list[Element] = []
         for line, el in batch.to_elements():

@@ -8,17 +8,15 @@ with the input's end) or when it deletes the event (the image is deleted too).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from udm.host.query.plan import BoundStep
 from udm.host.query.spec import Const, Shift, Snap
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
 from ..common import INF
+from ..context import Context
 from ..operator import Operator
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..runner import Context
 
 __all__ = ["AlterLifetimeStep"]
 

@@ -24,21 +24,19 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sortedcontainers import SortedKeyList
 
-from udm.host.errors import ContractViolation
+from udm.host.errors import ContractViolation, ViolationError
 from udm.host.query.plan import BoundStep
 from udm.host.temporal.elements import Element, Insert, Retract, element_to_json
 
 from ..common import INF, DeadLetter, cjson
+from ..context import Context
 from ..invoke import contract
 from ..operator import MISSING_FIELD, Operator
 from ._ports import PortClock
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..runner import Context
 
 __all__ = ["JoinStep", "join_key"]
 
@@ -219,8 +217,6 @@ class JoinStep(Operator):
                   f"{self.sources[port]!r}")
         ctx = self.ctx
         if ctx.on_violation == "error":
-            from udm.host.errors import ViolationError
-
             line = f" (line {ctx.line})" if ctx.line is not None else ""
             raise ViolationError(f"invalid element{line}: {reason}: {element_to_json(el)}")
         source = self.input_names[port] if len(self.input_names) > port else None

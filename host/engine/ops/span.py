@@ -5,18 +5,16 @@ and retractions pass through unchanged.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from udm.host.errors import ContractViolation
 from udm.host.query.plan import BoundStep
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
 from ..common import INF
+from ..context import Context
 from ..invoke import contract
 from ..operator import Operator
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..runner import Context
 
 __all__ = ["FilterStep", "InputGate", "MapStep", "ProjectStep"]
 

@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import heapq
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from udm.host.query.plan import BoundStep
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
 from ..common import INF, NEG, cjson
+from ..context import Context
 from ..operator import Operator
 from ._ports import PortClock
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..runner import Context
 
 __all__ = ["UnionStep"]
 

@@ -12,6 +12,7 @@ window members as in `GridStep` and their contribution is merged in separately. 
 output (exactly, for integer data; up to float rounding of ``merge`` otherwise).
 """
 
+
 from __future__ import annotations
 
 import heapq
@@ -20,15 +21,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .common import INF, Ev
-from .window import GridStep, Group, Win
+from udm.host.query.plan import BoundStep
+
+from ..columnar import ColumnarEvents, stable_order
+from ..common import INF, Ev
+from ..context import Context
+from .grid import GridStep
+from .state import Group, Win
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
-
-    from udm.host.query.plan import BoundStep
-
-    from .runner import Context
 
 __all__ = ["Pane", "PaneStep", "pane_step"]
 
@@ -249,8 +251,6 @@ class PaneStep(GridStep):
 
     def vplace(self, ids_all: pa.Array, idx: np.ndarray, le: np.ndarray, re: np.ndarray, vals: Any,
                gcodes: np.ndarray, gkeys: list[Any], gfields: list[Any]) -> None:
-        from .fastpath import _chunk, stable_order
-
         q = (le[idx] - self.off) // self.p
         gs = gcodes[idx]
         qmin = int(q.min())
@@ -290,5 +290,5 @@ class PaneStep(GridStep):
                 w.n += e - s
                 touch(w)
         vv = vals[idx] if numeric else [vals[i] for i in idx.tolist()]
-        self.chunks.append(_chunk(ids_all, le[idx], re[idx], vv, gs, gkeys, idx))
+        self.chunks.append(ColumnarEvents(ids_all, le[idx], re[idx], vv, gs, gkeys, idx))
         self._count_new_events(gs, gobj, gkeys, gfields)

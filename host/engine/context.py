@@ -1,0 +1,54 @@
+"""`Context`: what the operators of one running query share — the violation policy and name of the input
+being read, the current input line, dead letters and counters, and T (semantics-notes 2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .common import INF, NEG, DeadLetter, RunStats
+
+__all__ = ["Context"]
+
+
+class Context:
+    """What operators share: the violation policy and name of the input being read, the current input line,
+    dead letters and counters."""
+
+    def __init__(self, on_violation: str, multi_input: bool = False) -> None:
+        self.on_violation = on_violation
+        #: the input whose element is being processed (dead letters name it in a multi-input query)
+        self.input = "main"
+        self.multi_input = multi_input
+        self.line: int | None = None
+        self.dead_letters: list[DeadLetter] = []
+        self.stats = RunStats()
+        self.T = NEG  # largest finite time the (valid) input reached, over all inputs (semantics-notes 2)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def dead(self, dl: DeadLetter, category: str) -> None:
+        dl.category = category
+        if not self.multi_input:
+            dl.input = None
+        elif dl.input is None:
+            dl.input = self.input
+        self.dead_letters.append(dl)
+        st = self.stats
+        st.dead_lettered += 1
+        st.reasons[category] += 1
+        if self.multi_input:
+            st.count_input(dl.input or self.input, "dead_lettered")
+
+    def seen(self, *times: int) -> None:
+        T = self.T
+        for t in times:
+            if T < t < INF:
+                T = t
+        self.T = T
+
+    def truncated(self, t: int) -> None:
+        self.stats.truncated_at = t

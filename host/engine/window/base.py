@@ -1,0 +1,665 @@
+"""The window operator of seeds/000 §V: group & apply a UDA/UDO over windows (SEMANTICS §3–7).
+
+Per group a *WindowIndex* (windows by their key) and the events they hold (the *EventIndex*: the step's
+id registry plus per-window member maps or, for count windows, buckets of events by LE/RE). An element
+touches exactly the windows whose member set (or, for time-sensitive UDMs, a member's clipped lifetime)
+changes; those are marked dirty. Incremental UDMs additionally get per-window add/remove deltas.
+
+Output is produced at *flush* points (after every `QueryRunner.process` call, per batch, and before
+every output CTI): each dirty window that is *released* (``W.RE <= max(CTI, m - max_delay)``, or already
+emitted, or ``W.LE < CTI`` under ``time_bound``) is recomputed, and the outputs of all recomputed windows
+of a group are diffed against what was emitted for them: an unchanged output stays, a changed end is one
+retraction, the rest are full retractions and inserts (minimal diffs).
+
+Output CTIs follow SEMANTICS §7 (computed per window family in ``_bound``) and are never violated: a
+`time_bound` UDM that changes output before the CTI is reported as a contract violation.
+Windows that can no longer change are purged at every CTI (``_cleanup``), and ids of closed events are
+forgotten, so state stays bounded when CTIs advance.
+"""
+
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from udm.host.errors import ContractViolation
+from udm.host.query.plan import BoundStep
+from udm.host.temporal.elements import Cti, Element, Insert, Retract
+
+from ..columnar import ColumnarEvents, FastIds, group_key
+from ..common import INF, NEG, Ev
+from ..context import Context
+from ..invoke import Mapper, WindowUDM, contract
+from ..operator import Operator
+from .state import Group, OutRec, Win
+
+__all__ = ["WindowStep"]
+
+
+class WindowStep(Operator):
+    """Family-independent part of the window operator."""
+
+    def __init__(self, name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> None:
+        super().__init__(name, ctx, reads_input)
+        step = bs.step
+        self.group_by: tuple[str, ...] = tuple(step.group_by)
+        self.input = step.input
+        self.max_delay: int = step.max_delay
+        self.mmt: int = step.max_memory_time
+        self.maxle = NEG
+        self.m = NEG
+        self.groups: dict[Any, Group] = {}
+        self.fresh: list[Win] = []
+        self.wait: list[tuple] = []
+        self.wait_le: list[tuple] = []
+        self.grave_groups: dict[Any, Group] = {}
+        self.out_cti = NEG
+        self.cleaned = NEG
+        self.oid = 0
+        self.seq = 0
+        self.vlater: list[int] = []  # fast path: valid insert rows it left to the general path
+        #: set by the fast path while it feeds `vlater` rows: their ids are known not to be in `chunks`
+        self.vfresh = False
+        self.chunks: list[ColumnarEvents] = []  # events of the fast path, not yet in `live`
+        #: closing times of registry events inserted in bulk: (RE sorted, ids), a CTI drops a prefix
+        self.reruns: list[tuple[np.ndarray, np.ndarray]] = []
+        self.attach(ctx, bs)
+        self.fields = tuple(dict.fromkeys(self.group_by + self.mapper.fields))
+
+    def _transient(self) -> tuple[str, ...]:
+        return ("ctx", "bs", "w", "mapper")
+
+    @property
+    def fast_ids(self) -> FastIds:
+        """Ids held in `chunks` (fast path), not yet in `live`: a view, looked up lazily."""
+        return FastIds(self.chunks)
+
+    def attach(self, ctx: Context, bs: BoundStep | None) -> None:
+        self.ctx = ctx
+        self.bs = bs
+        assert bs is not None
+        self.w = WindowUDM(bs)
+        self.mapper = Mapper(self.input)
+        w = self.w
+        self.ts = w.ts
+        self.incr = w.incremental
+        self.ts_noright = w.ts and not w.clip_right
+        self.tb = w.policy == "time_bound"
+
+    # ---------------------------------------------------------------------------------------------
+    # element entry points
+    # ---------------------------------------------------------------------------------------------
+    def feed(self, el: Element) -> list[Element]:
+        t = type(el)
+        if t is Insert:
+            self.ins(el.id, el.le, el.re, el.payload, el)
+            return []
+        if t is Retract:
+            self.ret(el.id, el.le, el.re, el.re_new, el)
+            return []
+        return self.cti(el.t)
+
+    def _group(self, payload: dict[str, Any]) -> Group:
+        gb = self.group_by
+        if not gb:
+            key: Any = ()
+        elif len(gb) == 1:
+            key = group_key(payload[gb[0]])
+        else:
+            key = tuple(group_key(payload[f]) for f in gb)
+        g = self.groups.get(key)
+        if g is None:
+            g = self.groups[key] = self._new_group(key, {f: payload[f] for f in gb} if gb else None)
+        return g
+
+    def _new_group(self, key: Any, fields: dict[str, Any] | None) -> Group:
+        return Group(key, fields)
+
+    def _group_by_code(self, code: int, memo: dict[int, Group], gkeys: Sequence[Any],
+                       gfields: Sequence[dict[str, Any] | None]) -> Group:
+        """The group a columnar batch's group code stands for, created on first sight; ``memo`` spares
+        the key lookup for the rest of the batch (the fast path and panes share this)."""
+        g = memo.get(code)
+        if g is None:
+            gk = gkeys[code]
+            g = self.groups.get(gk)
+            if g is None:
+                g = self.groups[gk] = self._new_group(gk, gfields[code])
+            memo[code] = g
+        return g
+
+    def _count_new_events(self, codes: Any, memo: dict[int, Group], gkeys: Sequence[Any],
+                          gfields: Sequence[dict[str, Any] | None]) -> None:
+        """Add a batch's events to their groups' event counts (``codes``: one group code per event)."""
+        counts = np.bincount(codes, minlength=len(gkeys))
+        for code in np.flatnonzero(counts).tolist():
+            self._group_by_code(code, memo, gkeys, gfields).nev += int(counts[code])
+
+    def ins(self, id: str, le: int, re: int, payload: Any, el: Insert | None = None) -> None:
+        """An insert (raw fields; ``el`` only serves dead letters)."""
+        if self.chunks and not self.vfresh:
+            self.pull(id)
+        # the common valid case is checked inline; anything odd goes through check_insert
+        ok = type(payload) is dict and le < re and le < INF and le >= self.effective_cti and id not in self.live
+        if ok:
+            for f in self.fields:
+                if f not in payload:
+                    ok = False
+                    break
+        if not ok:
+            le2 = self.check_insert(el if el is not None else Insert(id, le, re, payload))
+            if le2 is None:
+                return
+            le = le2
+        if self.reads_input:
+            ctx = self.ctx
+            t = re if re < INF else le
+            if t > ctx.T:
+                ctx.T = t
+        gb = self.group_by
+        if len(gb) == 1:
+            key = payload[gb[0]]
+            g = self.groups.get(key) if type(key) is str else None
+            if g is None:
+                g = self._group(payload)
+        else:
+            g = self._group(payload)
+        mk = self.mapper.kind
+        val = payload[self.mapper.spec] if mk == 1 else (payload if mk == 0 else self.mapper(payload))
+        ev = Ev(id, le, re, val, g.key)
+        self.live[id] = ev
+        g.nev += 1
+        if re < INF:
+            heapq.heappush(self.end_heap, (re, id))
+        if le > self.maxle:
+            self.maxle = le
+            if le > self.m:
+                self._advance(le)
+        self._on_insert(g, ev)
+
+    def _has_fields(self, payload: dict[str, Any]) -> bool:
+        return all(f in payload for f in self.fields)
+
+    def ret(self, id: str, le: int, re: int, rn: int, el: Retract | None = None) -> None:
+        """A retraction (raw fields; ``el`` only serves dead letters)."""
+        if self.chunks:
+            self.pull(id)
+        ev = self.live.get(id)
+        if (ev is None or ev.le != le or ev.re != re or rn < le or (rn if rn < re else re) < self.effective_cti):
+            ev = self.check_retract(el if el is not None else Retract(id, le, re, rn))
+            if ev is None:
+                return
+        if self.reads_input:
+            ctx = self.ctx
+            t = re if re < INF else le
+            if rn < INF and rn > t:
+                t = rn
+            if t > ctx.T:
+                ctx.T = t
+        if rn == re:
+            return
+        g = self.groups[ev.g]
+        if rn <= ev.le:  # full retraction (an adjusted event is quoted with its original LE)
+            rn = ev.le
+            del self.live[id]
+            g.nev -= 1
+            if self.adjusted:
+                self.adjusted.pop(id, None)
+        elif rn < INF:
+            heapq.heappush(self.end_heap, (rn, id))
+        self._on_change(g, ev, re, rn)
+        ev.re = rn
+
+    def cti(self, t: int) -> list[Element]:
+        return self._cti(t)
+
+    def _advance(self, m: int) -> None:
+        """The watermark moved to ``m``."""
+        self.m = m
+        if self.mmt < INF and m - self.mmt > self.effective_cti:
+            self.effective_cti = m - self.mmt
+
+    def _cti(self, t: int) -> list[Element]:
+        if t <= self.input_cti:
+            return []
+        if self.reads_input:
+            self.ctx.seen(t)
+        if t >= INF:
+            self.finish_ready()
+        self.input_cti = t
+        if t > self.effective_cti:
+            self.effective_cti = t
+        if t > self.m:
+            self._advance(t)
+        return self.flush()
+
+    # ---------------------------------------------------------------------------------------------
+    # window bookkeeping used by the families
+    # ---------------------------------------------------------------------------------------------
+    def _touch(self, w: Win) -> None:
+        w.dirty = True
+        if not w.fresh:
+            w.fresh = True
+            self.fresh.append(w)
+
+    def _delta(self, w: Win, id: str, old: Any, new: Any) -> None:
+        """Record that member ``id`` changes from item ``old`` to ``new`` (None = not a member) in ``w``."""
+        if self.incr and not w.rebuild:
+            p = w.pend
+            if p is None:
+                w.pend = {id: [old, new]}
+            else:
+                e = p.get(id)
+                if e is None:
+                    p[id] = [old, new]
+                else:
+                    e[1] = new
+        self._touch(w)
+
+    def _add(self, w: Win, ev: Ev) -> None:
+        w.n += 1
+        if w.members is not None:
+            w.members[ev.id] = ev
+        if self.incr:
+            self._delta(w, ev.id, None, self.w.item(ev, ev.le, ev.re, w.le, w.re))
+        else:
+            self._touch(w)
+
+    def _remove(self, w: Win, ev: Ev, le: int, re: int) -> None:
+        w.n -= 1
+        if w.members is not None:
+            w.members.pop(ev.id, None)
+        if self.incr:
+            self._delta(w, ev.id, self.w.item(ev, le, re, w.le, w.re), None)
+        else:
+            self._touch(w)
+
+    def _update(self, w: Win, ev: Ev, le: int, old: int, new: int) -> None:
+        """A member's lifetime changed from [le, old) to [le, new); only matters to time-sensitive UDMs."""
+        wu = self.w
+        a = wu.item(ev, le, old, w.le, w.re)
+        b = wu.item(ev, le, new, w.le, w.re)
+        if a == b:
+            return
+        if self.incr:
+            self._delta(w, ev.id, a, b)
+        else:
+            self._touch(w)
+
+    def _destroy(self, w: Win) -> None:
+        w.alive = False
+        if w.out:
+            g = w.g
+            g.grave.extend(w.out)
+            w.out = []
+            self.grave_groups[g.key] = g
+
+    def _members(self, w: Win) -> Any:
+        return w.members.values()  # type: ignore[union-attr]
+
+    def _holds_open(self, w: Win, c: int) -> bool:
+        """Time-sensitive without right clipping: does ``w`` hold a member whose RE may still change?"""
+        return any(ev.re >= c for ev in self._members(w))
+
+    # ---------------------------------------------------------------------------------------------
+    # flush: apply deltas, release, recompute, diff, emit
+    # ---------------------------------------------------------------------------------------------
+    def release_point(self) -> int:
+        d = self.max_delay
+        rp = self.m - d if d < INF else NEG
+        return rp if rp > self.effective_cti else self.effective_cti
+
+    def _apply(self, w: Win) -> None:
+        wu = self.w
+        win = (w.le, w.re)
+        if w.rebuild:
+            w.rebuild = False
+            w.pend = None
+            if w.n:
+                items = wu.ordered(self._members(w), w.le, w.re)
+                w.state = wu.add(wu.initial_state(), items, win)
+            else:
+                w.state = None
+            return
+        p = w.pend
+        if not p:
+            return
+        w.pend = None
+        if w.n == 0:
+            w.state = None
+            return
+        removes = []
+        adds = []
+        for a, b in p.values():
+            if a is not None:
+                if b is not None and a == b:
+                    continue
+                removes.append(a)
+            if b is not None:
+                adds.append(b)
+        st = w.state
+        if st is None:
+            st = wu.initial_state()
+        if removes:
+            st = wu.remove(st, removes, win)
+        if adds:
+            st = wu.add(st, adds, win)
+        w.state = st
+
+    def _releasable(self, w: Win, rp: int) -> bool:
+        return w.sticky or w.re <= rp or (self.tb and w.le < self.effective_cti)
+
+    def flush(self) -> list[Element]:
+        out: list[Element] = []
+        self._flush_into(out)
+        c = self.effective_cti
+        if c > self.cleaned:
+            self.cleaned = c
+            self._forget(c)
+            self._cleanup(c)
+            if c >= INF:  # end of input: everything is final
+                self.groups = {}
+                self.live = {}
+                self.chunks = []
+                self.reruns = []
+                self.end_heap = []
+                self.wait = []
+                self.wait_le = []
+                self.adjusted = {}
+                self._final_state()
+            t = c if c >= INF or self.tb else min(c, self._bound(c))
+            if t > self.out_cti:
+                self.out_cti = t
+                out.append(Cti(t))
+        return out
+
+    def _flush_into(self, out: list[Element]) -> None:
+        fresh = self.fresh
+        if not fresh and not self.grave_groups and not self._wait_ready():
+            return
+        rp = self.release_point()
+        ready: dict[int, tuple[Group, list[Win]]] = {}
+        self.fresh = []
+        incr = self.incr
+        for w in fresh:
+            w.fresh = False
+            if not w.alive:
+                continue
+            if incr:
+                self._apply(w)
+            if not w.dirty:
+                continue
+            if self._releasable(w, rp):
+                self._ready(ready, w)
+            elif w.n == 0 and not w.out:
+                w.dirty = False
+                self._empty(w)
+            elif not w.waiting:
+                w.waiting = True
+                self.seq += 1
+                heapq.heappush(self.wait, (w.re, self.seq, w))
+                if self.tb:
+                    heapq.heappush(self.wait_le, (w.le, self.seq, w))
+        wait = self.wait
+        while wait and wait[0][0] <= rp:
+            w = heapq.heappop(wait)[2]
+            w.waiting = False
+            if w.alive and w.dirty:
+                self._ready(ready, w)
+        if self.tb:
+            wl = self.wait_le
+            c = self.effective_cti
+            while wl and wl[0][0] < c:
+                w = heapq.heappop(wl)[2]
+                if w.alive and w.dirty:
+                    self._ready(ready, w)
+        for g in self.grave_groups.values():
+            if id(g) not in ready:
+                ready[id(g)] = (g, [])
+        self.grave_groups = {}
+        for g, wins in ready.values():
+            self._emit(g, wins, out)
+
+    def _wait_ready(self) -> bool:
+        if self.wait and self.wait[0][0] <= self.release_point():
+            return True
+        return bool(self.tb and self.wait_le and self.wait_le[0][0] < self.effective_cti)
+
+    @staticmethod
+    def _ready(ready: dict[int, tuple[Group, list[Win]]], w: Win) -> None:
+        w.dirty = False
+        g = w.g
+        e = ready.get(id(g))
+        if e is None:
+            ready[id(g)] = (g, [w])
+        else:
+            e[1].append(w)
+
+    def _empty(self, w: Win) -> None:
+        """An empty window with nothing emitted: families may drop it."""
+
+    def _compute(self, w: Win) -> list[tuple]:
+        if w.n == 0:
+            return []
+        wu = self.w
+        if self.incr:
+            res = wu.compute_state(w.state, w.le, w.re)
+        else:
+            res = wu.compute_items(wu.ordered(self._members(w), w.le, w.re), w.le, w.re)
+        return wu.outputs(res, w.le, w.re, w.g.fields)
+
+    def _emit(self, g: Group, wins: list[Win], out: list[Element]) -> None:
+        grave = g.grave
+        if grave:
+            g.grave = []
+        # fast path: one window, same single output or same-shape change
+        if not grave and len(wins) == 1:
+            w = wins[0]
+            new = self._compute(w)
+            w.sticky = True
+            old = w.out
+            if len(old) == 1 and len(new) == 1:
+                r = old[0]
+                le, re, p, pj = new[0]
+                if r.le == le and r.pj == pj:
+                    if r.re != re:
+                        self._check(min(r.re, re), w, (le, re, p))
+                        out.append(Retract(r.id, r.le, r.re, re))
+                        r.re = re
+                    if w.n == 0:
+                        self._empty(w)
+                    return
+            w.out = self._diff(old, [(w, new)], out)
+            if w.n == 0 and not w.out:
+                self._empty(w)
+            return
+        news = []
+        old = list(grave)
+        for w in wins:
+            old.extend(w.out)
+            news.append((w, self._compute(w)))
+            w.sticky = True
+        self._diff(old, news, out)
+        for w in wins:
+            if w.n == 0 and not w.out:
+                self._empty(w)
+
+    def _diff(self, old: list[OutRec], news: list[tuple[Win, list[tuple]]], out: list[Element]) -> list[OutRec]:
+        by_key: dict[tuple[int, str], list[OutRec]] = {}
+        for r in old:
+            k = (r.le, r.pj)
+            lst = by_key.get(k)
+            if lst is None:
+                by_key[k] = [r]
+            else:
+                lst.append(r)
+        later: list[tuple[list[OutRec], Win, tuple]] = []
+        last: list[OutRec] = []
+        for w, outs in news:
+            recs: list[OutRec] = []
+            for o in outs:
+                le, re, p, pj = o
+                lst = by_key.get((le, pj))
+                if lst:
+                    for i, r in enumerate(lst):
+                        if r.re == re:
+                            recs.append(lst.pop(i))
+                            break
+                    else:
+                        later.append((recs, w, o))
+                else:
+                    later.append((recs, w, o))
+            w.out = recs
+            last = recs
+        ins: list[Element] = []
+        chg: list[Element] = []
+        for recs, w, o in later:
+            le, re, p, pj = o
+            lst = by_key.get((le, pj))
+            if lst:
+                r = lst.pop(0)
+                self._check(min(r.re, re), w, o)
+                chg.append(Retract(r.id, r.le, r.re, re))
+                r.re = re
+                recs.append(r)
+            else:
+                self._check(le, w, o)
+                self.oid += 1
+                r = OutRec(f"o{self.oid}", le, re, p, pj)
+                ins.append(Insert(r.id, le, re, p))
+                recs.append(r)
+        for lst in by_key.values():
+            for r in lst:
+                self._check(r.le, None, (r.le, r.re, r.p))
+                out.append(Retract(r.id, r.le, r.re, r.le))
+        out.extend(chg)
+        out.extend(ins)
+        return last
+
+    def _check(self, sync: int, w: Win | None, value: Any) -> None:
+        if sync < self.out_cti:
+            win = (w.le, w.re) if w is not None else None
+            if self.tb:
+                raise contract(self.w.label, win, f"output policy 'time_bound' broken: output changes before the "
+                                                  f"CTI {self.out_cti} already emitted", value)
+            raise ContractViolation(f"internal error: step {self.name!r} would violate its output CTI "
+                                    f"{self.out_cti} with {value!r} (window {win})")
+
+    # ---------------------------------------------------------------------------------------------
+    # cleanup
+    # ---------------------------------------------------------------------------------------------
+    def _forget(self, c: int) -> None:
+        groups = self.groups
+        emptied = []
+        gone = self.forget_closed(c)
+        if self.reruns:
+            live = self.live
+            keep_runs = []
+            for res, ids in self.reruns:
+                p = int(np.searchsorted(res, c, side="left")) if c < INF else len(res)
+                if p:
+                    for id, re in zip(ids[:p].tolist(), res[:p].tolist(), strict=True):
+                        rec = live.get(id)
+                        if rec is not None and rec.re == re:
+                            del live[id]
+                            gone.append(rec)
+                    if self.adjusted:
+                        for id in ids[:p].tolist():
+                            if id not in live:
+                                self.adjusted.pop(id, None)
+                if p < len(res):
+                    keep_runs.append((res[p:], ids[p:]))
+            self.reruns = keep_runs
+        for ev in gone:
+            g = groups.get(ev.g)
+            if g is not None:
+                g.nev -= 1
+                if g.nev <= 0:
+                    emptied.append(g)
+        if self.chunks:
+            keep = []
+            for ch in self.chunks:
+                p = ch.closed(c) if c < INF else len(ch.re)
+                if p > ch.lo:
+                    counts = np.bincount(ch.close(p), minlength=len(ch.keys))
+                    for code in np.flatnonzero(counts).tolist():
+                        g = groups.get(ch.keys[code])
+                        if g is not None:
+                            g.nev -= int(counts[code])
+                            if g.nev <= 0:
+                                emptied.append(g)
+                if len(ch):
+                    keep.append(ch)
+            self.chunks = keep
+        for g in emptied:
+            self._drop_group_if_empty(g)
+
+    def pull(self, id: str) -> bool:
+        """Move event ``id`` from the fast path's columnar store into the registry, if it is there."""
+        for ch in self.chunks:
+            i = ch.find(id)
+            if i >= 0:
+                le, re = int(ch.le[i]), int(ch.re[i])
+                v = ch.vals[i]
+                self.live[id] = Ev(id, le, re, v.item() if isinstance(v, np.generic) else v, ch.keys[ch.gcodes[i]])
+                if re < INF:
+                    heapq.heappush(self.end_heap, (re, id))
+                ch.take_out(i)
+                if not len(ch):
+                    self.chunks = [c for c in self.chunks if len(c)]
+                return True
+        return False
+
+    def materialize(self) -> None:
+        """Turn the fast path's columnar events into ordinary registry entries."""
+        live = self.live
+        h = self.end_heap
+        push = heapq.heappush
+        for ch in self.chunks:
+            rows = ch.held()
+            keys = ch.keys
+            for id, le, re, v, code in zip(ch.ids.take(ch.order[rows]).to_pylist(), ch.le[rows].tolist(),
+                                           ch.re[rows].tolist(),
+                                           ch.vals[rows].tolist(), ch.gcodes[rows].tolist(), strict=True):
+                live[id] = Ev(id, le, re, v, keys[code])
+                if re < INF:
+                    push(h, (re, id))
+        self.chunks = []
+
+    def _drop_group_if_empty(self, g: Group) -> None:
+        if g.nev <= 0 and not g.wins and not g.grave and self._group_idle(g) and self.groups.get(g.key) is g:
+            del self.groups[g.key]
+
+    def _group_idle(self, g: Group) -> bool:
+        return True
+
+    def _final_state(self) -> None:
+        """Family-specific state to drop at end of input."""
+
+    # ---------------------------------------------------------------------------------------------
+    # family hooks
+    # ---------------------------------------------------------------------------------------------
+    def _on_insert(self, g: Group, ev: Ev) -> None:
+        raise NotImplementedError
+
+    def _on_change(self, g: Group, ev: Ev, old: int, new: int) -> None:
+        raise NotImplementedError
+
+    def _cleanup(self, c: int) -> None:
+        raise NotImplementedError
+
+    def _bound(self, c: int) -> int:
+        """Smallest LE any future output change can have, given input CTI ``c`` (SEMANTICS §7)."""
+        raise NotImplementedError
+
+    def state_size(self) -> dict[str, int]:
+        """How much the step holds (for tests of bounded state)."""
+        nwin = 0
+        for g in self.groups.values():
+            nwin += len(g.wins) if g.wins is not None else 0
+        events = len(self.live) + sum(len(ch) for ch in self.chunks)
+        return {"events": events, "groups": len(self.groups), "windows": nwin}
