@@ -68,7 +68,7 @@ def test_pane_memory_is_bounded_by_panes_not_events() -> None:
         if i % 100 == 99:
             r.process(Cti(i - 5))
             g = next(iter(st.groups.values()))
-            assert len(g.b) <= 100 // 10 + 2  # panes of 10 ticks kept for the open windows
-            assert all(not w.members for w in g.wins.values())  # no per-window member lists
+            assert len(g.panes) <= 100 // 10 + 2  # panes of 10 ticks kept for the open windows
+            assert all(not w.members for w in g.windows.values())  # no per-window member lists
     out = r.finish()
     assert out[-1] == Cti(INF)

@@ -92,14 +92,14 @@ class Ev:
     ``cj`` caches the canonical JSON of ``val`` (computed on first need: ordering ties).
     """
 
-    __slots__ = ("cj", "g", "id", "le", "re", "val")
+    __slots__ = ("cj", "group_key", "id", "le", "re", "val")
 
-    def __init__(self, id: str, le: int, re: int, val: Any, g: Any = None) -> None:
+    def __init__(self, id: str, le: int, re: int, val: Any, group_key: Any = None) -> None:
         self.id = id
         self.le = le
         self.re = re
         self.val = val
-        self.g = g
+        self.group_key = group_key
         self.cj: str | None = None
 
     def canon(self) -> str:
@@ -109,10 +109,10 @@ class Ev:
         return cj
 
     def __getstate__(self) -> tuple:
-        return (self.id, self.le, self.re, self.val, self.g, self.cj)
+        return (self.id, self.le, self.re, self.val, self.group_key, self.cj)
 
     def __setstate__(self, s: tuple) -> None:
-        self.id, self.le, self.re, self.val, self.g, self.cj = s
+        self.id, self.le, self.re, self.val, self.group_key, self.cj = s
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"Ev({self.id!r}, [{self.le}, {self.re}), {self.val!r})"

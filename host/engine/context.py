@@ -22,7 +22,7 @@ class Context:
         self.line: int | None = None
         self.dead_letters: list[DeadLetter] = []
         self.stats = RunStats()
-        self.T = NEG  # largest finite time the (valid) input reached, over all inputs (semantics-notes 2)
+        self.reached = NEG  # largest finite time the (valid) input reached, over all inputs (semantics-notes 2)
 
     def __getstate__(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -44,11 +44,11 @@ class Context:
             st.count_input(dl.input or self.input, "dead_lettered")
 
     def seen(self, *times: int) -> None:
-        T = self.T
+        T = self.reached
         for t in times:
             if T < t < INF:
                 T = t
-        self.T = T
+        self.reached = T
 
     def truncated(self, t: int) -> None:
         self.stats.truncated_at = t

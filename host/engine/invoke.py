@@ -70,21 +70,21 @@ class WindowUDM:
         self.udm = bs.udm
         self.label = bs.label
         self.is_uda = man.kind == "uda"
-        self.ts = props.time_sensitive
+        self.time_sensitive = props.time_sensitive
         self.incremental = props.incremental
         self.algebraic = props.algebraic and hasattr(bs.udm, "merge")
         self.time_bound_decl = props.time_bound
         self.clip = step.clip
-        self.policy = step.output if self.ts else "window"
+        self.policy = step.output if self.time_sensitive else "window"
         self.alias = step.alias
         self.clip_left = self.clip in ("left", "full")
         self.clip_right = self.clip in ("right", "full")
-        self.add_array = getattr(bs.udm, "add_array", None) if self.incremental and not self.ts else None
+        self.add_array = getattr(bs.udm, "add_array", None) if self.incremental and not self.time_sensitive else None
 
     # -- member items -------------------------------------------------------------------------
     def item(self, ev: Ev, le: int, re: int, wle: int, wre: int) -> Any:
         """What the UDM sees of member ``ev`` (lifetime ``[le, re)``) in window ``[wle, wre)``."""
-        if not self.ts:
+        if not self.time_sensitive:
             return ev.val
         if self.clip_left and le < wle:
             le = wle
@@ -117,7 +117,7 @@ class WindowUDM:
                     out.append(pairs[i])
                 i = j
             pairs = out
-        if self.ts:
+        if self.time_sensitive:
             return [Event(k[0], k[1], evs[i].val) for k, i in pairs]
         return [evs[i].val for _, i in pairs]
 
@@ -144,13 +144,13 @@ class WindowUDM:
 
     def compute_items(self, items: list[Any], wle: int, wre: int) -> Any:
         w = (wle, wre)
-        if self.ts:
+        if self.time_sensitive:
             return self._call(self.udm.compute, (items, WindowDescriptor(wle, wre)), w, "compute")
         return self._call(self.udm.compute, (items,), w, "compute")
 
     def compute_state(self, state: Any, wle: int, wre: int) -> Any:
         w = (wle, wre)
-        if self.ts:
+        if self.time_sensitive:
             return self._call(self.udm.compute, (state, WindowDescriptor(wle, wre)), w, "compute")
         return self._call(self.udm.compute, (state,), w, "compute")
 
@@ -172,7 +172,7 @@ class WindowUDM:
         except Exception as exc:
             raise contract(self.label, w, f"compute raised {type(exc).__name__}", exc) from exc
         out: list[tuple] = []
-        if not self.ts:
+        if not self.time_sensitive:
             for p in rows:
                 payload = self._payload(p, gfields, w)
                 out.append((wle, wre, payload, self._canon(payload, w)))
@@ -211,7 +211,7 @@ class WindowUDM:
     def _payload(self, p: Any, gfields: dict[str, Any] | None, w: tuple[int, int]) -> dict[str, Any]:
         if isinstance(p, Mapping):
             d = dict(p)
-        elif isinstance(p, (Event, tuple)) and not self.ts:
+        elif isinstance(p, (Event, tuple)) and not self.time_sensitive:
             raise contract(self.label, w, "a time-insensitive operator must return payloads, got", p)
         else:
             d = {"value": p}

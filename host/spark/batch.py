@@ -142,7 +142,7 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
         hits = pc.indices_nonzero(pc.fill_null(ends, False))
         cut = hits[0].as_py() if len(hits) else table.num_rows
         out = list(runner.process_batch(ElementBatch.from_table(table.slice(0, cut))))
-        reached = runner.ctx.T  # T as this engine saw it, before the stream-wide cti(T) below
+        reached = runner.ctx.reached  # T as this engine saw it, before the stream-wide cti(T) below
         if t_end is not None:
             out += runner.process(Cti(t_end))
         if cut < table.num_rows:

@@ -121,7 +121,7 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
                 out += runner.process(Cti(t_end), None, name)
             if cut < part.num_rows:
                 out += runner.process_batch(ElementBatch.from_table(part.slice(cut)), name)
-        reached = runner.ctx.T
+        reached = runner.ctx.reached
         out += runner.finish()
         cols: dict[str, list[Any]] = {c: [] for c in _RESULT_ARROW.names}
 

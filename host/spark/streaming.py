@@ -232,8 +232,8 @@ def _processor_class() -> type:
             stats: dict[str, Any] = {"reasons": reasons} if reasons else {}
             if runner.stats.truncated_at is not None:
                 stats["truncated_at"] = runner.stats.truncated_at
-            if runner.ctx.T > NULL_TICK:  # the largest finite time this engine reached (semantics-notes 2)
-                stats["T"] = runner.ctx.T
+            if runner.ctx.reached > NULL_TICK:  # the largest finite time this engine reached (semantics-notes 2)
+                stats["T"] = runner.ctx.reached
             self._state.update((runner.snapshot(), cti))
             if self._watermark_ctis:
                 self._rearm(timer_values, fired)

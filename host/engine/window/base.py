@@ -35,7 +35,7 @@ from ..common import INF, NEG, Ev
 from ..context import Context
 from ..invoke import Mapper, WindowUDM, contract
 from ..operator import Operator
-from .state import Group, OutRec, Win
+from .state import Group, OutputRecord, Window
 
 __all__ = ["WindowStep"]
 
@@ -49,11 +49,11 @@ class WindowStep(Operator):
         self.group_by: tuple[str, ...] = tuple(step.group_by)
         self.input = step.input
         self.max_delay: int = step.max_delay
-        self.mmt: int = step.max_memory_time
-        self.maxle = NEG
-        self.m = NEG
+        self.max_memory_time: int = step.max_memory_time
+        self.max_le = NEG
+        self.watermark = NEG
         self.groups: dict[Any, Group] = {}
-        self.fresh: list[Win] = []
+        self.fresh: list[Window] = []
         self.wait: list[tuple] = []
         self.wait_le: list[tuple] = []
         self.grave_groups: dict[Any, Group] = {}
@@ -71,7 +71,7 @@ class WindowStep(Operator):
         self.fields = tuple(dict.fromkeys(self.group_by + self.mapper.fields))
 
     def _transient(self) -> tuple[str, ...]:
-        return ("ctx", "bs", "w", "mapper")
+        return ("ctx", "bs", "udm", "mapper")
 
     @property
     def fast_ids(self) -> FastIds:
@@ -82,13 +82,14 @@ class WindowStep(Operator):
         self.ctx = ctx
         self.bs = bs
         assert bs is not None
-        self.w = WindowUDM(bs)
+        self.udm = WindowUDM(bs)
         self.mapper = Mapper(self.input)
-        w = self.w
-        self.ts = w.ts
-        self.incr = w.incremental
-        self.ts_noright = w.ts and not w.clip_right
-        self.tb = w.policy == "time_bound"
+        udm = self.udm
+        self.time_sensitive = udm.time_sensitive
+        self.incremental = udm.incremental
+        #: time-sensitive without right clipping: a member's open end matters to the UDM
+        self.sees_open_ends = udm.time_sensitive and not udm.clip_right
+        self.time_bound = udm.policy == "time_bound"
 
     # ---------------------------------------------------------------------------------------------
     # element entry points
@@ -137,7 +138,7 @@ class WindowStep(Operator):
         """Add a batch's events to their groups' event counts (``codes``: one group code per event)."""
         counts = np.bincount(codes, minlength=len(gkeys))
         for code in np.flatnonzero(counts).tolist():
-            self._group_by_code(code, memo, gkeys, gfields).nev += int(counts[code])
+            self._group_by_code(code, memo, gkeys, gfields).event_count += int(counts[code])
 
     def ins(self, id: str, le: int, re: int, payload: Any, el: Insert | None = None) -> None:
         """An insert (raw fields; ``el`` only serves dead letters)."""
@@ -158,8 +159,8 @@ class WindowStep(Operator):
         if self.reads_input:
             ctx = self.ctx
             t = re if re < INF else le
-            if t > ctx.T:
-                ctx.T = t
+            if t > ctx.reached:
+                ctx.reached = t
         gb = self.group_by
         if len(gb) == 1:
             key = payload[gb[0]]
@@ -172,12 +173,12 @@ class WindowStep(Operator):
         val = payload[self.mapper.spec] if mk == 1 else (payload if mk == 0 else self.mapper(payload))
         ev = Ev(id, le, re, val, g.key)
         self.live[id] = ev
-        g.nev += 1
+        g.event_count += 1
         if re < INF:
             heapq.heappush(self.end_heap, (re, id))
-        if le > self.maxle:
-            self.maxle = le
-            if le > self.m:
+        if le > self.max_le:
+            self.max_le = le
+            if le > self.watermark:
                 self._advance(le)
         self._on_insert(g, ev)
 
@@ -198,15 +199,15 @@ class WindowStep(Operator):
             t = re if re < INF else le
             if rn < INF and rn > t:
                 t = rn
-            if t > ctx.T:
-                ctx.T = t
+            if t > ctx.reached:
+                ctx.reached = t
         if rn == re:
             return
-        g = self.groups[ev.g]
+        g = self.groups[ev.group_key]
         if rn <= ev.le:  # full retraction (an adjusted event is quoted with its original LE)
             rn = ev.le
             del self.live[id]
-            g.nev -= 1
+            g.event_count -= 1
             if self.adjusted:
                 self.adjusted.pop(id, None)
         elif rn < INF:
@@ -219,9 +220,9 @@ class WindowStep(Operator):
 
     def _advance(self, m: int) -> None:
         """The watermark moved to ``m``."""
-        self.m = m
-        if self.mmt < INF and m - self.mmt > self.effective_cti:
-            self.effective_cti = m - self.mmt
+        self.watermark = m
+        if self.max_memory_time < INF and m - self.max_memory_time > self.effective_cti:
+            self.effective_cti = m - self.max_memory_time
 
     def _cti(self, t: int) -> list[Element]:
         if t <= self.input_cti:
@@ -233,25 +234,25 @@ class WindowStep(Operator):
         self.input_cti = t
         if t > self.effective_cti:
             self.effective_cti = t
-        if t > self.m:
+        if t > self.watermark:
             self._advance(t)
         return self.flush()
 
     # ---------------------------------------------------------------------------------------------
     # window bookkeeping used by the families
     # ---------------------------------------------------------------------------------------------
-    def _touch(self, w: Win) -> None:
+    def _touch(self, w: Window) -> None:
         w.dirty = True
         if not w.fresh:
             w.fresh = True
             self.fresh.append(w)
 
-    def _delta(self, w: Win, id: str, old: Any, new: Any) -> None:
+    def _delta(self, w: Window, id: str, old: Any, new: Any) -> None:
         """Record that member ``id`` changes from item ``old`` to ``new`` (None = not a member) in ``w``."""
-        if self.incr and not w.rebuild:
-            p = w.pend
+        if self.incremental and not w.rebuild:
+            p = w.pending
             if p is None:
-                w.pend = {id: [old, new]}
+                w.pending = {id: [old, new]}
             else:
                 e = p.get(id)
                 if e is None:
@@ -260,48 +261,48 @@ class WindowStep(Operator):
                     e[1] = new
         self._touch(w)
 
-    def _add(self, w: Win, ev: Ev) -> None:
-        w.n += 1
+    def _add(self, w: Window, ev: Ev) -> None:
+        w.count += 1
         if w.members is not None:
             w.members[ev.id] = ev
-        if self.incr:
-            self._delta(w, ev.id, None, self.w.item(ev, ev.le, ev.re, w.le, w.re))
+        if self.incremental:
+            self._delta(w, ev.id, None, self.udm.item(ev, ev.le, ev.re, w.le, w.re))
         else:
             self._touch(w)
 
-    def _remove(self, w: Win, ev: Ev, le: int, re: int) -> None:
-        w.n -= 1
+    def _remove(self, w: Window, ev: Ev, le: int, re: int) -> None:
+        w.count -= 1
         if w.members is not None:
             w.members.pop(ev.id, None)
-        if self.incr:
-            self._delta(w, ev.id, self.w.item(ev, le, re, w.le, w.re), None)
+        if self.incremental:
+            self._delta(w, ev.id, self.udm.item(ev, le, re, w.le, w.re), None)
         else:
             self._touch(w)
 
-    def _update(self, w: Win, ev: Ev, le: int, old: int, new: int) -> None:
+    def _update(self, w: Window, ev: Ev, le: int, old: int, new: int) -> None:
         """A member's lifetime changed from [le, old) to [le, new); only matters to time-sensitive UDMs."""
-        wu = self.w
+        wu = self.udm
         a = wu.item(ev, le, old, w.le, w.re)
         b = wu.item(ev, le, new, w.le, w.re)
         if a == b:
             return
-        if self.incr:
+        if self.incremental:
             self._delta(w, ev.id, a, b)
         else:
             self._touch(w)
 
-    def _destroy(self, w: Win) -> None:
+    def _destroy(self, w: Window) -> None:
         w.alive = False
-        if w.out:
-            g = w.g
-            g.grave.extend(w.out)
-            w.out = []
+        if w.outputs:
+            g = w.group
+            g.retired.extend(w.outputs)
+            w.outputs = []
             self.grave_groups[g.key] = g
 
-    def _members(self, w: Win) -> Any:
+    def _members(self, w: Window) -> Any:
         return w.members.values()  # type: ignore[union-attr]
 
-    def _holds_open(self, w: Win, c: int) -> bool:
+    def _holds_open(self, w: Window, c: int) -> bool:
         """Time-sensitive without right clipping: does ``w`` hold a member whose RE may still change?"""
         return any(ev.re >= c for ev in self._members(w))
 
@@ -310,26 +311,26 @@ class WindowStep(Operator):
     # ---------------------------------------------------------------------------------------------
     def release_point(self) -> int:
         d = self.max_delay
-        rp = self.m - d if d < INF else NEG
+        rp = self.watermark - d if d < INF else NEG
         return rp if rp > self.effective_cti else self.effective_cti
 
-    def _apply(self, w: Win) -> None:
-        wu = self.w
+    def _apply(self, w: Window) -> None:
+        wu = self.udm
         win = (w.le, w.re)
         if w.rebuild:
             w.rebuild = False
-            w.pend = None
-            if w.n:
+            w.pending = None
+            if w.count:
                 items = wu.ordered(self._members(w), w.le, w.re)
                 w.state = wu.add(wu.initial_state(), items, win)
             else:
                 w.state = None
             return
-        p = w.pend
+        p = w.pending
         if not p:
             return
-        w.pend = None
-        if w.n == 0:
+        w.pending = None
+        if w.count == 0:
             w.state = None
             return
         removes = []
@@ -350,8 +351,8 @@ class WindowStep(Operator):
             st = wu.add(st, adds, win)
         w.state = st
 
-    def _releasable(self, w: Win, rp: int) -> bool:
-        return w.sticky or w.re <= rp or (self.tb and w.le < self.effective_cti)
+    def _releasable(self, w: Window, rp: int) -> bool:
+        return w.emitted or w.re <= rp or (self.time_bound and w.le < self.effective_cti)
 
     def flush(self) -> list[Element]:
         out: list[Element] = []
@@ -371,7 +372,7 @@ class WindowStep(Operator):
                 self.wait_le = []
                 self.adjusted = {}
                 self._final_state()
-            t = c if c >= INF or self.tb else min(c, self._bound(c))
+            t = c if c >= INF or self.time_bound else min(c, self._bound(c))
             if t > self.out_cti:
                 self.out_cti = t
                 out.append(Cti(t))
@@ -382,9 +383,9 @@ class WindowStep(Operator):
         if not fresh and not self.grave_groups and not self._wait_ready():
             return
         rp = self.release_point()
-        ready: dict[int, tuple[Group, list[Win]]] = {}
+        ready: dict[int, tuple[Group, list[Window]]] = {}
         self.fresh = []
-        incr = self.incr
+        incr = self.incremental
         for w in fresh:
             w.fresh = False
             if not w.alive:
@@ -395,14 +396,14 @@ class WindowStep(Operator):
                 continue
             if self._releasable(w, rp):
                 self._ready(ready, w)
-            elif w.n == 0 and not w.out:
+            elif w.count == 0 and not w.outputs:
                 w.dirty = False
                 self._empty(w)
             elif not w.waiting:
                 w.waiting = True
                 self.seq += 1
                 heapq.heappush(self.wait, (w.re, self.seq, w))
-                if self.tb:
+                if self.time_bound:
                     heapq.heappush(self.wait_le, (w.le, self.seq, w))
         wait = self.wait
         while wait and wait[0][0] <= rp:
@@ -410,7 +411,7 @@ class WindowStep(Operator):
             w.waiting = False
             if w.alive and w.dirty:
                 self._ready(ready, w)
-        if self.tb:
+        if self.time_bound:
             wl = self.wait_le
             c = self.effective_cti
             while wl and wl[0][0] < c:
@@ -427,80 +428,81 @@ class WindowStep(Operator):
     def _wait_ready(self) -> bool:
         if self.wait and self.wait[0][0] <= self.release_point():
             return True
-        return bool(self.tb and self.wait_le and self.wait_le[0][0] < self.effective_cti)
+        return bool(self.time_bound and self.wait_le and self.wait_le[0][0] < self.effective_cti)
 
     @staticmethod
-    def _ready(ready: dict[int, tuple[Group, list[Win]]], w: Win) -> None:
+    def _ready(ready: dict[int, tuple[Group, list[Window]]], w: Window) -> None:
         w.dirty = False
-        g = w.g
+        g = w.group
         e = ready.get(id(g))
         if e is None:
             ready[id(g)] = (g, [w])
         else:
             e[1].append(w)
 
-    def _empty(self, w: Win) -> None:
+    def _empty(self, w: Window) -> None:
         """An empty window with nothing emitted: families may drop it."""
 
-    def _compute(self, w: Win) -> list[tuple]:
-        if w.n == 0:
+    def _compute(self, w: Window) -> list[tuple]:
+        if w.count == 0:
             return []
-        wu = self.w
-        if self.incr:
+        wu = self.udm
+        if self.incremental:
             res = wu.compute_state(w.state, w.le, w.re)
         else:
             res = wu.compute_items(wu.ordered(self._members(w), w.le, w.re), w.le, w.re)
-        return wu.outputs(res, w.le, w.re, w.g.fields)
+        return wu.outputs(res, w.le, w.re, w.group.fields)
 
-    def _emit(self, g: Group, wins: list[Win], out: list[Element]) -> None:
-        grave = g.grave
+    def _emit(self, g: Group, wins: list[Window], out: list[Element]) -> None:
+        grave = g.retired
         if grave:
-            g.grave = []
+            g.retired = []
         # fast path: one window, same single output or same-shape change
         if not grave and len(wins) == 1:
             w = wins[0]
             new = self._compute(w)
-            w.sticky = True
-            old = w.out
+            w.emitted = True
+            old = w.outputs
             if len(old) == 1 and len(new) == 1:
                 r = old[0]
                 le, re, p, pj = new[0]
-                if r.le == le and r.pj == pj:
+                if r.le == le and r.payload_json == pj:
                     if r.re != re:
                         self._check(min(r.re, re), w, (le, re, p))
                         out.append(Retract(r.id, r.le, r.re, re))
                         r.re = re
-                    if w.n == 0:
+                    if w.count == 0:
                         self._empty(w)
                     return
-            w.out = self._diff(old, [(w, new)], out)
-            if w.n == 0 and not w.out:
+            w.outputs = self._diff(old, [(w, new)], out)
+            if w.count == 0 and not w.outputs:
                 self._empty(w)
             return
         news = []
         old = list(grave)
         for w in wins:
-            old.extend(w.out)
+            old.extend(w.outputs)
             news.append((w, self._compute(w)))
-            w.sticky = True
+            w.emitted = True
         self._diff(old, news, out)
         for w in wins:
-            if w.n == 0 and not w.out:
+            if w.count == 0 and not w.outputs:
                 self._empty(w)
 
-    def _diff(self, old: list[OutRec], news: list[tuple[Win, list[tuple]]], out: list[Element]) -> list[OutRec]:
-        by_key: dict[tuple[int, str], list[OutRec]] = {}
+    def _diff(self, old: list[OutputRecord], news: list[tuple[Window, list[tuple]]], out: list[Element]
+              ) -> list[OutputRecord]:
+        by_key: dict[tuple[int, str], list[OutputRecord]] = {}
         for r in old:
-            k = (r.le, r.pj)
+            k = (r.le, r.payload_json)
             lst = by_key.get(k)
             if lst is None:
                 by_key[k] = [r]
             else:
                 lst.append(r)
-        later: list[tuple[list[OutRec], Win, tuple]] = []
-        last: list[OutRec] = []
+        later: list[tuple[list[OutputRecord], Window, tuple]] = []
+        last: list[OutputRecord] = []
         for w, outs in news:
-            recs: list[OutRec] = []
+            recs: list[OutputRecord] = []
             for o in outs:
                 le, re, p, pj = o
                 lst = by_key.get((le, pj))
@@ -513,7 +515,7 @@ class WindowStep(Operator):
                         later.append((recs, w, o))
                 else:
                     later.append((recs, w, o))
-            w.out = recs
+            w.outputs = recs
             last = recs
         ins: list[Element] = []
         chg: list[Element] = []
@@ -529,22 +531,22 @@ class WindowStep(Operator):
             else:
                 self._check(le, w, o)
                 self.oid += 1
-                r = OutRec(f"o{self.oid}", le, re, p, pj)
+                r = OutputRecord(f"o{self.oid}", le, re, p, pj)
                 ins.append(Insert(r.id, le, re, p))
                 recs.append(r)
         for lst in by_key.values():
             for r in lst:
-                self._check(r.le, None, (r.le, r.re, r.p))
+                self._check(r.le, None, (r.le, r.re, r.payload))
                 out.append(Retract(r.id, r.le, r.re, r.le))
         out.extend(chg)
         out.extend(ins)
         return last
 
-    def _check(self, sync: int, w: Win | None, value: Any) -> None:
+    def _check(self, sync: int, w: Window | None, value: Any) -> None:
         if sync < self.out_cti:
             win = (w.le, w.re) if w is not None else None
-            if self.tb:
-                raise contract(self.w.label, win, f"output policy 'time_bound' broken: output changes before the "
+            if self.time_bound:
+                raise contract(self.udm.label, win, f"output policy 'time_bound' broken: output changes before the "
                                                   f"CTI {self.out_cti} already emitted", value)
             raise ContractViolation(f"internal error: step {self.name!r} would violate its output CTI "
                                     f"{self.out_cti} with {value!r} (window {win})")
@@ -575,10 +577,10 @@ class WindowStep(Operator):
                     keep_runs.append((res[p:], ids[p:]))
             self.reruns = keep_runs
         for ev in gone:
-            g = groups.get(ev.g)
+            g = groups.get(ev.group_key)
             if g is not None:
-                g.nev -= 1
-                if g.nev <= 0:
+                g.event_count -= 1
+                if g.event_count <= 0:
                     emptied.append(g)
         if self.chunks:
             keep = []
@@ -589,8 +591,8 @@ class WindowStep(Operator):
                     for code in np.flatnonzero(counts).tolist():
                         g = groups.get(ch.keys[code])
                         if g is not None:
-                            g.nev -= int(counts[code])
-                            if g.nev <= 0:
+                            g.event_count -= int(counts[code])
+                            if g.event_count <= 0:
                                 emptied.append(g)
                 if len(ch):
                     keep.append(ch)
@@ -631,7 +633,8 @@ class WindowStep(Operator):
         self.chunks = []
 
     def _drop_group_if_empty(self, g: Group) -> None:
-        if g.nev <= 0 and not g.wins and not g.grave and self._group_idle(g) and self.groups.get(g.key) is g:
+        if (g.event_count <= 0 and not g.windows and not g.retired and self._group_idle(g)
+                and self.groups.get(g.key) is g):
             del self.groups[g.key]
 
     def _group_idle(self, g: Group) -> bool:
@@ -660,6 +663,6 @@ class WindowStep(Operator):
         """How much the step holds (for tests of bounded state)."""
         nwin = 0
         for g in self.groups.values():
-            nwin += len(g.wins) if g.wins is not None else 0
+            nwin += len(g.windows) if g.windows is not None else 0
         events = len(self.live) + sum(len(ch) for ch in self.chunks)
         return {"events": events, "groups": len(self.groups), "windows": nwin}

@@ -12,7 +12,7 @@ from udm.host.query.plan import BoundStep
 from ..common import INF, Ev
 from ..context import Context
 from .base import WindowStep
-from .state import Group, Win
+from .state import Group, Window
 
 __all__ = ["CountByEndStep", "CountByStartStep"]
 
@@ -20,7 +20,7 @@ __all__ = ["CountByEndStep", "CountByStartStep"]
 class _CountStep(WindowStep):
     """Count windows over distinct bucket values (LE for count_by_start, finite RE for count_by_end).
 
-    Per group: ``a`` = buckets (SortedDict value -> {id: Ev}), ``wins`` = SortedDict first value -> Win,
+    Per group: ``a`` = buckets (SortedDict value -> {id: Ev}), ``wins`` = SortedDict first value -> Window,
     ``base`` = how many leading distinct values were purged (keeps the ``hop`` alignment), ``b`` = events
     with an infinite RE (count_by_end only: they belong to no window).
     """
@@ -34,43 +34,43 @@ class _CountStep(WindowStep):
         ``time_bound`` promise here. Liveliness and release use the general rule for count windows
         (output stays correct and never violates a CTI)."""
         super().attach(ctx, bs)
-        self.tb = False
+        self.time_bound = False
 
     def __init__(self, name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> None:
         super().__init__(name, ctx, bs, reads_input)
         win = bs.step.window
-        self.n: int = win.n
+        self.width: int = win.n
         self.hop_n: int = win.hop
 
     def _new_group(self, key: Any, fields: dict[str, Any] | None) -> Group:
         g = Group(key, fields)
-        g.wins = SortedDict()
-        g.a = SortedDict()
-        g.b = {}
+        g.windows = SortedDict()
+        g.buckets = SortedDict()
+        g.endless = {}
         return g
 
     def _group_idle(self, g: Group) -> bool:
-        return not g.a and not g.b
+        return not g.buckets and not g.endless
 
     def _bounds(self, first: int, last: int) -> tuple[int, int]:
         if self.by_end:
             return first - 1, last
         return first, last + 1
 
-    def _members(self, w: Win) -> Any:
-        g = w.g
-        a = g.a
+    def _members(self, w: Window) -> Any:
+        g = w.group
+        a = g.buckets
         i = a.index(w.key)
         keys = a.keys()
-        return chain.from_iterable(a[keys[j]].values() for j in range(i, i + self.n))
+        return chain.from_iterable(a[keys[j]].values() for j in range(i, i + self.width))
 
-    def _holds_open(self, w: Win, c: int) -> bool:
+    def _holds_open(self, w: Window, c: int) -> bool:
         return any(ev.re >= c for ev in self._members(w))
 
-    def _windows_at(self, g: Group, p: int) -> list[Win]:
+    def _windows_at(self, g: Group, p: int) -> list[Window]:
         """Existing windows that contain bucket position ``p``."""
-        a = g.a
-        n, hop, base = self.n, self.hop_n, g.base
+        a = g.buckets
+        n, hop, base = self.width, self.hop_n, g.purged
         L = len(a)
         keys = a.keys()
         out = []
@@ -78,7 +78,7 @@ class _CountStep(WindowStep):
         r = (base + j) % hop
         if r:
             j += hop - r
-        wins = g.wins
+        wins = g.windows
         while j <= p and j + n - 1 < L:
             w = wins.get(keys[j])
             if w is not None:
@@ -89,11 +89,11 @@ class _CountStep(WindowStep):
     def _restructure(self, g: Group, p: int, v: int) -> None:
         """Bucket value ``v`` appeared at (or vanished from) position ``p``: re-derive the windows whose
         extent may change (those reaching position ``p``; with ``hop > 1`` every later one shifts too)."""
-        a = g.a
-        n, hop, base = self.n, self.hop_n, g.base
+        a = g.buckets
+        n, hop, base = self.width, self.hop_n, g.purged
         L = len(a)
         keys = a.keys()
-        wins = g.wins
+        wins = g.windows
         lo = max(0, p - n + 1)
         lo_key = min(keys[lo], v) if lo < L else v
         if hop == 1:
@@ -115,10 +115,10 @@ class _CountStep(WindowStep):
             if w is not None and w.re == re:
                 del old[first]
             else:
-                nw = Win(g, first, le, re, None)
-                nw.n = sum(len(a[keys[i]]) for i in range(j, j + n))
+                nw = Window(g, first, le, re, None)
+                nw.count = sum(len(a[keys[i]]) for i in range(j, j + n))
                 if w is not None:
-                    nw.sticky = w.sticky
+                    nw.emitted = w.emitted
                     del old[first]
                     self._destroy(w)
                     if wins.get(first) is w:
@@ -135,7 +135,7 @@ class _CountStep(WindowStep):
             self._touch(nw)
 
     def _bucket_add(self, g: Group, key: int, ev: Ev) -> None:
-        a = g.a
+        a = g.buckets
         b = a.get(key)
         if b is None:
             a[key] = {ev.id: ev}
@@ -146,7 +146,7 @@ class _CountStep(WindowStep):
                 self._add(w, ev)
 
     def _bucket_remove(self, g: Group, key: int, ev: Ev, le: int, re: int) -> None:
-        a = g.a
+        a = g.buckets
         b = a.get(key)
         if b is None or ev.id not in b:
             return  # purged bucket: its windows are closed
@@ -160,11 +160,11 @@ class _CountStep(WindowStep):
                 self._remove(w, ev, le, re)
 
     def _cleanup(self, c: int) -> None:
-        ts_noright = self.ts_noright
+        ts_noright = self.sees_open_ends
         by_end = self.by_end
         for g in list(self.groups.values()):
-            wins = g.wins
-            a = g.a
+            wins = g.windows
+            a = g.buckets
             while wins:
                 k, w = wins.peekitem(0)
                 final = w.re < c if by_end else w.re <= c
@@ -177,8 +177,8 @@ class _CountStep(WindowStep):
                 first = a.index(wins.peekitem(0)[0])
             else:
                 L = len(a)
-                j = max(0, L - self.n + 1)
-                r = (g.base + j) % self.hop_n
+                j = max(0, L - self.width + 1)
+                r = (g.purged + j) % self.hop_n
                 if r:
                     j += self.hop_n - r
                 first = min(j, L)
@@ -189,27 +189,27 @@ class _CountStep(WindowStep):
             if drop:
                 for k in list(keys[:drop]):
                     del a[k]
-                g.base += drop
-            if not wins and g.nev <= 0:
+                g.purged += drop
+            if not wins and g.event_count <= 0:
                 self._drop_group_if_empty(g)
 
     def _bound(self, c: int) -> int:
         b = c
-        n, hop = self.n, self.hop_n
+        n, hop = self.width, self.hop_n
         for g in self.groups.values():
-            wins = g.wins
-            a = g.a
+            wins = g.windows
+            a = g.buckets
             cand = None
             for w in wins.values():
                 if w.le >= b:
                     break
-                if (w.re >= c if self.by_end else w.re > c) or (self.ts_noright and self._holds_open(w, c)):
+                if (w.re >= c if self.by_end else w.re > c) or (self.sees_open_ends and self._holds_open(w, c)):
                     cand = w.le
                     break
             if cand is None:
                 L = len(a)
                 j = max(0, L - n + 1)
-                r = (g.base + j) % hop
+                r = (g.purged + j) % hop
                 if r:
                     j += hop - r
                 if j < L:
@@ -217,7 +217,7 @@ class _CountStep(WindowStep):
             if cand is not None and cand < b:
                 b = cand
             if self.by_end and b >= c:
-                if any(ev.le < c for ev in g.b.values()):
+                if any(ev.le < c for ev in g.endless.values()):
                     b = c - 1
                 else:
                     for k in a.irange(minimum=c, inclusive=(False, True)):
@@ -237,9 +237,9 @@ class CountByStartStep(_CountStep):
         if new == ev.le:
             self._bucket_remove(g, ev.le, ev, ev.le, old)
             return
-        if not self.ts:
+        if not self.time_sensitive:
             return
-        a = g.a
+        a = g.buckets
         if ev.le not in a:
             return
         for w in self._windows_at(g, a.index(ev.le)):
@@ -251,20 +251,20 @@ class CountByEndStep(_CountStep):
 
     def _on_insert(self, g: Group, ev: Ev) -> None:
         if ev.re >= INF:
-            g.b[ev.id] = ev
+            g.endless[ev.id] = ev
             return
         self._bucket_add(g, ev.re, ev)
 
     def _on_change(self, g: Group, ev: Ev, old: int, new: int) -> None:
         le = ev.le
         if old >= INF:
-            g.b.pop(ev.id, None)
+            g.endless.pop(ev.id, None)
         else:
             self._bucket_remove(g, old, ev, le, old)
         if new == le:
             return
         ev.re = new
         if new >= INF:
-            g.b[ev.id] = ev
+            g.endless[ev.id] = ev
         else:
             self._bucket_add(g, new, ev)

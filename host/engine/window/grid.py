@@ -17,7 +17,7 @@ from ..common import INF, NEG, Ev
 from ..context import Context
 from ..ids import BatchIds
 from .base import WindowStep
-from .state import Group, Win
+from .state import Group, Window
 
 __all__ = ["GridStep"]
 
@@ -32,20 +32,20 @@ class GridStep(WindowStep):
         self.size: int = win.size
         self.hop: int = getattr(win, "hop", win.size)
         self.off: int = win.offset
-        self.K = NEG  # frontier window index
+        self.frontier = NEG  # frontier window index
         self._next_front = NEG  # W.LE of window K + 1: the watermark must reach it to move the frontier
         self.spill_groups: dict[Any, Group] = {}
         self.close_heap: list[tuple] = []
-        self.held: list[Win] = []
+        self.held: list[Window] = []
 
     def _new_group(self, key: Any, fields: dict[str, Any] | None) -> Group:
         g = Group(key, fields)
-        g.wins = {}
-        g.a = {}  # spill: id -> Ev
+        g.windows = {}
+        g.spill = {}  # spill: id -> Ev
         return g
 
     def _group_idle(self, g: Group) -> bool:
-        return not g.a
+        return not g.spill
 
     def _final_state(self) -> None:
         self.spill_groups = {}
@@ -54,7 +54,7 @@ class GridStep(WindowStep):
 
     def vector_ok(self) -> bool:
         """Can inserts take the vectorized fast path (`fastpath.grid_vinsert`)?"""
-        return not self.ts and self.mapper.kind == 1 and self.mmt >= INF
+        return not self.time_sensitive and self.mapper.kind == 1 and self.max_memory_time >= INF
 
     def vinsert(self, cols: Any, rows: Any, cbefore: Any, rets: Any = None, rcbefore: Any = None) -> Any:
         return grid_vinsert(self, cols, rows, cbefore, rets, rcbefore)
@@ -68,10 +68,10 @@ class GridStep(WindowStep):
             return INF
         return -((self.off - re) // self.hop) - 1
 
-    def _win(self, g: Group, k: int) -> Win:
+    def _win(self, g: Group, k: int) -> Window:
         le = self.off + k * self.hop
-        w = Win(g, k, le, le + self.size, {} if (not self.incr or self.ts_noright) else None)
-        g.wins[k] = w
+        w = Window(g, k, le, le + self.size, {} if (not self.incremental or self.sees_open_ends) else None)
+        g.windows[k] = w
         self.seq += 1
         heapq.heappush(self.close_heap, (w.re, self.seq, w))
         return w
@@ -80,27 +80,27 @@ class GridStep(WindowStep):
         return (m - self.off) // self.hop
 
     def _advance(self, m: int) -> None:
-        self.m = m
-        if self.mmt < INF and m - self.mmt > self.effective_cti:
-            self.effective_cti = m - self.mmt
+        self.watermark = m
+        if self.max_memory_time < INF and m - self.max_memory_time > self.effective_cti:
+            self.effective_cti = m - self.max_memory_time
         if m < self._next_front:
             return
-        target = m if m < INF else self.ctx.T
+        target = m if m < INF else self.ctx.reached
         if target > NEG:
-            K = self._frontier(target)
-            if K > self.K:
-                self._extend(K)
+            reach = self._frontier(target)
+            if reach > self.frontier:
+                self._extend(reach)
 
     def _extend(self, K: int) -> None:
         """Move the frontier to window ``K``, materializing the windows spilled events reach."""
-        old = self.K
-        self.K = K
+        old = self.frontier
+        self.frontier = K
         self._next_front = self.off + (K + 1) * self.hop
         if not self.spill_groups:
             return
         for g in list(self.spill_groups.values()):
-            spill = g.a
-            wins = g.wins
+            spill = g.spill
+            wins = g.windows
             done = []
             for ev in spill.values():
                 hi = self.k_hi(ev.re)
@@ -122,16 +122,16 @@ class GridStep(WindowStep):
         """End of input (semantics-notes 2): endless events give windows up to ``W.LE <= T``; events with
         a finite end give all their windows (beyond T only for a step fed by a window step, whose input
         can end after the query input's T)."""
-        T = self.ctx.T
+        T = self.ctx.reached
         if T > NEG:
-            K = self._frontier(T)
-            if K > self.K:
-                self._extend(K)
+            reach = self._frontier(T)
+            if reach > self.frontier:
+                self._extend(reach)
         cut = False
-        K = self.K
+        K = self.frontier
         for g in list(self.spill_groups.values()):
-            wins = g.wins
-            for ev in list(g.a.values()):
+            wins = g.windows
+            for ev in list(g.spill.values()):
                 if ev.re >= INF:
                     cut = True
                     continue
@@ -140,20 +140,20 @@ class GridStep(WindowStep):
                     if w is None:
                         w = self._win(g, k)
                     self._add(w, ev)
-                del g.a[ev.id]
-            if not g.a:
+                del g.spill[ev.id]
+            if not g.spill:
                 del self.spill_groups[g.key]
         if cut:
             self.ctx.truncated(T)
 
     def _on_insert(self, g: Group, ev: Ev) -> None:
-        K = self.K
+        K = self.frontier
         re = ev.re
         hop = self.hop
         hi = INF if re >= INF else -((self.off - re) // hop) - 1
         top = hi if hi < K else K
         lo = (ev.le - self.size - self.off) // hop + 1
-        wins = g.wins
+        wins = g.windows
         if lo == top:
             w = wins.get(lo)
             if w is None:
@@ -166,24 +166,24 @@ class GridStep(WindowStep):
                     w = self._win(g, k)
                 self._add(w, ev)
         if hi > K:
-            g.a[ev.id] = ev
+            g.spill[ev.id] = ev
             self.spill_groups[g.key] = g
 
     def _on_change(self, g: Group, ev: Ev, old: int, new: int) -> None:
         le = ev.le
-        K = self.K
+        K = self.frontier
         lo = self.k_lo(le)
         hi_old = self.k_hi(old)
         full = new == le
         hi_new = lo - 1 if full else self.k_hi(new)
         a = old if old < new else new
-        start = lo if (self.ts_noright or full) else max(lo, self.k_lo(a))
+        start = lo if (self.sees_open_ends or full) else max(lo, self.k_lo(a))
         end = hi_old if hi_old > hi_new else hi_new
         if end > K:
             end = K
-        wins = g.wins
+        wins = g.windows
         ceff = self.effective_cti
-        ts = self.ts
+        ts = self.time_sensitive
         for k in range(start, end + 1):
             old_in = k <= hi_old
             new_in = k <= hi_new
@@ -202,17 +202,17 @@ class GridStep(WindowStep):
                 self._add(w, ev)
                 ev.re = old
         if not full and hi_new > K:
-            g.a[ev.id] = ev
+            g.spill[ev.id] = ev
             self.spill_groups[g.key] = g
-        elif ev.id in g.a:
-            del g.a[ev.id]
-            if not g.a:
+        elif ev.id in g.spill:
+            del g.spill[ev.id]
+            if not g.spill:
                 self.spill_groups.pop(g.key, None)
 
-    def _empty(self, w: Win) -> None:
-        g = w.g
-        if g.wins.get(w.key) is w:
-            del g.wins[w.key]
+    def _empty(self, w: Window) -> None:
+        g = w.group
+        if g.windows.get(w.key) is w:
+            del g.windows[w.key]
         w.alive = False
         w.state = None
 
@@ -229,7 +229,7 @@ class GridStep(WindowStep):
             w = heapq.heappop(h)[2]
             if not w.alive:
                 continue
-            if self.ts_noright and self._holds_open(w, c):
+            if self.sees_open_ends and self._holds_open(w, c):
                 held.append(w)
                 continue
             self._purge(w, maybe)
@@ -237,11 +237,11 @@ class GridStep(WindowStep):
         for g in maybe.values():
             self._drop_group_if_empty(g)
 
-    def _purge(self, w: Win, maybe: dict[Any, Group]) -> None:
+    def _purge(self, w: Window, maybe: dict[Any, Group]) -> None:
         w.alive = False
-        g = w.g
-        if g.wins.get(w.key) is w:
-            del g.wins[w.key]
+        g = w.group
+        if g.windows.get(w.key) is w:
+            del g.windows[w.key]
         maybe[g.key] = g
 
     def _bound(self, c: int) -> int:
@@ -347,7 +347,7 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
         ok = np.array(okl, dtype=bool)
         re = np.array(cur, dtype=np.int64)
         deleted = np.array(dead, dtype=bool)
-    K0 = st.K
+    K0 = st.frontier
     hop, size, off = st.hop, st.size, st.off
     lo = (le - size - off) // hop + 1
     ref = np.where(re < INF, re, le + 1)
@@ -357,7 +357,7 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
         return nothing
     lemax = int(le[ok].max())
     # the frontier this stretch will reach: rows reaching past it must spill (general path)
-    K = max(K0, (max(lemax, st.m) - off) // hop) if lemax > NEG_SAFE else K0
+    K = max(K0, (max(lemax, st.watermark) - off) // hop) if lemax > NEG_SAFE else K0
     vec = ok & (re < INF) & (hi <= K) & (span <= MAX_SPAN)
     extra = getattr(st, "vmask", None)
     if extra is not None:
@@ -382,11 +382,11 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
         tmax = int(np.where(ore < INF, ore, le)[seen].max())
         if rn_max > tmax:
             tmax = rn_max
-        if tmax > st.ctx.T:
-            st.ctx.T = tmax
-    if lemax > st.maxle:
-        st.maxle = lemax
-        if lemax > st.m:
+        if tmax > st.ctx.reached:
+            st.ctx.reached = tmax
+    if lemax > st.max_le:
+        st.max_le = lemax
+        if lemax > st.watermark:
             st._advance(lemax)
     numeric = isinstance(vals_all, np.ndarray)
     vals = vals_all[rows] if numeric else [vals_all[i] for i in rows.tolist()]
@@ -417,18 +417,18 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
     srows = prow[order]
     cuts = (np.flatnonzero(skey[1:] != skey[:-1]) + 1).tolist()
     bounds = [0, *cuts, len(skey)]
-    if not st.incr:
+    if not st.incremental:
         _members_insert(st, cols, rows, idx, bi.ids, le, re, vals, gcodes, gkeys, gfields, skey, srows, bounds, kr,
                         kmin)
         return _taken(rows, took, absorbed)
     numeric = isinstance(vals, np.ndarray)
     svals: Any = vals[srows] if numeric else None
-    wu = st.w
+    wu = st.udm
     add_array = wu.add_array if numeric else None
     gobj: dict[int, Any] = {}
     touch = st._touch
     for s, e, w in _key_runs(st, skey, bounds, kr, kmin, gkeys, gfields, gobj):
-        if w.pend:
+        if w.pending:
             st._apply(w)
         state = w.state
         if state is None:
@@ -440,7 +440,7 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
             chunk = [vals[r] for r in srows[s:e].tolist()]
             state = wu.add(state, chunk, win)
         w.state = state
-        w.n += e - s
+        w.count += e - s
         touch(w)
     # the events themselves: columnar until something needs them one by one
     vv = vals[idx] if numeric else [vals[i] for i in idx.tolist()]
@@ -483,7 +483,7 @@ def _members_insert(st: Any, cols: Cols, rows: np.ndarray, idx: np.ndarray, ids_
         for r in pos[srows[s:e]].tolist():
             ev = evs[r]
             mem[ev.id] = ev
-        w.n += e - s
+        w.count += e - s
         touch(w)
     st._count_new_events(gcodes[idx], gobj, gkeys, gfields)
 
@@ -497,7 +497,7 @@ def _key_runs(st: Any, skey: np.ndarray, bounds: list[int], kr: int, kmin: int, 
         code, kk2 = divmod(kk, kr)
         g = st._group_by_code(code, gobj, gkeys, gfields)
         k = kk2 + kmin
-        w = g.wins.get(k)
+        w = g.windows.get(k)
         if w is None:
             w = st._win(g, k)
         yield bounds[j], bounds[j + 1], w

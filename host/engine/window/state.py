@@ -1,4 +1,8 @@
-"""The state a window operator keeps: windows, groups and the output records it emitted."""
+"""The state a window operator keeps: windows, groups and the output records it emitted.
+
+Slots are pickled by name (a dict), so a snapshot never restores a value into the wrong field after a
+slot is added, removed or reordered; the runner's snapshot format version guards renames.
+"""
 
 from __future__ import annotations
 
@@ -6,78 +10,112 @@ from typing import Any
 
 from ..common import Ev
 
-__all__ = ["Group", "OutRec", "Win"]
+__all__ = ["Group", "OutputRecord", "Window"]
 
 
-class OutRec:
-    """One live output event: engine id, lifetime, payload and its canonical JSON."""
+def _slots_state(obj: Any) -> dict[str, Any]:
+    return {s: getattr(obj, s) for s in type(obj).__slots__}
 
-    __slots__ = ("id", "le", "p", "pj", "re")
 
-    def __init__(self, id: str, le: int, re: int, p: dict[str, Any], pj: str) -> None:
+def _restore_slots(obj: Any, state: dict[str, Any]) -> None:
+    for k, v in state.items():
+        setattr(obj, k, v)
+
+
+class OutputRecord:
+    """One live output event: engine id, lifetime, payload and its canonical JSON (which output diffs compare)."""
+
+    __slots__ = ("id", "le", "payload", "payload_json", "re")
+
+    def __init__(self, id: str, le: int, re: int, payload: dict[str, Any], payload_json: str) -> None:
         self.id = id
         self.le = le
         self.re = re
-        self.p = p
-        self.pj = pj
+        self.payload = payload
+        self.payload_json = payload_json
 
-    def __getstate__(self) -> tuple:
-        return (self.id, self.le, self.re, self.p, self.pj)
+    def __getstate__(self) -> dict[str, Any]:
+        return _slots_state(self)
 
-    def __setstate__(self, s: tuple) -> None:
-        self.id, self.le, self.re, self.p, self.pj = s
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        _restore_slots(self, state)
 
 
-class Win:
-    """One window of one group."""
+class Window:
+    """One window of one group: extent, members (or their count and incremental state), what it emitted."""
 
-    __slots__ = ("alive", "dirty", "fresh", "g", "key", "le", "members", "n", "out", "pend", "re", "rebuild",
-                 "state", "sticky", "waiting")
+    __slots__ = ("alive", "count", "dirty", "emitted", "fresh", "group", "key", "le", "members", "outputs",
+                 "pending", "re", "rebuild", "state", "waiting")
 
-    def __init__(self, g: Group, key: int, le: int, re: int, members: dict[str, Ev] | None) -> None:
-        self.g = g
+    def __init__(self, group: Group, key: int, le: int, re: int, members: dict[str, Ev] | None) -> None:
+        self.group = group
+        #: the window's key in its group (grid: window index; snapshot / count: its first endpoint / value)
         self.key = key
         self.le = le
         self.re = re
+        #: member events by id (None when an incremental UDM needs only deltas)
         self.members = members
-        self.n = 0
+        #: how many members it has
+        self.count = 0
+        #: the incremental UDM's state
         self.state: Any = None
-        self.pend: dict[str, list] | None = None
-        self.out: list[OutRec] = []
+        #: member changes not yet applied to ``state``: id -> [old item, new item]
+        self.pending: dict[str, list[Any]] | None = None
+        #: the output events it has now
+        self.outputs: list[OutputRecord] = []
+        #: changed since last computed
         self.dirty = False
+        #: queued in the operator's list of windows touched since the last flush
         self.fresh = False
+        #: queued until the release point passes its end
         self.waiting = False
         self.alive = True
-        self.sticky = False  # has been emitted: later changes are released at once
+        #: has been output once: later changes are released at once
+        self.emitted = False
+        #: its incremental state must be rebuilt from the members (its extent changed)
         self.rebuild = False
 
-    def __getstate__(self) -> tuple:
-        return tuple(getattr(self, s) for s in Win.__slots__)
+    def __getstate__(self) -> dict[str, Any]:
+        return _slots_state(self)
 
-    def __setstate__(self, s: tuple) -> None:
-        for k, v in zip(Win.__slots__, s, strict=True):
-            setattr(self, k, v)
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        _restore_slots(self, state)
 
     def __repr__(self) -> str:  # pragma: no cover
-        return f"Win([{self.le}, {self.re}), n={self.n})"
+        return f"Window([{self.le}, {self.re}), count={self.count})"
 
 
 class Group:
-    __slots__ = ("a", "b", "base", "fields", "grave", "key", "nev", "wins")
+    """The windows and events of one group (SEMANTICS §6), with the structures its window family keeps."""
+
+    __slots__ = ("buckets", "endless", "endpoints", "event_count", "fields", "key", "panes", "purged",
+                 "retired", "spill", "windows")
 
     def __init__(self, key: Any, fields: dict[str, Any] | None) -> None:
         self.key = key
+        #: the group key fields, as output payloads carry them
         self.fields = fields
-        self.wins: Any = None
-        self.nev = 0  # events of this group in the step registry
-        self.grave: list[OutRec] = []  # outputs of destroyed windows, retracted at the next flush
-        self.a: Any = None  # family-specific structures
-        self.b: Any = None
-        self.base = 0
+        #: its windows by key (a dict, or a SortedDict where the family walks them in order)
+        self.windows: Any = None
+        #: its events in the operator's registry
+        self.event_count = 0
+        #: outputs of destroyed windows, retracted at the next flush
+        self.retired: list[OutputRecord] = []
+        #: grid: events reaching past the frontier, by id
+        self.spill: Any = None
+        #: snapshot: how many events have each finite endpoint
+        self.endpoints: Any = None
+        #: count windows: events by distinct value (LE or RE), in value order
+        self.buckets: Any = None
+        #: count_by_end: events with an infinite RE (members of no window)
+        self.endless: Any = None
+        #: pane evaluation: pane states by pane index
+        self.panes: Any = None
+        #: count windows: how many leading distinct values were purged (keeps the ``hop`` alignment)
+        self.purged = 0
 
-    def __getstate__(self) -> tuple:
-        return tuple(getattr(self, s) for s in Group.__slots__)
+    def __getstate__(self) -> dict[str, Any]:
+        return _slots_state(self)
 
-    def __setstate__(self, s: tuple) -> None:
-        for k, v in zip(Group.__slots__, s, strict=True):
-            setattr(self, k, v)
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        _restore_slots(self, state)
