@@ -157,6 +157,21 @@ class Operator:
         if re < INF:
             heapq.heappush(self.end_heap, (re, id))
 
+    def pass_cti(self, t: int) -> bool:
+        """The CTI step of an operator that holds only its id registry: False for a CTI that does not advance;
+        else record it, report it to T, forget closed events (everything at ``cti(INF)``)."""
+        if t <= self.input_cti:
+            return False
+        if self.reads_input:
+            self.ctx.seen(t)
+        self.input_cti = self.effective_cti = t
+        self.forget_closed(t)
+        if t >= INF:
+            self.live = {}
+            self.end_heap = []
+            self.adjusted = {}
+        return True
+
     def forget_closed(self, c: int) -> list[Any]:
         """Drop ids of events with ``RE < c`` (final). Returns the dropped records."""
         h = self.end_heap

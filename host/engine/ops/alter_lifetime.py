@@ -110,14 +110,6 @@ class AlterLifetimeStep(Operator):
         return [Retract(image.out_id, image.out_le, old_end, new_end)]
 
     def cti(self, t: int) -> list[Element]:
-        if t <= self.input_cti:
+        if not self.pass_cti(t):
             return []
-        if self.reads_input:
-            self.ctx.seen(t)
-        self.input_cti = self.effective_cti = t
-        self.forget_closed(t)
-        if t >= INF:
-            self.live = {}
-            self.end_heap = []
-            self.adjusted = {}
         return [Cti(self.start(t))]

@@ -11,7 +11,6 @@ from udm.host.errors import ContractViolation
 from udm.host.query.plan import BoundStep
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
-from ..common import INF
 from ..context import Context
 from ..invoke import contract
 from ..operator import Operator
@@ -85,16 +84,8 @@ class _SpanStep(Operator):
             return [Retract(rec.oid, rec.le, old, rn)]
         # CTI
         t = el.t
-        if t <= self.input_cti:
+        if not self.pass_cti(t):
             return []
-        if self.reads_input:
-            self.ctx.seen(t)
-        self.input_cti = self.effective_cti = t
-        self.forget_closed(t)
-        if t >= INF:
-            self.live = {}
-            self.end_heap = []
-            self.adjusted = {}
         return [Cti(t)]
 
     def apply(self, el: Insert, le: int, oid: str) -> Insert | None:
