@@ -14,7 +14,7 @@ cheaper inner loop, and `process_batch` hands its columnar batches to the vector
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from udm.host.errors import BadElement, ViolationError
@@ -71,22 +71,27 @@ class QueryRunner:
     ``dead_letters`` and ``stats``.
     """
 
-    def __init__(self, bound: BoundQuery, *, on_violation: str | None = None) -> None:
+    def __init__(self, bound: BoundQuery, *, on_violation: str | None = None,
+                 derived_inputs: Collection[str] = ()) -> None:
         for policy in (on_violation, bound.spec.on_violation):
             if policy is not None and policy not in ("dead_letter", "adjust", "error"):
                 raise ValueError(f"on_violation must be dead_letter, adjust or error, got {policy!r}")
         self.bound = bound
         graph = bound.graph
         self._policy_override = on_violation
+        #: inputs that are streams derived from the real inputs (a Spark stage reading an earlier stage's
+        #: output, `udm.host.spark.stages`): they are validated like any input but do not move T, which
+        #: is over the query's real inputs (semantics-notes 2 and 11); the caller sets ``ctx.reached``
+        self.derived_inputs = frozenset(derived_inputs)
         self.ctx = Context(self._policy(graph.inputs[0]), multi_input=len(graph.inputs) > 1)
         #: operators in topological order: input gates first, then the steps; the last is the output
         self.ops: list[Operator] = []
         for name in graph.inputs:
             if self._needs_gate(graph, name):
-                self.ops.append(InputGate(name, self.ctx))
-        gated = {op.name for op in self.ops}
+                self.ops.append(InputGate(name, self.ctx, name not in self.derived_inputs))
+        direct = set(graph.inputs) - {op.name for op in self.ops} - self.derived_inputs
         for node in graph.nodes:
-            reads_input = any(src in graph.inputs and src not in gated for src in node.sources)
+            reads_input = any(src in direct for src in node.sources)
             self.ops.append(_make_operator(bound, node.name, self.ctx, reads_input))
         self._wire(graph)
         self.ended: set[str] = set()

@@ -36,7 +36,7 @@ partitions are coalesced first, `python_tasks`, since every task has a fixed cos
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import reduce
 from operator import add
 from pathlib import Path
@@ -85,8 +85,16 @@ class SparkRun:
     #: ``"keys"``, ``"time"`` (keyless query split by time range) or ``"single"``: how buckets were formed.
     split: str = "keys"
 
+    #: every persisted computation behind the run (a staged graph plan has one per stage)
+    parts: list[DataFrame] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.parts:
+            self.parts = [self._result]
+
     def unpersist(self) -> None:
-        self._result.unpersist()
+        for part in self.parts:
+            part.unpersist()
 
 
 def _spec_of(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path) -> QuerySpec:
@@ -119,7 +127,6 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
         from udm.host.engine import QueryRunner
         from udm.host.engine.common import NEG
         from udm.host.io.batch import ElementBatch
-        from udm.host.temporal.elements import Cti
 
         bucket = int(key[0].as_py())
         table = table.sort_by("line")
@@ -136,15 +143,17 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
             owned_lines = set(table.filter(pc.fill_null(table.column("_own"), False)).column("line").to_pylist())
         table = with_struct_payloads(table.select(list(ELEMENT_COLUMNS)))
         runner = QueryRunner(bind(parse_query(spec_json)), on_violation=on_violation)
-        # cti(T) must precede the stream's own cti(INF) (after which it would be ignored), so the batch is
-        # split there; elements after a cti(INF) stay after it and are dead-lettered as violations.
+        # T must be set before the stream's own cti(INF) (which truncates), so the batch is split there;
+        # elements after a cti(INF) stay after it and are dead-lettered as violations.
         ends = pc.and_(pc.equal(table.column("kind"), "cti"), pc.greater_equal(table.column("t"), INF))
         hits = pc.indices_nonzero(pc.fill_null(ends, False))
         cut = hits[0].as_py() if len(hits) else table.num_rows
         out = list(runner.process_batch(ElementBatch.from_table(table.slice(0, cut))))
-        reached = runner.ctx.reached  # T as this engine saw it, before the stream-wide cti(T) below
+        reached = runner.ctx.reached  # T as this engine saw it, before the stream-wide T below
         if t_end is not None:
-            out += runner.process(Cti(t_end))
+            # not as a cti(T): a step shifting lifetimes (alter_lifetime) would carry it past T, and a
+            # window after it would materialize windows beyond T that one engine never makes
+            runner.ctx.reached = max(reached, t_end)
         if cut < table.num_rows:
             out += runner.process_batch(ElementBatch.from_table(table.slice(cut)))
         out += runner.finish()
@@ -301,14 +310,15 @@ def _optimistic_key_routing(df: DataFrame, keys: list[str], n: int, has_retracts
         "_bucket", F.coalesce(F.col("_bucket"), F.lit(0))).unionByName(ctis)
 
 
-def _ids_cross_buckets(run: SparkRun) -> bool:
-    """Whether some insert id hash was seen by two buckets (a reused id, or a 64-bit hash collision)."""
+def _ids_cross_buckets(result: DataFrame) -> bool:
+    """Whether some insert id hash was seen by two buckets of one run (``result``: its rows with the
+    ``ids`` stream) — a reused id, or a 64-bit hash collision."""
     import base64
 
     import numpy as np
     from pyspark.sql import functions as F
 
-    rows = run._result.where(F.col("stream") == "ids").select("element").collect()
+    rows = result.where(F.col("stream") == "ids").select("element").collect()
     parts = [np.frombuffer(base64.b64decode(r["element"]), dtype=np.int64) for r in rows]
     if len(parts) < 2:
         return False
@@ -428,7 +438,7 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
         except Exception as exc:
             raise _explain(exc) from None
         assert run is not None
-        if not _ids_cross_buckets(run):
+        if not _ids_cross_buckets(run._result):
             if (exact := _true_end(run, t_end)) is None:
                 return run
             run.unpersist()  # cut at a T that only an invalid element reached: once more with the true T

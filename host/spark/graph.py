@@ -1,26 +1,33 @@
 """Query graphs (SEMANTICS §10: several named inputs, union/project/alter_lifetime/join/...) on Spark batch.
 
 A linear query never comes here (`udm.host.spark.batch.run_batch` keeps its plans). A graph runs as one
-Spark job of `QueryRunner`s, one per bucket, each running the *whole* graph:
+or more *stages* (`udm.host.spark.stages`): one when a single partitioning is valid for the whole graph,
+else one per stretch of the graph with a key of its own. Each stage is a Spark pass of `QueryRunner`s,
+one per bucket, each running the stage's steps:
 
 1. the inputs' elements are one DataFrame with an ``input`` column (the input's name; ``line`` stays the
    line in that input's file, as in its dead letters);
-2. buckets (`udm.host.spark.partition.graph_routing`): when one partitioning is valid for the whole graph,
-   each input's inserts go to the hash of *its* routing fields (the same slots on every input, e.g. the
-   left input of a join by ``auction`` and the right by ``id``); a retraction follows the latest insert of
-   its (input, id). Values are hashed as numbers when they read as numbers (a join matches ``1`` and
-   ``1.0``). A graph whose steps never need rows of different ids together goes by (input, id). Else, or
-   when an (input, id) turns out to have inserts in two buckets (each bucket reports the ids it saw),
-   the graph runs in one bucket. CTIs go to every bucket; bad rows and unknown retractions to bucket 0;
+2. buckets (`udm.host.spark.partition.routing_of` the stage): each input's inserts go to the hash of *its*
+   routing fields (the same slots on every input, e.g. the left input of a join by ``auction`` and the
+   right by ``id``); a retraction follows the latest insert of its (input, id). Values are hashed as
+   numbers when they read as numbers (a join matches ``1`` and ``1.0``). A stage whose steps never need
+   rows of different ids together goes by (input, id); one with no valid partitioning (a keyless window)
+   runs in one bucket. When an (input, id) turns out to have inserts in two buckets (each bucket reports
+   the ids it saw), the whole graph runs again in one bucket. CTIs go to every bucket; bad rows and
+   unknown retractions to bucket 0;
 3. each bucket feeds its inputs one after the other, each in its own order (the CHT does not depend on
-   the interleaving, SEMANTICS §10), each input cut by ``cti(T)`` just before its first ``cti(INF)`` (T
-   over all inputs of the whole stream, semantics-notes 2), then `finish`;
-4. output ids are prefixed with the bucket, per-bucket CTIs are dropped and one ``cti(INF)`` ends the
-   output; dead letters keep their input (column ``input``).
+   the interleaving, SEMANTICS §10), with T (over all inputs of the whole stream, semantics-notes 2) set
+   before the inputs end, then `finish`;
+4. a stage read by a later one hands it its output with its CTIs (an *exchange*: rows of every producing
+   bucket, routed by the reading stage's key, CTIs to every bucket, merged there with the minimum CTI over
+   the producers). The last stage's output ids are prefixed with the bucket, per-bucket CTIs are dropped
+   and one ``cti(INF)`` ends the output; dead letters keep their input (column ``input``), a dead letter
+   of a later stage the input its stream derives from (with no line: the element was an intermediate one).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,8 +39,9 @@ from udm.host.query.graph import resolve
 from udm.host.query.plan import BoundQuery, bind
 from udm.host.query.spec import QuerySpec, parse_query
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
-from udm.host.spark.partition import BY_ID, graph_routing, python_tasks
-from udm.host.spark.rows import dead_rows, output_rows, with_struct_payloads
+from udm.host.spark.partition import BY_ID, python_tasks
+from udm.host.spark.rows import dead_rows, exchange_rows, output_rows, with_struct_payloads
+from udm.host.spark.stages import Stage, merge_exchange, plan_stages
 from udm.sdk import INF
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,9 +52,9 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["GRAPH_RESULT_DDL", "graph_elements", "is_graph", "key_value", "run_graph_batch"]
 
 _FINAL_LINE = 1 << 62
-#: `udm.host.spark.batch` result rows plus the dead letter's input.
+#: `udm.host.spark.batch` result rows plus the dead letter's input and, between stages, the producing bucket.
 GRAPH_RESULT_DDL = ("stream string, kind string, id string, le bigint, re bigint, re_new bigint, t bigint, "
-                    "payload string, line bigint, reason string, element string, input string")
+                    "payload string, line bigint, reason string, element string, input string, bucket bigint")
 _RESULT_ARROW = pa.schema([(name, pa.int64() if typ == "bigint" else pa.string())
                            for name, typ in (c.split(" ") for c in GRAPH_RESULT_DDL.split(", "))])
 
@@ -88,16 +96,32 @@ def graph_elements(elements: DataFrame | Mapping[str, DataFrame], inputs: tuple[
     return normalize_elements(elements, keep=("input",))
 
 
-def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: int | None,
-                   inputs: tuple[str, ...]) -> Callable[[tuple[Any, ...], pa.Table], pa.Table]:
+def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, query_inputs: tuple[str, ...],
+                  last: bool) -> Callable[[tuple[Any, ...], pa.Table], pa.Table]:
+    """What each bucket of ``stage`` runs: a `QueryRunner` over the stage's query.
+
+    Query inputs are fed in their line order up to their first ``cti(INF)``; then T (the plan-wide value,
+    semantics-notes 2) is set; then the rest (what follows a ``cti(INF)`` is refused). An exchange input
+    (an earlier stage's sink) is merged from its producer's buckets (`merge_exchange`: its CTI is the
+    minimum over them) and does not move T, which is the real inputs'. A stage that is not the last
+    reports its CTIs too, with the bucket and the position of each element, so the next stage can merge
+    them."""
+    spec_json = stage.spec.to_json_dict()
+    exchanges = stage.exchanges(query_inputs)
+    multi = len(query_inputs) > 1
+    origins = {name: (next(iter(o)) if len(o) == 1 else None) for name, o in stage.origins.items()}
+
+    def dead_input(dl: Any) -> str | None:
+        """The query input a dead letter names (rule 11): through the exchange it came from."""
+        name = dl.input if dl.input is not None else (stage.inputs[0] if len(stage.inputs) == 1 else None)
+        return origins.get(name) if multi and name is not None else None
+
     def run(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
         import pyarrow.compute as pc
 
         from udm.host.engine import QueryRunner
         from udm.host.engine.common import NEG
         from udm.host.io.batch import ElementBatch
-        from udm.host.temporal.elements import Cti
-
         bucket = int(key[0].as_py())
         id_blob = None
         if "_idh" in table.column_names:
@@ -107,21 +131,35 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
 
             h = pc.drop_null(table.column("_idh")).to_numpy()
             id_blob = base64.b64encode(np.unique(h).astype(np.int64).tobytes()).decode()
-        runner = QueryRunner(bind(parse_query(spec_json)), on_violation=on_violation)
+        runner = QueryRunner(bind(parse_query(spec_json)), on_violation=on_violation, derived_inputs=exchanges)
         out: list[Any] = []
-        for name in inputs:
-            part = table.filter(pc.equal(table.column("input"), name)).sort_by("line")
-            part = with_struct_payloads(part.select(list(ELEMENT_COLUMNS)))
+        tails = []
+        for name in stage.inputs:
+            if name in exchanges:
+                continue
+            part = table.filter(pc.equal(table.column("input"), name))
+            part = with_struct_payloads(part.sort_by("line").select(list(ELEMENT_COLUMNS)))
+            # T must be set before the input's own cti(INF) (which truncates): split there
             ends = pc.and_(pc.equal(part.column("kind"), "cti"), pc.greater_equal(part.column("t"), INF))
             hits = pc.indices_nonzero(pc.fill_null(ends, False))
             cut = hits[0].as_py() if len(hits) else part.num_rows
             if cut:
                 out += runner.process_batch(ElementBatch.from_table(part.slice(0, cut)), name)
-            if t_end is not None:
-                out += runner.process(Cti(t_end), None, name)
-            if cut < part.num_rows:
-                out += runner.process_batch(ElementBatch.from_table(part.slice(cut)), name)
-        reached = runner.ctx.reached
+            tails.append((name, part.slice(cut)))
+        reached = runner.ctx.reached  # T as this bucket's real inputs gave it
+        if t_end is not None:
+            # the plan-wide T (semantics-notes 2, 10) for the truncation at cti(INF). Not as a cti(T) on the
+            # inputs: an alter_lifetime shift would carry that CTI past T, and a window after it would
+            # materialize windows beyond T that one engine never makes
+            runner.ctx.reached = max(reached, t_end)
+        for name in exchanges:
+            part = table.filter(pc.equal(table.column("input"), name))
+            merged = merge_exchange(list(zip(part.column("_src").to_pylist(), part.column("line").to_pylist(),
+                                             _elements(part), strict=True)))
+            out += runner.process_many([el for el, _ in merged], input=name)
+        for name, tail in tails:
+            if tail.num_rows:
+                out += runner.process_batch(ElementBatch.from_table(tail), name)
         out += runner.finish()
         cols: dict[str, list[Any]] = {c: [] for c in _RESULT_ARROW.names}
 
@@ -129,19 +167,40 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
             for c, lst in cols.items():
                 lst.append(values.get(c))
 
-        n = 1 << 20
-        for seq, r in enumerate(output_rows(bucket, out)):
-            row(stream="out", line=seq * n + bucket, **r)
+        if last:
+            n = 1 << 20
+            for seq, r in enumerate(output_rows(bucket, out)):
+                row(stream="out", line=seq * n + bucket, **r)
+        else:
+            for seq, r in enumerate(exchange_rows(bucket, out)):
+                row(stream="out", line=seq, bucket=bucket, **r)
         for dl in runner.take_dead_letters():
             for r in dead_rows([dl]):
-                row(**r, stream="dead", kind=r["category"], input=dl.input)
+                row(**r, stream="dead", kind=r["category"], input=dead_input(dl))
         if id_blob is not None:
             row(stream="ids", line=bucket, element=id_blob)
-        if reached > NEG:
-            row(stream="T", line=bucket, t=reached, le=int(runner.stats.truncated_at is not None))
+        if reached > NEG or runner.stats.truncated_at is not None:
+            row(stream="T", line=bucket, t=reached if reached > NEG else None,
+                le=int(runner.stats.truncated_at is not None))
         return pa.table(cols, schema=_RESULT_ARROW)
 
     return run
+
+
+def _elements(part: pa.Table) -> list[Any]:
+    """The elements of an exchange stream's rows (as `exchange_rows` wrote them)."""
+    from udm.host.temporal.elements import Cti, Insert, Retract
+
+    els: list[Any] = []
+    for r in part.select(["kind", "id", "le", "re", "re_new", "t", "payload"]).to_pylist():
+        kind = r["kind"]
+        if kind == "insert":
+            els.append(Insert(r["id"], r["le"], r["re"], json.loads(r["payload"])))
+        elif kind == "retract":
+            els.append(Retract(r["id"], r["le"], r["re"], r["re_new"]))
+        else:
+            els.append(Cti(r["t"]))
+    return els
 
 
 def _route(df: DataFrame, routing: dict[str, list[str]] | str | None, n: int, has_retracts: bool) -> DataFrame:
@@ -175,27 +234,66 @@ def _route(df: DataFrame, routing: dict[str, list[str]] | str | None, n: int, ha
         "_bucket", F.coalesce(F.col("_bucket"), F.lit(0))).unionByName(ctis)
 
 
-def _run(spark: Any, routed: DataFrame, spec: QuerySpec, violation: str, t_end: int | None, n: int,
-         keys: list[str], split: str) -> SparkRun:
+def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation: str, t_end: int | None,
+         n: int, has_retracts: bool) -> SparkRun:
+    """Run ``stages`` in order, each over its query inputs (rows of ``df``) and the outputs of the earlier
+    stages it reads, routed by its own partitioning into up to ``n`` buckets."""
     from pyspark.sql import functions as F
 
     from udm.host.spark.batch import OUTPUT_DDL, SparkRun, _explain
 
-    fn = _bucket_runner(spec.to_json_dict(), violation, t_end, tuple(resolve(spec).inputs))
-    result = routed.groupBy("_bucket").applyInArrow(fn, GRAPH_RESULT_DDL)
-    final = spark.createDataFrame([("out", "cti", None, None, None, None, INF, None, _FINAL_LINE, None, None, None)],
-                                  GRAPH_RESULT_DDL)
-    result = result.unionByName(final).persist()
-    try:
-        result.count()
-    except Exception as exc:
-        result.unpersist()
-        raise _explain(exc) from None
+    spark = df.sparkSession
+    results: list[DataFrame] = []
+    by_sink: dict[str, DataFrame] = {}
+    for stage in stages:
+        last = stage is stages[-1]
+        parts = []
+        own = [x for x in stage.inputs if x in inputs]
+        if own:
+            parts.append(df.where(F.col("input").isin(own)).withColumn("_src", F.lit(None).cast("bigint")))
+        for x in stage.exchanges(inputs):
+            produced = by_sink[x].where(F.col("stream") == "out")
+            parts.append(produced.select(*[F.col(c) for c in ELEMENT_COLUMNS if c not in ("error", "raw")],
+                                         F.lit(None).cast("string").alias("error"),
+                                         F.lit(None).cast("string").alias("raw"),
+                                         F.lit(x).alias("input"), F.col("bucket").alias("_src")))
+        stage_df = parts[0]
+        for p in parts[1:]:
+            stage_df = stage_df.unionByName(p)
+        width = n if stage.routing is not None else 1
+        routed = _route(stage_df, stage.routing, width, has_retracts)
+        fn = _stage_runner(stage, violation, t_end, inputs, last)
+        result = routed.groupBy("_bucket").applyInArrow(fn, GRAPH_RESULT_DDL)
+        if last:
+            final = spark.createDataFrame([("out", "cti", None, None, None, None, INF, None, _FINAL_LINE, None,
+                                            None, None, None)], GRAPH_RESULT_DDL)
+            result = result.unionByName(final)
+        result = result.persist()
+        results.append(result)
+        by_sink[stage.sink] = result
+        try:
+            result.count()
+        except Exception as exc:
+            for r in results:
+                r.unpersist()
+            raise _explain(exc) from None
     out_cols = [c.split(" ")[0] for c in OUTPUT_DDL.split(", ")]
-    output = result.where(F.col("stream") == "out").select(*out_cols)
-    dead = result.where(F.col("stream") == "dead").select("line", "reason", "element",
-                                                          F.col("kind").alias("category"), "input")
-    return SparkRun(output, dead, n, keys, result, "engine", split)
+    output = results[-1].where(F.col("stream") == "out").select(*out_cols)
+    dead = None
+    for r in results:
+        d = r.where(F.col("stream") == "dead").select("line", "reason", "element", F.col("kind").alias("category"),
+                                                      "input")
+        dead = d if dead is None else dead.unionByName(d)
+    assert dead is not None
+    first = stages[0].routing
+    keys = first[inputs[0]] if isinstance(first, dict) and inputs[0] in first else []
+    if n == 1:
+        split = "single"
+    elif len(stages) > 1:
+        split = "staged"
+    else:
+        split = "ids" if first == BY_ID else ("keys" if first is not None else "single")
+    return SparkRun(output, dead, n if split != "single" else 1, keys, results[-1], "engine", split, results)
 
 
 def run_graph_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
@@ -203,8 +301,9 @@ def run_graph_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
                     buckets: int | None = None) -> SparkRun:
     """Run a query graph over ``{input name: element DataFrame}`` (or one DataFrame with an ``input``
     column); output CHT equals the local engine's. ``SparkRun.dead_letters`` has an ``input`` column;
-    ``SparkRun.split`` is ``"keys"``, ``"ids"`` or ``"single"`` and ``SparkRun.keys`` the routing fields
-    of the first input."""
+    ``SparkRun.split`` is ``"keys"`` (one partitioning for the whole graph), ``"staged"`` (stages with
+    partitionings of their own, `udm.host.spark.stages`), ``"ids"`` or ``"single"``; ``SparkRun.keys``
+    are the routing fields of the first input in the first stage."""
     from pyspark.sql import functions as F
 
     from udm.host.spark.batch import _ids_cross_buckets, _spec_of
@@ -216,7 +315,6 @@ def run_graph_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     spark = df.sparkSession
     df = df.coalesce(python_tasks(spark))
     n = max(1, int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1)))
-    routing = graph_routing(spec) if n > 1 else None
     finite = [F.when(F.col(c) < F.lit(INF), F.col(c)) for c in ("le", "re", "re_new", "t")]
     kind = F.col("kind")
     stats = df.agg(F.max(F.when(kind.isNotNull(), F.greatest(*finite))).alias("t_end"),
@@ -224,19 +322,20 @@ def run_graph_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     assert stats is not None
     t_end = stats["t_end"]
     violation = on_violation or spec.on_violation
-    if routing is None:
-        n = 1
-    keys = routing[inputs[0]] if isinstance(routing, dict) else []
-    split = "single" if n == 1 else ("ids" if routing == BY_ID else "keys")
-    routed = _route(df, routing, n, bool(stats["retracts"]))
-    run = _run(spark, routed, spec, violation, t_end, n, keys, split)
-    if split == "keys" and _ids_cross_buckets(run):
+    retracts = bool(stats["retracts"])
+    stages = plan_stages(spec, split=n > 1)
+    run = _run(df, stages, inputs, violation, t_end, n, retracts)
+    if run.split in ("keys", "staged") and any(_ids_cross_buckets(r) for r in run.parts):
         run.unpersist()  # an (input, id) reused under another key: one bucket sees them all
-        n, keys, split = 1, [], "single"
-        routed = _route(df, None, 1, False)
-        run = _run(spark, routed, spec, violation, t_end, n, keys, split)
-    rows = run._result.where(F.col("stream") == "T").agg(F.max("t").alias("T"), F.max("le").alias("cut")).first()
-    if rows is not None and rows["T"] is not None and rows["cut"] and rows["T"] != t_end:
+        stages = plan_stages(spec, split=False)
+        n = 1
+        run = _run(df, stages, inputs, violation, t_end, n, retracts)
+    rows = None
+    for part in run.parts:
+        r = part.where(F.col("stream") == "T").agg(F.max("t").alias("T"), F.max("le").alias("cut")).first()
+        if r is not None and r["T"] is not None:
+            rows = r if rows is None else {"T": max(rows["T"], r["T"]), "cut": max(rows["cut"] or 0, r["cut"] or 0)}
+    if rows is not None and rows["cut"] and rows["T"] != t_end:
         run.unpersist()  # cut at a T that only an invalid element reached: once more with the true T
-        run = _run(spark, routed, spec, violation, int(rows["T"]), n, keys, split)
+        run = _run(df, stages, inputs, violation, int(rows["T"]), n, retracts)
     return run

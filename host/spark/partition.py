@@ -11,11 +11,15 @@ of them; the output of windows it does not own is dropped. Otherwise it runs in 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from udm.host.query.spec import FilterStep, Hopping, MapStep, QuerySpec, Tumbling, WindowStep
 
-__all__ = ["BY_ID", "graph_routing", "partition_keys", "python_tasks", "time_split"]
+if TYPE_CHECKING:  # pragma: no cover
+    from udm.host.query.graph import GraphNode
+
+__all__ = ["BY_ID", "graph_routing", "partition_keys", "python_tasks", "routing_of", "time_split"]
 
 _INF = 2**63 - 1
 
@@ -94,7 +98,17 @@ BY_ID = "by_id"
 
 
 def graph_routing(spec: QuerySpec) -> dict[str, list[str]] | str | None:
-    """How to route the elements of a non-linear query graph (SEMANTICS §10) into key buckets.
+    """How to route the elements of a non-linear query graph (SEMANTICS §10) into key buckets, when one
+    partitioning is valid for the whole graph (`routing_of` its steps)."""
+    from udm.host.query.graph import resolve
+
+    graph = resolve(spec)
+    return routing_of(graph.nodes, graph.inputs)
+
+
+def routing_of(nodes: Sequence[GraphNode], inputs: Sequence[str]) -> dict[str, list[str]] | str | None:
+    """How to route the streams ``inputs`` read by ``nodes`` (a sub-graph in topological order: the whole
+    query, or one stage of `udm.host.spark.stages`) into key buckets.
 
     Returns ``{input: [field, ...]}`` (every input hashed by its own fields, slot by slot, into the same
     buckets), `BY_ID` (no step needs rows of different ids together: union/project/alter_lifetime/filter/
@@ -109,12 +123,10 @@ def graph_routing(spec: QuerySpec) -> dict[str, list[str]] | str | None:
     of its ``on`` fields: rows that must meet then have equal values in every slot, and every derived row
     carries its input row's value. lmerge, keyless windows and anything else give None.
     """
-    from udm.host.query.graph import resolve
     from udm.host.query.spec import AlterLifetimeStep, FilterStep, JoinStep, ProjectStep, UnionStep
 
-    graph = resolve(spec)
     universe: set[str] = set()
-    for node in graph.nodes:
+    for node in nodes:
         s = node.step
         if isinstance(s, WindowStep):
             universe.update(s.group_by)
@@ -139,7 +151,7 @@ def graph_routing(spec: QuerySpec) -> dict[str, list[str]] | str | None:
 
     stateful: list[str] = []  # sources of steps that need their rows together
     needs: list[tuple[str, list[str]]] = []  # (stream, fields): each slot must hold one of them
-    for node in graph.nodes:
+    for node in nodes:
         s, name, src = node.step, node.name, node.sources
         if isinstance(s, (FilterStep, AlterLifetimeStep, UnionStep)):
             for f in universe:
@@ -178,7 +190,7 @@ def graph_routing(spec: QuerySpec) -> dict[str, list[str]] | str | None:
     if not stateful:
         return BY_ID
     # every ancestor (inclusive) of a stateful step's source must carry the slot
-    sources = {n.name: n.sources for n in graph.nodes}
+    sources = {n.name: n.sources for n in nodes}
     relevant: set[str] = set()
     todo = list(stateful)
     while todo:
@@ -197,7 +209,7 @@ def graph_routing(spec: QuerySpec) -> dict[str, list[str]] | str | None:
             continue
         if all(members[x][0] in fields for x, fields in needs):
             slots.append(members)
-    if not slots:
-        return None
-    slots.sort(key=lambda m: [m[x][0] for x in graph.inputs])
-    return {x: [m[x][0] for m in slots] for x in graph.inputs}
+    if not slots or any(x not in m for m in slots for x in inputs):
+        return None  # (an input that feeds no stateful step has no slot field: it is not routed by key)
+    slots.sort(key=lambda m: [m[x][0] for x in inputs])
+    return {x: [m[x][0] for m in slots] for x in inputs}

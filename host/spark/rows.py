@@ -20,9 +20,9 @@ from typing import Any
 import pyarrow as pa
 
 from udm.host.engine.common import DeadLetter
-from udm.host.temporal.elements import Element, Insert, Retract
+from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
-__all__ = ["dead_rows", "output_rows", "with_struct_payloads"]
+__all__ = ["dead_rows", "exchange_rows", "output_rows", "with_struct_payloads"]
 
 
 def with_struct_payloads(table: pa.Table) -> pa.Table:
@@ -45,6 +45,16 @@ def output_rows(bucket: int, out: Iterable[Element],
                        "payload": json.dumps(el.payload, separators=(",", ":"))}
         elif isinstance(el, Retract) and (keep is None or keep(el)):
             yield {"kind": "retract", "id": f"{bucket}.{el.id}", "le": el.le, "re": el.re, "re_new": el.re_new}
+
+
+def exchange_rows(bucket: int, out: Iterable[Element]) -> Iterator[dict[str, Any]]:
+    """`output_rows` and the bucket's CTIs (``kind`` ``cti``, ``t``): what a stage of a staged graph plan
+    hands the next stage (`udm.host.spark.stages.merge_exchange` takes the minimum over the buckets)."""
+    for el in out:
+        if isinstance(el, Cti):
+            yield {"kind": "cti", "t": el.t}
+        else:
+            yield from output_rows(bucket, (el,))
 
 
 def dead_rows(dead: Iterable[DeadLetter],

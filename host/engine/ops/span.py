@@ -113,8 +113,8 @@ class InputGate(_SpanStep):
     """Validates one query input (SEMANTICS §1, with that input's policy) when it is multicast or read by a
     multi-input operator, and passes its valid elements on under ids of its own."""
 
-    def __init__(self, name: str, ctx: Context) -> None:
-        super().__init__(name, ctx, None, True)
+    def __init__(self, name: str, ctx: Context, reads_input: bool = True) -> None:
+        super().__init__(name, ctx, None, reads_input)
 
     def apply(self, el: Insert, le: int, oid: str) -> Insert | None:
         return Insert(oid, le, el.re, el.payload)

@@ -1,0 +1,164 @@
+"""A query graph cut into stages, one partitioning each, for the Spark paths (SEMANTICS §10 on Spark).
+
+When one partitioning is valid for the whole graph (`udm.host.spark.partition.graph_routing`: a join's two
+``on`` sides and every window's group keys share a routing slot), the graph runs whole inside each key
+bucket: one stage. When the key changes along the way (bids joined to persons by bidder, then counted per
+auction), no single partitioning works; instead of running everything in one bucket, the graph is cut
+into *stages*. Each stage is a sub-graph with one partitioning of its own, fed by query inputs and by the
+outputs of earlier stages, which Spark shuffles to it by *its* key (an exchange).
+
+How stages are formed (`plan_stages`), walking the steps from the output backwards: a step joins the
+stage of its consumers when all its consumers are in one stage and that stage, with it, still has a
+routing (`routing_of`); a stateless step (filter, map, project, alter_lifetime, union all) also joins a
+consumer stage that must run in one bucket anyway. Otherwise the step is the *sink* of a new stage. So
+every stage has exactly one output stream read outside it (its sink), the stages form a DAG in the order
+they are listed, and a graph with one valid partitioning is one stage, planned exactly as before.
+
+Each stage is a query of its own (`Stage.spec`): its inputs are the query inputs it reads (with their
+``on_violation``) and the sinks of earlier stages it reads; its steps keep their ids. An exchange stream
+is the union of what every bucket of the producing stage emitted, so its CTI is the minimum over those
+buckets (`merge_exchange`), as SEMANTICS §10 says of a multi-input operator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from udm.host.query.graph import GraphNode, resolve
+from udm.host.query.spec import QuerySpec, parse_query
+from udm.host.spark.partition import routing_of
+
+__all__ = ["STATELESS_OPS", "Stage", "merge_exchange", "plan_stages"]
+
+#: ops whose output element depends on one input element only (a union without ``distinct`` too)
+STATELESS_OPS = frozenset({"filter", "map", "project", "alter_lifetime"})
+
+
+def _stateless(node: GraphNode) -> bool:
+    return node.op in STATELESS_OPS or (node.op == "union" and not getattr(node.step, "distinct", False))
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage: its steps (topological order), the streams it reads, its sink and its routing."""
+
+    index: int
+    nodes: tuple[GraphNode, ...]
+    #: streams the stage reads: query inputs and the sinks of earlier stages, in first-read order
+    inputs: tuple[str, ...]
+    #: the one step of the stage read outside it (the query output for the last stage)
+    sink: str
+    #: `udm.host.spark.partition.routing_of` the stage: ``{stream: fields}``, ``BY_ID`` or None (one bucket)
+    routing: dict[str, list[str]] | str | None
+    #: the stage as a query of its own (inputs: ``inputs``; output: ``sink``)
+    spec: QuerySpec
+    #: per stream read, the query inputs it derives from (dead letters of a later stage name them)
+    origins: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    def exchanges(self, query_inputs: Sequence[str]) -> tuple[str, ...]:
+        """The streams this stage reads from earlier stages (not query inputs)."""
+        return tuple(s for s in self.inputs if s not in query_inputs)
+
+
+def plan_stages(spec: QuerySpec, *, split: bool = True) -> list[Stage]:
+    """The stages of ``spec``'s graph, producers before consumers; one stage when `graph_routing` finds a
+    partitioning for the whole graph, or when ``split`` is false (a plan that runs in one bucket)."""
+    graph = resolve(spec)
+    whole = routing_of(graph.nodes, graph.inputs)
+    groups: list[list[GraphNode]] = []
+    stage_of: dict[str, int] = {}
+    if whole is not None or not split:
+        groups = [list(graph.nodes)]
+    else:
+        for node in reversed(graph.nodes):
+            consumers = {stage_of[c.name] for c, _ in graph.consumers(node.name)}
+            if node.name != graph.output and len(consumers) == 1:
+                s = consumers.pop()
+                candidate = [node, *groups[s]]
+                current = routing_of(groups[s], _reads(groups[s]))
+                if (routing_of(candidate, _reads(candidate)) is not None
+                        or (current is None and _stateless(node))):
+                    groups[s] = candidate
+                    stage_of[node.name] = s
+                    continue
+            stage_of[node.name] = len(groups)
+            groups.append([node])
+        groups.reverse()  # built from the output back: producers last
+    origins: dict[str, frozenset[str]] = {name: frozenset({name}) for name in graph.inputs}
+    for node in graph.nodes:
+        origins[node.name] = frozenset().union(*(origins[s] for s in node.sources))
+    stages: list[Stage] = []
+    for index, nodes in enumerate(groups):
+        reads = _reads(nodes)
+        sink = nodes[-1].name
+        stages.append(Stage(index, tuple(nodes), reads, sink, routing_of(nodes, reads),
+                            _stage_spec(spec, nodes, reads, sink), {s: origins[s] for s in reads}))
+    return stages
+
+
+def _reads(nodes: Sequence[GraphNode]) -> tuple[str, ...]:
+    """The streams ``nodes`` read from outside themselves, in first-read order."""
+    inside = {n.name for n in nodes}
+    seen: dict[str, None] = {}
+    for n in nodes:
+        for src in n.sources:
+            if src not in inside:
+                seen.setdefault(src)
+    return tuple(seen)
+
+
+def _stage_spec(spec: QuerySpec, nodes: Sequence[GraphNode], reads: Sequence[str], sink: str) -> QuerySpec:
+    data = spec.to_json_dict()
+    declared = data.get("inputs") or {}
+    steps = []
+    for node in nodes:
+        step = dict(data["steps"][node.index])
+        step["id"] = node.name
+        step["from"] = list(node.sources)
+        steps.append(step)
+    inputs = {name: declared.get(name, {}) for name in reads}
+    query: dict[str, Any] = {"inputs": inputs, "steps": steps, "output": sink}
+    if "on_violation" in data:
+        query["on_violation"] = data["on_violation"]
+    return parse_query(query)
+
+
+def merge_exchange(rows: Sequence[tuple[int, int, Any]]) -> list[tuple[Any, int | None]]:
+    """One exchange stream from what the producing stage's buckets emitted: ``rows`` are ``(bucket, seq,
+    element)`` (each bucket's elements in its output order, CTIs included; ids unique across buckets).
+
+    Returns ``(element, t)`` pairs in a valid order: ``t`` is None for an insert or retraction and the new
+    CTI for a CTI (the minimum over the buckets' latest CTIs: no bucket's later element can be below it).
+    Elements are interleaved by the CTI each bucket had reached before them, so the merged CTI advances
+    as the buckets do and a consumer's state stays bounded. A CTI that does not raise the minimum is left
+    out."""
+    from udm.host.temporal.elements import Cti
+
+    neg = -(2**63)
+    ordered = sorted(rows, key=lambda r: (r[0], r[1]))
+    epoch: dict[int, int] = {}
+    keyed = []
+    for bucket, seq, el in ordered:
+        e = epoch.get(bucket, neg)
+        if isinstance(el, Cti):
+            e = max(e, el.t)
+            epoch[bucket] = e
+        keyed.append((e, bucket, seq, el))
+    keyed.sort(key=lambda r: (r[0], r[1], r[2]))
+    latest = {bucket: neg for bucket in epoch}
+    for bucket, _, _ in ordered:
+        latest.setdefault(bucket, neg)
+    low = neg
+    out: list[tuple[Any, int | None]] = []
+    for _, bucket, _, el in keyed:
+        if isinstance(el, Cti):
+            latest[bucket] = max(latest[bucket], el.t)
+            m = min(latest.values())
+            if m > low:
+                low = m
+                out.append((Cti(m), m))
+        else:
+            out.append((el, None))
+    return out
