@@ -8,6 +8,7 @@ Spark's own built-in ``median``."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -45,8 +46,11 @@ def connect_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
              ["A", 15, 3.0], ["A", 19, 11.0], ["B", 13, 1.5]]
     job = {"query": QUERY, "stream": [element_to_json(e) for e in clean], "micro_batches": micro, "ticks": ticks}
     (work / "job.json").write_text(json.dumps(job), encoding="utf-8")
+    # SPARK_TESTING: PySpark's local Connect server then binds an ephemeral port (and its client finds it)
+    # instead of 15002, which another Spark Connect server on the machine may hold
+    env = {**os.environ, "SPARK_TESTING": "1"}
     proc = subprocess.run([sys.executable, str(Path(__file__).with_name("connect_job.py")), str(work)],
-                          capture_output=True, text=True, timeout=600, check=False)
+                          capture_output=True, text=True, timeout=600, check=False, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {"job": job, "clean": clean, **json.loads((work / "result.json").read_text(encoding="utf-8"))}
 

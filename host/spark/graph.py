@@ -298,9 +298,10 @@ def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation:
 
 def run_graph_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
                     elements: DataFrame | Mapping[str, DataFrame], *, on_violation: str | None = None,
-                    buckets: int | None = None) -> SparkRun:
+                    buckets: int | None = None, staged: bool = True) -> SparkRun:
     """Run a query graph over ``{input name: element DataFrame}`` (or one DataFrame with an ``input``
-    column); output CHT equals the local engine's. ``SparkRun.dead_letters`` has an ``input`` column;
+    column); output CHT equals the local engine's. ``staged=False`` keeps a graph with no single
+    partitioning in one bucket instead of cutting it into stages. ``SparkRun.dead_letters`` has an ``input`` column;
     ``SparkRun.split`` is ``"keys"`` (one partitioning for the whole graph), ``"staged"`` (stages with
     partitionings of their own, `udm.host.spark.stages`), ``"ids"`` or ``"single"``; ``SparkRun.keys``
     are the routing fields of the first input in the first stage."""
@@ -323,7 +324,7 @@ def run_graph_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     t_end = stats["t_end"]
     violation = on_violation or spec.on_violation
     retracts = bool(stats["retracts"])
-    stages = plan_stages(spec, split=n > 1)
+    stages = plan_stages(spec, split=staged and n > 1)
     run = _run(df, stages, inputs, violation, t_end, n, retracts)
     if run.split in ("keys", "staged") and any(_ids_cross_buckets(r) for r in run.parts):
         run.unpersist()  # an (input, id) reused under another key: one bucket sees them all
