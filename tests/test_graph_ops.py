@@ -176,6 +176,30 @@ def test_hopping_truncation_over_two_inputs_random() -> None:
     run_cases(bq, n=CASES // 2, base=9000, duration="mixed")
 
 
+@pytest.mark.parametrize("window", [{"type": "tumbling", "size": 3}, {"type": "hopping", "size": 6, "hop": 2}],
+                         ids=["tumbling", "hopping"])
+@pytest.mark.parametrize("udm", ["count", "median"])
+def test_shift_then_window_truncates_at_the_inputs_T_random(window: dict[str, Any], udm: str) -> None:
+    # a shift carries the window's watermark past T (over the inputs): windows there holding only
+    # never-ending events must still be cut (semantics-notes 2, 11); count takes panes, median not
+    bq = q([{"op": "union", "from": ["a", "b"]},
+            {"op": "alter_lifetime", "le": {"shift": 5}, "duration": "keep"},
+            {"op": "window", "window": window, "group_by": ["k"], "udm": udm, "input": "v"}])
+    run_cases(bq, n=CASES // 2, base=9500, duration="mixed")
+
+
+def test_hand_shift_then_window_cut_at_T() -> None:
+    bq = q([{"op": "alter_lifetime", "le": {"shift": 5}, "duration": "keep"},
+            {"op": "window", "window": {"type": "tumbling", "size": 3}, "group_by": ["g"], "udm": "count",
+             "as": "n"}], {"a": {}})
+    # T = 10 (z's end): x's image [6, INF) is cut after [9, 12); z's image [14, 15) is finite, so [12, 15)
+    # of group 2 stays although 12 > T
+    want = rows((6, 9, {"g": 1, "n": 1}), (9, 12, {"g": 1, "n": 1}), (9, 12, {"g": 2, "n": 1}),
+                (12, 15, {"g": 2, "n": 1}))
+    check_hand(bq, {"a": [Insert("x", 1, INF, {"g": 1}), Insert("y", 4, 6, {"g": 2}), Cti(9),
+                          Insert("z", 9, 10, {"g": 2})]}, want)
+
+
 # ---------------------------------------------------------------------------------------------------
 # hand-written cases (expected outputs worked out from SEMANTICS §10)
 

@@ -85,7 +85,10 @@ class GridStep(WindowStep):
             self.effective_cti = m - self.max_memory_time
         if m < self._next_front:
             return
-        target = m if m < INF else self.ctx.reached
+        # never past T (semantics-notes 2): behind a shift (alter_lifetime) the watermark runs ahead of the
+        # query inputs, and windows past T holding only never-ending events must not come out (`_bound`
+        # holds the output CTI below the windows the frontier has not reached yet)
+        target = min(m, self.ctx.reached)
         if target > NEG:
             reach = self._frontier(target)
             if reach > self.frontier:
@@ -131,16 +134,24 @@ class GridStep(WindowStep):
         K = self.frontier
         for g in list(self.spill_groups.values()):
             wins = g.windows
+            endless = []
+            beyond = []  # windows past the frontier that an event with an end makes
             for ev in list(g.spill.values()):
                 if ev.re >= INF:
                     cut = True
+                    endless.append(ev)
                     continue
                 for k in range(max(K + 1, self.k_lo(ev.le)), self.k_hi(ev.re) + 1):
                     w = wins.get(k)
                     if w is None:
                         w = self._win(g, k)
+                        beyond.append(w)
                     self._add(w, ev)
                 del g.spill[ev.id]
+            for w in beyond:  # (past T only behind a shift) such a window holds every event overlapping it
+                for ev in endless:
+                    if ev.le < w.re:
+                        self._add(w, ev)
             if not g.spill:
                 del self.spill_groups[g.key]
         if cut:
@@ -247,6 +258,8 @@ class GridStep(WindowStep):
     def _bound(self, c: int) -> int:
         k0 = self.k_lo(c)  # first window with W.RE > c
         b = self.off + k0 * self.hop
+        if self.spill_groups:  # windows past the frontier may still be made (it stops at T: `_advance`)
+            b = min(b, self.off + (self.frontier + 1) * self.hop)
         for w in self.held:
             if w.alive and w.le < b:
                 b = w.le
