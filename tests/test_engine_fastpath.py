@@ -190,3 +190,24 @@ def test_rows_after_an_end_of_input_cti_in_the_same_batch_are_refused(small_runs
     out = r.process_batch(struct_batch(stream))
     assert cht(out) == cht(run(q, stream[:6])[0])
     assert [d.line for d in r.dead_letters] == [7, 8, 9, 10, 11]
+
+
+@pytest.mark.parametrize("udm_name", ["median", "sum"])
+def test_a_batch_all_in_gaps_between_hopping_windows(udm_name: str) -> None:
+    """hop > size leaves gaps: a vectorized batch whose events all fall in them makes no (group, window)
+    pair (it used to raise IndexError); a later event in a window still finds them gone from every window."""
+    from udm.host.query.plan import bind
+    from udm.host.query.spec import parse_query
+    from udm.host.testing import assert_equivalent, oracle
+
+    spec = parse_query({"steps": [{"op": "window", "window": {"type": "hopping", "size": 2, "hop": 10},
+                                   "group_by": ["g"], "udm": udm_name, "input": "v"}]})
+    gaps = [Insert(f"e{i}", 10 * i + 4, 10 * i + 6, {"g": "xy"[i % 2], "v": i}) for i in range(60)]
+    stream: list[Element] = [*gaps, Insert("in", 600, 601, {"g": "x", "v": 7}), Cti(10**6)]
+    from udm.host.engine import QueryRunner
+
+    r = QueryRunner(bind(spec))
+    out = r.process_batch(struct_batch(gaps)) + r.process_batch(struct_batch(stream[60:], range(61, 63)))
+    out += r.finish()
+    assert_equivalent(out, oracle(spec, {"main": stream}))
+    assert [el.payload for el in out if isinstance(el, Insert)] == [{"g": "x", udm_name: 7}]

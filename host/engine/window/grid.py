@@ -429,7 +429,7 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
     skey = key[order]
     srows = prow[order]
     cuts = (np.flatnonzero(skey[1:] != skey[:-1]) + 1).tolist()
-    bounds = [0, *cuts, len(skey)]
+    bounds = [0, *cuts, len(skey)] if len(skey) else [0]  # (no pair: every event in a gap between windows)
     if not st.incremental:
         _members_insert(st, cols, rows, idx, bi.ids, le, re, vals, gcodes, gkeys, gfields, skey, srows, bounds, kr,
                         kmin)
