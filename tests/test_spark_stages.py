@@ -102,34 +102,42 @@ def _bucket_stream(rng: random.Random, bucket: int) -> list[Any]:
     return out
 
 
+def _merge(rows: list[tuple[int, int, Any]]) -> list[Any]:
+    """`merge_exchange` over ``(bucket, seq, element)`` rows, as elements again."""
+    import pyarrow as pa
+
+    from udm.host.io.batch import ElementBatch
+
+    table = ElementBatch.from_elements([el for _, _, el in rows]).table
+    table = table.set_column(table.column_names.index("line"), "line", pa.array([s for _, s, _ in rows], pa.int64()))
+    merged = merge_exchange(table.append_column("_src", pa.array([b for b, _, _ in rows], pa.int64())))
+    assert merged.column("line").null_count == merged.num_rows  # intermediate elements have no line
+    return [el for _, el in ElementBatch.from_table(merged).to_elements()]
+
+
 @pytest.mark.parametrize("seed", range(300))
 def test_merge_exchange_is_a_valid_union_whose_cti_is_the_minimum(seed: int) -> None:
     rng = random.Random(seed)
     streams = {b: _bucket_stream(rng, b) for b in range(rng.randint(1, 4))}
     rows = [(b, seq, el) for b, els in streams.items() for seq, el in enumerate(els)]
     rng.shuffle(rows)  # Spark hands rows in no particular order
-    merged = merge_exchange(rows)
-    data = [el for el, t in merged if t is None]
+    merged = _merge(rows)
+    data = [el for el in merged if not isinstance(el, Cti)]
     assert sorted(map(repr, data)) == sorted(repr(el) for els in streams.values() for el in els
                                              if not isinstance(el, Cti))
     # each bucket's elements keep their order (a retraction follows its insert)
     for b, els in streams.items():
         assert [el for el in data if el.id.startswith(f"{b}.")] == [el for el in els if not isinstance(el, Cti)]
-    ctis = [t for _, t in merged if t is not None]
+    ctis = [el.t for el in merged if isinstance(el, Cti)]
     assert ctis == sorted(set(ctis)) and ctis[-1] == 2**63 - 1
     low = -(2**63)
-    latest = {b: -(2**63) for b in streams}
-    for el, t in merged:  # the merged CTI never exceeds a bucket's CTI, nor any later element's sync time
-        if t is not None:
-            low = t
+    for el in merged:  # the merged CTI never exceeds a bucket's CTI, nor any later element's sync time
+        if isinstance(el, Cti):
+            low = el.t
             continue
         sync = el.le if isinstance(el, Insert) else min(el.re, el.re_new)
         assert sync >= low
-    for b, els in streams.items():
-        for el in els:
-            if isinstance(el, Cti):
-                latest[b] = el.t
-    assert low == min(latest.values())
+    assert low == min(max((x.t for x in els if isinstance(x, Cti)), default=-(2**63)) for els in streams.values())
 
 
 def _inputs(seed: int) -> dict[str, list[Any]]:

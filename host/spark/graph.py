@@ -27,7 +27,6 @@ one per bucket, each running the stage's steps:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -154,9 +153,8 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
             runner.ctx.reached = max(reached, t_end)
         for name in exchanges:
             part = table.filter(pc.equal(table.column("input"), name))
-            merged = merge_exchange(list(zip(part.column("_src").to_pylist(), part.column("line").to_pylist(),
-                                             _elements(part), strict=True)))
-            out += runner.process_many([el for el, _ in merged], input=name)
+            merged = merge_exchange(part.select([*ELEMENT_COLUMNS, "_src"]))
+            out += runner.process_batch(ElementBatch.from_table(with_struct_payloads(merged)), name)
         for name, tail in tails:
             if tail.num_rows:
                 out += runner.process_batch(ElementBatch.from_table(tail), name)
@@ -185,22 +183,6 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
         return pa.table(cols, schema=_RESULT_ARROW)
 
     return run
-
-
-def _elements(part: pa.Table) -> list[Any]:
-    """The elements of an exchange stream's rows (as `exchange_rows` wrote them)."""
-    from udm.host.temporal.elements import Cti, Insert, Retract
-
-    els: list[Any] = []
-    for r in part.select(["kind", "id", "le", "re", "re_new", "t", "payload"]).to_pylist():
-        kind = r["kind"]
-        if kind == "insert":
-            els.append(Insert(r["id"], r["le"], r["re"], json.loads(r["payload"])))
-        elif kind == "retract":
-            els.append(Retract(r["id"], r["le"], r["re"], r["re_new"]))
-        else:
-            els.append(Cti(r["t"]))
-    return els
 
 
 def _route(df: DataFrame, routing: dict[str, list[str]] | str | None, n: int, has_retracts: bool) -> DataFrame:

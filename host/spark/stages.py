@@ -22,9 +22,12 @@ buckets (`merge_exchange`), as SEMANTICS §10 says of a multi-input operator.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import pyarrow as pa
 
 from udm.host.query.graph import GraphNode, resolve
 from udm.host.query.spec import QuerySpec, parse_query
@@ -125,40 +128,55 @@ def _stage_spec(spec: QuerySpec, nodes: Sequence[GraphNode], reads: Sequence[str
     return parse_query(query)
 
 
-def merge_exchange(rows: Sequence[tuple[int, int, Any]]) -> list[tuple[Any, int | None]]:
-    """One exchange stream from what the producing stage's buckets emitted: ``rows`` are ``(bucket, seq,
-    element)`` (each bucket's elements in its output order, CTIs included; ids unique across buckets).
+def merge_exchange(table: pa.Table) -> pa.Table:
+    """One exchange stream from what the producing stage's buckets emitted: ``table`` holds element rows
+    (``kind, id, le, re, re_new, t, payload``), ``_src`` (the producing bucket) and ``line`` (the row's
+    position in that bucket's output, CTIs included; ids are unique across buckets).
 
-    Returns ``(element, t)`` pairs in a valid order: ``t`` is None for an insert or retraction and the new
-    CTI for a CTI (the minimum over the buckets' latest CTIs: no bucket's later element can be below it).
-    Elements are interleaved by the CTI each bucket had reached before them, so the merged CTI advances
-    as the buckets do and a consumer's state stays bounded. A CTI that does not raise the minimum is left
-    out."""
-    from udm.host.temporal.elements import Cti
+    Returns the element rows in a valid order, with no line (an intermediate element has none): each CTI
+    row carries the new merged CTI (the minimum over the buckets' latest CTIs: no bucket's later element
+    can be below it) or is left out when it does not raise the minimum. Rows are interleaved by the CTI
+    their bucket had reached before them, so the merged CTI advances as the buckets do and a consumer's
+    state stays bounded."""
+    import heapq
+
+    import numpy as np
+    import pyarrow.compute as pc
 
     neg = -(2**63)
-    ordered = sorted(rows, key=lambda r: (r[0], r[1]))
-    epoch: dict[int, int] = {}
-    keyed = []
-    for bucket, seq, el in ordered:
-        e = epoch.get(bucket, neg)
-        if isinstance(el, Cti):
-            e = max(e, el.t)
-            epoch[bucket] = e
-        keyed.append((e, bucket, seq, el))
-    keyed.sort(key=lambda r: (r[0], r[1], r[2]))
-    latest = {bucket: neg for bucket in epoch}
-    for bucket, _, _ in ordered:
-        latest.setdefault(bucket, neg)
+    n = table.num_rows
+    if n == 0:
+        return table.drop_columns(["_src"])
+    src = table.column("_src").to_numpy(zero_copy_only=False).astype(np.int64)
+    seq = table.column("line").to_numpy(zero_copy_only=False).astype(np.int64)
+    is_cti = pc.fill_null(pc.equal(table.column("kind"), "cti"), False).to_numpy(zero_copy_only=False)
+    t = pc.fill_null(table.column("t"), neg).to_numpy(zero_copy_only=False).astype(np.int64)
+    by_bucket = np.lexsort((seq, src))
+    src_o = src[by_bucket]
+    cti_t = np.where(is_cti, t, neg)[by_bucket]
+    epoch = np.empty(n, dtype=np.int64)
+    starts = [0, *(np.flatnonzero(src_o[1:] != src_o[:-1]) + 1).tolist(), n]
+    for a, b in itertools.pairwise(starts):
+        epoch[a:b] = np.maximum.accumulate(cti_t[a:b])  # the bucket's CTI so far, its own included
+    order = by_bucket[np.lexsort((seq[by_bucket], src_o, epoch))]
+    latest = {int(b): neg for b in np.unique(src)}
+    heap = [(neg, b) for b in latest]
     low = neg
-    out: list[tuple[Any, int | None]] = []
-    for _, bucket, _, el in keyed:
-        if isinstance(el, Cti):
-            latest[bucket] = max(latest[bucket], el.t)
-            m = min(latest.values())
-            if m > low:
-                low = m
-                out.append((Cti(m), m))
-        else:
-            out.append((el, None))
-    return out
+    keep = ~is_cti[order]
+    new_t = t[order].copy()
+    for pos in np.flatnonzero(is_cti[order]).tolist():
+        b = int(src[order[pos]])
+        if new_t[pos] > latest[b]:
+            latest[b] = int(new_t[pos])
+            heapq.heappush(heap, (latest[b], b))
+        while heap[0][0] != latest[heap[0][1]]:  # stale entries of buckets that moved on
+            heapq.heappop(heap)
+        if heap[0][0] > low:
+            low = heap[0][0]
+            new_t[pos] = low
+            keep[pos] = True
+    out = table.take(pa.array(order)).drop_columns(["_src"])
+    out = out.set_column(out.column_names.index("t"), "t", pa.array(np.where(is_cti[order], new_t, 0), pa.int64(),
+                                                                      mask=~is_cti[order]))
+    out = out.set_column(out.column_names.index("line"), "line", pa.nulls(n, pa.int64()))
+    return out.filter(pa.array(keep))
