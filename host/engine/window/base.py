@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from udm.host.errors import ContractViolation
+from udm.host.input_types import step_checks
 from udm.host.query.plan import BoundStep
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
@@ -69,6 +70,8 @@ class WindowStep(Operator):
         self.reruns: list[tuple[np.ndarray, np.ndarray]] = []
         self.attach(ctx, bs)
         self.fields = tuple(dict.fromkeys(self.group_by + self.mapper.fields))
+        self.typed = step_checks(bs)
+        self.typed_label = bs.label
 
     def _transient(self) -> tuple[str, ...]:
         return ("ctx", "bs", "udm", "mapper")
@@ -151,6 +154,11 @@ class WindowStep(Operator):
                 if f not in payload:
                     ok = False
                     break
+            else:
+                for tf, tp in self.typed:
+                    if not tp.accepts(payload if tf is None else payload[tf]):
+                        ok = False
+                        break
         if not ok:
             le2 = self.check_insert(el if el is not None else Insert(id, le, re, payload))
             if le2 is None:
