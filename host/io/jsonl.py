@@ -20,6 +20,7 @@ kind codes and time columns ready-made in numpy form (`ElementBatch.column`).
 from __future__ import annotations
 
 import json
+import os
 import queue
 import re
 import sys
@@ -620,7 +621,7 @@ def read_jsonl_elements(path: str | Path | IO[bytes], **kw: Any) -> list[tuple[i
 
 
 # ---------------------------------------------------------------------------------------------- writing
-def _open_text(path: str | Path | IO[str]) -> tuple[IO[str], bool]:
+def _open_text(path: str | Path | IO[str], append: bool = False) -> tuple[IO[str], bool]:
     if isinstance(path, (str, Path)):
         if str(path) == "-":
             return sys.stdout, False
@@ -628,15 +629,15 @@ def _open_text(path: str | Path | IO[str]) -> tuple[IO[str], bool]:
         try:
             if not p.parent.exists():
                 p.parent.mkdir(parents=True, exist_ok=True)
-            return open(p, "w", encoding="utf-8", buffering=1 << 20), True
+            return open(p, "a" if append else "w", encoding="utf-8", buffering=1 << 20), True
         except OSError as exc:
             raise UdmError(f"cannot write {p}: {exc.strerror or exc}") from None
     return path, False
 
 
 class _Writer:
-    def __init__(self, path: str | Path | IO[str]) -> None:
-        self._f, self._owned = _open_text(path)
+    def __init__(self, path: str | Path | IO[str], *, append: bool = False) -> None:
+        self._f, self._owned = _open_text(path, append)
         self.count = 0
 
     def _write_lines(self, lines: list[str]) -> None:
@@ -647,6 +648,13 @@ class _Writer:
 
     def flush(self) -> None:
         self._f.flush()
+
+    def sync(self) -> int:
+        """Flush to disk (fsync) and return the file's size: what a checkpoint may record as written."""
+        self._f.flush()
+        fd = self._f.fileno()
+        os.fsync(fd)
+        return os.fstat(fd).st_size
 
     def close(self) -> None:
         if self._owned:
