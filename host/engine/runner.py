@@ -32,6 +32,7 @@ from .ops.alter_lifetime import AlterLifetimeStep
 from .ops.join import JoinStep
 from .ops.span import FilterStep, InputGate, MapStep, ProjectStep
 from .ops.union import UnionStep
+from .repair import ChainRepair
 from .window import make_window_step
 
 __all__ = ["QueryRunner"]
@@ -91,6 +92,12 @@ class QueryRunner:
         self._wire(graph)
         self.ended: set[str] = set()
         self.finished = False
+        #: per input with ``repair``: its retraction-chain repair stage (semantics-notes 20)
+        self.repair: dict[str, ChainRepair] = {}
+        for name in graph.inputs:
+            rep = bound.spec.input_repair(name)
+            if rep is not None:
+                self.repair[name] = ChainRepair(rep.horizon)
 
     def _policy(self, input_name: str) -> str:
         if self._policy_override is not None:
@@ -261,6 +268,26 @@ class QueryRunner:
         if first is None:
             self.after_end(el)
             return []
+        rep = self.repair.get(input_name) if self.repair else None
+        if rep is None:
+            return self._dispatch(first, el, line, input_name)
+        out: list[Element] = []
+        for ln, e in rep.push(el, line):
+            self.ctx.line = ln
+            if input_name in self.ended:
+                self.after_end(e)
+                continue
+            r = self._dispatch(first, e, ln, input_name)
+            if r:
+                out.extend(r)
+        for dl, category in rep.take_dead():
+            if self.ctx.on_violation == "error":
+                raise ViolationError(f"invalid element (line {dl.line}): {dl.reason}: {dl.element}")
+            self.ctx.dead(dl, category)
+        return out
+
+    def _dispatch(self, first: Operator, el: Element | BadElement, line: int | None, input_name: str
+                  ) -> list[Element]:
         t = type(el)
         if t is Insert:
             out = first.ins(el.id, el.le, el.re, el.payload, el)
@@ -346,7 +373,7 @@ class QueryRunner:
         """Feed a columnar batch (`udm.host.io.batch.ElementBatch`) of one input. On a linear query,
         in-order insert-only stretches take the vectorized fast path; anything else goes element by
         element."""
-        if self.linear:
+        if self.linear and not self.repair:
             return self._count(run_batch(self, batch))
         out: list[Element] = []
         for line, el in batch.to_elements():
@@ -392,7 +419,8 @@ class QueryRunner:
     def snapshot(self) -> bytes:
         """The whole engine state (picklable; UDM instances are re-bound on restore)."""
         state = {"v": _SNAPSHOT_VERSION, "ctx": self.ctx, "ops": {op.name: op for op in self.ops},
-                 "order": [op.name for op in self.ops], "ended": sorted(self.ended), "finished": self.finished}
+                 "order": [op.name for op in self.ops], "ended": sorted(self.ended), "finished": self.finished,
+                 "repair": self.repair}
         return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
@@ -411,6 +439,7 @@ class QueryRunner:
         fresh.ops = [state["ops"][name] for name in state["order"]]
         fresh.ended = set(state["ended"])
         fresh.finished = state["finished"]
+        fresh.repair = state.get("repair", fresh.repair)
         for op in fresh.ops:
             op.attach(fresh.ctx, bound.step(op.name) if not isinstance(op, InputGate) else None)
         fresh._wire(bound.graph)
