@@ -25,7 +25,7 @@ from udm.host.query.plan import BoundQuery
 from udm.host.temporal.elements import Cti, Element, Insert, Retract, element_to_json
 
 from .batch import run_batch
-from .common import INF, DeadLetter, RunStats
+from .common import INF, NEG, DeadLetter, RunStats
 from .context import Context
 from .operator import Operator
 from .ops.alter_lifetime import AlterLifetimeStep
@@ -444,6 +444,10 @@ class QueryRunner:
             op.attach(fresh.ctx, bound.step(op.name) if not isinstance(op, InputGate) else None)
         fresh._wire(bound.graph)
         return fresh
+
+    def inputs_without_cti(self) -> list[str]:
+        """Inputs that have sent no CTI so far (SEMANTICS §7: without CTIs state is not cleaned up)."""
+        return [name for name in self.inputs if self.ops[self.entry[name]].input_cti == NEG]
 
     def state_size(self) -> dict[str, int]:
         """Events, windows and groups held, summed over operators (for tests of bounded state)."""
