@@ -364,6 +364,8 @@ def load_query(path: str | Path) -> QuerySpec:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise QuerySpecError(f"cannot read query spec {p}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise QuerySpecError(f"query spec {p} is not UTF-8 text (byte {exc.start})") from None
     try:
         if p.suffix.lower() == ".json":
             data = json.loads(text)
