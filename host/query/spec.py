@@ -281,6 +281,11 @@ class QuerySpec(_Strict):
         spec = self.inputs.get(name) if self.inputs else None
         return spec.on_violation if spec is not None and spec.on_violation else self.on_violation
 
+    @property
+    def uses_repair(self) -> bool:
+        """Some input has retraction-chain repair (its waiting and expiry follow the whole input's time)."""
+        return self.repair is not None or any(i.repair is not None for i in (self.inputs or {}).values())
+
     def input_repair(self, name: str) -> RepairSpec | None:
         """The retraction-chain repair of input ``name`` (None: off)."""
         spec = self.inputs.get(name) if self.inputs else None

@@ -64,7 +64,7 @@ class NotEligible(Exception):
 
 def eligible_step(spec: QuerySpec) -> WindowStep | None:
     """The query's single window step if its shape allows the two-phase plan, else None."""
-    if len(spec.steps) != 1 or not isinstance(spec.steps[0], WindowStep):
+    if len(spec.steps) != 1 or not isinstance(spec.steps[0], WindowStep) or spec.uses_repair:
         return None
     step = spec.steps[0]
     if not isinstance(step.window, (Tumbling, Hopping)) or step.max_memory_time < _INF:
