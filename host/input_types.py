@@ -137,6 +137,11 @@ class InputType:
             return _TESTS[kinds[0]](v)
         return any(_TESTS[k](v) for k in kinds)
 
+    @property
+    def test(self) -> _Test:
+        """``accepts`` as one plain function for a single kind (the per-event hot path)."""
+        return _TESTS[self.kinds[0]] if len(self.kinds) == 1 else self.accepts
+
     def bad_mask(self, values: Any) -> np.ndarray | None:
         """Rows of a column (numpy array or list) whose value does not match; None when every row does."""
         if isinstance(values, np.ndarray) and values.dtype.kind in "if":

@@ -63,10 +63,27 @@ def test_repaired_stream_has_the_cht_of_the_ordered_one(seed: int, step: dict[st
     # the reference: the oracle over the stream as it was sent, in order
     assert cht(out) == oracle(plain, stream)
     assert r.dead_letters == []
+    assert oracle(parse_query(_query(step)), shuffled) == oracle(plain, stream)  # the kit agrees
     if moved:
         _, r0 = run(_query(step, None), shuffled)  # without repair the overtaking retractions are refused
         before_insert = _overtook_insert(shuffled)
         assert len(r0.dead_letters) >= before_insert
+
+
+@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("horizon", [0, 3, 8])
+def test_finite_horizon_agrees_with_the_kit(seed: int, horizon: int) -> None:
+    """With a short horizon some retractions expire: the engine and the kit's reference (written naively
+    from semantics-notes 20) refuse the same ones and agree on the CHT."""
+    stream = generate(seed=seed, events=30, groups=2, speculation=0.7, chain=3, duration="mixed",
+                      disorder="slightly", cti="regular")
+    shuffled, _ = _overtake(stream, random.Random(seed + 100))
+    q = parse_query(_query(HOP, horizon))
+    out, r = run(_query(HOP, horizon), shuffled)
+    check_physical(out)
+    ref = oracle_run(q, shuffled)
+    assert cht(out) == ref.cht
+    assert len(r.dead_letters) == len(ref.rejected)
 
 
 def _overtook_insert(stream: list[Element]) -> int:

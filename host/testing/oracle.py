@@ -40,6 +40,7 @@ from udm.host.temporal.elements import Element, Insert, Retract, canonical_json
 from udm.sdk import INF, Event, WindowDescriptor
 
 from .cht import CHT, Rejected, StreamState, apply_stream
+from .repair import repair_stream
 
 __all__ = ["OracleResult", "OracleUndecidable", "Window", "group_windows", "oracle", "oracle_run"]
 
@@ -407,8 +408,12 @@ def oracle_run(query: QuerySpec | BoundQuery, elements: Inputs, catalog: Any = N
                                  f"streams by input name")
             elements = {graph.inputs[0]: elements}
         return graph_oracle_run(bq, elements)
+    refused: list[Rejected] = []
+    rep = spec.input_repair(graph.inputs[0])
+    if rep is not None:  # semantics-notes 20
+        elements, refused = repair_stream(list(elements), rep.horizon)
     state = apply_stream(elements, on_violation=spec.on_violation)
-    result = OracleResult(CHT(), rejected=list(state.rejected))
+    result = OracleResult(CHT(), rejected=[*refused, *state.rejected])
     stream: list[Element] | None = list(state.accepted)  # physical until the first window step
     rows: list[tuple[int, int, str]] = []
     # T of semantics-notes 2: one value per run, the largest finite time of the elements the query's

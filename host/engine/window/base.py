@@ -72,9 +72,10 @@ class WindowStep(Operator):
         self.fields = tuple(dict.fromkeys(self.group_by + self.mapper.fields))
         self.typed = step_checks(bs)
         self.typed_label = bs.label
+        self.typed_tests = tuple((f, tp.test) for f, tp in self.typed)
 
     def _transient(self) -> tuple[str, ...]:
-        return ("ctx", "bs", "udm", "mapper")
+        return ("ctx", "bs", "udm", "mapper", "typed_tests")
 
     @property
     def fast_ids(self) -> FastIds:
@@ -87,6 +88,7 @@ class WindowStep(Operator):
         assert bs is not None
         self.udm = WindowUDM(bs)
         self.mapper = Mapper(self.input)
+        self.typed_tests = tuple((f, tp.test) for f, tp in self.typed)
         udm = self.udm
         self.time_sensitive = udm.time_sensitive
         self.incremental = udm.incremental
@@ -155,8 +157,8 @@ class WindowStep(Operator):
                     ok = False
                     break
             else:
-                for tf, tp in self.typed:
-                    if not tp.accepts(payload if tf is None else payload[tf]):
+                for tf, test in self.typed_tests:
+                    if not test(payload if tf is None else payload[tf]):
                         ok = False
                         break
         if not ok:
