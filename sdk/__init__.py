@@ -44,7 +44,7 @@ from ._manifest import (
     OutputPolicy,
     Properties,
 )
-from ._time import INF, Event, WindowDescriptor, is_inf
+from ._time import INF, Event, WindowDescriptor, is_inf, time_json
 
 __all__ = [
     "API_VERSION",
@@ -73,5 +73,6 @@ __all__ = [
     "WindowDescriptor",
     "hookimpl",
     "is_inf",
+    "time_json",
     "udm",
 ]

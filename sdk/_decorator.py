@@ -25,16 +25,26 @@ def _type_name(tp: Any) -> str:
     return str(tp).replace("typing.", "").replace("collections.abc.", "")
 
 
-def _hint_names(cls: type) -> tuple[str, str]:
+def _param_hint(fn: Any, index: int) -> tuple[Any, dict[str, Any]]:
+    """The type hint of ``fn``'s parameter ``index`` (after ``self``) and all its hints."""
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # unresolvable forward references: the manifest just says "any"
+        hints = {}
+    params = [p for p in inspect.signature(fn).parameters if p != "self"]
+    return (hints.get(params[index], inspect.Parameter.empty) if len(params) > index
+            else inspect.Parameter.empty), hints
+
+
+def _hint_names(cls: type, incremental: bool) -> tuple[str, str]:
     compute = getattr(cls, "compute", None)
     if compute is None:
         return "any", "any"
-    try:
-        hints = typing.get_type_hints(compute)
-    except Exception:  # unresolvable forward references: the manifest just says "any"
-        hints = {}
-    params = [p for p in inspect.signature(compute).parameters if p != "self"]
-    first = hints.get(params[0], inspect.Parameter.empty) if params else inspect.Parameter.empty
+    first, hints = _param_hint(compute, 0)
+    add = getattr(cls, "add", None)
+    if incremental and callable(add):
+        # an incremental UDM's compute takes its state: the members' type is add's delta
+        first, _ = _param_hint(add, 1)
     return _type_name(first), _type_name(hints.get("return", inspect.Parameter.empty))
 
 
@@ -80,7 +90,7 @@ def udm(
             raise TypeError(f"{cls.__qualname__}: cannot tell the UDM kind; derive from an udm.sdk base class")
         ts = cls._sdk_time_sensitive if time_sensitive is None else time_sensitive
         inc = cls._sdk_incremental if incremental is None else incremental
-        hin, hout = _hint_names(cls)
+        hin, hout = _hint_names(cls, inc)
         cls.manifest = Manifest(
             name=name or cls.__name__.lower(),
             version=version,

@@ -10,13 +10,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["INF", "Event", "WindowDescriptor", "is_inf"]
+__all__ = ["INF", "Event", "WindowDescriptor", "is_inf", "time_json"]
 
 INF: int = 2**63 - 1
 
 
 def is_inf(t: int) -> bool:
     return t >= INF
+
+
+def time_json(t: int) -> int | str:
+    """A tick as JSON writes it (SEMANTICS §1): an integer, or ``"inf"`` — also when a UDM writes a time
+    into a payload (``INF`` itself is an internal representation and must never reach a file)."""
+    return "inf" if t >= INF else t
 
 
 def _check_lifetime(kind: str, le: int, re: int) -> None:

@@ -193,9 +193,11 @@ def test_missing_input_and_bad_spec_file(capsys: Any, fake_engine: Any, files: d
     assert code == 1 and "does not exist" in err and "Traceback" not in err
     code, _, err = udm(capsys, "run", str(tmp_path / "nope.json"), "-i", str(files["in"]), "-o", str(files["out"]))
     assert code == 1 and "cannot read query spec" in err
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "ck" / "junk").write_text("not a checkpoint")
     code, _, err = udm(capsys, "run", str(files["q"]), "-i", str(files["in"]), "-o", str(files["out"]),
                        "--checkpoint", str(tmp_path / "ck"))
-    assert code == 1 and "--checkpoint" in err
+    assert code == 1 and "--checkpoint" in err and "holds no udm local run" in err
     before = files["in"].read_text()
     code, _, err = udm(capsys, "run", str(files["q"]), "-i", str(files["in"]), "-o", str(files["in"]))
     assert code == 1 and "--input and --output are the same file" in err

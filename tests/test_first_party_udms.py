@@ -125,7 +125,7 @@ def test_topk_ranks_and_breaks_ties_canonically() -> None:
 
 def test_members_shows_clipped_lifetimes() -> None:
     out = list(Members().compute([Event(3, 5, {"x": 1}), Event(4, INF, 7)], W(0, 10)))
-    assert out == [Event(3, 5, {"le": 3, "re": 5, "x": 1}), Event(4, INF, {"le": 4, "re": INF, "value": 7})]
+    assert out == [Event(3, 5, {"le": 3, "re": 5, "x": 1}), Event(4, INF, {"le": 4, "re": "inf", "value": 7})]
 
 
 def test_follows_pattern() -> None:

@@ -67,7 +67,7 @@ def cmd_run(
     engine: str = typer.Option("local", "--engine", "-e", help=f"One of: {', '.join(KNOWN_ENGINES)}."),
     batch_size: int = typer.Option(None, "--batch-size", min=1,
                                    help="Elements per batch (spark-streaming micro-batch; local read chunk)."),
-    checkpoint: Path = typer.Option(None, "--checkpoint", help="State directory (spark-streaming resume)."),
+    checkpoint: Path = typer.Option(None, "--checkpoint", help="State directory: a killed run resumes from it."),
     master: str = typer.Option(None, "--master", help="Spark master URL for the spark engines "
                                "(default $UDM_SPARK_MASTER / $SPARK_REMOTE, else local[*])."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no summary."),

@@ -20,6 +20,7 @@ import heapq
 from typing import Any
 
 from udm.host.errors import ViolationError
+from udm.host.input_types import InputType, type_reason
 from udm.host.query.plan import BoundStep
 from udm.host.temporal.elements import Cti, Element, Insert, Retract, element_to_json
 
@@ -58,6 +59,10 @@ class Operator:
 
     #: payload fields an insert must carry for this step
     fields: tuple[str, ...] = ()
+    #: declared input types of the UDM this step calls: (field, or None for the whole payload, type)
+    typed: tuple[tuple[str | None, InputType], ...] = ()
+    #: how type reasons name that UDM
+    typed_label: str = ""
 
     #: ports this operator reads (multi-input operators override)
     ports: int = 1
@@ -118,6 +123,11 @@ class Operator:
         for f in self.fields:
             if f not in el.payload:
                 self.reject(el, MISSING_FIELD, f"missing field {f!r}")
+                return None
+        for tf, tp in self.typed:
+            v = el.payload if tf is None else el.payload[tf]
+            if not tp.accepts(v):
+                self.reject(el, MALFORMED, type_reason(tf, self.typed_label, tp, v))
                 return None
         if el.id in self.live:
             self.reject(el, DUPLICATE_ID, f"duplicate live id {el.id!r}")

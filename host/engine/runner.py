@@ -25,13 +25,14 @@ from udm.host.query.plan import BoundQuery
 from udm.host.temporal.elements import Cti, Element, Insert, Retract, element_to_json
 
 from .batch import run_batch
-from .common import INF, DeadLetter, RunStats
+from .common import INF, NEG, DeadLetter, RunStats
 from .context import Context
 from .operator import Operator
 from .ops.alter_lifetime import AlterLifetimeStep
 from .ops.join import JoinStep
 from .ops.span import FilterStep, InputGate, MapStep, ProjectStep
 from .ops.union import UnionStep
+from .repair import ChainRepair
 from .window import make_window_step
 
 __all__ = ["QueryRunner"]
@@ -96,6 +97,12 @@ class QueryRunner:
         self._wire(graph)
         self.ended: set[str] = set()
         self.finished = False
+        #: per input with ``repair``: its retraction-chain repair stage (semantics-notes 20)
+        self.repair: dict[str, ChainRepair] = {}
+        for name in graph.inputs:
+            rep = bound.spec.input_repair(name)
+            if rep is not None:
+                self.repair[name] = ChainRepair(rep.horizon)
 
     def _policy(self, input_name: str) -> str:
         if self._policy_override is not None:
@@ -266,6 +273,26 @@ class QueryRunner:
         if first is None:
             self.after_end(el)
             return []
+        rep = self.repair.get(input_name) if self.repair else None
+        if rep is None:
+            return self._dispatch(first, el, line, input_name)
+        out: list[Element] = []
+        for ln, e in rep.push(el, line):
+            self.ctx.line = ln
+            if input_name in self.ended:
+                self.after_end(e)
+                continue
+            r = self._dispatch(first, e, ln, input_name)
+            if r:
+                out.extend(r)
+        for dl, category in rep.take_dead():
+            if self.ctx.on_violation == "error":
+                raise ViolationError(f"invalid element (line {dl.line}): {dl.reason}: {dl.element}")
+            self.ctx.dead(dl, category)
+        return out
+
+    def _dispatch(self, first: Operator, el: Element | BadElement, line: int | None, input_name: str
+                  ) -> list[Element]:
         t = type(el)
         if t is Insert:
             out = first.ins(el.id, el.le, el.re, el.payload, el)
@@ -351,7 +378,7 @@ class QueryRunner:
         """Feed a columnar batch (`udm.host.io.batch.ElementBatch`) of one input. On a linear query,
         in-order insert-only stretches take the vectorized fast path; anything else goes element by
         element."""
-        if self.linear:
+        if self.linear and not self.repair:
             return self._count(run_batch(self, batch))
         out: list[Element] = []
         for line, el in batch.to_elements():
@@ -397,7 +424,8 @@ class QueryRunner:
     def snapshot(self) -> bytes:
         """The whole engine state (picklable; UDM instances are re-bound on restore)."""
         state = {"v": _SNAPSHOT_VERSION, "ctx": self.ctx, "ops": {op.name: op for op in self.ops},
-                 "order": [op.name for op in self.ops], "ended": sorted(self.ended), "finished": self.finished}
+                 "order": [op.name for op in self.ops], "ended": sorted(self.ended), "finished": self.finished,
+                 "repair": self.repair}
         return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
@@ -416,10 +444,15 @@ class QueryRunner:
         fresh.ops = [state["ops"][name] for name in state["order"]]
         fresh.ended = set(state["ended"])
         fresh.finished = state["finished"]
+        fresh.repair = state.get("repair", fresh.repair)
         for op in fresh.ops:
             op.attach(fresh.ctx, bound.step(op.name) if not isinstance(op, InputGate) else None)
         fresh._wire(bound.graph)
         return fresh
+
+    def inputs_without_cti(self) -> list[str]:
+        """Inputs that have sent no CTI so far (SEMANTICS §7: without CTIs state is not cleaned up)."""
+        return [name for name in self.inputs if self.ops[self.entry[name]].input_cti == NEG]
 
     def state_size(self) -> dict[str, int]:
         """Events, windows and groups held, summed over operators (for tests of bounded state)."""

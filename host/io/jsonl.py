@@ -19,7 +19,9 @@ kind codes and time columns ready-made in numpy form (`ElementBatch.column`).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import queue
 import re
 import sys
@@ -620,7 +622,7 @@ def read_jsonl_elements(path: str | Path | IO[bytes], **kw: Any) -> list[tuple[i
 
 
 # ---------------------------------------------------------------------------------------------- writing
-def _open_text(path: str | Path | IO[str]) -> tuple[IO[str], bool]:
+def _open_text(path: str | Path | IO[str], append: bool = False) -> tuple[IO[str], bool]:
     if isinstance(path, (str, Path)):
         if str(path) == "-":
             return sys.stdout, False
@@ -628,31 +630,60 @@ def _open_text(path: str | Path | IO[str]) -> tuple[IO[str], bool]:
         try:
             if not p.parent.exists():
                 p.parent.mkdir(parents=True, exist_ok=True)
-            return open(p, "w", encoding="utf-8", buffering=1 << 20), True
+            return open(p, "a" if append else "w", encoding="utf-8", buffering=1 << 20), True
         except OSError as exc:
             raise UdmError(f"cannot write {p}: {exc.strerror or exc}") from None
     return path, False
 
 
 class _Writer:
-    def __init__(self, path: str | Path | IO[str]) -> None:
-        self._f, self._owned = _open_text(path)
+    """An output file. A failing write (a full disk, a vanished mount) is one `UdmError` naming the file,
+    not a traceback."""
+
+    def __init__(self, path: str | Path | IO[str], *, append: bool = False) -> None:
+        self._f, self._owned = _open_text(path, append)
+        self._name = str(path) if isinstance(path, (str, Path)) else getattr(path, "name", "output")
         self.count = 0
+
+    def _failed(self, exc: OSError) -> UdmError:
+        return UdmError(f"cannot write {self._name}: {exc.strerror or exc}")
 
     def _write_lines(self, lines: list[str]) -> None:
         if lines:
-            self._f.write("\n".join(lines))
-            self._f.write("\n")
+            try:
+                self._f.write("\n".join(lines))
+                self._f.write("\n")
+            except OSError as exc:
+                raise self._failed(exc) from None
             self.count += len(lines)
 
     def flush(self) -> None:
-        self._f.flush()
+        try:
+            self._f.flush()
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def sync(self) -> int:
+        """Flush to disk (fsync) and return the file's size: what a checkpoint may record as written."""
+        try:
+            self._f.flush()
+            fd = self._f.fileno()
+            os.fsync(fd)
+            return os.fstat(fd).st_size
+        except OSError as exc:
+            raise self._failed(exc) from None
 
     def close(self) -> None:
-        if self._owned:
-            self._f.close()
-        else:
-            self._f.flush()
+        try:
+            if self._owned:
+                self._f.close()
+            else:
+                self._f.flush()
+        except OSError as exc:
+            if self._owned:  # the buffer could not be written: drop it, so the file handle is released
+                with contextlib.suppress(OSError):
+                    self._f.close()
+            raise self._failed(exc) from None
 
     def __enter__(self) -> Any:
         return self

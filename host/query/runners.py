@@ -24,6 +24,7 @@ from typing import IO, Any
 from udm.host.errors import UdmError
 from udm.host.query.plan import BoundQuery
 from udm.host.query.spec import QuerySpec
+from udm.sdk import INF
 
 __all__ = [
     "ENGINES",
@@ -96,6 +97,8 @@ class RunResult:
     seconds: float = 0.0
     #: per input: {"elements_in": n, "dead_lettered": n}
     inputs: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: things the user should know though the run succeeded (an input that never sent a CTI, ...)
+    warnings: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         """The one-line summary ``udm run`` prints."""
@@ -108,7 +111,7 @@ class RunResult:
             line += f"; reasons: {top}" + (f" and {more} more" if more > 0 else "")
         if self.truncated_at is not None:
             line += f"; windows past t={self.truncated_at} were cut at end of input"
-        return line
+        return "\n".join([line, *(f"warning: {w}" for w in self.warnings)])
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
@@ -120,6 +123,7 @@ class RunResult:
             "truncated_at": self.truncated_at,
             "seconds": self.seconds,
             "inputs": self.inputs,
+            "warnings": self.warnings,
         }
 
 
@@ -210,28 +214,45 @@ def run_local(req: RunRequest) -> RunResult:
     `udm.host.io.interleave`."""
     from udm.host.io.jsonl import DeadLetterWriter, JsonlWriter
 
-    if req.checkpoint is not None:
-        raise UdmError("--checkpoint is only supported by --engine spark-streaming")
     sources = req.inputs
-    runner = make_runner(req.bound, req.on_violation)  # imports the engine; the run's clock starts below
+    ck = _local_checkpoint(req, sources) if req.checkpoint is not None else None
+    mark = ck.load() if ck is not None else None
+    if mark is not None:
+        from udm.host.engine import QueryRunner
+        from udm.host.io.checkpoint import truncate_to
+
+        truncate_to(req.output, mark.out_bytes, "output")
+        truncate_to(req.dead_letter, mark.dl_bytes, "dead-letter")
+        runner = QueryRunner.restore(mark.snapshot, req.bound, on_violation=req.on_violation)
+    else:
+        runner = make_runner(req.bound, req.on_violation)  # imports the engine; the run's clock starts below
     _warm_up()
     t0 = time.perf_counter()
-    dlw = DeadLetterWriter(req.dead_letter) if req.dead_letter is not None else None
+    resume = mark is not None
+    dlw = DeadLetterWriter(req.dead_letter, append=resume) if req.dead_letter is not None else None
 
-    def dead_letters() -> None:
+    peak = StatePeak()
+
+    def dead_letters() -> None:  # after every batch
+        peak.update(runner)
         if dlw is not None:
             dlw.write(runner.take_dead_letters())
         else:
             runner.take_dead_letters()
 
-    with quiet_gc(), JsonlWriter(req.output) as out:
+    with quiet_gc(), JsonlWriter(req.output, append=resume) as out:
         try:
-            if len(sources) == 1:
+            if ck is not None:
+                _feed_checkpointed(req, runner, next(iter(sources.values())), out, dlw, ck, mark, peak)
+            elif len(sources) == 1:
                 _feed_one(req, runner, next(iter(sources.values())), out, dead_letters)
             else:
                 _feed_several(req, runner, sources, out, dead_letters)
+            warnings = peak.warnings(runner)
             out.write(runner.finish())
             dead_letters()
+            if ck is not None:
+                _commit(ck, runner, out, dlw, -1, done=True)
         finally:
             if dlw is not None:
                 dlw.close()
@@ -245,7 +266,37 @@ def run_local(req: RunRequest) -> RunResult:
         truncated_at=st.truncated_at,
         seconds=time.perf_counter() - t0,
         inputs=per_input_counts(st, req.bound.graph.inputs),
+        warnings=warnings,
     )
+
+
+class StatePeak:
+    """The most live events and windows the engine held after a batch (SEMANTICS §7: state stays bounded
+    only when CTIs advance), for the warning about inputs that never send a CTI."""
+
+    def __init__(self) -> None:
+        self.events = 0
+        self.windows = 0
+
+    def update(self, runner: Any) -> None:
+        size = getattr(runner, "state_size", None)
+        if size is None:
+            return
+        sz = size()
+        self.events = max(self.events, sz.get("events", 0))
+        self.windows = max(self.windows, sz.get("windows", 0))
+
+    def warnings(self, runner: Any) -> list[str]:
+        """Before `finish`: one warning per input that sent no CTI."""
+        self.update(runner)
+        silent: list[str] = getattr(runner, "inputs_without_cti", lambda: [])()
+        if not silent:
+            return []
+        bounded = any(getattr(s, "max_memory_time", INF) < INF for s in runner.bound.spec.steps)
+        advice = ("max_memory_time bounds what the window steps hold" if bounded else
+                  "send CTIs, or set max_memory_time on the window steps, to bound memory")
+        return [f"input {name!r} sent no CTI: the engine held up to {self.events:,} live events and "
+                f"{self.windows:,} live windows until the end of input ({advice})" for name in silent]
 
 
 def _feed_one(req: RunRequest, runner: Any, source: Source, out: Any, dead_letters: Callable[[], None]) -> None:
@@ -259,6 +310,73 @@ def _feed_one(req: RunRequest, runner: Any, source: Source, out: Any, dead_lette
             out.write(runner.process_batch(batch))
             n_in += len(batch)
             dead_letters()
+            if req.progress is not None:
+                req.progress(reader.bytes_done, total, n_in)
+    finally:
+        reader.close()
+
+
+def _local_checkpoint(req: RunRequest, sources: dict[str, Source]) -> Any:
+    """The checkpoint of a resumable local run (single input file, output files), or a one-line error."""
+    from udm.host.io.checkpoint import LocalCheckpoint, file_digest
+
+    if len(sources) != 1:
+        raise UdmError("--checkpoint with --engine local needs a single-input query (several inputs: not yet)")
+    src = next(iter(sources.values()))
+    if not isinstance(src, (str, Path)) or str(src) == "-":
+        raise UdmError("--checkpoint needs an input file, not stdin")
+    for what, p in (("--output", req.output), ("--dead-letter", req.dead_letter)):
+        if p is not None and (not isinstance(p, (str, Path)) or str(p) == "-"):
+            raise UdmError(f"--checkpoint needs {what} to be a file, not stdout")
+    try:
+        digest = file_digest(Path(src))
+    except OSError as exc:
+        raise UdmError(f"cannot read {src}: {exc.strerror or exc}") from None
+    fingerprint = {"engine": "local", "query": req.spec.to_json_dict(), "input": digest,
+                   "output": str(Path(str(req.output)).resolve()),
+                   "dead_letter": str(Path(str(req.dead_letter)).resolve()) if req.dead_letter is not None else None,
+                   "on_violation": req.on_violation, "batch_size": req.batch_size}
+    return LocalCheckpoint(req.checkpoint, fingerprint)
+
+
+def _commit(ck: Any, runner: Any, out: Any, dlw: Any, line: int, done: bool = False) -> None:
+    from udm.host.io.checkpoint import Mark
+
+    if dlw is not None:
+        dlw.write(runner.take_dead_letters())
+    else:
+        runner.take_dead_letters()
+    out_bytes = out.sync()  # the output up to here is on disk before the mark says so
+    dl_bytes = dlw.sync() if dlw is not None else -1
+    ck.commit(Mark(runner.snapshot(), line, out_bytes, dl_bytes, done))
+
+
+def _feed_checkpointed(req: RunRequest, runner: Any, source: Source, out: Any, dlw: Any, ck: Any,
+                       mark: Any, peak: StatePeak) -> None:
+    """`_feed_one` with a commit after every batch; a resumed run skips the lines its mark consumed."""
+    from udm.host.io.jsonl import DEFAULT_BATCH_SIZE, JsonlReader
+
+    if mark is not None and mark.done:
+        return
+    skip = mark.line if mark is not None else 0
+    total = _file_size(source)
+    reader = JsonlReader(source, batch_size=req.batch_size or DEFAULT_BATCH_SIZE, **READER_OPTIONS)
+    n_in = 0
+    try:
+        for batch in reader:
+            n = len(batch)
+            if n == 0:
+                continue
+            last = int(batch.lines[-1])
+            if last <= skip:
+                continue  # consumed before the checkpoint
+            if int(batch.lines[0]) <= skip:
+                k = int((batch.lines <= skip).sum())
+                batch = batch.slice(k)
+            out.write(runner.process_batch(batch))
+            n_in += n
+            peak.update(runner)
+            _commit(ck, runner, out, dlw, last)
             if req.progress is not None:
                 req.progress(reader.bytes_done, total, n_in)
     finally:

@@ -24,6 +24,7 @@ __all__ = [
     "OnViolation",
     "ProjectStep",
     "QuerySpec",
+    "RepairSpec",
     "Snapshot",
     "Step",
     "Time",
@@ -248,10 +249,18 @@ Step = Annotated[
 SINGLE_INPUT_OPS = frozenset({"filter", "map", "window", "project", "alter_lifetime"})
 
 
+class RepairSpec(_Strict):
+    """Retraction-chain repair of an input (seeds/003 Finalize, semantics-notes 20): a retraction arriving
+    before its insert or its previous chain link waits up to ``horizon`` ticks of the input's watermark."""
+
+    horizon: Time
+
+
 class InputSpec(_Strict):
-    """A named input of a query graph; its own violation policy (default: the query's)."""
+    """A named input of a query graph; its own violation policy and repair (default: the query's)."""
 
     on_violation: OnViolation | None = None
+    repair: RepairSpec | None = None
 
 
 class QuerySpec(_Strict):
@@ -259,6 +268,8 @@ class QuerySpec(_Strict):
     steps: list[Step] = Field(min_length=1)
     output: str | None = None
     on_violation: OnViolation = "dead_letter"
+    #: retraction-chain repair of every input (an input's own ``repair`` wins); None: off
+    repair: RepairSpec | None = None
 
     @property
     def input_names(self) -> list[str]:
@@ -270,8 +281,22 @@ class QuerySpec(_Strict):
         spec = self.inputs.get(name) if self.inputs else None
         return spec.on_violation if spec is not None and spec.on_violation else self.on_violation
 
+    @property
+    def uses_repair(self) -> bool:
+        """Some input has retraction-chain repair (its waiting and expiry follow the whole input's time)."""
+        return self.repair is not None or any(i.repair is not None for i in (self.inputs or {}).values())
+
+    def input_repair(self, name: str) -> RepairSpec | None:
+        """The retraction-chain repair of input ``name`` (None: off)."""
+        spec = self.inputs.get(name) if self.inputs else None
+        return spec.repair if spec is not None and spec.repair is not None else self.repair
+
     def to_json_dict(self) -> dict[str, Any]:
         data = self.model_dump(by_alias=True, mode="json", exclude_none=True)
+        for holder in [data, *(data.get("inputs") or {}).values()]:
+            rep = holder.get("repair")
+            if rep is not None and rep["horizon"] >= INF:
+                rep["horizon"] = "inf"
         for step in data["steps"]:
             for key in ("max_delay", "max_memory_time"):
                 if step.get(key) is not None and step[key] >= INF:
@@ -344,6 +369,8 @@ def load_query(path: str | Path) -> QuerySpec:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise QuerySpecError(f"cannot read query spec {p}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise QuerySpecError(f"query spec {p} is not UTF-8 text (byte {exc.start})") from None
     try:
         if p.suffix.lower() == ".json":
             data = json.loads(text)

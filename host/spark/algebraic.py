@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from udm.host.input_types import InputType, step_checks
 from udm.host.io.jsonl import struct_payloads
 from udm.host.query.plan import bind
 from udm.host.query.spec import Hopping, QuerySpec, Tumbling, WindowStep, parse_query
@@ -63,7 +64,7 @@ class NotEligible(Exception):
 
 def eligible_step(spec: QuerySpec) -> WindowStep | None:
     """The query's single window step if its shape allows the two-phase plan, else None."""
-    if len(spec.steps) != 1 or not isinstance(spec.steps[0], WindowStep):
+    if len(spec.steps) != 1 or not isinstance(spec.steps[0], WindowStep) or spec.uses_repair:
         return None
     step = spec.steps[0]
     if not isinstance(step.window, (Tumbling, Hopping)) or step.max_memory_time < _INF:
@@ -124,12 +125,15 @@ def _value_json(value: Any) -> str:
 
 
 def _fold_vectorized(tb: pa.Table, keys: list[str], field: str, pane_w: int, off: int,
-                     uda: Any, acc: dict[tuple[str, int], Any]) -> bool | None:
+                     uda: Any, acc: dict[tuple[str, int], Any], tp: InputType | None = None) -> bool | None:
     """Fold inserts into per-(group, pane) states with one ``add_array``/``add`` call per (group, pane).
-    False: the batch needs the per-row path; None: it does not fit the plan."""
+    False: the batch needs the per-row path; None: it does not fit the plan (a value not of the UDM's
+    declared input type is a dead letter of the engine path, semantics-notes 17)."""
     cols = _columns(tb, [*keys, field])
     if cols is None:
         return False
+    if tp is not None and tp.bad_mask(cols[-1].to_numpy(zero_copy_only=False)) is not None:
+        return None
     le = tb.column("le").to_numpy()
     re = tb.column("re").to_numpy()
     pane = (le - off) // pane_w
@@ -175,7 +179,7 @@ def _fold_vectorized(tb: pa.Table, keys: list[str], field: str, pane_w: int, off
 
 
 def _fold_rows(tb: pa.Table, keys: list[str], field: Any, pane_w: int, off: int, uda: Any,
-               acc: dict[tuple[str, int], Any]) -> bool:
+               acc: dict[tuple[str, int], Any], tp: InputType | None = None) -> bool:
     """The general per-row fold (nested payloads, mixed types); False when an event does not fit."""
     groups: dict[tuple[str, int], list[Any]] = {}
     for le, re, text in zip(tb.column("le").to_pylist(), tb.column("re").to_pylist(),
@@ -199,6 +203,8 @@ def _fold_rows(tb: pa.Table, keys: list[str], field: Any, pane_w: int, off: int,
             if any(f not in p for f in field.values()):
                 return False
             value = {u: p[f] for u, f in field.items()}
+        if tp is not None and not tp.accepts(value):
+            return False
         kj = json.dumps([p[k] for k in keys], separators=(",", ":"))
         groups.setdefault((kj, pane), []).append(value)
     try:
@@ -217,7 +223,10 @@ def _partial(spec_json: dict[str, Any], n: int) -> Callable[[Iterator[pa.RecordB
         spec = parse_query(spec_json)
         step = spec.steps[0]
         assert isinstance(step, WindowStep)
-        uda: Any = bind(spec).steps[0].udm
+        bound = bind(spec).steps[0]
+        uda: Any = bound.udm
+        checks = step_checks(bound)
+        tp = checks[0][1] if checks else None
         pane_w, _, _, off = _geometry(step)
         keys, field = step.group_by, step.input
         folded: dict[tuple[str, int], Any] = {}
@@ -259,9 +268,9 @@ def _partial(spec_json: dict[str, Any], n: int) -> Callable[[Iterator[pa.RecordB
             ins_lines.append(tb.column("line").to_numpy())
             ins_les.append(le_np)
             ids.append(tb.column("idh").to_numpy())
-            done = (_fold_vectorized(tb, keys, field, pane_w, off, uda, folded)
+            done = (_fold_vectorized(tb, keys, field, pane_w, off, uda, folded, tp)
                     if isinstance(field, str) else False)
-            if done is None or (done is False and not _fold_rows(tb, keys, field, pane_w, off, uda, folded)):
+            if done is None or (done is False and not _fold_rows(tb, keys, field, pane_w, off, uda, folded, tp)):
                 ok = False
         buckets: list[int] = []
         tags: list[int] = []

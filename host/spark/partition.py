@@ -28,7 +28,10 @@ def partition_keys(spec: QuerySpec) -> list[str]:
     """Payload fields to hash into key buckets ([] = the query must see the whole stream at once).
 
     A chain with any other op than filter/map/window (project, alter_lifetime, ...) is planned as a graph
-    (`graph_routing`), which knows what they do to fields."""
+    (`graph_routing`), which knows what they do to fields. An input with retraction-chain repair runs
+    in one bucket: its horizon is measured on the whole input's watermark (semantics-notes 20)."""
+    if spec.uses_repair:
+        return []
     if any(not isinstance(s, (FilterStep, MapStep, WindowStep)) for s in spec.steps):
         routing = graph_routing(spec)
         return list(routing[spec.input_names[0]]) if isinstance(routing, dict) and len(routing) == 1 else []
@@ -70,6 +73,8 @@ def time_split(spec: QuerySpec) -> int | None:
     stream would.
     """
     *before, last = spec.steps
+    if spec.uses_repair:
+        return None  # one bucket (see `partition_keys`)
     if not isinstance(last, WindowStep) or any(not isinstance(s, (FilterStep, MapStep)) for s in before):
         return None
     if not isinstance(last.window, (Tumbling, Hopping)) or last.output != "window" or last.max_memory_time < _INF:
@@ -102,6 +107,8 @@ def graph_routing(spec: QuerySpec) -> dict[str, list[str]] | str | None:
     partitioning is valid for the whole graph (`routing_of` its steps)."""
     from udm.host.query.graph import resolve
 
+    if spec.uses_repair:
+        return None  # one bucket (see `partition_keys`)
     graph = resolve(spec)
     return routing_of(graph.nodes, graph.inputs)
 

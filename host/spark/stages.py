@@ -72,6 +72,9 @@ def plan_stages(spec: QuerySpec, *, split: bool = True) -> list[Stage]:
     whole = routing_of(graph.nodes, graph.inputs)
     groups: list[list[GraphNode]] = []
     stage_of: dict[str, int] = {}
+    if spec.uses_repair:  # retraction-chain repair runs in one bucket (`partition_keys`)
+        return [Stage(0, graph.nodes, graph.inputs, graph.output, None, spec,
+                      {name: frozenset({name}) for name in graph.inputs})]
     if whole is not None or not split:
         groups = [list(graph.nodes)]
     else:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from udm.host.errors import BadElement
-from udm.sdk import INF
+from udm.sdk import INF, time_json
 
 __all__ = [
     "Cti",
@@ -140,8 +140,7 @@ def parse_element(obj: Any, *, line: int | None = None) -> Element:
         raise BadElement(exc.reason, line=line, raw=obj) from None
 
 
-def time_to_json(t: int) -> int | str:
-    return "inf" if t >= INF else t
+time_to_json = time_json  # one encoding for element and payload times (SEMANTICS §1)
 
 
 def element_to_json(el: Element) -> dict[str, Any]:

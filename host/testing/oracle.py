@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from udm.host.errors import ContractViolation
+from udm.host.input_types import step_checks
 from udm.host.query.plan import BoundQuery, BoundStep, bind
 from udm.host.query.spec import (
     CountByEnd,
@@ -39,6 +40,7 @@ from udm.host.temporal.elements import Element, Insert, Retract, canonical_json
 from udm.sdk import INF, Event, WindowDescriptor
 
 from .cht import CHT, Rejected, StreamState, apply_stream
+from .repair import repair_stream
 
 __all__ = ["OracleResult", "OracleUndecidable", "Window", "group_windows", "oracle", "oracle_run"]
 
@@ -165,6 +167,18 @@ def _map_input(spec_input: str | dict[str, str] | None, payload: Mapping[str, An
     return out
 
 
+def _well_typed(bs: BoundStep, payload: Mapping[str, Any]) -> bool:
+    """SEMANTICS §1: a value not of the declared input type of the step's UDM is a malformed payload
+    (semantics-notes 17); an absent field is left to the field checks (notes 3)."""
+    for f, tp in step_checks(bs):
+        if f is None:
+            if not tp.accepts(payload):
+                return False
+        elif f in payload and not tp.accepts(payload[f]):
+            return False
+    return True
+
+
 def _invoke_window(bs: BoundStep, members: list[tuple[int, int, str]], w: Window
                    ) -> list[tuple[int, int, Any]]:
     """Call the UDM on one window's clipped, canonically ordered members; outputs as (le, re, payload)."""
@@ -240,7 +254,7 @@ def _window_step(bs: BoundStep, events: Iterable[tuple[int, int, Any]], reached:
         if any(k not in payload for k in step.group_by):
             continue  # notes 3: dead-lettered by this step
         value = _map_input(step.input, payload)
-        if value is _MISSING:
+        if value is _MISSING or not _well_typed(bs, payload):
             continue
         keys = {k: payload[k] for k in step.group_by}
         gid = canonical_json([keys[k] for k in step.group_by])
@@ -278,6 +292,8 @@ def _udf_call(bs: BoundStep, payload: Mapping[str, Any]) -> Any:
         if f not in payload:
             return _MISSING
         args[name] = payload[f]
+    if not _well_typed(bs, payload):
+        return _MISSING  # dead-lettered by the step (notes 17)
     try:
         return bs.udm.compute(**args)
     except Exception as exc:
@@ -334,7 +350,7 @@ def _span_reach(bs: BoundStep, stream: Iterable[Element]) -> int | None:
     fields = list(step.args.values())
     st = StreamState()
     for el in stream:
-        if isinstance(el, Insert) and any(f not in el.payload for f in fields):
+        if isinstance(el, Insert) and (any(f not in el.payload for f in fields) or not _well_typed(bs, el.payload)):
             continue
         st.apply(el)
     return st.max_finite
@@ -348,8 +364,9 @@ def _window_input(bs: BoundStep, stream: Iterable[Element], on_violation: str) -
     st = StreamState(on_violation=on_violation, max_memory_time=step.max_memory_time)  # type: ignore[arg-type]
     for el in stream:
         if isinstance(el, Insert) and (any(k not in el.payload for k in step.group_by)
-                                       or _map_input(step.input, el.payload) is _MISSING):
-            st.rejected.append(Rejected(st.count, el, "missing field"))
+                                       or _map_input(step.input, el.payload) is _MISSING
+                                       or not _well_typed(bs, el.payload)):
+            st.rejected.append(Rejected(st.count, el, "missing field or wrong type"))
             st.count += 1
             continue  # its later retractions are unknown ids: StreamState rejects them
         st.apply(el)
@@ -391,8 +408,12 @@ def oracle_run(query: QuerySpec | BoundQuery, elements: Inputs, catalog: Any = N
                                  f"streams by input name")
             elements = {graph.inputs[0]: elements}
         return graph_oracle_run(bq, elements)
+    refused: list[Rejected] = []
+    rep = spec.input_repair(graph.inputs[0])
+    if rep is not None:  # semantics-notes 20
+        elements, refused = repair_stream(list(elements), rep.horizon)
     state = apply_stream(elements, on_violation=spec.on_violation)
-    result = OracleResult(CHT(), rejected=list(state.rejected))
+    result = OracleResult(CHT(), rejected=[*refused, *state.rejected])
     stream: list[Element] | None = list(state.accepted)  # physical until the first window step
     rows: list[tuple[int, int, str]] = []
     # T of semantics-notes 2: one value per run, the largest finite time of the elements the query's

@@ -47,6 +47,7 @@ from udm.host.temporal.elements import Element, Insert, Retract, canonical_json
 from udm.sdk import INF
 
 from .cht import CHT, Row, StreamState, apply_stream
+from .repair import repair_stream
 
 __all__ = ["graph_oracle_run", "json_key"]
 
@@ -267,9 +268,14 @@ def graph_oracle_run(bq: BoundQuery, inputs: Mapping[str, Sequence[Element]]) ->
     reached: int | None = None
     for name in graph.inputs:
         policy = spec.input_policy(name)
-        st = apply_stream(inputs.get(name, ()), on_violation=policy)
-        result.rejected.extend(st.rejected)
-        result.rejected_by_input[name] = list(st.rejected)
+        els: Sequence[Element] = inputs.get(name, ())
+        refused: list[Any] = []
+        rep = spec.input_repair(name)
+        if rep is not None:  # semantics-notes 20
+            els, refused = repair_stream(list(els), rep.horizon)
+        st = apply_stream(els, on_violation=policy)
+        result.rejected.extend([*refused, *st.rejected])
+        result.rejected_by_input[name] = [*refused, *st.rejected]
         values[name] = (True, list(st.accepted))
         r = _input_reach(bq, name, list(st.accepted), policy)
         if r is not None:

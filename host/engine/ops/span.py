@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from udm.host.errors import ContractViolation
+from udm.host.input_types import step_checks
 from udm.host.query.plan import BoundStep
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
@@ -26,6 +27,9 @@ class _SpanStep(Operator):
         super().__init__(name, ctx, reads_input)
         self.args = dict(getattr(bs.step, "args", {})) if bs is not None else {}
         self.fields = tuple(self.args.values())
+        if bs is not None:
+            self.typed = step_checks(bs)
+            self.typed_label = bs.label
         self.oid = 0
         self.attach(ctx, bs)
 

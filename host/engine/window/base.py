@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from udm.host.errors import ContractViolation
+from udm.host.input_types import step_checks
 from udm.host.query.plan import BoundStep
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
@@ -69,9 +70,12 @@ class WindowStep(Operator):
         self.reruns: list[tuple[np.ndarray, np.ndarray]] = []
         self.attach(ctx, bs)
         self.fields = tuple(dict.fromkeys(self.group_by + self.mapper.fields))
+        self.typed = step_checks(bs)
+        self.typed_label = bs.label
+        self.typed_tests = tuple((f, tp.test) for f, tp in self.typed)
 
     def _transient(self) -> tuple[str, ...]:
-        return ("ctx", "bs", "udm", "mapper")
+        return ("ctx", "bs", "udm", "mapper", "typed_tests")
 
     @property
     def fast_ids(self) -> FastIds:
@@ -84,6 +88,7 @@ class WindowStep(Operator):
         assert bs is not None
         self.udm = WindowUDM(bs)
         self.mapper = Mapper(self.input)
+        self.typed_tests = tuple((f, tp.test) for f, tp in self.typed)
         udm = self.udm
         self.time_sensitive = udm.time_sensitive
         self.incremental = udm.incremental
@@ -151,6 +156,11 @@ class WindowStep(Operator):
                 if f not in payload:
                     ok = False
                     break
+            else:
+                for tf, test in self.typed_tests:
+                    if not test(payload if tf is None else payload[tf]):
+                        ok = False
+                        break
         if not ok:
             le2 = self.check_insert(el if el is not None else Insert(id, le, re, payload))
             if le2 is None:

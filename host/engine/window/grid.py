@@ -297,6 +297,10 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
     vals_all, vmiss = cols.field(st.mapper.spec, 0, cols.n)
     if vmiss is not None:
         ok &= ~vmiss[rows]
+    for _, tp in st.typed:  # a value of the wrong type: the general path dead-letters it
+        bad = tp.bad_mask(vals_all)
+        if bad is not None:
+            ok &= ~bad[rows]
     gcodes_all, gkeys, gfields, gmiss = group_codes(cols, st.group_by, 0, cols.n)
     gcodes = gcodes_all[rows]
     if gmiss is not None:

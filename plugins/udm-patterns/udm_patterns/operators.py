@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from udm.sdk import UDO, Event, TimeSensitiveUDO, WindowDescriptor, udm
+from udm.sdk import UDO, Event, TimeSensitiveUDO, WindowDescriptor, time_json, udm
 
 __all__ = ["Follows", "Members", "TopK"]
 
@@ -58,7 +58,8 @@ class Members(TimeSensitiveUDO):
 
     def compute(self, events: Sequence[Event], window: WindowDescriptor) -> Iterator[Event]:
         for e in events:
-            yield Event(e.le, e.re, {"le": e.le, "re": e.re, **_as_dict(e.payload)})
+            # a payload time is JSON-encoded like an element time: an endless member's re is "inf"
+            yield Event(e.le, e.re, {"le": e.le, "re": time_json(e.re), **_as_dict(e.payload)})
 
 
 class FollowsParams(BaseModel):

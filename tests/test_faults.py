@@ -1,0 +1,102 @@
+"""Faults around a run (issue 15's fault matrix): a full disk or an unwritable output is one clear line and
+exit 1 with the input untouched; spark-streaming killed with SIGKILL resumes exactly once. (Plugins that
+fail to import or register one name and version twice: tests/test_discovery.py; a raising UDM:
+tests/test_input_typing.py; a non-deterministic UDM: the kit, tests/test_testing_contracts.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from udm.host.query.plan import bind
+from udm.host.query.spec import parse_query
+from udm.host.temporal.elements import parse_element
+from udm.host.testing.engine_conformance import write_stream
+from udm.host.testing.generator import generate
+from udm.host.testing.oracle import oracle_run
+from udm.host.testing.verifier import verify
+
+QUERY = {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 10}, "group_by": ["g"],
+                    "udm": "sum", "input": "v"}]}
+
+
+def _udm(*args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "udm.host.cli.app", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    stream = generate(seed=3, events=40, groups=2, speculation=0.3, cti="regular", bad=0.1)
+    src = tmp_path / "in.jsonl"
+    write_stream(src, stream)
+    q = tmp_path / "q.json"
+    q.write_text(json.dumps(QUERY))
+    return q, src
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux) to simulate a full disk")
+@pytest.mark.parametrize("which", ["--output", "--dead-letter"])
+def test_full_disk_is_one_line_and_the_input_is_untouched(files: tuple[Path, Path], tmp_path: Path,
+                                                          which: str) -> None:
+    q, src = files
+    before = src.read_bytes()
+    args = {"--output": str(tmp_path / "o.jsonl"), "--dead-letter": str(tmp_path / "d.jsonl"), which: "/dev/full"}
+    res = _udm("run", str(q), "--input", str(src), *[x for kv in args.items() for x in kv])
+    assert res.returncode == 1
+    assert res.stderr.strip() == "error: cannot write /dev/full: No space left on device"
+    assert src.read_bytes() == before
+
+
+def test_output_under_a_file_is_one_line(files: tuple[Path, Path], tmp_path: Path) -> None:
+    q, src = files
+    before = src.read_bytes()
+    res = _udm("run", str(q), "--input", str(src), "--output", str(src / "out.jsonl"))
+    assert res.returncode == 1 and len(res.stderr.strip().splitlines()) == 1
+    assert "cannot write" in res.stderr and "Traceback" not in res.stderr
+    assert src.read_bytes() == before
+
+
+@pytest.mark.spark
+def test_spark_streaming_sigkill_then_resume(files: tuple[Path, Path], tmp_path: Path) -> None:
+    """The CLI killed with SIGKILL once two micro-batches wrote their output, then run again: the output is
+    byte for byte an uninterrupted run's, and its CHT the oracle's."""
+    q, src = files
+    ck = tmp_path / "ck"
+    base = ["run", str(q), "--input", str(src), "--engine", "spark-streaming", "--batch-size", "8"]
+    cmd = [sys.executable, "-m", "udm.host.cli.app", *base, "--output", str(tmp_path / "a.jsonl"),
+           "--dead-letter", str(tmp_path / "a.dl"), "--checkpoint", str(ck)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while proc.poll() is None and time.monotonic() < deadline and len(list((ck / "out").glob("*.jsonl"))) < 2:
+        time.sleep(0.05)
+    killed = proc.poll() is None
+    if killed:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert killed, "the run ended before it could be killed"
+    res = _udm(*base, "--output", str(tmp_path / "a.jsonl"), "--dead-letter", str(tmp_path / "a.dl"),
+               "--checkpoint", str(ck))
+    assert res.returncode == 0, res.stderr
+    whole = _udm(*base, "--output", str(tmp_path / "b.jsonl"), "--dead-letter", str(tmp_path / "b.dl"))
+    assert whole.returncode == 0, whole.stderr
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    assert (tmp_path / "a.dl").read_bytes() == (tmp_path / "b.dl").read_bytes()
+    out = [parse_element(json.loads(x)) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
+    stream = [parse_element(json.loads(x)) for x in src.read_text().splitlines() if _is_element(x)]
+    assert verify(out, oracle_run(bind(parse_query(QUERY)), stream).cht)
+
+
+def _is_element(line: str) -> bool:
+    try:
+        parse_element(json.loads(line))
+    except Exception:
+        return False
+    return True
