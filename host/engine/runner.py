@@ -25,11 +25,12 @@ from udm.host.query.plan import BoundQuery
 from udm.host.temporal.elements import Cti, Element, Insert, Retract, element_to_json
 
 from .batch import run_batch
-from .common import INF, DeadLetter, RunStats
+from .common import INF, NEG, DeadLetter, RunStats
 from .context import Context
 from .operator import Operator
 from .ops.alter_lifetime import AlterLifetimeStep
 from .ops.join import JoinStep
+from .ops.lmerge import LmergeStep
 from .ops.span import FilterStep, InputGate, MapStep, ProjectStep
 from .ops.union import UnionStep
 from .window import make_window_step
@@ -57,6 +58,8 @@ def _make_operator(bound: BoundQuery, name: str, ctx: Context, reads_input: bool
         return UnionStep(name, ctx, bs)
     if op == "join":
         return JoinStep(name, ctx, bs)
+    if op == "lmerge":
+        return LmergeStep(name, ctx, bs)
     if op == "window":
         return make_window_step(name, ctx, bs, reads_input)
     raise ValueError(f"no operator for op {op!r}")  # bind() refuses every other op
@@ -90,6 +93,8 @@ class QueryRunner:
             self.ops.append(_make_operator(bound, node.name, self.ctx, reads_input))
         self._wire(graph)
         self.ended: set[str] = set()
+        #: inputs whose cti(INF) already went down the plan (lmerge ends with its first input)
+        self.forwarded: set[str] = set()
         self.finished = False
 
     def _policy(self, input_name: str) -> str:
@@ -133,6 +138,7 @@ class QueryRunner:
             op.input_names = tuple(next(iter(upstream[s])) if len(upstream[s]) == 1 else None for s in sources)
         self.linear = graph.is_linear
         self.steps = self.ops  # the pre-graph name, still used by tests and the fast path
+        self.ends_early = {name for name in graph.inputs if graph.ends_early(name)}
 
     # -- public state ---------------------------------------------------------------------------------
     @property
@@ -146,6 +152,30 @@ class QueryRunner:
     @property
     def inputs(self) -> tuple[str, ...]:
         return self.bound.graph.inputs
+
+    # -- lmerge: membership at run time (seeds/001 §V.B) and chattiness (Theorem 1) -------------------------
+    def _merge(self, step: str) -> LmergeStep:
+        for op in self.ops:
+            if op.name == step and isinstance(op, LmergeStep):
+                return op
+        merges = [op.name for op in self.ops if isinstance(op, LmergeStep)]
+        raise ValueError(f"the query has no lmerge step {step!r} (lmerge steps: {', '.join(merges) or 'none'})")
+
+    def detach(self, step: str, source: str) -> None:
+        """Input ``source`` of lmerge ``step`` leaves: its elements are ignored from now on. The output goes
+        on as long as another attached input carries the stream."""
+        m = self._merge(step)
+        m.detach_port(m.port_of(source))
+
+    def attach(self, step: str, source: str, at: int | None = None) -> None:
+        """Input ``source`` of lmerge ``step`` (re)joins, guaranteed to carry every event with ``RE >= at``;
+        it counts once the output CTI reaches ``at`` (default: at once)."""
+        m = self._merge(step)
+        m.attach_port(m.port_of(source), NEG if at is None else at)
+
+    def chattiness(self) -> dict[str, dict[str, int]]:
+        """Per lmerge step, elements in and out by kind (seeds/001 Theorem 1)."""
+        return {op.name: op.chattiness() for op in self.ops if isinstance(op, LmergeStep)}
 
     def take_dead_letters(self) -> list[DeadLetter]:
         dl = self.ctx.dead_letters
@@ -245,9 +275,16 @@ class QueryRunner:
         input can still move it. Until then the input refuses further elements."""
         self.end_input(input_name)
         if not self.finished:
-            return []
+            if input_name not in self.ends_early:
+                return []
+            self.forwarded.add(input_name)
+            k = self.entry[input_name]
+            r = self.ops[k].cti(INF)
+            return self.push(k, r) if r else []
         out: list[Element] = []
         for name in self.inputs:
+            if name in self.forwarded:
+                continue
             k = self.entry[name]
             r = self.ops[k].cti(INF)
             if r:
@@ -392,7 +429,8 @@ class QueryRunner:
     def snapshot(self) -> bytes:
         """The whole engine state (picklable; UDM instances are re-bound on restore)."""
         state = {"v": _SNAPSHOT_VERSION, "ctx": self.ctx, "ops": {op.name: op for op in self.ops},
-                 "order": [op.name for op in self.ops], "ended": sorted(self.ended), "finished": self.finished}
+                 "order": [op.name for op in self.ops], "ended": sorted(self.ended), "finished": self.finished,
+                 "forwarded": sorted(self.forwarded)}
         return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
@@ -410,6 +448,7 @@ class QueryRunner:
         fresh.ctx = state["ctx"]
         fresh.ops = [state["ops"][name] for name in state["order"]]
         fresh.ended = set(state["ended"])
+        fresh.forwarded = set(state.get("forwarded", ()))
         fresh.finished = state["finished"]
         for op in fresh.ops:
             op.attach(fresh.ctx, bound.step(op.name) if not isinstance(op, InputGate) else None)

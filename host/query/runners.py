@@ -96,6 +96,8 @@ class RunResult:
     seconds: float = 0.0
     #: per input: {"elements_in": n, "dead_lettered": n}
     inputs: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: per lmerge step: inserts/retractions/CTIs in and out (seeds/001 Theorem 1); empty without lmerge
+    lmerge: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def summary(self) -> str:
         """The one-line summary ``udm run`` prints."""
@@ -108,6 +110,11 @@ class RunResult:
             line += f"; reasons: {top}" + (f" and {more} more" if more > 0 else "")
         if self.truncated_at is not None:
             line += f"; windows past t={self.truncated_at} were cut at end of input"
+        for name, c in self.lmerge.items():
+            retractions = c.get("partial_retractions_out", 0) + c.get("full_retractions_out", 0)
+            line += (f"; lmerge {name}: {c.get('inserts_out', 0):,} inserts + {retractions:,} retractions out "
+                     f"for {c.get('inserts_in', 0):,} inserts in, {c.get('ctis_out', 0):,} CTIs out for "
+                     f"{c.get('ctis_in', 0):,} in")
         return line
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -120,6 +127,7 @@ class RunResult:
             "truncated_at": self.truncated_at,
             "seconds": self.seconds,
             "inputs": self.inputs,
+            **({"lmerge": self.lmerge} if self.lmerge else {}),
         }
 
 
@@ -245,6 +253,7 @@ def run_local(req: RunRequest) -> RunResult:
         truncated_at=st.truncated_at,
         seconds=time.perf_counter() - t0,
         inputs=per_input_counts(st, req.bound.graph.inputs),
+        lmerge=runner.chattiness(),
     )
 
 

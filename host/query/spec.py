@@ -26,6 +26,7 @@ __all__ = [
     "QuerySpec",
     "Snapshot",
     "Step",
+    "StreamProperties",
     "Time",
     "Tumbling",
     "UdfCall",
@@ -233,10 +234,14 @@ class JoinStep(_StepBase):
 
 
 class LmergeStep(_StepBase):
-    """Logical merge of logically equivalent inputs (SEMANTICS §8); see the LMerge issue."""
+    """Logical merge of logically equivalent inputs (SEMANTICS §8, seeds/001).
+
+    ``join_at``: sources (names in ``from``) that join at a time ``t`` (seeds/001 §V.B): each is only
+    guaranteed to carry the events with ``RE >= t``, and counts once the output CTI reaches ``t``."""
 
     op: Literal["lmerge"] = "lmerge"
     algorithm: Literal["auto", "R0", "R1", "R2", "R3", "R4"] = "auto"
+    join_at: dict[str, Time] = Field(default_factory=dict)
 
 
 Step = Annotated[
@@ -248,10 +253,26 @@ Step = Annotated[
 SINGLE_INPUT_OPS = frozenset({"filter", "map", "window", "project", "alter_lifetime"})
 
 
+class StreamProperties(_Strict):
+    """What an input promises about its physical stream (seeds/001 §III.C); ``lmerge`` with
+    ``algorithm: auto`` picks the cheapest algorithm these allow. Nothing is promised by default.
+
+    ``ordered``: LEs never decrease in arrival order (``"strict"``: they always increase);
+    ``insert_only``: no retractions; ``duplicates``: false when ``(LE, payload)`` is a key of the CHT at
+    every prefix; ``deterministic_ties``: rows with equal LE arrive in the same order on every replica."""
+
+    ordered: bool | Literal["strict"] = False
+    insert_only: bool = False
+    duplicates: bool = True
+    deterministic_ties: bool = False
+
+
 class InputSpec(_Strict):
-    """A named input of a query graph; its own violation policy (default: the query's)."""
+    """A named input of a query graph; its own violation policy (default: the query's) and the properties
+    its stream promises (used by ``lmerge``'s ``algorithm: auto``)."""
 
     on_violation: OnViolation | None = None
+    properties: StreamProperties = Field(default_factory=StreamProperties)
 
 
 class QuerySpec(_Strict):

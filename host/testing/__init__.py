@@ -34,7 +34,15 @@ from .engine_conformance import (
     shrink_failure,
     write_stream,
 )
-from .generator import StreamSpec, generate, generate_related, interleave, logical_events, physical_variants
+from .generator import (
+    StreamSpec,
+    generate,
+    generate_related,
+    interleave,
+    lmerge_inputs,
+    logical_events,
+    physical_variants,
+)
 from .oracle import OracleResult, OracleUndecidable, group_windows, oracle, oracle_run
 from .properties import check_properties, liveliness_bound
 from .verifier import Verdict, assert_equivalent, payloads_close, verify
@@ -66,6 +74,7 @@ __all__ = [
     "group_windows",
     "interleave",
     "liveliness_bound",
+    "lmerge_inputs",
     "logical_events",
     "oracle",
     "oracle_run",
