@@ -139,6 +139,22 @@ class QueryRunner:
         self.linear = graph.is_linear
         self.steps = self.ops  # the pre-graph name, still used by tests and the fast path
         self.ends_early = {name for name in graph.inputs if graph.ends_early(name)}
+        for op in self.ops:
+            if isinstance(op, LmergeStep):
+                op.feeders = [self._feeder(graph, op, port, position) for port in range(op.ports)]
+
+    def _feeder(self, graph: QueryGraph, merge: LmergeStep, port: int, position: dict[str, int]
+                ) -> Operator | None:
+        """The span step (filter, map, project, input gate) whose output only ``merge``'s ``port`` reads:
+        it may take the lmerge's feedback (seeds/001 §V.D). Any other step ignores the signal."""
+        src = graph.node(merge.name).sources[port]
+        if src not in position:  # an input read by the lmerge itself: nothing before it to fast-forward
+            return None
+        k = position[src]
+        op = self.ops[k]
+        if len(self.consumers[k]) != 1 or not isinstance(op, (FilterStep, MapStep, ProjectStep, InputGate)):
+            return None
+        return op
 
     # -- public state ---------------------------------------------------------------------------------
     @property

@@ -237,11 +237,14 @@ class LmergeStep(_StepBase):
     """Logical merge of logically equivalent inputs (SEMANTICS §8, seeds/001).
 
     ``join_at``: sources (names in ``from``) that join at a time ``t`` (seeds/001 §V.B): each is only
-    guaranteed to carry the events with ``RE >= t``, and counts once the output CTI reaches ``t``."""
+    guaranteed to carry the events with ``RE >= t``, and counts once the output CTI reaches ``t``.
+    ``feedback``: tell the step feeding a lagging input that times before the output CTI are no longer
+    needed, so it skips their work (seeds/001 §V.D, semantics-notes 20)."""
 
     op: Literal["lmerge"] = "lmerge"
     algorithm: Literal["auto", "R0", "R1", "R2", "R3", "R4"] = "auto"
     join_at: dict[str, Time] = Field(default_factory=dict)
+    feedback: bool = False
 
 
 Step = Annotated[

@@ -51,6 +51,9 @@ class LmergeStep(Operator):
         self.counts: Counter[str] = Counter()
         #: the port's latest CTI (a joining port's are held back)
         self.port_cti = [NEG] * self.ports
+        #: seeds/001 §V.D: signal lagging ports' feeders; per port the step feeding only it (set by the runner)
+        self.feedback = bool(step.feedback)
+        self.feeders: list[Operator | None] = [None] * self.ports
 
     # -- run-time membership (seeds/001 §V.B) ------------------------------------------------------------
     def port_of(self, source: str) -> int:
@@ -106,7 +109,16 @@ class LmergeStep(Operator):
             return []
         out = self.core.cti(port, t)
         self._joined()
+        if out and self.feedback:
+            self._fast_forward(self.core.stable)
         return out
+
+    def _fast_forward(self, t: int) -> None:
+        """Tell the feeders of the ports behind the output CTI that nothing before it is needed any more."""
+        for p, feeder in enumerate(self.feeders):
+            if feeder is not None and self.port_cti[p] < t and self.status[p] != DETACHED:
+                feeder.fast_forward(t)
+                self.counts["feedback_signals"] += 1
 
     def _joined(self) -> None:
         """Joining ports whose join time the output CTI reached are attached now."""
@@ -131,6 +143,8 @@ class LmergeStep(Operator):
         keys = ("inserts_in", "retractions_in", "ctis_in", "inserts_out", "partial_retractions_out",
                 "full_retractions_out", "ctis_out")
         data = {k: self.counts.get(k, 0) for k in keys}
+        if self.feedback:
+            data["feedback_signals"] = self.counts.get("feedback_signals", 0)
         inconsistent = getattr(self.core, "inconsistent", 0)
         if inconsistent:
             data["inconsistent"] = inconsistent
@@ -138,3 +152,6 @@ class LmergeStep(Operator):
 
     def state_size(self) -> dict[str, int]:
         return {"events": self.core.held()}
+
+    def _transient(self) -> tuple[str, ...]:
+        return ("ctx", "feeders")
