@@ -43,6 +43,7 @@ from .generator import (
     logical_events,
     physical_variants,
 )
+from .lmerge_compat import compatibility_problems, trace_problems
 from .oracle import OracleResult, OracleUndecidable, group_windows, oracle, oracle_run
 from .properties import check_properties, liveliness_bound
 from .verifier import Verdict, assert_equivalent, payloads_close, verify
@@ -68,6 +69,7 @@ __all__ = [
     "check_engine",
     "check_properties",
     "cht",
+    "compatibility_problems",
     "format_failures",
     "generate",
     "generate_related",
@@ -86,6 +88,7 @@ __all__ = [
     "shrink_failure",
     "stream_text",
     "to_elements",
+    "trace_problems",
     "verify",
     "write_stream",
 ]
