@@ -170,7 +170,8 @@ class QueryRunner:
         return self.bound.graph.inputs
 
     # -- lmerge: membership at run time (seeds/001 §V.B) and chattiness (Theorem 1) -------------------------
-    def _merge(self, step: str) -> LmergeStep:
+    def merge_step(self, step: str) -> LmergeStep:
+        """The lmerge operator named ``step``."""
         for op in self.ops:
             if op.name == step and isinstance(op, LmergeStep):
                 return op
@@ -180,13 +181,13 @@ class QueryRunner:
     def detach(self, step: str, source: str) -> None:
         """Input ``source`` of lmerge ``step`` leaves: its elements are ignored from now on. The output goes
         on as long as another attached input carries the stream."""
-        m = self._merge(step)
+        m = self.merge_step(step)
         m.detach_port(m.port_of(source))
 
     def attach(self, step: str, source: str, at: int | None = None) -> None:
         """Input ``source`` of lmerge ``step`` (re)joins, guaranteed to carry every event with ``RE >= at``;
         it counts once the output CTI reaches ``at`` (default: at once)."""
-        m = self._merge(step)
+        m = self.merge_step(step)
         m.attach_port(m.port_of(source), NEG if at is None else at)
 
     def chattiness(self) -> dict[str, dict[str, int]]:
