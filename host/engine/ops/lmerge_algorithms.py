@@ -331,6 +331,9 @@ class R4(_Indexed):
 
     def _freeze(self, port: int, node: _Node, t: int, out: list[Element]) -> bool:
         ends: dict[int, int] = node.ends.get(port) or {}
+        if ends and node.outs and min(ends) >= t and len(node.outs) == sum(ends.values()) \
+                and min(node.outs.values()) >= INF:
+            return False  # every row still open on the leading port and open in the output: nothing to do
         want: dict[int, int] = {e: c for e, c in ends.items() if e < t}  # frozen ends, matched exactly
         open_rows = sum(c for e, c in ends.items() if e >= t)  # rows still open: one [LE, INF) each
         spare: list[str] = []
