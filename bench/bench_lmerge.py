@@ -89,9 +89,9 @@ def interleave_lagged(copies: Sequence[Sequence[Element]], lag: int) -> list[tup
     return [(c, el) for _, c, el in feed]
 
 
-def drive(op: Any, feed: Sequence[tuple[int, Element]], sample: bool) -> tuple[float, int, int]:
-    """Seconds, peak pickled state (bytes), elements out."""
-    peak = 0
+def drive(op: Any, feed: Sequence[tuple[int, Element]], sample: bool) -> tuple[float, int, int, int]:
+    """Seconds, peak pickled state (bytes), peak rows held, elements out."""
+    peak = rows = 0
     out = 0
     t0 = time.perf_counter()
     step = op.feed_port
@@ -101,7 +101,8 @@ def drive(op: Any, feed: Sequence[tuple[int, Element]], sample: bool) -> tuple[f
             out += len(r)
         if sample and j % 2000 == 0:
             peak = max(peak, len(pickle.dumps(op.core if isinstance(op, LmergeStep) else op.held)))
-    return time.perf_counter() - t0, peak, out
+            rows = max(rows, op.state_size()["events"])
+    return time.perf_counter() - t0, peak, rows, out
 
 
 def _bound(names: list[str], op: dict[str, Any]) -> Any:
@@ -111,24 +112,24 @@ def _bound(names: list[str], op: dict[str, Any]) -> Any:
 def fig_2_3(n_events: int, widths: Sequence[int]) -> None:
     evs = events(n_events, 1)
     print(f"Fig. 2/3: ordered insert-only stream, {n_events:,} events per input, copies lagging 5 elements each")
-    print(f"{'inputs':>6} {'alg':>5} {'el/s':>11} {'vs union':>9} {'peak state KB':>14} {'rows held':>9} "
+    print(f"{'inputs':>6} {'alg':>5} {'el/s':>11} {'vs union':>9} {'peak state KB':>14} {'peak rows':>9} "
           f"{'out':>7}")
     for n in widths:
         copies = [ordered_copy(evs, c, 1) for c in range(n)]
         feed = interleave_lagged(copies, 5)
         names = [f"i{c}" for c in range(n)]
         base = UnionStep("m", Context("dead_letter"), _bound(names, {"op": "union"}).step("m"))
-        secs, _, _ = drive(base, feed, sample=False)
+        secs, _, _, _ = drive(base, feed, sample=False)
         union_rate = len(feed) / secs
         for alg in ALGORITHMS:
             bq = _bound(names, {"op": "lmerge", "algorithm": alg})
             op = LmergeStep("m", Context("dead_letter"), bq.step("m"))
-            secs, _, out = drive(op, feed, sample=False)
+            secs, _, _, out = drive(op, feed, sample=False)
             rate = len(feed) / secs
             op2 = LmergeStep("m", Context("dead_letter"), bq.step("m"))
-            _, peak, _ = drive(op2, feed, sample=True)
+            _, peak, rows, _ = drive(op2, feed, sample=True)
             print(f"{n:>6} {alg:>5} {rate:>11,.0f} {rate / union_rate:>8.2f}x {peak / 1024:>14,.1f} "
-                  f"{op2.core.held():>9} {out:>7,}")
+                  f"{rows:>9,} {out:>7,}")
     print("paper: Fig. 2 memory — R0, R1 negligible, R2 slightly higher (rows at the largest LE), R3 (in2t) a")
     print("       little more, almost independent of the number of inputs (payloads shared); R4 like R3.")
     print("paper: Fig. 3 throughput — the simpler the algorithm, the higher (R0 > R1 > R2 > R3 > R4).")
