@@ -22,6 +22,7 @@ from udm.host.query.stream_properties import choose_algorithm
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 from udm.host.testing import cht, generate, lmerge_inputs
 from udm.host.testing.engine_conformance import check_engine, runner_engine
+from udm.host.testing.generator import interleave
 from udm.sdk import INF
 
 ENGINE = runner_engine(QueryRunner)
@@ -210,3 +211,21 @@ def test_auto_derives_properties_through_a_grouped_aggregate() -> None:
             rep = check_engine(ENGINE, bq, {"a": inputs["i0"], "b": inputs["i1"]}, seed=seed, variants=0,
                                interleavings=("sync", "random"))
             assert rep.ok, rep.text()
+
+
+def test_snapshot_and_restore_mid_stream() -> None:
+    for seed in range(40):
+        inputs = lmerge_inputs(generate(seed=seed, events=12, **KNOBS[seed % len(KNOBS)]), 3, seed=seed)
+        bq = merge_query(list(inputs), "R4" if seed % 2 else "R3")
+        if seed % 2 == 0:
+            inputs = lmerge_inputs(generate(seed=seed, events=12, **KNOBS[seed % len(KNOBS)]), 3, seed=seed,
+                                   case="R3")
+        feed = list(interleave(inputs, list(inputs), how="random", seed=seed))
+        cut = len(feed) // 2
+        r = QueryRunner(bq)
+        r.detach("m", "i2")
+        out = [e for name, el in feed[:cut] for e in r.process(el, input=name)]
+        r2 = QueryRunner.restore(r.snapshot(), bq)
+        out += [e for name, el in feed[cut:] for e in r2.process(el, input=name)] + r2.finish()
+        assert cht(out) == cht(inputs["i0"]), seed
+        assert r2.merge_step("m").status[2] == "detached"
