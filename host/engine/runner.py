@@ -185,7 +185,8 @@ class QueryRunner:
         m.detach_port(m.port_of(source))
 
     def attach(self, step: str, source: str, at: int | None = None) -> None:
-        """Input ``source`` of lmerge ``step`` (re)joins, guaranteed to carry every event with ``RE >= at``;
+        """Input ``source`` of lmerge ``step`` (re)joins, guaranteed to carry every event with ``RE >= at``
+        from now on (a detached input was forgotten: it must send those again, e.g. by replaying its source);
         it counts once the output CTI reaches ``at`` (default: at once)."""
         m = self.merge_step(step)
         m.attach_port(m.port_of(source), NEG if at is None else at)

@@ -296,6 +296,10 @@ class QuerySpec(_Strict):
 
     def to_json_dict(self) -> dict[str, Any]:
         data = self.model_dump(by_alias=True, mode="json", exclude_none=True)
+        default = StreamProperties().model_dump(mode="json")
+        for spec in (data.get("inputs") or {}).values():
+            if spec.get("properties") == default:
+                del spec["properties"]  # nothing promised: the spec as written before properties existed
         for step in data["steps"]:
             for key in ("max_delay", "max_memory_time"):
                 if step.get(key) is not None and step[key] >= INF:

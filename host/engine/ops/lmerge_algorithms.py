@@ -287,6 +287,8 @@ class R3(_Indexed):
             return end < t
         oid = next(iter(node.outs))
         if end is None:
+            if node.le < self.stable:
+                return False  # output and frozen earlier, yet unknown to this port: wait for one that knows
             self._emit_end(node, oid, node.le, out)
             return True
         if end < t:
@@ -331,6 +333,8 @@ class R4(_Indexed):
 
     def _freeze(self, port: int, node: _Node, t: int, out: list[Element]) -> bool:
         ends: dict[int, int] = node.ends.get(port) or {}
+        if not ends and node.outs and node.le < self.stable:
+            return False  # output and frozen earlier, yet unknown to this port: wait for one that knows
         if ends and node.outs and min(ends) >= t and len(node.outs) == sum(ends.values()) \
                 and min(node.outs.values()) >= INF:
             return False  # every row still open on the leading port and open in the output: nothing to do
