@@ -35,6 +35,8 @@ NOT_INSERT_ONLY = "lmerge_not_insert_only"
 
 
 class LmergeStep(Operator):
+    """The lmerge step: ports with their membership and counters around one algorithm core."""
+
     def __init__(self, name: str, ctx: Context, bs: BoundStep) -> None:
         super().__init__(name, ctx, reads_input=False)
         step = bs.step
@@ -47,7 +49,7 @@ class LmergeStep(Operator):
         self.join_at = [NEG] * self.ports
         for src, t in (step.join_at or {}).items():
             self.attach_port(self.sources.index(src), t)
-        #: Theorem 1 counters (RunStats.lmerge)
+        #: Theorem 1 counters (`QueryRunner.chattiness`, `RunResult.lmerge`)
         self.counts: Counter[str] = Counter()
         #: the port's latest CTI (a joining port's are held back)
         self.port_cti = [NEG] * self.ports
