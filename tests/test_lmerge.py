@@ -229,3 +229,29 @@ def test_snapshot_and_restore_mid_stream() -> None:
         out += [e for name, el in feed[cut:] for e in r2.process(el, input=name)] + r2.finish()
         assert cht(out) == cht(inputs["i0"]), seed
         assert r2.merge_step("m").status[2] == "detached"
+
+
+@pytest.mark.parametrize("algorithm", ["R3", "R4"])
+def test_hand_gap_follows_the_input_that_freezes_it(algorithm: str) -> None:
+    # seeds/001 §V.C: R3/R4 output an element e as long as the input that raises the output CTI past e's LE
+    # has e. x is missing from b.
+    r = QueryRunner(merge_query(["a", "b"], algorithm))
+    r.process(Insert("x", 5, 8, {"p": "x"}), input="a")
+    assert r.process(Cti(10), input="a") == [Insert("m1", 5, 8, {"p": "x"}), Cti(10)]  # a has x: out, final
+    assert r.process(Cti(12), input="b") == [Cti(12)]  # b lacks it, but x is final already
+    r2 = QueryRunner(merge_query(["a", "b"], algorithm))
+    r2.process(Insert("x", 5, 8, {"p": "x"}), input="a")
+    assert r2.process(Cti(10), input="b") == [Cti(10)]  # b froze 5 without x: x is not in the stream
+    assert r2.process(Cti(12), input="a") == [Cti(12)] and not r2.dead_letters
+
+
+@pytest.mark.parametrize("algorithm", ["R0", "R1", "R2"])
+def test_hand_gap_in_insert_only_algorithms(algorithm: str) -> None:
+    # seeds/001 §V.C: R0–R2 output an element missing from some input S as long as another input delivers
+    # it before S delivers an element with a higher LE
+    r = QueryRunner(merge_query(["a", "b"], algorithm))
+    assert r.process(Insert("x", 5, 8, {"p": "x"}), input="a") == [Insert("m1", 5, 8, {"p": "x"})]
+    assert r.process(Insert("w", 6, 9, {"p": "w"}), input="b") == [Insert("m2", 6, 9, {"p": "w"})]
+    r2 = QueryRunner(merge_query(["a", "b"], algorithm))
+    assert r2.process(Insert("w", 6, 9, {"p": "w"}), input="b") == [Insert("m1", 6, 9, {"p": "w"})]
+    assert r2.process(Insert("x", 5, 8, {"p": "x"}), input="a") == []  # too late: b is past LE 5
