@@ -15,7 +15,7 @@ from udm.host.query.plan import bind
 from udm.host.query.runners import RunRequest, get_engine, run_local
 from udm.host.query.spec import parse_query
 from udm.host.spark.partition import graph_routing
-from udm.host.temporal.elements import parse_element
+from udm.host.temporal.elements import Cti, Insert, Retract, parse_element
 from udm.host.testing import assert_equivalent, check_engine, lmerge_inputs, oracle, registered_engine
 from udm.host.testing.cht import cht
 from udm.host.testing.engine_conformance import write_stream
@@ -66,6 +66,12 @@ def test_lmerge_equals_the_oracle_and_the_local_engine(spark: Any, tmp_path: Pat
     counts = local.lmerge["m"]
     assert counts["inserts_out"] + counts["partial_retractions_out"] + counts["full_retractions_out"] \
         <= counts["inserts_in"]
+    # Theorem 1 on the Spark output file itself, against the input files
+    spark_out = _read(tmp_path / "spark.jsonl")
+    ins_in = sum(isinstance(e, Insert) for s in inputs.values() for e in s)
+    ctis_in = sum(isinstance(e, Cti) for s in inputs.values() for e in s)
+    assert sum(isinstance(e, (Insert, Retract)) for e in spark_out) <= ins_in
+    assert sum(isinstance(e, Cti) for e in spark_out) <= ctis_in
 
 
 @pytest.mark.parametrize("engine", ["spark", "spark-streaming"])
