@@ -126,3 +126,29 @@ def test_ha_local_replica_killed_while_a_spark_replica_carries_on(spark: Any, tm
     merge.finish()
     assert "local" in merge.killed
     assert cht(merge.output) == oracle(bq, base)
+
+
+def test_ha_with_udm_run_over_replica_output_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The file-level recipe: each replica wrote its output file, one of them died half-way (its file stops
+    mid-stream, without cti(inf)); ``udm run`` of an lmerge over the files gives the uninterrupted answer."""
+    import yaml
+    from cli_harness import udm
+
+    bq = query(COUNT)
+    base = stream(8)
+    copies = physical_variants(base, 2, seed=8)
+    outs = []
+    for i, copy in enumerate(copies):
+        runner = QueryRunner(bq)
+        if i == 0:  # dies half-way through its input
+            outs.append([e for el in copy[: len(copy) // 2] for e in runner.process(el)])
+        else:
+            outs.append(runner.run_all(copy))
+    for i, out in enumerate(outs):
+        write_stream(tmp_path / f"r{i}.jsonl", out)
+    (tmp_path / "merge.yaml").write_text(yaml.safe_dump(
+        {"inputs": {"r0": {}, "r1": {}}, "steps": [{"id": "m", "op": "lmerge", "from": ["r0", "r1"]}]}))
+    code, _, err = udm(capsys, "run", str(tmp_path / "merge.yaml"), "--input", f"r0={tmp_path / 'r0.jsonl'}",
+                       "--input", f"r1={tmp_path / 'r1.jsonl'}", "-o", str(tmp_path / "merged.jsonl"))
+    assert code == 0, err
+    assert cht(_read(tmp_path / "merged.jsonl")) == oracle(bq, base)
