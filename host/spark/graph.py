@@ -21,6 +21,7 @@ Spark job of `QueryRunner`s, one per bucket, each running the *whole* graph:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -139,6 +140,9 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
             row(stream="ids", line=bucket, element=id_blob)
         if reached > NEG:
             row(stream="T", line=bucket, t=reached, le=int(runner.stats.truncated_at is not None))
+        merges = runner.chattiness()
+        if merges:  # lmerge's Theorem 1 counters (RunResult.lmerge)
+            row(stream="lmerge", line=bucket, element=json.dumps(merges))
         return pa.table(cols, schema=_RESULT_ARROW)
 
     return run
@@ -196,6 +200,19 @@ def _run(spark: Any, routed: DataFrame, spec: QuerySpec, violation: str, t_end: 
     dead = result.where(F.col("stream") == "dead").select("line", "reason", "element",
                                                           F.col("kind").alias("category"), "input")
     return SparkRun(output, dead, n, keys, result, "engine", split)
+
+
+def lmerge_counts(run: SparkRun) -> dict[str, dict[str, int]]:
+    """The lmerge counters of a graph run (`RunResult.lmerge`), summed over its buckets."""
+    from pyspark.sql import functions as F
+
+    total: dict[str, dict[str, int]] = {}
+    for r in run._result.where(F.col("stream") == "lmerge").select("element").collect():
+        for step, counts in json.loads(r["element"]).items():
+            acc = total.setdefault(step, {})
+            for k, v in counts.items():
+                acc[k] = acc.get(k, 0) + int(v)
+    return total
 
 
 def run_graph_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
