@@ -88,7 +88,7 @@ def kinds(out: list[Element]) -> list[str]:
 
 @pytest.mark.parametrize("algorithm", ["R3", "R4"])
 def test_hand_leading_input_drives_the_output_and_lagging_rows_are_dropped(algorithm: str) -> None:
-    # seeds/001 §IV.D with the policy of semantics-notes 17: at a's cti(6), (1, v1) is half frozen on a
+    # seeds/001 §IV.D with the policy of semantics-notes 22: at a's cti(6), (1, v1) is half frozen on a
     # (end 10 >= 6): out [1, INF); (3, v2) is fully frozen (end 5 < 6): out [3, 5), final. b lags: its
     # (3, v2) is below the output CTI and dropped (not dead-lettered). a's cti(INF) freezes v1's end: 10.
     r = QueryRunner(merge_query(["a", "b"], algorithm))

@@ -1,6 +1,6 @@
 """The chattiness counters of ``lmerge`` in the run summary (seeds/001 Theorem 1): `RunResult.lmerge`, the
 ``udm run --json`` document and the one-line summary report inserts, partial and full retractions and CTIs
-out against the inserts and CTIs in, counted by hand here from seeds/001 §IV.D with semantics-notes 17."""
+out against the inserts and CTIs in, counted by hand here from seeds/001 §IV.D with semantics-notes 22."""
 
 from __future__ import annotations
 

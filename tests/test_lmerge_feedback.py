@@ -1,4 +1,4 @@
-"""lmerge feedback (seeds/001 §V.D, semantics-notes 20): with ``feedback: true`` the lmerge tells the step
+"""lmerge feedback (seeds/001 §V.D, semantics-notes 25): with ``feedback: true`` the lmerge tells the step
 feeding a lagging input that nothing before the output CTI is needed, and that step skips the work.
 
 Two "plans" (a filter UDF each) over physical variants of one stream: the merged CHT must stay the oracle's

@@ -63,7 +63,7 @@ class QueryGraph:
     def ends_early(self, name: str) -> bool:
         """True when input ``name``'s ``cti(INF)`` goes down the plan before the other inputs end: it reaches
         an lmerge (whose output ends with its first input, SEMANTICS §8) and no window step (which needs T
-        over every input at its end, semantics-notes 11 and 17)."""
+        over every input at its end, semantics-notes 11 and 22)."""
         seen: set[str] = set()
         todo = [name]
         merges = False

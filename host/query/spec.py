@@ -239,7 +239,7 @@ class LmergeStep(_StepBase):
     ``join_at``: sources (names in ``from``) that join at a time ``t`` (seeds/001 §V.B): each is only
     guaranteed to carry the events with ``RE >= t``, and counts once the output CTI reaches ``t``.
     ``feedback``: tell the step feeding a lagging input that times before the output CTI are no longer
-    needed, so it skips their work (seeds/001 §V.D, semantics-notes 20)."""
+    needed, so it skips their work (seeds/001 §V.D, semantics-notes 25)."""
 
     op: Literal["lmerge"] = "lmerge"
     algorithm: Literal["auto", "R0", "R1", "R2", "R3", "R4"] = "auto"

@@ -218,7 +218,7 @@ def _one_multi(run: Engine, query: Any, feed: Interleaved, expected: CHT, label:
     trace = getattr(out, "trace", None)
     if trace is not None and len(trace) == len(feed):
         # SEMANTICS §10: cti(INF) comes out only when every input has ended; §8: an lmerge's output ends with
-        # its first input (semantics-notes 17: an input that reaches an lmerge and no window step)
+        # its first input (semantics-notes 22: an input that reaches an lmerge and no window step)
         names = {name for name, _ in feed}
         graph = query.graph if isinstance(query, BoundQuery) else None
         early = {n for n in names if graph is not None and graph.ends_early(n)}

@@ -10,7 +10,7 @@ per port, R2 (equal LEs in any order, ``(LE, payload)`` a key) the payloads at t
 
 R3 (in²t: per ``(LE, payload)`` node the current end on each port) and R4 (in³t: per node and port a
 multiset of ends, for duplicates) take any valid input. Their output policy is the "wait until half frozen"
-one of seeds/001 §V.A (semantics-notes 17): a node is output only when the port that advances the largest
+one of seeds/001 §V.A (semantics-notes 22): a node is output only when the port that advances the largest
 CTI freezes its LE, as ``[LE, RE)`` when that port already froze the end, else as ``[LE, INF)``; the one
 later change is the retraction to the end that port freezes. Each output row thus costs at most one insert
 and one retraction, and a phantom (inserted and deleted before any port froze it) is never output, which is
