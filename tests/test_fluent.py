@@ -170,3 +170,15 @@ def test_runs_match_the_oracle(build: Any, tmp_path: Path) -> None:
     p.write_text("".join(json.dumps(element_to_json(e)) + "\n" for e in events))
     f = build(Stream.from_jsonl(p))
     assert cht(f.to_elements()) == s.to_cht()
+
+
+def test_lmerge_of_two_physical_copies() -> None:
+    from udm.host.testing import cht, generate, lmerge_inputs, oracle
+
+    copies = lmerge_inputs(generate(seed=4, events=20, speculation=0.4, disorder="slightly"), 2, seed=4)
+    a = Stream.from_events(copies["i0"], name="a")
+    b = Stream.from_events(copies["i1"], name="b")
+    merged = a.lmerge(b, algorithm="R4")
+    assert merged.spec.steps[-1].op == "lmerge"
+    out = merged.to_elements()
+    assert cht(out) == oracle(merged.bind(), {"a": copies["i0"], "b": copies["i1"]}) == cht(copies["i0"])

@@ -98,10 +98,14 @@ def test_bad_operator_parameters_are_refused_at_parse_time(data: dict[str, Any],
     assert needle in str(exc.value)
 
 
-def test_lmerge_is_known_but_refused_until_it_exists() -> None:
+def test_lmerge_binds_and_checks_join_at() -> None:
     spec = parse_query({"inputs": {"a": {}, "b": {}}, "steps": [{"op": "lmerge", "from": ["a", "b"]}]})
-    with pytest.raises(UdmError, match="lmerge is not implemented yet"):
-        bind(spec)
+    assert bind(spec).steps[0].step.algorithm == "R4"  # nothing declared: the general algorithm
+    for join_at, needle in (({"c": 5}, "does not read"), ({"a": 1, "b": 2}, "names every input")):
+        bad = parse_query({"inputs": {"a": {}, "b": {}},
+                           "steps": [{"op": "lmerge", "from": ["a", "b"], "join_at": join_at}]})
+        with pytest.raises(UdmError, match=needle):
+            bind(bad)
 
 
 def test_join_where_udf_is_bound_and_checked() -> None:

@@ -223,3 +223,8 @@ class Operator:
 
     def finish_ready(self) -> None:
         """Called before the final ``cti(INF)`` reaches this step."""
+
+    def fast_forward(self, t: int) -> None:
+        """Feedback from the lmerge this step feeds (seeds/001 §V.D): nothing before ``t`` is wanted any more.
+        A step may skip work and state for it, never emit anything that contradicts its input; by default it
+        ignores the signal."""

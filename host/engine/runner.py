@@ -30,6 +30,7 @@ from .context import Context
 from .operator import Operator
 from .ops.alter_lifetime import AlterLifetimeStep
 from .ops.join import JoinStep
+from .ops.lmerge import LmergeStep
 from .ops.span import FilterStep, InputGate, MapStep, ProjectStep
 from .ops.union import UnionStep
 from .repair import ChainRepair
@@ -58,6 +59,8 @@ def _make_operator(bound: BoundQuery, name: str, ctx: Context, reads_input: bool
         return UnionStep(name, ctx, bs)
     if op == "join":
         return JoinStep(name, ctx, bs)
+    if op == "lmerge":
+        return LmergeStep(name, ctx, bs)
     if op == "window":
         return make_window_step(name, ctx, bs, reads_input)
     raise ValueError(f"no operator for op {op!r}")  # bind() refuses every other op
@@ -96,6 +99,8 @@ class QueryRunner:
             self.ops.append(_make_operator(bound, node.name, self.ctx, reads_input))
         self._wire(graph)
         self.ended: set[str] = set()
+        #: inputs whose cti(INF) already went down the plan (lmerge ends with its first input)
+        self.forwarded: set[str] = set()
         self.finished = False
         #: per input with ``repair``: its retraction-chain repair stage (semantics-notes 20)
         self.repair: dict[str, ChainRepair] = {}
@@ -145,6 +150,23 @@ class QueryRunner:
             op.input_names = tuple(next(iter(upstream[s])) if len(upstream[s]) == 1 else None for s in sources)
         self.linear = graph.is_linear
         self.steps = self.ops  # the pre-graph name, still used by tests and the fast path
+        self.ends_early = {name for name in graph.inputs if graph.ends_early(name)}
+        for op in self.ops:
+            if isinstance(op, LmergeStep):
+                op.feeders = [self._feeder(graph, op, port, position) for port in range(op.ports)]
+
+    def _feeder(self, graph: QueryGraph, merge: LmergeStep, port: int, position: dict[str, int]
+                ) -> Operator | None:
+        """The span step (filter, map, project, input gate) whose output only ``merge``'s ``port`` reads:
+        it may take the lmerge's feedback (seeds/001 §V.D). Any other step ignores the signal."""
+        src = graph.node(merge.name).sources[port]
+        if src not in position:  # an input read by the lmerge itself: nothing before it to fast-forward
+            return None
+        k = position[src]
+        op = self.ops[k]
+        if len(self.consumers[k]) != 1 or not isinstance(op, (FilterStep, MapStep, ProjectStep, InputGate)):
+            return None
+        return op
 
     # -- public state ---------------------------------------------------------------------------------
     @property
@@ -158,6 +180,32 @@ class QueryRunner:
     @property
     def inputs(self) -> tuple[str, ...]:
         return self.bound.graph.inputs
+
+    # -- lmerge: membership at run time (seeds/001 §V.B) and chattiness (Theorem 1) -------------------------
+    def merge_step(self, step: str) -> LmergeStep:
+        """The lmerge operator named ``step``."""
+        for op in self.ops:
+            if op.name == step and isinstance(op, LmergeStep):
+                return op
+        merges = [op.name for op in self.ops if isinstance(op, LmergeStep)]
+        raise ValueError(f"the query has no lmerge step {step!r} (lmerge steps: {', '.join(merges) or 'none'})")
+
+    def detach(self, step: str, source: str) -> None:
+        """Input ``source`` of lmerge ``step`` leaves: its elements are ignored from now on. The output goes
+        on as long as another attached input carries the stream."""
+        m = self.merge_step(step)
+        m.detach_port(m.port_of(source))
+
+    def attach(self, step: str, source: str, at: int | None = None) -> None:
+        """Input ``source`` of lmerge ``step`` (re)joins, guaranteed to carry every event with ``RE >= at``
+        from now on (a detached input was forgotten: it must send those again, e.g. by replaying its source);
+        it counts once the output CTI reaches ``at`` (default: at once)."""
+        m = self.merge_step(step)
+        m.attach_port(m.port_of(source), NEG if at is None else at)
+
+    def chattiness(self) -> dict[str, dict[str, int]]:
+        """Per lmerge step, elements in and out by kind (seeds/001 Theorem 1)."""
+        return {op.name: op.chattiness() for op in self.ops if isinstance(op, LmergeStep)}
 
     def take_dead_letters(self) -> list[DeadLetter]:
         dl = self.ctx.dead_letters
@@ -257,9 +305,16 @@ class QueryRunner:
         input can still move it. Until then the input refuses further elements."""
         self.end_input(input_name)
         if not self.finished:
-            return []
+            if input_name not in self.ends_early:
+                return []
+            self.forwarded.add(input_name)
+            k = self.entry[input_name]
+            r = self.ops[k].cti(INF)
+            return self.push(k, r) if r else []
         out: list[Element] = []
         for name in self.inputs:
+            if name in self.forwarded:
+                continue
             k = self.entry[name]
             r = self.ops[k].cti(INF)
             if r:
@@ -425,7 +480,8 @@ class QueryRunner:
         """The whole engine state (picklable; UDM instances are re-bound on restore)."""
         state = {"v": _SNAPSHOT_VERSION, "ctx": self.ctx, "ops": {op.name: op for op in self.ops},
                  "order": [op.name for op in self.ops], "ended": sorted(self.ended), "finished": self.finished,
-                 "repair": self.repair}
+                 "repair": self.repair,
+                 "forwarded": sorted(self.forwarded)}
         return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
@@ -443,6 +499,7 @@ class QueryRunner:
         fresh.ctx = state["ctx"]
         fresh.ops = [state["ops"][name] for name in state["order"]]
         fresh.ended = set(state["ended"])
+        fresh.forwarded = set(state.get("forwarded", ()))
         fresh.finished = state["finished"]
         fresh.repair = state.get("repair", fresh.repair)
         for op in fresh.ops:

@@ -43,6 +43,7 @@ from udm.host.query.spec import (
     FilterStep,
     Hopping,
     JoinStep,
+    LmergeStep,
     MapStep,
     ProjectStep,
     QuerySpec,
@@ -230,6 +231,13 @@ class Stream:
         step = _build(JoinStep, op="join", on=pairs, type=type, where=cond, left_prefix=left_prefix,
                       right_prefix=right_prefix)
         return merged._append(step, "join", heads)
+
+    def lmerge(self, *others: Stream, algorithm: str = "auto", feedback: bool = False) -> Stream:
+        """One stream compatible with this one and ``others``, which carry the same logical stream in
+        physically different ways (SEMANTICS §8): replicas, an old and a new plan, a replay and a live feed."""
+        merged, heads = self._merged(others, "lmerge")
+        step = _build(LmergeStep, op="lmerge", algorithm=algorithm, feedback=feedback)
+        return merged._append(step, "lmerge", heads)
 
     def left_anti_join(self, other: Stream, on: str | Sequence[str | tuple[str, str] | list[str]], *,
                        where: str | Mapping[str, Any] | None = None) -> Stream:

@@ -60,6 +60,25 @@ class QueryGraph:
         """The steps reading ``name`` (an input or a step), each with the port it reads it on."""
         return [(n, port) for n in self.nodes for port, src in enumerate(n.sources) if src == name]
 
+    def ends_early(self, name: str) -> bool:
+        """True when input ``name``'s ``cti(INF)`` goes down the plan before the other inputs end: it reaches
+        an lmerge (whose output ends with its first input, SEMANTICS §8) and no window step (which needs T
+        over every input at its end, semantics-notes 11 and 22)."""
+        seen: set[str] = set()
+        todo = [name]
+        merges = False
+        while todo:
+            x = todo.pop()
+            for node, _port in self.consumers(x):
+                if node.name in seen:
+                    continue
+                seen.add(node.name)
+                if node.op == "window":
+                    return False
+                merges = merges or node.op == "lmerge"
+                todo.append(node.name)
+        return merges
+
     @property
     def is_linear(self) -> bool:
         """One input and a chain of single-input steps, each reading the one before (the pre-graph shape)."""

@@ -10,6 +10,7 @@ from udm.host.catalog import Catalog, CatalogEntry, default_catalog
 from udm.host.errors import ParamError, PolicyError, QuerySpecError
 from udm.host.query.graph import QueryGraph, resolve
 from udm.host.query.spec import FilterStep, JoinStep, LmergeStep, MapStep, QuerySpec, UdfCall, WindowStep
+from udm.host.query.stream_properties import choose_algorithm, derive_properties
 from udm.sdk import UDM
 
 __all__ = ["BoundQuery", "BoundStep", "bind"]
@@ -73,8 +74,7 @@ def _bind_step(step: Any, cat: Catalog, index: int, name: str) -> BoundStep:
         _check_udf_args(entry, step.where)
         return BoundStep(step, entry, cat.instantiate(entry, step.where.params), name)
     if isinstance(step, LmergeStep):
-        raise QuerySpecError(f"{where}: lmerge is not implemented yet (it is the Logical Merge issue's work); "
-                             f"use union to combine streams")
+        return BoundStep(step, None, None, name)  # its algorithm is resolved once the graph is bound
     if not isinstance(step, WindowStep):
         return BoundStep(step, None, None, name)
     entry = cat.resolve(step.udm, step.version)
@@ -99,4 +99,31 @@ def bind(spec: QuerySpec, catalog: Catalog | None = None) -> BoundQuery:
     cat = catalog if catalog is not None else default_catalog()
     names = {n.index: n.name for n in graph.nodes}
     steps = tuple(_bind_step(s, cat, i, names[i]) for i, s in enumerate(spec.steps))
-    return BoundQuery(spec, steps, graph)
+    return BoundQuery(spec, _bind_lmerge(spec, graph, steps), graph)
+
+
+def _bind_lmerge(spec: QuerySpec, graph: QueryGraph, steps: tuple[BoundStep, ...]) -> tuple[BoundStep, ...]:
+    """Each lmerge step with a concrete algorithm (``auto``: the cheapest its inputs' properties allow) and
+    its ``join_at`` checked against what it reads."""
+    merges = [n for n in graph.nodes if isinstance(n.step, LmergeStep)]
+    if not merges:
+        return steps
+    udas = frozenset(n.name for n, bs in ((n, steps[n.index]) for n in graph.nodes)
+                     if isinstance(n.step, WindowStep) and bs.entry is not None and bs.entry.manifest.kind == "uda")
+    props = derive_properties(spec, graph, udas)
+    out = list(steps)
+    for node in merges:
+        step = node.step
+        unknown = sorted(set(step.join_at) - set(node.sources))
+        if unknown:
+            raise QuerySpecError(f"steps[{node.index}] {node.name!r} (lmerge): join_at names {', '.join(unknown)}, "
+                                 f"which it does not read (from: {', '.join(node.sources)})")
+        if set(step.join_at) >= set(node.sources):
+            raise QuerySpecError(f"steps[{node.index}] {node.name!r} (lmerge): join_at names every input; at "
+                                 f"least one must carry the stream from the start")
+        algorithm = step.algorithm
+        if algorithm == "auto":
+            algorithm = choose_algorithm([props[s] for s in node.sources])
+        resolved = step.model_copy(update={"algorithm": algorithm})
+        out[node.index] = BoundStep(resolved, None, None, node.name)
+    return tuple(out)

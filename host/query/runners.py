@@ -99,6 +99,8 @@ class RunResult:
     inputs: dict[str, dict[str, int]] = field(default_factory=dict)
     #: things the user should know though the run succeeded (an input that never sent a CTI, ...)
     warnings: list[str] = field(default_factory=list)
+    #: per lmerge step: inserts/retractions/CTIs in and out (seeds/001 Theorem 1); empty without lmerge
+    lmerge: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def summary(self) -> str:
         """The one-line summary ``udm run`` prints."""
@@ -111,6 +113,11 @@ class RunResult:
             line += f"; reasons: {top}" + (f" and {more} more" if more > 0 else "")
         if self.truncated_at is not None:
             line += f"; windows past t={self.truncated_at} were cut at end of input"
+        for name, c in self.lmerge.items():
+            retractions = c.get("partial_retractions_out", 0) + c.get("full_retractions_out", 0)
+            line += (f"; lmerge {name}: {c.get('inserts_out', 0):,} inserts + {retractions:,} retractions out "
+                     f"for {c.get('inserts_in', 0):,} inserts in, {c.get('ctis_out', 0):,} CTIs out for "
+                     f"{c.get('ctis_in', 0):,} in")
         return "\n".join([line, *(f"warning: {w}" for w in self.warnings)])
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -124,6 +131,7 @@ class RunResult:
             "seconds": self.seconds,
             "inputs": self.inputs,
             "warnings": self.warnings,
+            **({"lmerge": self.lmerge} if self.lmerge else {}),
         }
 
 
@@ -267,6 +275,7 @@ def run_local(req: RunRequest) -> RunResult:
         seconds=time.perf_counter() - t0,
         inputs=per_input_counts(st, req.bound.graph.inputs),
         warnings=warnings,
+        lmerge=getattr(runner, "chattiness", dict)(),  # a stand-in runner (tests) may have none
     )
 
 

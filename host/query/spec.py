@@ -27,6 +27,7 @@ __all__ = [
     "RepairSpec",
     "Snapshot",
     "Step",
+    "StreamProperties",
     "Time",
     "Tumbling",
     "UdfCall",
@@ -234,10 +235,17 @@ class JoinStep(_StepBase):
 
 
 class LmergeStep(_StepBase):
-    """Logical merge of logically equivalent inputs (SEMANTICS §8); see the LMerge issue."""
+    """Logical merge of logically equivalent inputs (SEMANTICS §8, seeds/001).
+
+    ``join_at``: sources (names in ``from``) that join at a time ``t`` (seeds/001 §V.B): each is only
+    guaranteed to carry the events with ``RE >= t``, and counts once the output CTI reaches ``t``.
+    ``feedback``: tell the step feeding a lagging input that times before the output CTI are no longer
+    needed, so it skips their work (seeds/001 §V.D, semantics-notes 25)."""
 
     op: Literal["lmerge"] = "lmerge"
     algorithm: Literal["auto", "R0", "R1", "R2", "R3", "R4"] = "auto"
+    join_at: dict[str, Time] = Field(default_factory=dict)
+    feedback: bool = False
 
 
 Step = Annotated[
@@ -256,11 +264,27 @@ class RepairSpec(_Strict):
     horizon: Time
 
 
+class StreamProperties(_Strict):
+    """What an input promises about its physical stream (seeds/001 §III.C); ``lmerge`` with
+    ``algorithm: auto`` picks the cheapest algorithm these allow. Nothing is promised by default.
+
+    ``ordered``: LEs never decrease in arrival order (``"strict"``: they always increase);
+    ``insert_only``: no retractions; ``duplicates``: false when ``(LE, payload)`` is a key of the CHT at
+    every prefix; ``deterministic_ties``: rows with equal LE arrive in the same order on every replica."""
+
+    ordered: bool | Literal["strict"] = False
+    insert_only: bool = False
+    duplicates: bool = True
+    deterministic_ties: bool = False
+
+
 class InputSpec(_Strict):
-    """A named input of a query graph; its own violation policy and repair (default: the query's)."""
+    """A named input of a query graph: its own violation policy and repair (default: the query's), and the
+    properties its stream promises (used by ``lmerge``'s ``algorithm: auto``)."""
 
     on_violation: OnViolation | None = None
     repair: RepairSpec | None = None
+    properties: StreamProperties = Field(default_factory=StreamProperties)
 
 
 class QuerySpec(_Strict):
@@ -297,6 +321,10 @@ class QuerySpec(_Strict):
             rep = holder.get("repair")
             if rep is not None and rep["horizon"] >= INF:
                 rep["horizon"] = "inf"
+        default = StreamProperties().model_dump(mode="json")
+        for spec in (data.get("inputs") or {}).values():
+            if spec.get("properties") == default:
+                del spec["properties"]  # nothing promised: the spec as written before properties existed
         for step in data["steps"]:
             for key in ("max_delay", "max_memory_time"):
                 if step.get(key) is not None and step[key] >= INF:

@@ -60,7 +60,7 @@ def _run_graph(req: RunRequest) -> RunResult:
     DataFrame each, run together; dead letters of a multi-input query name their input."""
     from udm.host.io.jsonl import DeadLetterWriter, JsonlReader, JsonlWriter
     from udm.host.spark.convert import collect_elements, elements_df
-    from udm.host.spark.graph import run_graph_batch
+    from udm.host.spark.graph import lmerge_counts, run_graph_batch
     from udm.host.spark.session import get_spark
 
     sources = req.inputs
@@ -96,6 +96,7 @@ def _run_graph(req: RunRequest) -> RunResult:
             elif not multi:
                 counts[next(iter(counts))]["dead_lettered"] += 1
         reasons = Counter(r["category"] or "other" for r in rows)
+        merges = lmerge_counts(run)
     finally:
         run.unpersist()
     if req.dead_letter is not None:
@@ -103,7 +104,7 @@ def _run_graph(req: RunRequest) -> RunResult:
             dlw.write(dead)
     return RunResult(engine="spark", elements_in=sum(c["elements_in"] for c in counts.values()),
                      elements_out=len(out), dead_lettered=len(dead), reasons=reasons,
-                     seconds=time.perf_counter() - t0, inputs=counts)
+                     seconds=time.perf_counter() - t0, inputs=counts, lmerge=merges)
 
 
 ENGINES["spark"] = run_spark

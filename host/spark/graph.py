@@ -27,6 +27,7 @@ one per bucket, each running the stage's steps:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -180,6 +181,9 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
         if reached > NEG or runner.stats.truncated_at is not None:
             row(stream="T", line=bucket, t=reached if reached > NEG else None,
                 le=int(runner.stats.truncated_at is not None))
+        merges = runner.chattiness()
+        if merges:  # lmerge's Theorem 1 counters (RunResult.lmerge)
+            row(stream="lmerge", line=bucket, element=json.dumps(merges))
         return pa.table(cols, schema=_RESULT_ARROW)
 
     return run
@@ -276,6 +280,20 @@ def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation:
     else:
         split = "ids" if first == BY_ID else ("keys" if first is not None else "single")
     return SparkRun(output, dead, n if split != "single" else 1, keys, results[-1], "engine", split, results)
+
+
+def lmerge_counts(run: SparkRun) -> dict[str, dict[str, int]]:
+    """The lmerge counters of a graph run (`RunResult.lmerge`), summed over its buckets (of every stage)."""
+    from pyspark.sql import functions as F
+
+    total: dict[str, dict[str, int]] = {}
+    rows = [r for part in run.parts for r in part.where(F.col("stream") == "lmerge").select("element").collect()]
+    for r in rows:
+        for step, counts in json.loads(r["element"]).items():
+            acc = total.setdefault(step, {})
+            for k, v in counts.items():
+                acc[k] = acc.get(k, 0) + int(v)
+    return total
 
 
 def run_graph_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,

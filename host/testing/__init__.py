@@ -34,7 +34,16 @@ from .engine_conformance import (
     shrink_failure,
     write_stream,
 )
-from .generator import StreamSpec, generate, generate_related, interleave, logical_events, physical_variants
+from .generator import (
+    StreamSpec,
+    generate,
+    generate_related,
+    interleave,
+    lmerge_inputs,
+    logical_events,
+    physical_variants,
+)
+from .lmerge_compat import compatibility_problems, trace_problems
 from .oracle import OracleResult, OracleUndecidable, group_windows, oracle, oracle_run
 from .properties import check_properties, liveliness_bound
 from .verifier import Verdict, assert_equivalent, payloads_close, verify
@@ -60,12 +69,14 @@ __all__ = [
     "check_engine",
     "check_properties",
     "cht",
+    "compatibility_problems",
     "format_failures",
     "generate",
     "generate_related",
     "group_windows",
     "interleave",
     "liveliness_bound",
+    "lmerge_inputs",
     "logical_events",
     "oracle",
     "oracle_run",
@@ -77,6 +88,7 @@ __all__ = [
     "shrink_failure",
     "stream_text",
     "to_elements",
+    "trace_problems",
     "verify",
     "write_stream",
 ]

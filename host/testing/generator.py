@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from udm.host.temporal.elements import Cti, Element, Insert, Retract, sync_time
+from udm.host.temporal.elements import Cti, Element, Insert, Retract, canonical_json, sync_time
 from udm.sdk import INF
 
 from .cht import apply_stream
@@ -38,6 +38,7 @@ __all__ = [
     "generate",
     "generate_related",
     "interleave",
+    "lmerge_inputs",
     "logical_events",
     "physical_variants",
     "physicalize",
@@ -366,7 +367,9 @@ def generate(spec: StreamSpec | None = None, *, seed: int, **knobs: Any) -> list
 
 def physical_variants(elements: Sequence[Element], n: int, *, seed: int,
                       disorders: Sequence[Disorder] = ("in_order", "slightly", "out_of_order", "highly"),
-                      speculation: Sequence[float] = (0.0, 0.3, 0.7)) -> list[list[Element]]:
+                      speculation: Sequence[float] = (0.0, 0.3, 0.7),
+                      speculation_kinds: Sequence[SpeculationKind] = SPECULATION_KINDS,
+                      ctis: Sequence[CtiEagerness] = ("none", "lazy", "regular", "eager")) -> list[list[Element]]:
     """``n`` physical streams with the same CHT as ``elements`` (its valid part) but different arrival
     orders, retraction histories and CTIs (all valid). A final ``cti(INF)`` is kept when the input had one.
     """
@@ -376,9 +379,59 @@ def physical_variants(elements: Sequence[Element], n: int, *, seed: int,
     for i in range(n):
         rng = random.Random(f"{seed}:variant:{i}")
         out.append(physicalize(events, rng, disorder=rng.choice(list(disorders)),
-                               speculation=rng.choice(list(speculation)), chain=rng.randint(1, 3),
-                               cti=rng.choice(["none", "lazy", "regular", "eager"]), final_cti=has_final,
+                               speculation=rng.choice(list(speculation)), speculation_kinds=speculation_kinds,
+                               chain=rng.randint(1, 3), cti=rng.choice(list(ctis)), final_cti=has_final,
                                id_prefix=f"v{i}e"))
+    return out
+
+
+#: what the physical variants `lmerge_inputs` makes promise, per LMerge algorithm (seeds/001 §III.C)
+LmergeCase = Literal["R0", "R1", "R2", "R3", "R4"]
+
+
+def lmerge_inputs(elements: Sequence[Element], n: int, *, seed: int, case: LmergeCase = "R4"
+                  ) -> dict[str, list[Element]]:
+    """``n`` physical variants of ``elements`` as the inputs ``i0 .. i{n-1}`` of an ``lmerge``, shaped to
+    meet the assumptions of algorithm ``case`` (R4: anything; R3: ``(LE, payload)`` a key, so the rows are
+    made unique and no phantom reuses a live row's ``(LE, payload)``; R2: insert-only, in LE order, ties in
+    a different order per variant; R1: ties in one order; R0: strictly increasing LEs). The elements'
+    CHT is reshaped accordingly (unique payloads, distinct LEs for R0): compare against `cht` of any input.
+    """
+    events = list(apply_stream(elements).events())
+    has_final = any(isinstance(el, Cti) and el.t >= INF for el in elements)
+    if case != "R4":
+        events = [(le, re, {**p, "_row": i}) for i, (le, re, p) in enumerate(sorted(
+            events, key=lambda e: (e[0], e[1], canonical_json(e[2]))))]
+    if case == "R0":
+        events = [(le + i, (re + i) if re < INF else INF, p) for i, (le, re, p) in enumerate(events)]
+    base = [*(Insert(f"b{i}", le, re, p) for i, (le, re, p) in enumerate(events)), Cti(INF)]
+    if not has_final:
+        base.pop()
+    if case == "R4":
+        variants = physical_variants(base, n, seed=seed)
+    elif case == "R3":
+        variants = physical_variants(base, n, seed=seed, speculation_kinds=("shorten", "extend", "open_ended"))
+    else:
+        variants = physical_variants(base, n, seed=seed, disorders=("in_order",), speculation=(0.0,))
+        if case == "R2":
+            variants = [_shuffle_ties(v, random.Random(f"{seed}:ties:{i}")) for i, v in enumerate(variants)]
+    return {f"i{i}": v for i, v in enumerate(variants)}
+
+
+def _shuffle_ties(stream: list[Element], rng: random.Random) -> list[Element]:
+    """Reorder each run of inserts with equal LE (CTIs stay where they are: they never split a run of
+    equal LEs, being at most the next LE)."""
+    out: list[Element] = []
+    run: list[Element] = []
+    for el in [*stream, None]:
+        if isinstance(el, Insert) and run and isinstance(run[0], Insert) and el.le == run[0].le:
+            run.append(el)
+            continue
+        rng.shuffle(run)
+        out.extend(run)
+        run = [el] if isinstance(el, Insert) else []
+        if el is not None and not isinstance(el, Insert):
+            out.append(el)
     return out
 
 

@@ -12,6 +12,8 @@ output from its sources' outputs:
   ``[max LE, min RE)``, ``{**right', **left'}``; ``left_anti``: per left row, the maximal parts of its
   lifetime no matching right row covers (a right row matches when its ``on`` fields are equal and
   ``where``, if any, holds on the joined payload);
+- ``lmerge``: the common CHT of its inputs (SEMANTICS §8; those in ``join_at`` carry only a suffix and are
+  not consulted). Inputs that are not logically equivalent have no common CHT: `OracleUndecidable`;
 - ``filter``/``map``/``window``: as in `oracle`, on the node's input.
 
 A node's output is kept as a physical stream while that is cheap and exact (inputs, filter, map, project:
@@ -36,6 +38,7 @@ from udm.host.query.spec import (
     Const,
     FilterStep,
     JoinStep,
+    LmergeStep,
     MapStep,
     ProjectStep,
     Shift,
@@ -214,6 +217,17 @@ def _join_rows(bs: BoundStep, left: list[Row], right: list[Row]) -> list[Row]:
     return out
 
 
+def _lmerge_rows(name: str, step: LmergeStep, sources: Sequence[str], rows: list[list[Row]],
+                 undecidable: type[Exception]) -> list[Row]:
+    full = [(src, sorted(r)) for src, r in zip(sources, rows, strict=True) if src not in step.join_at]
+    first, common = full[0]
+    for src, other in full[1:]:
+        if other != common:
+            raise undecidable(f"lmerge step {name!r}: its inputs are not logically equivalent ({first!r} and "
+                              f"{src!r} have different CHTs), so there is no common CHT to merge")
+    return common
+
+
 # ---------------------------------------------------------------------------------------------------
 # the graph
 
@@ -298,6 +312,9 @@ def graph_oracle_run(bq: BoundQuery, inputs: Mapping[str, Sequence[Element]]) ->
             out = (False, _union_rows(step, [_rows_of(v, p) for p, v in srcs]))
         elif isinstance(step, JoinStep):
             out = (False, _join_rows(bs, _rows_of(srcs[0][1], srcs[0][0]), _rows_of(srcs[1][1], srcs[1][0])))
+        elif isinstance(step, LmergeStep):
+            out = (False, _lmerge_rows(node.name, step, node.sources, [_rows_of(v, p) for p, v in srcs],
+                                       OracleUndecidable))
         elif isinstance(step, WindowStep):
             phys, val = srcs[0]
             if phys:

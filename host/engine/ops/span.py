@@ -12,6 +12,7 @@ from udm.host.input_types import step_checks
 from udm.host.query.plan import BoundStep
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
+from ..common import NEG
 from ..context import Context
 from ..invoke import contract
 from ..operator import Operator
@@ -31,6 +32,10 @@ class _SpanStep(Operator):
             self.typed = step_checks(bs)
             self.typed_label = bs.label
         self.oid = 0
+        #: fast-forward (seeds/001 §V.D): inserts ending before this are registered but not computed
+        self.skip_below = NEG
+        #: payloads of the inserts skipped so, in case a retraction extends one past ``skip_below``
+        self.skipped: dict[str, Any] = {}
         self.attach(ctx, bs)
 
     def _transient(self) -> tuple[str, ...]:
@@ -58,6 +63,11 @@ class _SpanStep(Operator):
                 return []
             if self.reads_input:
                 self.ctx.seen(le, el.re)
+            if el.re < self.skip_below:  # fast-forwarded: nothing before skip_below is wanted downstream
+                self.live[el.id] = _Rec(le, el.re, None)
+                self.skipped[el.id] = el.payload
+                self.note_re(el.re, el.id)
+                return []
             self.oid += 1
             oid = f"o{self.oid}"  # own ids: an input id may be reused once its event is closed
             out = self.apply(el, le, oid)
@@ -74,6 +84,8 @@ class _SpanStep(Operator):
                 self.ctx.seen(el.re, rn)
             if rn == el.re:
                 return []
+            if self.skipped and el.id in self.skipped:
+                return self._unskip(el.id, rec, rn)
             old = rec.re
             if rn <= rec.le:
                 rn = rec.le
@@ -94,6 +106,37 @@ class _SpanStep(Operator):
 
     def apply(self, el: Insert, le: int, oid: str) -> Insert | None:
         raise NotImplementedError
+
+    def fast_forward(self, t: int) -> None:
+        """The lmerge this step feeds no longer needs anything before ``t`` (seeds/001 §V.D): inserts that
+        end before ``t`` are validated and registered (their retractions stay valid) but not computed."""
+        if t > self.skip_below:
+            self.skip_below = t
+
+    def _unskip(self, id: str, rec: _Rec, rn: int) -> list[Element]:
+        """A skipped insert whose end a retraction moves: computed now, as ``[LE, rn)``, if that reaches
+        ``skip_below`` (the lmerge may need it), else it stays skipped (and is forgotten once deleted)."""
+        if rn <= rec.le:
+            del self.live[id]
+            del self.skipped[id]
+            return []
+        rec.re = rn
+        self.note_re(rn, id)
+        if rn < self.skip_below:
+            return []
+        payload = self.skipped.pop(id)
+        self.oid += 1
+        oid = f"o{self.oid}"
+        out = self.apply(Insert(id, rec.le, rn, payload), rec.le, oid)
+        rec.oid = oid if out is not None else None
+        return [out] if out is not None else []
+
+    def forget_closed(self, c: int) -> list[Any]:
+        gone = super().forget_closed(c)
+        if self.skipped:
+            for id in [i for i in self.skipped if i not in self.live]:
+                del self.skipped[id]
+        return gone
 
 
 class _Rec:
