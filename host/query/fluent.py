@@ -46,6 +46,8 @@ from udm.host.query.spec import (
     MapStep,
     ProjectStep,
     QuerySpec,
+    Rows,
+    Session,
     Snapshot,
     Tumbling,
     UnionStep,
@@ -64,7 +66,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Stream", "run_elements"]
 
-_Window: TypeAlias = Tumbling | Hopping | Snapshot | CountByStart | CountByEnd
+_Window: TypeAlias = Tumbling | Hopping | Snapshot | CountByStart | CountByEnd | Rows | Session
 
 
 @dataclass(frozen=True)
@@ -270,13 +272,20 @@ class Stream:
     def count_by_end(self, n: int, hop: int = 1) -> Stream:
         return self.window({"type": "count_by_end", "n": n, "hop": hop})
 
+    def rows(self, n: int, slide: int = 1, partial: bool = False) -> Stream:
+        return self.window({"type": "rows", "n": n, "slide": slide, "partial": partial})
+
+    def session(self, gap: int) -> Stream:
+        return self.window({"type": "session", "gap": gap})
+
     # ------------------------------------------------------------------ window steps
     def _window_step(self, method: str, udm: str, *, input: str | Mapping[str, str] | None,
                      as_: str | None, params: Mapping[str, Any] | None, version: str | None, clip: str,
                      output: str, max_delay: int | str, max_memory_time: int | str) -> Stream:
         if self._window is None:
             raise QuerySpecError(f".{method}({udm!r}) needs a window first: .tumbling(size), .hopping(size, hop), "
-                                 ".snapshot(), .count_by_start(n, hop) or .count_by_end(n, hop)")
+                                 ".snapshot(), .count_by_start(n, hop), .count_by_end(n, hop), .rows(n, slide) "
+                                 "or .session(gap)")
         data: dict[str, Any] = {
             "op": "window",
             "window": self._window.model_dump(),

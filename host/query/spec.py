@@ -24,6 +24,8 @@ __all__ = [
     "OnViolation",
     "ProjectStep",
     "QuerySpec",
+    "Rows",
+    "Session",
     "Snapshot",
     "Step",
     "Time",
@@ -83,7 +85,25 @@ class CountByEnd(_Strict):
     hop: PositiveInt = 1
 
 
-WindowSpec = Annotated[Tumbling | Hopping | Snapshot | CountByStart | CountByEnd, Field(discriminator="type")]
+class Rows(_Strict):
+    """True row windows (SEMANTICS §9): SQL/ESL ``ROWS n-1 PRECEDING SLIDE slide`` over the group's CHT rows."""
+
+    type: Literal["rows"] = "rows"
+    n: PositiveInt
+    slide: PositiveInt = 1
+    partial: bool = False
+
+
+class Session(_Strict):
+    """Session windows (SEMANTICS §9): maximal runs of events whose starts come within ``gap`` of the
+    run's largest end so far."""
+
+    type: Literal["session"] = "session"
+    gap: int = Field(ge=0)
+
+
+WindowSpec = Annotated[Tumbling | Hopping | Snapshot | CountByStart | CountByEnd | Rows | Session,
+                       Field(discriminator="type")]
 
 
 class _StepBase(_Strict):

@@ -89,7 +89,7 @@ class Group:
     """The windows and events of one group (SEMANTICS §6), with the structures its window family keeps."""
 
     __slots__ = ("buckets", "endless", "endpoints", "event_count", "fields", "key", "panes", "purged",
-                 "retired", "spill", "windows")
+                 "retired", "rows", "spill", "windows")
 
     def __init__(self, key: Any, fields: dict[str, Any] | None) -> None:
         self.key = key
@@ -111,7 +111,9 @@ class Group:
         self.endless: Any = None
         #: pane evaluation: pane states by pane index
         self.panes: Any = None
-        #: count windows: how many leading distinct values were purged (keeps the ``hop`` alignment)
+        #: rows / session windows: the group's events in the family's order
+        self.rows: Any = None
+        #: count / rows windows: how many leading distinct values / rows were purged (keeps the numbering)
         self.purged = 0
 
     def __getstate__(self) -> dict[str, Any]:
