@@ -1,10 +1,9 @@
 """The window operator of seeds/000 §V (SEMANTICS §3–7): group & apply a UDA/UDO over windows.
 
 `make_window_step` picks the family once, when the query is built: tumbling/hopping (`grid`, with pane
-evaluation for algebraic UDAs in `panes`), `snapshot`, `count` (count_by_start / count_by_end),
-`rows` (SEMANTICS §9 row windows). The
-family-independent operator (membership deltas, release, recompute, minimal-diff output, CTIs, cleanup)
-is `base.WindowStep`; the state it keeps is in `state`.
+evaluation for algebraic UDAs in `panes`), `snapshot`, `count` (count_by_start / count_by_end), and the
+SEMANTICS §9 families `rows` and `session`. The family-independent operator (membership deltas, release,
+recompute, minimal-diff output, CTIs, cleanup) is `base.WindowStep`; the state it keeps is in `state`.
 """
 
 from __future__ import annotations
@@ -17,10 +16,11 @@ from .count import CountByEndStep, CountByStartStep
 from .grid import GridStep
 from .panes import PaneStep, pane_step
 from .rows import RowsStep
+from .session import SessionStep
 from .snapshot import SnapshotStep
 
-__all__ = ["CountByEndStep", "CountByStartStep", "GridStep", "PaneStep", "RowsStep", "SnapshotStep", "WindowStep",
-           "make_window_step"]
+__all__ = ["CountByEndStep", "CountByStartStep", "GridStep", "PaneStep", "RowsStep", "SessionStep",
+           "SnapshotStep", "WindowStep", "make_window_step"]
 
 
 def make_window_step(name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> WindowStep:
@@ -32,6 +32,8 @@ def make_window_step(name: str, ctx: Context, bs: BoundStep, reads_input: bool =
         return SnapshotStep(name, ctx, bs, reads_input)
     if t == "rows":
         return RowsStep(name, ctx, bs, reads_input)
+    if t == "session":
+        return SessionStep(name, ctx, bs, reads_input)
     if t == "count_by_start":
         return CountByStartStep(name, ctx, bs, reads_input)
     return CountByEndStep(name, ctx, bs, reads_input)
