@@ -279,9 +279,10 @@ class Stream:
         return self.window({"type": "session", "gap": gap})
 
     # ------------------------------------------------------------------ window steps
-    def _window_step(self, method: str, udm: str, *, input: str | Mapping[str, str] | None,
+    def _window_step(self, method: str, udm: str | None, *, input: str | Mapping[str, str] | None,
                      as_: str | None, params: Mapping[str, Any] | None, version: str | None, clip: str,
-                     output: str, max_delay: int | str, max_memory_time: int | str) -> Stream:
+                     output: str, max_delay: int | str, max_memory_time: int | str,
+                     aggregates: list[dict[str, Any]] | None = None) -> Stream:
         if self._window is None:
             raise QuerySpecError(f".{method}({udm!r}) needs a window first: .tumbling(size), .hopping(size, hop), "
                                  ".snapshot(), .count_by_start(n, hop), .count_by_end(n, hop), .rows(n, slide) "
@@ -301,15 +302,34 @@ class Stream:
         }
         if as_ is not None:
             data["as"] = as_
+        if aggregates is not None:
+            data.update(udm=None, aggregates=aggregates, version=None, input=None, params={})
         step = _build(WindowStep, **data)
         return replace(self, _group_by=None, _window=None)._append(step, method)
 
-    def aggregate(self, udm: str, *, input: str | Mapping[str, str] | None = None, as_: str | None = None,
-                  params: Mapping[str, Any] | None = None, version: str | None = None, clip: str = "none",
-                  output: str = "window", max_delay: int | str = 0,
-                  max_memory_time: int | str = INF) -> Stream:
+    def aggregate(self, udm: str | None = None, *, input: str | Mapping[str, str] | None = None,
+                  as_: str | None = None, params: Mapping[str, Any] | None = None, version: str | None = None,
+                  clip: str = "none", output: str = "window", max_delay: int | str = 0,
+                  max_memory_time: int | str = INF, **aggregates: str | Mapping[str, Any]) -> Stream:
         """Apply UDA ``udm`` to each window (per group): one output event per window, payload
-        ``{**group_key, as_: value}`` (``as_`` defaults to the UDM name)."""
+        ``{**group_key, as_: value}`` (``as_`` defaults to the UDM name).
+
+        Several UDAs over one membership (SEMANTICS §9 ``aggregates``): name each output field as a
+        keyword, its value a UDM name or ``{"udm", "input"?, "params"?, "version"?}``, e.g.
+        ``.aggregate(n="count", mean={"udm": "avg", "input": "price"})``: one output per window with
+        every field."""
+        if aggregates:
+            if udm is not None or input is not None or as_ is not None or params or version is not None:
+                raise QuerySpecError(".aggregate(name=..., ...) takes the UDM, input, params and version "
+                                     "of each aggregate inside its own value, not as udm/input/as_/params/version")
+            parts = [{"udm": v, "as": k} if isinstance(v, str) else {**dict(v), "as": k}
+                     for k, v in aggregates.items()]
+            return self._window_step("aggregate", None, input=None, as_=None, params=None, version=None,
+                                     clip=clip, output=output, max_delay=max_delay,
+                                     max_memory_time=max_memory_time, aggregates=parts)
+        if udm is None:
+            raise QuerySpecError(".aggregate() needs a UDM name, or output fields as keywords "
+                                 "(.aggregate(n='count', mean={'udm': 'avg', 'input': 'v'}))")
         return self._window_step("aggregate", udm, input=input, as_=as_, params=params, version=version,
                                  clip=clip, output=output, max_delay=max_delay, max_memory_time=max_memory_time)
 
@@ -441,6 +461,9 @@ class Stream:
 
 
 def _step_name(step: Any) -> str:
+    aggs = getattr(step, "aggregates", None)
+    if aggs:
+        return "+".join(a.udm for a in aggs)
     return str(getattr(step, "udf", None) or getattr(step, "udm", None) or step.id)
 
 

@@ -12,6 +12,7 @@ from udm.host.errors import QuerySpecError
 from udm.sdk import INF, ClipPolicy, OutputPolicy
 
 __all__ = [
+    "AggregateSpec",
     "AlterLifetimeStep",
     "CountByEnd",
     "CountByStart",
@@ -143,13 +144,27 @@ class MapStep(_StepBase):
     as_: str = Field(alias="as")
 
 
+class AggregateSpec(_Strict):
+    """One UDA of a window step's ``aggregates`` (SEMANTICS §9): its own UDM, input mapping, parameters
+    and output field, over the step's shared membership."""
+
+    udm: str
+    version: str | None = None
+    input: str | dict[str, str] | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    as_: str = Field(alias="as", min_length=1)
+
+
 class WindowStep(_StepBase):
-    """Group & apply a UDA or UDO over windows (SEMANTICS §3–7)."""
+    """Group & apply a UDA or UDO over windows (SEMANTICS §3–7); or, with ``aggregates``, several UDAs
+    over one membership with one output per window (SEMANTICS §9)."""
 
     op: Literal["window"] = "window"
     window: WindowSpec
     group_by: list[str] = Field(default_factory=list)
-    udm: str
+    #: the UDM; None exactly when ``aggregates`` is given
+    udm: str | None = None
+    aggregates: list[AggregateSpec] | None = Field(default=None, min_length=1)
     version: str | None = None
     input: str | dict[str, str] | None = None
     params: dict[str, Any] = Field(default_factory=dict)
@@ -159,10 +174,46 @@ class WindowStep(_StepBase):
     max_delay: Time = 0
     max_memory_time: Time = INF
 
+    @model_validator(mode="after")
+    def _one_udm_or_aggregates(self) -> WindowStep:
+        if self.aggregates is None:
+            if self.udm is None:
+                raise ValueError("a window step needs 'udm' (or 'aggregates')")
+            return self
+        if self.udm is not None:
+            raise ValueError("give either 'udm' or 'aggregates', not both")
+        stray = [k for k, v in (("version", self.version), ("input", self.input), ("params", self.params),
+                                ("as", self.as_)) if v]
+        if stray:
+            raise ValueError(f"with 'aggregates', {', '.join(stray)} belong(s) inside each aggregate")
+        names = [a.as_ for a in self.aggregates]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"aggregates: output field(s) {', '.join(map(repr, dup))} given twice")
+        clash = sorted(set(names) & set(self.group_by))
+        if clash:
+            raise ValueError(f"aggregates: output field(s) {', '.join(map(repr, clash))} are group_by keys "
+                             f"(each output carries the keys once)")
+        return self
+
     @property
     def alias(self) -> str:
-        """Output field of a UDA result (default: the UDM name)."""
-        return self.as_ or self.udm
+        """Output field of a UDA result (default: the UDM name); with ``aggregates``, the first one's."""
+        if self.aggregates is not None:
+            return self.aggregates[0].as_
+        return self.as_ or self.udm or ""
+
+    @property
+    def aliases(self) -> list[str]:
+        """Every output field a UDA result of this step writes."""
+        if self.aggregates is not None:
+            return [a.as_ for a in self.aggregates]
+        return [self.alias]
+
+    def part(self, agg: AggregateSpec) -> WindowStep:
+        """The single-UDA step one aggregate stands for (same window, groups, policies)."""
+        return self.model_copy(update={"udm": agg.udm, "version": agg.version, "input": agg.input,
+                                       "params": dict(agg.params), "as_": agg.as_, "aggregates": None})
 
 
 class ProjectStep(_StepBase):

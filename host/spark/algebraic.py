@@ -66,8 +66,8 @@ def eligible_step(spec: QuerySpec) -> WindowStep | None:
     if len(spec.steps) != 1 or not isinstance(spec.steps[0], WindowStep):
         return None
     step = spec.steps[0]
-    if not isinstance(step.window, (Tumbling, Hopping)) or step.max_memory_time < _INF:
-        return None
+    if not isinstance(step.window, (Tumbling, Hopping)) or step.max_memory_time < _INF or step.aggregates:
+        return None  # (``aggregates`` run on the engine path)
     man = bind(spec).steps[0].entry.manifest
     if man.kind != "uda" or not (man.properties.algebraic and man.properties.incremental):
         return None

@@ -43,7 +43,7 @@ from udm.sdk import INF, Event, WindowDescriptor
 from .cht import CHT, Rejected, StreamState, apply_stream
 
 __all__ = ["OracleResult", "OracleUndecidable", "Window", "canonical_rows", "group_windows", "oracle",
-           "oracle_run"]
+           "oracle_run", "step_value"]
 
 _MISSING = object()
 
@@ -277,17 +277,38 @@ def _udo_payload(payload: Any, keys: dict[str, Any]) -> dict[str, Any]:
     return {**base, **keys}
 
 
+def step_value(bs: BoundStep, payload: Mapping[str, Any]) -> Any:
+    """What a window step's UDM receives of ``payload`` (notes 4), or `_MISSING` (notes 3). With
+    ``aggregates``: the list of what each UDA receives (missing when any one misses a field)."""
+    if bs.parts:
+        values = [_map_input(p.step.input, payload) for p in bs.parts]
+        return _MISSING if any(v is _MISSING for v in values) else values
+    return _map_input(bs.step.input, payload)
+
+
+def _aggregates_window(bs: BoundStep, members: list[tuple[int, int, str]], w: Window) -> dict[str, Any]:
+    """SEMANTICS §9 ``aggregates``: each UDA on its own component of the members' values, in its own
+    canonical order (notes 5); one payload holding every alias."""
+    out: dict[str, Any] = {}
+    for i, part in enumerate(bs.parts):
+        mine = [(le, re, canonical_json(json.loads(v)[i])) for le, re, v in members]
+        mine.sort(key=lambda m: (m[0], m[1], m[2]))
+        ((_, _, value),) = _invoke_window(part, mine, w)
+        out[part.step.alias] = value
+    return out
+
+
 def _window_step(bs: BoundStep, events: Iterable[tuple[int, int, Any]], reached: int | None
                  ) -> tuple[list[tuple[int, int, str]], bool]:
     """The output rows of one window step over its input events; also whether endless events were cut."""
     step = bs.step
     assert isinstance(step, WindowStep)
-    kind = bs.entry.manifest.kind
+    kind = "uda" if bs.parts else bs.entry.manifest.kind
     groups: dict[str, tuple[dict[str, Any], list[tuple[int, int, str]]]] = {}
     for le, re, payload in events:
         if any(k not in payload for k in step.group_by):
             continue  # notes 3: dead-lettered by this step
-        value = _map_input(step.input, payload)
+        value = step_value(bs, payload)
         if value is _MISSING:
             continue
         keys = {k: payload[k] for k in step.group_by}
@@ -308,6 +329,12 @@ def _window_step(bs: BoundStep, events: Iterable[tuple[int, int, Any]], reached:
                 continue  # empty-preserving
             clipped = [(*_clip(le, re, w, step.clip), v) for le, re, v in members]
             clipped.sort(key=lambda m: (m[0], m[1], m[2]))  # SEMANTICS §5 / notes 5
+            if bs.parts:
+                payload = {**keys, **_aggregates_window(bs, clipped, w)}
+                if not _json_ok(payload):
+                    raise _violation(bs.parts[0], w, f"output is not JSON-serializable: {payload!r}")
+                rows.append((w.le, w.re, canonical_json(payload)))
+                continue
             for le, re, out in _invoke_window(bs, clipped, w):
                 payload = {**keys, step.alias: out} if kind == "uda" else _udo_payload(out, keys)
                 if not _json_ok(payload):
@@ -398,7 +425,7 @@ def _window_input(bs: BoundStep, stream: Iterable[Element], on_violation: str) -
     st = StreamState(on_violation=on_violation, max_memory_time=step.max_memory_time)  # type: ignore[arg-type]
     for el in stream:
         if isinstance(el, Insert) and (any(k not in el.payload for k in step.group_by)
-                                       or _map_input(step.input, el.payload) is _MISSING):
+                                       or step_value(bs, el.payload) is _MISSING):
             st.rejected.append(Rejected(st.count, el, "missing field"))
             st.count += 1
             continue  # its later retractions are unknown ids: StreamState rejects them

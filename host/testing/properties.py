@@ -20,6 +20,7 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from udm.host.query.plan import BoundQuery
@@ -28,7 +29,7 @@ from udm.host.temporal.elements import Cti, Element, Insert, Retract, sync_time
 from udm.sdk import INF
 
 from .cht import StreamState, format_time
-from .oracle import _MISSING, _map_input, _span_physical, _window_input, group_windows  # kit-internal
+from .oracle import _MISSING, _span_physical, _window_input, group_windows, step_value  # kit-internal
 
 __all__ = ["check_properties", "liveliness_bound"]
 
@@ -228,11 +229,13 @@ def liveliness_bound(query: QuerySpec | BoundQuery, input_prefix: Sequence[Eleme
         wst = _window_input(bs, stream, bq.spec.on_violation)
         groups: dict[str, list[tuple[int, int, Any]]] = {}
         for le, re, p in wst.events():
-            if any(k not in p for k in step.group_by) or _map_input(step.input, p) is _MISSING:
+            if any(k not in p for k in step.group_by) or step_value(bs, p) is _MISSING:
                 continue
             gid = json.dumps([p[k] for k in step.group_by], sort_keys=True)
             groups.setdefault(gid, []).append((le, re, p))
-        return _window_bound(step, bs.entry.manifest.properties, c, groups, wst.max_finite)
+        props = (SimpleNamespace(time_sensitive=any(p.entry.manifest.properties.time_sensitive for p in bs.parts))
+                 if bs.parts else bs.entry.manifest.properties)
+        return _window_bound(step, props, c, groups, wst.max_finite)
     return None
 
 

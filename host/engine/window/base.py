@@ -30,10 +30,11 @@ from udm.host.errors import ContractViolation
 from udm.host.query.plan import BoundStep
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
+from ..aggregates import MultiMapper, window_udm
 from ..columnar import ColumnarEvents, FastIds, group_key
 from ..common import INF, NEG, Ev
 from ..context import Context
-from ..invoke import Mapper, WindowUDM, contract
+from ..invoke import Mapper, contract
 from ..operator import Operator
 from .state import Group, OutputRecord, Window
 
@@ -82,8 +83,8 @@ class WindowStep(Operator):
         self.ctx = ctx
         self.bs = bs
         assert bs is not None
-        self.udm = WindowUDM(bs)
-        self.mapper = Mapper(self.input)
+        self.udm = window_udm(bs)
+        self.mapper = MultiMapper([p.step.input for p in bs.parts]) if bs.parts else Mapper(self.input)
         udm = self.udm
         self.time_sensitive = udm.time_sensitive
         self.incremental = udm.incremental

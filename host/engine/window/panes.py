@@ -39,7 +39,7 @@ def pane_step(name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) 
     """A `PaneStep` when pane evaluation applies to this step, else None."""
     step = bs.step
     win = step.window
-    if win.type != "hopping":
+    if win.type != "hopping" or bs.entry is None:  # (``aggregates``: no pane plan yet, the general path)
         return None
     man = bs.entry.manifest
     props = man.properties
