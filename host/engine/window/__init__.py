@@ -2,8 +2,9 @@
 
 `make_window_step` picks the family once, when the query is built: tumbling/hopping (`grid`, with pane
 evaluation for algebraic UDAs in `panes`), `snapshot`, `count` (count_by_start / count_by_end), and the
-SEMANTICS §9 families `rows` and `session`. The family-independent operator (membership deltas, release,
-recompute, minimal-diff output, CTIs, cleanup) is `base.WindowStep`; the state it keeps is in `state`.
+SEMANTICS §9 families `rows` (pane evaluation for algebraic UDAs in `row_panes`) and `session`. The
+family-independent operator (membership deltas, release, recompute, minimal-diff output, CTIs, cleanup)
+is `base.WindowStep`; the state it keeps is in `state`.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from .base import WindowStep
 from .count import CountByEndStep, CountByStartStep
 from .grid import GridStep
 from .panes import PaneStep, pane_step
+from .row_panes import RowPaneStep, row_pane_step
 from .rows import RowsStep
 from .session import SessionStep
 from .snapshot import SnapshotStep
 
-__all__ = ["CountByEndStep", "CountByStartStep", "GridStep", "PaneStep", "RowsStep", "SessionStep",
+__all__ = ["CountByEndStep", "CountByStartStep", "GridStep", "PaneStep", "RowPaneStep", "RowsStep", "SessionStep",
            "SnapshotStep", "WindowStep", "make_window_step"]
 
 
@@ -31,7 +33,8 @@ def make_window_step(name: str, ctx: Context, bs: BoundStep, reads_input: bool =
     if t == "snapshot":
         return SnapshotStep(name, ctx, bs, reads_input)
     if t == "rows":
-        return RowsStep(name, ctx, bs, reads_input)
+        rp = row_pane_step(name, ctx, bs, reads_input)
+        return rp if rp is not None else RowsStep(name, ctx, bs, reads_input)
     if t == "session":
         return SessionStep(name, ctx, bs, reads_input)
     if t == "count_by_start":

@@ -70,6 +70,10 @@ class RowsStep(WindowStep):
     def _first(self, k: int) -> int:
         return k - self.n + 1 if k > self.n else 1
 
+    def _row_le(self, g: Group, r: int) -> int:
+        """LE of row number ``r`` (a row that is still held)."""
+        return g.rows[r - 1 - g.purged].le
+
     def _members(self, w: Window) -> Any:
         g = w.group
         return g.rows[self._first(w.key) - 1 - g.purged: w.key - g.purged]
@@ -92,7 +96,7 @@ class RowsStep(WindowStep):
         while k <= top:
             if k >= n or self.partial:
                 first = self._first(k)
-                nw = Window(g, k, rows[first - 1 - base].le, rows[k - 1 - base].le + 1, None)
+                nw = Window(g, k, self._row_le(g, first), rows[k - 1 - base].le + 1, None)
                 nw.count = k - first + 1
                 w = old.pop(k, None)
                 if w is not None:
@@ -164,10 +168,9 @@ class RowsStep(WindowStep):
     def _bound(self, c: int) -> int:
         b = c
         for g in self.groups.values():
-            i = self._first(self._first_open(g, c)) - 1 - g.purged
-            rows = g.rows
-            if 0 <= i < len(rows):
-                le = rows[i].le
+            r = self._first(self._first_open(g, c))
+            if r <= g.purged + len(g.rows):
+                le = self._row_le(g, r)
                 if le < b:
                     b = le
         return b
