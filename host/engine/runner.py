@@ -207,7 +207,9 @@ class QueryRunner:
         return result
 
     def _count(self, out: list[Element]) -> list[Element]:
-        self.ctx.stats.elements_out += len(out)
+        st = self.ctx.stats
+        st.elements_out += len(out)
+        st.retractions_out += sum(1 for el in out if type(el) is Retract)
         return out
 
     def enter(self, input_name: str, line: int | None) -> Operator | None:

@@ -282,7 +282,7 @@ class Stream:
     def _window_step(self, method: str, udm: str | None, *, input: str | Mapping[str, str] | None,
                      as_: str | None, params: Mapping[str, Any] | None, version: str | None, clip: str,
                      output: str, max_delay: int | str, max_memory_time: int | str,
-                     aggregates: list[dict[str, Any]] | None = None) -> Stream:
+                     aggregates: list[dict[str, Any]] | None = None, early: int | None = None) -> Stream:
         if self._window is None:
             raise QuerySpecError(f".{method}({udm!r}) needs a window first: .tumbling(size), .hopping(size, hop), "
                                  ".snapshot(), .count_by_start(n, hop), .count_by_end(n, hop), .rows(n, slide) "
@@ -299,6 +299,7 @@ class Stream:
             "output": output,
             "max_delay": max_delay,
             "max_memory_time": max_memory_time,
+            "early": early,
         }
         if as_ is not None:
             data["as"] = as_
@@ -310,14 +311,15 @@ class Stream:
     def aggregate(self, udm: str | None = None, *, input: str | Mapping[str, str] | None = None,
                   as_: str | None = None, params: Mapping[str, Any] | None = None, version: str | None = None,
                   clip: str = "none", output: str = "window", max_delay: int | str = 0,
-                  max_memory_time: int | str = INF, **aggregates: str | Mapping[str, Any]) -> Stream:
+                  max_memory_time: int | str = INF, early: int | None = None,
+                  **aggregates: str | Mapping[str, Any]) -> Stream:
         """Apply UDA ``udm`` to each window (per group): one output event per window, payload
         ``{**group_key, as_: value}`` (``as_`` defaults to the UDM name).
 
         Several UDAs over one membership (SEMANTICS §9 ``aggregates``): name each output field as a
         keyword, its value a UDM name or ``{"udm", "input"?, "params"?, "version"?}``, e.g.
         ``.aggregate(n="count", mean={"udm": "avg", "input": "price"})``: one output per window with
-        every field."""
+        every field. ``early``: progressive output (the window step's ``early``)."""
         if aggregates:
             if udm is not None or input is not None or as_ is not None or params or version is not None:
                 raise QuerySpecError(".aggregate(name=..., ...) takes the UDM, input, params and version "
@@ -326,19 +328,20 @@ class Stream:
                      for k, v in aggregates.items()]
             return self._window_step("aggregate", None, input=None, as_=None, params=None, version=None,
                                      clip=clip, output=output, max_delay=max_delay,
-                                     max_memory_time=max_memory_time, aggregates=parts)
+                                     max_memory_time=max_memory_time, aggregates=parts, early=early)
         if udm is None:
             raise QuerySpecError(".aggregate() needs a UDM name, or output fields as keywords "
                                  "(.aggregate(n='count', mean={'udm': 'avg', 'input': 'v'}))")
         return self._window_step("aggregate", udm, input=input, as_=as_, params=params, version=version,
-                                 clip=clip, output=output, max_delay=max_delay, max_memory_time=max_memory_time)
+                                 clip=clip, output=output, max_delay=max_delay, max_memory_time=max_memory_time,
+                                 early=early)
 
     def apply(self, udm: str, *, params: Mapping[str, Any] | None = None, input: str | Mapping[str, str] | None = None,
               version: str | None = None, clip: str = "none", output: str = "window", max_delay: int | str = 0,
-              max_memory_time: int | str = INF) -> Stream:
+              max_memory_time: int | str = INF, early: int | None = None) -> Stream:
         """Apply UDO ``udm`` to each window (per group): zero or more output events per window."""
         return self._window_step("apply", udm, input=input, as_=None, params=params, version=version, clip=clip,
-                                 output=output, max_delay=max_delay, max_memory_time=max_memory_time)
+                                 output=output, max_delay=max_delay, max_memory_time=max_memory_time, early=early)
 
     def on_violation(self, policy: str) -> Stream:
         """``dead_letter`` (default), ``adjust`` or ``error`` (SEMANTICS §1)."""

@@ -96,6 +96,11 @@ class RunResult:
     seconds: float = 0.0
     #: per input: {"elements_in": n, "dead_lettered": n}
     inputs: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: output retractions; windows first emitted before the end of input and the sum of their emission
+    #: delays (watermark at first emission - W.RE) — what speculation / progressive output cost (local engine)
+    retractions_out: int = 0
+    windows_emitted: int = 0
+    emission_delay: int = 0
 
     def summary(self) -> str:
         """The one-line summary ``udm run`` prints."""
@@ -108,6 +113,10 @@ class RunResult:
             line += f"; reasons: {top}" + (f" and {more} more" if more > 0 else "")
         if self.truncated_at is not None:
             line += f"; windows past t={self.truncated_at} were cut at end of input"
+        if self.retractions_out or self.windows_emitted:
+            line += f"; {self.retractions_out:,} retractions out"
+            if self.windows_emitted:
+                line += f", mean emission delay {self.emission_delay / self.windows_emitted:+.1f} ticks past W.RE"
         return line
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -120,6 +129,9 @@ class RunResult:
             "truncated_at": self.truncated_at,
             "seconds": self.seconds,
             "inputs": self.inputs,
+            "retractions_out": self.retractions_out,
+            "windows_emitted": self.windows_emitted,
+            "emission_delay": self.emission_delay,
         }
 
 
@@ -245,6 +257,9 @@ def run_local(req: RunRequest) -> RunResult:
         truncated_at=st.truncated_at,
         seconds=time.perf_counter() - t0,
         inputs=per_input_counts(st, req.bound.graph.inputs),
+        retractions_out=getattr(st, "retractions_out", 0),  # (a stand-in runner's stats may lack them)
+        windows_emitted=getattr(st, "windows_emitted", 0),
+        emission_delay=getattr(st, "emission_delay", 0),
     )
 
 

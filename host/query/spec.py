@@ -173,6 +173,10 @@ class WindowStep(_StepBase):
     output: OutputPolicy = "window"
     max_delay: Time = 0
     max_memory_time: Time = INF
+    #: progressive (early) output: also emit windows still open that hold the watermark (``W.LE <= m``) and
+    #: revise them as they change; ``0`` at every change, ``d > 0`` at most once per ``d`` ticks of ``m``
+    #: (None: off). Never changes the CHT or the output CTIs.
+    early: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _one_udm_or_aggregates(self) -> WindowStep:

@@ -51,6 +51,10 @@ class WindowStep(Operator):
         self.input = step.input
         self.max_delay: int = step.max_delay
         self.max_memory_time: int = step.max_memory_time
+        #: progressive output (None: off): emit open windows holding the watermark, every ``early`` ticks
+        self.early: int | None = step.early
+        self.early_next = NEG
+        self.early_wait: list[Window] = []
         self.max_le = NEG
         self.watermark = NEG
         self.groups: dict[Any, Group] = {}
@@ -353,7 +357,10 @@ class WindowStep(Operator):
         w.state = st
 
     def _releasable(self, w: Window, rp: int) -> bool:
-        return w.emitted or w.re <= rp or (self.time_bound and w.le < self.effective_cti)
+        if w.re <= rp or (self.time_bound and w.le < self.effective_cti):
+            return True
+        # an emitted window's changes go out at once, except an open one emitted early under a rate limit
+        return w.emitted and not (w.early and self.early)
 
     def flush(self) -> list[Element]:
         out: list[Element] = []
@@ -371,6 +378,7 @@ class WindowStep(Operator):
                 self.end_heap = []
                 self.wait = []
                 self.wait_le = []
+                self.early_wait = []
                 self.adjusted = {}
                 self._final_state()
             t = c if c >= INF or self.time_bound else min(c, self._bound(c))
@@ -381,7 +389,10 @@ class WindowStep(Operator):
 
     def _flush_into(self, out: list[Element]) -> None:
         fresh = self.fresh
-        if not fresh and not self.grave_groups and not self._wait_ready():
+        early = self.early
+        wm = self.watermark
+        tick = early is not None and wm >= self.early_next  # progressive output: open windows go out now
+        if not fresh and not self.grave_groups and not self._wait_ready() and not (tick and self.early_wait):
             return
         rp = self.release_point()
         ready: dict[int, tuple[Group, list[Window]]] = {}
@@ -400,12 +411,30 @@ class WindowStep(Operator):
             elif w.count == 0 and not w.outputs:
                 w.dirty = False
                 self._empty(w)
+            elif tick and w.le <= wm:
+                w.early = True
+                self._ready(ready, w)
             elif not w.waiting:
                 w.waiting = True
                 self.seq += 1
                 heapq.heappush(self.wait, (w.re, self.seq, w))
                 if self.time_bound:
                     heapq.heappush(self.wait_le, (w.le, self.seq, w))
+                if early is not None:
+                    self.early_wait.append(w)
+        if tick:
+            keep = []
+            for w in self.early_wait:
+                if not (w.alive and w.waiting):
+                    continue
+                if w.dirty and w.le <= wm:
+                    w.waiting = False  # its heap entry finds it clean and passes
+                    w.early = True
+                    self._ready(ready, w)
+                else:
+                    keep.append(w)
+            self.early_wait = keep
+            self.early_next = wm + early if early else wm
         wait = self.wait
         while wait and wait[0][0] <= rp:
             w = heapq.heappop(wait)[2]
@@ -462,6 +491,8 @@ class WindowStep(Operator):
         if not grave and len(wins) == 1:
             w = wins[0]
             new = self._compute(w)
+            if not w.emitted:
+                self._first_emission(w)
             w.emitted = True
             old = w.outputs
             if len(old) == 1 and len(new) == 1:
@@ -484,11 +515,20 @@ class WindowStep(Operator):
         for w in wins:
             old.extend(w.outputs)
             news.append((w, self._compute(w)))
+            if not w.emitted:
+                self._first_emission(w)
             w.emitted = True
         self._diff(old, news, out)
         for w in wins:
             if w.count == 0 and not w.outputs:
                 self._empty(w)
+
+    def _first_emission(self, w: Window) -> None:
+        """Run statistics: how far past its end (watermark - W.RE) a window first comes out."""
+        if w.re < INF and self.watermark < INF:  # (at the end of input every window comes out: not timed)
+            st = self.ctx.stats
+            st.windows_emitted += 1
+            st.emission_delay += self.watermark - w.re
 
     def _diff(self, old: list[OutputRecord], news: list[tuple[Window, list[tuple]]], out: list[Element]
               ) -> list[OutputRecord]:

@@ -57,6 +57,8 @@ class RowPaneStep(RowsStep):
     ``panes`` = pane index -> [first LE, state, rows folded] for panes whose leading rows were dropped,
     ``endpoints`` = pane index -> computed state of a complete pane (a cache, cleared when a row moves)."""
 
+    slides = False  # window states come from panes
+
     def __init__(self, name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> None:
         super().__init__(name, ctx, bs, reads_input)
         self.p: int = gcd(self.n, self.slide)

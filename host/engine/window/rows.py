@@ -19,6 +19,7 @@ dropped, and the output CTI is the first LE of the earliest window that can stil
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from sortedcontainers import SortedDict, SortedKeyList
@@ -111,10 +112,52 @@ class RowsStep(WindowStep):
             if wins.get(kk) is w:
                 del wins[kk]
 
+    #: derive a new window's state from the previous window's (incremental UDAs, in-order appends)
+    slides = True
+
     def _on_insert(self, g: Group, ev: Ev) -> None:
         rows = g.rows
         rows.add(ev)
-        self._rederive(g, rows.bisect_key_left(row_key(ev)))
+        pos = rows.bisect_key_left(row_key(ev))
+        if pos == len(rows) - 1 and self._slide(g):
+            return
+        self._rederive(g, pos)
+
+    def _slide(self, g: Group) -> bool:
+        """A row appended at the end renumbers nothing: at most the window of the new last row appears.
+        For a time-insensitive incremental UDA its state is the previous window's state with the rows
+        that left removed and the new rows added (seeds/004 §4: ``O(slide)`` per window, not ``O(n)``);
+        the previous window keeps a copy while it still has to be output."""
+        base = g.purged
+        k = base + len(g.rows)
+        s = self.slide
+        if k % s:
+            return True  # not a yield row: no window changes
+        if k < self.n and not self.partial:
+            return True
+        prev = g.windows.get(k - s)
+        if (not self.slides or not self.incremental or self.time_sensitive or prev is None
+                or prev.rebuild or prev.pending or prev.state is None or not prev.alive):
+            return False
+        wu = self.udm
+        rows = g.rows
+        first = self._first(k)
+        win = (self._row_le(g, first), rows[k - 1 - base].le + 1)
+        if prev.dirty:  # still to be output: it keeps its state (a UDA may update states in place)
+            st = copy.deepcopy(prev.state)
+        else:
+            st = prev.state
+            prev.state = None
+        gone = rows[self._first(k - s) - 1 - base: first - 1 - base]
+        if gone:
+            st = wu.remove(st, wu.ordered(gone, *win), win)
+        st = wu.add(st, wu.ordered(rows[k - s - base: k - base], *win), win)
+        nw = Window(g, k, win[0], win[1], None)
+        nw.count = k - first + 1
+        nw.state = st
+        g.windows[k] = nw
+        self._touch(nw)
+        return True
 
     def _on_change(self, g: Group, ev: Ev, old: int, new: int) -> None:
         rows = g.rows
@@ -140,8 +183,7 @@ class RowsStep(WindowStep):
         """First list position a valid element can still change after CTI ``c`` (see the module doc)."""
         rows = g.rows
         pm = rows.bisect_key_left((c,))
-        for i in range(pm):
-            ev = rows[i]
+        for ev in rows.islice(0, pm):
             if ev.re >= c:
                 return rows.bisect_key_left((ev.le,))
         return pm

@@ -44,8 +44,8 @@ class OutputRecord:
 class Window:
     """One window of one group: extent, members (or their count and incremental state), what it emitted."""
 
-    __slots__ = ("alive", "count", "dirty", "emitted", "fresh", "group", "key", "le", "members", "outputs",
-                 "pending", "re", "rebuild", "state", "waiting")
+    __slots__ = ("alive", "count", "dirty", "early", "emitted", "fresh", "group", "key", "le", "members",
+                 "outputs", "pending", "re", "rebuild", "state", "waiting")
 
     def __init__(self, group: Group, key: int, le: int, re: int, members: dict[str, Ev] | None) -> None:
         self.group = group
@@ -74,6 +74,8 @@ class Window:
         self.emitted = False
         #: its incremental state must be rebuilt from the members (its extent changed)
         self.rebuild = False
+        #: emitted while still open (progressive output): later changes wait for the next early tick
+        self.early = False
 
     def __getstate__(self) -> dict[str, Any]:
         return _slots_state(self)
