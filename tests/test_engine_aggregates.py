@@ -126,3 +126,27 @@ def _step(seed: int, rng: random.Random) -> dict[str, Any]:
 @pytest.mark.parametrize("w", range(len(WINDOWS)))
 def test_random_streams_agree_with_the_oracle(w: int) -> None:
     assert run_random_cases(WINDOWS[w], range(150), step=_step) == 300
+
+
+@pytest.mark.parametrize(("window", "aggs", "family"), [
+    ({"type": "hopping", "size": 6, "hop": 2}, AGGS, "PaneStep"),
+    ({"type": "hopping", "size": 6, "hop": 2}, [*AGGS, {"udm": "median", "input": "v", "as": "med"}], "GridStep"),
+    ({"type": "rows", "n": 6, "slide": 2}, AGGS, "RowPaneStep"),
+    ({"type": "rows", "n": 6, "slide": 2}, [{"udm": "twa", "input": "v", "as": "tw"}], "RowsStep"),
+])
+def test_panes_when_every_aggregate_is_algebraic(window: dict, aggs: list, family: str) -> None:
+    from test_engine_support import runner
+
+    assert type(runner(q(window, aggs)).ops[0]).__name__ == family
+
+
+def test_random_streams_on_hopping_panes_agree_with_the_oracle() -> None:
+    algebraic = [a for a in POOL if a["udm"] in ("count", "avg", "max", "min")]
+
+    def window(rng: random.Random) -> dict[str, Any]:
+        return {"type": "hopping", "size": rng.randint(4, 12), "hop": rng.randint(1, 4)}
+
+    def step(seed: int, rng: random.Random) -> dict[str, Any]:
+        return {"aggregates": rng.sample(algebraic, rng.randint(1, 3)), "max_delay": rng.choice([0, 0, 2])}
+
+    assert run_random_cases(window, range(200), step=step) == 400

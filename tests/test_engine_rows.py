@@ -138,3 +138,16 @@ def test_random_streams_agree_with_the_oracle(part: int) -> None:
 def test_end_change_of_an_endless_row() -> None:
     stream = [Insert("a", 1, INF, {"v": 1}), pt("b", 1, 2), pt("c", 2, 5), Cti(3), Retract("a", 1, INF, 2)]
     both(q(2), stream)
+
+
+@pytest.mark.parametrize("udm", ["sum", "max"])
+def test_in_order_slides_reuse_state_only_across_shared_rows(udm: str) -> None:
+    # values 1..9 at t = 1..9, fed one by one: n=2, slide=3 share no rows (k=3: rows 2-3, k=6: 5-6, k=9: 8-9);
+    # n=4, slide=2 share two (k=4: rows 1-4, k=6: 3-6, k=8: 5-8)
+    stream = [pt(f"e{t}", t, t) for t in range(1, 10)]
+    agg = (lambda vs: sum(vs)) if udm == "sum" else max
+    for n, slide in ((2, 3), (4, 2)):
+        out, _ = run(q(n, slide, udm=udm, **({} if udm == "sum" else {"input": "v"})), stream, mode="each")
+        check_physical(out)
+        want = [(k - n + 1, k + 1, {udm: agg(range(k - n + 1, k + 1))}) for k in range(slide, 10, slide) if k >= n]
+        assert table(out) == rows(*want)

@@ -19,7 +19,7 @@ from udm.sdk import Event
 from .common import Ev, cjson
 from .invoke import Mapper, WindowUDM, contract
 
-__all__ = ["MultiMapper", "MultiUDM", "window_udm"]
+__all__ = ["MultiMapper", "MultiUDM", "mergeable", "window_udm"]
 
 
 class MultiMapper(Mapper):
@@ -37,9 +37,11 @@ class MultiMapper(Mapper):
         return [m(payload) for m in self.parts]
 
 
-def _order(items: list[tuple[int, int, list[Any]]], i: int) -> list[tuple[int, int, list[Any]]]:
-    """Items in the canonical order of UDA ``i``: (LE, RE), ties by its own value's canonical JSON."""
-    return sorted(items, key=lambda it: (it[0], it[1], cjson(it[2][i])))
+def _order(items: list[Any], i: int) -> list[tuple[int, int, list[Any]]]:
+    """Items in the canonical order of UDA ``i``: (LE, RE), ties by its own value's canonical JSON. A
+    bare value list (pane evaluation hands time-insensitive UDAs values, not lifetimes) sorts by value."""
+    its = [it if type(it) is tuple else (0, 0, it) for it in items]
+    return sorted(its, key=lambda it: (it[0], it[1], cjson(it[2][i])))
 
 
 class MultiUDM:
@@ -125,6 +127,20 @@ class MultiUDM:
         except (TypeError, ValueError) as exc:
             raise contract(self.label, (wle, wre), f"output is not JSON-serializable ({exc})", payload) from None
         return [(wle, wre, payload, pj)]
+
+
+def mergeable(bs: BoundStep) -> bool:
+    """Does every UDA of the step (its one UDM, or each of ``aggregates``) allow pane evaluation: a
+    time-insensitive incremental UDA that declares ``algebraic`` and has ``merge`` (SEMANTICS §9)?"""
+    for p in bs.parts or (bs,):
+        if p.entry is None:
+            return False
+        man = p.entry.manifest
+        props = man.properties
+        if (man.kind != "uda" or props.time_sensitive or not props.incremental or not props.algebraic
+                or not hasattr(p.udm, "merge")):
+            return False
+    return True
 
 
 def window_udm(bs: BoundStep) -> WindowUDM | MultiUDM:

@@ -20,6 +20,7 @@ from typing import Any
 
 from udm.host.query.plan import BoundStep
 
+from ..aggregates import mergeable
 from ..common import INF
 from ..context import Context
 from .rows import RowsStep
@@ -28,26 +29,13 @@ from .state import Group, Window
 __all__ = ["RowPaneStep", "row_pane_step"]
 
 
-def _algebraic(bs: BoundStep) -> bool:
-    parts = bs.parts or (bs,)
-    for p in parts:
-        if p.entry is None:
-            return False
-        man = p.entry.manifest
-        props = man.properties
-        if (man.kind != "uda" or props.time_sensitive or not props.incremental or not props.algebraic
-                or not hasattr(p.udm, "merge")):
-            return False
-    return True
-
-
 def row_pane_step(name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> RowPaneStep | None:
     """A `RowPaneStep` when pane evaluation applies (algebraic UDAs, at least 2 panes a window, panes of
     at least 2 rows: one-row panes would merge ``n`` states per window instead of adding ``n`` rows), else
     None."""
     win = bs.step.window
     p = gcd(win.n, win.slide)
-    if not _algebraic(bs) or win.n // p < 2 or p < 2:
+    if not mergeable(bs) or win.n // p < 2 or p < 2:
         return None
     return RowPaneStep(name, ctx, bs, reads_input)
 

@@ -136,9 +136,9 @@ class RowsStep(WindowStep):
         if k < self.n and not self.partial:
             return True
         prev = g.windows.get(k - s)
-        if (not self.slides or not self.incremental or self.time_sensitive or prev is None
+        if (not self.slides or not self.incremental or self.time_sensitive or s >= self.n or prev is None
                 or prev.rebuild or prev.pending or prev.state is None or not prev.alive):
-            return False
+            return False  # (windows that share no rows are simply built)
         wu = self.udm
         rows = g.rows
         first = self._first(k)
