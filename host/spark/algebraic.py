@@ -1,4 +1,5 @@
-"""Algebraic UDAs on tumbling/hopping windows as a two-phase Spark aggregate (SEMANTICS §9, seeds/004).
+"""Algebraic UDAs on tumbling/hopping windows as a two-phase Spark aggregate (SEMANTICS §9, seeds/004);
+with ``aggregates``, every UDA algebraic, their states travel together (one state tuple per pane).
 
 One Spark job, no pre-passes:
 
@@ -66,12 +67,43 @@ def eligible_step(spec: QuerySpec) -> WindowStep | None:
     if len(spec.steps) != 1 or not isinstance(spec.steps[0], WindowStep):
         return None
     step = spec.steps[0]
-    if not isinstance(step.window, (Tumbling, Hopping)) or step.max_memory_time < _INF or step.aggregates:
-        return None  # (``aggregates`` run on the engine path)
-    man = bind(spec).steps[0].entry.manifest
-    if man.kind != "uda" or not (man.properties.algebraic and man.properties.incremental):
+    if not isinstance(step.window, (Tumbling, Hopping)) or step.max_memory_time < _INF:
         return None
+    bs = bind(spec).steps[0]
+    for part in bs.parts or (bs,):  # every UDA of ``aggregates``
+        man = part.entry.manifest
+        if man.kind != "uda" or not (man.properties.algebraic and man.properties.incremental):
+            return None
     return step
+
+
+class _Combined:
+    """The UDAs of ``aggregates`` as one algebraic UDA: a state per UDA, each fed its own input value (an
+    event's value is the list of them), ``compute`` -> one value per UDA, in order."""
+
+    def __init__(self, udas: list[Any]) -> None:
+        self.udas = udas
+
+    def initial_state(self) -> tuple[Any, ...]:
+        return tuple(u.initial_state() for u in self.udas)
+
+    def add(self, state: tuple[Any, ...], values: list[list[Any]]) -> tuple[Any, ...]:
+        return tuple(u.add(s, [v[i] for v in values]) for i, (u, s) in enumerate(zip(self.udas, state, strict=True)))
+
+    def merge(self, a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(u.merge(x, y) for u, x, y in zip(self.udas, a, b, strict=True))
+
+    def compute(self, state: tuple[Any, ...]) -> list[Any]:
+        return [u.compute(s) for u, s in zip(self.udas, state, strict=True)]
+
+
+def _uda_and_input(spec: QuerySpec) -> tuple[Any, Any]:
+    """The query's UDA (several combined, for ``aggregates``) and its input mapping (a list of them)."""
+    bs = bind(spec).steps[0]
+    step = bs.step
+    if bs.parts:
+        return _Combined([p.udm for p in bs.parts]), [a.input for a in step.aggregates]
+    return bs.udm, step.input
 
 
 def _geometry(step: WindowStep) -> tuple[int, int, int, int]:
@@ -189,8 +221,21 @@ def _fold_rows(tb: pa.Table, keys: list[str], field: Any, pane_w: int, off: int,
         pane = (le - off) // pane_w
         if (re - 1 - off) // pane_w != pane:
             return False
-        if field is None:
-            value: Any = p
+        if isinstance(field, list):  # ``aggregates``: each UDA's own input
+            value: Any = []
+            for f in field:
+                if f is None:
+                    value.append(p)
+                elif isinstance(f, str):
+                    if f not in p:
+                        return False
+                    value.append(p[f])
+                else:
+                    if any(x not in p for x in f.values()):
+                        return False
+                    value.append({u: p[x] for u, x in f.items()})
+        elif field is None:
+            value = p
         elif isinstance(field, str):
             if field not in p:
                 return False
@@ -217,9 +262,9 @@ def _partial(spec_json: dict[str, Any], n: int) -> Callable[[Iterator[pa.RecordB
         spec = parse_query(spec_json)
         step = spec.steps[0]
         assert isinstance(step, WindowStep)
-        uda: Any = bind(spec).steps[0].udm
+        uda, field = _uda_and_input(spec)
         pane_w, _, _, off = _geometry(step)
-        keys, field = step.group_by, step.input
+        keys = step.group_by
         folded: dict[tuple[str, int], Any] = {}
         ids: list[np.ndarray] = []
         ctis: list[tuple[int, int]] = []
@@ -357,7 +402,7 @@ def _final(spec_json: dict[str, Any], strict: bool) -> Callable[[pa.Table], pa.T
         spec = parse_query(spec_json)
         step = spec.steps[0]
         assert isinstance(step, WindowStep)
-        uda: Any = bind(spec).steps[0].udm
+        uda, _ = _uda_and_input(spec)
         pane_w, size, hop, off = _geometry(step)
         tags = table.column("tag").to_pylist()
         blobs = table.column("blob").to_pylist()
@@ -415,7 +460,12 @@ def _final(spec_json: dict[str, Any], strict: bool) -> Callable[[pa.Table], pa.T
                     value = compute(state)
                     ids.append(f"a{len(ids)}:{kj}")
                     les.append(off + k * hop)
-                    payloads.append(prefix + _value_json(value) + "}")
+                    if step.aggregates is not None:  # {**keys, alias_1: v_1, ...} (aliases are not keys)
+                        payloads.append(json.dumps({**dict(zip(step.group_by, key_vals, strict=True)),
+                                                    **dict(zip(step.aliases, value, strict=True))},
+                                                   separators=(",", ":")))
+                    else:
+                        payloads.append(prefix + _value_json(value) + "}")
         except Exception:  # the engine path reports the UDM's failure with its full context
             return ineligible()
         m = len(ids)
