@@ -101,8 +101,12 @@ def test_output_cti_stops_at_the_first_window_that_can_still_change() -> None:
     stream = [pt("a", 1, 1), pt("b", 3, 2), pt("c", 5, 3), pt("d", 7, 4), Cti(7)]
     out, _ = run(q(2), stream, mode="each")
     assert next(el.t for el in out if isinstance(el, Cti)) == 5
-    # after cti(6) instead, c = [5, 6) can still be extended (sync time 6): row 3's window is open too
+    # after cti(6) instead, c = [5, 6) can still be extended (sync time 6), but it is alone at LE 5: it
+    # cannot move, and sum does not see ends, so row 3's window [3, 6) is final
     out, _ = run(q(2), [*stream[:4], Cti(6)], mode="each")
+    assert next(el.t for el in out if isinstance(el, Cti)) == 5
+    # a time-sensitive UDM sees c's end: the window holding c ([3, 6), rows 2-3) waits
+    out, _ = run(q(2, udm="twa", input="v"), [*stream[:4], Cti(6)], mode="each")
     assert next(el.t for el in out if isinstance(el, Cti)) == 3
 
 
@@ -151,3 +155,17 @@ def test_in_order_slides_reuse_state_only_across_shared_rows(udm: str) -> None:
         check_physical(out)
         want = [(k - n + 1, k + 1, {udm: agg(range(k - n + 1, k + 1))}) for k in range(slide, 10, slide) if k >= n]
         assert table(out) == rows(*want)
+
+
+def test_open_ends_hold_the_cti_only_where_a_row_can_still_move() -> None:
+    # a [1,10), b [2,9), c [3,12) still open at cti(5), each alone in its LE: they cannot move, so the CTI is
+    # SEMANTICS §7's first LE of the earliest window with W.RE > 5 (row 4's, rows 3-4: [3, 7))
+    stream = [Insert("a", 1, 10, {"v": 1}), Insert("b", 2, 9, {"v": 2}), Insert("c", 3, 12, {"v": 3}),
+              pt("d", 6, 4), Cti(5)]
+    out, _ = run(q(2), stream, mode="each")
+    assert next(el.t for el in out if isinstance(el, Cti)) == 3
+    # a second row at LE 1 ([1, 4) sorts first; a's end can still move it past [1, 20)): the window of
+    # rows 1-2 holds part of that block, so the CTI waits at its LE
+    out, _ = run(q(2), [Insert("e", 1, 20, {"v": 9}), *stream], mode="each")
+    assert next(el.t for el in out if isinstance(el, Cti)) == 1
+    both(q(2), [Insert("e", 1, 20, {"v": 9}), *stream, Retract("a", 1, 10, 30)])

@@ -68,14 +68,14 @@ class RowPaneStep(RowsStep):
     def _members(self, w: Window) -> Any:  # pragma: no cover - pane windows never list their rows
         raise AssertionError("pane-evaluated row windows have no member list")
 
-    def _rederive(self, g: Group, lo: int, hi: int = INF) -> None:
+    def _rederive(self, g: Group, lo: int, hi: int = INF, cut: tuple[int, int] | None = None) -> None:
         p, base = self.p, g.purged
         j0 = (base + lo) // p
         j1 = (base + hi) // p if hi < INF else INF
         cache = g.endpoints
         for j in [j for j in cache if j0 <= j <= j1]:
             del cache[j]
-        super()._rederive(g, lo, hi)
+        super()._rederive(g, lo, hi, cut)
 
     def _pane_state(self, g: Group, j: int) -> Any:
         st = g.endpoints.get(j)

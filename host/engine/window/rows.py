@@ -82,9 +82,10 @@ class RowsStep(WindowStep):
     def _holds_open(self, w: Window, c: int) -> bool:
         return any(ev.re >= c for ev in self._members(w))
 
-    def _rederive(self, g: Group, lo: int, hi: int = INF) -> None:
+    def _rederive(self, g: Group, lo: int, hi: int = INF, cut: tuple[int, int] | None = None) -> None:
         """Rows from list position ``lo`` on changed: replace the windows whose yield row is in
-        ``[purged + lo + 1, purged + hi]`` (and drop those past the last row)."""
+        ``[purged + lo + 1, purged + hi]`` (and drop those past the last row). ``cut``: only the rows at
+        list positions ``cut[0]..cut[1]`` were permuted, so only windows holding part of them change."""
         base = g.purged
         rows = g.rows
         last = base + len(rows)
@@ -95,7 +96,9 @@ class RowsStep(WindowStep):
         wins = g.windows
         old = {kk: wins[kk] for kk in list(wins.irange(k0, None if hi >= INF else base + hi))}
         while k <= top:
-            if k >= n or self.partial:
+            if cut is not None and self._holds_all_or_none(k, base + cut[0] + 1, base + cut[1] + 1):
+                old.pop(k, None)  # same members: kept as it is
+            elif k >= n or self.partial:
                 first = self._first(k)
                 nw = Window(g, k, self._row_le(g, first), rows[k - 1 - base].le + 1, None)
                 nw.count = k - first + 1
@@ -111,6 +114,11 @@ class RowsStep(WindowStep):
             self._destroy(w)
             if wins.get(kk) is w:
                 del wins[kk]
+
+    def _holds_all_or_none(self, k: int, a: int, b: int) -> bool:
+        """Does the window of yield row ``k`` hold every row numbered ``a..b``, or none of them?"""
+        f = self._first(k)
+        return (f <= a and k >= b) or k < a or f > b
 
     #: derive a new window's state from the previous window's (incremental UDAs, in-order appends)
     slides = True
@@ -171,10 +179,11 @@ class RowsStep(WindowStep):
         ev.re = new
         rows.add(ev)
         q = rows.bisect_key_left(row_key(ev))
-        if q == p and not self.time_sensitive:
-            return  # same place, and the UDM does not see ends: no window changes
         lo, hi = (p, q) if p <= q else (q, p)
-        self._rederive(g, lo, hi + self.n)
+        if self.time_sensitive:
+            self._rederive(g, lo, hi + self.n)  # every window holding it: its end may matter
+        elif q != p:  # permuted within its block of equal LEs: windows holding all of them keep members
+            self._rederive(g, lo, hi + self.n, (lo, hi))
 
     # ---------------------------------------------------------------------------------------------
     # frozen prefix, cleanup, output CTI
@@ -208,10 +217,38 @@ class RowsStep(WindowStep):
                 self._drop_group_if_empty(g)
 
     def _bound(self, c: int) -> int:
+        """For a time-sensitive UDM, the frozen prefix's bound. For a time-insensitive one (which sees
+        members, not their ends), SEMANTICS §7's: the first LE of the earliest window with ``W.RE > c``,
+        held back only where a row with ``RE >= c`` can still move inside its block of equal LEs — the
+        first LE of the earliest window holding part of that block (one holding all of it keeps its
+        members)."""
         b = c
+        slide = self.slide
         for g in self.groups.values():
-            r = self._first(self._first_open(g, c))
-            if r <= g.purged + len(g.rows):
+            rows = g.rows
+            base = g.purged
+            held = base + len(rows)
+            if self.time_sensitive:
+                r = self._first(self._first_open(g, c))
+            else:
+                pm = rows.bisect_key_left((c,))
+                r = self._first(-(-(base + pm + 1) // slide) * slide)
+                done = None
+                for ev in rows.islice(0, pm):
+                    if ev.re < c or ev.le == done:
+                        continue
+                    done = ev.le
+                    s0 = base + rows.bisect_key_left((ev.le,)) + 1  # the block's row numbers: s0..e0
+                    e0 = base + rows.bisect_key_left((ev.le + 1,))
+                    if e0 == s0:
+                        continue  # alone in its block: it cannot move
+                    k = -(-max(s0, 1 if self.partial else self.n) // slide) * slide
+                    while k <= held and self._first(k) <= e0:
+                        if not self._holds_all_or_none(k, s0, e0):
+                            r = min(r, self._first(k))
+                            break
+                        k += slide
+            if r <= held:
                 le = self._row_le(g, r)
                 if le < b:
                     b = le
