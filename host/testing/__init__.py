@@ -37,6 +37,7 @@ from .engine_conformance import (
 from .generator import StreamSpec, generate, generate_related, interleave, logical_events, physical_variants
 from .oracle import OracleResult, OracleUndecidable, group_windows, oracle, oracle_run
 from .properties import check_properties, liveliness_bound
+from .shape import output_ordering, output_shape, retraction_count
 from .verifier import Verdict, assert_equivalent, payloads_close, verify
 
 __all__ = [
@@ -69,9 +70,12 @@ __all__ = [
     "logical_events",
     "oracle",
     "oracle_run",
+    "output_ordering",
+    "output_shape",
     "payloads_close",
     "physical_variants",
     "registered_engine",
+    "retraction_count",
     "run_contract_checks",
     "runner_engine",
     "shrink_failure",

@@ -436,11 +436,19 @@ class WindowStep(Operator):
             self.early_wait = keep
             self.early_next = wm + early if early else wm
         wait = self.wait
+        again = []
         while wait and wait[0][0] <= rp:
             w = heapq.heappop(wait)[2]
             w.waiting = False
             if w.alive and w.dirty:
-                self._ready(ready, w)
+                if self._releasable(w, rp):
+                    self._ready(ready, w)
+                else:  # it grew since it was queued (a session window): wait for its new end
+                    again.append(w)
+        for w in again:
+            w.waiting = True
+            self.seq += 1
+            heapq.heappush(wait, (w.re, self.seq, w))
         if self.time_bound:
             wl = self.wait_le
             c = self.effective_cti

@@ -81,7 +81,7 @@ class SessionStep(WindowStep):
                 return
             re = self._end(max(w.re - self.gap, ev.re)) if w.re < INF else INF
             if re != w.re:
-                w.re = re  # the window only grows: an early release from the wait heap is harmless
+                w.re = re  # it only grows: the wait heap re-queues it at its new end
                 if self.time_sensitive:
                     w.rebuild = True
             self._add(w, ev)
