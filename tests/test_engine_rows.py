@@ -169,3 +169,12 @@ def test_open_ends_hold_the_cti_only_where_a_row_can_still_move() -> None:
     out, _ = run(q(2), [Insert("e", 1, 20, {"v": 9}), *stream], mode="each")
     assert next(el.t for el in out if isinstance(el, Cti)) == 1
     both(q(2), [Insert("e", 1, 20, {"v": 9}), *stream, Retract("a", 1, 10, 30)])
+
+
+def test_a_batch_of_appends_slides_the_state_too() -> None:
+    """The batch path (many elements per call, one flush) computes the first window once and slides."""
+    stream = [pt(f"e{t}", t, t % 7) for t in range(300)]
+    for mode in ("many", "each"):
+        out, _ = run(q(50), stream, mode=mode)
+        assert table(out) == rows(*[(k - 49, k + 1, {"sum": sum(t % 7 for t in range(k - 49, k + 1))})
+                                    for k in range(49, 300)])

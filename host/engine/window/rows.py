@@ -145,8 +145,12 @@ class RowsStep(WindowStep):
             return True
         prev = g.windows.get(k - s)
         if (not self.slides or not self.incremental or self.time_sensitive or s >= self.n or prev is None
-                or prev.rebuild or prev.pending or prev.state is None or not prev.alive):
+                or prev.pending or not prev.alive):
             return False  # (windows that share no rows are simply built)
+        if prev.rebuild:  # not computed yet (a batch of appends): compute it now, once
+            self._apply(prev)
+        if prev.state is None:
+            return False
         wu = self.udm
         rows = g.rows
         first = self._first(k)
