@@ -112,3 +112,16 @@ def test_random_streams_agree_with_the_oracle(part: int) -> None:
         return {"type": "session", "gap": rng.randint(0, 8)}
 
     assert run_random_cases(window, range(part * 300, part * 300 + 300)) == 600
+
+
+def test_the_kit_decides_session_liveliness() -> None:
+    """The random cases above hold the engine to the kit's session liveliness bound; it does bite."""
+    from udm.host.engine.window.session import SessionStep
+
+    orig = SessionStep._bound
+    SessionStep._bound = lambda self, c: min(orig(self, c), c - 1)  # type: ignore[method-assign]
+    try:
+        with pytest.raises(AssertionError, match="liveliness"):
+            run_random_cases(lambda r: {"type": "session", "gap": r.randint(0, 6)}, range(10))
+    finally:
+        SessionStep._bound = orig  # type: ignore[method-assign]

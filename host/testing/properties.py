@@ -24,7 +24,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from udm.host.query.plan import BoundQuery
-from udm.host.query.spec import FilterStep, Hopping, MapStep, QuerySpec, Snapshot, Tumbling, WindowStep
+from udm.host.query.spec import FilterStep, Hopping, MapStep, QuerySpec, Session, Snapshot, Tumbling, WindowStep
 from udm.host.temporal.elements import Cti, Element, Insert, Retract, sync_time
 from udm.sdk import INF
 
@@ -169,9 +169,11 @@ def _window_bound(step: WindowStep, props: Any, c: int, groups: dict[str, list[t
     decided (see below).
     """
     win = step.window
+    if isinstance(win, Session):
+        return _session_bound(win, c, groups)
     if not isinstance(win, (Tumbling, Hopping, Snapshot)):
-        # count windows: a later start can still *create* a window over old members, so even a time_bound
-        # UDM's output may start before c; the kit does not decide a bound there
+        # count and rows windows: a later start can still *create* (or renumber) a window over old
+        # members, so even a time_bound UDM's output may start before c; the kit does not decide a bound
         return None
     if step.output == "time_bound":
         return c
@@ -199,6 +201,21 @@ def _window_bound(step: WindowStep, props: Any, c: int, groups: dict[str, list[t
                     bound = min(bound, win.offset + k * hop)
                 else:
                     bound = min(bound, le)
+    return bound
+
+
+def _session_bound(win: Session, c: int, groups: dict[str, list[tuple[int, int, Any]]]) -> int:
+    """SEMANTICS §7 for sessions, whatever the UDM (a late bridging event merges sessions, so no
+    ``time_bound`` exception): the first LE of the earliest session that can still change — one whose
+    window reaches past ``c`` (a new event, ``LE >= c``, joins it when ``LE < W.RE``), or, with ``gap``
+    0, ends at ``c`` (a member ending at ``c`` can still be extended)."""
+    bound = c
+    for evs in groups.values():
+        rows = [(le, re, json.dumps(p, sort_keys=True)) for le, re, p in evs]
+        for w in group_windows(win, rows, None):
+            if w.re > c or (w.re == c and win.gap == 0):
+                bound = min(bound, w.le)
+                break
     return bound
 
 
