@@ -178,3 +178,16 @@ def test_a_batch_of_appends_slides_the_state_too() -> None:
         out, _ = run(q(50), stream, mode=mode)
         assert table(out) == rows(*[(k - 49, k + 1, {"sum": sum(t % 7 for t in range(k - 49, k + 1))})
                                     for k in range(49, 300)])
+
+
+def test_the_kit_decides_rows_liveliness() -> None:
+    """The random cases above hold the engine to the kit's rows liveliness bound; it does bite."""
+    from udm.host.engine.window.rows import RowsStep
+
+    orig = RowsStep._bound
+    RowsStep._bound = lambda self, c: min(orig(self, c), c - 1)  # type: ignore[method-assign]
+    try:
+        with pytest.raises(AssertionError, match="liveliness"):
+            run_random_cases(lambda r: {"type": "rows", "n": r.randint(1, 3)}, range(10))
+    finally:
+        RowsStep._bound = orig  # type: ignore[method-assign]

@@ -221,8 +221,8 @@ class RowsStep(WindowStep):
                 self._drop_group_if_empty(g)
 
     def _bound(self, c: int) -> int:
-        """For a time-sensitive UDM, the frozen prefix's bound. For a time-insensitive one (which sees
-        members, not their ends), SEMANTICS §7's: the first LE of the earliest window with ``W.RE > c``,
+        """For a time-sensitive UDM without right clipping, the frozen prefix's bound. Otherwise (the UDM
+        sees members, not ends past the window), SEMANTICS §7's: the first LE of the earliest window with ``W.RE > c``,
         held back only where a row with ``RE >= c`` can still move inside its block of equal LEs — the
         first LE of the earliest window holding part of that block (one holding all of it keeps its
         members)."""
@@ -232,7 +232,7 @@ class RowsStep(WindowStep):
             rows = g.rows
             base = g.purged
             held = base + len(rows)
-            if self.time_sensitive:
+            if self.sees_open_ends:
                 r = self._first(self._first_open(g, c))
             else:
                 pm = rows.bisect_key_left((c,))
