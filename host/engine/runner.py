@@ -36,8 +36,9 @@ from .window import make_window_step
 
 __all__ = ["QueryRunner"]
 
-#: 2: operators keyed by graph name (query graphs); 1: a list of steps
-_SNAPSHOT_VERSION = 2
+#: 3: window state with progressive output (``early``) and rows/session groups; 2: operators keyed by graph
+#: name (query graphs); 1: a list of steps
+_SNAPSHOT_VERSION = 3
 #: process_many releases output at least this often (elements)
 FLUSH_EVERY = 2048
 
