@@ -177,6 +177,9 @@ def step_checks(bs: Any) -> tuple[tuple[str | None, InputType], ...]:
     ``input``, the whole payload when ``input`` is omitted; an ``input`` mapping (an object the host builds)
     is not checked. A UDF checks the field mapped to its first argument
     (what the manifest's ``input_type`` describes)."""
+    parts = getattr(bs, "parts", ())
+    if parts:  # ``aggregates``: each UDA checks the value it receives
+        return tuple(check for part in parts for check in step_checks(part))
     entry = getattr(bs, "entry", None)
     if entry is None:
         return ()

@@ -52,6 +52,12 @@ class RunStats:
     dead_lettered: int = 0
     reasons: Counter[str] = field(default_factory=Counter)
     truncated_at: int | None = None
+    #: output retractions (the price of speculation and progressive output)
+    retractions_out: int = 0
+    #: windows first emitted before the end of input, and the sum over them of (watermark at first
+    #: emission - W.RE): how late (> 0) or early (< 0, progressive output) windows come out
+    windows_emitted: int = 0
+    emission_delay: int = 0
     #: per input of a multi-input query: {"elements_in": n, "dead_lettered": n}
     inputs: dict[str, Counter[str]] = field(default_factory=dict)
 
@@ -68,6 +74,9 @@ class RunStats:
             "dead_lettered": self.dead_lettered,
             "reasons": dict(self.reasons),
             "truncated_at": self.truncated_at,
+            "retractions_out": self.retractions_out,
+            "windows_emitted": self.windows_emitted,
+            "emission_delay": self.emission_delay,
         }
         if self.inputs:
             data["inputs"] = {k: dict(v) for k, v in self.inputs.items()}

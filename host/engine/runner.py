@@ -38,8 +38,9 @@ from .window import make_window_step
 
 __all__ = ["QueryRunner"]
 
-#: 2: operators keyed by graph name (query graphs); 1: a list of steps
-_SNAPSHOT_VERSION = 2
+#: 3: window state with progressive output (``early``) and rows/session groups; 2: operators keyed by graph
+#: name (query graphs); 1: a list of steps
+_SNAPSHOT_VERSION = 3
 #: process_many releases output at least this often (elements)
 FLUSH_EVERY = 2048
 
@@ -267,7 +268,9 @@ class QueryRunner:
         return result
 
     def _count(self, out: list[Element]) -> list[Element]:
-        self.ctx.stats.elements_out += len(out)
+        st = self.ctx.stats
+        st.elements_out += len(out)
+        st.retractions_out += sum(1 for el in out if type(el) is Retract)
         return out
 
     def enter(self, input_name: str, line: int | None) -> Operator | None:

@@ -47,6 +47,8 @@ from udm.host.query.spec import (
     MapStep,
     ProjectStep,
     QuerySpec,
+    Rows,
+    Session,
     Snapshot,
     Tumbling,
     UnionStep,
@@ -65,7 +67,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Stream", "run_elements"]
 
-_Window: TypeAlias = Tumbling | Hopping | Snapshot | CountByStart | CountByEnd
+_Window: TypeAlias = Tumbling | Hopping | Snapshot | CountByStart | CountByEnd | Rows | Session
 
 
 @dataclass(frozen=True)
@@ -278,13 +280,21 @@ class Stream:
     def count_by_end(self, n: int, hop: int = 1) -> Stream:
         return self.window({"type": "count_by_end", "n": n, "hop": hop})
 
+    def rows(self, n: int, slide: int = 1, partial: bool = False) -> Stream:
+        return self.window({"type": "rows", "n": n, "slide": slide, "partial": partial})
+
+    def session(self, gap: int) -> Stream:
+        return self.window({"type": "session", "gap": gap})
+
     # ------------------------------------------------------------------ window steps
-    def _window_step(self, method: str, udm: str, *, input: str | Mapping[str, str] | None,
+    def _window_step(self, method: str, udm: str | None, *, input: str | Mapping[str, str] | None,
                      as_: str | None, params: Mapping[str, Any] | None, version: str | None, clip: str,
-                     output: str, max_delay: int | str, max_memory_time: int | str) -> Stream:
+                     output: str, max_delay: int | str, max_memory_time: int | str,
+                     aggregates: list[dict[str, Any]] | None = None, early: int | None = None) -> Stream:
         if self._window is None:
             raise QuerySpecError(f".{method}({udm!r}) needs a window first: .tumbling(size), .hopping(size, hop), "
-                                 ".snapshot(), .count_by_start(n, hop) or .count_by_end(n, hop)")
+                                 ".snapshot(), .count_by_start(n, hop), .count_by_end(n, hop), .rows(n, slide) "
+                                 "or .session(gap)")
         data: dict[str, Any] = {
             "op": "window",
             "window": self._window.model_dump(),
@@ -297,27 +307,49 @@ class Stream:
             "output": output,
             "max_delay": max_delay,
             "max_memory_time": max_memory_time,
+            "early": early,
         }
         if as_ is not None:
             data["as"] = as_
+        if aggregates is not None:
+            data.update(udm=None, aggregates=aggregates, version=None, input=None, params={})
         step = _build(WindowStep, **data)
         return replace(self, _group_by=None, _window=None)._append(step, method)
 
-    def aggregate(self, udm: str, *, input: str | Mapping[str, str] | None = None, as_: str | None = None,
-                  params: Mapping[str, Any] | None = None, version: str | None = None, clip: str = "none",
-                  output: str = "window", max_delay: int | str = 0,
-                  max_memory_time: int | str = INF) -> Stream:
+    def aggregate(self, udm: str | None = None, *, input: str | Mapping[str, str] | None = None,
+                  as_: str | None = None, params: Mapping[str, Any] | None = None, version: str | None = None,
+                  clip: str = "none", output: str = "window", max_delay: int | str = 0,
+                  max_memory_time: int | str = INF, early: int | None = None,
+                  **aggregates: str | Mapping[str, Any]) -> Stream:
         """Apply UDA ``udm`` to each window (per group): one output event per window, payload
-        ``{**group_key, as_: value}`` (``as_`` defaults to the UDM name)."""
+        ``{**group_key, as_: value}`` (``as_`` defaults to the UDM name).
+
+        Several UDAs over one membership (SEMANTICS §9 ``aggregates``): name each output field as a
+        keyword, its value a UDM name or ``{"udm", "input"?, "params"?, "version"?}``, e.g.
+        ``.aggregate(n="count", mean={"udm": "avg", "input": "price"})``: one output per window with
+        every field. ``early``: progressive output (the window step's ``early``)."""
+        if aggregates:
+            if udm is not None or input is not None or as_ is not None or params or version is not None:
+                raise QuerySpecError(".aggregate(name=..., ...) takes the UDM, input, params and version "
+                                     "of each aggregate inside its own value, not as udm/input/as_/params/version")
+            parts = [{"udm": v, "as": k} if isinstance(v, str) else {**dict(v), "as": k}
+                     for k, v in aggregates.items()]
+            return self._window_step("aggregate", None, input=None, as_=None, params=None, version=None,
+                                     clip=clip, output=output, max_delay=max_delay,
+                                     max_memory_time=max_memory_time, aggregates=parts, early=early)
+        if udm is None:
+            raise QuerySpecError(".aggregate() needs a UDM name, or output fields as keywords "
+                                 "(.aggregate(n='count', mean={'udm': 'avg', 'input': 'v'}))")
         return self._window_step("aggregate", udm, input=input, as_=as_, params=params, version=version,
-                                 clip=clip, output=output, max_delay=max_delay, max_memory_time=max_memory_time)
+                                 clip=clip, output=output, max_delay=max_delay, max_memory_time=max_memory_time,
+                                 early=early)
 
     def apply(self, udm: str, *, params: Mapping[str, Any] | None = None, input: str | Mapping[str, str] | None = None,
               version: str | None = None, clip: str = "none", output: str = "window", max_delay: int | str = 0,
-              max_memory_time: int | str = INF) -> Stream:
+              max_memory_time: int | str = INF, early: int | None = None) -> Stream:
         """Apply UDO ``udm`` to each window (per group): zero or more output events per window."""
         return self._window_step("apply", udm, input=input, as_=None, params=params, version=version, clip=clip,
-                                 output=output, max_delay=max_delay, max_memory_time=max_memory_time)
+                                 output=output, max_delay=max_delay, max_memory_time=max_memory_time, early=early)
 
     def on_violation(self, policy: str) -> Stream:
         """``dead_letter`` (default), ``adjust`` or ``error`` (SEMANTICS §1)."""
@@ -440,6 +472,9 @@ class Stream:
 
 
 def _step_name(step: Any) -> str:
+    aggs = getattr(step, "aggregates", None)
+    if aggs:
+        return "+".join(a.udm for a in aggs)
     return str(getattr(step, "udf", None) or getattr(step, "udm", None) or step.id)
 
 

@@ -25,10 +25,14 @@ class BoundStep:
     udm: UDM | None
     #: the step's name in the query graph (``id`` or ``s<index>``)
     name: str = ""
+    #: a window step with ``aggregates``: one bound single-UDA step per aggregate (``entry``/``udm`` None)
+    parts: tuple[BoundStep, ...] = ()
 
     @property
     def label(self) -> str:
         """How errors name this UDM: name and version."""
+        if self.parts:
+            return "aggregates (" + ", ".join(p.label for p in self.parts) + ")"
         if self.entry is None:
             return f"step {self.name!r} ({self.step.op})"
         return f"{self.entry.name} {self.entry.version}"
@@ -77,6 +81,20 @@ def _bind_step(step: Any, cat: Catalog, index: int, name: str) -> BoundStep:
         return BoundStep(step, None, None, name)  # its algorithm is resolved once the graph is bound
     if not isinstance(step, WindowStep):
         return BoundStep(step, None, None, name)
+    if step.aggregates is not None:
+        parts = []
+        for i, agg in enumerate(step.aggregates):
+            part = _bind_window(step.part(agg), cat, f"{where}.aggregates[{i}]", name)
+            if part.entry is not None and part.entry.manifest.kind != "uda":
+                raise PolicyError(f"{where}.aggregates[{i}]: {agg.udm!r} is a {part.entry.manifest.kind.upper()}; "
+                                  f"aggregates are UDAs (one value per window): {', '.join(cat.names_of_kind('uda'))}")
+            parts.append(part)
+        return BoundStep(step, None, None, name, tuple(parts))
+    return _bind_window(step, cat, where, name)
+
+
+def _bind_window(step: WindowStep, cat: Catalog, where: str, name: str) -> BoundStep:
+    assert step.udm is not None
     entry = cat.resolve(step.udm, step.version)
     man = entry.manifest
     if man.kind == "udf":

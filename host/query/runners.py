@@ -101,6 +101,11 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     #: per lmerge step: inserts/retractions/CTIs in and out (seeds/001 Theorem 1); empty without lmerge
     lmerge: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: output retractions; windows first emitted before the end of input and the sum of their emission
+    #: delays (watermark at first emission - W.RE) — what speculation / progressive output cost (local engine)
+    retractions_out: int = 0
+    windows_emitted: int = 0
+    emission_delay: int = 0
 
     def summary(self) -> str:
         """The one-line summary ``udm run`` prints."""
@@ -118,6 +123,10 @@ class RunResult:
             line += (f"; lmerge {name}: {c.get('inserts_out', 0):,} inserts + {retractions:,} retractions out "
                      f"for {c.get('inserts_in', 0):,} inserts in, {c.get('ctis_out', 0):,} CTIs out for "
                      f"{c.get('ctis_in', 0):,} in")
+        if self.retractions_out or self.windows_emitted:
+            line += f"; {self.retractions_out:,} retractions out"
+            if self.windows_emitted:
+                line += f", mean emission delay {self.emission_delay / self.windows_emitted:+.1f} ticks past W.RE"
         return "\n".join([line, *(f"warning: {w}" for w in self.warnings)])
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -132,6 +141,9 @@ class RunResult:
             "inputs": self.inputs,
             "warnings": self.warnings,
             **({"lmerge": self.lmerge} if self.lmerge else {}),
+            "retractions_out": self.retractions_out,
+            "windows_emitted": self.windows_emitted,
+            "emission_delay": self.emission_delay,
         }
 
 
@@ -276,6 +288,9 @@ def run_local(req: RunRequest) -> RunResult:
         inputs=per_input_counts(st, req.bound.graph.inputs),
         warnings=warnings,
         lmerge=getattr(runner, "chattiness", dict)(),  # a stand-in runner (tests) may have none
+        retractions_out=getattr(st, "retractions_out", 0),  # (a stand-in runner's stats may lack them)
+        windows_emitted=getattr(st, "windows_emitted", 0),
+        emission_delay=getattr(st, "emission_delay", 0),
     )
 
 

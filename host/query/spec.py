@@ -12,6 +12,7 @@ from udm.host.errors import QuerySpecError
 from udm.sdk import INF, ClipPolicy, OutputPolicy
 
 __all__ = [
+    "AggregateSpec",
     "AlterLifetimeStep",
     "CountByEnd",
     "CountByStart",
@@ -25,6 +26,8 @@ __all__ = [
     "ProjectStep",
     "QuerySpec",
     "RepairSpec",
+    "Rows",
+    "Session",
     "Snapshot",
     "Step",
     "StreamProperties",
@@ -85,7 +88,25 @@ class CountByEnd(_Strict):
     hop: PositiveInt = 1
 
 
-WindowSpec = Annotated[Tumbling | Hopping | Snapshot | CountByStart | CountByEnd, Field(discriminator="type")]
+class Rows(_Strict):
+    """True row windows (SEMANTICS §9): SQL/ESL ``ROWS n-1 PRECEDING SLIDE slide`` over the group's CHT rows."""
+
+    type: Literal["rows"] = "rows"
+    n: PositiveInt
+    slide: PositiveInt = 1
+    partial: bool = False
+
+
+class Session(_Strict):
+    """Session windows (SEMANTICS §9): maximal runs of events whose starts come within ``gap`` of the
+    run's largest end so far."""
+
+    type: Literal["session"] = "session"
+    gap: int = Field(ge=0)
+
+
+WindowSpec = Annotated[Tumbling | Hopping | Snapshot | CountByStart | CountByEnd | Rows | Session,
+                       Field(discriminator="type")]
 
 
 class _StepBase(_Strict):
@@ -125,13 +146,27 @@ class MapStep(_StepBase):
     as_: str = Field(alias="as")
 
 
+class AggregateSpec(_Strict):
+    """One UDA of a window step's ``aggregates`` (SEMANTICS §9): its own UDM, input mapping, parameters
+    and output field, over the step's shared membership."""
+
+    udm: str
+    version: str | None = None
+    input: str | dict[str, str] | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    as_: str = Field(alias="as", min_length=1)
+
+
 class WindowStep(_StepBase):
-    """Group & apply a UDA or UDO over windows (SEMANTICS §3–7)."""
+    """Group & apply a UDA or UDO over windows (SEMANTICS §3–7); or, with ``aggregates``, several UDAs
+    over one membership with one output per window (SEMANTICS §9)."""
 
     op: Literal["window"] = "window"
     window: WindowSpec
     group_by: list[str] = Field(default_factory=list)
-    udm: str
+    #: the UDM; None exactly when ``aggregates`` is given
+    udm: str | None = None
+    aggregates: list[AggregateSpec] | None = Field(default=None, min_length=1)
     version: str | None = None
     input: str | dict[str, str] | None = None
     params: dict[str, Any] = Field(default_factory=dict)
@@ -140,11 +175,51 @@ class WindowStep(_StepBase):
     output: OutputPolicy = "window"
     max_delay: Time = 0
     max_memory_time: Time = INF
+    #: progressive (early) output: also emit windows still open that hold the watermark (``W.LE <= m``) and
+    #: revise them as they change; ``0`` at every change, ``d > 0`` at most once per ``d`` ticks of ``m``
+    #: (None: off). Never changes the CHT or the output CTIs.
+    early: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _one_udm_or_aggregates(self) -> WindowStep:
+        if self.aggregates is None:
+            if self.udm is None:
+                raise ValueError("a window step needs 'udm' (or 'aggregates')")
+            return self
+        if self.udm is not None:
+            raise ValueError("give either 'udm' or 'aggregates', not both")
+        stray = [k for k, v in (("version", self.version), ("input", self.input), ("params", self.params),
+                                ("as", self.as_)) if v]
+        if stray:
+            raise ValueError(f"with 'aggregates', {', '.join(stray)} belong(s) inside each aggregate")
+        names = [a.as_ for a in self.aggregates]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"aggregates: output field(s) {', '.join(map(repr, dup))} given twice")
+        clash = sorted(set(names) & set(self.group_by))
+        if clash:
+            raise ValueError(f"aggregates: output field(s) {', '.join(map(repr, clash))} are group_by keys "
+                             f"(each output carries the keys once)")
+        return self
 
     @property
     def alias(self) -> str:
-        """Output field of a UDA result (default: the UDM name)."""
-        return self.as_ or self.udm
+        """Output field of a UDA result (default: the UDM name); with ``aggregates``, the first one's."""
+        if self.aggregates is not None:
+            return self.aggregates[0].as_
+        return self.as_ or self.udm or ""
+
+    @property
+    def aliases(self) -> list[str]:
+        """Every output field a UDA result of this step writes."""
+        if self.aggregates is not None:
+            return [a.as_ for a in self.aggregates]
+        return [self.alias]
+
+    def part(self, agg: AggregateSpec) -> WindowStep:
+        """The single-UDA step one aggregate stands for (same window, groups, policies)."""
+        return self.model_copy(update={"udm": agg.udm, "version": agg.version, "input": agg.input,
+                                       "params": dict(agg.params), "as_": agg.as_, "aggregates": None})
 
 
 class ProjectStep(_StepBase):

@@ -1,4 +1,5 @@
-"""Algebraic UDAs on tumbling/hopping windows as a two-phase Spark aggregate (SEMANTICS §9, seeds/004).
+"""Algebraic UDAs on tumbling/hopping windows as a two-phase Spark aggregate (SEMANTICS §9, seeds/004);
+with ``aggregates``, every UDA algebraic, their states travel together (one state tuple per pane).
 
 One Spark job, no pre-passes:
 
@@ -69,10 +70,46 @@ def eligible_step(spec: QuerySpec) -> WindowStep | None:
     step = spec.steps[0]
     if not isinstance(step.window, (Tumbling, Hopping)) or step.max_memory_time < _INF:
         return None
-    man = bind(spec).steps[0].entry.manifest
-    if man.kind != "uda" or not (man.properties.algebraic and man.properties.incremental):
-        return None
+    bs = bind(spec).steps[0]
+    for part in bs.parts or (bs,):  # every UDA of ``aggregates``
+        man = part.entry.manifest
+        if man.kind != "uda" or not (man.properties.algebraic and man.properties.incremental):
+            return None
     return step
+
+
+class _Combined:
+    """The UDAs of ``aggregates`` as one algebraic UDA: a state per UDA, each fed its own input value (an
+    event's value is the list of them), ``compute`` -> one value per UDA, in order."""
+
+    def __init__(self, udas: list[Any]) -> None:
+        self.udas = udas
+
+    def initial_state(self) -> tuple[Any, ...]:
+        return tuple(u.initial_state() for u in self.udas)
+
+    def add(self, state: tuple[Any, ...], values: list[list[Any]]) -> tuple[Any, ...]:
+        return tuple(u.add(s, [v[i] for v in values]) for i, (u, s) in enumerate(zip(self.udas, state, strict=True)))
+
+    def merge(self, a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(u.merge(x, y) for u, x, y in zip(self.udas, a, b, strict=True))
+
+    def compute(self, state: tuple[Any, ...]) -> list[Any]:
+        return [u.compute(s) for u, s in zip(self.udas, state, strict=True)]
+
+
+def _input_check(bs: Any) -> InputType | None:
+    """The declared input type a bound window step's UDA checks its value against (None: unchecked)."""
+    checks = step_checks(bs)
+    return checks[0][1] if checks else None
+
+
+def _uda_and_input(bs: Any) -> tuple[Any, Any]:
+    """The bound step's UDA (several combined, for ``aggregates``) and its input mapping (a list of them)."""
+    step = bs.step
+    if bs.parts:
+        return _Combined([p.udm for p in bs.parts]), [a.input for a in step.aggregates]
+    return bs.udm, step.input
 
 
 def _geometry(step: WindowStep) -> tuple[int, int, int, int]:
@@ -179,8 +216,9 @@ def _fold_vectorized(tb: pa.Table, keys: list[str], field: str, pane_w: int, off
 
 
 def _fold_rows(tb: pa.Table, keys: list[str], field: Any, pane_w: int, off: int, uda: Any,
-               acc: dict[tuple[str, int], Any], tp: InputType | None = None) -> bool:
-    """The general per-row fold (nested payloads, mixed types); False when an event does not fit."""
+               acc: dict[tuple[str, int], Any], tp: Any = None) -> bool:
+    """The general per-row fold (nested payloads, mixed types); False when an event does not fit. ``tp``:
+    the declared input type to check (for ``aggregates``, a list: one per UDA, None where unchecked)."""
     groups: dict[tuple[str, int], list[Any]] = {}
     for le, re, text in zip(tb.column("le").to_pylist(), tb.column("re").to_pylist(),
                             tb.column("payload").to_pylist(), strict=True):
@@ -193,8 +231,23 @@ def _fold_rows(tb: pa.Table, keys: list[str], field: Any, pane_w: int, off: int,
         pane = (le - off) // pane_w
         if (re - 1 - off) // pane_w != pane:
             return False
-        if field is None:
-            value: Any = p
+        if isinstance(field, list):  # ``aggregates``: each UDA's own input
+            value: Any = []
+            for f in field:
+                if f is None:
+                    value.append(p)
+                elif isinstance(f, str):
+                    if f not in p:
+                        return False
+                    value.append(p[f])
+                else:
+                    if any(x not in p for x in f.values()):
+                        return False
+                    value.append({u: p[x] for u, x in f.items()})
+            if any(t is not None and not t.accepts(v) for t, v in zip(tp, value, strict=True)):
+                return False
+        elif field is None:
+            value = p
         elif isinstance(field, str):
             if field not in p:
                 return False
@@ -203,7 +256,7 @@ def _fold_rows(tb: pa.Table, keys: list[str], field: Any, pane_w: int, off: int,
             if any(f not in p for f in field.values()):
                 return False
             value = {u: p[f] for u, f in field.items()}
-        if tp is not None and not tp.accepts(value):
+        if tp is not None and not isinstance(field, list) and not tp.accepts(value):
             return False
         kj = json.dumps([p[k] for k in keys], separators=(",", ":"))
         groups.setdefault((kj, pane), []).append(value)
@@ -224,11 +277,11 @@ def _partial(spec_json: dict[str, Any], n: int) -> Callable[[Iterator[pa.RecordB
         step = spec.steps[0]
         assert isinstance(step, WindowStep)
         bound = bind(spec).steps[0]
-        uda: Any = bound.udm
-        checks = step_checks(bound)
-        tp = checks[0][1] if checks else None
+        uda, field = _uda_and_input(bound)
+        # declared input types (semantics-notes 17): one per UDA (a list for ``aggregates``)
+        tp: Any = ([_input_check(p) for p in bound.parts] if bound.parts else _input_check(bound))
         pane_w, _, _, off = _geometry(step)
-        keys, field = step.group_by, step.input
+        keys = step.group_by
         folded: dict[tuple[str, int], Any] = {}
         ids: list[np.ndarray] = []
         ctis: list[tuple[int, int]] = []
@@ -366,7 +419,7 @@ def _final(spec_json: dict[str, Any], strict: bool) -> Callable[[pa.Table], pa.T
         spec = parse_query(spec_json)
         step = spec.steps[0]
         assert isinstance(step, WindowStep)
-        uda: Any = bind(spec).steps[0].udm
+        uda, _ = _uda_and_input(bind(spec).steps[0])
         pane_w, size, hop, off = _geometry(step)
         tags = table.column("tag").to_pylist()
         blobs = table.column("blob").to_pylist()
@@ -424,7 +477,12 @@ def _final(spec_json: dict[str, Any], strict: bool) -> Callable[[pa.Table], pa.T
                     value = compute(state)
                     ids.append(f"a{len(ids)}:{kj}")
                     les.append(off + k * hop)
-                    payloads.append(prefix + _value_json(value) + "}")
+                    if step.aggregates is not None:  # {**keys, alias_1: v_1, ...} (aliases are not keys)
+                        payloads.append(json.dumps({**dict(zip(step.group_by, key_vals, strict=True)),
+                                                    **dict(zip(step.aliases, value, strict=True))},
+                                                   separators=(",", ":")))
+                    else:
+                        payloads.append(prefix + _value_json(value) + "}")
         except Exception:  # the engine path reports the UDM's failure with its full context
             return ineligible()
         m = len(ids)

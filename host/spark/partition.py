@@ -44,8 +44,8 @@ def partition_keys(spec: QuerySpec) -> list[str]:
             group = [k for k in step.group_by if k not in rewritten]
             keys = group if keys is None else [k for k in keys if k in group]
             # a UDA's output replaces the payload with {keys, alias}: a later alias equal to a key rewrites it
-            if step.as_ is not None:
-                rewritten.add(step.as_)
+            if step.as_ is not None or step.aggregates is not None:
+                rewritten.update(step.aliases)
     return keys or []
 
 
@@ -182,7 +182,7 @@ def routing_of(nodes: Sequence[GraphNode], inputs: Sequence[str]) -> dict[str, l
             stateful.append(src[0])
             needs.append((src[0], list(s.group_by)))
             for g in s.group_by:
-                if g != s.alias:  # a UDA's result field equal to a key rewrites it
+                if g not in s.aliases:  # a UDA's result field equal to a key rewrites it
                     link((src[0], g), (name, g))
         elif isinstance(s, JoinStep):
             left, right = src

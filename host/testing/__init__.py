@@ -46,6 +46,7 @@ from .generator import (
 from .lmerge_compat import compatibility_problems, trace_problems
 from .oracle import OracleResult, OracleUndecidable, group_windows, oracle, oracle_run
 from .properties import check_properties, liveliness_bound
+from .shape import output_ordering, output_shape, retraction_count
 from .verifier import Verdict, assert_equivalent, payloads_close, verify
 
 __all__ = [
@@ -80,9 +81,12 @@ __all__ = [
     "logical_events",
     "oracle",
     "oracle_run",
+    "output_ordering",
+    "output_shape",
     "payloads_close",
     "physical_variants",
     "registered_engine",
+    "retraction_count",
     "run_contract_checks",
     "runner_engine",
     "shrink_failure",

@@ -64,6 +64,8 @@ from udm.host.query.spec import (
     Hopping,
     MapStep,
     QuerySpec,
+    Rows,
+    Session,
     Snapshot,
     Tumbling,
     WindowStep,
@@ -512,6 +514,8 @@ def _query_for(h: _Harness, rng: random.Random, dict_in: bool) -> tuple[QuerySpe
             Snapshot(),
             CountByStart(n=rng.randint(1, 3), hop=rng.randint(1, 2)),
             CountByEnd(n=rng.randint(1, 3), hop=rng.randint(1, 2)),
+            Rows(n=rng.randint(1, 4), slide=rng.randint(1, 3), partial=rng.random() < 0.3),
+            Session(gap=rng.randint(0, 4)),
         ])
         clip = h.clip(rng)
         outputs = list(h.man.allowed_output) or ["window"]

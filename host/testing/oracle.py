@@ -32,6 +32,8 @@ from udm.host.query.spec import (
     Hopping,
     MapStep,
     QuerySpec,
+    Rows,
+    Session,
     Snapshot,
     Tumbling,
     WindowStep,
@@ -42,7 +44,8 @@ from udm.sdk import INF, Event, WindowDescriptor
 from .cht import CHT, Rejected, StreamState, apply_stream
 from .repair import repair_stream
 
-__all__ = ["OracleResult", "OracleUndecidable", "Window", "group_windows", "oracle", "oracle_run"]
+__all__ = ["OracleResult", "OracleUndecidable", "Window", "canonical_rows", "group_windows", "oracle",
+           "oracle_run", "step_value"]
 
 _MISSING = object()
 
@@ -60,6 +63,9 @@ class Window:
     lo: int | None = None  # count windows: member bound lo <= key <= hi
     hi: int | None = None
     key: str | None = None  # "le" (count_by_start) or "re" (count_by_end)
+    #: rows / session windows: the members, as positions in the group's events in canonical order
+    #: (`canonical_rows`); membership is this list, not overlap
+    rows: tuple[int, ...] | None = None
 
     def holds(self, le: int, re: int) -> bool:
         if not (le < self.re and re > self.le):  # overlap (SEMANTICS §3)
@@ -89,9 +95,51 @@ class OracleResult:
 # windows (SEMANTICS §3), from a group's events directly
 
 
+def canonical_rows(events: Sequence[tuple[int, int, Any]]) -> list[tuple[int, int, Any]]:
+    """A group's events in canonical order (SEMANTICS §5): ``(LE, RE)``, ties by the canonical JSON text
+    of the value, which is each event's third item (as `_window_step` passes them)."""
+    return sorted(events, key=lambda e: (e[0], e[1], e[2]))
+
+
+def _rows_windows(spec: Rows, events: Sequence[tuple[int, int, Any]]) -> list[Window]:
+    """SEMANTICS §9, word by word: rows 1..m in canonical order; yield rows k = slide, 2*slide, ...; the
+    window of row k holds rows max(1, k-n+1)..k, exists when it holds n rows (or always with partial),
+    and spans [LE(first row), LE(row k) + 1)."""
+    rows = canonical_rows(events)
+    out = []
+    for k in range(spec.slide, len(rows) + 1, spec.slide):
+        first = max(1, k - spec.n + 1)
+        if k - first + 1 < spec.n and not spec.partial:
+            continue
+        out.append(Window(rows[first - 1][0], rows[k - 1][0] + 1, rows=tuple(range(first - 1, k))))
+    return out
+
+
+def _session_windows(spec: Session, events: Sequence[tuple[int, int, Any]]) -> list[Window]:
+    """SEMANTICS §9: sorted by LE, a session is a maximal run in which each next LE is < gap + the largest
+    RE so far in the run; window [first LE, largest RE + gap) (INF when a member never ends)."""
+    rows = canonical_rows(events)
+    out = []
+    i = 0
+    while i < len(rows):
+        j = i + 1
+        top = rows[i][1]
+        while j < len(rows) and (top >= INF or rows[j][0] < top + spec.gap):
+            top = max(top, rows[j][1])
+            j += 1
+        out.append(Window(rows[i][0], INF if top >= INF else top + spec.gap, rows=tuple(range(i, j))))
+        i = j
+    return out
+
+
 def group_windows(spec: Any, events: Sequence[tuple[int, int, Any]], reached: int | None) -> list[Window]:
     """Every window the group's events define. ``reached`` is T of semantics-notes 2 (for endless events
-    on tumbling/hopping windows: only windows with ``W.LE <= T``)."""
+    on tumbling/hopping windows: only windows with ``W.LE <= T``). Rows and session windows list their
+    members as positions in `canonical_rows` of ``events``."""
+    if isinstance(spec, Rows):
+        return _rows_windows(spec, events)
+    if isinstance(spec, Session):
+        return _session_windows(spec, events)
     if isinstance(spec, (Tumbling, Hopping)):
         size = spec.size
         hop = spec.size if isinstance(spec, Tumbling) else spec.hop
@@ -243,17 +291,38 @@ def _udo_payload(payload: Any, keys: dict[str, Any]) -> dict[str, Any]:
     return {**base, **keys}
 
 
+def step_value(bs: BoundStep, payload: Mapping[str, Any]) -> Any:
+    """What a window step's UDM receives of ``payload`` (notes 4), or `_MISSING` (notes 3). With
+    ``aggregates``: the list of what each UDA receives (missing when any one misses a field)."""
+    if bs.parts:
+        values = [_map_input(p.step.input, payload) for p in bs.parts]
+        return _MISSING if any(v is _MISSING for v in values) else values
+    return _map_input(bs.step.input, payload)
+
+
+def _aggregates_window(bs: BoundStep, members: list[tuple[int, int, str]], w: Window) -> dict[str, Any]:
+    """SEMANTICS §9 ``aggregates``: each UDA on its own component of the members' values, in its own
+    canonical order (notes 5); one payload holding every alias."""
+    out: dict[str, Any] = {}
+    for i, part in enumerate(bs.parts):
+        mine = [(le, re, canonical_json(json.loads(v)[i])) for le, re, v in members]
+        mine.sort(key=lambda m: (m[0], m[1], m[2]))
+        ((_, _, value),) = _invoke_window(part, mine, w)
+        out[part.step.alias] = value
+    return out
+
+
 def _window_step(bs: BoundStep, events: Iterable[tuple[int, int, Any]], reached: int | None
                  ) -> tuple[list[tuple[int, int, str]], bool]:
     """The output rows of one window step over its input events; also whether endless events were cut."""
     step = bs.step
     assert isinstance(step, WindowStep)
-    kind = bs.entry.manifest.kind
+    kind = "uda" if bs.parts else bs.entry.manifest.kind
     groups: dict[str, tuple[dict[str, Any], list[tuple[int, int, str]]]] = {}
     for le, re, payload in events:
         if any(k not in payload for k in step.group_by):
             continue  # notes 3: dead-lettered by this step
-        value = _map_input(step.input, payload)
+        value = step_value(bs, payload)
         if value is _MISSING or not _well_typed(bs, payload):
             continue
         keys = {k: payload[k] for k in step.group_by}
@@ -266,12 +335,20 @@ def _window_step(bs: BoundStep, events: Iterable[tuple[int, int, Any]], reached:
         keys, evs = groups[gid]
         if isinstance(step.window, (Tumbling, Hopping)) and any(re >= INF for _, re, _ in evs):
             cut = True
+        ordered = canonical_rows(evs)
         for w in group_windows(step.window, evs, reached):
-            members = [e for e in evs if w.holds(e[0], e[1])]
+            listed = w.rows is not None
+            members = [ordered[i] for i in w.rows or ()] if listed else [e for e in evs if w.holds(e[0], e[1])]
             if not members:
                 continue  # empty-preserving
             clipped = [(*_clip(le, re, w, step.clip), v) for le, re, v in members]
             clipped.sort(key=lambda m: (m[0], m[1], m[2]))  # SEMANTICS §5 / notes 5
+            if bs.parts:
+                payload = {**keys, **_aggregates_window(bs, clipped, w)}
+                if not _json_ok(payload):
+                    raise _violation(bs.parts[0], w, f"output is not JSON-serializable: {payload!r}")
+                rows.append((w.le, w.re, canonical_json(payload)))
+                continue
             for le, re, out in _invoke_window(bs, clipped, w):
                 payload = {**keys, step.alias: out} if kind == "uda" else _udo_payload(out, keys)
                 if not _json_ok(payload):
@@ -364,7 +441,7 @@ def _window_input(bs: BoundStep, stream: Iterable[Element], on_violation: str) -
     st = StreamState(on_violation=on_violation, max_memory_time=step.max_memory_time)  # type: ignore[arg-type]
     for el in stream:
         if isinstance(el, Insert) and (any(k not in el.payload for k in step.group_by)
-                                       or _map_input(step.input, el.payload) is _MISSING
+                                       or step_value(bs, el.payload) is _MISSING
                                        or not _well_typed(bs, el.payload)):
             st.rejected.append(Rejected(st.count, el, "missing field or wrong type"))
             st.count += 1

@@ -20,15 +20,26 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from udm.host.query.plan import BoundQuery
-from udm.host.query.spec import FilterStep, Hopping, MapStep, QuerySpec, Snapshot, Tumbling, WindowStep
+from udm.host.query.spec import (
+    FilterStep,
+    Hopping,
+    MapStep,
+    QuerySpec,
+    Rows,
+    Session,
+    Snapshot,
+    Tumbling,
+    WindowStep,
+)
 from udm.host.temporal.elements import Cti, Element, Insert, Retract, sync_time
 from udm.sdk import INF
 
 from .cht import StreamState, format_time
-from .oracle import _MISSING, _map_input, _span_physical, _window_input, group_windows  # kit-internal
+from .oracle import _MISSING, _span_physical, _window_input, canonical_rows, group_windows, step_value  # kit-internal
 
 __all__ = ["check_properties", "liveliness_bound"]
 
@@ -168,9 +179,13 @@ def _window_bound(step: WindowStep, props: Any, c: int, groups: dict[str, list[t
     decided (see below).
     """
     win = step.window
+    if isinstance(win, Session):
+        return _session_bound(win, c, groups)
+    if isinstance(win, Rows):
+        return _rows_bound(win, props.time_sensitive and step.clip in ("none", "left"), c, groups)
     if not isinstance(win, (Tumbling, Hopping, Snapshot)):
-        # count windows: a later start can still *create* a window over old members, so even a time_bound
-        # UDM's output may start before c; the kit does not decide a bound there
+        # count and rows windows: a later start can still *create* (or renumber) a window over old
+        # members, so even a time_bound UDM's output may start before c; the kit does not decide a bound
         return None
     if step.output == "time_bound":
         return c
@@ -201,6 +216,62 @@ def _window_bound(step: WindowStep, props: Any, c: int, groups: dict[str, list[t
     return bound
 
 
+def _rows_bound(win: Rows, sees_ends: bool, c: int, groups: dict[str, list[tuple[int, int, Any]]]) -> int:
+    """SEMANTICS §7 for rows windows (no ``time_bound`` exception: a late row renumbers later windows).
+    With ``P`` rows before ``c`` (a new row, ``LE >= c``, lands after them), the windows of yield rows
+    ``> P`` can change (W.RE > c, or created over old rows): the first LE of the earliest one. A row that
+    can still end elsewhere (``RE >= c``) moves only among the rows of its LE: a UDM seeing ends
+    (time-sensitive without right clipping) sees every window from that block's first row on change;
+    any other UDM only the windows holding *part* of the block (a window holding all of it keeps its
+    members)."""
+    n, slide = win.n, win.slide
+
+    def first(k: int) -> int:  # row numbers from 1
+        return max(1, k - n + 1)
+
+    def up(x: int) -> int:  # the smallest yield row >= x
+        return -(-x // slide) * slide
+
+    bound = c
+    for evs in groups.values():
+        rows = canonical_rows([(le, re, json.dumps(p, sort_keys=True, separators=(",", ":")))
+                               for le, re, p in evs])
+        count = len(rows)
+        before = sum(1 for le, _, _ in rows if le < c)
+        rs = [first(up(before + 1))]
+        for le in sorted({le for le, re, _ in rows if le < c and re >= c}):
+            s0 = 1 + sum(1 for x, _, _ in rows if x < le)  # the block of rows at this LE: s0..e0
+            e0 = s0 - 1 + sum(1 for x, _, _ in rows if x == le)
+            if sees_ends:
+                rs.append(first(up(s0)))
+            elif e0 > s0:
+                k = up(max(s0, 1 if win.partial else n))
+                while k <= count and first(k) <= e0:
+                    if not ((first(k) <= s0 and k >= e0) or k < s0 or first(k) > e0):
+                        rs.append(first(k))
+                        break
+                    k += slide
+        r = min(rs)
+        if r <= count:
+            bound = min(bound, rows[r - 1][0])
+    return bound
+
+
+def _session_bound(win: Session, c: int, groups: dict[str, list[tuple[int, int, Any]]]) -> int:
+    """SEMANTICS §7 for sessions, whatever the UDM (a late bridging event merges sessions, so no
+    ``time_bound`` exception): the first LE of the earliest session that can still change — one whose
+    window reaches past ``c`` (a new event, ``LE >= c``, joins it when ``LE < W.RE``), or, with ``gap``
+    0, ends at ``c`` (a member ending at ``c`` can still be extended)."""
+    bound = c
+    for evs in groups.values():
+        rows = [(le, re, json.dumps(p, sort_keys=True)) for le, re, p in evs]
+        for w in group_windows(win, rows, None):
+            if w.re > c or (w.re == c and win.gap == 0):
+                bound = min(bound, w.le)
+                break
+    return bound
+
+
 def liveliness_bound(query: QuerySpec | BoundQuery, input_prefix: Sequence[Element], c: int,
                      catalog: Any = None) -> int | None:
     """The least output CTI SEMANTICS §7 demands once ``input_prefix`` (ending in ``cti(c)``) is processed;
@@ -228,11 +299,13 @@ def liveliness_bound(query: QuerySpec | BoundQuery, input_prefix: Sequence[Eleme
         wst = _window_input(bs, stream, bq.spec.on_violation)
         groups: dict[str, list[tuple[int, int, Any]]] = {}
         for le, re, p in wst.events():
-            if any(k not in p for k in step.group_by) or _map_input(step.input, p) is _MISSING:
+            if any(k not in p for k in step.group_by) or step_value(bs, p) is _MISSING:
                 continue
             gid = json.dumps([p[k] for k in step.group_by], sort_keys=True)
             groups.setdefault(gid, []).append((le, re, p))
-        return _window_bound(step, bs.entry.manifest.properties, c, groups, wst.max_finite)
+        props = (SimpleNamespace(time_sensitive=any(p.entry.manifest.properties.time_sensitive for p in bs.parts))
+                 if bs.parts else bs.entry.manifest.properties)
+        return _window_bound(step, props, c, groups, wst.max_finite)
     return None
 
 

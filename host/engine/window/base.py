@@ -31,10 +31,11 @@ from udm.host.input_types import step_checks
 from udm.host.query.plan import BoundStep
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
+from ..aggregates import MultiMapper, window_udm
 from ..columnar import ColumnarEvents, FastIds, group_key
 from ..common import INF, NEG, Ev
 from ..context import Context
-from ..invoke import Mapper, WindowUDM, contract
+from ..invoke import Mapper, contract
 from ..operator import Operator
 from .state import Group, OutputRecord, Window
 
@@ -51,6 +52,10 @@ class WindowStep(Operator):
         self.input = step.input
         self.max_delay: int = step.max_delay
         self.max_memory_time: int = step.max_memory_time
+        #: progressive output (None: off): emit open windows holding the watermark, every ``early`` ticks
+        self.early: int | None = step.early
+        self.early_next = NEG
+        self.early_wait: list[Window] = []
         self.max_le = NEG
         self.watermark = NEG
         self.groups: dict[Any, Group] = {}
@@ -86,8 +91,8 @@ class WindowStep(Operator):
         self.ctx = ctx
         self.bs = bs
         assert bs is not None
-        self.udm = WindowUDM(bs)
-        self.mapper = Mapper(self.input)
+        self.udm = window_udm(bs)
+        self.mapper = MultiMapper([p.step.input for p in bs.parts]) if bs.parts else Mapper(self.input)
         self.typed_tests = tuple((f, tp.test) for f, tp in self.typed)
         udm = self.udm
         self.time_sensitive = udm.time_sensitive
@@ -362,7 +367,10 @@ class WindowStep(Operator):
         w.state = st
 
     def _releasable(self, w: Window, rp: int) -> bool:
-        return w.emitted or w.re <= rp or (self.time_bound and w.le < self.effective_cti)
+        if w.re <= rp or (self.time_bound and w.le < self.effective_cti):
+            return True
+        # an emitted window's changes go out at once, except an open one emitted early under a rate limit
+        return w.emitted and not (w.early and self.early)
 
     def flush(self) -> list[Element]:
         out: list[Element] = []
@@ -380,6 +388,7 @@ class WindowStep(Operator):
                 self.end_heap = []
                 self.wait = []
                 self.wait_le = []
+                self.early_wait = []
                 self.adjusted = {}
                 self._final_state()
             t = c if c >= INF or self.time_bound else min(c, self._bound(c))
@@ -390,7 +399,10 @@ class WindowStep(Operator):
 
     def _flush_into(self, out: list[Element]) -> None:
         fresh = self.fresh
-        if not fresh and not self.grave_groups and not self._wait_ready():
+        early = self.early
+        wm = self.watermark
+        tick = early is not None and wm >= self.early_next  # progressive output: open windows go out now
+        if not fresh and not self.grave_groups and not self._wait_ready() and not (tick and self.early_wait):
             return
         rp = self.release_point()
         ready: dict[int, tuple[Group, list[Window]]] = {}
@@ -409,18 +421,44 @@ class WindowStep(Operator):
             elif w.count == 0 and not w.outputs:
                 w.dirty = False
                 self._empty(w)
+            elif tick and w.le <= wm:
+                w.early = True
+                self._ready(ready, w)
             elif not w.waiting:
                 w.waiting = True
                 self.seq += 1
                 heapq.heappush(self.wait, (w.re, self.seq, w))
                 if self.time_bound:
                     heapq.heappush(self.wait_le, (w.le, self.seq, w))
+                if early is not None:
+                    self.early_wait.append(w)
+        if tick:
+            keep = []
+            for w in self.early_wait:
+                if not (w.alive and w.waiting):
+                    continue
+                if w.dirty and w.le <= wm:
+                    w.waiting = False  # its heap entry finds it clean and passes
+                    w.early = True
+                    self._ready(ready, w)
+                else:
+                    keep.append(w)
+            self.early_wait = keep
+            self.early_next = wm + early if early else wm
         wait = self.wait
+        again = []
         while wait and wait[0][0] <= rp:
             w = heapq.heappop(wait)[2]
             w.waiting = False
             if w.alive and w.dirty:
-                self._ready(ready, w)
+                if self._releasable(w, rp):
+                    self._ready(ready, w)
+                else:  # it grew since it was queued (a session window): wait for its new end
+                    again.append(w)
+        for w in again:
+            w.waiting = True
+            self.seq += 1
+            heapq.heappush(wait, (w.re, self.seq, w))
         if self.time_bound:
             wl = self.wait_le
             c = self.effective_cti
@@ -471,6 +509,8 @@ class WindowStep(Operator):
         if not grave and len(wins) == 1:
             w = wins[0]
             new = self._compute(w)
+            if not w.emitted:
+                self._first_emission(w)
             w.emitted = True
             old = w.outputs
             if len(old) == 1 and len(new) == 1:
@@ -493,11 +533,20 @@ class WindowStep(Operator):
         for w in wins:
             old.extend(w.outputs)
             news.append((w, self._compute(w)))
+            if not w.emitted:
+                self._first_emission(w)
             w.emitted = True
         self._diff(old, news, out)
         for w in wins:
             if w.count == 0 and not w.outputs:
                 self._empty(w)
+
+    def _first_emission(self, w: Window) -> None:
+        """Run statistics: how far past its end (watermark - W.RE) a window first comes out."""
+        if w.re < INF and self.watermark < INF:  # (at the end of input every window comes out: not timed)
+            st = self.ctx.stats
+            st.windows_emitted += 1
+            st.emission_delay += self.watermark - w.re
 
     def _diff(self, old: list[OutputRecord], news: list[tuple[Window, list[tuple]]], out: list[Element]
               ) -> list[OutputRecord]:

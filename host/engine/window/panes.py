@@ -1,11 +1,11 @@
 """Pane evaluation of algebraic aggregates on hopping windows (SEMANTICS §9, seeds/004 §5.1).
 
 For ``hopping(size, hop, offset)`` and a time-insensitive incremental UDA that declares ``algebraic``
-(it has ``merge``), the time axis is cut into panes of width ``p = gcd(size, hop)``; window ``k`` is the
-union of panes ``k*hop/p .. k*hop/p + size/p - 1``. An event inside one pane updates that pane's state
-once (instead of the states of the ``size/hop`` windows it belongs to); a window's state is the ``merge``
-of its ``size/p`` pane states, taken when the window is recomputed. Memory is ``O(size/p)`` states per
-window instead of ``O(events in window)``.
+(it has ``merge``; or several such UDAs in ``aggregates``), the time axis is cut into panes of width
+``p = gcd(size, hop)``; window ``k`` is the union of panes ``k*hop/p .. k*hop/p + size/p - 1``. An
+event inside one pane updates that pane's state once (instead of the states of the ``size/hop`` windows
+it belongs to); a window's state is the ``merge`` of its ``size/p`` pane states, taken when the window is
+recomputed. Memory is ``O(size/p)`` states per window instead of ``O(events in window)``.
 
 An event spanning several panes would be counted once per pane by a merge, so such (long) events are
 window members as in `GridStep` and their contribution is merged in separately. The result is the same
@@ -23,6 +23,7 @@ import numpy as np
 
 from udm.host.query.plan import BoundStep
 
+from ..aggregates import mergeable
 from ..columnar import ColumnarEvents, stable_order
 from ..common import INF, Ev
 from ..context import Context
@@ -39,13 +40,7 @@ def pane_step(name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) 
     """A `PaneStep` when pane evaluation applies to this step, else None."""
     step = bs.step
     win = step.window
-    if win.type != "hopping":
-        return None
-    man = bs.entry.manifest
-    props = man.properties
-    if man.kind != "uda" or props.time_sensitive or not props.incremental or not props.algebraic:
-        return None
-    if not hasattr(bs.udm, "merge"):
+    if win.type != "hopping" or not mergeable(bs):  # (every UDA of ``aggregates``)
         return None
     if win.size // gcd(win.size, win.hop) < 2:
         return None

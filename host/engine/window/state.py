@@ -44,8 +44,8 @@ class OutputRecord:
 class Window:
     """One window of one group: extent, members (or their count and incremental state), what it emitted."""
 
-    __slots__ = ("alive", "count", "dirty", "emitted", "fresh", "group", "key", "le", "members", "outputs",
-                 "pending", "re", "rebuild", "state", "waiting")
+    __slots__ = ("alive", "count", "dirty", "early", "emitted", "fresh", "group", "key", "le", "members",
+                 "outputs", "pending", "re", "rebuild", "state", "waiting")
 
     def __init__(self, group: Group, key: int, le: int, re: int, members: dict[str, Ev] | None) -> None:
         self.group = group
@@ -74,6 +74,8 @@ class Window:
         self.emitted = False
         #: its incremental state must be rebuilt from the members (its extent changed)
         self.rebuild = False
+        #: emitted while still open (progressive output): later changes wait for the next early tick
+        self.early = False
 
     def __getstate__(self) -> dict[str, Any]:
         return _slots_state(self)
@@ -89,7 +91,7 @@ class Group:
     """The windows and events of one group (SEMANTICS §6), with the structures its window family keeps."""
 
     __slots__ = ("buckets", "endless", "endpoints", "event_count", "fields", "key", "panes", "purged",
-                 "retired", "spill", "windows")
+                 "retired", "rows", "spill", "windows")
 
     def __init__(self, key: Any, fields: dict[str, Any] | None) -> None:
         self.key = key
@@ -111,7 +113,9 @@ class Group:
         self.endless: Any = None
         #: pane evaluation: pane states by pane index
         self.panes: Any = None
-        #: count windows: how many leading distinct values were purged (keeps the ``hop`` alignment)
+        #: rows / session windows: the group's events in the family's order
+        self.rows: Any = None
+        #: count / rows windows: how many leading distinct values / rows were purged (keeps the numbering)
         self.purged = 0
 
     def __getstate__(self) -> dict[str, Any]:

@@ -1,0 +1,178 @@
+"""Session windows (SEMANTICS §9): ``session{gap}``, maximal runs of a group's events (by LE) in which
+each next LE is ``< gap +`` the largest RE so far; window ``[first LE, largest RE + gap)``, INF when a
+member never ends.
+
+Sessions are found by one left-to-right scan whose state resets at every session boundary, so after a
+change at LE ``x`` the scan restarts at the session holding (or preceding) ``x`` and stops at the first
+boundary past ``x`` that the old sessions share: everything after it is unchanged. A late event that
+bridges sessions merges them (the old outputs are retracted, the merged one inserted); a retraction that
+shortens or deletes a member may split one. An event appended at the end joins or opens the last session
+directly (the common in-order case costs no scan).
+
+Frozen prefix at CTI ``c``: a session is final once ``W.RE <= c`` and no member can still end at or after
+``c`` (a future event has ``LE >= c``, so it can no longer join it, and no member can change); final
+sessions are a prefix (a later session starts after an earlier one's window). They are dropped with their
+rows, and the output CTI is the first LE of the earliest session that is not final.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sortedcontainers import SortedDict, SortedKeyList
+
+from udm.host.query.plan import BoundStep
+
+from ..common import INF, Ev
+from ..context import Context
+from .base import WindowStep
+from .rows import row_key
+from .state import Group, Window
+
+__all__ = ["SessionStep"]
+
+
+class SessionStep(WindowStep):
+    """Per group: ``rows`` = the events in canonical order, ``windows`` = SortedDict first LE -> Window
+    (members by id; a session's members are a contiguous run of ``rows``)."""
+
+    def __init__(self, name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> None:
+        super().__init__(name, ctx, bs, reads_input)
+        self.gap: int = bs.step.window.gap
+
+    def attach(self, ctx: Context, bs: BoundStep | None) -> None:
+        """A late bridging event merges a session that started before the CTI into an earlier one, so
+        an output before the CTI can change whatever the UDM promises: no ``time_bound`` liveliness."""
+        super().attach(ctx, bs)
+        self.time_bound = False
+
+    def _new_group(self, key: Any, fields: dict[str, Any] | None) -> Group:
+        g = Group(key, fields)
+        g.windows = SortedDict()
+        g.rows = SortedKeyList(key=row_key)
+        return g
+
+    def _group_idle(self, g: Group) -> bool:
+        return not g.rows
+
+    def _end(self, top: int) -> int:
+        return INF if top >= INF else top + self.gap
+
+    def _open(self, g: Group, members: list[Ev], top: int, old: Window | None) -> None:
+        """A new window for a session (replacing ``old``, whose emitted flag it takes over)."""
+        first = members[0]
+        w = Window(g, first.le, first.le, self._end(top), {e.id: e for e in members})
+        w.count = len(members)
+        if old is not None:
+            w.emitted = old.emitted
+            self._destroy(old)
+        w.rebuild = True
+        g.windows[w.key] = w
+        self._touch(w)
+
+    def _on_insert(self, g: Group, ev: Ev) -> None:
+        rows = g.rows
+        rows.add(ev)
+        wins = g.windows
+        if rows[-1] is ev and wins:  # appended: it joins the last session or opens one after it
+            w = wins.peekitem(-1)[1]
+            if w.re < INF and ev.le >= w.re:
+                self._open(g, [ev], ev.re, None)
+                return
+            re = self._end(max(w.re - self.gap, ev.re)) if w.re < INF else INF
+            if re != w.re:
+                w.re = re  # it only grows: the wait heap re-queues it at its new end
+                if self.time_sensitive:
+                    w.rebuild = True
+            self._add(w, ev)
+            return
+        if not wins:
+            self._open(g, [ev], ev.re, None)
+            return
+        self._rescan(g, ev.le, None)
+
+    def _on_change(self, g: Group, ev: Ev, old: int, new: int) -> None:
+        rows = g.rows
+        p = rows.bisect_key_left((ev.le, old, ev.canon(), ev.id))
+        if p >= len(rows) or rows[p] is not ev:
+            return  # a dropped row: it was final (RE < CTI), so no valid element reaches it
+        del rows[p]
+        if new != ev.le:
+            ev.re = new
+            rows.add(ev)
+        self._rescan(g, ev.le, (ev, old, new) if new != ev.le else None)
+
+    def _rescan(self, g: Group, x: int, changed: tuple[Ev, int, int] | None) -> None:
+        """Re-derive the sessions from the one holding (or preceding) LE ``x`` up to the first old
+        boundary past ``x``; keep a window whose extent and members did not change."""
+        rows = g.rows
+        wins = g.windows
+        gap = self.gap
+        i = wins.bisect_right(x) - 1
+        start_key = wins.peekitem(i)[0] if i >= 0 else None
+        j = rows.bisect_key_left((start_key,)) if start_key is not None else 0
+        n = len(rows)
+        runs: list[tuple[int, int, int]] = []
+        while j < n:
+            a = j
+            top = rows[j].re
+            j += 1
+            while j < n and (top >= INF or rows[j].le < top + gap):
+                r = rows[j].re
+                if r > top:
+                    top = r
+                j += 1
+            runs.append((a, j, top))
+            if j < n and rows[j].le > x and rows[j].le in wins:
+                break
+        stop = rows[j].le if j < n else None
+        old = {k: wins[k] for k in list(wins.irange(start_key, stop, inclusive=(True, False)))}
+        for a, b, top in runs:
+            members = rows[a:b]
+            key = members[0].le
+            w = old.pop(key, None)
+            if (w is not None and w.re == self._end(top) and w.count == len(members)
+                    and all(e.id in w.members for e in members)):
+                if changed is not None and self.time_sensitive and changed[0].id in w.members:
+                    ev, o, nw = changed
+                    self._update(w, ev, ev.le, o, nw)
+                continue
+            if w is not None:
+                del wins[key]
+            self._open(g, members, top, w)
+        for k, w in old.items():
+            self._destroy(w)
+            if wins.get(k) is w:
+                del wins[k]
+
+    # ---------------------------------------------------------------------------------------------
+    # cleanup, output CTI
+    # ---------------------------------------------------------------------------------------------
+    def _final(self, w: Window, c: int) -> bool:
+        return w.re < c or (w.re == c and self.gap > 0)
+
+    def _cleanup(self, c: int) -> None:
+        for g in list(self.groups.values()):
+            wins = g.windows
+            while wins and self._final(wins.peekitem(0)[1], c):
+                wins.popitem(0)[1].alive = False
+            cut = g.rows.bisect_key_left((wins.peekitem(0)[0],)) if wins else len(g.rows)
+            if cut:
+                del g.rows[:cut]
+            if not wins and g.event_count <= 0:
+                self._drop_group_if_empty(g)
+
+    def _bound(self, c: int) -> int:
+        b = c
+        for g in self.groups.values():
+            wins = g.windows
+            if wins:
+                le = wins.peekitem(0)[1].le
+                if le < b:
+                    b = le
+        return b
+
+    def state_size(self) -> dict[str, int]:
+        out = super().state_size()
+        out["rows"] = sum(len(g.rows) for g in self.groups.values())
+        return out
