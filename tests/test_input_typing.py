@@ -220,3 +220,35 @@ def test_algebraic_plan_refuses_wrong_types(spark: Any) -> None:
     q = {"steps": [{**SUM_V["steps"][0], "udm": "max"}]}
     with pytest.raises(Exception, match="not-eligible"):
         algebraic.run_algebraic(parse_query(q), elements_df(spark, stream), 2).collect()
+
+
+AGGREGATES = {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 10}, "group_by": ["g"],
+                         "aggregates": [{"udm": "count", "as": "n"}, {"udm": "sum", "input": "v", "as": "total"},
+                                        {"udm": "max", "input": "w", "as": "top"}]}]}
+#: "b" carries a string where sum reads a number, "c" a boolean where max does: both refused by the step
+TYPED_STREAM = [Insert("a", 1, 2, {"g": "x", "v": 1, "w": 2.5}), Insert("b", 3, 4, {"g": "x", "v": "s", "w": 1}),
+                Insert("c", 5, 6, {"g": "x", "v": 2, "w": True}), Insert("d", 12, 13, {"g": "x", "v": 4, "w": 0})]
+
+
+def test_aggregates_check_each_udas_input_type() -> None:
+    """Several UDAs over one membership (semantics-notes 28): each checks the value it receives; an element
+    wrong for any of them is a dead letter of the step, and the windows are those of the rest."""
+    bq = bind(parse_query(AGGREGATES))
+    r = runner(AGGREGATES)
+    out = r.run_all(TYPED_STREAM)
+    assert cht(out) == oracle_run(bq, TYPED_STREAM).cht
+    rows = sorted((e.le, e.re, json.dumps(e.payload, sort_keys=True)) for e in out if isinstance(e, Insert))
+    assert rows == [(0, 10, json.dumps({"g": "x", "n": 1, "top": 2.5, "total": 1}, sort_keys=True)),
+                    (10, 20, json.dumps({"g": "x", "n": 1, "top": 0, "total": 4}, sort_keys=True))]
+    reasons = sorted(d.reason for d in r.take_dead_letters())
+    assert len(reasons) == 2 and all(x.startswith("wrong type: field") for x in reasons)
+    assert "'v' is string" in reasons[0] + reasons[1] and "'w' is boolean" in reasons[0] + reasons[1]
+
+
+@pytest.mark.spark
+def test_two_phase_aggregates_refuse_wrong_types(spark: Any) -> None:
+    from udm.host.spark import algebraic
+    from udm.host.spark.convert import elements_df
+
+    with pytest.raises(Exception, match="not-eligible"):
+        algebraic.run_algebraic(parse_query(AGGREGATES), elements_df(spark, TYPED_STREAM), 2).collect()
