@@ -12,6 +12,7 @@ Environment (like pytest's and llm's):
 from __future__ import annotations
 
 import os
+import threading
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -85,6 +86,40 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".strip()
 
 
+#: seconds a plugin's import may take before it is reported as hung (``UDM_PLUGIN_IMPORT_TIMEOUT``)
+DEFAULT_IMPORT_TIMEOUT = 60.0
+
+
+def import_timeout() -> float:
+    raw = os.environ.get("UDM_PLUGIN_IMPORT_TIMEOUT")
+    try:
+        return float(raw) if raw else DEFAULT_IMPORT_TIMEOUT
+    except ValueError:
+        return DEFAULT_IMPORT_TIMEOUT
+
+
+def _load_with_timeout(ep: EntryPoint, timeout: float) -> Any:
+    """``ep.load()``, or a `LoadError` (its message and traceback) when the import raised or did not
+    finish within ``timeout`` seconds. The import runs in a daemon thread so that one plugin hanging at
+    import time (a network call, a lock, an endless loop) is reported by name and the others still load;
+    the hung thread is left behind (Python cannot stop it) and holds only that module's import lock."""
+    result: dict[str, Any] = {}
+
+    def load() -> None:
+        try:
+            result["obj"] = ep.load()
+        except BaseException as exc:  # a plugin's import may raise anything, even SystemExit
+            result["error"] = LoadError(ep.name, "", "import", _describe(exc), traceback.format_exc())
+
+    worker = threading.Thread(target=load, name=f"udm-plugin-import-{ep.name}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        return LoadError(ep.name, "", "import", f"import did not finish within {timeout:g}s (hung?); set "
+                                                f"UDM_PLUGIN_IMPORT_TIMEOUT to wait longer")
+    return result["error"] if "error" in result else result["obj"]
+
+
 class PluginHost:
     """Owns the pluggy manager; collects UDM registrations and load errors per plugin."""
 
@@ -103,14 +138,11 @@ class PluginHost:
             dist = _dist_name(ep)
             if wanted is not None and ep.name not in wanted and dist.split(" ")[0] not in wanted:
                 continue
-            try:
-                obj = ep.load()
-            except BaseException as exc:  # a plugin's import may raise anything, even SystemExit
-                if isinstance(exc, KeyboardInterrupt):
-                    raise
-                self.errors.append(LoadError(ep.name, dist, "import", _describe(exc), traceback.format_exc()))
+            outcome = _load_with_timeout(ep, import_timeout())
+            if isinstance(outcome, LoadError):
+                self.errors.append(LoadError(ep.name, dist, "import", outcome.error, outcome.detail))
                 continue
-            self.add_plugin(obj, name=ep.name, distribution=dist)
+            self.add_plugin(outcome, name=ep.name, distribution=dist)
 
     def add_plugin(self, obj: Any, *, name: str | None = None, distribution: str = "<local>") -> None:
         """Register one plugin object and run its hook in isolation."""

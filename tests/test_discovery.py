@@ -206,3 +206,27 @@ def test_udm_list_reports_a_broken_plugin_without_crashing(site: Path) -> None:
     assert strict.returncode == 1
     assert strict.stderr.startswith("error: plugin load failed (strict mode)")
     assert "Traceback" not in strict.stderr
+
+
+def test_a_plugin_hanging_at_import_is_reported_and_others_still_load(
+        fake_site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plugin whose import never finishes (a network call, a lock) is reported by name after
+    ``UDM_PLUGIN_IMPORT_TIMEOUT`` seconds; discovery goes on with the others."""
+    import time
+
+    (tmp_path / "fake_hang.py").write_text("import time\ntime.sleep(30)\n")
+    info = tmp_path / "fake_hang-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-hang\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[udm]\nfake_hang = fake_hang\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("UDM_PLUGIN_IMPORT_TIMEOUT", "1")
+    _only(monkeypatch, "fake-hang", "fake-good")
+    t0 = time.monotonic()
+    cat = Catalog.discover()
+    assert time.monotonic() - t0 < 10
+    errors = {e.plugin: e for e in cat.load_errors}
+    assert set(errors) == {"fake_hang"}
+    assert errors["fake_hang"].stage == "import" and errors["fake_hang"].distribution == "fake-hang 0.1"
+    assert "did not finish within 1s" in errors["fake_hang"].error
+    assert cat.resolve("good_max").distribution == "fake-good 0.1"
