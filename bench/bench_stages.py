@@ -9,7 +9,10 @@ join's output (and its CTIs) between them; the baseline runs the whole graph in 
 Prints, for each plan: seconds (Spark job, collection included; session start-up excluded, measured once
 before), elements/s, output rows; and the staged/single time ratio. Both outputs must have the same CHT.
 
-``python -m bench.bench_stages [--quick] [--elements N] [--buckets B]``
+With the default key skew one hot key holds most of the join's work, which no partitioning spreads;
+``--skew 1`` (uniform keys) shows what the stages gain when the work can spread.
+
+``python -m bench.bench_stages [--quick] [--elements N] [--buckets B] [--skew S]``
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="50 k elements instead of 400 k")
     ap.add_argument("--elements", type=int, default=None)
     ap.add_argument("--buckets", type=int, default=4)
+    ap.add_argument("--skew", type=float, default=3.0, help="key skew of the streams (1: uniform keys)")
     args = ap.parse_args(argv)
     n = args.elements or (50_000 if args.quick else 400_000)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -54,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"spark session: {time.perf_counter() - t0:.1f}s ({spark.sparkContext.master})", flush=True)
     with tempfile.TemporaryDirectory() as d:
         paths = {name: Path(d) / f"{name}.jsonl" for name in ("left", "right")}
-        gen.join_streams(paths["left"], paths["right"], n)
+        gen.join_streams(paths["left"], paths["right"], n, skew=args.skew)
         frames = {}
         for name, path in paths.items():
             reader = JsonlReader(path)

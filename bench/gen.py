@@ -86,13 +86,14 @@ def disordered(path: Path, n: int, *, cti_every: int = 1000, jitter: int = 50, r
 
 
 def join_streams(left: Path, right: Path, n: int, *, keys: int = 10_000, cti_every: int = 1000, jitter: int = 20,
-                 per_tick: int = 4, max_dur: int = 50, retract_share: float = 0.05, seed: int = 3
-                 ) -> dict[str, dict[str, int]]:
+                 per_tick: int = 4, max_dur: int = 50, retract_share: float = 0.05, seed: int = 3,
+                 skew: float = 3.0) -> dict[str, dict[str, int]]:
     """Two streams for a join on ``k`` (``n`` elements in all, half each): inserts ``{"k": key, "v"|"q": ...}``
-    with keys skewed towards 0 (``int(keys * u**3)``), lifetimes of 1..``max_dur`` ticks, ``le`` off by up to
-    ``jitter`` ticks from arrival order (time advances one tick every ``per_tick`` inserts on each side, so
-    both cover the same span), about ``retract_share`` of them later shortened or deleted (1–10 elements
-    later); a CTI every ``cti_every`` elements of each input, far enough behind that nothing violates it."""
+    with keys skewed towards 0 (``int(keys * u**skew)``; ``skew=1``: uniform), lifetimes of 1..``max_dur``
+    ticks, ``le`` off by up to ``jitter`` ticks from arrival order (time advances one tick every ``per_tick``
+    inserts on each side, so both cover the same span), about ``retract_share`` of them later shortened or
+    deleted (1–10 elements later); a CTI every ``cti_every`` elements of each input, far enough behind that
+    nothing violates it."""
     rng = random.Random(seed)
     lag = 2 * jitter + 20
     counts: dict[str, dict[str, int]] = {}
@@ -113,7 +114,7 @@ def join_streams(left: Path, right: Path, n: int, *, keys: int = 10_000, cti_eve
                 else:
                     le = max(0, base + rng.randint(-jitter, jitter))
                     d = 1 + rng.randrange(max_dur)
-                    key = int(keys * rng.random() ** 3)
+                    key = int(keys * rng.random() ** skew)
                     val = rng.randrange(1000) / 10 if field == "v" else rng.randrange(100)
                     lines.append(f'{{"kind":"insert","id":"{side[0]}{k}","le":{le},"re":{le + d},'
                                  f'"payload":{{"k":{key},"{field}":{val}}}}}')

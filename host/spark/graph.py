@@ -97,7 +97,7 @@ def graph_elements(elements: DataFrame | Mapping[str, DataFrame], inputs: tuple[
 
 
 def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, query_inputs: tuple[str, ...],
-                  last: bool) -> Callable[[tuple[Any, ...], pa.Table], pa.Table]:
+                  last: bool, carried: tuple[str, ...] = ()) -> Callable[[tuple[Any, ...], pa.Table], pa.Table]:
     """What each bucket of ``stage`` runs: a `QueryRunner` over the stage's query.
 
     Query inputs are fed in their line order up to their first ``cti(INF)``; then T (the plan-wide value,
@@ -105,7 +105,7 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
     (an earlier stage's sink) is merged from its producer's buckets (`merge_exchange`: its CTI is the
     minimum over them) and does not move T, which is the real inputs'. A stage that is not the last
     reports its CTIs too, with the bucket and the position of each element, so the next stage can merge
-    them."""
+    them, and gives each retraction the ``carried`` fields of its insert, so it is routed like it."""
     spec_json = stage.spec.to_json_dict()
     exchanges = stage.exchanges(query_inputs)
     multi = len(query_inputs) > 1
@@ -171,7 +171,7 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
             for seq, r in enumerate(output_rows(bucket, out)):
                 row(stream="out", line=seq * n + bucket, **r)
         else:
-            for seq, r in enumerate(exchange_rows(bucket, out)):
+            for seq, r in enumerate(exchange_rows(bucket, out, carried)):
                 row(stream="out", line=seq, bucket=bucket, **r)
         for dl in runner.take_dead_letters():
             for r in dead_rows([dl]):
@@ -189,7 +189,11 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
     return run
 
 
-def _route(df: DataFrame, routing: dict[str, list[str]] | str | None, n: int, has_retracts: bool) -> DataFrame:
+def _route(df: DataFrame, routing: dict[str, list[str]] | str | None, n: int, has_retracts: bool,
+           exchanges: tuple[str, ...] = ()) -> DataFrame:
+    """``_bucket`` for every row (see the module doc). Rows of an ``exchanges`` stream are routed by key
+    retractions included (`exchange_rows` gives a retraction its insert's routing fields), and their ids
+    are unique, so only query inputs need the window that sends a retraction after its insert."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -206,10 +210,13 @@ def _route(df: DataFrame, routing: dict[str, list[str]] | str | None, n: int, ha
             h = F.pmod(F.xxhash64(*[key_value(f) for f in fields]), F.lit(n))
             key_hash = (F.when(F.col("input") == name, h) if key_hash is None
                         else key_hash.when(F.col("input") == name, h))
-        routed = (df.withColumn("_bucket", F.when(kind == "insert", key_hash))
-                  .withColumn("_idh", F.when((kind == "insert") & F.col("id").isNotNull(),
-                                             F.xxhash64("input", "id"))))
-        if has_retracts:
+        by_key = kind == "insert"
+        if exchanges:
+            by_key = by_key | ((kind == "retract") & F.col("input").isin(*exchanges))
+        routed = (df.withColumn("_bucket", F.when(by_key, key_hash))
+                  .withColumn("_idh", F.when((kind == "insert") & F.col("id").isNotNull()
+                                             & ~F.col("input").isin(*exchanges), F.xxhash64("input", "id"))))
+        if has_retracts and any(x not in exchanges for x in routing):
             w = (Window.partitionBy("input", "id").orderBy("line")
                  .rowsBetween(Window.unboundedPreceding, Window.currentRow))
             follow = F.last(F.when(kind == "insert", F.col("_bucket")), ignorenulls=True).over(w)
@@ -218,6 +225,16 @@ def _route(df: DataFrame, routing: dict[str, list[str]] | str | None, n: int, ha
     ctis = routed.where(is_cti).withColumn("_bucket", F.explode(F.sequence(F.lit(0), F.lit(n - 1))))
     return routed.where(~is_cti | kind.isNull()).withColumn(
         "_bucket", F.coalesce(F.col("_bucket"), F.lit(0))).unionByName(ctis)
+
+
+def _carried(stages: list[Stage], producer: Stage) -> tuple[str, ...]:
+    """The payload fields the later stages route ``producer``'s output by (its retractions repeat them)."""
+    fields: dict[str, None] = {}
+    for stage in stages:
+        routing = stage.routing
+        if isinstance(routing, dict) and producer.sink in routing:
+            fields.update(dict.fromkeys(routing[producer.sink]))
+    return tuple(fields)
 
 
 def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation: str, t_end: int | None,
@@ -247,8 +264,8 @@ def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation:
         for p in parts[1:]:
             stage_df = stage_df.unionByName(p)
         width = n if stage.routing is not None else 1
-        routed = _route(stage_df, stage.routing, width, has_retracts)
-        fn = _stage_runner(stage, violation, t_end, inputs, last)
+        routed = _route(stage_df, stage.routing, width, has_retracts, stage.exchanges(inputs))
+        fn = _stage_runner(stage, violation, t_end, inputs, last, _carried(stages, stage))
         result = routed.groupBy("_bucket").applyInArrow(fn, GRAPH_RESULT_DDL)
         if last:
             final = spark.createDataFrame([("out", "cti", None, None, None, None, INF, None, _FINAL_LINE, None,

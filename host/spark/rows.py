@@ -47,14 +47,28 @@ def output_rows(bucket: int, out: Iterable[Element],
             yield {"kind": "retract", "id": f"{bucket}.{el.id}", "le": el.le, "re": el.re, "re_new": el.re_new}
 
 
-def exchange_rows(bucket: int, out: Iterable[Element]) -> Iterator[dict[str, Any]]:
+def exchange_rows(bucket: int, out: Iterable[Element], carried: tuple[str, ...] = ()
+                  ) -> Iterator[dict[str, Any]]:
     """`output_rows` and the bucket's CTIs (``kind`` ``cti``, ``t``): what a stage of a staged graph plan
-    hands the next stage (`udm.host.spark.stages.merge_exchange` takes the minimum over the buckets)."""
+    hands the next stage (`udm.host.spark.stages.merge_exchange` takes the minimum over the buckets). A
+    retraction's payload holds its insert's ``carried`` fields (what the next stage routes by), so Spark
+    routes it by key like its insert instead of looking its insert up."""
+    keys: dict[str, dict[str, Any]] = {}
     for el in out:
         if isinstance(el, Cti):
             yield {"kind": "cti", "t": el.t}
-        else:
-            yield from output_rows(bucket, (el,))
+            continue
+        if carried:
+            if isinstance(el, Insert):
+                keys[el.id] = {f: el.payload[f] for f in carried if f in el.payload}
+            else:
+                row = next(output_rows(bucket, (el,)))
+                row["payload"] = json.dumps(keys.get(el.id, {}), separators=(",", ":"))
+                if el.re_new <= el.le:
+                    keys.pop(el.id, None)
+                yield row
+                continue
+        yield from output_rows(bucket, (el,))
 
 
 def dead_rows(dead: Iterable[DeadLetter],
