@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from udm.host.query.plan import bind
 from udm.host.query.runners import RunRequest, run_local
 from udm.host.query.spec import parse_query
@@ -66,3 +68,28 @@ def test_multi_input_names_the_silent_input(tmp_path: Path) -> None:
                                                   {**TUMBLE, "id": "w"}]}
     res = _run(tmp_path, q, {"a": _points(30, cti_every=5), "b": _points(30)})
     assert len(res.warnings) == 1 and res.warnings[0].startswith("input 'b' sent no CTI")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("graph", [False, True], ids=["linear", "graph"])
+def test_spark_batch_warns_about_an_input_without_ctis(spark: Any, tmp_path: Path, graph: bool) -> None:
+    from udm.host.query.runners import get_engine
+
+    if graph:
+        query: dict[str, Any] = {"inputs": {"a": {}, "b": {}}, "steps": [
+            {"id": "u", "op": "union", "from": ["a", "b"]}, {**TUMBLE, "id": "w"}]}
+        streams: dict[str, list[Element]] = {"a": _points(30, cti_every=5), "b": _points(30)}
+        src: Any = {}
+        for name, els in streams.items():
+            write_stream(tmp_path / f"{name}.jsonl", els)
+            src[name] = tmp_path / f"{name}.jsonl"
+    else:
+        query = {"steps": [TUMBLE]}
+        write_stream(tmp_path / "in.jsonl", _points(30))
+        src = tmp_path / "in.jsonl"
+    res = get_engine("spark")(RunRequest(bind(parse_query(query)), src, tmp_path / "out.jsonl",
+                                         options={"buckets": 2}))
+    silent = "b" if graph else "main"
+    assert res.warnings == [f"input {silent!r} sent no CTI: each bucket's engine held its live events and windows "
+                            "until the end of input (send CTIs, or set max_memory_time on the window steps, to "
+                            "bound memory)"]

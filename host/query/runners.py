@@ -15,7 +15,7 @@ import importlib
 import itertools
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +35,7 @@ __all__ = [
     "RunRequest",
     "RunResult",
     "get_engine",
+    "no_cti_warnings",
     "quiet_gc",
     "run_local",
 ]
@@ -314,13 +315,17 @@ class StatePeak:
         """Before `finish`: one warning per input that sent no CTI."""
         self.update(runner)
         silent: list[str] = getattr(runner, "inputs_without_cti", lambda: [])()
-        if not silent:
-            return []
-        bounded = any(getattr(s, "max_memory_time", INF) < INF for s in runner.bound.spec.steps)
-        advice = ("max_memory_time bounds what the window steps hold" if bounded else
-                  "send CTIs, or set max_memory_time on the window steps, to bound memory")
-        return [f"input {name!r} sent no CTI: the engine held up to {self.events:,} live events and "
-                f"{self.windows:,} live windows until the end of input ({advice})" for name in silent]
+        return no_cti_warnings(runner.bound.spec, silent, f"the engine held up to {self.events:,} live events "
+                                                          f"and {self.windows:,} live windows")
+
+
+def no_cti_warnings(spec: Any, silent: Iterable[str], held: str) -> list[str]:
+    """One warning per input in ``silent`` (it sent no CTI): ``held`` says what the engine kept until the
+    end of input (SEMANTICS §7: state is cleaned up only as CTIs advance)."""
+    bounded = any(getattr(s, "max_memory_time", INF) < INF for s in spec.steps)
+    advice = ("max_memory_time bounds what the window steps hold" if bounded else
+              "send CTIs, or set max_memory_time on the window steps, to bound memory")
+    return [f"input {name!r} sent no CTI: {held} until the end of input ({advice})" for name in silent]
 
 
 def _feed_one(req: RunRequest, runner: Any, source: Source, out: Any, dead_letters: Callable[[], None]) -> None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from typing import Any
 
-from udm.host.query.runners import ENGINES, RunRequest, RunResult
+from udm.host.query.runners import ENGINES, RunRequest, RunResult, no_cti_warnings
 
 __all__ = ["run_spark"]
 
@@ -36,6 +37,7 @@ def run_spark(req: RunRequest) -> RunResult:
     finally:
         reader.close()
     n_in = sum(len(b) for b in batches)
+    silent = [] if _sent_cti(batches) else [req.bound.graph.inputs[0]]
     run = run_batch(req.bound, elements_df(spark, batches), on_violation=req.on_violation)
     try:
         out = collect_elements(run.output)
@@ -52,7 +54,19 @@ def run_spark(req: RunRequest) -> RunResult:
             dlw.write(dead)
     return RunResult(engine="spark", elements_in=n_in, elements_out=len(out), dead_lettered=len(dead),
                      reasons=reasons, seconds=time.perf_counter() - t0,
-                     inputs={req.bound.graph.inputs[0]: {"elements_in": n_in, "dead_lettered": len(dead)}})
+                     inputs={req.bound.graph.inputs[0]: {"elements_in": n_in, "dead_lettered": len(dead)}},
+                     warnings=no_cti_warnings(req.bound.spec, silent, _HELD))
+
+
+#: what a Spark run's warning about an input without CTIs says the engines kept
+_HELD = "each bucket's engine held its live events and windows"
+
+
+def _sent_cti(batches: list[Any]) -> bool:
+    """Whether an input read on the driver holds a CTI (SEMANTICS §7: without one no state is cleaned up)."""
+    from udm.host.io.batch import KIND_CTI
+
+    return any(bool((b.kind_codes() == KIND_CTI).any()) for b in batches)
 
 
 def _run_graph(req: RunRequest) -> RunResult:
@@ -68,6 +82,7 @@ def _run_graph(req: RunRequest) -> RunResult:
     spark = get_spark(req.options.get("master"))
     frames = {}
     counts: dict[str, dict[str, int]] = {}
+    silent: list[str] = []
     for name, src in sources.items():
         reader = JsonlReader(src, batch_size=req.batch_size or 65536)
         try:
@@ -75,6 +90,8 @@ def _run_graph(req: RunRequest) -> RunResult:
         finally:
             reader.close()
         counts[name] = {"elements_in": sum(len(b) for b in batches), "dead_lettered": 0}
+        if not _sent_cti(batches):
+            silent.append(name)
         frames[name] = elements_df(spark, batches)
     run = run_graph_batch(req.bound, frames, on_violation=req.on_violation,
                           buckets=req.options.get("buckets"))
@@ -104,7 +121,8 @@ def _run_graph(req: RunRequest) -> RunResult:
             dlw.write(dead)
     return RunResult(engine="spark", elements_in=sum(c["elements_in"] for c in counts.values()),
                      elements_out=len(out), dead_lettered=len(dead), reasons=reasons,
-                     seconds=time.perf_counter() - t0, inputs=counts, lmerge=merges)
+                     seconds=time.perf_counter() - t0, inputs=counts, lmerge=merges,
+                     warnings=no_cti_warnings(req.bound.spec, silent, _HELD))
 
 
 ENGINES["spark"] = run_spark
