@@ -401,6 +401,7 @@ def _batch_writer(run_dir: Path, n: int, stop_after: int | None) -> Any:
         reasons: Counter[str] = Counter()
         truncated: list[int] = []
         reached: list[int] = []
+        merges: dict[str, Any] = {}  # bucket -> its lmerge counters so far
         for r in rows:
             if r["stream"] == "out":
                 if r["kind"] == "insert":
@@ -423,10 +424,12 @@ def _batch_writer(run_dir: Path, n: int, stop_after: int | None) -> Any:
                     truncated.append(stats["truncated_at"])
                 if stats.get("T") is not None:
                     reached.append(stats["T"])
+                if stats.get("lmerge"):
+                    merges[str(r["bucket"])] = stats["lmerge"]
         name = f"{batch_id:08d}"
         _write_atomic(out_dir / f"{name}.stats", json.dumps(
             {"reasons": dict(reasons), "truncated_at": max(truncated) if truncated else None,
-             "T": max(reached) if reached else None}))
+             "T": max(reached) if reached else None, "lmerge": merges}))
         _write_atomic(out_dir / f"{name}.jsonl", "".join(x + "\n" for x in lines))
         _write_atomic(dead_dir / f"{name}.jsonl", "".join(x + "\n" for x in dead))
         cti = combine_ctis(ctis, n)
@@ -440,9 +443,10 @@ def _batch_writer(run_dir: Path, n: int, stop_after: int | None) -> Any:
 
 
 def _assemble(run_dir: Path, output: Any, dead_letter: Any, per_input: Counter[str] | None = None
-              ) -> tuple[int, int, Counter[str], int | None]:
+              ) -> tuple[int, int, Counter[str], int | None, dict[str, dict[str, int]]]:
     """The final output file from the parts, in batch order; CTIs that do not advance are dropped.
-    Returns (elements out, dead letters, dead letters by category, truncated_at)."""
+    Returns (elements out, dead letters, dead letters by category, truncated_at, lmerge counters summed
+    over the buckets' last reports)."""
     from udm.host.io.jsonl import DeadLetterWriter
 
     n_out = 0
@@ -473,12 +477,20 @@ def _assemble(run_dir: Path, output: Any, dead_letter: Any, per_input: Counter[s
             dlw.write(dead)
     reasons: Counter[str] = Counter()
     truncated: int | None = None
+    latest: dict[str, dict[str, dict[str, int]]] = {}  # bucket -> lmerge step -> counters (cumulative)
     for part in sorted((run_dir / "out").glob("*.stats")):
         stats = json.loads(part.read_text(encoding="utf-8"))
         reasons.update(stats["reasons"])
         if stats["truncated_at"] is not None:
             truncated = max(truncated or stats["truncated_at"], stats["truncated_at"])
-    return n_out, len(dead), reasons, truncated
+        latest.update(stats.get("lmerge") or {})
+    merges: dict[str, dict[str, int]] = {}
+    for per_step in latest.values():
+        for step, counts in per_step.items():
+            acc = merges.setdefault(step, {})
+            for k, v in counts.items():
+                acc[k] = acc.get(k, 0) + int(v)
+    return n_out, len(dead), reasons, truncated, merges
 
 
 def _prepare(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[str],
@@ -549,7 +561,7 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
             staged = _stage(req, run_dir, batch_size, n, keys)
         stop_after = req.options.get("stop_after_batches")
         _run_query(spark, req, run_dir, staged, stop_after, batch_size)
-        n_out, n_dead, reasons, truncated = _assemble(run_dir, req.output, req.dead_letter, per_input)
+        n_out, n_dead, reasons, truncated, merges = _assemble(run_dir, req.output, req.dead_letter, per_input)
         counts = _input_counts(req, run_dir, staged, per_input, n_dead) if graph else {
             req.bound.graph.inputs[0]: {"elements_in": staged.elements, "dead_lettered": n_dead}}
     finally:
@@ -557,7 +569,7 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
             shutil.rmtree(run_dir, ignore_errors=True)
     return RunResult(engine="spark-streaming", elements_in=staged.elements, elements_out=n_out,
                      dead_lettered=n_dead, reasons=reasons, truncated_at=truncated,
-                     seconds=time.perf_counter() - t0, inputs=counts)
+                     seconds=time.perf_counter() - t0, inputs=counts, lmerge=merges)
 
 
 def _input_counts(req: RunRequest, run_dir: Path, staged: _Staged, dead: Counter[str], n_dead: int

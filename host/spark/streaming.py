@@ -234,6 +234,9 @@ def _processor_class() -> type:
                 stats["truncated_at"] = runner.stats.truncated_at
             if runner.ctx.reached > NULL_TICK:  # the largest finite time this engine reached (semantics-notes 2)
                 stats["T"] = runner.ctx.reached
+            merges = runner.chattiness()
+            if merges:  # lmerge's Theorem 1 counters so far (cumulative: the driver keeps each bucket's last)
+                stats["lmerge"] = merges
             self._state.update((runner.snapshot(), cti))
             if self._watermark_ctis:
                 self._rearm(timer_values, fired)
