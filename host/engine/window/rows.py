@@ -31,7 +31,7 @@ from ..context import Context
 from .base import WindowStep
 from .state import Group, Window
 
-__all__ = ["RowsStep", "row_key"]
+__all__ = ["RowOrderedStep", "RowsStep", "row_key"]
 
 
 def row_key(ev: Ev) -> tuple[int, int, str, str]:
@@ -39,7 +39,30 @@ def row_key(ev: Ev) -> tuple[int, int, str, str]:
     return (ev.le, ev.re, ev.canon(), ev.id)
 
 
-class RowsStep(WindowStep):
+class RowOrderedStep(WindowStep):
+    """What the row-ordered families (``rows``, ``session``) share: per group, ``rows`` = the events in
+    canonical order (a SortedKeyList) and ``windows`` = a SortedDict of its windows."""
+
+    def attach(self, ctx: Context, bs: BoundStep | None) -> None:
+        """A late row renumbers every later row (``rows``, as for count windows), and a late bridging event
+        merges a session that started before the CTI into an earlier one (``session``): an output before
+        the CTI can change whatever the UDM promises, so no UDM keeps ``time_bound`` liveliness here."""
+        super().attach(ctx, bs)
+        self.time_bound = False
+
+    def _new_group(self, key: Any, fields: dict[str, Any] | None) -> Group:
+        g = Group(key, fields)
+        g.windows = SortedDict()
+        g.rows = SortedKeyList(key=row_key)
+        return g
+
+    def state_size(self) -> dict[str, int]:
+        out = super().state_size()
+        out["rows"] = sum(len(g.rows) for g in self.groups.values())
+        return out
+
+
+class RowsStep(RowOrderedStep):
     """Per group: ``rows`` = the events in canonical order (a SortedKeyList), ``purged`` = how many
     leading rows were dropped (row numbers stay global), ``windows`` = SortedDict yield row -> Window."""
 
@@ -49,18 +72,6 @@ class RowsStep(WindowStep):
         self.n: int = win.n
         self.slide: int = win.slide
         self.partial: bool = win.partial
-
-    def attach(self, ctx: Context, bs: BoundStep | None) -> None:
-        """A late row renumbers every later row, so an output before the CTI can change whatever the UDM
-        promises: no UDM can keep ``time_bound`` here (as for count windows)."""
-        super().attach(ctx, bs)
-        self.time_bound = False
-
-    def _new_group(self, key: Any, fields: dict[str, Any] | None) -> Group:
-        g = Group(key, fields)
-        g.windows = SortedDict()
-        g.rows = SortedKeyList(key=row_key)
-        return g
 
     def _group_idle(self, g: Group) -> bool:
         """A group without rows may go when a new group (numbering from 1) would number its future rows
@@ -257,8 +268,3 @@ class RowsStep(WindowStep):
                 if le < b:
                     b = le
         return b
-
-    def state_size(self) -> dict[str, int]:
-        out = super().state_size()
-        out["rows"] = sum(len(g.rows) for g in self.groups.values())
-        return out

@@ -17,40 +17,23 @@ rows, and the output CTI is the first LE of the earliest session that is not fin
 
 from __future__ import annotations
 
-from typing import Any
-
-from sortedcontainers import SortedDict, SortedKeyList
-
 from udm.host.query.plan import BoundStep
 
 from ..common import INF, Ev
 from ..context import Context
-from .base import WindowStep
-from .rows import row_key
+from .rows import RowOrderedStep
 from .state import Group, Window
 
 __all__ = ["SessionStep"]
 
 
-class SessionStep(WindowStep):
+class SessionStep(RowOrderedStep):
     """Per group: ``rows`` = the events in canonical order, ``windows`` = SortedDict first LE -> Window
     (members by id; a session's members are a contiguous run of ``rows``)."""
 
     def __init__(self, name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> None:
         super().__init__(name, ctx, bs, reads_input)
         self.gap: int = bs.step.window.gap
-
-    def attach(self, ctx: Context, bs: BoundStep | None) -> None:
-        """A late bridging event merges a session that started before the CTI into an earlier one, so
-        an output before the CTI can change whatever the UDM promises: no ``time_bound`` liveliness."""
-        super().attach(ctx, bs)
-        self.time_bound = False
-
-    def _new_group(self, key: Any, fields: dict[str, Any] | None) -> Group:
-        g = Group(key, fields)
-        g.windows = SortedDict()
-        g.rows = SortedKeyList(key=row_key)
-        return g
 
     def _group_idle(self, g: Group) -> bool:
         return not g.rows
@@ -171,8 +154,3 @@ class SessionStep(WindowStep):
                 if le < b:
                     b = le
         return b
-
-    def state_size(self) -> dict[str, int]:
-        out = super().state_size()
-        out["rows"] = sum(len(g.rows) for g in self.groups.values())
-        return out
