@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
 from sortedcontainers import SortedList
@@ -175,56 +176,55 @@ class Avg(IncrementalUDA):
         return _total(state) / state[0]
 
 
-# Welford state: (n, mean, M2).
-_Wel = tuple[int, float, float]
+# Exact moments: (n, Σx, Σx², non-finite count). Floats are dyadic rationals, so Σx and Σx² kept as
+# ``Fraction`` (ints stay ints) are exact: any chain of adds, removes and merges gives the very state a
+# fresh pass over the same members gives, and ``compute`` rounds once. A running (Welford) update drifts
+# under removals, so an incremental window could disagree with itself after its CTI (a snapshot window
+# recomputed from a neighbour's state changed its final value).
+_Moments = tuple[int, "int | Fraction", "int | Fraction", int]
+
+
+def _moments(state: _Moments, values: Sequence[float], sign: int) -> _Moments:
+    n, s1, s2, bad = state
+    for x in values:
+        if isinstance(x, float) and not math.isfinite(x):
+            bad += sign
+            continue
+        f = x if isinstance(x, int) else Fraction(x)
+        s1 += sign * f
+        s2 += sign * f * f
+    return n + sign * len(values), s1, s2, bad
 
 
 @udm(name="variance", version="1.0.0", algebraic=True, input_type="float", output_type="float")
 class Variance(IncrementalUDA):
-    """Population variance of the input (Welford updates; Chan's formula for merge)."""
+    """Population variance of the input, from exact moments (see ``_Moments``); NaN when a member is not
+    finite, as a fresh float computation would give."""
 
-    def initial_state(self) -> _Wel:
-        return 0, 0.0, 0.0
+    def initial_state(self) -> _Moments:
+        return 0, 0, 0, 0
 
-    def add(self, state: _Wel, delta: Sequence[float]) -> _Wel:
-        n, mean, m2 = state
-        for x in _numbers(delta, "variance"):
-            n += 1
-            d = x - mean
-            mean += d / n
-            m2 += d * (x - mean)
-        return n, mean, m2
+    def add(self, state: _Moments, delta: Sequence[float]) -> _Moments:
+        return _moments(state, _numbers(delta, "variance"), 1)
 
-    def remove(self, state: _Wel, delta: Sequence[float]) -> _Wel:
-        n, mean, m2 = state
-        for x in _numbers(delta, "variance"):
-            if n <= 1:
-                n, mean, m2 = 0, 0.0, 0.0
-                continue
-            new_mean = (n * mean - x) / (n - 1)
-            m2 -= (x - mean) * (x - new_mean)
-            n, mean = n - 1, new_mean
-        return n, mean, max(m2, 0.0)
+    def remove(self, state: _Moments, delta: Sequence[float]) -> _Moments:
+        return _moments(state, _numbers(delta, "variance"), -1)
 
-    def add_array(self, state: _Wel, values: Any) -> _Wel:
-        if not _kind(values) or not len(values):
-            return self.add(state, values.tolist() if hasattr(values, "tolist") else list(values))
-        x = values.astype(float)
-        mean = math.fsum(x.tolist()) / len(x)
-        d = x - mean
-        return self.merge(state, (len(x), mean, math.fsum((d * d).tolist())))
+    def add_array(self, state: _Moments, values: Any) -> _Moments:
+        if _kind(values) == "int" and len(values):
+            n, s1, s2, bad = state
+            xs = values.tolist()
+            return n + len(xs), s1 + sum(xs), s2 + sum(x * x for x in xs), bad
+        return self.add(state, values.tolist() if hasattr(values, "tolist") else list(values))
 
-    def merge(self, a: _Wel, b: _Wel) -> _Wel:
-        if a[0] == 0:
-            return b
-        if b[0] == 0:
-            return a
-        n = a[0] + b[0]
-        d = b[1] - a[1]
-        return n, a[1] + d * b[0] / n, a[2] + b[2] + d * d * a[0] * b[0] / n
+    def merge(self, a: _Moments, b: _Moments) -> _Moments:
+        return a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3]
 
-    def compute(self, state: _Wel) -> float:
-        return max(state[2], 0.0) / state[0]
+    def compute(self, state: _Moments) -> float:
+        n, s1, s2, bad = state
+        if bad:
+            return math.nan
+        return float(Fraction(s2 * n - s1 * s1, n * n))
 
 
 class _Extreme(IncrementalUDA):
