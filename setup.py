@@ -24,6 +24,7 @@ for name, folder in _ROOTS.items():
 setup(
     packages=packages,
     package_dir=package_dir,
-    package_data={"udm.templates": ["**/*", "**/.*", "**/.*/**/*"], "udm": ["py.typed"]},
+    package_data={"udm.templates": ["**/*", "**/.*", "**/.*/**/*"], "udm": ["py.typed"],
+                  "udm.host.spark": ["*.properties"]},
     include_package_data=True,
 )
