@@ -136,9 +136,9 @@ def times(arr: pa.Array, unit: str) -> np.ndarray:
     if pa.types.is_timestamp(typ) or pa.types.is_date(typ):
         us = pc.cast(arr.cast(pa.timestamp(typ.unit, tz=getattr(typ, "tz", None) or "UTC"))
                      if pa.types.is_timestamp(typ) else arr, _US, safe=False)
-        return np.asarray(pc.fill_null(us.cast(_I64), _BAD).to_numpy(zero_copy_only=False), dtype=np.int64)
+        return np.array(pc.fill_null(us.cast(_I64), _BAD).to_numpy(zero_copy_only=False), dtype=np.int64)
     if pa.types.is_integer(typ):
-        vals = pc.fill_null(arr.cast(_I64), _BAD).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        vals = np.array(pc.fill_null(arr.cast(_I64), _BAD).to_numpy(zero_copy_only=False), dtype=np.int64)
         if scale != 1:
             bad = vals == _BAD
             vals = np.floor(vals * scale).astype(np.int64)
