@@ -27,7 +27,7 @@ def _elements(path: Path) -> list[Any]:
 
 
 def test_readme_quickstart_parquet_equals_jsonl_and_the_oracle(capsys: Any, tmp_path: Path) -> None:
-    code, out, err = udm(capsys, "demo", "--data", str(tmp_path / "data"))
+    code, _out, err = udm(capsys, "demo", "--data", str(tmp_path / "data"))
     assert code == 0, err
     data = tmp_path / "data"
     q = str(data / "yearly_median.yaml")

@@ -85,7 +85,7 @@ def test_edge_events_hold_until_the_next_sample_of_their_key(tmp_path: Path) -> 
 
 
 def test_timestamps_become_microsecond_ticks_and_text_times_are_parsed(tmp_path: Path) -> None:
-    t0 = dt.datetime(2024, 1, 2, 3, 4, 5, 678000, tzinfo=dt.timezone.utc)
+    t0 = dt.datetime(2024, 1, 2, 3, 4, 5, 678000, tzinfo=dt.UTC)
     micros = int(t0.timestamp() * 1_000_000)
     pq.write_table(pa.table({"ts": pa.array([t0], pa.timestamp("ms", tz="UTC")), "x": [1]}), tmp_path / "a.parquet")
     assert read_table_elements(tmp_path / "a.parquet", time="ts")[0][1].le == micros
