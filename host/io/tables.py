@@ -270,7 +270,7 @@ class TableReader:
         if o.shape == "edge":
             return self._edge_batch(rb, rows, le, ids, payload, reason, good)
         kind = np.where(good, 0, -1).astype(np.int8)
-        plan = _Plan(kind, np.arange(n), rows, ids.to_pylist(), le, re, np.full(n, _BAD), reason)
+        plan = _Plan(kind, np.arange(n), rows, ids, le, re, np.full(n, _BAD), reason)
         return self._finish(rb, plan, payload)
 
     def _edge_batch(self, rb: pa.RecordBatch, rows: np.ndarray, le: np.ndarray, ids: pa.Array,
@@ -300,7 +300,7 @@ class TableReader:
         kind, src, out_ids, les, res, re_news, lines = (list(c) for c in zip(*rows_out, strict=True)) \
             if rows_out else ([] for _ in range(7))
         s = np.asarray(src, dtype=np.int64)
-        plan = _Plan(np.asarray(kind, dtype=np.int8), s, np.asarray(lines, dtype=np.int64), out_ids,
+        plan = _Plan(np.asarray(kind, dtype=np.int8), s, np.asarray(lines, dtype=np.int64), pa.array(out_ids, _STR),
                      np.asarray(les, dtype=np.int64), np.asarray(res, dtype=np.int64),
                      np.asarray(re_news, dtype=np.int64), reason)
         return self._finish(rb, plan, payload)
@@ -316,13 +316,15 @@ class TableReader:
         with_payload = (kind == 0) & (src >= 0)
         take = pa.array(np.where(with_payload, src, 0), _I64, mask=~with_payload)
         bad = kind == -1
-        errors = [None if not b else p.reason[s] for b, s in zip(bad.tolist(), src.tolist(), strict=True)]
+        errors: Any = np.full(len(kind), None, dtype=object)
+        if bad.any():
+            errors[bad] = p.reason[src[bad]]
         raw: list[str | None] = [None] * len(kind)
         if bad.any():
             bad_rows = rb.take(pa.array(src[bad])).to_pylist()
             for j, r in zip(np.flatnonzero(bad).tolist(), bad_rows, strict=True):
                 raw[j] = json.dumps(r, default=str, separators=(",", ":"))
-        ids = [i if e else None for i, e in zip(p.ids, is_ev.tolist(), strict=True)]
+        ids = pc.if_else(pa.array(is_ev), p.ids, pa.scalar(None, _STR))
         table = pa.table({
             "kind": pa.array(kind_txt, _STR),
             "id": pa.array(ids, _STR),
@@ -332,7 +334,7 @@ class TableReader:
             "t": pa.array(p.t if p.t is not None else np.zeros(len(kind), np.int64), _I64, mask=kind != 2),
             "payload": payload.take(take),
             "line": pa.array(p.line, _I64, mask=p.line < 0),
-            "error": pa.array(errors, _STR),
+            "error": pa.array(errors, _STR, from_pandas=True),
             "raw": pa.array(raw, _STR),
         })
         return ElementBatch(table)
@@ -360,7 +362,7 @@ class TableReader:
         kind = np.concatenate((p.kind, np.full(len(at), 2, np.int8)))[order]
         src = np.concatenate((p.src, np.full(len(at), -1)))[order]
         line = np.concatenate((p.line, np.full(len(at), -1)))[order]
-        ids = [(p.ids + [""] * len(at))[j] for j in order.tolist()]
+        ids = pa.concat_arrays([p.ids, pa.nulls(len(at), _STR)]).take(pa.array(order))
         le = np.concatenate((p.le, np.zeros(len(at), np.int64)))[order]
         re = np.concatenate((p.re, np.zeros(len(at), np.int64)))[order]
         re_new = np.concatenate((p.re_new, np.zeros(len(at), np.int64)))[order]
@@ -373,7 +375,7 @@ class _Plan:
 
     __slots__ = ("ids", "kind", "le", "line", "re", "re_new", "reason", "src", "t")
 
-    def __init__(self, kind: np.ndarray, src: np.ndarray, line: np.ndarray, ids: list[Any], le: np.ndarray,
+    def __init__(self, kind: np.ndarray, src: np.ndarray, line: np.ndarray, ids: pa.Array, le: np.ndarray,
                  re: np.ndarray, re_new: np.ndarray, reason: np.ndarray, t: np.ndarray | None = None) -> None:
         self.kind, self.src, self.line, self.ids = kind, src, line, ids
         self.le, self.re, self.re_new, self.reason, self.t = le, re, re_new, reason, t
