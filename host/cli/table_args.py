@@ -20,7 +20,7 @@ from pathlib import Path
 
 from udm.host.errors import UdmError
 from udm.host.io.table_options import FORMATS, TableOptions, TableSource
-from udm.host.io.table_out import TableSink, output_format
+from udm.host.io.table_out import TableSink, output_sink
 
 __all__ = ["TableArgs", "parse_duration", "table_sink", "table_sources"]
 
@@ -108,16 +108,5 @@ def table_sources(args: TableArgs, inputs: dict[str, str]) -> dict[str, str | Ta
 
 
 def table_sink(output: str, fmt: str | None, final: bool, times: str) -> str | TableSink:
-    """The output as a path (element JSON Lines) or a `TableSink`."""
-    if times not in ("ticks", "timestamps"):
-        raise UdmError(f"--times {times}: choose ticks or timestamps")
-    table = output_format(output, fmt)
-    if table is None and final:
-        table = "json"  # a final view is a table: JSON Lines rows of le, re and the payload fields
-    if table is None:
-        if times != "ticks":
-            raise UdmError("--times timestamps needs a table output (--output-format parquet|csv|json)")
-        return output
-    if output == "-":
-        raise UdmError("table output must go to a file, not stdout")
-    return TableSink(Path(output), table, view="final" if final else "physical", times=times)
+    """The output as a path (element JSON Lines) or a `TableSink` (`udm.host.io.table_out.output_sink`)."""
+    return output_sink(output, fmt, final=final, times=times)

@@ -32,7 +32,7 @@ from udm.sdk import INF
 
 from .table_options import FORMATS
 
-__all__ = ["TableSink", "TableWriter", "open_writer", "output_format"]
+__all__ = ["TableSink", "TableWriter", "open_writer", "output_format", "output_sink"]
 
 View = Literal["final", "physical"]
 _TIME_COLUMNS = ("kind", "id", "le", "re", "re_new", "t")
@@ -249,3 +249,21 @@ def open_writer(output: Any, *, append: bool = False) -> Any:
     from .jsonl import JsonlWriter
 
     return JsonlWriter(output, append=append)
+
+
+def output_sink(output: str, fmt: str | None = None, *, final: bool = False, times: str = "ticks") -> str | TableSink:
+    """Where a run writes: the path itself (element JSON Lines) or a `TableSink` — chosen by ``fmt``
+    (``elements``/``parquet``/``csv``/``json``), else by the name ending (``.parquet``, ``.csv``); ``final``
+    asks for the CHT view (JSON Lines rows when the name says nothing else)."""
+    if times not in ("ticks", "timestamps"):
+        raise UdmError(f"--times {times}: choose ticks or timestamps")
+    table = output_format(output, fmt)
+    if table is None and final:
+        table = "json"  # a final view is a table: JSON Lines rows of le, re and the payload fields
+    if table is None:
+        if times != "ticks":
+            raise UdmError("--times timestamps needs a table output (--output-format parquet|csv|json)")
+        return output
+    if output == "-":
+        raise UdmError("table output must go to a file, not stdout")
+    return TableSink(Path(output), table, view="final" if final else "physical", times=times)  # type: ignore[arg-type]
