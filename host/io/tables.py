@@ -58,7 +58,9 @@ def _record_batches(path: Path, fmt: str, opts: TableOptions, batch_size: int) -
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
-            pf = pq.ParquetFile(path)
+            # pre_buffer (the default) keeps every row group read so far in memory: memory would grow with
+            # the file; a 1 MiB read buffer streams it (bench/bench_tables.py)
+            pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
             yield from pf.iter_batches(batch_size=batch_size)
         elif fmt == "csv":
             import pyarrow.csv as pcsv
