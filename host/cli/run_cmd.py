@@ -31,12 +31,17 @@ __all__ = ["cmd_run", "register"]
 
 _TABLES = "Tables (Parquet, CSV, JSON): see docs/query-writer.md"
 
+#: Seconds into a run before the progress bar appears.
+BAR_AFTER = 2.0
+
 
 @contextmanager
 def _progress_bar(enabled: bool) -> Iterator[ProgressFn | None]:
+    """A rich bar on stderr (bytes read, elements, elements/s), shown once a run has lasted `BAR_AFTER` s."""
     if not enabled:
         yield None
         return
+    from rich.console import Console
     from rich.progress import (
         BarColumn,
         DownloadColumn,
@@ -46,7 +51,7 @@ def _progress_bar(enabled: bool) -> Iterator[ProgressFn | None]:
         TimeRemainingColumn,
     )
 
-    with Progress(
+    bar = Progress(
         TextColumn("[bold]udm run[/]"),
         BarColumn(),
         DownloadColumn(),
@@ -54,17 +59,29 @@ def _progress_bar(enabled: bool) -> Iterator[ProgressFn | None]:
         TextColumn("{task.fields[rate]:>10,.0f} el/s"),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
-        console=err,
+        # asked for with --progress on a pipe or file: draw it anyway (rich draws only on terminals)
+        console=err if err.is_terminal else Console(stderr=True, force_terminal=True),
         transient=True,
-    ) as bar:
-        task = bar.add_task("run", total=None, elements=0, rate=0.0)
-        t0 = time.perf_counter()
+    )
+    task = bar.add_task("run", total=None, elements=0, rate=0.0)
+    t0 = time.perf_counter()
+    shown = False
 
-        def update(done: int, total: int | None, elements: int) -> None:
-            rate = elements / max(time.perf_counter() - t0, 1e-9)
-            bar.update(task, completed=done, total=total, elements=elements, rate=rate)
+    def update(done: int, total: int | None, elements: int) -> None:
+        nonlocal shown
+        elapsed = time.perf_counter() - t0
+        if not shown:
+            if elapsed < BAR_AFTER:
+                return  # a short run finishes before a bar would tell anything
+            bar.start()
+            shown = True
+        bar.update(task, completed=done, total=total, elements=elements, rate=elements / max(elapsed, 1e-9))
 
+    try:
         yield update
+    finally:
+        if shown:
+            bar.stop()
 
 
 def cmd_run(
