@@ -60,3 +60,28 @@ def test_intervals_and_edges_from_a_dataframe(spark: Any) -> None:
     s = samples.sort_values("t")
     s["end"] = s.groupby("k")["t"].shift(-1).astype("Int64").fillna(INF)
     assert got == CHT.from_events((int(r.t), int(r.end), {"k": r.k}) for r in s.itertuples())
+
+
+def test_udm_run_engine_spark_reads_a_table_like_the_local_engine(spark: Any, tmp_path: Any,
+                                                                   capsys: Any) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import yaml
+    from cli_harness import udm
+
+    q = tmp_path / "q.yaml"
+    q.write_text(yaml.safe_dump({"steps": [{"op": "window", "window": {"type": "tumbling", "size": 10},
+                                            "group_by": ["sym"], "udm": "sum", "input": "price", "as": "s"}]}))
+    rows = [{"ts": t, "sym": "AB"[t % 2], "price": float(t)} for t in range(50)] + [{"ts": None, "sym": "A",
+                                                                                     "price": 0.0}]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "in.parquet")
+    outs = {}
+    for engine in ("local", "spark"):
+        out = tmp_path / f"{engine}.parquet"
+        code, _, err = udm(capsys, "run", str(q), "-i", str(tmp_path / "in.parquet"), "--time", "ts", "-o", str(out),
+                           "--final", "--engine", engine, "--dead-letter", str(tmp_path / f"{engine}.dl.jsonl"))
+        assert code == 0, err
+        outs[engine] = sorted(pq.read_table(out).to_pylist(), key=lambda r: (r["le"], r["sym"]))
+        assert '"line": 51' in (tmp_path / f"{engine}.dl.jsonl").read_text()
+    assert outs["spark"] == outs["local"]
+    assert outs["local"][0] == {"le": 0, "re": 10, "sym": "A", "s": float(sum(range(0, 10, 2)))}

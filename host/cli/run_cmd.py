@@ -139,6 +139,10 @@ def cmd_run(
                      cti_every=cti_every, cti_lag=cti_lag)
     sources = table_sources(args, inputs)
     sink = table_sink(output, output_format, final, times)
+    if engine == "spark-streaming" and (any(isinstance(s, TableSource) for s in sources.values())
+                                        or not isinstance(sink, str)):
+        raise UdmError("table input and output are read and written by --engine local and --engine spark; "
+                       "--engine spark-streaming takes element JSON Lines")
     for name, path in inputs.items():
         if isinstance(sources[name], TableSource):
             continue  # checked by table_sources (a directory of files is fine)
