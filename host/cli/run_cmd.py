@@ -162,6 +162,11 @@ def cmd_run(
         result = run(RunRequest(bound=bound, input=source, output=sink, dead_letter=dead_letter,
                                 batch_size=batch_size, checkpoint=checkpoint, progress=update,
                                 options={"master": master} if master else {}))
+    for i, w in enumerate(result.warnings):
+        for name, src in sources.items():
+            if (isinstance(src, TableSource) and src.options.cti_every is None
+                    and w.startswith(f"input {name!r} sent no CTI")):
+                result.warnings[i] = w + "; a table input gets CTIs with --cti-every N"
     if json_summary:
         sys.stdout.write(json.dumps(result.to_json_dict()) + "\n")
     elif not quiet:

@@ -79,7 +79,7 @@ class RunRequest:
         if given is None:
             if len(names) != 1:
                 raise UdmError(f"the query reads inputs {', '.join(names)}: give each as --input NAME=PATH")
-            return {names[0]: self.input}  # type: ignore[dict-item]
+            return {names[0]: self.input}
         unknown = [n for n in given if n not in names]
         if unknown:
             raise UdmError(f"the query has no input {unknown[0]!r} (its inputs: {', '.join(names)})")
