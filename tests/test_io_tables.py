@@ -131,3 +131,22 @@ def test_payload_nulls_fall_back_to_json_text_with_the_same_values(tmp_path: Pat
     rows = [{"ts": 1, "a": None, "b": "x"}, {"ts": 2, "a": 2, "b": None}]
     got = read_table_elements(_write("parquet", tmp_path / "n.parquet", rows), time="ts")
     assert [e.payload for _, e in got] == [{"a": None, "b": "x"}, {"a": 2, "b": None}]
+
+
+def test_gzipped_csv_json_array_and_progress_in_bytes(tmp_path: Path) -> None:
+    import gzip
+
+    with gzip.open(tmp_path / "in.csv.gz", "wt") as f:
+        f.write("ts,sym,price\n" + "".join(f"{r['ts']},{r['sym']},{r['price']}\n" for r in ROWS))
+    (tmp_path / "arr.json").write_text(json.dumps(ROWS))
+    plain = read_table_elements(_write("parquet", tmp_path / "p.parquet", ROWS), time="ts")
+    assert read_table_elements(tmp_path / "in.csv.gz", time="ts") == plain
+    assert read_table_elements(tmp_path / "arr.json", time="ts") == plain
+    rows = [{"ts": i, "v": "x" * 50} for i in range(20_000)]
+    path = _write("csv", tmp_path / "big.csv", rows)
+    reader = TableReader(TableSource(path, TableOptions(time="ts")))
+    seen = []
+    for _ in reader:
+        seen.append(reader.bytes_done)
+    # (the bytes read so far, read-ahead included: a few 4 MiB blocks ahead of the rows handed out)
+    assert seen == sorted(seen) and seen[-1] == path.stat().st_size

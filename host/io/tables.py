@@ -53,7 +53,10 @@ def _files(path: Path, fmt: str) -> list[Path]:
     return files
 
 
-def _record_batches(path: Path, fmt: str, opts: TableOptions, batch_size: int) -> Iterator[pa.RecordBatch]:
+def _record_batches(path: Path, fmt: str, opts: TableOptions, batch_size: int
+                    ) -> Iterator[tuple[pa.RecordBatch, int]]:
+    """The file's record batches, each with the bytes of the file consumed so far (for progress)."""
+    size = path.stat().st_size
     try:
         if fmt == "parquet":
             import pyarrow.parquet as pq
@@ -61,40 +64,52 @@ def _record_batches(path: Path, fmt: str, opts: TableOptions, batch_size: int) -
             # pre_buffer (the default) keeps every row group read so far in memory: memory would grow with
             # the file; a 1 MiB read buffer streams it (bench/bench_tables.py)
             pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
-            yield from pf.iter_batches(batch_size=batch_size)
-        elif fmt == "csv":
-            import pyarrow.csv as pcsv
+            total, done = max(pf.metadata.num_rows, 1), 0
+            for rb in pf.iter_batches(batch_size=batch_size):
+                done += rb.num_rows
+                yield rb, size * done // total
+            return
+        with pa.OSFile(str(path)) as raw:
+            stream = pa.CompressedInputStream(raw, "gzip") if path.name.lower().endswith(".gz") else raw
+            if fmt == "csv":
+                import pyarrow.csv as pcsv
 
-            # time columns are read as text and parsed here, so a bad cell is one dead letter, not a
-            # type-inference failure of the whole block
-            convert = pcsv.ConvertOptions(column_types={c: _STR for c in opts.time_columns},
-                                           strings_can_be_null=True)
-            delimiter = "\t" if path.name.lower().endswith(".tsv") else ","
-            with pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=1 << 22),
-                               parse_options=pcsv.ParseOptions(delimiter=delimiter),
-                               convert_options=convert) as reader:
-                yield from reader
-        else:
-            yield from _json_batches(path, batch_size)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as exc:
+                # time columns are read as text and parsed here, so a bad cell is one dead letter, not a
+                # type-inference failure of the whole block
+                convert = pcsv.ConvertOptions(column_types={c: _STR for c in opts.time_columns},
+                                              strings_can_be_null=True)
+                delimiter = "\t" if path.name.lower().endswith(".tsv") else ","
+                reader = pcsv.open_csv(stream, read_options=pcsv.ReadOptions(block_size=1 << 22, use_threads=False),
+                                       parse_options=pcsv.ParseOptions(delimiter=delimiter),
+                                       convert_options=convert)
+            elif _json_array(path):
+                yield from ((rb, size) for rb in _json_array_batches(path, batch_size))
+                return
+            else:
+                import pyarrow.json as pajson
+
+                reader = pajson.open_json(stream, read_options=pajson.ReadOptions(block_size=1 << 22))
+            for rb in reader:
+                yield rb, min(raw.tell(), size)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, ValueError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UdmError(f"cannot read {fmt} input {path}: {msg}") from None
 
 
-def _json_batches(path: Path, batch_size: int) -> Iterator[pa.RecordBatch]:
+def _json_array(path: Path) -> bool:
+    if path.name.lower().endswith(".gz"):
+        return False
     with path.open("rb") as f:
-        head = f.read(64).lstrip()
-    if head.startswith(b"["):  # one JSON array of records: not streamable, read whole (documented)
-        with path.open("rb") as f:
-            rows = json.load(f)
-        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-            raise UdmError(f"JSON input {path} is an array but not an array of objects")
-        yield from pa.Table.from_pylist(rows).to_batches(batch_size)
-        return
-    import pyarrow.json as pajson
+        return f.read(64).lstrip().startswith(b"[")
 
-    with pajson.open_json(path, read_options=pajson.ReadOptions(block_size=1 << 22)) as reader:
-        yield from reader
+
+def _json_array_batches(path: Path, batch_size: int) -> Iterator[pa.RecordBatch]:
+    """One JSON array of records: not streamable, so read whole (documented; JSON Lines streams)."""
+    with path.open("rb") as f:
+        rows = json.load(f)
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise UdmError(f"JSON input {path} is an array but not an array of objects")
+    yield from pa.Table.from_pylist(rows).to_batches(batch_size)
 
 
 # ------------------------------------------------------------------------------------------ times
@@ -219,13 +234,13 @@ class TableReader:
         for f in self.files:
             size = f.stat().st_size
             base = self.bytes_done
-            for rb in _record_batches(f, self.format, self.opts, self.batch_size):
+            for rb, done in _record_batches(f, self.format, self.opts, self.batch_size):
+                self.bytes_done = base + done
                 if rb.num_rows == 0:
                     continue
                 if not self._checked:
                     self._check_columns(rb.schema.names, f)
                 yield self._convert(rb)
-                self.bytes_done = base + min(size, int(size * 0.99))
             self.bytes_done = base + size
 
     def close(self) -> None:
