@@ -122,6 +122,12 @@ def test_missing_columns_and_contradicting_options_are_one_line_errors(tmp_path:
         read_table_elements(path, start="ts")
     with pytest.raises(UdmError, match="unknown time unit"):
         read_table_elements(path, time="ts", unit="fortnights")
+    d = tmp_path / "parts"
+    d.mkdir()
+    _write("parquet", d / "a.parquet", ROWS)
+    _write("parquet", d / "b.parquet", [{"time": 1, "sym": "A", "price": 1.0}])
+    with pytest.raises(UdmError, match=r"b.parquet: no column 'ts'"):
+        read_table_elements(d, time="ts")
     (tmp_path / "bad.parquet").write_text("not parquet")
     with pytest.raises(UdmError, match="cannot read parquet input"):
         read_table_elements(tmp_path / "bad.parquet", time="ts")

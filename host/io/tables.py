@@ -228,18 +228,19 @@ class TableReader:
         self._open: dict[tuple[Any, ...], tuple[str, int]] = {}  # edge: key -> (id, le) of its open sample
         self._max = _BAD  # largest time seen (for CTIs)
         self._last_cti = _BAD
-        self._checked = False
 
     def __iter__(self) -> Iterator[ElementBatch]:
         for f in self.files:
             size = f.stat().st_size
             base = self.bytes_done
+            checked = False  # every file of a directory must have the columns
             for rb, done in _record_batches(f, self.format, self.opts, self.batch_size):
                 self.bytes_done = base + done
                 if rb.num_rows == 0:
                     continue
-                if not self._checked:
+                if not checked:
                     self._check_columns(rb.schema.names, f)
+                    checked = True
                 yield self._convert(rb)
             self.bytes_done = base + size
 
@@ -251,7 +252,6 @@ class TableReader:
         missing = [c for c in wanted if c not in names]
         if missing:
             raise UdmError(f"{f}: no column {missing[0]!r}; its columns: {', '.join(names)}")
-        self._checked = True
 
     # ------------------------------------------------------------------ one record batch
     def _convert(self, rb: pa.RecordBatch) -> ElementBatch:
