@@ -150,6 +150,7 @@ class TableWriter:
         self.rows_written += len(rows)
         if self._text is not None:
             self._text.write("".join(json.dumps(self._json_ready(r), separators=(",", ":")) + "\n" for r in rows))
+            self._text.flush()
             return
         table = self._table(rows)
         try:
@@ -167,7 +168,8 @@ class TableWriter:
     def _table(self, rows: list[dict[str, Any]]) -> pa.Table:
         try:
             if self._schema is None:
-                table = pa.Table.from_pylist(rows)
+                names = list(dict.fromkeys(k for r in rows for k in r))  # every field, in order of appearance
+                table = pa.table({k: [r.get(k) for r in rows] for k in names})
                 if self.sink.times == "timestamps":
                     for name in ("le", "re", "re_new", "t"):
                         if name in table.column_names:
