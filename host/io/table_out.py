@@ -179,8 +179,8 @@ class TableWriter:
                 table = table.cast(_widen(table.schema))
                 self._schema = table.schema
                 return table
-            names = {k for r in rows for k in r}
-            new = sorted(names - set(self._schema.names))
+            present = {k for r in rows for k in r}
+            new = sorted(present - set(self._schema.names))
             if new:
                 raise UdmError(f"output field {new[0]!r} appears after the first {self.rows_written - len(rows):,} "
                                f"rows fixed the {self.sink.format} columns ({', '.join(self._schema.names)}); "
