@@ -13,15 +13,17 @@ from pathlib import Path
 
 from .data import _vega
 
-__all__ = ["YEAR_US", "export_data"]
+__all__ = ["OFFSET_US", "YEAR_US", "export_data"]
 
 #: 365 days in microsecond ticks (timestamps are read as µs ticks).
 YEAR_US = 365 * 86_400 * 1_000_000
+#: windows start on 2000-01-01 (not at the epoch's alignment): its tick modulo the window size
+OFFSET_US = 946_684_800 * 1_000_000 % YEAR_US
 
-QUERY = f"""# Yearly median closing price per symbol (365-day tumbling windows; times are µs ticks)
+QUERY = f"""# Yearly median closing price per symbol (365-day tumbling windows from 2000-01-01; µs ticks)
 steps:
   - op: window
-    window: {{type: tumbling, size: {YEAR_US}}}
+    window: {{type: tumbling, size: {YEAR_US}, offset: {OFFSET_US}}}
     group_by: [symbol]
     udm: median
     input: price
