@@ -252,9 +252,14 @@ def test_progress_bar_on_a_terminal(capsys: Any, fake_engine: Any, files: dict[s
     buf = io.StringIO()
     monkeypatch.setattr(run_cmd, "err", Console(file=buf, force_terminal=True, width=120))
     code, _, _ = udm(capsys, "run", str(files["q"]), "-i", str(files["in"]), "-o", str(files["out"]))
+    assert code == 0 and "el/s\n" not in buf.getvalue() and "udm run" not in buf.getvalue()  # too short for a bar
+    buf.seek(0)
+    buf.truncate(0)
+    monkeypatch.setattr(run_cmd, "BAR_AFTER", 0.0)  # as if the run lasted longer than the bar's delay
+    code, _, _ = udm(capsys, "run", str(files["q"]), "-i", str(files["in"]), "-o", str(files["out"]))
     assert code == 0
     text = buf.getvalue()
-    assert "udm run" in text and "elements" in text  # the bar was drawn
+    assert "udm run" in text and "elements" in text and "el/s" in text  # the bar was drawn, with the rate
     assert "4 elements in, 4 out, 1 dead-lettered" in text
     buf.seek(0)
     buf.truncate(0)

@@ -12,10 +12,20 @@ __all__ = ["register"]
 def cmd_demo(
     engine: str = typer.Option("spark", "--engine", help="spark (local Spark, the default) or local."),
     out: Path = typer.Option(Path("udm-demo-out"), "--out", help="Where the plot goes."),
+    data: Path = typer.Option(None, "--data", help="Only write the demo's stock series to this directory "
+                              "(stocks.parquet, stocks.jsonl, yearly_median.yaml) for the README quickstart."),
 ) -> None:
     """Real series → imperfect streams → UDM queries by name → a table and a PNG plot."""
-    from udm.host.demo.job import run_demo
     from udm.host.errors import UdmError
+
+    if data is not None:
+        from udm.host.cli._common import out as console
+        from udm.host.demo.export import export_data
+
+        for p in export_data(data):
+            console.print(f"wrote {p}", highlight=False)
+        return
+    from udm.host.demo.job import run_demo
 
     if engine not in {"spark", "local"}:
         raise UdmError(f"unknown engine {engine!r} for the demo; choose spark or local")

@@ -10,27 +10,38 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from udm.host.errors import UdmError
+from udm.host.io.table_options import TableSource
 from udm.host.query.plan import bind
 from udm.host.query.runners import KNOWN_ENGINES, ProgressFn, RunRequest, get_engine
 from udm.host.query.spec import load_query
 
 from ._common import err
+from .table_args import TableArgs, table_sink, table_sources
 
 __all__ = ["cmd_run", "register"]
+
+_TABLES = "Tables (Parquet, CSV, JSON): see docs/query-writer.md"
+
+#: Seconds into a run before the progress bar appears.
+BAR_AFTER = 2.0
 
 
 @contextmanager
 def _progress_bar(enabled: bool) -> Iterator[ProgressFn | None]:
+    """A rich bar on stderr (bytes read, elements, elements/s), shown once a run has lasted `BAR_AFTER` s."""
     if not enabled:
         yield None
         return
+    from rich.console import Console
     from rich.progress import (
         BarColumn,
         DownloadColumn,
@@ -40,22 +51,37 @@ def _progress_bar(enabled: bool) -> Iterator[ProgressFn | None]:
         TimeRemainingColumn,
     )
 
-    with Progress(
+    bar = Progress(
         TextColumn("[bold]udm run[/]"),
         BarColumn(),
         DownloadColumn(),
         TextColumn("{task.fields[elements]:>12,} elements"),
+        TextColumn("{task.fields[rate]:>10,.0f} el/s"),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
-        console=err,
+        # asked for with --progress on a pipe or file: draw it anyway (rich draws only on terminals)
+        console=err if err.is_terminal else Console(stderr=True, force_terminal=True),
         transient=True,
-    ) as bar:
-        task = bar.add_task("run", total=None, elements=0)
+    )
+    task = bar.add_task("run", total=None, elements=0, rate=0.0)
+    t0 = time.perf_counter()
+    shown = False
 
-        def update(done: int, total: int | None, elements: int) -> None:
-            bar.update(task, completed=done, total=total, elements=elements)
+    def update(done: int, total: int | None, elements: int) -> None:
+        nonlocal shown
+        elapsed = time.perf_counter() - t0
+        if not shown:
+            if elapsed < BAR_AFTER:
+                return  # a short run finishes before a bar would tell anything
+            bar.start()
+            shown = True
+        bar.update(task, completed=done, total=total, elements=elements, rate=elements / max(elapsed, 1e-9))
 
+    try:
         yield update
+    finally:
+        if shown:
+            bar.stop()
 
 
 def cmd_run(
@@ -71,6 +97,37 @@ def cmd_run(
     master: str = typer.Option(None, "--master", help="Spark master URL for the spark engines "
                                "(default $UDM_SPARK_MASTER / $SPARK_REMOTE, else local[*])."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no summary."),
+    progress: bool = typer.Option(False, "--progress", help="Show the progress bar even when stderr is not a "
+                                  "terminal."),
+    time_: list[str] = typer.Option([], "--time", help="Table input: point events at column COL "
+                                    "([NAME=]COL).", rich_help_panel=_TABLES),
+    start: list[str] = typer.Option([], "--start", help="Table input: interval start column ([NAME=]COL).",
+                                    rich_help_panel=_TABLES),
+    end: list[str] = typer.Option([], "--end", help="Table input: interval end column ([NAME=]COL; null = inf).",
+                                  rich_help_panel=_TABLES),
+    edge: list[str] = typer.Option([], "--edge", help="Table input: edge events, each sample holding until "
+                                   "its key's next sample ([NAME=]COL).", rich_help_panel=_TABLES),
+    key: list[str] = typer.Option([], "--key", help="Edge events: the key columns ([NAME=]COL,COL...).",
+                                  rich_help_panel=_TABLES),
+    id_: list[str] = typer.Option([], "--id", help="Table input: event id column ([NAME=]COL; default r<row>).",
+                                  rich_help_panel=_TABLES),
+    unit: list[str] = typer.Option([], "--unit", help="Numeric time columns: ticks (as is), s, ms, us, ns "
+                                   "(→ microsecond ticks, as timestamps are) ([NAME=]UNIT).",
+                                   rich_help_panel=_TABLES),
+    format_: list[str] = typer.Option([], "--format", help="Input format: elements, parquet, csv, json "
+                                      "(default: by name ending and options) ([NAME=]FMT).",
+                                      rich_help_panel=_TABLES),
+    cti_every: list[str] = typer.Option([], "--cti-every", help="Table input: a CTI each time the largest time "
+                                        "minus --cti-lag crosses a multiple of this (ticks, or 10s/5m/1h) "
+                                        "([NAME=]N).", rich_help_panel=_TABLES),
+    cti_lag: list[str] = typer.Option([], "--cti-lag", help="How far CTIs trail the largest time seen: the "
+                                      "lateness allowed ([NAME=]N).", rich_help_panel=_TABLES),
+    output_format: str = typer.Option(None, "--output-format", help="elements, parquet, csv or json (default: "
+                                      "by --output's name ending; .jsonl = elements).", rich_help_panel=_TABLES),
+    final: bool = typer.Option(False, "--final", help="Table output: only the final result (the output's CHT: "
+                               "le, re, payload columns), no retractions.", rich_help_panel=_TABLES),
+    times: str = typer.Option("ticks", "--times", help="Table output: le/re as ticks or timestamps.",
+                              rich_help_panel=_TABLES),
     json_summary: bool = typer.Option(False, "--json", help="Print the summary as one JSON document on stdout."),
 ) -> None:
     """Run a query over an event file."""
@@ -78,7 +135,17 @@ def cmd_run(
     bound = bind(spec)  # unknown UDMs, bad params, disallowed policies: fail before any event is read
     run = get_engine(engine)
     inputs = _inputs(input_, bound.graph.inputs)
+    args = TableArgs(time=time_, start=start, end=end, edge=edge, key=key, id=id_, unit=unit, format=format_,
+                     cti_every=cti_every, cti_lag=cti_lag)
+    sources = table_sources(args, inputs)
+    sink = table_sink(output, output_format, final, times)
+    if engine == "spark-streaming" and (any(isinstance(s, TableSource) for s in sources.values())
+                                        or not isinstance(sink, str)):
+        raise UdmError("table input and output are read and written by --engine local and --engine spark; "
+                       "--engine spark-streaming takes element JSON Lines")
     for name, path in inputs.items():
+        if isinstance(sources[name], TableSource):
+            continue  # checked by table_sources (a directory of files is fine)
         if path != "-" and not Path(path).is_file():
             what = f"input file {path}" if len(inputs) == 1 else f"input file {path} (input {name!r})"
             raise UdmError(f"{what} does not exist")
@@ -89,12 +156,17 @@ def cmd_run(
         for n2, p2 in named[i + 1:]:
             if Path(p1).resolve() == Path(p2).resolve():
                 raise UdmError(f"{n1} and {n2} are the same file ({p1}); the run would overwrite it")
-    show_bar = not quiet and err.is_terminal and output != "-"
-    with _progress_bar(show_bar) as progress:
-        source: str | dict[str, str] = inputs if len(inputs) > 1 else next(iter(inputs.values()))
-        result = run(RunRequest(bound=bound, input=source, output=output, dead_letter=dead_letter,
-                                batch_size=batch_size, checkpoint=checkpoint, progress=progress,
+    show_bar = not quiet and (progress or (err.is_terminal and output != "-"))
+    with _progress_bar(show_bar) as update:
+        source: Any = sources if len(sources) > 1 else next(iter(sources.values()))
+        result = run(RunRequest(bound=bound, input=source, output=sink, dead_letter=dead_letter,
+                                batch_size=batch_size, checkpoint=checkpoint, progress=update,
                                 options={"master": master} if master else {}))
+    for i, w in enumerate(result.warnings):
+        for name, src in sources.items():
+            if (isinstance(src, TableSource) and src.options.cti_every is None
+                    and w.startswith(f"input {name!r} sent no CTI")):
+                result.warnings[i] = w + "; a table input gets CTIs with --cti-every N"
     if json_summary:
         sys.stdout.write(json.dumps(result.to_json_dict()) + "\n")
     elif not quiet:

@@ -204,16 +204,46 @@ def _rows(out: list[Element]) -> list[tuple[int, int, dict[str, Any]]]:
     return list(live.values())
 
 
+#: Below this console width the query table becomes one block of text per query (a nine-column table
+#: squeezed into 80 columns wraps its cells letter by letter).
+WIDE = 120
+
+
 def _print(console: Console, results: list[DemoResult]) -> None:
+    if console.width >= WIDE:
+        _query_table(console, results)
+    else:
+        _query_blocks(console, results)
+    _print_details(console, results)
+
+
+def _query_table(console: Console, results: list[DemoResult]) -> None:
     t = Table(title="Queries (each UDM invoked by registered name)", title_justify="left")
     for col in ("query", "UDM", "in", "inserts out", "retractions out", "dead-lettered", "result rows",
                 "CHT = local engine", "seconds"):
-        t.add_column(col, overflow="fold")
+        t.add_column(col)
     for r in results:
         t.add_row(f"{r.query.title}\n[dim]{r.query.shows}[/]", r.query.udm, f"{r.elements_in:,}", f"{r.inserts_out:,}",
                   f"{r.retractions_out:,}", f"{r.dead_lettered:,}", f"{len(r.rows):,}",
                   "[green]yes[/]" if r.agrees_with_local else "[red]NO[/]", f"{r.seconds:.1f}")
     console.print(t)
+
+
+def _query_blocks(console: Console, results: list[DemoResult]) -> None:
+    """One block per query: its title, what it shows, then its figures as short ``name value`` pairs
+    (wrapped between pairs, never inside one)."""
+    console.print("[bold]Queries[/] (each UDM invoked by registered name)")
+    for i, r in enumerate(results, 1):
+        agree = "[green]yes[/]" if r.agrees_with_local else "[red]NO[/]"
+        console.print(f"[bold]{i}. {r.query.title}[/]")
+        console.print(f"   [dim]{r.query.shows}[/]")
+        console.print(f"   UDM {r.query.udm}")
+        console.print(f"   in {r.elements_in:,} · out {r.inserts_out:,} inserts + {r.retractions_out:,} "
+                      f"retractions · dead {r.dead_lettered:,} · rows {len(r.rows):,}")
+        console.print(f"   CHT = local engine: {agree} · {r.seconds:.1f} s")
+
+
+def _print_details(console: Console, results: list[DemoResult]) -> None:
     for r in results:
         if not r.corrections:
             continue

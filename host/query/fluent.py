@@ -72,9 +72,25 @@ _Window: TypeAlias = Tumbling | Hopping | Snapshot | CountByStart | CountByEnd |
 
 @dataclass(frozen=True)
 class _Source:
-    kind: str  # "events" | "jsonl" | "none"
+    kind: str  # "events" | "jsonl" | "table" | "none"
     events: tuple[Any, ...] = ()
     path: str | None = None
+    table: Any = None  # a `udm.host.io.table_options.TableSource` (kind "table")
+
+    def reader(self) -> Any:
+        """The batches of a file source (element JSON Lines or a table)."""
+        if self.kind == "table":
+            from udm.host.io.tables import TableReader
+
+            return TableReader(self.table)
+        from udm.host.io.jsonl import JsonlReader
+
+        return JsonlReader(self.path or "", prefetch=1)
+
+    @property
+    def file(self) -> Any:
+        """What `RunRequest.input` takes for this source."""
+        return self.table if self.kind == "table" else self.path
 
 
 def _coerce_elements(events: Iterable[Any]) -> tuple[Any, ...]:
@@ -122,6 +138,22 @@ class Stream:
         """A stream over a JSON Lines event file (read only when the query runs); ``name`` is its input name
         in a query graph."""
         return cls(((name, _Source("jsonl", path=str(path))),), _head=name, _catalog=catalog)
+
+    @classmethod
+    def from_table(cls, path: str | Path, *, time: str | None = None, start: str | None = None,
+                   end: str | None = None, edge: str | None = None, key: Sequence[str] = (), id: str | None = None,
+                   unit: str = "ticks", cti_every: int | None = None, cti_lag: int = 0, format: str | None = None,
+                   name: str = "main", catalog: Catalog | None = None) -> Stream:
+        """A stream over a user's table — a Parquet, CSV or JSON Lines file or directory — with the column
+        options of ``udm run`` (`udm.host.io.table_options.TableOptions`): ``time=`` for point events,
+        ``start=``/``end=`` for intervals, ``edge=``/``key=`` for edge samples. Read (streamed) when the
+        query runs; bad rows are dead letters with their row numbers."""
+        from udm.host.io.table_options import TableOptions, TableSource
+
+        opts = TableOptions(time=time, start=start, end=end, edge=edge, key=tuple(key), id=id, unit=unit,
+                            cti_every=cti_every, cti_lag=cti_lag, format=format).check(str(path))
+        source = _Source("table", path=str(path), table=TableSource(Path(path), opts))
+        return cls(((name, source),), _head=name, _catalog=catalog)
 
     @classmethod
     def query(cls, *, catalog: Catalog | None = None) -> Stream:
@@ -415,13 +447,12 @@ class Stream:
             return _run_sources(bound, self._inputs, dead_letters)
         if self._source.kind == "events":
             return run_elements(bound, self._source.events, dead_letters=dead_letters)
-        from udm.host.io.jsonl import JsonlReader
         from udm.host.query.runners import make_runner, quiet_gc
 
         runner = make_runner(bound, None)
         out: list[Element] = []
         with quiet_gc():
-            for batch in JsonlReader(self._source.path or "", prefetch=1):
+            for batch in self._source.reader():
                 out.extend(runner.process_batch(batch))
                 _collect(runner, dead_letters)
             out.extend(runner.finish())
@@ -441,27 +472,33 @@ class Stream:
         return replace(self, _inputs=((name, source),)).to_elements()
 
     def run(self, output: str | Path, *, dead_letter: str | Path | None = None, engine: str = "local",
-            input: str | Path | None = None, **options: Any) -> RunResult:
-        """Run file to file, exactly as ``udm run`` does (``input`` defaults to the `from_jsonl` path)."""
+            input: str | Path | None = None, output_format: str | None = None, final: bool = False,
+            times: str = "ticks", **options: Any) -> RunResult:
+        """Run file to file, exactly as ``udm run`` does (``input`` defaults to the `from_jsonl` /
+        `from_table` source). ``output_format``/``final``/``times`` as ``udm run``'s table output options."""
+        from udm.host.io.table_out import output_sink
         from udm.host.query.runners import RunRequest, get_engine
 
         bound = self.bind()
         src: Any
         if len(self._inputs) > 1 and input is None:
-            if any(s.kind != "jsonl" for _, s in self._inputs):
-                raise QuerySpecError("run() reads files: build every input with Stream.from_jsonl(path, name=...)")
-            src = {n: s.path for n, s in self._inputs}
+            if any(s.kind not in ("jsonl", "table") for _, s in self._inputs):
+                raise QuerySpecError("run() reads files: build every input with Stream.from_jsonl(path, name=...) "
+                                     "or Stream.from_table(path, name=..., time=...)")
+            src = {n: s.file for n, s in self._inputs}
         else:
-            src = input if input is not None else self._source.path
+            src = input if input is not None else self._source.file
             if src is None:
                 raise QuerySpecError("run() needs an input file: Stream.from_jsonl(path) or run(..., input=path)")
-            src = str(src)
+            src = src if not isinstance(src, (str, Path)) else str(src)
         run = get_engine(engine)
-        return run(RunRequest(bound=bound, input=src, output=str(output),
+        return run(RunRequest(bound=bound, input=src, output=output_sink(str(output), output_format, final=final,
+                                                                         times=times),
                               dead_letter=None if dead_letter is None else str(dead_letter), options=options))
 
     def __repr__(self) -> str:
-        srcs = [{"none": "query", "events": f"events[{len(s.events)}]", "jsonl": f"jsonl({s.path!r})"}[s.kind]
+        srcs = [{"none": "query", "events": f"events[{len(s.events)}]", "jsonl": f"jsonl({s.path!r})",
+                 "table": f"table({s.path!r})"}[s.kind]
                 for _, s in self._inputs]
         parts = [" + ".join(srcs), *(f"{m}({_step_name(s)})" for m, s in zip(self._methods, self._steps, strict=True))]
         if self._group_by is not None:
@@ -482,14 +519,13 @@ def _run_sources(bound: BoundQuery, inputs: Sequence[tuple[str, _Source]], dead_
                  ) -> list[Element]:
     """Run a query graph over several sources, read side by side in the documented order."""
     from udm.host.io.interleave import interleave
-    from udm.host.io.jsonl import JsonlReader
     from udm.host.query.runners import make_runner, quiet_gc
 
     def numbered(src: _Source) -> Iterable[tuple[int | None, Any]]:
         """(line, element) pairs: a file's own line numbers, or 1, 2, ... for in-memory events."""
         if src.kind == "events":
             return enumerate(src.events, 1)
-        return (pair for batch in JsonlReader(src.path or "", prefetch=1) for pair in batch.to_elements())
+        return (pair for batch in src.reader() for pair in batch.to_elements())
 
     names = bound.graph.inputs
     given = dict(inputs)

@@ -48,8 +48,9 @@ class EngineUnavailable(UdmError):
     """The named engine is known but not installed/wired in this build."""
 
 
-#: One input source: a path, ``-`` (stdin) or a binary stream.
-Source = str | Path | IO[bytes]
+#: One input source: a path, ``-`` (stdin) or a binary stream (element JSON Lines), or a
+#: `udm.host.io.table_options.TableSource` (a user's table read with column options).
+Source = Any
 
 
 @dataclass
@@ -57,7 +58,8 @@ class RunRequest:
     bound: BoundQuery
     #: the input, or one per declared input name (``{"bids": path, "auctions": path}``)
     input: Source | dict[str, Source]
-    output: str | Path | IO[str]
+    #: a path / stream for element JSON Lines, or a `udm.host.io.table_out.TableSink`
+    output: Any
     dead_letter: str | Path | IO[str] | None = None
     batch_size: int | None = None
     checkpoint: str | Path | None = None
@@ -77,7 +79,7 @@ class RunRequest:
         if given is None:
             if len(names) != 1:
                 raise UdmError(f"the query reads inputs {', '.join(names)}: give each as --input NAME=PATH")
-            return {names[0]: self.input}  # type: ignore[dict-item]
+            return {names[0]: self.input}
         unknown = [n for n in given if n not in names]
         if unknown:
             raise UdmError(f"the query has no input {unknown[0]!r} (its inputs: {', '.join(names)})")
@@ -188,6 +190,12 @@ def quiet_gc(threshold: int = 200_000) -> Iterator[None]:
 
 
 def _file_size(p: Any) -> int | None:
+    from udm.host.io.table_options import TableSource
+
+    if isinstance(p, TableSource):
+        p = p.path
+        if p.is_dir():
+            return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
     if isinstance(p, (str, Path)) and str(p) != "-":
         try:
             return Path(p).stat().st_size
@@ -233,7 +241,8 @@ def run_local(req: RunRequest) -> RunResult:
     """The in-process engine: JSONL batches -> `QueryRunner.process_batch` -> JSONL out; end of input is
     ``cti(INF)`` (`QueryRunner.finish`). Several inputs are read side by side, in the order of
     `udm.host.io.interleave`."""
-    from udm.host.io.jsonl import DeadLetterWriter, JsonlWriter
+    from udm.host.io.jsonl import DeadLetterWriter
+    from udm.host.io.table_out import open_writer
 
     sources = req.inputs
     ck = _local_checkpoint(req, sources) if req.checkpoint is not None else None
@@ -261,7 +270,7 @@ def run_local(req: RunRequest) -> RunResult:
         else:
             runner.take_dead_letters()
 
-    with quiet_gc(), JsonlWriter(req.output, append=resume) as out:
+    with quiet_gc(), open_writer(req.output, append=resume) as out:
         try:
             if ck is not None:
                 _feed_checkpointed(req, runner, next(iter(sources.values())), out, dlw, ck, mark, peak)
@@ -329,10 +338,11 @@ def no_cti_warnings(spec: Any, silent: Iterable[str], held: str) -> list[str]:
 
 
 def _feed_one(req: RunRequest, runner: Any, source: Source, out: Any, dead_letters: Callable[[], None]) -> None:
-    from udm.host.io.jsonl import DEFAULT_BATCH_SIZE, JsonlReader
+    from udm.host.io.jsonl import DEFAULT_BATCH_SIZE
+    from udm.host.io.tables import open_reader
 
     total = _file_size(source)
-    reader = JsonlReader(source, batch_size=req.batch_size or DEFAULT_BATCH_SIZE, **READER_OPTIONS)
+    reader = open_reader(source, batch_size=req.batch_size or DEFAULT_BATCH_SIZE, **READER_OPTIONS)
     n_in = 0
     try:
         for batch in reader:
@@ -352,6 +362,10 @@ def _local_checkpoint(req: RunRequest, sources: dict[str, Source]) -> Any:
     if len(sources) != 1:
         raise UdmError("--checkpoint with --engine local needs a single-input query (several inputs: not yet)")
     src = next(iter(sources.values()))
+    from udm.host.io.table_options import TableSource
+
+    if isinstance(src, TableSource):
+        raise UdmError("--checkpoint with --engine local reads element JSON Lines only (table inputs: not yet)")
     if not isinstance(src, (str, Path)) or str(src) == "-":
         raise UdmError("--checkpoint needs an input file, not stdin")
     for what, p in (("--output", req.output), ("--dead-letter", req.dead_letter)):
@@ -419,9 +433,10 @@ _CHUNK = 4096
 def _feed_several(req: RunRequest, runner: Any, sources: dict[str, Source], out: Any,
                   dead_letters: Callable[[], None]) -> None:
     from udm.host.io.interleave import interleave
-    from udm.host.io.jsonl import DEFAULT_BATCH_SIZE, JsonlReader
+    from udm.host.io.jsonl import DEFAULT_BATCH_SIZE
+    from udm.host.io.tables import open_reader
 
-    readers = {n: JsonlReader(src, batch_size=req.batch_size or DEFAULT_BATCH_SIZE) for n, src in sources.items()}
+    readers = {n: open_reader(src, batch_size=req.batch_size or DEFAULT_BATCH_SIZE) for n, src in sources.items()}
     sizes = [_file_size(src) for src in sources.values()]
     total = None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
 

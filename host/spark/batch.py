@@ -383,8 +383,14 @@ def _true_end(run: SparkRun, t_end: int | None) -> int | None:
 def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
               elements: DataFrame | Mapping[str, DataFrame], *,
               on_violation: str | None = None, buckets: int | None = None,
-              algebraic: bool | None = None) -> SparkRun:
+              algebraic: bool | None = None, table: Any = None) -> SparkRun:
     """Run ``query`` over an element DataFrame on Spark; output CHT equals the local engine's.
+
+    ``table``: the DataFrame is a user's table, not elements — column options as for ``udm run``
+    (``{"time": "ts"}``, ``{"start": "a", "end": "b"}``, ``{"edge": "t", "key": ["k"]}``, ``id``, ``unit``;
+    a `udm.host.io.table_options.TableOptions`, or a mapping of input name to options for a graph), read by
+    `udm.host.spark.tables.table_elements_df`. `udm.host.spark.tables.typed_output` then gives the result
+    with typed payload columns.
 
     ``buckets``: how many key buckets or time ranges (default: ``spark.sql.shuffle.partitions``); a
     keyless query that cannot be split by time (`time_split`) uses one.
@@ -404,6 +410,15 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     from udm.host.spark.graph import is_graph, run_graph_batch
 
     spec = _spec_of(query)
+    if table is not None:
+        from udm.host.spark.tables import table_elements_df
+
+        if isinstance(elements, Mapping):
+            per = table if all(n in table for n in elements) else dict.fromkeys(elements, table)
+            elements = {n: table_elements_df(df, per[n]) if per.get(n) is not None else df
+                        for n, df in elements.items()}
+        else:
+            elements = table_elements_df(elements, table)
     if isinstance(elements, Mapping) or is_graph(spec):
         return run_graph_batch(spec, elements, on_violation=on_violation, buckets=buckets)
     bind(spec)  # fail fast on the driver, with the catalog's message

@@ -20,7 +20,9 @@ __all__ = ["run_spark"]
 
 def run_spark(req: RunRequest) -> RunResult:
     from udm.host.errors import UdmError
-    from udm.host.io.jsonl import DeadLetterWriter, JsonlReader, JsonlWriter
+    from udm.host.io.jsonl import DeadLetterWriter
+    from udm.host.io.table_out import open_writer
+    from udm.host.io.tables import open_reader
     from udm.host.spark.batch import run_batch
     from udm.host.spark.convert import collect_elements, elements_df
     from udm.host.spark.session import get_spark
@@ -31,7 +33,7 @@ def run_spark(req: RunRequest) -> RunResult:
         return _run_graph(req)
     t0 = time.perf_counter()
     spark = get_spark(req.options.get("master"))
-    reader = JsonlReader(req.input, batch_size=req.batch_size or 65536)
+    reader = open_reader(req.input, batch_size=req.batch_size or 65536)
     try:
         batches = list(reader)
     finally:
@@ -41,7 +43,7 @@ def run_spark(req: RunRequest) -> RunResult:
     run = run_batch(req.bound, elements_df(spark, batches), on_violation=req.on_violation)
     try:
         out = collect_elements(run.output)
-        with JsonlWriter(req.output) as w:
+        with open_writer(req.output) as w:
             w.write(out)
         rows = run.dead_letters.orderBy("line").collect()
         dead = [{"line": r["line"], "reason": r["reason"],
@@ -72,7 +74,9 @@ def _sent_cti(batches: list[Any]) -> bool:
 def _run_graph(req: RunRequest) -> RunResult:
     """A query graph (`udm.host.spark.graph`): every ``--input NAME=PATH`` read on the driver, one
     DataFrame each, run together; dead letters of a multi-input query name their input."""
-    from udm.host.io.jsonl import DeadLetterWriter, JsonlReader, JsonlWriter
+    from udm.host.io.jsonl import DeadLetterWriter
+    from udm.host.io.table_out import open_writer
+    from udm.host.io.tables import open_reader
     from udm.host.spark.convert import collect_elements, elements_df
     from udm.host.spark.graph import lmerge_counts, run_graph_batch
     from udm.host.spark.session import get_spark
@@ -84,7 +88,7 @@ def _run_graph(req: RunRequest) -> RunResult:
     counts: dict[str, dict[str, int]] = {}
     silent: list[str] = []
     for name, src in sources.items():
-        reader = JsonlReader(src, batch_size=req.batch_size or 65536)
+        reader = open_reader(src, batch_size=req.batch_size or 65536)
         try:
             batches = list(reader)
         finally:
@@ -98,7 +102,7 @@ def _run_graph(req: RunRequest) -> RunResult:
     multi = len(sources) > 1
     try:
         out = collect_elements(run.output)
-        with JsonlWriter(req.output) as w:
+        with open_writer(req.output) as w:
             w.write(out)
         rows = run.dead_letters.orderBy("line", "input").collect()
         dead = []

@@ -8,6 +8,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from udm.host.errors import UdmError
@@ -16,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "LOG4J_CONFIG",
     "MASTER_ENV",
     "REMOTE_ENV",
     "ROCKSDB_PROVIDER",
@@ -76,6 +81,56 @@ def _resolve(master: str | None, conf: dict[str, Any]) -> tuple[str | None, str 
     return "local[*]", None
 
 
+#: udmkit's log4j2 configuration for the JVM it starts (errors only); ``$UDM_SPARK_LOG4J`` names another.
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+
+
+def _quiet_logging(settings: dict[str, Any]) -> dict[str, str]:
+    """The driver JVM option that points log4j2 at `LOG4J_CONFIG` (unless the caller sets Java options),
+    so Spark's WARN lines never interleave with udmkit's output. It must be given before the JVM starts:
+    Spark's ``setLogLevel`` comes too late for the start-up warnings."""
+    config = os.environ.get("UDM_SPARK_LOG4J") or str(LOG4J_CONFIG)
+    opt = f"-Dlog4j2.configurationFile=file:{config}"
+    out = {}
+    for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+        if key not in settings:
+            out[key] = opt
+    return out
+
+
+#: Lines the JVM prints to stderr at start-up, outside log4j, that say nothing a user can act on.
+JVM_NOISE = (b"WARNING: Using incubator modules",)
+
+
+@contextmanager
+def _jvm_stderr_filtered(enabled: bool) -> Iterator[None]:
+    """While the JVM starts, fd 2 is a pipe that a daemon thread copies to the real stderr minus
+    `JVM_NOISE` (the JVM keeps that pipe as its stderr; its later errors still come through)."""
+    try:
+        real = os.dup(2) if enabled else -1
+    except OSError:
+        real = -1
+    if real < 0:
+        yield
+        return
+    r, w = os.pipe()
+    os.dup2(w, 2)
+    os.close(w)
+
+    def copy() -> None:
+        with os.fdopen(r, "rb", buffering=0) as src:
+            for line in src:
+                if not line.startswith(JVM_NOISE):
+                    os.write(real, line)
+
+    threading.Thread(target=copy, name="udm-jvm-stderr", daemon=True).start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(real, 2)  # this process writes to the real stderr again
+
+
 def get_spark(master: str | None = None, *, app_name: str = "udmkit", shuffle_partitions: int = 4,
               **conf: Any) -> SparkSession:
     """A SparkSession configured for udmkit, or the active session reused as it is (plus ``conf``).
@@ -126,12 +181,15 @@ def get_spark(master: str | None = None, *, app_name: str = "udmkit", shuffle_pa
             # driver's block manager at spark.driver.host, which must be the address it listens on.
             local_ip = os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")
             defaults.update({"spark.driver.bindAddress": local_ip, "spark.driver.host": local_ip})
+    if remote is None or not remote.startswith("sc://"):
+        defaults.update(_quiet_logging(settings))  # the JVM starts here: its logging is set before it starts
     defaults.update(settings)
     for key, value in defaults.items():
         if value is not None:
             builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
     try:
-        spark: SparkSession = builder.getOrCreate()
+        with _jvm_stderr_filtered(remote is None or not remote.startswith("sc://")):
+            spark: SparkSession = builder.getOrCreate()
     except Exception as exc:  # JVM missing, bad master URL, unreachable Connect server
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UdmError(f"cannot start Spark (master={master or remote}): {first}") from exc

@@ -1,0 +1,415 @@
+"""Reading a user's table (Parquet, CSV, JSON Lines — a file or a directory of them) as `ElementBatch`es.
+
+The file is streamed in record batches (``ParquetFile.iter_batches``, ``pyarrow.csv.open_csv``,
+``pyarrow.json.open_json``), never loaded whole, so memory stays flat however long the file is (bench:
+``bench/bench_tables.py``). Each row becomes an insert shaped by `TableOptions` (point, interval or edge);
+its payload is the row's other columns, as a struct column when the batch allows it. A row whose time is
+null or cannot be read as a time becomes a bad row (dead-lettered with its row number and the row itself);
+``line`` is the 1-based data row number over the whole input (a directory's files in name order, a CSV's
+header not counted).
+
+Edge events (semantics note 32) are read as the physical stream a live feed of samples would give: a
+sample is inserted open-ended (``[t, INF)``) and retracted to ``[t, t_next)`` when its key's next sample
+arrives, so the input needs no look-ahead and memory holds one open sample per key.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from udm.host.errors import UdmError
+from udm.sdk import INF
+
+from .batch import ElementBatch
+from .table_options import FORMATS, UNITS, TableOptions, TableSource, detect_format
+
+__all__ = ["TableReader", "open_reader", "read_table_elements"]
+
+_I64 = pa.int64()
+_STR = pa.string()
+_BAD = np.iinfo(np.int64).min  # a time that could not be read
+_US = pa.timestamp("us", tz="UTC")
+
+
+# ------------------------------------------------------------------------------------------ record batches
+def _files(path: Path, fmt: str) -> list[Path]:
+    if not path.exists():
+        raise UdmError(f"input {path} does not exist")
+    if not path.is_dir():
+        return [path]
+    files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(("_", "."))
+                   and p.name.lower().endswith(FORMATS[fmt]))
+    if not files:
+        raise UdmError(f"input directory {path} holds no {fmt} files ({', '.join(FORMATS[fmt])})")
+    return files
+
+
+def _record_batches(path: Path, fmt: str, opts: TableOptions, batch_size: int
+                    ) -> Iterator[tuple[pa.RecordBatch, int]]:
+    """The file's record batches, each with the bytes of the file consumed so far (for progress)."""
+    size = path.stat().st_size
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            # pre_buffer (the default) keeps every row group read so far in memory: memory would grow with
+            # the file; a 1 MiB read buffer streams it (bench/bench_tables.py)
+            pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
+            total, done = max(pf.metadata.num_rows, 1), 0
+            for rb in pf.iter_batches(batch_size=batch_size):
+                done += rb.num_rows
+                yield rb, size * done // total
+            return
+        with pa.OSFile(str(path)) as raw:
+            stream = pa.CompressedInputStream(raw, "gzip") if path.name.lower().endswith(".gz") else raw
+            if fmt == "csv":
+                import pyarrow.csv as pcsv
+
+                # time columns are read as text and parsed here, so a bad cell is one dead letter, not a
+                # type-inference failure of the whole block
+                convert = pcsv.ConvertOptions(column_types={c: _STR for c in opts.time_columns},
+                                              strings_can_be_null=True)
+                delimiter = "\t" if path.name.lower().endswith(".tsv") else ","
+                reader = pcsv.open_csv(stream, read_options=pcsv.ReadOptions(block_size=1 << 22, use_threads=False),
+                                       parse_options=pcsv.ParseOptions(delimiter=delimiter),
+                                       convert_options=convert)
+            elif _json_array(path):
+                yield from ((rb, size) for rb in _json_array_batches(path, batch_size))
+                return
+            else:
+                import pyarrow.json as pajson
+
+                reader = pajson.open_json(stream, read_options=pajson.ReadOptions(block_size=1 << 22))
+            for rb in reader:
+                yield rb, min(raw.tell(), size)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, ValueError) as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UdmError(f"cannot read {fmt} input {path}: {msg}") from None
+
+
+def _json_array(path: Path) -> bool:
+    if path.name.lower().endswith(".gz"):
+        return False
+    with path.open("rb") as f:
+        return f.read(64).lstrip().startswith(b"[")
+
+
+def _json_array_batches(path: Path, batch_size: int) -> Iterator[pa.RecordBatch]:
+    """One JSON array of records: not streamable, so read whole (documented; JSON Lines streams)."""
+    with path.open("rb") as f:
+        rows = json.load(f)
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise UdmError(f"JSON input {path} is an array but not an array of objects")
+    yield from pa.Table.from_pylist(rows).to_batches(batch_size)
+
+
+# ------------------------------------------------------------------------------------------ times
+def _text_times(arr: pa.Array, scale: float) -> np.ndarray:
+    """Times given as text: an integer/number (in the unit) or an ISO-8601 timestamp; else `_BAD`."""
+    out = np.full(len(arr), _BAD, dtype=np.int64)
+    for i, s in enumerate(arr.to_pylist()):
+        if s is None:
+            continue
+        s = s.strip()
+        try:
+            out[i] = _scaled(float(s) if not s.lstrip("-").isdigit() else int(s), scale)
+            continue
+        except (ValueError, OverflowError):
+            pass
+        try:
+            ts = datetime.fromisoformat(s.replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        if ts.tzinfo is None:
+            ts = ts.replace(tzinfo=UTC)
+        delta = ts - datetime(1970, 1, 1, tzinfo=UTC)
+        out[i] = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return out
+
+
+def _scaled(v: float | int, scale: float) -> int:
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ValueError("not finite")
+    if scale == 1 and isinstance(v, int):
+        return v
+    return math.floor(v * scale)
+
+
+def times(arr: pa.Array, unit: str) -> np.ndarray:
+    """A time column as int64 ticks; rows that are null or unreadable get `_BAD`."""
+    scale = UNITS[unit]
+    typ = arr.type
+    if pa.types.is_dictionary(typ):
+        arr, typ = arr.dictionary_decode(), arr.type.value_type
+    if pa.types.is_timestamp(typ) or pa.types.is_date(typ):
+        us = pc.cast(arr.cast(pa.timestamp(typ.unit, tz=getattr(typ, "tz", None) or "UTC"))
+                     if pa.types.is_timestamp(typ) else arr, _US, safe=False)
+        return np.array(pc.fill_null(us.cast(_I64), _BAD).to_numpy(zero_copy_only=False), dtype=np.int64)
+    if pa.types.is_integer(typ):
+        vals = np.array(pc.fill_null(arr.cast(_I64), _BAD).to_numpy(zero_copy_only=False), dtype=np.int64)
+        if scale != 1:
+            bad = vals == _BAD
+            vals = np.floor(vals * scale).astype(np.int64)
+            vals[bad] = _BAD
+        return vals
+    if pa.types.is_floating(typ) or pa.types.is_decimal(typ):
+        f = pc.fill_null(arr.cast(pa.float64()), math.nan).to_numpy(zero_copy_only=False)
+        ok = np.isfinite(f)
+        out = np.full(len(f), _BAD, dtype=np.int64)
+        out[ok] = np.floor(f[ok] * scale).astype(np.int64)
+        return out
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return _text_times(arr.cast(_STR), scale)
+    return np.full(len(arr), _BAD, dtype=np.int64)
+
+
+# ------------------------------------------------------------------------------------------ payloads
+def _payload_column(arr: pa.Array) -> pa.Array:
+    """A payload field in a JSON type: int64, float64, bool, string (timestamps/dates as ISO text)."""
+    typ = arr.type
+    if pa.types.is_dictionary(typ):
+        arr = arr.dictionary_decode()
+        typ = arr.type
+    if pa.types.is_integer(typ):
+        return arr.cast(_I64)
+    if pa.types.is_floating(typ) or pa.types.is_decimal(typ):
+        return arr.cast(pa.float64())
+    if pa.types.is_boolean(typ) or pa.types.is_string(typ):
+        return arr
+    if pa.types.is_large_string(typ):
+        return arr.cast(_STR)
+    if pa.types.is_null(typ):
+        return arr.cast(_STR)
+    try:
+        return arr.cast(_STR)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return pa.array([None if v is None else json.dumps(v, default=str) for v in arr.to_pylist()], _STR)
+
+
+def _payload(batch: pa.RecordBatch, reserved: frozenset[str]) -> pa.Array:
+    """The payload of every row: a struct of the non-reserved columns, or their JSON text when a field
+    holds nulls (a struct batch must have every field present, `udm.host.io.batch`)."""
+    names = [n for n in batch.schema.names if n not in reserved]
+    cols = [_payload_column(batch.column(n)) for n in names]
+    if not names:
+        return pa.array([{}] * batch.num_rows, pa.struct([]))
+    if any(c.null_count for c in cols):
+        rows = pa.Table.from_arrays(cols, names=names).to_pylist()
+        return pa.array([json.dumps({k: v for k, v in r.items()}, separators=(",", ":"))
+                         for r in rows], _STR)
+    return pa.StructArray.from_arrays(cols, names=names)
+
+
+# ------------------------------------------------------------------------------------------ reader
+class TableReader:
+    """`ElementBatch`es from a table input, in row order (iterate; `close` when done).
+
+    ``bytes_done`` approximates the bytes consumed (whole files plus the share of the current one), for
+    the progress bar.
+    """
+
+    def __init__(self, source: TableSource, *, batch_size: int = 65536) -> None:
+        self.opts = source.options.check(str(source.path))
+        self.path = Path(source.path)
+        self.format = detect_format(self.path, self.opts.format)
+        self.files = _files(self.path, self.format)
+        self.batch_size = batch_size
+        self.bytes_done = 0
+        self.rows = 0
+        self._open: dict[tuple[Any, ...], tuple[str, int]] = {}  # edge: key -> (id, le) of its open sample
+        self._max = _BAD  # largest time seen (for CTIs)
+        self._last_cti = _BAD
+
+    def __iter__(self) -> Iterator[ElementBatch]:
+        for f in self.files:
+            size = f.stat().st_size
+            base = self.bytes_done
+            checked = False  # every file of a directory must have the columns
+            for rb, done in _record_batches(f, self.format, self.opts, self.batch_size):
+                self.bytes_done = base + done
+                if rb.num_rows == 0:
+                    continue
+                if not checked:
+                    self._check_columns(rb.schema.names, f)
+                    checked = True
+                yield self._convert(rb)
+            self.bytes_done = base + size
+
+    def close(self) -> None:
+        """Nothing is held open between batches (each file is opened by its iterator)."""
+
+    def _check_columns(self, names: list[str], f: Path) -> None:
+        wanted = [*self.opts.time_columns, *self.opts.key, *([self.opts.id] if self.opts.id else [])]
+        missing = [c for c in wanted if c not in names]
+        if missing:
+            raise UdmError(f"{f}: no column {missing[0]!r}; its columns: {', '.join(names)}")
+
+    # ------------------------------------------------------------------ one record batch
+    def _convert(self, rb: pa.RecordBatch) -> ElementBatch:
+        o = self.opts
+        n = rb.num_rows
+        first = self.rows + 1
+        self.rows += n
+        rows = np.arange(first, first + n, dtype=np.int64)
+        le = times(rb.column(o.time or o.start or o.edge), o.unit)
+        reason = np.full(n, None, dtype=object)
+        tcol = o.time or o.start or o.edge
+        reason[le == _BAD] = f"column {tcol!r}: no time (null or not a time)"
+        if o.shape == "point":
+            re = le + 1
+        elif o.shape == "interval":
+            end_col = rb.column(o.end)
+            re = times(end_col, o.unit)
+            null_end = np.asarray(pc.is_null(end_col).to_numpy(zero_copy_only=False), dtype=bool)
+            re[null_end] = INF
+            ok = reason == None  # noqa: E711 (numpy elementwise)
+            reason[ok & (re == _BAD)] = f"column {o.end!r}: not a time"
+            reason[ok & (re != _BAD) & (re <= le)] = f"column {o.end!r}: end is not after start"
+        else:
+            re = np.full(n, INF, dtype=np.int64)
+        ids = (rb.column(o.id).cast(_STR) if o.id else
+               pa.array(np.char.add("r", rows.astype(str)), _STR))
+        if o.id:
+            ok = reason == None  # noqa: E711
+            null_id = np.asarray(pc.is_null(ids).to_numpy(zero_copy_only=False), dtype=bool)
+            reason[ok & null_id] = f"column {o.id!r}: no id (null)"
+        payload = _payload(rb, o.reserved)
+        good = reason == None  # noqa: E711
+        if o.shape == "edge":
+            return self._edge_batch(rb, rows, le, ids, payload, reason, good)
+        kind = np.where(good, 0, -1).astype(np.int8)
+        plan = _Plan(kind, np.arange(n), rows, ids, le, re, np.full(n, _BAD), reason)
+        return self._finish(rb, plan, payload)
+
+    def _edge_batch(self, rb: pa.RecordBatch, rows: np.ndarray, le: np.ndarray, ids: pa.Array,
+                    payload: pa.Array, reason: np.ndarray, good: np.ndarray) -> ElementBatch:
+        """Edge samples: retract the key's open sample to end here, then insert this one open-ended."""
+        o = self.opts
+        keys = list(zip(*(rb.column(k).to_pylist() for k in o.key), strict=True)) if o.key else [()] * len(le)
+        id_list = ids.to_pylist()
+        rows_out: list[tuple[int, int, str, int, int, int, int]] = []  # kind, src, id, le, re, re_new, line
+        emit = rows_out.append
+        for i in range(len(le)):
+            line = int(rows[i])
+            if not good[i]:
+                emit((-1, i, "", _BAD, _BAD, _BAD, line))
+                continue
+            t = int(le[i])
+            prev = self._open.get(keys[i])
+            if prev is not None:
+                if t < prev[1]:
+                    reason[i] = (f"column {o.edge!r}: sample at {t} is earlier than the previous sample of "
+                                 f"its key at {prev[1]} (edge input must be in time order per key)")
+                    emit((-1, i, "", _BAD, _BAD, _BAD, line))
+                    continue
+                emit((1, -1, prev[0], prev[1], INF, t, line))
+            emit((0, i, id_list[i], t, INF, _BAD, line))
+            self._open[keys[i]] = (id_list[i], t)
+        kind, src, out_ids, les, res, re_news, lines = (list(c) for c in zip(*rows_out, strict=True)) \
+            if rows_out else ([] for _ in range(7))
+        s = np.asarray(src, dtype=np.int64)
+        plan = _Plan(np.asarray(kind, dtype=np.int8), s, np.asarray(lines, dtype=np.int64), pa.array(out_ids, _STR),
+                     np.asarray(les, dtype=np.int64), np.asarray(res, dtype=np.int64),
+                     np.asarray(re_news, dtype=np.int64), reason)
+        return self._finish(rb, plan, payload)
+
+    # ------------------------------------------------------------------ assembling the batch
+    def _finish(self, rb: pa.RecordBatch, p: _Plan, payload: pa.Array) -> ElementBatch:
+        if self.opts.cti_every is not None:
+            p = self._with_ctis(p)
+        kind, src = p.kind, p.src
+        names = np.array(["insert", "retract", "cti"], dtype=object)
+        kind_txt = np.where(kind >= 0, names[np.maximum(kind, 0)], None)
+        is_ev = (kind == 0) | (kind == 1)
+        with_payload = (kind == 0) & (src >= 0)
+        take = pa.array(np.where(with_payload, src, 0), _I64, mask=~with_payload)
+        bad = kind == -1
+        errors: Any = np.full(len(kind), None, dtype=object)
+        if bad.any():
+            errors[bad] = p.reason[src[bad]]
+        raw: list[str | None] = [None] * len(kind)
+        if bad.any():
+            bad_rows = rb.take(pa.array(src[bad])).to_pylist()
+            for j, r in zip(np.flatnonzero(bad).tolist(), bad_rows, strict=True):
+                raw[j] = json.dumps(r, default=str, separators=(",", ":"))
+        ids = pc.if_else(pa.array(is_ev), p.ids, pa.scalar(None, _STR))
+        table = pa.table({
+            "kind": pa.array(kind_txt, _STR),
+            "id": pa.array(ids, _STR),
+            "le": pa.array(p.le, _I64, mask=~is_ev),
+            "re": pa.array(p.re, _I64, mask=~is_ev),
+            "re_new": pa.array(p.re_new, _I64, mask=kind != 1),
+            "t": pa.array(p.t if p.t is not None else np.zeros(len(kind), np.int64), _I64, mask=kind != 2),
+            "payload": payload.take(take),
+            "line": pa.array(p.line, _I64, mask=p.line < 0),
+            "error": pa.array(errors, _STR, from_pandas=True),
+            "raw": pa.array(raw, _STR),
+        })
+        return ElementBatch(table)
+
+    def _with_ctis(self, p: _Plan) -> _Plan:
+        """Put a CTI after each row where the running max time minus ``cti_lag`` crosses a new multiple of
+        ``cti_every`` (semantics note 33)."""
+        every, lag = self.opts.cti_every, self.opts.cti_lag
+        assert every is not None
+        sync = np.where(p.kind == 1, p.re_new, p.le)
+        sync = np.where(p.kind >= 0, sync, _BAD)
+        run = np.maximum.accumulate(np.concatenate(([self._max], sync)))[1:]
+        if len(run):
+            self._max = int(run[-1])
+        wm = np.where(run == _BAD, _BAD, run - lag)
+        k = np.where(wm == _BAD, _BAD, (wm // every) * every)
+        prev = np.concatenate(([self._last_cti], np.maximum.accumulate(k)[:-1])) if len(k) else k
+        at = np.flatnonzero((k > prev) & (k > self._last_cti))
+        if not len(at):
+            return p
+        self._last_cti = int(k[at[-1]])
+        pos = np.concatenate((np.arange(len(p.kind)), at))
+        order = np.argsort(pos, kind="stable")  # a CTI goes right after the row that moved the watermark
+        cti_t = np.concatenate((np.zeros(len(p.kind), np.int64), k[at]))[order]
+        kind = np.concatenate((p.kind, np.full(len(at), 2, np.int8)))[order]
+        src = np.concatenate((p.src, np.full(len(at), -1)))[order]
+        line = np.concatenate((p.line, np.full(len(at), -1)))[order]
+        ids = pa.concat_arrays([p.ids, pa.nulls(len(at), _STR)]).take(pa.array(order))
+        le = np.concatenate((p.le, np.zeros(len(at), np.int64)))[order]
+        re = np.concatenate((p.re, np.zeros(len(at), np.int64)))[order]
+        re_new = np.concatenate((p.re_new, np.zeros(len(at), np.int64)))[order]
+        return _Plan(kind, src, line, ids, le, re, re_new, p.reason, cti_t)
+
+
+class _Plan:
+    """Output rows of one record batch: kind (0 insert, 1 retract, 2 cti, -1 bad), the source row (-1:
+    none), line, id, times, and the per-source-row reasons."""
+
+    __slots__ = ("ids", "kind", "le", "line", "re", "re_new", "reason", "src", "t")
+
+    def __init__(self, kind: np.ndarray, src: np.ndarray, line: np.ndarray, ids: pa.Array, le: np.ndarray,
+                 re: np.ndarray, re_new: np.ndarray, reason: np.ndarray, t: np.ndarray | None = None) -> None:
+        self.kind, self.src, self.line, self.ids = kind, src, line, ids
+        self.le, self.re, self.re_new, self.reason, self.t = le, re, re_new, reason, t
+
+
+# ------------------------------------------------------------------------------------------ dispatch
+def open_reader(source: Any, *, batch_size: int, **jsonl_options: Any) -> Any:
+    """A reader of `ElementBatch`es for any input: a `TableSource`, else element JSON Lines."""
+    if isinstance(source, TableSource):
+        return TableReader(source, batch_size=batch_size)
+    from .jsonl import JsonlReader
+
+    return JsonlReader(source, batch_size=batch_size, **jsonl_options)
+
+
+def read_table_elements(source: TableSource | str | Path | IO[bytes], **options: Any) -> list[Any]:
+    """Every ``(line, element or BadElement)`` of a table input (tests, small inputs)."""
+    src = source if isinstance(source, TableSource) else TableSource(Path(str(source)), TableOptions(**options))
+    reader = TableReader(src)
+    return [x for b in reader for x in b.to_elements()]
