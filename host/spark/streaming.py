@@ -89,6 +89,10 @@ _INPUT_ARROW = pa.schema([(c, pa.int64() if c in ("le", "re", "re_new", "t", "li
 _GRAPH_INPUT_ARROW = _INPUT_ARROW.append(pa.field("udm_input", pa.string()))
 
 
+_NO_LINE = ("a streaming element DataFrame needs a 'line' column (its sequence number: Spark keeps no row order "
+            "across the shuffle, and streams have no row numbering); it has ")
+
+
 def _unroutable_reason(keys: list[str]) -> str:
     return (f"retraction without the group-key fields {keys} in its payload: a streaming DataFrame routes "
             "retractions by them (repeat them, or run the file with udm run --engine spark-streaming)")
@@ -376,7 +380,7 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
             if sorted(elements) != sorted(names):
                 raise UdmError(f"the query reads inputs {', '.join(names)}; got DataFrames for "
                                f"{', '.join(elements) or 'none'}")
-            frames = [normalize_elements(elements[x], keep=("_bucket", "_seq")).withColumn("input", F.lit(x))
+            frames = [normalize_elements(elements[x], keep=("_bucket", "_seq", "_stage")).withColumn("input", F.lit(x))
                       for x in names]
             frame = frames[0]
             for fr in frames[1:]:
@@ -388,14 +392,24 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
             frame = frame.withColumn("input", F.lit(names[0]))
         routing = graph_routing(spec)
         keys = routing[names[0]] if isinstance(routing, dict) else []
-        n = 1 if routing is None else int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
+        wanted = int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
+        n = 1 if routing is None else wanted
+        if routing is None and not ctis_from_watermark:
+            from udm.host.spark.stream_stages import run_staged, stream_stages
+
+            stages = stream_stages(spec, wanted)
+            if stages is not None:  # no one partitioning: a stage per key (`udm.host.spark.stream_stages`)
+                if "line" not in frame.columns and "_seq" not in frame.columns:
+                    raise UdmError(_NO_LINE + ", ".join(frame.columns))
+                df = normalize_elements(frame, keep=("_bucket", "_seq", "_stage", "input"))
+                if "_seq" not in frame.columns:
+                    df = df.withColumn("_seq", F.col("line"))
+                return run_staged(df, stages, wanted, names, on_violation or spec.on_violation)
     else:
         keys = partition_keys(spec)
         n = 1 if not keys else int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
     if "line" not in frame.columns and "_seq" not in frame.columns:
-        raise UdmError("a streaming element DataFrame needs a 'line' column (its sequence number: Spark keeps "
-                       "no row order across the shuffle, and streams have no row numbering); it has "
-                       + ", ".join(frame.columns))
+        raise UdmError(_NO_LINE + ", ".join(frame.columns))
     df = normalize_elements(frame, keep=("_bucket", "_seq", "input") if graph else ("_bucket", "_seq"))
     if "_bucket" not in frame.columns:
         df = _route_graph(df, routing, n) if graph else _route(df, keys, n)
