@@ -97,3 +97,44 @@ def test_staged_stream_equals_the_oracle_and_the_local_engine(spark: Any, tmp_pa
     assert (res.inputs, res.dead_lettered, res.reasons) == (local.inputs, local.dead_lettered, local.reasons)
     ctis = [e.t for e in out if isinstance(e, Cti)]
     assert len(ctis) >= 2 and ctis == sorted(set(ctis))  # the merged CTI advanced before the end
+
+
+def test_staged_stream_restarted_from_its_checkpoint_is_exactly_once(spark: Any, tmp_path: Path) -> None:
+    """Stopped after micro-batch 3 wrote its output but before Spark committed it (every stage's state
+    then holds that batch, uncommitted), run again with the same checkpoint: output and dead letters are
+    byte for byte an uninterrupted run's, and the CHT is the oracle's."""
+    from udm.host.spark.stream_files import StreamStopped
+
+    streams = _inputs(101)
+    files = _files(tmp_path, streams)
+    ck = tmp_path / "ck"
+    with pytest.raises(StreamStopped, match="run the same command again"):
+        _run("spark-streaming", WINDOW_THEN_JOIN, files, tmp_path / "resumed.jsonl", batch_size=16, checkpoint=ck,
+             stop_after_batches=3)
+    assert not (tmp_path / "resumed.jsonl").exists()
+    resumed = _run("spark-streaming", WINDOW_THEN_JOIN, files, tmp_path / "resumed.jsonl", batch_size=16, checkpoint=ck)
+    whole = _run("spark-streaming", WINDOW_THEN_JOIN, files, tmp_path / "whole.jsonl", batch_size=16)
+    assert (tmp_path / "resumed.jsonl").read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
+    assert (tmp_path / "resumed.dl.jsonl").read_bytes() == (tmp_path / "whole.dl.jsonl").read_bytes()
+    assert (resumed.elements_out, resumed.dead_lettered, resumed.inputs) == \
+        (whole.elements_out, whole.dead_lettered, whole.inputs)
+    assert_equivalent(_read(tmp_path / "resumed.jsonl"), oracle(parse_query(WINDOW_THEN_JOIN), streams))
+
+
+def test_staged_stream_truncates_at_the_inputs_T(spark: Any, tmp_path: Path) -> None:
+    """An event that never ends, joined, shifted, then counted per tumbling window in the second stage:
+    output stops at T of the *inputs* (semantics-notes 2), which the driver sends every stage, not at a
+    time only the first stage's output reached."""
+    query = {"inputs": TWO, "steps": [
+        {"id": "j", "op": "join", "from": ["a", "b"], "on": "k"},
+        {"id": "al", "op": "alter_lifetime", "le": {"shift": 7}, "duration": "keep"},
+        {"id": "w", "op": "window", "window": {"type": "tumbling", "size": 3}, "group_by": ["v"],
+         "udm": "count", "as": "n"}]}
+    streams = {"a": [Insert("x", 1, 2**63 - 1, {"k": 1, "v": 5}), Insert("y", 4, 6, {"k": 2, "v": 6})],
+               "b": [Insert("z", 2, 12, {"k": 1}), Insert("q", 0, 2**63 - 1, {"k": 2}), Cti(9)]}
+    assert len(plan_stages(parse_query(query))) > 1
+    files = _files(tmp_path, streams)
+    res = _run("spark-streaming", query, files, tmp_path / "s.jsonl")
+    assert_equivalent(_read(tmp_path / "s.jsonl"), oracle(parse_query(query), streams))
+    local = _run("local", query, files, tmp_path / "local.jsonl")
+    assert res.truncated_at == local.truncated_at
