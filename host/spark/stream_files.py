@@ -341,8 +341,7 @@ def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routin
     from udm.host.io.jsonl import JsonlReader
     from udm.host.spark.convert import ELEMENT_COLUMNS, batch_to_arrow
     from udm.host.spark.partition import BY_ID
-
-    from udm.host.spark.stream_stages import stage_width
+    from udm.host.spark.stream_stages import id_bucket, stage_width
 
     schema = _schema(graph=True, staged=stages is not None)
     names = list(req.inputs)
@@ -370,9 +369,9 @@ def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routin
                 routes = [BROADCAST if k == "cti" else 0 for k in kinds]
             elif how == BY_ID:
                 ids = table.column("id").to_pylist()
-                routes = [BROADCAST if k == "cti" else
-                          zlib.crc32(json.dumps([name, i]).encode()) % width
-                          if k in ("insert", "retract") and i is not None else 0 for k, i in zip(kinds, ids, strict=True)]
+                routes = [BROADCAST if k == "cti" else id_bucket(name, i, width)
+                          if k in ("insert", "retract") and i is not None else 0
+                          for k, i in zip(kinds, ids, strict=True)]
             else:
                 routes = _routes(table, kinds, ts, how[name], width, policy, bucket_of=_graph_bucket)
             first_inf = next((i for i, k in enumerate(kinds) if k == "cti" and ts[i] is not None and ts[i] >= INF),
