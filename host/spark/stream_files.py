@@ -16,6 +16,10 @@ rows are added: ``cti(T)`` just before the stream's first ``cti(INF)`` (T = the 
 whole stream, where one engine would cut infinite lifetimes; a bucket alone only knows its own) and an
 end-of-input row that makes each bucket's engine `finish`.
 
+A graph cut into stages (`udm.host.spark.stream_stages`): each input row is staged once per stage
+reading the input (``_stage``), routed by that stage's key, and T goes to every stage as one control row
+instead of ``cti(T)`` on each input.
+
 Exactly once: a micro-batch's files are written under its batch id, replaced atomically, and only then
 does Spark commit the batch. A run stopped before the commit replays that batch with the same id, the
 same input (Spark's offset log) and the same engine state (the state store's last committed version),

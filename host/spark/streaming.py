@@ -19,6 +19,9 @@ Plan of `run_stream` (a streaming DataFrame in, a streaming DataFrame out):
    prefixed with the bucket. The stream's output CTI is the minimum over all buckets' CTIs; every input
    CTI reaches every bucket, so a micro-batch holding one reports all of them (`combine_ctis`).
 
+A query graph with no single valid partitioning is cut into stages (`udm.host.spark.stages`) and runs
+as one operator per stage, chained in the same query (`udm.host.spark.stream_stages`, semantics-notes 39).
+
 Retractions: the batch path routes a retraction after the latest insert of its id with a window over
 the whole input; a stream cannot. ``udm run --engine spark-streaming`` routes on the driver, where the
 file is read (`udm.host.spark.stream_files`), and passes ``_bucket`` in. A streaming DataFrame without
