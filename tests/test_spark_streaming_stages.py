@@ -8,6 +8,7 @@ letters and per-input counts, and an uninterrupted run for the restart (byte for
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -134,10 +135,35 @@ def test_staged_stream_truncates_at_the_inputs_T(spark: Any, tmp_path: Path) -> 
                "b": [Insert("z", 2, 12, {"k": 1}), Insert("q", 0, 2**63 - 1, {"k": 2}), Cti(9)]}
     assert len(plan_stages(parse_query(query))) > 1
     files = _files(tmp_path, streams)
-    res = _run("spark-streaming", query, files, tmp_path / "s.jsonl")
+
+    class Display:  # a progress display with a status line (the CLI's rich bar has one)
+        lines: list[str] = []
+
+        def __call__(self, done: int, total: int | None, elements: int) -> None:
+            pass
+
+        def status(self, text: str) -> None:
+            self.lines.append(text)
+
+    shown = Display()
+    req = RunRequest(bind(parse_query(query)), files, tmp_path / "s.jsonl", tmp_path / "s.dl.jsonl",
+                     progress=shown, options={"buckets": 2})
+    res = get_engine("spark-streaming")(req)
     assert_equivalent(_read(tmp_path / "s.jsonl"), oracle(parse_query(query), streams))
     local = _run("local", query, files, tmp_path / "local.jsonl")
     assert res.truncated_at == local.truncated_at
+    # the status line: Spark's latency of the last micro-batch and the state the two stages hold
+    assert shown.lines and all(re.fullmatch(r"micro-batch \d+/\d+: \d+ ms, state [\d,]+ rows \d+\.\d MB", x)
+                               for x in shown.lines)
+
+
+def test_progress_text_reads_sparks_progress_report() -> None:
+    from udm.host.spark.stream_files import progress_text
+
+    report = {"durationMs": {"triggerExecution": 812}, "stateOperators": [
+        {"numRowsTotal": 3, "memoryUsedBytes": 1_500_000}, {"numRowsTotal": 2, "memoryUsedBytes": 600_000}]}
+    assert progress_text(report, 4, 9) == "micro-batch 4/9: 812 ms, state 5 rows 2.1 MB"
+    assert progress_text(None, 0, 9) is None
 
 
 def test_dataframe_api_runs_a_staged_graph(spark: Any, tmp_path: Path) -> None:

@@ -47,15 +47,23 @@ def _progress_bar(enabled: bool) -> Iterator[ProgressFn | None]:
         TextColumn("{task.fields[elements]:>12,} elements"),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
+        TextColumn("{task.fields[status]}"),
         console=err,
         transient=True,
     ) as bar:
-        task = bar.add_task("run", total=None, elements=0)
+        task = bar.add_task("run", total=None, elements=0, status="")
 
-        def update(done: int, total: int | None, elements: int) -> None:
-            bar.update(task, completed=done, total=total, elements=elements)
+        class Update:
+            """The progress callback; ``status`` shows an engine's own line (spark-streaming: micro-batch
+            latency and state size)."""
 
-        yield update
+            def __call__(self, done: int, total: int | None, elements: int) -> None:
+                bar.update(task, completed=done, total=total, elements=elements)
+
+            def status(self, text: str) -> None:
+                bar.update(task, status=text)
+
+        yield Update()
 
 
 def cmd_run(

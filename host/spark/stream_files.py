@@ -50,7 +50,7 @@ from udm.host.query.runners import ENGINES, RunRequest, RunResult
 from udm.host.spark.streaming import BROADCAST, END_KIND, combine_ctis, run_stream
 from udm.sdk import INF
 
-__all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "run_spark_streaming"]
+__all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "progress_text", "run_spark_streaming"]
 
 #: INTERFACES §3: ``--batch-size`` defaults to 50 elements per micro-batch.
 DEFAULT_BATCH_SIZE = 50
@@ -708,6 +708,11 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
                     else None
                 req.progress(size * done // staged.batches if size else done, size,
                              min(done * batch_size, staged.elements))
+                status = getattr(req.progress, "status", None)  # a display that shows a status line
+                if status is not None:
+                    text = progress_text(query.lastProgress, done, staged.batches)
+                    if text:
+                        status(text)
     except KeyboardInterrupt:
         query.stop()
         raise StreamStopped(_stopped_message(run_dir, req)) from None
@@ -720,6 +725,19 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
     finally:
         if query.isActive:
             query.stop()
+
+
+def progress_text(progress: dict[str, Any] | None, done: int, batches: int) -> str | None:
+    """One status line from Spark's progress report of the last micro-batch: its latency and the state
+    the query holds (rows and bytes over its stateful operators), or None before the first report."""
+    if not progress:
+        return None
+    ms = (progress.get("durationMs") or {}).get("triggerExecution")
+    ops = progress.get("stateOperators") or []
+    rows = sum(int(op.get("numRowsTotal") or 0) for op in ops)
+    size = sum(int(op.get("memoryUsedBytes") or 0) for op in ops)
+    return (f"micro-batch {done}/{batches}: {ms if ms is not None else '?'} ms, state {rows:,} rows "
+            f"{size / 1e6:.1f} MB")
 
 
 def _stopped_message(run_dir: Path, req: RunRequest) -> str:
