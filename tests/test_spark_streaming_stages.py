@@ -8,6 +8,7 @@ letters and per-input counts, and an uninterrupted run for the restart (byte for
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -98,28 +99,6 @@ def test_staged_stream_equals_the_oracle_and_the_local_engine(spark: Any, tmp_pa
     assert (res.inputs, res.dead_lettered, res.reasons) == (local.inputs, local.dead_lettered, local.reasons)
     ctis = [e.t for e in out if isinstance(e, Cti)]
     assert len(ctis) >= 2 and ctis == sorted(set(ctis))  # the merged CTI advanced before the end
-
-
-def test_staged_stream_restarted_from_its_checkpoint_is_exactly_once(spark: Any, tmp_path: Path) -> None:
-    """Stopped after micro-batch 3 wrote its output but before Spark committed it (every stage's state
-    then holds that batch, uncommitted), run again with the same checkpoint: output and dead letters are
-    byte for byte an uninterrupted run's, and the CHT is the oracle's."""
-    from udm.host.spark.stream_files import StreamStopped
-
-    streams = _inputs(101)
-    files = _files(tmp_path, streams)
-    ck = tmp_path / "ck"
-    with pytest.raises(StreamStopped, match="run the same command again"):
-        _run("spark-streaming", WINDOW_THEN_JOIN, files, tmp_path / "resumed.jsonl", batch_size=16, checkpoint=ck,
-             stop_after_batches=3)
-    assert not (tmp_path / "resumed.jsonl").exists()
-    resumed = _run("spark-streaming", WINDOW_THEN_JOIN, files, tmp_path / "resumed.jsonl", batch_size=16, checkpoint=ck)
-    whole = _run("spark-streaming", WINDOW_THEN_JOIN, files, tmp_path / "whole.jsonl", batch_size=16)
-    assert (tmp_path / "resumed.jsonl").read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
-    assert (tmp_path / "resumed.dl.jsonl").read_bytes() == (tmp_path / "whole.dl.jsonl").read_bytes()
-    assert (resumed.elements_out, resumed.dead_lettered, resumed.inputs) == \
-        (whole.elements_out, whole.dead_lettered, whole.inputs)
-    assert_equivalent(_read(tmp_path / "resumed.jsonl"), oracle(parse_query(WINDOW_THEN_JOIN), streams))
 
 
 def test_staged_stream_truncates_at_the_inputs_T(spark: Any, tmp_path: Path) -> None:
@@ -219,3 +198,41 @@ def test_dataframe_api_runs_a_staged_graph(spark: Any, tmp_path: Path) -> None:
     assert not [r for r in got if r["stream"] == "dead"]
     last = max(r["batch"] for r in got)
     assert {r["bucket"] for r in got if r["stream"] == "cti" and r["batch"] == last} == {0, 1}
+
+
+def test_staged_stream_survives_sigkill_of_the_driver(spark: Any, tmp_path: Path) -> None:
+    """``udm run --engine spark-streaming`` on a staged graph killed with SIGKILL (driver and its JVM) once
+    two micro-batches wrote their output (every stage's state store then holds committed and possibly
+    uncommitted versions), then run again from the checkpoint: output and dead letters are byte for byte an
+    uninterrupted run's (so no element is duplicated), and the CHT is the oracle's."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    streams = _inputs(102)
+    files = _files(tmp_path, streams)
+    q = tmp_path / "q.json"
+    q.write_text(json.dumps(JOIN_THEN_WINDOW), encoding="utf-8")
+    ck = tmp_path / "ck"
+    out, dl = tmp_path / "killed.jsonl", tmp_path / "killed.dl.jsonl"
+    cmd = [sys.executable, "-m", "udm.host.cli.app", "run", str(q), *[f"--input={n}={p}" for n, p in files.items()],
+           "--engine", "spark-streaming", "--batch-size", "16", "--master", "local[2]", "--output", str(out),
+           "--dead-letter", str(dl), "--checkpoint", str(ck), "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while proc.poll() is None and time.monotonic() < deadline and len(list((ck / "out").glob("*.jsonl"))) < 2:
+        time.sleep(0.05)
+    killed = proc.poll() is None
+    if killed:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and the JVM it started
+    proc.wait(timeout=60)
+    assert killed, "the run ended before it could be killed"
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    # the CLI's buckets: its session's shuffle partitions (`udm.host.spark.session.get_spark`: 4)
+    whole = _run("spark-streaming", JOIN_THEN_WINDOW, files, tmp_path / "whole.jsonl", batch_size=16, buckets=4)
+    assert out.read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
+    assert dl.read_bytes() == (tmp_path / "whole.dl.jsonl").read_bytes()
+    assert whole.elements_out == len(out.read_text().splitlines())
+    assert_equivalent(_read(out), oracle(parse_query(JOIN_THEN_WINDOW), streams))
