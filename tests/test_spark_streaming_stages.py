@@ -201,9 +201,9 @@ def test_dataframe_api_runs_a_staged_graph(spark: Any, tmp_path: Path) -> None:
 
 
 def test_staged_stream_survives_sigkill_of_the_driver(spark: Any, tmp_path: Path) -> None:
-    """``udm run --engine spark-streaming`` on a staged graph killed with SIGKILL (driver and its JVM) once
-    two micro-batches wrote their output (every stage's state store then holds committed and possibly
-    uncommitted versions), then run again from the checkpoint: output and dead letters are byte for byte an
+    """A spark-streaming run of a staged graph in a process of its own (driver and JVM) killed with SIGKILL
+    once two micro-batches wrote their output (every stage's state store then holds committed and possibly
+    uncommitted versions), then resumed from its checkpoint: output and dead letters are byte for byte an
     uninterrupted run's (so no element is duplicated), and the CHT is the oracle's."""
     import signal
     import subprocess
@@ -212,14 +212,18 @@ def test_staged_stream_survives_sigkill_of_the_driver(spark: Any, tmp_path: Path
 
     streams = _inputs(102)
     files = _files(tmp_path, streams)
-    q = tmp_path / "q.json"
-    q.write_text(json.dumps(JOIN_THEN_WINDOW), encoding="utf-8")
     ck = tmp_path / "ck"
-    out, dl = tmp_path / "killed.jsonl", tmp_path / "killed.dl.jsonl"
-    cmd = [sys.executable, "-m", "udm.host.cli.app", "run", str(q), *[f"--input={n}={p}" for n, p in files.items()],
-           "--engine", "spark-streaming", "--batch-size", "16", "--master", "local[2]", "--output", str(out),
-           "--dead-letter", str(dl), "--checkpoint", str(ck), "--quiet"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    out = tmp_path / "killed.jsonl"
+    child = ("import json, sys\n"
+             "from udm.host.query.plan import bind\n"
+             "from udm.host.query.runners import RunRequest, get_engine\n"
+             "from udm.host.query.spec import parse_query\n"
+             "q, files, out, ck = json.loads(sys.argv[1])\n"
+             "get_engine('spark-streaming')(RunRequest(bind(parse_query(q)), files, out, out[:-6] + '.dl.jsonl', "
+             "batch_size=16, checkpoint=ck, options={'buckets': 2, 'master': 'local[2]'}))\n")
+    args = json.dumps([JOIN_THEN_WINDOW, {n: str(p) for n, p in files.items()}, str(out), str(ck)])
+    proc = subprocess.Popen([sys.executable, "-c", child, args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 240
     while proc.poll() is None and time.monotonic() < deadline and len(list((ck / "out").glob("*.jsonl"))) < 2:
         time.sleep(0.05)
@@ -228,11 +232,10 @@ def test_staged_stream_survives_sigkill_of_the_driver(spark: Any, tmp_path: Path
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and the JVM it started
     proc.wait(timeout=60)
     assert killed, "the run ended before it could be killed"
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    # the CLI's buckets: its session's shuffle partitions (`udm.host.spark.session.get_spark`: 4)
-    whole = _run("spark-streaming", JOIN_THEN_WINDOW, files, tmp_path / "whole.jsonl", batch_size=16, buckets=4)
+    assert not out.exists()
+    resumed = _run("spark-streaming", JOIN_THEN_WINDOW, files, out, batch_size=16, checkpoint=ck)
+    whole = _run("spark-streaming", JOIN_THEN_WINDOW, files, tmp_path / "whole.jsonl", batch_size=16)
     assert out.read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
-    assert dl.read_bytes() == (tmp_path / "whole.dl.jsonl").read_bytes()
-    assert whole.elements_out == len(out.read_text().splitlines())
+    assert (tmp_path / "killed.dl.jsonl").read_bytes() == (tmp_path / "whole.dl.jsonl").read_bytes()
+    assert (resumed.elements_out, resumed.inputs) == (whole.elements_out, whole.inputs)
     assert_equivalent(_read(out), oracle(parse_query(JOIN_THEN_WINDOW), streams))
