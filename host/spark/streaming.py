@@ -355,7 +355,9 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
 
     A query graph (SEMANTICS §10) takes ``{input name: streaming DataFrame}`` (or one with an ``input``
     column); its buckets follow `udm.host.spark.partition.graph_routing`, and a dead-letter row of a
-    multi-input query carries its input's name in ``payload``.
+    multi-input query carries its input's name in ``payload``. A graph with no single partitioning runs
+    in stages (`udm.host.spark.stream_stages`; with ``ctis_from_watermark`` in one bucket): a later stage's
+    input rows are routed on the executor, a retraction by the key fields it repeats.
     """
     from pyspark.sql import functions as F
 
