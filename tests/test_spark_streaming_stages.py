@@ -239,3 +239,64 @@ def test_staged_stream_survives_sigkill_of_the_driver(spark: Any, tmp_path: Path
     assert (tmp_path / "killed.dl.jsonl").read_bytes() == (tmp_path / "whole.dl.jsonl").read_bytes()
     assert (resumed.elements_out, resumed.inputs) == (whole.elements_out, whole.inputs)
     assert_equivalent(_read(out), oracle(parse_query(JOIN_THEN_WINDOW), streams))
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_exchange_merged_micro_batch_by_micro_batch_is_a_valid_union(seed: int) -> None:
+    """The consumer's merge (`stream_stages._merge`, state carried between micro-batches) against batch's
+    `merge_exchange` over the whole exchange: the same element rows, each producer's order kept, CTIs rising
+    and never above a later element's sync time, and the same final CTI (the minimum over the producers)."""
+    import random
+
+    import pyarrow as pa
+
+    from udm.host.io.batch import ElementBatch
+    from udm.host.spark.stages import merge_exchange
+    from udm.host.spark.stream_stages import _IN_ARROW, _merge
+
+    from test_spark_stages import _bucket_stream as bucket_stream  # (random per-bucket exchange streams)
+
+    rng = random.Random(seed)
+    producers = rng.randint(1, 4)
+    streams = {b: bucket_stream(rng, b) for b in range(producers)}
+    # each producer's rows cut into micro-batches at random points; a micro-batch holds every producer's part
+    cuts = {b: sorted(rng.sample(range(len(els) + 1), min(3, len(els) + 1))) for b, els in streams.items()}
+    state: dict[int, int] = {}
+    fed: list[Any] = []
+    for k in range(4):
+        rows = []
+        for b, els in streams.items():
+            bounds = [0, *cuts[b], len(els)]
+            lo, hi = bounds[k], bounds[k + 1] if k + 1 < len(bounds) else len(els)
+            for seq in range(lo, hi):
+                rows.append((b, seq, els[seq]))
+        if not rows:
+            continue
+        rng.shuffle(rows)
+        table = ElementBatch.from_elements([el for _, _, el in rows]).table
+        wire = {c: table.column(c) if c in table.column_names else pa.nulls(len(rows), _IN_ARROW.field(c).type)
+                for c in _IN_ARROW.names}
+        wire["udm_src"] = pa.array([b for b, _, _ in rows], pa.int64())
+        wire["udm_seq"] = pa.array([s for _, s, _ in rows], pa.int64())
+        merged = _merge(pa.table(wire, schema=_IN_ARROW), state, producers)
+        fed += [el for _, el in ElementBatch.from_table(merged).to_elements()]
+    data = [el for el in fed if not isinstance(el, Cti)]
+    for b, els in streams.items():
+        assert [el for el in data if el.id.startswith(f"{b}.")] == [el for el in els if not isinstance(el, Cti)]
+    assert len(data) == sum(not isinstance(el, Cti) for els in streams.values() for el in els)
+    ctis = [el.t for el in fed if isinstance(el, Cti)]
+    assert ctis == sorted(set(ctis))
+    low = -(2**63)
+    for el in fed:
+        if isinstance(el, Cti):
+            low = el.t
+        else:
+            assert (el.le if isinstance(el, Insert) else min(el.re, el.re_new)) >= low
+    whole = ElementBatch.from_elements([el for els in streams.values() for el in els]).table
+    whole = whole.set_column(whole.column_names.index("line"), "line",
+                             pa.array([s for els in streams.values() for s in range(len(els))], pa.int64()))
+    batch = merge_exchange(whole.append_column("_src", pa.array([b for b, els in streams.items() for _ in els],
+                                                                  pa.int64())))
+    last = [t for k, t in zip(batch.column("kind").to_pylist(), batch.column("t").to_pylist(), strict=True)
+            if k == "cti"]
+    assert ctis[-1:] == last[-1:]
