@@ -249,12 +249,11 @@ def test_exchange_merged_micro_batch_by_micro_batch_is_a_valid_union(seed: int) 
     import random
 
     import pyarrow as pa
+    from test_spark_stages import _bucket_stream as bucket_stream  # (random per-bucket exchange streams)
 
     from udm.host.io.batch import ElementBatch
     from udm.host.spark.stages import merge_exchange
     from udm.host.spark.stream_stages import _IN_ARROW, _merge
-
-    from test_spark_stages import _bucket_stream as bucket_stream  # (random per-bucket exchange streams)
 
     rng = random.Random(seed)
     producers = rng.randint(1, 4)
