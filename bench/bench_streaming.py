@@ -6,7 +6,15 @@ elements, grouped by 4 symbols into 4 key buckets, tumbling 100-tick windows wit
 includes everything a user waits for: staging, Spark's per-batch planning and commit, the state store
 round trip of each bucket's engine, and assembling the output file.
 
-Run: ``.venv/bin/python -m bench.bench_streaming [--quick] [--sizes 50,1000,10000,100000]``.
+``--native`` instead measures the DataFrame API (`run_stream` with CTIs from the watermark) against native
+Structured Streaming doing the nearest built-in query (``groupBy(window(ts, 10 s), g).agg(sum, count)``
+with the same 10 s watermark) on the same Parquet file source and trigger (one file per micro-batch):
+median micro-batch latency and throughput (Spark's own ``durationMs.triggerExecution`` and input rows,
+from ``recentProgress``) and their ratios; then the udm micro-batch time when the live state is 10× larger
+(10× the groups, same batch size); then, in two child processes, ``local[1]`` against ``local[2]``.
+
+Run: ``.venv/bin/python -m bench.bench_streaming [--quick] [--sizes 50,1000,10000,100000]`` or
+``... --native [--rows 2000] [--batches 8] [--groups 50]``.
 """
 
 from __future__ import annotations
@@ -26,7 +34,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="sizes 50, 1000, 10000 only")
     ap.add_argument("--sizes", default=None, help="comma-separated micro-batch sizes")
     ap.add_argument("--batches", type=int, default=12, help="micro-batches per size")
+    ap.add_argument("--native", action="store_true", help="DataFrame API against native Structured Streaming")
+    ap.add_argument("--rows", type=int, default=2000, help="--native: rows per micro-batch")
+    ap.add_argument("--groups", type=int, default=50, help="--native: group keys (10x for the state test)")
+    ap.add_argument("--master", default=None, help="--native: Spark master (a child run of the cores test)")
+    ap.add_argument("--only", default=None, help=argparse.SUPPRESS)  # child runs: one measurement, JSON out
     args = ap.parse_args(argv)
+    if args.native:
+        return native(args)
     sizes = [int(x) for x in (args.sizes or ("50,1000,10000" if args.quick else "50,1000,10000,100000")).split(",")]
 
     from bench.gen import in_order
@@ -67,6 +82,109 @@ def main(argv: list[str] | None = None) -> int:
             if not same:
                 print("  streaming output CHT differs from the local engine's!", flush=True)
                 return 1
+    return 0
+
+
+_SCHEMA = "line bigint, ts timestamp, g string, v double"
+
+
+def _files(d: Path, batches: int, rows: int, groups: int) -> Path:
+    """One Parquet file per micro-batch: ``line, ts (timestamp, 10 ms apart), g, v``, in time order."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = d / f"src-{rows}-{groups}"
+    src.mkdir(parents=True)
+    base = time.time() - 10_000
+    for b in range(batches):
+        line = list(range(b * rows + 1, (b + 1) * rows + 1))
+        table = pa.table({"line": pa.array(line, pa.int64()),
+                          "ts": pa.array([x * 10_000 for x in line], pa.timestamp("us", tz="UTC")),
+                          "g": pa.array([f"g{x % groups}" for x in line]),
+                          "v": pa.array([float(x % 7) for x in line])})
+        p = src / f"part-{b:05d}.parquet"
+        pq.write_table(table, p)
+        os.utime(p, (base + b, base + b))
+    return src
+
+
+def _measure(spark: object, query: object, ck: Path) -> dict[str, float]:
+    """Run ``query`` (a streaming DataFrame) with ``availableNow``; the median micro-batch latency (ms, first
+    two batches left out: planning and worker start-up) and throughput (rows/s over those batches)."""
+    import statistics
+
+    q = (query.writeStream.foreachBatch(lambda df, _id: df.count())  # type: ignore[attr-defined]
+         .option("checkpointLocation", str(ck)).trigger(availableNow=True).start())
+    q.awaitTermination()
+    steady = [p for p in q.recentProgress if p["numInputRows"] > 0][2:]
+    ms = [p["durationMs"]["triggerExecution"] for p in steady]
+    rows = sum(p["numInputRows"] for p in steady)
+    return {"latency_ms": statistics.median(ms), "rows_per_s": rows / (sum(ms) / 1000), "batches": len(ms)}
+
+
+def _native_query(spark: object, src: Path) -> object:
+    from pyspark.sql import functions as F
+
+    df = spark.readStream.schema(_SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(src))  # type: ignore[attr-defined]
+    return (df.withWatermark("ts", "10 seconds").groupBy(F.window("ts", "10 seconds"), "g")
+            .agg(F.sum("v").alias("total"), F.count("v").alias("n")))
+
+
+def _udm_query(spark: object, src: Path) -> object:
+    from pyspark.sql import functions as F
+
+    from udm.host.spark.streaming import run_stream
+
+    query = {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 10_000_000}, "group_by": ["g"],
+                        "udm": "sum", "input": "v", "as": "total"}]}
+    df = spark.readStream.schema(_SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(src))  # type: ignore[attr-defined]
+    micros = F.unix_micros("ts")
+    els = df.withWatermark("ts", "10 seconds").select(
+        F.lit("insert").alias("kind"), F.col("line").cast("string").alias("id"), micros.alias("le"),
+        (micros + 1).alias("re"), F.to_json(F.struct("g", "v")).alias("payload"), "line", "ts")
+    return run_stream(query, els, ctis_from_watermark=True)
+
+
+def native(args: argparse.Namespace) -> int:
+    import subprocess
+    import sys
+
+    from udm.host.spark.session import get_spark
+
+    spark = get_spark(args.master, shuffle_partitions=2)
+    spark.sparkContext.setLogLevel("ERROR")
+    batches = 4 if args.quick else args.batches
+    with tempfile.TemporaryDirectory(prefix="udm-bench-native-") as d:
+        src = _files(Path(d), batches, args.rows, args.groups)
+        if args.only == "udm":
+            print(json.dumps(_measure(spark, _udm_query(spark, src), Path(d) / "ck")), flush=True)
+            return 0
+        nat = _measure(spark, _native_query(spark, src), Path(d) / "ck-native")
+        udm = _measure(spark, _udm_query(spark, src), Path(d) / "ck-udm")
+        print(f"same source and trigger: {batches} micro-batches of {args.rows} rows, {args.groups} groups, "
+              f"10 s tumbling windows, 10 s watermark, 2 partitions (first 2 batches not counted)")
+        print(f"{'':>22} {'latency ms':>11} {'rows/s':>10}")
+        print(f"{'native sum/count':>22} {nat['latency_ms']:>11.0f} {nat['rows_per_s']:>10,.0f}")
+        print(f"{'udm run_stream':>22} {udm['latency_ms']:>11.0f} {udm['rows_per_s']:>10,.0f}")
+        print(f"latency udm/native: {udm['latency_ms'] / nat['latency_ms']:.2f}x (target <= 2x); "
+              f"throughput udm/native: {udm['rows_per_s'] / nat['rows_per_s']:.2f}x (target >= 0.5x)", flush=True)
+        big = _files(Path(d), batches, args.rows, args.groups * 10)
+        grown = _measure(spark, _udm_query(spark, big), Path(d) / "ck-big")
+        print(f"udm micro-batch with 10x the live state ({args.groups * 10} groups): {grown['latency_ms']:.0f} ms, "
+              f"{grown['latency_ms'] / udm['latency_ms']:.2f}x the {args.groups}-group time (target <= 1.3x)",
+              flush=True)
+    cores = {}
+    for m in ("local[1]", "local[2]"):
+        cmd = [sys.executable, "-m", "bench.bench_streaming", "--native", "--only", "udm", "--master", m,
+               "--rows", str(args.rows), "--groups", str(args.groups), "--batches", str(batches)]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+        cores[m] = json.loads(out)
+    one, two = cores["local[1]"], cores["local[2]"]
+    print(f"udm run_stream local[1]: {one['latency_ms']:.0f} ms/batch, {one['rows_per_s']:,.0f} rows/s; "
+          f"local[2]: {two['latency_ms']:.0f} ms/batch, {two['rows_per_s']:,.0f} rows/s; "
+          f"throughput local[2]/local[1]: {two['rows_per_s'] / one['rows_per_s']:.2f}x")
     return 0
 
 

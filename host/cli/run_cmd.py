@@ -59,28 +59,38 @@ def _progress_bar(enabled: bool) -> Iterator[ProgressFn | None]:
         TextColumn("{task.fields[rate]:>10,.0f} el/s"),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
+        TextColumn("{task.fields[status]}"),
         # asked for with --progress on a pipe or file: draw it anyway (rich draws only on terminals)
         console=err if err.is_terminal else Console(stderr=True, force_terminal=True),
         transient=True,
     )
-    task = bar.add_task("run", total=None, elements=0, rate=0.0)
+    task = bar.add_task("run", total=None, elements=0, rate=0.0, status="")
     t0 = time.perf_counter()
-    shown = False
 
-    def update(done: int, total: int | None, elements: int) -> None:
-        nonlocal shown
-        elapsed = time.perf_counter() - t0
-        if not shown:
-            if elapsed < BAR_AFTER:
-                return  # a short run finishes before a bar would tell anything
-            bar.start()
-            shown = True
-        bar.update(task, completed=done, total=total, elements=elements, rate=elements / max(elapsed, 1e-9))
+    class Update:
+        """The progress callback; ``status`` shows an engine's own line (spark-streaming: micro-batch
+        latency and state size). The bar appears only once a run has lasted ``BAR_AFTER`` seconds."""
 
+        shown = False
+
+        def __call__(self, done: int, total: int | None, elements: int) -> None:
+            elapsed = time.perf_counter() - t0
+            if not self.shown:
+                if elapsed < BAR_AFTER:
+                    return  # a short run finishes before a bar would tell anything
+                bar.start()
+                self.shown = True
+            bar.update(task, completed=done, total=total, elements=elements,
+                       rate=elements / max(elapsed, 1e-9))
+
+        def status(self, text: str) -> None:
+            bar.update(task, status=text)
+
+    update = Update()
     try:
         yield update
     finally:
-        if shown:
+        if update.shown:
             bar.stop()
 
 

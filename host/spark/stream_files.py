@@ -16,6 +16,10 @@ rows are added: ``cti(T)`` just before the stream's first ``cti(INF)`` (T = the 
 whole stream, where one engine would cut infinite lifetimes; a bucket alone only knows its own) and an
 end-of-input row that makes each bucket's engine `finish`.
 
+A graph cut into stages (`udm.host.spark.stream_stages`): each input row is staged once per stage
+reading the input (``_stage``), routed by that stage's key, and T goes to every stage as one control row
+instead of ``cti(T)`` on each input.
+
 Exactly once: a micro-batch's files are written under its batch id, replaced atomically, and only then
 does Spark commit the batch. A run stopped before the commit replays that batch with the same id, the
 same input (Spark's offset log) and the same engine state (the state store's last committed version),
@@ -46,11 +50,11 @@ from udm.host.query.runners import ENGINES, RunRequest, RunResult
 from udm.host.spark.streaming import BROADCAST, END_KIND, combine_ctis, run_stream
 from udm.sdk import INF
 
-__all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "run_spark_streaming"]
+__all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "progress_text", "run_spark_streaming"]
 
 #: INTERFACES §3: ``--batch-size`` defaults to 50 elements per micro-batch.
 DEFAULT_BATCH_SIZE = 50
-_LAYOUT_VERSION = 1
+_LAYOUT_VERSION = 2  # 2: graphs with no one partitioning run in stages
 
 
 class StreamStopped(UdmError):
@@ -66,6 +70,11 @@ class _Staged:
     buckets: int
     #: a query graph's inputs (its rows carry an ``input`` column); None for a linear query
     inputs: list[str] | None = None
+    #: a graph cut into stages (`udm.host.spark.stream_stages`): each input's first stage reading it
+    #: (rows carry ``_stage``; an input read by two stages is staged once for each); None: one operator
+    first_stage: dict[str, int] | None = None
+    #: how many buckets the last stage reports a CTI from (None: ``buckets``)
+    sink_width: int | None = None
 
 
 def _fingerprint(path: Path) -> str:
@@ -78,21 +87,25 @@ def _bucket_of(payload: Any, keys: list[str], n: int) -> int:
     return zlib.crc32(json.dumps(values, sort_keys=True, separators=(",", ":")).encode()) % n
 
 
-def _schema(graph: bool = False) -> pa.Schema:
+def _schema(graph: bool = False, staged: bool = False) -> pa.Schema:
     from udm.host.spark.convert import ELEMENT_COLUMNS
 
     return pa.schema([(c, pa.int64() if c in ("le", "re", "re_new", "t", "line") else pa.string())
                       for c in ELEMENT_COLUMNS] + [("_seq", pa.int64()), ("_bucket", pa.int64())]
-                     + ([("input", pa.string())] if graph else []))
+                     + ([("input", pa.string())] if graph else []) + ([("_stage", pa.int64())] if staged else []))
 
 
-def _control(kind: str, t: int | None, seq: int, input: str | None = None, graph: bool = False) -> pa.Table:
+def _control(kind: str, t: int | None, seq: int, input: str | None = None, graph: bool = False,
+             staged: bool = False) -> pa.Table:
     from udm.host.spark.convert import ELEMENT_COLUMNS
+    from udm.host.spark.stream_stages import ALL_STAGES
 
     cols: dict[str, list[Any]] = {c: [None] for c in ELEMENT_COLUMNS}
     cols["kind"], cols["t"] = [kind], [t]
     extra: dict[str, list[Any]] = {"input": [input]} if graph else {}
-    return pa.table({**cols, "_seq": [seq], "_bucket": [BROADCAST], **extra}, schema=_schema(graph))
+    if staged:
+        extra["_stage"] = [ALL_STAGES]
+    return pa.table({**cols, "_seq": [seq], "_bucket": [BROADCAST], **extra}, schema=_schema(graph, staged))
 
 
 def _write_parts(run_dir: Path, tables: list[pa.Table], first: int, mtime: float) -> None:
@@ -244,8 +257,18 @@ def _stage_tail(run_dir: Path, staged: _Staged, batch_size: int, t_end: int | No
     import pyarrow.parquet as pq
 
     graph = staged.inputs is not None
-    tail = pq.read_table(run_dir / "tail.parquet", schema=_schema(graph))
-    if staged.inputs is not None:  # a graph: cti(T) on each input just before that input's own tail
+    multi = staged.first_stage is not None
+    tail = pq.read_table(run_dir / "tail.parquet", schema=_schema(graph, multi))
+    if multi:  # stages: T to every engine as a control row (`udm.host.spark.stream_stages`), then the tails
+        from udm.host.spark.stream_stages import T_KIND
+
+        body = pa.concat_tables(([_control(T_KIND, t_end, 0, graph=True, staged=True)] if t_end is not None
+                                 else []) + [tail])
+        base = 2 * staged.elements + 3
+        body = body.set_column(body.column_names.index("_seq"), "_seq",
+                               pa.array(range(base, base + body.num_rows), pa.int64()))
+        extra = 1 if t_end is not None else 0
+    elif staged.inputs is not None:  # a graph: cti(T) on each input just before that input's own tail
         pieces = []
         for name in staged.inputs:
             if t_end is not None:
@@ -263,7 +286,7 @@ def _stage_tail(run_dir: Path, staged: _Staged, batch_size: int, t_end: int | No
     parts = _chunks(body, batch_size + extra)[:1]
     rest = body.slice(parts[0].num_rows if parts else 0)
     parts += _chunks(rest, batch_size)
-    end = _control(END_KIND, None, (1 << 62) if graph else 2 * staged.elements + 2, graph=graph)
+    end = _control(END_KIND, None, (1 << 62) if graph else 2 * staged.elements + 2, graph=graph, staged=multi)
     parts = [*parts[:-1], pa.concat_tables([parts[-1], end])] if parts else [end]
     if len(parts) != staged.batches - staged.head_batches:
         raise AssertionError(f"tail staged as {len(parts)} batches, expected {staged.batches - staged.head_batches}")
@@ -305,13 +328,14 @@ def _merge_order(syncs: list[list[int]]) -> list[tuple[int, int]]:
 
 
 def _graph_bucket(payload: Any, fields: list[str], n: int) -> int:
-    """A graph insert's key bucket: its fields' JSON values, numbers by value (a join matches 1 and 1.0)."""
-    values = [payload.get(k) if isinstance(payload, dict) else None for k in fields]
-    values = [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in values]
-    return zlib.crc32(json.dumps(values, sort_keys=True, separators=(",", ":")).encode()) % n
+    """A graph insert's key bucket (`udm.host.spark.stream_stages.key_bucket`: the stages hash alike)."""
+    from udm.host.spark.stream_stages import key_bucket
+
+    return key_bucket(payload, fields, n)
 
 
-def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routing: Any) -> _Staged:
+def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routing: Any,
+                 stages: list[Any] | None = None) -> _Staged:
     """`_stage` for a query graph: every input read, tagged with its name; the head is each input's part
     before its first ``cti(INF)``, merged in the interleave order; the tail is the rest, input by input
     (`_stage_tail` puts ``cti(T)`` on each input before its own). Routing as `_routes`, per input (a
@@ -321,13 +345,15 @@ def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routin
     from udm.host.io.jsonl import JsonlReader
     from udm.host.spark.convert import ELEMENT_COLUMNS, batch_to_arrow
     from udm.host.spark.partition import BY_ID
+    from udm.host.spark.stream_stages import id_bucket, stage_width
 
-    schema = _schema(graph=True)
+    schema = _schema(graph=True, staged=stages is not None)
     names = list(req.inputs)
     heads: list[pa.Table] = []
     tails: list[pa.Table] = []
     policy = req.on_violation or req.spec.on_violation
     total = 0
+    first: dict[str, int] = {}
     for name, src in req.inputs.items():
         reader = JsonlReader(src, batch_size=65536)
         try:
@@ -339,23 +365,31 @@ def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routin
         total += table.num_rows
         kinds = table.column("kind").to_pylist()
         ts = table.column("t").to_pylist()
-        if n == 1 or routing is None:
-            routes = [BROADCAST if k == "cti" else 0 for k in kinds]
-        elif routing == BY_ID:
-            ids = table.column("id").to_pylist()
-            routes = [BROADCAST if k == "cti" else
-                      zlib.crc32(json.dumps([name, i]).encode()) % n if k in ("insert", "retract") and i is not None
-                      else 0 for k, i in zip(kinds, ids, strict=True)]
-        else:
-            routes = _routes(table, kinds, ts, routing[name], n, policy, bucket_of=_graph_bucket)
-        first_inf = next((i for i, k in enumerate(kinds) if k == "cti" and ts[i] is not None and ts[i] >= INF),
-                         len(kinds))
-        full = (table.select(list(ELEMENT_COLUMNS))
-                .append_column("_seq", pa.array([0] * table.num_rows, pa.int64()))
-                .append_column("_bucket", pa.array(routes, pa.int64()))
-                .append_column("input", pa.array([name] * table.num_rows, pa.string())).cast(schema))
-        heads.append(full.slice(0, first_inf))
-        tails.append(full.slice(first_inf))
+        # one copy per stage reading the input (one in all without stages), routed by that stage's key
+        copies = [(None, routing, n)] if stages is None else [
+            (s.index, s.routing, stage_width(s, n)) for s in stages if name in s.inputs]
+        for index, how, width in copies:
+            if width == 1 or how is None:
+                routes = [BROADCAST if k == "cti" else 0 for k in kinds]
+            elif how == BY_ID:
+                ids = table.column("id").to_pylist()
+                routes = [BROADCAST if k == "cti" else id_bucket(name, i, width)
+                          if k in ("insert", "retract") and i is not None else 0
+                          for k, i in zip(kinds, ids, strict=True)]
+            else:
+                routes = _routes(table, kinds, ts, how[name], width, policy, bucket_of=_graph_bucket)
+            first_inf = next((i for i, k in enumerate(kinds) if k == "cti" and ts[i] is not None and ts[i] >= INF),
+                             len(kinds))
+            full = (table.select(list(ELEMENT_COLUMNS))
+                    .append_column("_seq", pa.array([0] * table.num_rows, pa.int64()))
+                    .append_column("_bucket", pa.array(routes, pa.int64()))
+                    .append_column("input", pa.array([name] * table.num_rows, pa.string())))
+            if index is not None:
+                first.setdefault(name, index)
+                full = full.append_column("_stage", pa.array([index] * table.num_rows, pa.int64()))
+            full = full.cast(schema)
+            heads.append(full.slice(0, first_inf))
+            tails.append(full.slice(first_inf))
     order = _merge_order([_sync_times(h) for h in heads])
     if order:
         offsets = [0]
@@ -365,14 +399,16 @@ def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routin
         head = head.set_column(head.column_names.index("_seq"), "_seq",
                                pa.array(range(1, 2 * head.num_rows + 1, 2), pa.int64()))
     else:
-        head = heads[0].slice(0, 0) if heads else _control("cti", None, 0, graph=True).slice(0, 0)
+        head = heads[0].slice(0, 0) if heads else _control("cti", None, 0, graph=True,
+                                                           staged=stages is not None).slice(0, 0)
     tail = pa.concat_tables(tails) if tails else head.slice(0, 0)
     head_parts = _chunks(head, batch_size)
     tail_batches = max(1, -(-tail.num_rows // batch_size))
     _write_parts(run_dir, head_parts, 0, time.time() - len(head_parts) - tail_batches - 60)
     pq.write_table(tail, run_dir / "tail.parquet")
     staged = _Staged(elements=total, head_batches=len(head_parts), batches=len(head_parts) + tail_batches,
-                     buckets=n, inputs=names)
+                     buckets=n, inputs=names, first_stage=first if stages is not None else None,
+                     sink_width=None if stages is None else stage_width(stages[-1], n))
     if not head_parts:
         _stage_tail(run_dir, staged, batch_size, None)
     return staged
@@ -385,6 +421,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def _batch_writer(run_dir: Path, n: int, stop_after: int | None) -> Any:
+    # (``n``: how many buckets report the output CTI: the last stage's when the plan has stages)
     """The ``foreachBatch`` function: one micro-batch's result rows to its files (see the module doc)."""
     from udm.host.temporal.elements import Insert, Retract, element_to_json
 
@@ -424,8 +461,9 @@ def _batch_writer(run_dir: Path, n: int, stop_after: int | None) -> Any:
                     truncated.append(stats["truncated_at"])
                 if stats.get("T") is not None:
                     reached.append(stats["T"])
-                if stats.get("lmerge"):
-                    merges[str(r["bucket"])] = stats["lmerge"]
+                if stats.get("lmerge"):  # (a stage's buckets apart from another's)
+                    where = str(r["bucket"]) if "stage" not in stats else f"{stats['stage']}.{r['bucket']}"
+                    merges[where] = stats["lmerge"]
         name = f"{batch_id:08d}"
         _write_atomic(out_dir / f"{name}.stats", json.dumps(
             {"reasons": dict(reasons), "truncated_at": max(truncated) if truncated else None,
@@ -494,7 +532,7 @@ def _assemble(run_dir: Path, output: Any, dead_letter: Any, per_input: Counter[s
 
 
 def _prepare(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[str],
-             routing: Any = None) -> _Staged:
+             routing: Any = None, stages: list[Any] | None = None) -> _Staged:
     """Stage the input, or check that a resumed run is the same run (same input, query and layout)."""
     meta_path = run_dir / "run.json"
     graph = isinstance(req.input, dict) or not req.bound.graph.is_linear
@@ -523,7 +561,7 @@ def _prepare(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list
     if source is None:
         raise UdmError("--engine spark-streaming with --checkpoint needs an input file, not stdin")
     run_dir.mkdir(parents=True, exist_ok=True)
-    staged = (_stage_graph(req, run_dir, batch_size, n, routing) if graph
+    staged = (_stage_graph(req, run_dir, batch_size, n, routing, stages) if graph
               else _stage(req, run_dir, batch_size, n, keys))
     _write_atomic(meta_path, json.dumps({**meta, "staged": staged.__dict__}))
     return staged
@@ -539,13 +577,16 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
     spark = get_spark(req.options.get("master"))
     graph = isinstance(req.input, dict) or not req.bound.graph.is_linear
     routing: Any = None
+    stages = None
     if graph:
         from udm.host.spark.partition import graph_routing
+        from udm.host.spark.stream_stages import stream_stages
 
         routing = graph_routing(req.spec)
         keys = routing[req.bound.graph.inputs[0]] if isinstance(routing, dict) else []
-        n = 1 if routing is None else int(req.options.get("buckets") or spark.conf.get("spark.sql.shuffle.partitions")
-                                          or 1)
+        wanted = int(req.options.get("buckets") or spark.conf.get("spark.sql.shuffle.partitions") or 1)
+        stages = stream_stages(req.spec, wanted) if routing is None else None
+        n = 1 if routing is None and stages is None else wanted
     else:
         keys = partition_keys(req.spec)
         n = 1 if not keys else int(req.options.get("buckets") or spark.conf.get("spark.sql.shuffle.partitions") or 1)
@@ -554,9 +595,9 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
     per_input: Counter[str] = Counter()
     try:
         if not temp:
-            staged = _prepare(req, run_dir, batch_size, n, keys, routing)
+            staged = _prepare(req, run_dir, batch_size, n, keys, routing, stages)
         elif graph:
-            staged = _stage_graph(req, run_dir, batch_size, n, routing)
+            staged = _stage_graph(req, run_dir, batch_size, n, routing, stages)
         else:
             staged = _stage(req, run_dir, batch_size, n, keys)
         stop_after = req.options.get("stop_after_batches")
@@ -581,12 +622,16 @@ def _input_counts(req: RunRequest, run_dir: Path, staged: _Staged, dead: Counter
 
     names = list(req.bound.graph.inputs)
     got: Counter[str] = Counter()
+    first = staged.first_stage
     for part in (run_dir / "input").glob("part-*.parquet"):
-        col = pq.read_table(part, columns=["input", "kind"])
+        col = pq.read_table(part, columns=["input", "kind"] + (["_stage"] if first is not None else []))
         real = col.filter(pc.invert(pc.fill_null(pc.equal(col.column("kind"), END_KIND), False)))
         for name in names:  # (control rows are cti(T), one per input: not counted below)
-            got[name] += pc.sum(pc.equal(real.column("input"), name)).as_py() or 0
-    if (run_dir / "tail.done").read_text(encoding="utf-8") != "None":
+            mine = pc.equal(real.column("input"), name)
+            if first is not None:  # one copy per stage reading it: count the first stage's
+                mine = pc.and_(mine, pc.equal(real.column("_stage"), first[name]))
+            got[name] += pc.sum(pc.fill_null(mine, False)).as_py() or 0
+    if first is None and (run_dir / "tail.done").read_text(encoding="utf-8") != "None":
         for name in names:
             got[name] -= 1
     if len(names) == 1:
@@ -639,12 +684,13 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
     from udm.host.spark.batch import _explain
     from udm.host.spark.convert import ELEMENT_DDL
 
-    ddl = f"{ELEMENT_DDL}, _seq bigint, _bucket bigint" + (", input string" if staged.inputs is not None else "")
+    ddl = (f"{ELEMENT_DDL}, _seq bigint, _bucket bigint" + (", input string" if staged.inputs is not None else "")
+           + (", _stage bigint" if staged.first_stage is not None else ""))
     source = (spark.readStream.schema(ddl)
               .option("maxFilesPerTrigger", 1).parquet(str(run_dir / "input")))
     _drop_unplanned_source_entries(run_dir / "spark")
     result = run_stream(req.bound, source, on_violation=req.on_violation, buckets=staged.buckets)
-    query = (result.writeStream.foreachBatch(_batch_writer(run_dir, staged.buckets, stop_after))
+    query = (result.writeStream.foreachBatch(_batch_writer(run_dir, staged.sink_width or staged.buckets, stop_after))
              .option("checkpointLocation", str(run_dir / "spark"))
              .queryName(f"udm-{run_dir.name}").start())
     try:
@@ -662,6 +708,11 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
                     else None
                 req.progress(size * done // staged.batches if size else done, size,
                              min(done * batch_size, staged.elements))
+                status = getattr(req.progress, "status", None)  # a display that shows a status line
+                if status is not None:
+                    text = progress_text(query.lastProgress, done, staged.batches)
+                    if text:
+                        status(text)
     except KeyboardInterrupt:
         query.stop()
         raise StreamStopped(_stopped_message(run_dir, req)) from None
@@ -674,6 +725,19 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
     finally:
         if query.isActive:
             query.stop()
+
+
+def progress_text(progress: dict[str, Any] | None, done: int, batches: int) -> str | None:
+    """One status line from Spark's progress report of the last micro-batch: its latency and the state
+    the query holds (rows and bytes over its stateful operators), or None before the first report."""
+    if not progress:
+        return None
+    ms = (progress.get("durationMs") or {}).get("triggerExecution")
+    ops = progress.get("stateOperators") or []
+    rows = sum(int(op.get("numRowsTotal") or 0) for op in ops)
+    size = sum(int(op.get("memoryUsedBytes") or 0) for op in ops)
+    return (f"micro-batch {done}/{batches}: {ms if ms is not None else '?'} ms, state {rows:,} rows "
+            f"{size / 1e6:.1f} MB")
 
 
 def _stopped_message(run_dir: Path, req: RunRequest) -> str:

@@ -19,6 +19,9 @@ Plan of `run_stream` (a streaming DataFrame in, a streaming DataFrame out):
    prefixed with the bucket. The stream's output CTI is the minimum over all buckets' CTIs; every input
    CTI reaches every bucket, so a micro-batch holding one reports all of them (`combine_ctis`).
 
+A query graph with no single valid partitioning is cut into stages (`udm.host.spark.stages`) and runs
+as one operator per stage, chained in the same query (`udm.host.spark.stream_stages`, semantics-notes 39).
+
 Retractions: the batch path routes a retraction after the latest insert of its id with a window over
 the whole input; a stream cannot. ``udm run --engine spark-streaming`` routes on the driver, where the
 file is read (`udm.host.spark.stream_files`), and passes ``_bucket`` in. A streaming DataFrame without
@@ -87,6 +90,10 @@ _INPUT_ARROW = pa.schema([(c, pa.int64() if c in ("le", "re", "re_new", "t", "li
                          + [("udm_seq", pa.int64()), ("udm_route", pa.int64()), ("udm_bucket", pa.int64())])
 #: The same for a query graph: plus ``udm_input``, the input each element belongs to.
 _GRAPH_INPUT_ARROW = _INPUT_ARROW.append(pa.field("udm_input", pa.string()))
+
+
+_NO_LINE = ("a streaming element DataFrame needs a 'line' column (its sequence number: Spark keeps no row order "
+            "across the shuffle, and streams have no row numbering); it has ")
 
 
 def _unroutable_reason(keys: list[str]) -> str:
@@ -348,7 +355,9 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
 
     A query graph (SEMANTICS §10) takes ``{input name: streaming DataFrame}`` (or one with an ``input``
     column); its buckets follow `udm.host.spark.partition.graph_routing`, and a dead-letter row of a
-    multi-input query carries its input's name in ``payload``.
+    multi-input query carries its input's name in ``payload``. A graph with no single partitioning runs
+    in stages (`udm.host.spark.stream_stages`; with ``ctis_from_watermark`` in one bucket): a later stage's
+    input rows are routed on the executor, a retraction by the key fields it repeats.
     """
     from pyspark.sql import functions as F
 
@@ -376,7 +385,7 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
             if sorted(elements) != sorted(names):
                 raise UdmError(f"the query reads inputs {', '.join(names)}; got DataFrames for "
                                f"{', '.join(elements) or 'none'}")
-            frames = [normalize_elements(elements[x], keep=("_bucket", "_seq")).withColumn("input", F.lit(x))
+            frames = [normalize_elements(elements[x], keep=("_bucket", "_seq", "_stage")).withColumn("input", F.lit(x))
                       for x in names]
             frame = frames[0]
             for fr in frames[1:]:
@@ -388,14 +397,24 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
             frame = frame.withColumn("input", F.lit(names[0]))
         routing = graph_routing(spec)
         keys = routing[names[0]] if isinstance(routing, dict) else []
-        n = 1 if routing is None else int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
+        wanted = int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
+        n = 1 if routing is None else wanted
+        if routing is None and not ctis_from_watermark:
+            from udm.host.spark.stream_stages import run_staged, stream_stages
+
+            stages = stream_stages(spec, wanted)
+            if stages is not None:  # no one partitioning: a stage per key (`udm.host.spark.stream_stages`)
+                if "line" not in frame.columns and "_seq" not in frame.columns:
+                    raise UdmError(_NO_LINE + ", ".join(frame.columns))
+                df = normalize_elements(frame, keep=("_bucket", "_seq", "_stage", "input"))
+                if "_seq" not in frame.columns:
+                    df = df.withColumn("_seq", F.col("line"))
+                return run_staged(df, stages, wanted, names, on_violation or spec.on_violation)
     else:
         keys = partition_keys(spec)
         n = 1 if not keys else int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
     if "line" not in frame.columns and "_seq" not in frame.columns:
-        raise UdmError("a streaming element DataFrame needs a 'line' column (its sequence number: Spark keeps "
-                       "no row order across the shuffle, and streams have no row numbering); it has "
-                       + ", ".join(frame.columns))
+        raise UdmError(_NO_LINE + ", ".join(frame.columns))
     df = normalize_elements(frame, keep=("_bucket", "_seq", "input") if graph else ("_bucket", "_seq"))
     if "_bucket" not in frame.columns:
         df = _route_graph(df, routing, n) if graph else _route(df, keys, n)
