@@ -50,8 +50,16 @@ MULTICAST = {"inputs": TWO, "steps": [
     {"id": "j", "op": "join", "from": ["p", "b"], "on": "v", "left_prefix": "l_", "right_prefix": "r_"},
     {"id": "u", "op": "union", "from": ["w", "j"]}]}
 
+#: a read by two stages (counted per k; joined to its own counts by v): its bad lines are dead letters once
+INPUT_IN_TWO_STAGES = {"inputs": TWO, "steps": [
+    {"id": "w", "from": "a", "op": "window", "window": {"type": "hopping", "size": 10, "hop": 5},
+     "group_by": ["k"], "udm": "count", "as": "n"},
+    {"id": "j", "op": "join", "from": ["w", "a"], "on": [["n", "v"]], "left_prefix": "w_"},
+    {"id": "u", "op": "union", "from": ["j", "b"]}]}
+
 QUERIES = {"join_then_window": JOIN_THEN_WINDOW, "window_then_join": WINDOW_THEN_JOIN,
-           "join_then_keyless": JOIN_THEN_KEYLESS, "multicast": MULTICAST}
+           "join_then_keyless": JOIN_THEN_KEYLESS, "multicast": MULTICAST,
+           "input_in_two_stages": INPUT_IN_TWO_STAGES}
 
 
 def _inputs(seed: int) -> dict[str, list[Any]]:

@@ -41,7 +41,7 @@ from udm.host.query.spec import QuerySpec, parse_query
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
 from udm.host.spark.partition import BY_ID, python_tasks
 from udm.host.spark.rows import dead_rows, exchange_rows, output_rows, with_struct_payloads
-from udm.host.spark.stages import Stage, merge_exchange, plan_stages
+from udm.host.spark.stages import Stage, checked_before, merge_exchange, plan_stages, read_before
 from udm.sdk import INF
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -97,7 +97,8 @@ def graph_elements(elements: DataFrame | Mapping[str, DataFrame], inputs: tuple[
 
 
 def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, query_inputs: tuple[str, ...],
-                  last: bool, carried: tuple[str, ...] = ()) -> Callable[[tuple[Any, ...], pa.Table], pa.Table]:
+                  last: bool, carried: tuple[str, ...] = (), read_before: frozenset[str] = frozenset()
+                  ) -> Callable[[tuple[Any, ...], pa.Table], pa.Table]:
     """What each bucket of ``stage`` runs: a `QueryRunner` over the stage's query.
 
     Query inputs are fed in their line order up to their first ``cti(INF)``; then T (the plan-wide value,
@@ -105,7 +106,11 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
     (an earlier stage's sink) is merged from its producer's buckets (`merge_exchange`: its CTI is the
     minimum over them) and does not move T, which is the real inputs'. A stage that is not the last
     reports its CTIs too, with the bucket and the position of each element, so the next stage can merge
-    them, and gives each retraction the ``carried`` fields of its insert, so it is routed like it."""
+    them, and gives each retraction the ``carried`` fields of its insert, so it is routed like it.
+
+    A query input an earlier stage also reads (``read_before``) was checked there already: its input-level
+    dead letters (bad lines, CTI violations, id errors: reasons without a ``step`` prefix) are that
+    stage's, so this stage drops its copies and one engine's single dead letter is reported once."""
     spec_json = stage.spec.to_json_dict()
     exchanges = stage.exchanges(query_inputs)
     multi = len(query_inputs) > 1
@@ -174,6 +179,8 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
             for seq, r in enumerate(exchange_rows(bucket, out, carried)):
                 row(stream="out", line=seq, bucket=bucket, **r)
         for dl in runner.take_dead_letters():
+            if read_before and checked_before(dl, stage, read_before):
+                continue
             for r in dead_rows([dl]):
                 row(**r, stream="dead", kind=r["category"], input=dead_input(dl))
         if id_blob is not None:
@@ -265,7 +272,8 @@ def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation:
             stage_df = stage_df.unionByName(p)
         width = n if stage.routing is not None else 1
         routed = _route(stage_df, stage.routing, width, has_retracts, stage.exchanges(inputs))
-        fn = _stage_runner(stage, violation, t_end, inputs, last, _carried(stages, stage))
+        fn = _stage_runner(stage, violation, t_end, inputs, last, _carried(stages, stage),
+                           read_before(stages, stage, inputs))
         result = routed.groupBy("_bucket").applyInArrow(fn, GRAPH_RESULT_DDL)
         if last:
             final = spark.createDataFrame([("out", "cti", None, None, None, None, INF, None, _FINAL_LINE, None,

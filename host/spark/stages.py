@@ -33,7 +33,7 @@ from udm.host.query.graph import GraphNode, resolve
 from udm.host.query.spec import QuerySpec, parse_query
 from udm.host.spark.partition import routing_of
 
-__all__ = ["STATELESS_OPS", "Stage", "merge_exchange", "plan_stages"]
+__all__ = ["STATELESS_OPS", "Stage", "checked_before", "merge_exchange", "plan_stages", "read_before"]
 
 #: ops whose output element depends on one input element only (a union without ``distinct`` too)
 STATELESS_OPS = frozenset({"filter", "map", "project", "alter_lifetime"})
@@ -183,3 +183,18 @@ def merge_exchange(table: pa.Table) -> pa.Table:
                                                                       mask=~is_cti[order]))
     out = out.set_column(out.column_names.index("line"), "line", pa.nulls(n, pa.int64()))
     return out.filter(pa.array(keep))
+
+
+def read_before(stages: Sequence[Stage], stage: Stage, query_inputs: Sequence[str]) -> frozenset[str]:
+    """The query inputs ``stage`` reads that an earlier stage reads too (and checks first)."""
+    earlier = {x for s in stages if s.index < stage.index for x in s.inputs}
+    return frozenset(x for x in stage.inputs if x in query_inputs and x in earlier)
+
+
+def checked_before(dead_letter: Any, stage: Stage, read_before: frozenset[str]) -> bool:
+    """Whether a dead letter of ``stage`` is an input-level one (a bad line, a CTI violation, an id error:
+    its reason has no ``step`` prefix) of a query input an earlier stage reads too. That stage reported
+    it already; one engine reports it once, so the copy is dropped."""
+    dl = dead_letter
+    name = dl.input if dl.input is not None else (stage.inputs[0] if len(stage.inputs) == 1 else None)
+    return name in read_before and not str(dl.reason).startswith("step ")

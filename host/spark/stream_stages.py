@@ -41,7 +41,7 @@ import pyarrow as pa
 
 from udm.host.query.spec import QuerySpec
 from udm.host.spark.partition import BY_ID
-from udm.host.spark.stages import Stage, plan_stages
+from udm.host.spark.stages import Stage, checked_before, plan_stages, read_before
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -126,6 +126,7 @@ def _processor_class() -> type:
         def __init__(self, stages: list[Stage], index: int, n: int, query_inputs: tuple[str, ...],
                      on_violation: str | None) -> None:
             stage = stages[index]
+            self._stage = stage
             self._index = index
             self._last = index == len(stages) - 1
             self._spec_json = stage.spec.to_json_dict()
@@ -145,6 +146,8 @@ def _processor_class() -> type:
             #: for the first operator: how to route a `ROUTE_LATER` row per (input, stage)
             self._later = {(x, s.index): (s.routing, stage_width(s, n)) for s in stages for x in s.inputs
                            if x in query_inputs}
+            #: query inputs an earlier stage checks first: their input-level dead letters are its
+            self._read_before = read_before(stages, stage, query_inputs)
             self._bound: Any = None
 
         def init(self, handle: Any) -> None:
@@ -269,7 +272,13 @@ def _processor_class() -> type:
                     seq += 1
             else:
                 seq = self._exchange(bucket, produced, aux["routes"], cti, runner.ctx.reached, out)
-            for dl in runner.take_dead_letters() + extra_dead:
+            dead = runner.take_dead_letters()
+            if self._read_before:
+                copies = [dl for dl in dead if checked_before(dl, self._stage, self._read_before)]
+                for dl in copies:  # reported by the earlier stage (and counted there)
+                    runner.stats.reasons[dl.category] -= 1
+                dead = [dl for dl in dead if not checked_before(dl, self._stage, self._read_before)]
+            for dl in dead + extra_dead:
                 name = dl.input if dl.input is not None else (self._inputs[0] if len(self._inputs) == 1 else None)
                 for r in dead_rows([dl]):
                     out.add(stream="dead", udm_src=bucket, udm_seq=seq, udm_stage=SINK_STAGE,
