@@ -72,7 +72,31 @@ class SessionStep(RowOrderedStep):
         if not wins:
             self._open(g, [ev], ev.re, None)
             return
+        if self._join_inside(g, ev):
+            return
         self._rescan(g, ev.le, None)
+
+    def _join_inside(self, g: Group, ev: Ev) -> bool:
+        """A late event inside a session ``w`` (``W.LE <= LE < W.RE``) that does not reach the next one
+        joins ``w`` directly: the scan would put it in ``w``'s run (the row after it in ``w`` was within
+        ``gap`` of the same running maximum; ahead of it, maxima only grow) and keep the next boundary,
+        so no rescan (a rescan is O(session), and a hot group's session spans its whole stream)."""
+        wins = g.windows
+        i = wins.bisect_right(ev.le) - 1
+        if i < 0:
+            return False
+        w = wins.peekitem(i)[1]
+        if not (ev.le < w.re):
+            return False
+        re = w.re if w.re >= INF else max(w.re, self._end(ev.re))
+        if i + 1 < len(wins) and wins.peekitem(i + 1)[0] < re:
+            return False  # it bridges into the next session: merge by rescan
+        if re != w.re:
+            w.re = re
+        if self.time_sensitive:
+            w.rebuild = True  # a member in the middle: clipped views and order change
+        self._add(w, ev)
+        return True
 
     def _on_change(self, g: Group, ev: Ev, old: int, new: int) -> None:
         rows = g.rows
