@@ -444,7 +444,11 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
     add_array = wu.add_array if numeric else None
     gobj: dict[int, Any] = {}
     touch = st._touch
-    for s, e, w in _key_runs(st, skey, bounds, kr, kmin, gkeys, gfields, gobj):
+    add_batch = wu.add_batch if add_array is not None else None
+    if add_batch is not None and len(bounds) > 2:
+        _batch_add(st, wu, add_batch, svals, skey, bounds, kr, kmin, gkeys, gfields, gobj)
+    for s, e, w in () if add_batch is not None and len(bounds) > 2 else _key_runs(st, skey, bounds, kr, kmin,
+                                                                                   gkeys, gfields, gobj):
         if w.pending:
             st._apply(w)
         state = w.state
@@ -465,6 +469,29 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
     st._count_new_events(sel_g, gobj, gkeys, gfields)
     return _taken(rows, took, absorbed)
 
+
+
+def _batch_add(st: Any, wu: Any, add_batch: Any, svals: np.ndarray, skey: np.ndarray, bounds: list[int], kr: int,
+               kmin: int, gkeys: Any, gfields: Any, gobj: dict[int, Any]) -> None:
+    """Every (group, window) run of a sorted batch in one ``add_batch`` call (the UDA's batch form)."""
+    wins = []
+    states = []
+    touch = st._touch
+    for _s, _e, w in _key_runs(st, skey, bounds, kr, kmin, gkeys, gfields, gobj):
+        if w.pending:
+            st._apply(w)
+        wins.append(w)
+        states.append(w.state if w.state is not None else wu.initial_state())
+    offsets = np.asarray(bounds, dtype=np.int64)
+    new = wu._call(add_batch, (states, svals, offsets), None, "add_batch")
+    if len(new) != len(wins):
+        from ..invoke import contract
+
+        raise contract(wu.label, None, f"add_batch returned {len(new)} states for {len(wins)} slices", new)
+    for w, state, a, b in zip(wins, new, bounds[:-1], bounds[1:], strict=True):
+        w.state = state
+        w.count += b - a
+        touch(w)
 
 
 def _taken(rows: np.ndarray, took: np.ndarray, absorbed: list[int]) -> np.ndarray:
