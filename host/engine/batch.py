@@ -28,6 +28,8 @@ from .columnar import Cols
 from .common import INF
 from .context import Context
 from .operator import Operator
+from .ops.span import NO_RESULT as _NO_PRE
+from .ops.span import precompute
 
 
 class BatchHost(Protocol):
@@ -113,10 +115,28 @@ def run_batch(runner: BatchHost, batch: Any) -> list[Element]:
                         st.vlater = []
             start = pos + 1
     todo = np.flatnonzero(~done).tolist() if done.any() else range(n)
-    for i in todo:
-        r = _row(runner, cols, codes_l, lines, i)
-        if r:
-            out.extend(r)
+    first = runner.ops[0]
+    pre = precompute(first, cols, n) if not runner.finished and n >= MIN_RUN else None
+    if pre is None:
+        for i in todo:
+            r = _row(runner, cols, codes_l, lines, i)
+            if r:
+                out.extend(r)
+    else:
+        # a filter/map whose UDF has a batch form: its results, computed for the whole batch at once,
+        # stand in for the per-row call (rows lacking an argument still call ``compute``)
+        vals, skip = pre
+        skip_l = skip.tolist() if skip is not None else None
+        try:
+            for i in todo:
+                if codes_l[i] == _INSERT and (skip_l is None or not skip_l[i]):
+                    first.pre = vals[i]  # type: ignore[attr-defined]
+                r = _row(runner, cols, codes_l, lines, i)
+                first.pre = _NO_PRE  # type: ignore[attr-defined]
+                if r:
+                    out.extend(r)
+        finally:
+            first.pre = _NO_PRE  # type: ignore[attr-defined]
     out.extend(runner.flush())
     return out
 
