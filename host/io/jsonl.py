@@ -693,7 +693,7 @@ class _Writer:
 
 
 _encode = json.JSONEncoder().encode  # what json.dumps uses with default arguments, without its per-call setup
-_quote = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_quote = json.encoder.encode_basestring_ascii
 
 
 def _line(e: Element) -> str:

@@ -176,7 +176,8 @@ def precompute(op: Any, cols: Any, n: int) -> tuple[list[Any], np.ndarray | None
         return None  # the row-by-row path reports what is wrong, on the row where it is
     out = res.tolist() if isinstance(res, np.ndarray) else list(res)
     if len(out) != n:
-        raise contract(op.bs.label, None, f"compute_batch returned {len(out)} values for {n} rows", out)
+        where = op.bs.label if op.bs is not None else op.name
+        raise contract(where, None, f"compute_batch returned {len(out)} values for {n} rows", out)
     return out, skip
 
 

@@ -240,7 +240,12 @@ class RowsStep(RowOrderedStep):
             self._stamp = 0
             return list(self.groups.values())
         groups = self.groups
-        return [g for g in act.values() if groups.get(g.key) is g]
+        out: list[Group] = []
+        for g in act.values():
+            live = groups.get(g.key)
+            if live is not None and live is g:
+                out.append(live)
+        return out
 
     def _cleanup(self, c: int) -> None:
         visit = self._candidates()

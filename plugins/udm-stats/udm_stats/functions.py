@@ -6,7 +6,6 @@ import math
 from typing import Any
 
 import numpy as np
-
 from pydantic import BaseModel, ConfigDict
 
 from udm.sdk import UDF, udm
