@@ -5,6 +5,7 @@ and retractions pass through unchanged.
 
 from __future__ import annotations
 
+import heapq
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ from udm.host.input_types import step_checks
 from udm.host.query.plan import BoundStep
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
-from ..common import NEG
+from ..common import INF, NEG
 from ..context import Context
 from ..invoke import contract
 from ..operator import Operator
@@ -66,6 +67,31 @@ class _SpanStep(Operator):
         except Exception as exc:
             raise contract(self.bs.label, None, f"compute raised {type(exc).__name__} on {kwargs!r}",  # type: ignore[union-attr]
                            exc) from exc
+
+    def ins(self, id: str, le: int, re: int, payload: Any, el: Insert | None = None) -> list[Element] | None:
+        """An insert from raw fields: the common valid case inline (what `feed` does for it, without its
+        dispatch and `check_insert`'s calls); anything else goes through `feed`, which dead-letters it."""
+        if (type(payload) is not dict or not le < re or le >= INF or le < self.effective_cti or id in self.live
+                or re < self.skip_below):
+            return self.feed(el if el is not None else Insert(id, le, re, payload))
+        for f in self.fields:
+            if f not in payload:
+                return self.feed(el if el is not None else Insert(id, le, re, payload))
+        for tf, tp in self.typed:
+            if not tp.accepts(payload if tf is None else payload[tf]):
+                return self.feed(el if el is not None else Insert(id, le, re, payload))
+        if self.reads_input:
+            ctx = self.ctx
+            t = re if re < INF else le
+            if t > ctx.reached:
+                ctx.reached = t
+        self.oid += 1
+        oid = f"o{self.oid}"
+        out = self.apply(el if el is not None else Insert(id, le, re, payload), le, oid)
+        self.live[id] = _Rec(le, re, oid if out is not None else None)
+        if re < INF:
+            heapq.heappush(self.end_heap, (re, id))
+        return [out] if out is not None else []
 
     def feed(self, el: Element) -> list[Element]:
         if isinstance(el, Insert):
