@@ -234,10 +234,11 @@ class RowsStep(RowOrderedStep):
         """Groups whose cleanup or output-CTI contribution can change (all of them for a step restored
         from a snapshot that predates the bookkeeping)."""
         act = self.__dict__.get("_active")
-        if act is None:
-            self._active: dict[int, Group] = {}
-            self._quiet: list[tuple[int, int, Group]] = []  # (bound contribution, stamp, settled group)
-            self._stamp = 0
+        if act is None or not self.tracks_settled:
+            if act is None:
+                self._active: dict[int, Group] = {}
+                self._quiet: list[tuple[int, int, Group]] = []  # (bound contribution, stamp, settled group)
+                self._stamp = 0
             return list(self.groups.values())
         groups = self.groups
         out: list[Group] = []
