@@ -30,8 +30,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import gen
-from bench.bench_run import QUERIES, TARGETS
+from bench import bench_realistic, gen
+from bench.bench_run import QUERIES as RUN_QUERIES
+from bench.bench_run import TARGETS
+
+#: bench_run's queries, and bench_realistic's 10-group / 100-tick tumbling sum (``--queries sum100``)
+QUERIES: dict[str, Any] = {**RUN_QUERIES, "sum100": bench_realistic.QUERY}
+#: bench.gen's shapes, and bench_realistic's 10-group ones (``--cases realistic_in_order,...``)
+CASES = {"in_order": gen.in_order, "disordered": gen.disordered, "realistic_in_order": bench_realistic.in_order,
+         "realistic_disordered": bench_realistic.disordered}
 
 REPO = Path(__file__).resolve().parent.parent
 SLOWER = 0.05
@@ -156,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
               f"repeats, median; {_load()}", flush=True)
         for case in [c for c in args.cases.split(",") if c]:
             inp = tmp / f"{case}-{n}.jsonl"
-            getattr(gen, case)(inp, n)
+            CASES[case](inp, n)
             for qname in [q for q in args.queries.split(",") if q]:
                 qf = tmp / f"query-{qname}.json"
                 qf.write_text(json.dumps(QUERIES[qname]))
