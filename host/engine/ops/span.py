@@ -200,7 +200,9 @@ def precompute(op: Any, cols: Any, n: int) -> tuple[list[Any], np.ndarray | None
         res = fn(**columns)
     except Exception:
         return None  # the row-by-row path reports what is wrong, on the row where it is
-    out = res.tolist() if isinstance(res, np.ndarray) else list(res)
+    # plain Python values, as ``compute`` would return them (numpy scalars do not serialize to JSON)
+    out = res.tolist() if isinstance(res, np.ndarray) else [v.item() if isinstance(v, np.generic) else v
+                                                            for v in res]
     if len(out) != n:
         where = op.bs.label if op.bs is not None else op.name
         raise contract(where, None, f"compute_batch returned {len(out)} values for {n} rows", out)
