@@ -268,6 +268,8 @@ class GridStep(WindowStep):
 
 
 MAX_SPAN = 64
+#: a UDA's add_batch is used when a batch's (group, window) slices average fewer members than this
+BATCH_SLICE = 32
 _I64_MIN = -(2**63)
 NEG_SAFE = -(2**62)
 
@@ -444,11 +446,13 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
     add_array = wu.add_array if numeric else None
     gobj: dict[int, Any] = {}
     touch = st._touch
+    # the batch form pays where there are many short slices (small windows, many groups); long slices are
+    # already one vectorized add_array call each
     add_batch = wu.add_batch if add_array is not None else None
-    if add_batch is not None and len(bounds) > 2:
+    batched = add_batch is not None and len(bounds) > 2 and len(skey) < BATCH_SLICE * (len(bounds) - 1)
+    if batched:
         _batch_add(st, wu, add_batch, svals, skey, bounds, kr, kmin, gkeys, gfields, gobj)
-    for s, e, w in () if add_batch is not None and len(bounds) > 2 else _key_runs(st, skey, bounds, kr, kmin,
-                                                                                   gkeys, gfields, gobj):
+    for s, e, w in () if batched else _key_runs(st, skey, bounds, kr, kmin, gkeys, gfields, gobj):
         if w.pending:
             st._apply(w)
         state = w.state

@@ -176,7 +176,12 @@ class Sum(IncrementalUDA):
         if k == "int" and _int_segments_safe(values):
             sums = _segments(values, offsets).tolist()
             return [(s[0] + t, s[1], s[2]) for s, t in zip(states, sums, strict=True)]
-        off = list(offsets)
+        off = [int(x) for x in offsets]
+        if k == "float":  # each slice exactly rounded, as add_array does (one list conversion for all)
+            vals = values.tolist()
+            fsum = math.fsum
+            return [(s[0], _acc_add_total(s[1], fsum(vals[a:b]), b - a), s[2] + b - a) if b > a else s
+                    for s, a, b in zip(states, off[:-1], off[1:], strict=True)]
         return [self.add_array(s, values[a:b]) for s, a, b in zip(states, off[:-1], off[1:], strict=True)]
 
     def compute(self, state: tuple[int, _Acc, int]) -> float:
@@ -220,6 +225,11 @@ class Avg(IncrementalUDA):
             return [_acc_add_total(s, float(t), k) if k else s
                     for s, t, k in zip(states, sums, lens, strict=True)]
         o = off.tolist()
+        if _kind(values) == "float":  # each slice exactly rounded, as add_array does
+            vals = values.tolist()
+            fsum = math.fsum
+            return [_acc_add_total(s, fsum(vals[a:b]), b - a) if b > a else s
+                    for s, a, b in zip(states, o[:-1], o[1:], strict=True)]
         return [self.add_array(s, values[a:b]) for s, a, b in zip(states, o[:-1], o[1:], strict=True)]
 
     def compute(self, state: _Acc) -> float:
