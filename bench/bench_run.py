@@ -61,6 +61,7 @@ def run_udm(query: Path, inp: Path, out: Path, dl: Path) -> dict[str, Any]:
         raise RuntimeError(f"udm run failed ({proc.returncode}): {stderr.strip()}")
     summary = json.loads(stdout.strip().splitlines()[-1])
     summary["wall"] = wall
+    summary["cpu"] = usage.ru_utime + usage.ru_stime  # the child's CPU seconds, start-up included (all threads)
     hwm = [int(x.split("=", 1)[1]) for x in stderr.splitlines() if x.startswith("UDM_BENCH_VMHWM_KB=")]
     summary["rss_mib"] = (hwm[-1] if hwm else usage.ru_maxrss) / 1024
     return summary

@@ -43,7 +43,7 @@ def in_order(path: Path, n: int, *, cti_every: int = 1000, seed: int = 1) -> dic
 
 
 def disordered(path: Path, n: int, *, cti_every: int = 1000, jitter: int = 50, retract_share: float = 0.2,
-               seed: int = 2) -> dict[str, int]:
+               seed: int = 2, syms: tuple[str, ...] = SYMS) -> dict[str, int]:
     """Inserts whose ``le`` is off by up to ``jitter`` ticks from arrival order, about ``retract_share`` of
     them later shortened or deleted by a retraction (1–10 elements later); CTIs lag far enough behind
     that no element violates them."""
@@ -66,7 +66,7 @@ def disordered(path: Path, n: int, *, cti_every: int = 1000, jitter: int = 50, r
             else:
                 le = max(0, base + rng.randint(-jitter, jitter))
                 d = 1 + rng.randrange(20)
-                sym = SYMS[rng.randrange(4)]
+                sym = syms[rng.randrange(len(syms))]
                 lines.append(f'{{"kind":"insert","id":"e{k}","le":{le},"re":{le + d},'
                              f'"payload":{{"sym":"{sym}","price":{rng.randrange(1000) / 10}}}}}')
                 counts["insert"] += 1

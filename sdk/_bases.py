@@ -57,6 +57,12 @@ class UDF(UDM):
 
     The query maps argument names to payload fields (``"args": {"x": "price"}``); the output event keeps
     the input event's lifetime.
+
+    Optional batch form: ``compute_batch(**columns) -> column``. Each argument is a 1-d numpy array (one
+    entry per event of a columnar batch: int64, float64, or object for other values); return a sequence
+    of the same length whose entry ``i`` equals ``compute(**{arg: col[i]})``. The local engine uses it for
+    ``filter``/``map`` over its columnar batches when every argument column is numeric; the conformance
+    kit's ``batch_forms`` check holds both forms to the same answers. Never required.
     """
 
     _sdk_kind = "udf"
@@ -115,6 +121,12 @@ class IncrementalUDA(UDM):
     slice of one window's new members at once as a 1-d int64 or float64 array instead of calling
     ``add`` with a list. It must have the same effect as ``add(state, values.tolist())`` (up to float
     rounding). Never required: without it the engine calls ``add``.
+
+    Optional batch form over many windows at once: ``add_batch(states, values, offsets) -> list[S]``,
+    where ``offsets`` (int64, ``len(states) + 1`` entries, non-decreasing) cuts ``values`` into one slice
+    per state: entry ``i`` of the result must equal ``add_array(states[i], values[offsets[i]:offsets[i+1]])``
+    (up to float rounding). The engine's vectorized window insert hands it every (group, window) of a
+    batch in one call. The conformance kit's ``batch_forms`` check compares it with ``add``.
     """
 
     _sdk_kind = "uda"

@@ -27,7 +27,8 @@ Choices the engine makes where the documents leave room (all also followed by th
   tumbling/hopping windows stop at ``W.LE <= T`` (reported as ``RunStats.truncated_at``), members with
   a finite end always give all their windows.
 * **Adjust**: an insert moved to ``[c, RE)`` is still named by its original LE in later retractions.
-* **Floats**: incremental states (add/remove chains), pane merges and the vectorized ``add_array`` hook
+* **Floats**: incremental states (add/remove chains), pane merges and the vectorized ``add_array`` /
+  ``add_batch`` hooks (semantics-notes 35)
   sum in a different order than a one-shot computation, so float results may differ in the last bits
   (integer data is exact); compare float outputs with a tolerance (`udm.host.testing.verify`).
 """

@@ -28,6 +28,8 @@ from .columnar import Cols
 from .common import INF
 from .context import Context
 from .operator import Operator
+from .ops.span import NO_RESULT as _NO_PRE
+from .ops.span import precompute
 
 
 class BatchHost(Protocol):
@@ -113,12 +115,58 @@ def run_batch(runner: BatchHost, batch: Any) -> list[Element]:
                         st.vlater = []
             start = pos + 1
     todo = np.flatnonzero(~done).tolist() if done.any() else range(n)
-    for i in todo:
-        r = _row(runner, cols, codes_l, lines, i)
-        if r:
-            out.extend(r)
+    first = runner.ops[0]
+    pre = precompute(first, cols, n) if not runner.finished and n >= MIN_RUN else None
+    try:
+        _rows(runner, cols, codes_l, lines, todo, out, pre)
+    finally:
+        if pre is not None:
+            first.pre = _NO_PRE  # type: ignore[attr-defined]
     out.extend(runner.flush())
     return out
+
+
+def _rows(runner: BatchHost, cols: Cols, codes: list[int], lines: list[int], todo: Any, out: list[Element],
+          pre: tuple[list[Any], np.ndarray | None] | None) -> None:
+    """The general path over rows ``todo``: inserts inline (time columns read once per batch, no element
+    object unless the first step needs one), everything else through `_row`. With ``pre`` (a filter/map
+    whose UDF has a batch form: its results for the whole batch), each insert's result stands in for the
+    step's per-row call (rows lacking an argument still call ``compute``)."""
+    ctx = runner.ctx
+    stats = ctx.stats
+    first = runner.ops[0]
+    ins = first.ins
+    push = runner.push
+    le_l: list[int] = []
+    re_l: list[int] = []
+    started = False
+    id_at = cols.id_at  # (one by one for the first few rows, then whole columns: `Cols.id_at`)
+    payload_at = cols.payload_at
+    vals, skip = pre if pre is not None else (None, None)
+    skip_l = skip.tolist() if skip is not None else None
+    for i in todo:
+        if codes[i] != _INSERT or runner.finished:
+            r = _row(runner, cols, codes, lines, i)
+            if r:
+                out.extend(r)
+            continue
+        if not started:
+            started = True
+            le_l = cols.ints("le")
+            re_l = cols.ints("re")
+        line = lines[i]
+        ctx.line = line if line >= 0 else None
+        stats.elements_in += 1
+        p = payload_at(i)
+        if vals is not None:
+            first.pre = vals[i] if skip_l is None or not skip_l[i] else _NO_PRE  # type: ignore[attr-defined]
+        got = ins(id_at(i), le_l[i], re_l[i], {} if p is None else p)
+        if vals is not None:
+            first.pre = _NO_PRE  # type: ignore[attr-defined]
+        if got:
+            res = push(0, got)
+            if res:
+                out.extend(res)
 
 
 def _row(runner: BatchHost, cols: Cols, codes: list[int], lines: list[int], i: int,

@@ -80,6 +80,8 @@ class WindowUDM:
         self.clip_left = self.clip in ("left", "full")
         self.clip_right = self.clip in ("right", "full")
         self.add_array = getattr(bs.udm, "add_array", None) if self.incremental and not self.time_sensitive else None
+        #: the batch form over many windows' slices (`udm.sdk.IncrementalUDA`), used with ``add_array``
+        self.add_batch = getattr(bs.udm, "add_batch", None) if self.add_array is not None else None
 
     # -- member items -------------------------------------------------------------------------
     def item(self, ev: Ev, le: int, re: int, wle: int, wre: int) -> Any:

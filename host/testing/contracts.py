@@ -25,6 +25,11 @@ AssertionError listing every failed check with the seed and a minimal reproducer
 ``state_pickle``
     For incremental UDMs: a state survives ``pickle`` (the engine's snapshot/restore) and the restored
     state goes on to give the same results.
+``batch_forms``
+    For UDMs declaring a vectorized form (`udm.sdk.UDF` ``compute_batch``; `udm.sdk.IncrementalUDA`
+    ``add_array`` / ``add_batch``): over numeric columns (int64 or float64, what the engine hands them),
+    the batch form gives what the scalar form gives, row by row / slice by slice, from fresh and from
+    non-empty states. Skipped for UDMs without one, or whose example inputs are not numbers.
 ``time_bound``
     For UDMs declaring ``time_bound``: when one element ``x`` (an insert, a shortening or extending
     retraction, a full retraction) changes the members, every output that changes has ``LE >= sync(x)``.
@@ -82,7 +87,7 @@ from .verifier import payloads_close, verify
 __all__ = ["CHECKS", "CheckResult", "assert_contracts", "format_failures", "run_contract_checks"]
 
 CHECKS: tuple[str, ...] = ("manifest", "params_roundtrip", "deterministic", "physical_reordering", "incremental",
-                           "algebraic_merge", "state_pickle", "time_bound")
+                           "algebraic_merge", "state_pickle", "batch_forms", "time_bound")
 
 
 @dataclass
@@ -857,7 +862,116 @@ def _check_time_bound(h: _Harness, rng: random.Random, examples: int) -> str:
     return f"{examples} single-element changes, outputs never start before the change"
 
 
+def _numeric_column(values: list[Any]) -> Any:
+    """The int64 / float64 column the engine would build from ``values``, or None (not all numbers)."""
+    import numpy as np
+
+    if not values or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in values):
+        return None
+    if all(isinstance(v, int) for v in values):
+        if any(abs(v) >= 2**63 for v in values):
+            return None
+        return np.array(values, dtype=np.int64)
+    return np.array([float(v) for v in values], dtype=np.float64)
+
+
+def _check_batch_forms(h: _Harness, rng: random.Random, examples: int) -> str:
+    probe = h.new()
+    if h.kind == "udf":
+        if not callable(getattr(probe, "compute_batch", None)):
+            raise _Skip("no compute_batch")
+        return _check_udf_batch(h, rng, examples)
+    if not h.props.incremental or h.props.time_sensitive:
+        raise _Skip("batch forms are for UDFs and time-insensitive incremental UDAs")
+    has_array = callable(getattr(probe, "add_array", None))
+    has_batch = callable(getattr(probe, "add_batch", None))
+    if not (has_array or has_batch):
+        raise _Skip("no add_array / add_batch")
+    done = 0
+    for _ in range(examples):
+        nseg = rng.randint(1, 5)
+        segs = [h.values(rng, rng.randint(0, 6)) for _ in range(nseg)]
+        pre = [h.values(rng, rng.randint(0, 3)) for _ in range(nseg)]  # what each state already holds
+        flat = [v for sg in segs for v in sg]
+        col = _numeric_column(flat) if flat else _numeric_column(h.values(rng, 1))
+        if col is None:
+            continue
+        col = col[:len(flat)]
+        udm = h.new()
+
+        def start(i: int, udm: Any = udm, pre: list[list[Any]] = pre) -> Any:
+            return udm.add(udm.initial_state(), copy.deepcopy(pre[i])) if pre[i] else udm.initial_state()
+
+        def result(state: Any, udm: Any = udm) -> Any:
+            try:
+                return h.normal(h.finish(udm, state, None))
+            except Exception as exc:
+                return f"raised {_err(exc)}"
+
+        want = [result(udm.add(start(i), copy.deepcopy(sg))) for i, sg in enumerate(segs)]
+        offsets = [0]
+        for sg in segs:
+            offsets.append(offsets[-1] + len(sg))
+        what = "members " + ", ".join(f"{pre[i]!r} then {segs[i]!r}" for i in range(nseg))
+        if has_array:
+            for i in range(nseg):
+                try:
+                    got = result(udm.add_array(start(i), col[offsets[i]:offsets[i + 1]]))
+                except Exception as exc:
+                    raise _Fail(f"add_array raised {_err(exc)}", what) from None
+                if not h.same(want[i], got):
+                    raise _Fail(f"add_array gave {_show(got)} where add gives {_show(want[i])}",
+                                f"state holding {pre[i]!r}, then add {segs[i]!r}")
+        if has_batch:
+            import numpy as np
+
+            try:
+                states = udm.add_batch([start(i) for i in range(nseg)], col, np.array(offsets, dtype=np.int64))
+                got_all = [result(st) for st in states]
+            except Exception as exc:
+                raise _Fail(f"add_batch raised {_err(exc)}", what) from None
+            if len(got_all) != nseg:
+                raise _Fail(f"add_batch returned {len(got_all)} states for {nseg} slices", what)
+            for i in range(nseg):
+                if not h.same(want[i], got_all[i]):
+                    raise _Fail(f"add_batch gave {_show(got_all[i])} for slice {i} where add gives "
+                                f"{_show(want[i])}", what)
+        done += 1
+    if not done:
+        raise _Skip("the example inputs are not numbers")
+    return f"{done} examples, batch forms agree with add"
+
+
+def _check_udf_batch(h: _Harness, rng: random.Random, examples: int) -> str:
+    names = h.udf_args()
+    done = 0
+    for _ in range(examples):
+        k = rng.randint(1, 12)
+        rows = [h.values(rng, len(names)) for _ in range(k)]
+        cols = {n: _numeric_column([r[j] for r in rows]) for j, n in enumerate(names)}
+        if any(c is None for c in cols.values()):
+            continue
+        udm = h.new()
+        try:
+            got = list(udm.compute_batch(**cols))
+        except Exception as exc:
+            raise _Fail(f"compute_batch raised {_err(exc)}", f"columns {rows!r}") from None
+        if len(got) != k:
+            raise _Fail(f"compute_batch returned {len(got)} values for {k} rows", f"columns {rows!r}")
+        for row, g in zip(rows, got, strict=True):
+            args = dict(zip(names, row, strict=True))
+            want = h.normal(udm.compute(**args))
+            g = h.normal(g.item() if hasattr(g, "item") else g)
+            if not h.same(want, g):
+                raise _Fail(f"compute_batch gave {_show(g)} where compute gives {_show(want)}", f"call {args!r}")
+        done += 1
+    if not done:
+        raise _Skip("the example inputs are not numbers")
+    return f"{done} batches, compute_batch agrees with compute row by row"
+
+
 _RUNNERS: dict[str, Callable[..., str]] = {
+    "batch_forms": _check_batch_forms,
     "manifest": _check_manifest,
     "params_roundtrip": _check_params,
     "deterministic": _check_deterministic,

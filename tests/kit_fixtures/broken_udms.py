@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, PlainSerializer
 
-from udm.sdk import UDA, UDM, IncrementalUDA, TimeSensitiveUDO, hookimpl, udm
+from udm.sdk import UDA, UDF, UDM, IncrementalUDA, TimeSensitiveUDO, hookimpl, udm
 
 
 @udm(name="good_count", version="1.0.0", algebraic=True, input_type="any", output_type="int")
@@ -224,6 +224,36 @@ class WindowCounter(TimeSensitiveUDO):
 
 
 #: class -> the contract checks it must fail (and nothing else)
+# -- batch_forms --------------------------------------------------------------------------------
+
+
+@udm(name="batch_drops_last", version="1.0.0", algebraic=True, input_type="float", output_type="int")
+class BatchDropsLast(GoodCount):
+    """A correct count whose batch form forgets the last member of every slice."""
+
+    def add_array(self, state: int, values: Any) -> int:
+        return state + len(values)
+
+    def add_batch(self, states: list[int], values: Any, offsets: Any) -> list[int]:
+        off = list(offsets)
+        return [s + max(b - a - 1, 0) for s, a, b in zip(states, off[:-1], off[1:], strict=True)]
+
+
+@udm(name="batch_sign", version="1.0.0", input_type="float", output_type="bool")
+class BatchSign(UDF):
+    """``x > 0``, but the batch form says ``x >= 0`` (they differ on zero)."""
+
+    def compute(self, x: float) -> bool:
+        return x > 0
+
+    def compute_batch(self, x: Any) -> Any:
+        return [v >= 0 for v in x.tolist()]
+
+    @classmethod
+    def example_payloads(cls, rng: random.Random) -> list[Any]:
+        return [0, 1, -1, 0.0, 2.5]
+
+
 BROKEN: dict[type[UDM], set[str]] = {
     LyingOutputType: {"manifest"},
     ClaimsAlgebraic: {"manifest", "algebraic_merge"},
@@ -237,6 +267,8 @@ BROKEN: dict[type[UDM], set[str]] = {
     MutatingMerge: {"algebraic_merge"},
     LambdaState: {"state_pickle"},
     WindowCounter: {"time_bound"},
+    BatchDropsLast: {"batch_forms"},
+    BatchSign: {"batch_forms"},
 }
 
 ALL: tuple[type[UDM], ...] = (GoodCount, *BROKEN)

@@ -5,19 +5,24 @@ and retractions pass through unchanged.
 
 from __future__ import annotations
 
+import heapq
 from typing import Any
+
+import numpy as np
 
 from udm.host.errors import ContractViolation
 from udm.host.input_types import step_checks
 from udm.host.query.plan import BoundStep
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
-from ..common import NEG
+from ..common import INF, NEG
 from ..context import Context
 from ..invoke import contract
 from ..operator import Operator
 
-__all__ = ["FilterStep", "InputGate", "MapStep", "ProjectStep"]
+__all__ = ["NO_RESULT", "FilterStep", "InputGate", "MapStep", "ProjectStep", "precompute"]
+
+NO_RESULT: Any = object()  #: `_SpanStep.pre` when no result was computed ahead
 
 
 class _SpanStep(Operator):
@@ -32,6 +37,8 @@ class _SpanStep(Operator):
             self.typed = step_checks(bs)
             self.typed_label = bs.label
         self.oid = 0
+        #: the UDF's result for the element being fed, computed ahead by its batch form (`precompute`)
+        self.pre: Any = NO_RESULT
         #: fast-forward (seeds/001 §V.D): inserts ending before this are registered but not computed
         self.skip_below = NEG
         #: payloads of the inserts skipped so, in case a retraction extends one past ``skip_below``
@@ -39,14 +46,19 @@ class _SpanStep(Operator):
         self.attach(ctx, bs)
 
     def _transient(self) -> tuple[str, ...]:
-        return ("ctx", "bs", "udm")
+        return ("ctx", "bs", "udm", "pre")
 
     def attach(self, ctx: Context, bs: BoundStep | None) -> None:
         self.ctx = ctx
         self.bs = bs
         self.udm = bs.udm if bs is not None else None
+        self.pre = NO_RESULT
 
     def call(self, payload: dict[str, Any]) -> Any:
+        pre = self.pre
+        if pre is not NO_RESULT:
+            self.pre = NO_RESULT
+            return pre
         kwargs = {a: payload[f] for a, f in self.args.items()}
         try:
             return self.udm.compute(**kwargs)  # type: ignore[union-attr]
@@ -55,6 +67,31 @@ class _SpanStep(Operator):
         except Exception as exc:
             raise contract(self.bs.label, None, f"compute raised {type(exc).__name__} on {kwargs!r}",  # type: ignore[union-attr]
                            exc) from exc
+
+    def ins(self, id: str, le: int, re: int, payload: Any, el: Insert | None = None) -> list[Element] | None:
+        """An insert from raw fields: the common valid case inline (what `feed` does for it, without its
+        dispatch and `check_insert`'s calls); anything else goes through `feed`, which dead-letters it."""
+        if (type(payload) is not dict or not le < re or le >= INF or le < self.effective_cti or id in self.live
+                or re < self.skip_below):
+            return self.feed(el if el is not None else Insert(id, le, re, payload))
+        for f in self.fields:
+            if f not in payload:
+                return self.feed(el if el is not None else Insert(id, le, re, payload))
+        for tf, tp in self.typed:
+            if not tp.accepts(payload if tf is None else payload[tf]):
+                return self.feed(el if el is not None else Insert(id, le, re, payload))
+        if self.reads_input:
+            ctx = self.ctx
+            t = re if re < INF else le
+            if t > ctx.reached:
+                ctx.reached = t
+        self.oid += 1
+        oid = f"o{self.oid}"
+        out = self.apply(el if el is not None else Insert(id, le, re, payload), le, oid)
+        self.live[id] = _Rec(le, re, oid if out is not None else None)
+        if re < INF:
+            heapq.heappush(self.end_heap, (re, id))
+        return [out] if out is not None else []
 
     def feed(self, el: Element) -> list[Element]:
         if isinstance(el, Insert):
@@ -137,6 +174,54 @@ class _SpanStep(Operator):
             for id in [i for i in self.skipped if i not in self.live]:
                 del self.skipped[id]
         return gone
+
+
+def precompute(op: Any, cols: Any, n: int) -> tuple[list[Any], np.ndarray | None] | None:
+    """The UDF results of a filter/map step for every row of a columnar batch, from the UDF's batch form
+    (`udm.sdk.UDF` ``compute_batch``), when it has one and every argument column is numeric: (results,
+    rows to leave to ``compute``: those lacking an argument). None when the batch form does not apply."""
+    if not isinstance(op, (FilterStep, MapStep)):
+        return None
+    fn = getattr(op.udm, "compute_batch", None)
+    if fn is None or not op.args:
+        return None
+    columns = {}
+    skip = None
+    for arg, field in op.args.items():
+        vals, miss = cols.field(field, 0, n)
+        if not isinstance(vals, np.ndarray):
+            vals = _numeric(vals, miss)
+            if vals is None:
+                return None
+        columns[arg] = vals
+        if miss is not None:
+            skip = miss if skip is None else (skip | miss)
+    try:
+        res = fn(**columns)
+    except Exception:
+        return None  # the row-by-row path reports what is wrong, on the row where it is
+    # plain Python values, as ``compute`` would return them (numpy scalars do not serialize to JSON)
+    out = res.tolist() if isinstance(res, np.ndarray) else [v.item() if isinstance(v, np.generic) else v
+                                                            for v in res]
+    if len(out) != n:
+        where = op.bs.label if op.bs is not None else op.name
+        raise contract(where, None, f"compute_batch returned {len(out)} values for {n} rows", out)
+    return out, skip
+
+
+def _numeric(vals: list[Any], miss: np.ndarray | None) -> np.ndarray | None:
+    """A list column (rows lacking the field masked by ``miss``) as int64 / float64, if uniformly so."""
+    present = vals if miss is None else [v for v, m in zip(vals, miss.tolist(), strict=True) if not m]
+    kinds = set(map(type, present))
+    if kinds not in ({int}, {float}):
+        return None
+    dtype = np.int64 if kinds == {int} else np.float64
+    try:
+        if miss is None:
+            return np.array(vals, dtype=dtype)
+        return np.array([0 if m else v for v, m in zip(vals, miss.tolist(), strict=True)], dtype=dtype)
+    except OverflowError:
+        return None
 
 
 class _Rec:

@@ -550,6 +550,8 @@ class WindowStep(Operator):
 
     def _diff(self, old: list[OutputRecord], news: list[tuple[Window, list[tuple]]], out: list[Element]
               ) -> list[OutputRecord]:
+        if not old:  # first emissions (the common case: windows closing in order): every output is new
+            return self._all_new(news, out)
         by_key: dict[tuple[int, str], list[OutputRecord]] = {}
         for r in old:
             k = (r.le, r.payload_json)
@@ -599,6 +601,24 @@ class WindowStep(Operator):
                 out.append(Retract(r.id, r.le, r.re, r.le))
         out.extend(chg)
         out.extend(ins)
+        return last
+
+    def _all_new(self, news: list[tuple[Window, list[tuple]]], out: list[Element]) -> list[OutputRecord]:
+        """`_diff` with no old outputs: each output is an insert, in order."""
+        last: list[OutputRecord] = []
+        oc = self.out_cti
+        for w, outs in news:
+            recs: list[OutputRecord] = []
+            for o in outs:
+                le, re, p, pj = o
+                if le < oc:
+                    self._check(le, w, o)
+                self.oid += 1
+                r = OutputRecord(f"o{self.oid}", le, re, p, pj)
+                out.append(Insert(r.id, le, re, p))
+                recs.append(r)
+            w.outputs = recs
+            last = recs
         return last
 
     def _check(self, sync: int, w: Window | None, value: Any) -> None:

@@ -268,6 +268,8 @@ class GridStep(WindowStep):
 
 
 MAX_SPAN = 64
+#: a UDA's add_batch is used when a batch's (group, window) slices average fewer members than this
+BATCH_SLICE = 32
 _I64_MIN = -(2**63)
 NEG_SAFE = -(2**62)
 
@@ -444,7 +446,13 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
     add_array = wu.add_array if numeric else None
     gobj: dict[int, Any] = {}
     touch = st._touch
-    for s, e, w in _key_runs(st, skey, bounds, kr, kmin, gkeys, gfields, gobj):
+    # the batch form pays where there are many short slices (small windows, many groups); long slices are
+    # already one vectorized add_array call each
+    add_batch = wu.add_batch if add_array is not None else None
+    batched = add_batch is not None and len(bounds) > 2 and len(skey) < BATCH_SLICE * (len(bounds) - 1)
+    if batched:
+        _batch_add(st, wu, add_batch, svals, skey, bounds, kr, kmin, gkeys, gfields, gobj)
+    for s, e, w in () if batched else _key_runs(st, skey, bounds, kr, kmin, gkeys, gfields, gobj):
         if w.pending:
             st._apply(w)
         state = w.state
@@ -465,6 +473,29 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
     st._count_new_events(sel_g, gobj, gkeys, gfields)
     return _taken(rows, took, absorbed)
 
+
+
+def _batch_add(st: Any, wu: Any, add_batch: Any, svals: np.ndarray, skey: np.ndarray, bounds: list[int], kr: int,
+               kmin: int, gkeys: Any, gfields: Any, gobj: dict[int, Any]) -> None:
+    """Every (group, window) run of a sorted batch in one ``add_batch`` call (the UDA's batch form)."""
+    wins = []
+    states = []
+    touch = st._touch
+    for _s, _e, w in _key_runs(st, skey, bounds, kr, kmin, gkeys, gfields, gobj):
+        if w.pending:
+            st._apply(w)
+        wins.append(w)
+        states.append(w.state if w.state is not None else wu.initial_state())
+    offsets = np.asarray(bounds, dtype=np.int64)
+    new = wu._call(add_batch, (states, svals, offsets), None, "add_batch")
+    if len(new) != len(wins):
+        from ..invoke import contract
+
+        raise contract(wu.label, None, f"add_batch returned {len(new)} states for {len(wins)} slices", new)
+    for w, state, a, b in zip(wins, new, bounds[:-1], bounds[1:], strict=True):
+        w.state = state
+        w.count += b - a
+        touch(w)
 
 
 def _taken(rows: np.ndarray, took: np.ndarray, absorbed: list[int]) -> np.ndarray:

@@ -46,6 +46,7 @@ class RowPaneStep(RowsStep):
     ``endpoints`` = pane index -> computed state of a complete pane (a cache, cleared when a row moves)."""
 
     slides = False  # window states come from panes
+    tracks_settled = False  # its own `_cleanup` visits every group
 
     def __init__(self, name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> None:
         super().__init__(name, ctx, bs, reads_input)

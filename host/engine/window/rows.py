@@ -20,6 +20,7 @@ dropped, and the output CTI is the first LE of the earliest window that can stil
 from __future__ import annotations
 
 import copy
+import heapq
 from typing import Any
 
 from sortedcontainers import SortedDict, SortedKeyList
@@ -135,6 +136,7 @@ class RowsStep(RowOrderedStep):
     slides = True
 
     def _on_insert(self, g: Group, ev: Ev) -> None:
+        self._touched(g)
         rows = g.rows
         rows.add(ev)
         pos = rows.bisect_key_left(row_key(ev))
@@ -183,6 +185,7 @@ class RowsStep(RowOrderedStep):
         return True
 
     def _on_change(self, g: Group, ev: Ev, old: int, new: int) -> None:
+        self._touched(g)
         rows = g.rows
         p = rows.bisect_key_left((ev.le, old, ev.canon(), ev.id))
         if p >= len(rows) or rows[p] is not ev:
@@ -217,8 +220,38 @@ class RowsStep(RowOrderedStep):
         k0 = g.purged + self._movable(g, c) + 1
         return -(-k0 // self.slide) * self.slide
 
+    #: per CTI, visit only the groups touched since the last one or not yet settled (`_settle`); a
+    #: subclass with its own `_cleanup` scans every group instead
+    tracks_settled = True
+
+    def _touched(self, g: Group) -> None:
+        act = self.__dict__.get("_active")
+        if act is not None:
+            act[id(g)] = g
+            g.settled = None
+
+    def _candidates(self) -> list[Group]:
+        """Groups whose cleanup or output-CTI contribution can change (all of them for a step restored
+        from a snapshot that predates the bookkeeping)."""
+        act = self.__dict__.get("_active")
+        if act is None or not self.tracks_settled:
+            if act is None:
+                self._active: dict[int, Group] = {}
+                self._quiet: list[tuple[int, int, Group]] = []  # (bound contribution, stamp, settled group)
+                self._stamp = 0
+            return list(self.groups.values())
+        groups = self.groups
+        out: list[Group] = []
+        for g in act.values():
+            live = groups.get(g.key)
+            if live is not None and live is g:
+                out.append(live)
+        return out
+
     def _cleanup(self, c: int) -> None:
-        for g in list(self.groups.values()):
+        visit = self._candidates()
+        self._active = {}
+        for g in visit:
             pm = self._movable(g, c)
             k_open = -(-(g.purged + pm + 1) // self.slide) * self.slide
             wins = g.windows
@@ -230,41 +263,75 @@ class RowsStep(RowOrderedStep):
                 g.purged += drop
             if not wins and g.event_count <= 0:
                 self._drop_group_if_empty(g)
+            if self.groups.get(g.key) is g:
+                self._settle(g, c, pm - max(drop, 0))
+
+    def _settle(self, g: Group, c: int, movable: int) -> None:
+        """A group all of whose rows have ``LE < c`` and ``RE < c`` (nothing movable) cleans up and bounds
+        the output CTI the same way at every later CTI until an element touches it: it leaves the visit
+        list, its bound contribution goes to the ``_quiet`` heap. Any other group is visited again."""
+        rows = g.rows
+        if movable == len(rows) and (not rows or rows[-1].le < c) and all(ev.re < c for ev in rows):
+            self._stamp += 1
+            g.settled = self._stamp
+            heapq.heappush(self._quiet, (self._contribution(g, c), self._stamp, g))
+        else:
+            g.settled = None
+            self._active[id(g)] = g
+
+    def _contribution(self, g: Group, c: int) -> int:
+        """The smallest LE group ``g`` lets the output CTI reach at input CTI ``c`` (``INF``: none)."""
+        slide = self.slide
+        rows = g.rows
+        base = g.purged
+        held = base + len(rows)
+        if self.sees_open_ends:
+            r = self._first(self._first_open(g, c))
+        else:
+            pm = rows.bisect_key_left((c,))
+            r = self._first(-(-(base + pm + 1) // slide) * slide)
+            done = None
+            for ev in rows.islice(0, pm):
+                if ev.re < c or ev.le == done:
+                    continue
+                done = ev.le
+                s0 = base + rows.bisect_key_left((ev.le,)) + 1  # the block's row numbers: s0..e0
+                e0 = base + rows.bisect_key_left((ev.le + 1,))
+                if e0 == s0:
+                    continue  # alone in its block: it cannot move
+                k = -(-max(s0, 1 if self.partial else self.n) // slide) * slide
+                while k <= held and self._first(k) <= e0:
+                    if not self._holds_all_or_none(k, s0, e0):
+                        r = min(r, self._first(k))
+                        break
+                    k += slide
+        return self._row_le(g, r) if r <= held else INF
 
     def _bound(self, c: int) -> int:
         """For a time-sensitive UDM without right clipping, the frozen prefix's bound. Otherwise (the UDM
         sees members, not ends past the window), SEMANTICS §7's: the first LE of the earliest window with ``W.RE > c``,
         held back only where a row with ``RE >= c`` can still move inside its block of equal LEs — the
         first LE of the earliest window holding part of that block (one holding all of it keeps its
-        members)."""
+        members). Settled groups' contributions come from the ``_quiet`` heap (stale entries popped)."""
         b = c
-        slide = self.slide
-        for g in self.groups.values():
-            rows = g.rows
-            base = g.purged
-            held = base + len(rows)
-            if self.sees_open_ends:
-                r = self._first(self._first_open(g, c))
-            else:
-                pm = rows.bisect_key_left((c,))
-                r = self._first(-(-(base + pm + 1) // slide) * slide)
-                done = None
-                for ev in rows.islice(0, pm):
-                    if ev.re < c or ev.le == done:
-                        continue
-                    done = ev.le
-                    s0 = base + rows.bisect_key_left((ev.le,)) + 1  # the block's row numbers: s0..e0
-                    e0 = base + rows.bisect_key_left((ev.le + 1,))
-                    if e0 == s0:
-                        continue  # alone in its block: it cannot move
-                    k = -(-max(s0, 1 if self.partial else self.n) // slide) * slide
-                    while k <= held and self._first(k) <= e0:
-                        if not self._holds_all_or_none(k, s0, e0):
-                            r = min(r, self._first(k))
-                            break
-                        k += slide
-            if r <= held:
-                le = self._row_le(g, r)
-                if le < b:
-                    b = le
+        if not self.tracks_settled or "_active" not in self.__dict__:
+            groups = list(self.groups.values())
+        else:
+            groups = self._candidates()
+            quiet = self._quiet
+            live = self.groups
+            while quiet:
+                le, stamp, g = quiet[0]
+                if g.settled == stamp and live.get(g.key) is g:
+                    b = min(b, le)
+                    break
+                heapq.heappop(quiet)
+        for g in groups:
+            le = self._contribution(g, c)
+            if le < b:
+                b = le
         return b
+
+    def _final_state(self) -> None:
+        self._active = {}
+        self._quiet = []

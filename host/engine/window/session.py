@@ -13,13 +13,22 @@ Frozen prefix at CTI ``c``: a session is final once ``W.RE <= c`` and no member 
 ``c`` (a future event has ``LE >= c``, so it can no longer join it, and no member can change); final
 sessions are a prefix (a later session starts after an earlier one's window). They are dropped with their
 rows, and the output CTI is the first LE of the earliest session that is not final.
+
+Per CTI, only groups that can have a final session are visited, and the earliest open session is found
+without a scan over every group: two lazy heaps, pushed when a session window opens — ``(W.RE, group)``
+(a window's end only grows, so the key is a lower bound) and ``(W.LE, group)`` (a window's key never
+changes; an entry whose window is no longer its group's first is stale and popped when it surfaces).
+With thousands of keys (Nexmark's bidders) the per-CTI cost no longer grows with the number of groups.
 """
 
 from __future__ import annotations
 
+import heapq
+from typing import Any
+
 from udm.host.query.plan import BoundStep
 
-from ..common import INF, Ev
+from ..common import INF, NEG, Ev
 from ..context import Context
 from .rows import RowOrderedStep
 from .state import Group, Window
@@ -34,6 +43,28 @@ class SessionStep(RowOrderedStep):
     def __init__(self, name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> None:
         super().__init__(name, ctx, bs, reads_input)
         self.gap: int = bs.step.window.gap
+        self._by_end: list[tuple[int, int, Group]] = []  # (W.RE at open, seq, group): cleanup candidates
+        self._by_le: list[tuple[int, int, Group]] = []  # (W.LE, seq, group): output CTI candidates
+        self._hseq = 0
+
+    def _heaps(self) -> tuple[list[tuple[int, int, Group]], list[tuple[int, int, Group]]]:
+        """The two heaps (rebuilt from the groups for a step restored from a snapshot that predates them)."""
+        if "_by_end" not in self.__dict__:
+            self._by_end, self._by_le, self._hseq = [], [], 0
+            for g in self.groups.values():
+                self._push(g, g.windows.peekitem(0)[1] if g.windows else None)
+        return self._by_end, self._by_le
+
+    def _push(self, g: Group, w: Any, end: int | None = None) -> None:
+        self._hseq += 1
+        if w is None:  # no window: visit the group at the next CTI (it may be idle then)
+            heapq.heappush(self._by_end, (NEG if end is None else end, self._hseq, g))
+            return
+        heapq.heappush(self._by_end, (w.re, self._hseq, g))
+        heapq.heappush(self._by_le, (w.key, self._hseq, g))
+
+    def _final_state(self) -> None:
+        self._by_end, self._by_le = [], []
 
     def _group_idle(self, g: Group) -> bool:
         return not g.rows
@@ -52,6 +83,8 @@ class SessionStep(RowOrderedStep):
         w.rebuild = True
         g.windows[w.key] = w
         self._touch(w)
+        self._heaps()
+        self._push(g, w)
 
     def _on_insert(self, g: Group, ev: Ev) -> None:
         rows = g.rows
@@ -72,7 +105,31 @@ class SessionStep(RowOrderedStep):
         if not wins:
             self._open(g, [ev], ev.re, None)
             return
+        if self._join_inside(g, ev):
+            return
         self._rescan(g, ev.le, None)
+
+    def _join_inside(self, g: Group, ev: Ev) -> bool:
+        """A late event inside a session ``w`` (``W.LE <= LE < W.RE``) that does not reach the next one
+        joins ``w`` directly: the scan would put it in ``w``'s run (the row after it in ``w`` was within
+        ``gap`` of the same running maximum; ahead of it, maxima only grow) and keep the next boundary,
+        so no rescan (a rescan is O(session), and a hot group's session spans its whole stream)."""
+        wins = g.windows
+        i = wins.bisect_right(ev.le) - 1
+        if i < 0:
+            return False
+        w = wins.peekitem(i)[1]
+        if not (ev.le < w.re):
+            return False
+        re = w.re if w.re >= INF else max(w.re, self._end(ev.re))
+        if i + 1 < len(wins) and wins.peekitem(i + 1)[0] < re:
+            return False  # it bridges into the next session: merge by rescan
+        if re != w.re:
+            w.re = re
+        if self.time_sensitive:
+            w.rebuild = True  # a member in the middle: clipped views and order change
+        self._add(w, ev)
+        return True
 
     def _on_change(self, g: Group, ev: Ev, old: int, new: int) -> None:
         rows = g.rows
@@ -127,6 +184,9 @@ class SessionStep(RowOrderedStep):
             self._destroy(w)
             if wins.get(k) is w:
                 del wins[k]
+        if not wins:
+            self._heaps()
+            self._push(g, None)
 
     # ---------------------------------------------------------------------------------------------
     # cleanup, output CTI
@@ -135,22 +195,35 @@ class SessionStep(RowOrderedStep):
         return w.re < c or (w.re == c and self.gap > 0)
 
     def _cleanup(self, c: int) -> None:
-        for g in list(self.groups.values()):
+        by_end, _ = self._heaps()
+        seen: set[int] = set()
+        visit = []
+        while by_end and by_end[0][0] <= c:
+            g = heapq.heappop(by_end)[2]
+            if id(g) not in seen and self.groups.get(g.key) is g:
+                seen.add(id(g))
+                visit.append(g)
+        for g in visit:
             wins = g.windows
             while wins and self._final(wins.peekitem(0)[1], c):
                 wins.popitem(0)[1].alive = False
             cut = g.rows.bisect_key_left((wins.peekitem(0)[0],)) if wins else len(g.rows)
             if cut:
                 del g.rows[:cut]
-            if not wins and g.event_count <= 0:
+            if wins:
+                self._push(g, wins.peekitem(0)[1])
+            elif g.event_count <= 0:
                 self._drop_group_if_empty(g)
+            if not wins and self.groups.get(g.key) is g:
+                self._push(g, None, c)  # not idle yet: look again at the next CTI
 
     def _bound(self, c: int) -> int:
-        b = c
-        for g in self.groups.values():
+        _, by_le = self._heaps()
+        groups = self.groups
+        while by_le:
+            k, _, g = by_le[0]
             wins = g.windows
-            if wins:
-                le = wins.peekitem(0)[1].le
-                if le < b:
-                    b = le
-        return b
+            if groups.get(g.key) is g and wins and wins.peekitem(0)[0] == k:
+                return k if k < c else c
+            heapq.heappop(by_le)
+        return c

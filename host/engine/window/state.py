@@ -91,7 +91,7 @@ class Group:
     """The windows and events of one group (SEMANTICS §6), with the structures its window family keeps."""
 
     __slots__ = ("buckets", "endless", "endpoints", "event_count", "fields", "key", "panes", "purged",
-                 "retired", "rows", "spill", "windows")
+                 "retired", "rows", "settled", "spill", "windows")
 
     def __init__(self, key: Any, fields: dict[str, Any] | None) -> None:
         self.key = key
@@ -117,9 +117,12 @@ class Group:
         self.rows: Any = None
         #: count / rows windows: how many leading distinct values / rows were purged (keeps the numbering)
         self.purged = 0
+        #: rows windows: the stamp of its entry in the step's settled heap (None: visited every CTI)
+        self.settled: int | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return _slots_state(self)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        self.settled = None  # (a snapshot from before the slot existed)
         _restore_slots(self, state)

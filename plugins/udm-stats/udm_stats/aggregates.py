@@ -78,6 +78,27 @@ def _int_sum(values: Any) -> int:
     return sum(values.tolist())
 
 
+def _segments(values: Any, offsets: Any) -> Any:
+    """Per-slice sums of ``values`` cut at ``offsets`` (``len(offsets) - 1`` slices, empty ones sum to 0)."""
+    import numpy as np
+
+    off = np.asarray(offsets, dtype=np.int64)
+    n = len(off) - 1
+    if n <= 0:
+        return np.zeros(0, dtype=values.dtype)
+    starts = off[:-1]
+    nonempty = off[1:] > starts
+    sums = np.zeros(n, dtype=values.dtype)
+    if nonempty.any() and len(values):
+        sums[nonempty] = np.add.reduceat(values, starts[nonempty])
+    return sums
+
+
+def _int_segments_safe(values: Any) -> bool:
+    """Can int64 slice sums not overflow (whatever the cut)?"""
+    return len(values) == 0 or int(abs(values).max()) < (1 << 62) // max(len(values), 1)
+
+
 def _numbers(values: Sequence[object], who: str) -> Sequence[float]:
     for v in values:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -103,6 +124,12 @@ class Count(IncrementalUDA):
 
     def add_array(self, state: int, values: Any) -> int:
         return state + len(values)
+
+    def add_batch(self, states: list[int], values: Any, offsets: Any) -> list[int]:
+        import numpy as np
+
+        lens = np.diff(np.asarray(offsets, dtype=np.int64)).tolist()
+        return [s + k for s, k in zip(states, lens, strict=True)]
 
     def compute(self, state: int) -> int:
         return state
@@ -143,6 +170,21 @@ class Sum(IncrementalUDA):
             return ints, _acc_add_total(acc, math.fsum(values.tolist()), len(values)), nfloat + len(values)
         return self.add(state, values.tolist() if hasattr(values, "tolist") else list(values))
 
+    def add_batch(self, states: list[tuple[int, _Acc, int]], values: Any, offsets: Any
+                  ) -> list[tuple[int, _Acc, int]]:
+        """Integer slices: one ``reduceat`` (exact); float slices: each exactly rounded (``fsum``)."""
+        k = _kind(values)
+        if k == "int" and _int_segments_safe(values):
+            sums = _segments(values, offsets).tolist()
+            return [(s[0] + t, s[1], s[2]) for s, t in zip(states, sums, strict=True)]
+        off = [int(x) for x in offsets]
+        if k == "float":  # each slice exactly rounded, as add_array does (one list conversion for all)
+            vals = values.tolist()
+            fsum = math.fsum
+            return [(s[0], _acc_add_total(s[1], fsum(vals[a:b]), b - a), s[2] + b - a) if b > a else s
+                    for s, a, b in zip(states, off[:-1], off[1:], strict=True)]
+        return [self.add_array(s, values[a:b]) for s, a, b in zip(states, off[:-1], off[1:], strict=True)]
+
     def compute(self, state: tuple[int, _Acc, int]) -> float:
         ints, acc, nfloat = state
         return ints if nfloat == 0 else ints + _total(acc)
@@ -171,6 +213,25 @@ class Avg(IncrementalUDA):
         if k == "float":
             return _acc_add_total(state, math.fsum(values.tolist()), len(values))
         return self.add(state, values.tolist() if hasattr(values, "tolist") else list(values))
+
+    def add_batch(self, states: list[_Acc], values: Any, offsets: Any) -> list[_Acc]:
+        """Integer slices: one ``reduceat`` (exact below 2**53); otherwise slice by slice."""
+        import numpy as np
+
+        off = np.asarray(offsets, dtype=np.int64)
+        if (_kind(values) == "int" and (len(values) == 0
+                                        or int(abs(values).max()) < (1 << 53) // max(len(values), 1))):
+            sums = _segments(values, off).tolist()
+            lens = np.diff(off).tolist()
+            return [_acc_add_total(s, float(t), k) if k else s
+                    for s, t, k in zip(states, sums, lens, strict=True)]
+        o = off.tolist()
+        if _kind(values) == "float":  # each slice exactly rounded, as add_array does
+            vals = values.tolist()
+            fsum = math.fsum
+            return [_acc_add_total(s, fsum(vals[a:b]), b - a) if b > a else s
+                    for s, a, b in zip(states, o[:-1], o[1:], strict=True)]
+        return [self.add_array(s, values[a:b]) for s, a, b in zip(states, o[:-1], o[1:], strict=True)]
 
     def compute(self, state: _Acc) -> float:
         return _total(state) / state[0]

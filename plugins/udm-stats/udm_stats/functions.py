@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from udm.sdk import UDF, udm
@@ -28,3 +30,10 @@ class InRange(UDF):
         if isinstance(field, bool) or not isinstance(field, (int, float)):
             return False
         return bool(self.params.lo <= field <= self.params.hi)
+
+    def compute_batch(self, field: Any) -> Any:
+        """Vectorized over a numeric column (an object column: element by element)."""
+        col = np.asarray(field)
+        if col.dtype.kind not in "iuf":
+            return [self.compute(v) for v in col.tolist()]
+        return (self.params.lo <= col) & (col <= self.params.hi)

@@ -1,0 +1,108 @@
+"""``python -m bench.nexmark [--events N] [--queries q0,q5] [--spark]``: the Nexmark-shaped benchmark.
+
+Generates the streams (`bench.nexmark.gen`, default 200 k events: a quick run), then runs each query of
+`bench.nexmark.queries` over the bids in a fresh process (`bench.nexmark._child`) and prints, per query:
+
+- el/s: input elements (bids and their CTIs) over the run's seconds (first byte read to last byte
+  written; interpreter start-up and query binding excluded, shown separately as ``wall``);
+- el/cpu-s: the same elements over the CPU seconds all of the process's threads spent in the run (the
+  reader parses in two threads beside the engine): the per-core figure to set beside Flink 1.13's;
+- Flink 1.13's per-core figure and the ratio;
+- peak RSS of the child (MiB);
+- with ``--spark``: the same query on the Spark batch engine (local[*]) and, where native Spark SQL
+  expresses it, natively over the same file (``native``) with the ratio udm-on-Spark / native in time.
+  Spark's executors are other processes, so its el/cpu-s (the driver's) is not shown. Queries calling
+  the benchmark's own UDFs (not installed, so Spark's workers cannot load them) are skipped on Spark.
+
+Targets (issue 13): every query >= Flink's per-core figure, span queries (q0, q1, q2, q14) >= 1 M el/s.
+Figures print side by side; nothing here fails a build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bench.nexmark.gen import generate
+from bench.nexmark.queries import BENCH_UDFS, FLINK_PER_CORE, NATIVE, QUERIES, SPAN
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+SPAN_TARGET = 1_000_000
+
+
+def run_child(query: dict[str, Any], inp: Path, out: Path, engine: str) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "bench.nexmark._child", json.dumps(query), str(inp), str(out), engine]
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if res.returncode != 0:
+        tail = (res.stderr.strip().splitlines() or ["?"])[-1]
+        return {"error": tail}
+    return json.loads(res.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.0f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.nexmark", description=__doc__.split("\n")[0])
+    ap.add_argument("--events", type=int, default=200_000, help="Nexmark events generated (bids are 46/50)")
+    ap.add_argument("--queries", default=",".join(QUERIES))
+    ap.add_argument("--disorder", type=int, default=100, help="ticks an event may lie before its arrival")
+    ap.add_argument("--spark", action="store_true", help="also run each query on the Spark batch engine")
+    ap.add_argument("--keep", type=Path, default=None, help="keep the generated streams in this directory")
+    ap.add_argument("--json-out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    names = [q for q in args.queries.split(",") if q]
+    unknown = [q for q in names if q not in QUERIES]
+    if unknown:
+        ap.error(f"unknown query {unknown[0]!r}; queries: {', '.join(QUERIES)}")
+    tmp = Path(tempfile.mkdtemp(prefix="nexmark-"))
+    where = args.keep or tmp
+    streams = generate(where, args.events, disorder=args.disorder)
+    n_bids = streams.counts["bids"]
+    print(f"nexmark: {args.events:,} events -> {n_bids:,} bid elements (incl. CTIs), disorder {args.disorder} "
+          f"ticks; {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}", flush=True)
+    engines = ["local", "spark", "native"] if args.spark else ["local"]
+    head = f"{'query':6} {'engine':6} {'el/s':>11} {'el/cpu-s':>11} {'flink/core':>10} {'vs flink':>8} " \
+           f"{'out':>9} {'RSS MiB':>8} {'wall s':>7}"
+    print(head)
+    rows: list[dict[str, Any]] = []
+    for q in names:
+        secs: dict[str, float] = {}
+        for eng in engines:
+            if eng == "spark" and q in BENCH_UDFS:
+                print(f"{q:6} {eng:6} skipped: calls a benchmark UDF that Spark's workers cannot load", flush=True)
+                continue
+            if eng == "native" and q not in NATIVE:
+                continue
+            child_engine = f"native:{q}" if eng == "native" else eng
+            r = run_child(QUERIES[q], streams.bids, tmp / f"{q}.{eng}.out.jsonl", child_engine)
+            if "error" in r:
+                print(f"{q:6} {eng:6} failed: {r['error']}", flush=True)
+                rows.append({"query": q, "engine": eng, **r})
+                continue
+            secs[eng] = r["seconds"]
+            eps = r["in"] / r["seconds"]
+            cps = r["in"] / r["cpu"] if r["cpu"] > 0 and eng == "local" else None
+            flink = FLINK_PER_CORE.get(q)
+            vs = f"{cps / flink:.2f}x" if flink and cps else "-"
+            mark = " (span: target 1 M el/s)" if q in SPAN and eng == "local" else ""
+            if eng == "native" and "spark" in secs:
+                mark = f" (udm spark / native time: x{secs['spark'] / r['seconds']:.2f})"
+            print(f"{q:6} {eng:6} {_fmt(eps):>11} {_fmt(cps):>11} {_fmt(flink):>10} {vs:>8} {r['out']:>9,} "
+                  f"{r['rss_mb']:>8.0f} {r['wall']:>7.1f}{mark}", flush=True)
+            rows.append({"query": q, "engine": eng, "el_per_s": eps, "el_per_cpu_s": cps, "flink_per_core": flink,
+                         **r})
+    if args.json_out:
+        args.json_out.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""``python -m bench.nexmark._child QUERY_JSON INPUT OUTPUT ENGINE``: one run through `run_local` (or the
+Spark batch engine) with the benchmark's UDFs in the catalog; prints one JSON line: the run's seconds
+(`RunResult.seconds`: first byte read to last byte written), the CPU seconds of all its threads over the
+run (the per-core figure), wall time from interpreter start, elements in
+and out, and peak RSS (VmHWM, the process's own; see `bench._udm_child`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+T_START = time.perf_counter()
+
+
+def _vmhwm_kb() -> int:
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    from bench.nexmark import udfs
+    from udm.host.catalog import Catalog
+    from udm.host.query.plan import bind
+    from udm.host.query.runners import RunRequest, get_engine
+    from udm.host.query.spec import QuerySpec
+
+    spec_json, inp, out, engine = argv
+    if engine.startswith("native:"):
+        return _native(engine.split(":", 1)[1], inp, out)
+    spec = QuerySpec.model_validate(json.loads(spec_json))
+    bound = bind(spec, Catalog.discover(plugins=[udfs]))
+    names = list(bound.graph.inputs)
+    source = {n: inp for n in names} if len(names) > 1 or names != ["main"] else inp
+    run = get_engine(engine)
+    import udm.host.engine  # noqa: F401  (imports and warm-up outside the CPU clock, as out of RunResult.seconds)
+    from udm.host.query.runners import _warm_up
+
+    _warm_up()
+    c0 = time.process_time()
+    res = run(RunRequest(bound, source, out, dead_letter=out + ".dl"))
+    cpu = time.process_time() - c0
+    print(json.dumps({"seconds": res.seconds, "cpu": cpu, "wall": time.perf_counter() - T_START, "in": res.elements_in,
+                      "out": res.elements_out, "dead": res.dead_lettered, "rss_mb": _vmhwm_kb() / 1024}))
+    return 0
+
+
+def _native(q: str, inp: str, out: str) -> int:
+    """Query ``q`` in native Spark (`bench.nexmark.queries.native_query`) over the same file: read, query,
+    write JSON; seconds from the read to the written output (the session's start excluded, as for udm)."""
+    from pyspark.sql import functions as F
+
+    from bench.nexmark.queries import native_query
+    from udm.host.spark.session import get_spark
+
+    spark = get_spark()
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    raw = spark.read.json(inp)
+    n_in = raw.count()
+    bids = (raw.where(F.col("kind") == "insert")
+            .select("le", "re", "payload.auction", "payload.bidder", "payload.price", "payload.channel")
+            .withColumn("ts", (F.col("le") / 1000).cast("timestamp")))
+    res = native_query(q, bids)
+    res.write.mode("overwrite").json(out + ".native")
+    n_out = spark.read.json(out + ".native").count()
+    seconds = time.perf_counter() - t0
+    print(json.dumps({"seconds": seconds, "cpu": time.process_time() - c0, "wall": time.perf_counter() - T_START,
+                      "in": n_in, "out": n_out, "dead": 0, "rss_mb": _vmhwm_kb() / 1024}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
