@@ -16,6 +16,7 @@ from udm.host.query.plan import bind
 from udm.host.query.spec import parse_query
 from udm.host.temporal.elements import Cti, Insert, Retract
 from udm.host.testing import oracle
+from udm.host.testing.cht import cht
 from udm.host.testing.oracle import oracle_run
 from udm.sdk import UDF, udm
 
@@ -68,18 +69,7 @@ def _run(query: dict, stream: list[Any]) -> tuple[list[tuple], list[Any]]:
     r = QueryRunner(bound)
     elements = r.process_batch(ElementBatch.from_elements(stream, list(range(1, len(stream) + 1))))
     elements += r.finish()
-    live: dict[str, list] = {}
-    for el in elements:
-        if isinstance(el, Insert):
-            live[el.id] = [el.le, el.re, el.payload]
-        elif isinstance(el, Retract):
-            if el.re_new == el.le:
-                del live[el.id]
-            else:
-                live[el.id][1] = el.re_new
-    import json
-    rows = sorted((le, re, json.dumps(p, sort_keys=True, separators=(",", ":"))) for le, re, p in live.values())
-    return rows, r.dead_letters
+    return sorted(cht(elements).elements()), r.dead_letters
 
 
 def test_map_with_a_batch_form_matches_the_oracle_and_uses_the_batch_form() -> None:

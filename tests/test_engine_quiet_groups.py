@@ -5,7 +5,6 @@ over every group gives (rows: the step with the bookkeeping switched off), and t
 
 from __future__ import annotations
 
-import json
 import random
 from typing import Any
 
@@ -17,6 +16,7 @@ from udm.host.query.plan import bind
 from udm.host.query.spec import parse_query
 from udm.host.temporal.elements import Cti, Insert, Retract
 from udm.host.testing import oracle
+from udm.host.testing.cht import cht
 
 
 def _stream(seed: int, n: int = 1500, keys: int = 40) -> list[Any]:
@@ -49,16 +49,7 @@ def _run(query: dict, stream: list[Any]) -> list[Any]:
 
 
 def _cht(out: list[Any]) -> list[tuple]:
-    live: dict[str, list] = {}
-    for el in out:
-        if isinstance(el, Insert):
-            live[el.id] = [el.le, el.re, el.payload]
-        elif isinstance(el, Retract):
-            if el.re_new == el.le:
-                del live[el.id]
-            else:
-                live[el.id][1] = el.re_new
-    return sorted((le, re, json.dumps(p, sort_keys=True, separators=(",", ":"))) for le, re, p in live.values())
+    return sorted(cht(out).elements())
 
 
 def _query(window: dict) -> dict:
