@@ -248,6 +248,47 @@ def test_ctis_from_the_event_time_watermark(spark: Any, tmp_path: Path) -> None:
     assert len(want) == 3 and verify(final, want), verify(final, want)
 
 
+def test_a_users_table_stream_with_watermark_ctis(spark: Any, tmp_path: Path) -> None:
+    """``run_stream(table=...)``: a stream of a user's rows (a time column and payload columns, no ids, no
+    line numbers). Each row is a point event; CTIs come from the watermark; a late row is a CTI violation
+    and a row without a time a dead letter (no row number on a stream, the row kept); what is final
+    equals the oracle's over the same rows with those CTIs in place, ids aside."""
+    from pyspark.sql import functions as F
+
+    from udm.host.spark.streaming import run_stream
+
+    second = 1_000_000
+    files = [[{"ts": 10, "g": "x", "v": 1.0}, {"ts": 20, "g": "y", "v": 2.0}, {"ts": 20, "g": "y", "v": 2.0}],
+             [{"ts": 50, "g": "x", "v": 3.0}, {"ts": None, "g": "x", "v": 9.0}],
+             [{"ts": 5, "g": "x", "v": 4.0}, {"ts": 61, "g": "y", "v": 5.0}],
+             [{"ts": 90, "g": "x", "v": 1.0}]]
+    src = _json_source(spark, tmp_path / "in", files, "ts long, g string, v double")
+    src = src.withColumn("ts", F.timestamp_seconds("ts")).withWatermark("ts", "10 seconds")
+    query = {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 30 * second}, "group_by": ["g"],
+                        "udm": "sum", "input": "v"}]}
+    rows = _collect(run_stream(query, src, buckets=2, ctis_from_watermark=True, table={"time": "ts"}),
+                    tmp_path / "ck")
+    dead = sorted((r["reason"], r["line"]) for r in rows if r["stream"] == "dead")
+    assert [d[1] for d in dead] == [None, None]
+    assert "CTI violation" in dead[0][0] and "no time" in dead[1][0]
+    wm = 0
+    logical: list[Any] = []
+    for i, f in enumerate(files):
+        if wm:
+            logical.append(Cti(wm * second))
+        logical += [Insert(f"r{i}.{j}", r["ts"] * second, r["ts"] * second + 1, {"g": r["g"], "v": r["v"]})
+                    for j, r in enumerate(f) if r["ts"] is not None]
+        wm = max(wm, max(r["ts"] for r in f if r["ts"] is not None) - 10)
+    expected = oracle_run(bind(parse_query(query)), logical).cht
+    ctis = sorted({r["t"] for r in rows if r["stream"] == "cti"})
+    assert ctis[-1] == 60 * second
+    final = [e for e in cht(_as_elements(rows)).elements() if e[1] <= ctis[-1]]
+    want = [e for e in expected.elements() if e[1] <= ctis[-1]]
+    assert len(want) == 3 and verify(final, want), verify(final, want)  # the two equal rows both count
+    with pytest.raises(UdmError, match="edge events"):
+        run_stream(query, src, table={"edge": "ts", "key": ["g"]})
+
+
 def test_cli_spark_streaming(spark: Any, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

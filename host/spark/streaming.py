@@ -344,7 +344,7 @@ def _route_graph(df: DataFrame, routing: dict[str, list[str]] | str | None, n: i
 def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
                elements: DataFrame | Mapping[str, DataFrame], *,
                on_violation: str | None = None, buckets: int | None = None,
-               ctis_from_watermark: bool = False) -> DataFrame:
+               ctis_from_watermark: bool = False, table: Any = None) -> DataFrame:
     """Run ``query`` over a streaming element DataFrame; returns a streaming DataFrame of result rows
     (`STREAM_RESULT_DDL`: ``stream`` is ``out``, ``dead`` or ``cti``) to write with any sink.
 
@@ -358,6 +358,12 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     multi-input query carries its input's name in ``payload``. A graph with no single partitioning runs
     in stages (`udm.host.spark.stream_stages`; with ``ctis_from_watermark`` in one bucket): a later stage's
     input rows are routed on the executor, a retraction by the key fields it repeats.
+
+    ``table``: the stream is a user's table, not elements — column options as for ``udm run`` and
+    `udm.host.spark.batch.run_batch` (``{"time": "ts"}`` or ``{"start": .., "end": ..}``; a mapping of input
+    name to options for a graph), read by `udm.host.spark.tables.table_elements_df` (its streaming rules:
+    no row numbers, generated ids, no edge events). Such a stream has no CTIs: pass
+    ``ctis_from_watermark=True`` over a source with ``withWatermark``.
     """
     from pyspark.sql import functions as F
 
@@ -366,6 +372,15 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     require_spark(connect=True)  # transformWithStateInPandas talks to the state server over gRPC/protobuf
     spec = _spec_of(query)
     bind(spec)
+    if table is not None:
+        from udm.host.spark.tables import table_elements_df
+
+        if isinstance(elements, Mapping):
+            per = table if all(x in table for x in elements) else dict.fromkeys(elements, table)
+            elements = {x: table_elements_df(df, per[x]) if per.get(x) is not None else df
+                        for x, df in elements.items()}
+        else:
+            elements = table_elements_df(elements, table)
     frame: DataFrame = next(iter(elements.values())) if isinstance(elements, Mapping) else elements
     spark = frame.sparkSession
     provider = spark.conf.get("spark.sql.streaming.stateStore.providerClass", None)

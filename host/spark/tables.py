@@ -7,6 +7,14 @@ with the same column options as ``udm run`` (`udm.host.io.table_options.TableOpt
 time is null or cannot be read is a bad row (dead-lettered with its row number and the row as JSON).
 Row numbers follow the DataFrame's order (``monotonically_increasing_id``), 1-based.
 
+A *streaming* DataFrame (`udm.host.spark.streaming.run_stream` with ``table=``) has no row order and no
+end: its rows carry no row number (a bad row's dead letter has ``line`` null and the row as ``raw``), a
+row without an ``id`` column gets a random unique id (ids of table rows are never seen in a window's
+output; a micro-batch replayed after a failure draws new ones, which changes no result), rows of one
+micro-batch are fed in time order (``_seq`` = the event time: inserts only, so any order is a valid
+physical order), and edge samples are refused: a sample's end is its key's *next* sample, which a stream
+has not seen yet. CTIs come from the source's watermark (``ctis_from_watermark=True``).
+
 Edge events here are computed from the whole table (``lead`` over each key ordered by time), not as the
 insert-then-retract stream a file read gives (`udm.host.io.tables`); the CHT is the same (semantics
 note 32), and a sample out of time order is simply placed where it belongs.
@@ -94,9 +102,12 @@ def table_elements_df(df: DataFrame, options: TableOptions | Mapping[str, Any] |
         raise UdmError(f"no column {missing[0]!r}; the DataFrame's columns: {', '.join(df.columns)}")
     tcol = o.time or o.start or o.edge
     assert tcol is not None
+    streaming = df.isStreaming
+    if streaming and o.shape == "edge":
+        raise UdmError(f"edge events (--edge {o.edge}) need each key's next sample, which a stream has not seen "
+                       "yet; give the stream point (time) or interval (start, end) events")
     fields = [c for c in df.columns if c not in o.reserved]
     payload = F.to_json(F.struct(*[F.col(f"`{c}`") for c in fields])) if fields else F.lit("{}")
-    order = Window.orderBy(F.monotonically_increasing_id())
     staged = df.select(
         _ticks(df, tcol, o.unit).alias("_le"),
         (_ticks(df, o.end, o.unit) if o.end else F.lit(None).cast("long")).alias("_end"),
@@ -105,7 +116,12 @@ def table_elements_df(df: DataFrame, options: TableOptions | Mapping[str, Any] |
         payload.alias("payload"),
         F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns]), {"ignoreNullFields": "false"}).alias("_raw"),
         *[F.col(f"`{k}`").alias(f"_k{i}") for i, k in enumerate(o.key)],
-    ).withColumn("line", F.row_number().over(order).cast("long"))
+    )
+    if streaming:  # no row order on a stream (module doc)
+        staged = staged.withColumn("line", F.lit(None).cast("long"))
+    else:
+        staged = staged.withColumn("line", F.row_number().over(Window.orderBy(F.monotonically_increasing_id()))
+                                   .cast("long"))
     le = F.col("_le")
     if o.shape == "point":
         re = le + 1
@@ -128,11 +144,14 @@ def table_elements_df(df: DataFrame, options: TableOptions | Mapping[str, Any] |
     ok = F.col("error").isNull()
     out = rows.select(
         F.when(ok, F.lit("insert")).alias("kind"),
-        F.when(ok, F.coalesce(F.col("_id"), F.concat(F.lit("r"), F.col("line").cast("string")))).alias("id"),
+        F.when(ok, F.coalesce(F.col("_id"), F.expr("uuid()") if streaming else
+                              F.concat(F.lit("r"), F.col("line").cast("string")))).alias("id"),
         F.when(ok, le).alias("le"), F.when(ok, F.col("_re")).alias("re"),
         F.lit(None).cast("long").alias("re_new"), F.lit(None).cast("long").alias("t"),
         F.when(ok, F.col("payload")).alias("payload"), F.col("line"), F.col("error"),
         F.when(~ok, F.col("_raw")).alias("raw"))
+    if streaming:
+        out = out.withColumn("_seq", F.coalesce(F.col("le"), F.lit(0)))
     if o.shape == "edge":
         out = out.where(F.col("kind").isNull() | (F.col("le") < F.col("re")))  # same-instant samples: the later holds
     return out
