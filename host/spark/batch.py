@@ -411,14 +411,9 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
 
     spec = _spec_of(query)
     if table is not None:
-        from udm.host.spark.tables import table_elements_df
+        from udm.host.spark.tables import table_inputs
 
-        if isinstance(elements, Mapping):
-            per = table if all(n in table for n in elements) else dict.fromkeys(elements, table)
-            elements = {n: table_elements_df(df, per[n]) if per.get(n) is not None else df
-                        for n, df in elements.items()}
-        else:
-            elements = table_elements_df(elements, table)
+        elements = table_inputs(elements, table)
     if isinstance(elements, Mapping) or is_graph(spec):
         return run_graph_batch(spec, elements, on_violation=on_violation, buckets=buckets)
     bind(spec)  # fail fast on the driver, with the catalog's message

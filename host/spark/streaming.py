@@ -373,14 +373,9 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     spec = _spec_of(query)
     bind(spec)
     if table is not None:
-        from udm.host.spark.tables import table_elements_df
+        from udm.host.spark.tables import table_inputs
 
-        if isinstance(elements, Mapping):
-            per = table if all(x in table for x in elements) else dict.fromkeys(elements, table)
-            elements = {x: table_elements_df(df, per[x]) if per.get(x) is not None else df
-                        for x, df in elements.items()}
-        else:
-            elements = table_elements_df(elements, table)
+        elements = table_inputs(elements, table)
     frame: DataFrame = next(iter(elements.values())) if isinstance(elements, Mapping) else elements
     spark = frame.sparkSession
     provider = spark.conf.get("spark.sql.streaming.stateStore.providerClass", None)

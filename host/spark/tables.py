@@ -36,7 +36,7 @@ from udm.sdk import INF
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["output_schema", "table_elements_df", "typed_output"]
+__all__ = ["output_schema", "table_elements_df", "table_inputs", "typed_output"]
 
 
 def _options(options: TableOptions | Mapping[str, Any]) -> TableOptions:
@@ -155,6 +155,17 @@ def table_elements_df(df: DataFrame, options: TableOptions | Mapping[str, Any] |
     if o.shape == "edge":
         out = out.where(F.col("kind").isNull() | (F.col("le") < F.col("re")))  # same-instant samples: the later holds
     return out
+
+
+def table_inputs(elements: DataFrame | Mapping[str, DataFrame], table: Any
+                 ) -> DataFrame | Mapping[str, DataFrame]:
+    """The element DataFrames of ``run_batch``/``run_stream``'s ``table=``: one set of options for every
+    DataFrame, or (a graph) a mapping of input name to options, an input without options being elements
+    already."""
+    if not isinstance(elements, Mapping):
+        return table_elements_df(elements, table)
+    per = table if all(x in table for x in elements) else dict.fromkeys(elements, table)
+    return {x: table_elements_df(df, per[x]) if per.get(x) is not None else df for x, df in elements.items()}
 
 
 def output_schema(query: Any, input_schema: Any = None) -> list[tuple[str, str]] | None:
