@@ -19,6 +19,7 @@ import os
 import random
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,21 +35,19 @@ TARGETS = {"in_order": 1_000_000, "disordered": 300_000}
 def in_order(path: Path, n: int, *, cti_every: int = 1000, seed: int = 13) -> None:
     """Insert-only point events one tick apart, ``sym`` one of 10 groups, a CTI every ``cti_every``."""
     rng = random.Random(seed)
-    lines: list[str] = []
-    t = 0
-    with open(path, "w", encoding="utf-8") as f:
+
+    def lines() -> Iterator[str]:
+        t = 0
         for k in range(1, n + 1):
             if k % cti_every == 0:
-                lines.append(f'{{"kind":"cti","t":{t}}}')
+                yield f'{{"kind":"cti","t":{t}}}\n'
             else:
-                lines.append(f'{{"kind":"insert","id":"e{k}","le":{t},"re":{t + 1},'
-                             f'"payload":{{"sym":"g{rng.randrange(GROUPS)}","price":{rng.randrange(1000)}}}}}')
+                yield (f'{{"kind":"insert","id":"e{k}","le":{t},"re":{t + 1},'
+                       f'"payload":{{"sym":"g{rng.randrange(GROUPS)}","price":{rng.randrange(1000)}}}}}\n')
                 t += 1
-            if len(lines) >= 65536:
-                f.write("\n".join(lines) + "\n")
-                lines.clear()
-        if lines:
-            f.write("\n".join(lines) + "\n")
+
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(lines())
 
 
 def disordered(path: Path, n: int) -> None:

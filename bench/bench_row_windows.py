@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import time
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,7 +32,8 @@ from udm.host.engine import window as window_pkg
 from udm.host.engine.window.rows import RowsStep
 from udm.host.query.plan import bind
 from udm.host.query.spec import parse_query
-from udm.host.temporal.elements import Cti, Element, Insert, Retract
+from udm.host.temporal.elements import Cti, Element, Insert
+from udm.host.testing.cht import CHT, cht
 
 
 def _query(n: int, slide: int) -> Any:
@@ -61,37 +61,21 @@ def _mode(panes: bool = True, slides: bool = True) -> Iterator[None]:
         window_pkg.row_pane_step, RowsStep.slides = saved
 
 
-def _run(n: int, slide: int, count: int) -> tuple[float, tuple[int, int], Counter[tuple[int, int, str]], str]:
+def _run(n: int, slide: int, count: int) -> tuple[float, tuple[int, int], CHT, str]:
     """(seconds, largest (rows, pane states) held, output CHT, step family) of one run."""
     r = QueryRunner(_query(n, slide))
     op = r.ops[0]
-    live: dict[str, tuple[int, int, str]] = {}
+    out: list[Any] = []
     peak = (0, 0)
     t0 = time.perf_counter()
     for j, el in enumerate(_stream(count)):
-        for o in r.process(el):
-            if isinstance(o, Insert):
-                live[o.id] = (o.le, o.re, repr(sorted(o.payload.items())))
-            elif isinstance(o, Retract):
-                le, _, p = live[o.id]
-                if o.re_new <= le:
-                    del live[o.id]
-                else:
-                    live[o.id] = (le, o.re_new, p)
+        out += r.process(el)
         if j % 1000 == 0:
             size = op.state_size()
             peak = (max(peak[0], size.get("rows", 0)), max(peak[1], size.get("panes", 0)))
     secs = time.perf_counter() - t0
-    for o in r.finish():
-        if isinstance(o, Insert):
-            live[o.id] = (o.le, o.re, repr(sorted(o.payload.items())))
-        elif isinstance(o, Retract):
-            le, _, p = live[o.id]
-            if o.re_new <= le:
-                del live[o.id]
-            else:
-                live[o.id] = (le, o.re_new, p)
-    return secs, peak, Counter(live.values()), type(op).__name__
+    out += r.finish()
+    return secs, peak, cht(out), type(op).__name__
 
 
 def fig4(quick: bool) -> None:
