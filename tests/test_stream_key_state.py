@@ -131,7 +131,7 @@ def test_a_micro_batch_reads_only_the_keys_it_touches_and_the_keys_due() -> None
     def call(els: list[Element]) -> KeyedResult:
         return KeyedBucket(bound, None, ["g"], store, 3).run(_table(list(enumerate(els, 1))), _feed)
 
-    call(_stream_of_keys(40, 0) + [Cti(5)])  # 40 keys, each with an open window [0, 100)
+    call([*_stream_of_keys(40, 0), Cti(5)])  # 40 keys, each with an open window [0, 100)
     assert len(store.engines) == 40
     store.counts.clear()
     res = call([Insert("one", 10, 20, {"g": "k7", "v": 2.0}), Cti(60)])  # one key, no window closes

@@ -43,7 +43,7 @@ from sortedcontainers import SortedList
 
 from udm.host.engine import QueryRunner
 from udm.host.engine.common import INF, NEG, DeadLetter
-from udm.host.temporal.elements import Cti, Element, Insert, Retract
+from udm.host.temporal.elements import Cti, Element
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa

@@ -272,7 +272,8 @@ def _processor_class() -> type:
                 table = table.set_column(table.column_names.index(c), c,
                                          pc.if_else(pc.equal(col, NULL_TICK), None, col))
             table = table.sort_by("udm_seq")
-            if not self._graph and self.struct_payloads:  # (a graph's inputs have payloads of their own shapes: per run, in _run)
+            # (a graph's inputs have payloads of their own shapes: per run, in _run)
+            if not self._graph and self.struct_payloads:
                 table = with_struct_payloads(table)
             yield from self._run(int(key[0]), table, timerValues)
 
