@@ -7,8 +7,8 @@ own, and a small index of every live key's *due* time and *hold*; a micro-batch 
 elements in it and the keys due at or before its new CTI (semantics-notes 41).
 
 * **due** (`engine_due`): the earliest input CTI at which the key's engine would emit output or change
-  state (a window end, an event's end that lets the registry forget it). Below it the engine, fed a CTI,
-  only moves its output CTI. Where the engine's state is not understood here (other window families,
+  state (a window's end; an event's end that lets the registry forget it, when no window comes first).
+  Below it the engine, fed a CTI, only moves its output CTI. Where the engine's state is not understood here (other window families,
   ``early``, ``time_bound``, ...), due is the next CTI: such a key is loaded on every CTI advance (correct,
   not O(change)).
 * **hold**: below its due, a key's output CTI is ``min(g(c), hold)``, where ``g(c)`` is what an engine
@@ -151,7 +151,7 @@ def _window_due(op: Any, c: int) -> int:
     if not simple or busy:
         size = op.state_size()
         return c + 1 if (busy or any(size.values()) or op.chunks) else INF
-    best = _min_re(op, c)
+    best = INF
     if op.close_heap:
         best = min(best, op.close_heap[0][0])
     if op.spill_groups:  # events past the frontier: windows are made when the watermark reaches the next
@@ -177,14 +177,18 @@ def engine_due(runner: QueryRunner, c: int) -> int:
     if runner.finished:
         return INF
     best = INF
+    forget = INF
     for op in runner.ops:
         if isinstance(op, WindowStep):
-            d = _window_due(op, c)
-        elif isinstance(op, (FilterStep, MapStep, ProjectStep, InputGate)):
-            d = _min_re(op, c)
-        else:
-            d = c + 1 if any(op.state_size().values()) else INF
-        best = min(best, d)
+            best = min(best, _window_due(op, c))
+        elif not isinstance(op, (FilterStep, MapStep, ProjectStep, InputGate)) and any(op.state_size().values()):
+            best = c + 1
+        forget = min(forget, _min_re(op, c))
+    # Forgetting ended events changes no output, and a key is brought to the bucket's CTI (so forgets them)
+    # before it judges anything; a window holding an event ends after it, so only a key without windows
+    # is loaded just to forget (its state would otherwise stay until it is touched again).
+    if best >= INF:
+        best = forget
     return best if best >= INF else max(best, c + 1)
 
 
