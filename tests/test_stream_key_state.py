@@ -173,3 +173,12 @@ def test_key_values_keep_json_types_apart() -> None:
     assert key_of(json.dumps({"g": True}), ["g"]) != key_of(json.dumps({"g": 1}), ["g"])
     assert key_of(json.dumps({"v": 1}), ["g"]) == key_of("[1]", ["g"]) == key_of(None, ["g"]) == NO_KEY
     assert Counter([key_of(json.dumps({"g": "a", "v": i}), ["g"]) for i in range(3)]) == Counter({'["a"]': 3})
+
+
+def test_a_restart_with_another_bucket_count_is_refused() -> None:
+    bound = bind(parse_query(TUMBLING))
+    store = DictStore()
+    KeyedBucket(bound, None, ["g"], store, 0, buckets=4).run(_table([(1, Insert("a", 1, 2, {"g": "x", "v": 1.0}))]),
+                                                             _feed)
+    with pytest.raises(ValueError, match="written with 4 key buckets, this query has 2"):
+        KeyedBucket(bound, None, ["g"], store, 0, buckets=2)

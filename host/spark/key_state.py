@@ -8,9 +8,9 @@ elements in it and the keys due at or before its new CTI (semantics-notes 41).
 
 * **due** (`engine_due`): the earliest input CTI at which the key's engine would emit output or change
   state (a window's end; an event's end that lets the registry forget it, when no window comes first).
-  Below it the engine, fed a CTI, only moves its output CTI. Where the engine's state is not understood here (other window families,
-  ``early``, ``time_bound``, ...), due is the next CTI: such a key is loaded on every CTI advance (correct,
-  not O(change)).
+  Below it the engine, fed a CTI, only moves its output CTI. Where the engine's state is not understood
+  here (other window families, ``early``, ``time_bound``, ...), due is the next CTI: such a key is loaded
+  on every CTI advance (correct, not O(change)).
 * **hold**: below its due, a key's output CTI is ``min(g(c), hold)``, where ``g(c)`` is what an engine
   that holds nothing outputs at input CTI ``c``. The bucket keeps such an *idle engine* (fed only the
   CTIs), so the bucket's output CTI is ``min(idle engine's CTI, every key's hold)`` — what one engine over
@@ -233,6 +233,8 @@ class _Index:
     finished: bool = False
     idle: bytes | None = None
     idle_out: int = NEG
+    #: how many buckets the stream has (routing by key depends on it; 0: not recorded)
+    buckets: int = 0
     keys: dict[str, _Entry] = field(default_factory=dict)
     by_due: SortedList = field(default_factory=SortedList)
     by_hold: SortedList = field(default_factory=SortedList)
@@ -279,7 +281,7 @@ class KeyedBucket:
     """One bucket's call: load what it needs from ``store``, run, write back (module doc)."""
 
     def __init__(self, bound: BoundQuery, on_violation: str | None, keys: list[str], store: BucketStore,
-                 bucket: int, *, track_ids: bool = False) -> None:
+                 bucket: int, *, track_ids: bool = False, buckets: int = 0) -> None:
         self.bound = bound
         self.on_violation = on_violation
         self.fields = keys
@@ -290,6 +292,12 @@ class KeyedBucket:
         self.index: _Index = pickle.loads(blob) if blob is not None else _Index()
         if not isinstance(self.index, _Index) or self.index.v != _INDEX_VERSION:
             raise ValueError("bucket state of another layout: start from a new checkpoint")
+        if buckets and self.index.buckets and self.index.buckets != buckets:  # keys would be routed elsewhere
+            raise ValueError(f"the checkpoint's state was written with {self.index.buckets} key buckets, this "
+                             f"query has {buckets}: restart with buckets={self.index.buckets} (or the same "
+                             "spark.sql.shuffle.partitions)")
+        if buckets:
+            self.index.buckets = buckets
         self.idle = (QueryRunner.restore(self.index.idle, bound) if self.index.idle is not None
                      else QueryRunner(bound, on_violation=on_violation))
         self.loaded: dict[str, _Live] = {}

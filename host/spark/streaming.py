@@ -7,11 +7,13 @@ Plan of `run_stream` (a streaming DataFrame in, a streaming DataFrame out):
    inserts and for retractions that repeat the key fields (a streaming retraction cannot look up its
    insert's bucket: see below); ``-1`` means *every bucket* and is used for CTIs (and control rows),
    which are copied to each bucket so every engine sees the stream's punctuation;
-2. ``groupBy(_bucket).transformWithStateInPandas(_EngineProcessor)``: for each bucket with input in a
-   micro-batch, the processor restores the bucket's engine from a `ValueState` (the pickled
-   `QueryRunner.snapshot`, kept in the RocksDB state store and checkpointed by Spark), feeds the
-   micro-batch's elements in physical order (``line`` is the sequence number: Spark does not keep
-   row order across the shuffle), stores the engine back and emits what it produced;
+2. ``groupBy(_bucket).transformWithStateInPandas(...)``: for each bucket with input in a micro-batch,
+   the processor feeds the micro-batch's elements in physical order (``line`` is the sequence number:
+   Spark does not keep row order across the shuffle) and emits what they produced. A keyed linear query
+   keeps one engine per key value (`_keyed_processor_class`, `udm.host.spark.key_state`: MapState per
+   key, an index of due times; a micro-batch loads only the keys it touches and the keys due,
+   semantics-notes 41); keyless queries and graphs keep the bucket's one engine in a `ValueState` (the
+   pickled `QueryRunner.snapshot`). Either is in the RocksDB state store, checkpointed by Spark;
 3. the result rows say which stream they belong to: ``out`` (an output element), ``dead`` (a dead
    letter: line, reason, element JSON), ``cti`` (the bucket's output CTI so far) or ``stats`` (a JSON
    payload: dead letters by category in this call; ``T``, the largest finite time the bucket's engine
@@ -332,9 +334,10 @@ def _keyed_processor_class() -> type:
     base = _processor_class()
 
     class _KeyedProcessor(base):  # type: ignore[misc, valid-type]
-        def __init__(self, *args: Any, track_ids: bool = False) -> None:
+        def __init__(self, *args: Any, track_ids: bool = False, buckets: int = 0) -> None:
             super().__init__(*args)
             self._track_ids = track_ids
+            self._buckets = buckets
 
         def init(self, handle: Any) -> None:
             self._handle = handle
@@ -360,8 +363,11 @@ def _keyed_processor_class() -> type:
 
             if self._old.exists():
                 raise UdmError(_OLD_LAYOUT)
-            kb = KeyedBucket(self._bound_query(), self._on_violation, self._keys, self._store, bucket,
-                             track_ids=self._track_ids)
+            try:
+                kb = KeyedBucket(self._bound_query(), self._on_violation, self._keys, self._store, bucket,
+                                 track_ids=self._track_ids, buckets=self._buckets)
+            except ValueError as e:
+                raise UdmError(str(e)) from None
             res = kb.run(table, feed, self._watermark(timer_values), unroutable, END_KIND, UNROUTABLE)
             if self._watermark_ctis:
                 self._rearm(timer_values, fired)
@@ -443,7 +449,8 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     (`STREAM_RESULT_DDL`: ``stream`` is ``out``, ``dead`` or ``cti``) to write with any sink.
 
     ``buckets``: how many key buckets (default ``spark.sql.shuffle.partitions``; keyless queries use
-    one). It is part of the state's layout: a query restarted from its checkpoint must keep it.
+    one). It is part of the state's layout: a query restarted from its checkpoint must keep it (Spark keeps
+    the checkpoint's partition count, semantics-notes 43).
     ``elements`` may carry ``_bucket`` (already routed, `BROADCAST` for CTIs). The query is bound on
     the driver first, so unknown UDMs or bad parameters fail before the stream starts.
 
@@ -541,7 +548,7 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
                    "udm_bucket", *([F.col("input").alias("udm_input")] if graph else []))
     args = (spec.to_json_dict(), on_violation or spec.on_violation, keys, ctis_from_watermark, graph)
     if keys and not graph and per_key:  # state per key (`udm.host.spark.key_state`, semantics-notes 41)
-        processor = _keyed_processor_class()(*args, track_ids="_bucket" in frame.columns)
+        processor = _keyed_processor_class()(*args, track_ids="_bucket" in frame.columns, buckets=n)
     else:
         processor = _processor_class()(*args)
     return df.groupBy("udm_bucket").transformWithStateInPandas(
