@@ -134,10 +134,10 @@ def _native_query(spark: object, src: Path) -> object:
             .agg(F.sum("v").alias("total"), F.count("v").alias("n")))
 
 
-def _grow_files(d: Path, batches: int, rows: int, live: int, touched: int) -> Path:
-    """The state-growth source: micro-batch 0 gives each of ``live`` keys one row (every key then holds an
-    open window); every later one has ``rows`` rows over ``touched`` keys (the next ``touched`` of them,
-    round the ``live``). Same ``line, ts, g, v`` columns, 10 ms apart."""
+def _grow_files(d: Path, batches: int, rows: int, live: int, touched: int, per_key: int = 40) -> Path:
+    """The state-growth source: micro-batch 0 gives each of ``live`` keys ``per_key`` rows (every key then
+    holds an open window and its live events); every later one has ``rows`` rows over ``touched`` keys (the
+    next ``touched`` of them, round the ``live``). Same ``line, ts, g, v`` columns, 10 ms apart."""
     import os
 
     import pyarrow as pa
@@ -148,8 +148,8 @@ def _grow_files(d: Path, batches: int, rows: int, live: int, touched: int) -> Pa
     base = time.time() - 10_000
     line = 0
     for b in range(batches):
-        n = live if b == 0 else rows
-        keys = (list(range(live)) if b == 0
+        n = live * per_key if b == 0 else rows
+        keys = ([x % live for x in range(n)] if b == 0
                 else [((b - 1) * touched + x % touched) % live for x in range(rows)])
         lines = list(range(line + 1, line + n + 1))
         line += n
@@ -163,7 +163,7 @@ def _grow_files(d: Path, batches: int, rows: int, live: int, touched: int) -> Pa
     return src
 
 
-def _udm_query(spark: object, src: Path, size: int = 10_000_000, per_key: bool = True) -> object:
+def _udm_query(spark: object, src: Path, size: int = 10_000_000, per_key: bool = True, life: int = 1) -> object:
     from pyspark.sql import functions as F
 
     from udm.host.spark.streaming import run_stream
@@ -174,8 +174,26 @@ def _udm_query(spark: object, src: Path, size: int = 10_000_000, per_key: bool =
     micros = F.unix_micros("ts")
     els = df.withWatermark("ts", "10 seconds").select(
         F.lit("insert").alias("kind"), F.col("line").cast("string").alias("id"), micros.alias("le"),
-        (micros + 1).alias("re"), F.to_json(F.struct("g", "v")).alias("payload"), "line", "ts")
+        (micros + life).alias("re"), F.to_json(F.struct("g", "v")).alias("payload"), "line", "ts")
     return run_stream(query, els, ctis_from_watermark=True, per_key=per_key)
+
+
+def _growth(spark: object, d: Path, batches: int, args: argparse.Namespace) -> None:
+    """Micro-batch time as the live state grows 10x at the same batch size and touched keys, per-key
+    state beside the whole-bucket layout."""
+    g = args.groups
+    print(f"state growth: micro-batches of {args.rows} rows touching {g} keys; 1000 s windows and 500 s "
+          f"events (none ends in the run); micro-batch 0 gives {g} then {g * 10} keys 40 events each; "
+          "median micro-batch ms (first 2 not counted)")
+    print(f"{'state layout':>22} {f'{g} live':>11} {f'{g * 10} live':>11} {'ratio':>7}")
+    for per_key, label in ((True, "per key (layout 3)"), (False, "whole bucket (2)")):
+        ms = []
+        for live in (g, g * 10):
+            src_g = _grow_files(Path(d) / f"{per_key}", batches, args.rows, live, g)
+            ms.append(_measure(spark, _udm_query(spark, src_g, 1_000_000_000, per_key, 500_000_000),
+                               Path(d) / f"ck-grow-{per_key}-{live}")["latency_ms"])
+        target = " (target <= 1.3x)" if per_key else ""
+        print(f"{label:>22} {ms[0]:>11.0f} {ms[1]:>11.0f} {ms[1] / ms[0]:>6.2f}x{target}", flush=True)
 
 
 def native(args: argparse.Namespace) -> int:
@@ -189,6 +207,9 @@ def native(args: argparse.Namespace) -> int:
     batches = 4 if args.quick else args.batches
     with tempfile.TemporaryDirectory(prefix="udm-bench-native-") as d:
         src = _files(Path(d), batches, args.rows, args.groups)
+        if args.only == "grow":
+            _growth(spark, Path(d), batches, args)
+            return 0
         if args.only == "udm":
             print(json.dumps(_measure(spark, _udm_query(spark, src), Path(d) / "ck")), flush=True)
             return 0
@@ -201,18 +222,7 @@ def native(args: argparse.Namespace) -> int:
         print(f"{'udm run_stream':>22} {udm['latency_ms']:>11.0f} {udm['rows_per_s']:>10,.0f}")
         print(f"latency udm/native: {udm['latency_ms'] / nat['latency_ms']:.2f}x (target <= 2x); "
               f"throughput udm/native: {udm['rows_per_s'] / nat['rows_per_s']:.2f}x (target >= 0.5x)", flush=True)
-        g = args.groups
-        print(f"state growth: micro-batches of {args.rows} rows touching {g} keys, 1000 s windows (none closes "
-              f"in the run), live keys {g} then {g * 10}; median micro-batch ms (first 2 not counted)")
-        print(f"{'state layout':>22} {f'{g} live':>11} {f'{g * 10} live':>11} {'ratio':>7}")
-        for per_key, label in ((True, "per key (layout 3)"), (False, "whole bucket (2)")):
-            ms = []
-            for live in (g, g * 10):
-                src_g = _grow_files(Path(d) / f"{per_key}", batches, args.rows, live, g)
-                ms.append(_measure(spark, _udm_query(spark, src_g, 1_000_000_000, per_key),
-                                   Path(d) / f"ck-grow-{per_key}-{live}")["latency_ms"])
-            target = " (target <= 1.3x)" if per_key else ""
-            print(f"{label:>22} {ms[0]:>11.0f} {ms[1]:>11.0f} {ms[1] / ms[0]:>6.2f}x{target}", flush=True)
+        _growth(spark, Path(d), batches, args)
     cores = {}
     for m in ("local[1]", "local[2]"):
         cmd = [sys.executable, "-m", "bench.bench_streaming", "--native", "--only", "udm", "--master", m,

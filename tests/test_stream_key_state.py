@@ -33,6 +33,10 @@ HOPPING = {"steps": [{"op": "filter", "udf": "in_range", "args": {"field": "v"},
                       "udm": "count"}]}
 SESSION = {"steps": [{"op": "window", "window": {"type": "session", "gap": 4}, "group_by": ["g"],
                       "udm": "sum", "input": "v"}]}
+TWO_WINDOWS = {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 10}, "group_by": ["g"],
+                          "udm": "sum", "input": "v"},
+                         {"op": "window", "window": {"type": "tumbling", "size": 30}, "group_by": ["g"],
+                          "udm": "count"}]}
 SNAPSHOT = {"steps": [{"op": "window", "window": {"type": "snapshot"}, "group_by": ["g"], "udm": "count"}]}
 
 
@@ -95,7 +99,8 @@ def _run_both(query: dict[str, Any], stream: list[Element], size: int, *, track_
 
 
 @pytest.mark.parametrize(("query", "seed", "size"), [(TUMBLING, 1, 7), (TUMBLING, 2, 25), (HOPPING, 3, 11),
-                                                     (SESSION, 4, 9), (SNAPSHOT, 5, 13)])
+                                                     (SESSION, 4, 9), (SNAPSHOT, 5, 13),
+                                                     (TWO_WINDOWS, 6, 10)])
 def test_keyed_bucket_equals_the_oracle_and_one_engine(query: dict[str, Any], seed: int, size: int) -> None:
     """Many keys, disorder, retractions, bad rows, CTIs that close windows of keys not in the batch."""
     stream = generate(seed=seed, events=160, groups=15, duration="mixed", speculation=0.4, disorder="slightly",

@@ -192,6 +192,21 @@ def engine_due(runner: QueryRunner, c: int) -> int:
     return best if best >= INF else max(best, c + 1)
 
 
+def _lone_grid(runner: QueryRunner) -> Any:
+    """The query's one window step when it is a tumbling/hopping one of the exact kind (`_window_due`) and
+    every other step passes CTIs through unchanged (filter, map, project, input gate); else None."""
+    from udm.host.engine.ops.span import FilterStep, InputGate, MapStep, ProjectStep
+    from udm.host.engine.window.grid import GridStep
+
+    grids = [op for op in runner.ops if not isinstance(op, (FilterStep, MapStep, ProjectStep, InputGate))]
+    if len(grids) != 1 or not isinstance(grids[0], GridStep):
+        return None
+    op = grids[0]
+    simple = (op.early is None and not op.time_bound and op.max_memory_time >= INF and not op.sees_open_ends
+              and not (op.fresh or op.early_wait or op.grave_groups or op.held))
+    return op if simple else None
+
+
 def _holds_nothing(runner: QueryRunner) -> bool:
     return not any(runner.state_size().values()) and not runner.repair
 
@@ -476,6 +491,9 @@ class KeyedBucket:
             return INF
         if due <= c + 1:
             return now
+        grid = _lone_grid(live.runner)
+        if grid is not None:  # the window's own rule (`WindowStep.flush`), without a copy of the engine
+            return max(now, min(due - 1, grid._bound(due - 1)))
         probe = QueryRunner.restore(snap, self.bound)
         cap = now
         for el in probe.process(Cti(due - 1)):
