@@ -134,7 +134,11 @@ def _native_query(spark: object, src: Path) -> object:
             .agg(F.sum("v").alias("total"), F.count("v").alias("n")))
 
 
-def _grow_files(d: Path, batches: int, rows: int, live: int, touched: int, per_key: int = 40) -> Path:
+#: live events per key before the measured micro-batches (state growth)
+_PRELOAD = 200
+
+
+def _grow_files(d: Path, batches: int, rows: int, live: int, touched: int, per_key: int = _PRELOAD) -> Path:
     """The state-growth source: micro-batch 0 gives each of ``live`` keys ``per_key`` rows (every key then
     holds an open window and its live events); every later one has ``rows`` rows over ``touched`` keys (the
     next ``touched`` of them, round the ``live``). Same ``line, ts, g, v`` columns, 10 ms apart."""
@@ -183,13 +187,13 @@ def _growth(spark: object, d: Path, batches: int, args: argparse.Namespace) -> N
     state beside the whole-bucket layout."""
     g = args.groups
     print(f"state growth: micro-batches of {args.rows} rows touching {g} keys; 1000 s windows and 500 s "
-          f"events (none ends in the run); micro-batch 0 gives {g} then {g * 10} keys 40 events each; "
+          f"events (none ends in the run); micro-batch 0 gives {g} then {g * 10} keys {_PRELOAD} events each; "
           "median micro-batch ms (first 2 not counted)")
     print(f"{'state layout':>22} {f'{g} live':>11} {f'{g * 10} live':>11} {'ratio':>7}")
     for per_key, label in ((True, "per key (layout 3)"), (False, "whole bucket (2)")):
         ms = []
         for live in (g, g * 10):
-            src_g = _grow_files(Path(d) / f"{per_key}", batches, args.rows, live, g)
+            src_g = _grow_files(Path(d) / f"{per_key}", batches, args.rows, live, g, _PRELOAD)
             ms.append(_measure(spark, _udm_query(spark, src_g, 1_000_000_000, per_key, 500_000_000),
                                Path(d) / f"ck-grow-{per_key}-{live}")["latency_ms"])
         target = " (target <= 1.3x)" if per_key else ""

@@ -137,3 +137,17 @@ def test_a_checkpoint_of_the_whole_bucket_layout_is_refused(spark: Any, tmp_path
     (ck / "run.json").write_text(json.dumps({**meta, "layout": 2}))
     with pytest.raises(UdmError, match=r"different state layout \(an older udmkit's\)"):
         get_engine("spark-streaming")(req)
+
+
+def test_a_dataframe_checkpoint_of_the_whole_bucket_layout_is_refused(spark: Any, tmp_path: Path) -> None:
+    from udm.host.spark.streaming import run_stream
+
+    files = _files()
+    src = tmp_path / "in"
+    _collect(run_stream(QUERY, _source(spark, src, files[:1]), buckets=2, per_key=False), tmp_path / "ck")
+    (src / "p001.json").write_text("".join(json.dumps(r) + "\n" for r in files[1]), encoding="utf-8")
+    again = run_stream(QUERY, spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(src)),
+                       buckets=2)
+    with pytest.raises(Exception, match=r"UdmError: a checkpoint of the whole-bucket state layout \(udmkit before "
+                       r"streaming layout 3\): state is now kept per key; start from a new checkpoint directory"):
+        _collect(again, tmp_path / "ck")
