@@ -372,16 +372,19 @@ class KeyedBucket:
 
     def run(self, table: pa.Table | None, feed: Callable[[QueryRunner, pa.Table], list[Element]],
             watermark: int | None = None, unroutable: Callable[[int], DeadLetter] | None = None,
-            end_kind: str = "_end", unroutable_route: int = -2) -> KeyedResult:
+            end_kind: str = "_end", unroutable_route: int = -2,
+            prepare: Callable[[pa.Table], pa.Table] | None = None) -> KeyedResult:
         """Run one call: ``watermark`` (a CTI from the event-time watermark, first), then ``table``'s rows
-        in order (``kind``, ``id``, ``payload``, ``udm_route`` columns; ``feed`` runs a slice of them on an
-        engine), then the keys due by the new CTI. ``unroutable(i)`` is row ``i``'s dead letter when its
-        route is ``unroutable_route``."""
+        in order (``kind``, ``id``, ``payload`` as JSON text, ``udm_route`` columns; ``feed`` runs a slice
+        of ``prepare(table)`` on an engine: the payloads are converted once, not per key), then the keys
+        due by the new CTI. ``unroutable(i)`` is row ``i``'s dead letter when its route is
+        ``unroutable_route``."""
         import pyarrow as pa
 
         if watermark is not None:
             self._cti(watermark)
         if table is not None and table.num_rows:
+            elements = table if prepare is None else prepare(table)
             kinds = table.column("kind").to_pylist()
             ids = table.column("id").to_pylist()
             payloads = table.column("payload").to_pylist()
@@ -392,7 +395,7 @@ class KeyedBucket:
             def drain() -> None:
                 for key, rows in pending.items():
                     live = self._engine(key)
-                    self._emit(live, feed(live.runner, table.take(pa.array(rows, pa.int64()))))
+                    self._emit(live, feed(live.runner, elements.take(pa.array(rows, pa.int64()))))
                     # T so far is the bucket's (one engine's): the next key brought to a CTI sees it
                     self.index.reached = max(self.index.reached, live.runner.ctx.reached)
                     live.touched.update(ids[i] for i in rows if ids[i] is not None)
@@ -411,7 +414,7 @@ class KeyedBucket:
                     self.reasons["unroutable"] += 1
                 elif self.index.finished:
                     drain()
-                    self._emit(_Live(self.idle, 0), feed(self.idle, table.slice(i, 1)))
+                    self._emit(_Live(self.idle, 0), feed(self.idle, elements.slice(i, 1)))
                 else:
                     pending.setdefault(self._route(kind, ids[i], payloads[i]), []).append(i)
             drain()

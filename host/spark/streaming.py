@@ -352,9 +352,11 @@ def _keyed_processor_class() -> type:
             from udm.host.io.batch import ElementBatch
             from udm.host.spark.key_state import KeyedBucket
 
+            def prepare(t: pa.Table) -> pa.Table:
+                return with_struct_payloads(t.select(list(ELEMENT_COLUMNS)))
+
             def feed(runner: Any, part: pa.Table) -> list[Any]:
-                return list(runner.process_batch(ElementBatch.from_table(
-                    with_struct_payloads(part.select(list(ELEMENT_COLUMNS))))))
+                return list(runner.process_batch(ElementBatch.from_table(part)))
 
             def unroutable(i: int) -> DeadLetter:
                 assert table is not None
@@ -368,7 +370,7 @@ def _keyed_processor_class() -> type:
                                  track_ids=self._track_ids, buckets=self._buckets)
             except ValueError as e:
                 raise UdmError(str(e)) from None
-            res = kb.run(table, feed, self._watermark(timer_values), unroutable, END_KIND, UNROUTABLE)
+            res = kb.run(table, feed, self._watermark(timer_values), unroutable, END_KIND, UNROUTABLE, prepare)
             if self._watermark_ctis:
                 self._rearm(timer_values, fired)
             yield _emit_rows(bucket, [], res.dead, res.cti, res.stats, keyed=res.out)
