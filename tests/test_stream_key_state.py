@@ -37,6 +37,11 @@ TWO_WINDOWS = {"steps": [{"op": "window", "window": {"type": "tumbling", "size":
                           "udm": "sum", "input": "v"},
                          {"op": "window", "window": {"type": "tumbling", "size": 30}, "group_by": ["g"],
                           "udm": "count"}]}
+EARLY_ADJUST = {"on_violation": "adjust",
+                "steps": [{"op": "window", "window": {"type": "tumbling", "size": 20}, "group_by": ["g"],
+                           "udm": "sum", "input": "v", "early": 5, "max_delay": 3}]}
+DELAYED = {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 10}, "group_by": ["g"],
+                      "udm": "sum", "input": "v", "max_delay": 4}]}
 SNAPSHOT = {"steps": [{"op": "window", "window": {"type": "snapshot"}, "group_by": ["g"], "udm": "count"}]}
 
 
@@ -106,7 +111,8 @@ def _run_both(query: dict[str, Any], stream: list[Element], size: int, *, track_
 
 @pytest.mark.parametrize(("query", "seed", "size"), [(TUMBLING, 1, 7), (TUMBLING, 2, 25), (HOPPING, 3, 11),
                                                      (SESSION, 4, 9), (SNAPSHOT, 5, 13),
-                                                     (TWO_WINDOWS, 6, 10)])
+                                                     (TWO_WINDOWS, 6, 10), (EARLY_ADJUST, 7, 8),
+                                                     (DELAYED, 8, 6)])
 def test_keyed_bucket_equals_the_oracle_and_one_engine(query: dict[str, Any], seed: int, size: int) -> None:
     """Many keys, disorder, retractions, bad rows, CTIs that close windows of keys not in the batch."""
     stream = generate(seed=seed, events=160, groups=15, duration="mixed", speculation=0.4, disorder="slightly",
