@@ -11,7 +11,9 @@ Structured Streaming doing the nearest built-in query (``groupBy(window(ts, 10 s
 with the same 10 s watermark) on the same Parquet file source and trigger (one file per micro-batch):
 median micro-batch latency and throughput (Spark's own ``durationMs.triggerExecution`` and input rows,
 from ``recentProgress``) and their ratios; then the udm micro-batch time when the live state is 10× larger
-(10× the groups, same batch size); then, in two child processes, ``local[1]`` against ``local[2]``.
+(10× the live keys, each holding an open window, while every micro-batch still touches as many keys as
+before), for the per-key state layout and, side by side, the whole-bucket one (``run_stream(...,
+per_key=False)``); then, in two child processes, ``local[1]`` against ``local[2]``.
 
 Run: ``.venv/bin/python -m bench.bench_streaming [--quick] [--sizes 50,1000,10000,100000]`` or
 ``... --native [--rows 2000] [--batches 8] [--groups 50]``.
@@ -132,19 +134,70 @@ def _native_query(spark: object, src: Path) -> object:
             .agg(F.sum("v").alias("total"), F.count("v").alias("n")))
 
 
-def _udm_query(spark: object, src: Path) -> object:
+#: live events per key before the measured micro-batches (state growth)
+_PRELOAD = 200
+
+
+def _grow_files(d: Path, batches: int, rows: int, live: int, touched: int, per_key: int = _PRELOAD) -> Path:
+    """The state-growth source: micro-batch 0 gives each of ``live`` keys ``per_key`` rows (every key then
+    holds an open window and its live events); every later one has ``rows`` rows over ``touched`` keys (the
+    next ``touched`` of them, round the ``live``). Same ``line, ts, g, v`` columns, 10 ms apart."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = d / f"grow-{live}-{touched}"
+    src.mkdir(parents=True)
+    base = time.time() - 10_000
+    line = 0
+    for b in range(batches):
+        n = live * per_key if b == 0 else rows
+        keys = ([x % live for x in range(n)] if b == 0
+                else [((b - 1) * touched + x % touched) % live for x in range(rows)])
+        lines = list(range(line + 1, line + n + 1))
+        line += n
+        table = pa.table({"line": pa.array(lines, pa.int64()),
+                          "ts": pa.array([x * 10_000 for x in lines], pa.timestamp("us", tz="UTC")),
+                          "g": pa.array([f"g{k}" for k in keys]),
+                          "v": pa.array([float(x % 7) for x in lines])})
+        p = src / f"part-{b:05d}.parquet"
+        pq.write_table(table, p)
+        os.utime(p, (base + b, base + b))
+    return src
+
+
+def _udm_query(spark: object, src: Path, size: int = 10_000_000, per_key: bool = True, life: int = 1) -> object:
     from pyspark.sql import functions as F
 
     from udm.host.spark.streaming import run_stream
 
-    query = {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 10_000_000}, "group_by": ["g"],
+    query = {"steps": [{"op": "window", "window": {"type": "tumbling", "size": size}, "group_by": ["g"],
                         "udm": "sum", "input": "v", "as": "total"}]}
     df = spark.readStream.schema(_SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(src))  # type: ignore[attr-defined]
     micros = F.unix_micros("ts")
     els = df.withWatermark("ts", "10 seconds").select(
         F.lit("insert").alias("kind"), F.col("line").cast("string").alias("id"), micros.alias("le"),
-        (micros + 1).alias("re"), F.to_json(F.struct("g", "v")).alias("payload"), "line", "ts")
-    return run_stream(query, els, ctis_from_watermark=True)
+        (micros + life).alias("re"), F.to_json(F.struct("g", "v")).alias("payload"), "line", "ts")
+    return run_stream(query, els, ctis_from_watermark=True, per_key=per_key)
+
+
+def _growth(spark: object, d: Path, batches: int, args: argparse.Namespace) -> None:
+    """Micro-batch time as the live state grows 10x at the same batch size and touched keys, per-key
+    state beside the whole-bucket layout."""
+    g = args.groups
+    print(f"state growth: micro-batches of {args.rows} rows touching {g} keys; 1000 s windows and 500 s "
+          f"events (none ends in the run); micro-batch 0 gives {g} then {g * 10} keys {_PRELOAD} events each; "
+          "median micro-batch ms (first 2 not counted)")
+    print(f"{'state layout':>22} {f'{g} live':>11} {f'{g * 10} live':>11} {'ratio':>7}")
+    for per_key, label in ((True, "per key (layout 3)"), (False, "whole bucket (2)")):
+        ms = []
+        for live in (g, g * 10):
+            src_g = _grow_files(Path(d) / f"{per_key}", batches, args.rows, live, g, _PRELOAD)
+            ms.append(_measure(spark, _udm_query(spark, src_g, 1_000_000_000, per_key, 500_000_000),
+                               Path(d) / f"ck-grow-{per_key}-{live}")["latency_ms"])
+        target = " (target <= 1.3x)" if per_key else ""
+        print(f"{label:>22} {ms[0]:>11.0f} {ms[1]:>11.0f} {ms[1] / ms[0]:>6.2f}x{target}", flush=True)
 
 
 def native(args: argparse.Namespace) -> int:
@@ -158,6 +211,9 @@ def native(args: argparse.Namespace) -> int:
     batches = 4 if args.quick else args.batches
     with tempfile.TemporaryDirectory(prefix="udm-bench-native-") as d:
         src = _files(Path(d), batches, args.rows, args.groups)
+        if args.only == "grow":
+            _growth(spark, Path(d), batches, args)
+            return 0
         if args.only == "udm":
             print(json.dumps(_measure(spark, _udm_query(spark, src), Path(d) / "ck")), flush=True)
             return 0
@@ -170,11 +226,7 @@ def native(args: argparse.Namespace) -> int:
         print(f"{'udm run_stream':>22} {udm['latency_ms']:>11.0f} {udm['rows_per_s']:>10,.0f}")
         print(f"latency udm/native: {udm['latency_ms'] / nat['latency_ms']:.2f}x (target <= 2x); "
               f"throughput udm/native: {udm['rows_per_s'] / nat['rows_per_s']:.2f}x (target >= 0.5x)", flush=True)
-        big = _files(Path(d), batches, args.rows, args.groups * 10)
-        grown = _measure(spark, _udm_query(spark, big), Path(d) / "ck-big")
-        print(f"udm micro-batch with 10x the live state ({args.groups * 10} groups): {grown['latency_ms']:.0f} ms, "
-              f"{grown['latency_ms'] / udm['latency_ms']:.2f}x the {args.groups}-group time (target <= 1.3x)",
-              flush=True)
+        _growth(spark, Path(d), batches, args)
     cores = {}
     for m in ("local[1]", "local[2]"):
         cmd = [sys.executable, "-m", "bench.bench_streaming", "--native", "--only", "udm", "--master", m,

@@ -54,7 +54,7 @@ __all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "progress_text", "run_spark_st
 
 #: INTERFACES §3: ``--batch-size`` defaults to 50 elements per micro-batch.
 DEFAULT_BATCH_SIZE = 50
-_LAYOUT_VERSION = 2  # 2: graphs with no one partitioning run in stages
+_LAYOUT_VERSION = 3  # 2: graphs with no one partitioning run in stages; 3: state per key (semantics-notes 42)
 
 
 class StreamStopped(UdmError):
@@ -552,7 +552,8 @@ def _prepare(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list
         staged = old.pop("staged")
         for key in meta:
             if old.get(key) != meta[key]:
-                what = {"query": "query spec", "input": "input file"}.get(key, key.replace("_", " "))
+                what = {"query": "query spec", "input": "input file",
+                        "layout": "state layout (an older udmkit's)"}.get(key, key.replace("_", " "))
                 raise UdmError(f"checkpoint {run_dir} belongs to a run with a different {what}; "
                                "use a new --checkpoint directory (or delete this one) to start over")
         return _Staged(**staged)

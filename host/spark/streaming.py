@@ -7,11 +7,13 @@ Plan of `run_stream` (a streaming DataFrame in, a streaming DataFrame out):
    inserts and for retractions that repeat the key fields (a streaming retraction cannot look up its
    insert's bucket: see below); ``-1`` means *every bucket* and is used for CTIs (and control rows),
    which are copied to each bucket so every engine sees the stream's punctuation;
-2. ``groupBy(_bucket).transformWithStateInPandas(_EngineProcessor)``: for each bucket with input in a
-   micro-batch, the processor restores the bucket's engine from a `ValueState` (the pickled
-   `QueryRunner.snapshot`, kept in the RocksDB state store and checkpointed by Spark), feeds the
-   micro-batch's elements in physical order (``line`` is the sequence number: Spark does not keep
-   row order across the shuffle), stores the engine back and emits what it produced;
+2. ``groupBy(_bucket).transformWithStateInPandas(...)``: for each bucket with input in a micro-batch,
+   the processor feeds the micro-batch's elements in physical order (``line`` is the sequence number:
+   Spark does not keep row order across the shuffle) and emits what they produced. A keyed linear query
+   keeps one engine per key value (`_keyed_processor_class`, `udm.host.spark.key_state`: MapState per
+   key, an index of due times; a micro-batch loads only the keys it touches and the keys due,
+   semantics-notes 41); keyless queries and graphs keep the bucket's one engine in a `ValueState` (the
+   pickled `QueryRunner.snapshot`). Either is in the RocksDB state store, checkpointed by Spark;
 3. the result rows say which stream they belong to: ``out`` (an output element), ``dead`` (a dead
    letter: line, reason, element JSON), ``cti`` (the bucket's output CTI so far) or ``stats`` (a JSON
    payload: dead letters by category in this call; ``T``, the largest finite time the bucket's engine
@@ -102,8 +104,9 @@ def _unroutable_reason(keys: list[str]) -> str:
 
 
 def _emit_rows(bucket: int, out: list[Any], dead: list[Any], cti: int | None,
-               stats: dict[str, Any] | None = None) -> pd.DataFrame:
-    """One pandas frame of result rows (nullable ints as pandas ``Int64``, so nothing becomes float)."""
+               stats: dict[str, Any] | None = None, keyed: list[tuple[str, Any]] | None = None) -> pd.DataFrame:
+    """One pandas frame of result rows (nullable ints as pandas ``Int64``, so nothing becomes float).
+    ``keyed``: output of per-key engines, ``(id prefix, element)`` each (`udm.host.spark.key_state`)."""
     import pandas as pd
 
     cols: dict[str, list[Any]] = {name: [] for name, _ in _RESULT_FIELDS}
@@ -116,6 +119,11 @@ def _emit_rows(bucket: int, out: list[Any], dead: list[Any], cti: int | None,
     for r in output_rows(bucket, out):
         row(stream="out", bucket=bucket, seq=seq, **r)
         seq += 1
+    for prefix, el in keyed or ():
+        for r in output_rows(0, [el]):
+            r["id"] = f"{prefix}.{el.id}"
+            row(stream="out", bucket=bucket, seq=seq, **r)
+            seq += 1
     for dl in dead:  # (a dead letter's input, in a multi-input query, travels in ``payload``)
         for r in dead_rows([dl]):
             row(stream="dead", bucket=bucket, seq=seq, **r, payload=getattr(dl, "input", None))
@@ -135,7 +143,10 @@ def _processor_class() -> type:
     from pyspark.sql.streaming import StatefulProcessor
 
     class _EngineProcessor(StatefulProcessor):
-        """One engine per bucket; its snapshot is the bucket's only state."""
+        """One engine per bucket; its snapshot is the bucket's only state (keyless queries and graphs)."""
+
+        #: whether handleInputRows turns the payload texts into a struct column before `_run`
+        struct_payloads = True
 
         def __init__(self, spec_json: dict[str, Any], on_violation: str | None, keys: list[str],
                      watermark_ctis: bool, graph: bool = False) -> None:
@@ -263,7 +274,8 @@ def _processor_class() -> type:
                 table = table.set_column(table.column_names.index(c), c,
                                          pc.if_else(pc.equal(col, NULL_TICK), None, col))
             table = table.sort_by("udm_seq")
-            if not self._graph:  # (a graph's inputs have payloads of their own shapes: per run, in _run)
+            # (a graph's inputs have payloads of their own shapes: per run, in _run)
+            if not self._graph and self.struct_payloads:
                 table = with_struct_payloads(table)
             yield from self._run(int(key[0]), table, timerValues)
 
@@ -275,6 +287,96 @@ def _processor_class() -> type:
             pass
 
     return _EngineProcessor
+
+
+class _SparkStore:
+    """`udm.host.spark.key_state.BucketStore` over the bucket's ``transformWithStateInPandas`` state:
+    a MapState of engines by key, a MapState of ids, a ValueState index."""
+
+    def __init__(self, engines: Any, ids: Any, index: Any) -> None:
+        self.engines, self.ids, self.index = engines, ids, index
+
+    def get_engine(self, key: str) -> bytes | None:
+        got = self.engines.getValue((key,))
+        return None if got is None else bytes(got[0])
+
+    def put_engine(self, key: str, snapshot: bytes) -> None:
+        self.engines.updateValue((key,), (snapshot,))
+
+    def drop_engine(self, key: str) -> None:
+        self.engines.removeKey((key,))
+
+    def get_id(self, id: str) -> tuple[str, int] | None:
+        got = self.ids.getValue((id,))
+        return None if got is None else (str(got[0]), int(got[1]))
+
+    def put_id(self, id: str, key: str, re: int) -> None:
+        self.ids.updateValue((id,), (key, re))
+
+    def drop_id(self, id: str) -> None:
+        self.ids.removeKey((id,))
+
+    def get_index(self) -> bytes | None:
+        return bytes(self.index.get()[0]) if self.index.exists() else None
+
+    def put_index(self, blob: bytes) -> None:
+        self.index.update((blob,))
+
+
+#: the state of the per-key layout (`udm.host.spark.key_state`); the whole-bucket layout's ``engine``
+#: ValueState is looked for only to refuse an old checkpoint
+_OLD_LAYOUT = ("a checkpoint of the whole-bucket state layout (udmkit before streaming layout 3): "
+               "state is now kept per key; start from a new checkpoint directory")
+
+
+def _keyed_processor_class() -> type:
+    """The processor of a keyed linear query: per-key engines in MapState (`udm.host.spark.key_state`)."""
+    base = _processor_class()
+
+    class _KeyedProcessor(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, track_ids: bool = False, buckets: int = 0) -> None:
+            super().__init__(*args)
+            self._track_ids = track_ids
+            self._buckets = buckets
+
+        def init(self, handle: Any) -> None:
+            self._handle = handle
+            self._old = handle.getValueState("engine", _STATE_DDL)
+            self._store = _SparkStore(handle.getMapState("engines", "key string", "snapshot binary"),
+                                      handle.getMapState("ids", "id string", "key string, re bigint"),
+                                      handle.getValueState("index", "blob binary"))
+
+        def _run(self, bucket: int, table: pa.Table | None, timer_values: Any, fired: int | None = None
+                 ) -> Iterator[pd.DataFrame]:
+            from udm.host.engine.common import DeadLetter
+            from udm.host.io.batch import ElementBatch
+            from udm.host.spark.key_state import KeyedBucket
+
+            def prepare(t: pa.Table) -> pa.Table:
+                return with_struct_payloads(t.select(list(ELEMENT_COLUMNS)))
+
+            def feed(runner: Any, part: pa.Table) -> list[Any]:
+                return list(runner.process_batch(ElementBatch.from_table(part)))
+
+            def unroutable(i: int) -> DeadLetter:
+                assert table is not None
+                row = {c: table.column(c)[i].as_py() for c in ("kind", "id", "le", "re", "re_new")}
+                return DeadLetter(table.column("line")[i].as_py(), _unroutable_reason(self._keys), row)
+
+            if self._old.exists():
+                raise UdmError(_OLD_LAYOUT)
+            try:
+                kb = KeyedBucket(self._bound_query(), self._on_violation, self._keys, self._store, bucket,
+                                 track_ids=self._track_ids, buckets=self._buckets)
+            except ValueError as e:
+                raise UdmError(str(e)) from None
+            res = kb.run(table, feed, self._watermark(timer_values), unroutable, END_KIND, UNROUTABLE, prepare)
+            if self._watermark_ctis:
+                self._rearm(timer_values, fired)
+            yield _emit_rows(bucket, [], res.dead, res.cti, res.stats, keyed=res.out)
+
+    _KeyedProcessor.struct_payloads = False  # key_state reads the payload texts; it converts per key
+    return _KeyedProcessor
 
 
 def _spec_of(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path) -> QuerySpec:
@@ -344,12 +446,13 @@ def _route_graph(df: DataFrame, routing: dict[str, list[str]] | str | None, n: i
 def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
                elements: DataFrame | Mapping[str, DataFrame], *,
                on_violation: str | None = None, buckets: int | None = None,
-               ctis_from_watermark: bool = False, table: Any = None) -> DataFrame:
+               ctis_from_watermark: bool = False, table: Any = None, per_key: bool = True) -> DataFrame:
     """Run ``query`` over a streaming element DataFrame; returns a streaming DataFrame of result rows
     (`STREAM_RESULT_DDL`: ``stream`` is ``out``, ``dead`` or ``cti``) to write with any sink.
 
     ``buckets``: how many key buckets (default ``spark.sql.shuffle.partitions``; keyless queries use
-    one). It is part of the state's layout: a query restarted from its checkpoint must keep it.
+    one). It is part of the state's layout: a query restarted from its checkpoint must keep it (Spark keeps
+    the checkpoint's partition count, semantics-notes 43).
     ``elements`` may carry ``_bucket`` (already routed, `BROADCAST` for CTIs). The query is bound on
     the driver first, so unknown UDMs or bad parameters fail before the stream starts.
 
@@ -358,6 +461,11 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     multi-input query carries its input's name in ``payload``. A graph with no single partitioning runs
     in stages (`udm.host.spark.stream_stages`; with ``ctis_from_watermark`` in one bucket): a later stage's
     input rows are routed on the executor, a retraction by the key fields it repeats.
+
+    ``per_key``: a keyed linear query keeps one engine per key value in Spark's state (a micro-batch
+    reads only the keys it touches and the keys due, `udm.host.spark.key_state`); ``False`` keeps the
+    whole-bucket layout of streaming layout 2 (one engine per bucket: the benchmark's comparison). Keyless
+    queries and query graphs always keep one engine per bucket (per stage).
 
     ``table``: the stream is a user's table, not elements — column options as for ``udm run`` and
     `udm.host.spark.batch.run_batch` (``{"time": "ts"}`` or ``{"start": .., "end": ..}``; a mapping of input
@@ -440,8 +548,11 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
                      for c in ELEMENT_COLUMNS],
                    F.col("_seq").cast("bigint").alias("udm_seq"), route.cast("bigint").alias("udm_route"),
                    "udm_bucket", *([F.col("input").alias("udm_input")] if graph else []))
-    processor = _processor_class()(spec.to_json_dict(), on_violation or spec.on_violation, keys,
-                                   ctis_from_watermark, graph)
+    args = (spec.to_json_dict(), on_violation or spec.on_violation, keys, ctis_from_watermark, graph)
+    if keys and not graph and per_key:  # state per key (`udm.host.spark.key_state`, semantics-notes 41)
+        processor = _keyed_processor_class()(*args, track_ids="_bucket" in frame.columns, buckets=n)
+    else:
+        processor = _processor_class()(*args)
     return df.groupBy("udm_bucket").transformWithStateInPandas(
         statefulProcessor=processor, outputStructType=STREAM_RESULT_DDL, outputMode="Append",
         timeMode="EventTime" if ctis_from_watermark else "None")

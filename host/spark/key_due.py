@@ -1,0 +1,99 @@
+"""When a key's engine must be loaded again, and what it holds the output CTI at until then
+(`udm.host.spark.key_state`, semantics-notes 41): read off the engine's operators, never by running it.
+
+Why apart: it is the one place that knows the window operator's internals (release heap, frontier,
+registry); the per-key store itself only asks `engine_due` and `lone_grid`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from udm.host.engine import QueryRunner
+from udm.host.engine.common import INF
+
+__all__ = ["engine_due", "lone_grid"]
+
+
+def _min_re(op: Any, c: int) -> int:
+    """The earliest CTI at which ``op``'s id registry forgets an event (``RE < CTI``), or INF."""
+    best = INF
+    h = getattr(op, "end_heap", None)
+    if h:
+        best = min(best, h[0][0] + 1)
+    for res, _ in getattr(op, "reruns", ()) or ():
+        if len(res):
+            best = min(best, int(res[0]) + 1)
+    for ch in getattr(op, "chunks", ()) or ():
+        if len(ch):
+            rows = ch.held()
+            if len(rows):
+                best = min(best, int(ch.re[rows].min()) + 1)
+    return best
+
+
+def _window_due(op: Any, c: int) -> int:
+    """A window step's due (module doc): exact for tumbling/hopping windows released at their end; the
+    next CTI for anything else that holds state."""
+    from udm.host.engine.window.grid import GridStep
+
+    simple = (isinstance(op, GridStep) and op.early is None and not op.time_bound
+              and op.max_memory_time >= INF and not op.sees_open_ends)
+    busy = bool(op.fresh or op.early_wait or op.grave_groups or getattr(op, "held", None))
+    if not simple or busy:
+        size = op.state_size()
+        return c + 1 if (busy or any(size.values()) or op.chunks) else INF
+    best = INF
+    if op.close_heap:
+        best = min(best, op.close_heap[0][0])
+    if op.spill_groups:  # events past the frontier: windows are made when the watermark reaches the next
+        best = min(best, op._next_front)
+    if op.wait:  # windows waiting for the release point: out by cti(W.RE) at the latest
+        best = min(best, op.wait[0][0])
+    for g in op.groups.values():
+        if g.windows:
+            for w in g.windows.values():
+                if w.alive:
+                    best = min(best, w.re)
+        if g.retired:
+            return c + 1
+    return best
+
+
+def engine_due(runner: QueryRunner, c: int) -> int:
+    """The earliest input CTI after ``c`` at which ``runner`` must be fed again (module doc); INF when
+    no CTI alone would ever make it emit or change."""
+    from udm.host.engine.ops.span import FilterStep, InputGate, MapStep, ProjectStep
+    from udm.host.engine.window.base import WindowStep
+
+    if runner.finished:
+        return INF
+    best = INF
+    forget = INF
+    for op in runner.ops:
+        if isinstance(op, WindowStep):
+            best = min(best, _window_due(op, c))
+        elif not isinstance(op, (FilterStep, MapStep, ProjectStep, InputGate)) and any(op.state_size().values()):
+            best = c + 1
+        forget = min(forget, _min_re(op, c))
+    # Forgetting ended events changes no output, and a key is brought to the bucket's CTI (so forgets them)
+    # before it judges anything; a window holding an event ends after it, so only a key without windows
+    # is loaded just to forget (its state would otherwise stay until it is touched again).
+    if best >= INF:
+        best = forget
+    return best if best >= INF else max(best, c + 1)
+
+
+def lone_grid(runner: QueryRunner) -> Any:
+    """The query's one window step when it is a tumbling/hopping one of the exact kind (`_window_due`) and
+    every other step passes CTIs through unchanged (filter, map, project, input gate); else None."""
+    from udm.host.engine.ops.span import FilterStep, InputGate, MapStep, ProjectStep
+    from udm.host.engine.window.grid import GridStep
+
+    grids = [op for op in runner.ops if not isinstance(op, (FilterStep, MapStep, ProjectStep, InputGate))]
+    if len(grids) != 1 or not isinstance(grids[0], GridStep):
+        return None
+    op = grids[0]
+    simple = (op.early is None and not op.time_bound and op.max_memory_time >= INF and not op.sees_open_ends
+              and not (op.fresh or op.early_wait or op.grave_groups or op.held))
+    return op if simple else None

@@ -1,0 +1,443 @@
+"""State kept per group key inside one key bucket of the Structured Streaming path (issue 14).
+
+Why: a bucket that keeps one engine for all its keys reads and writes all of them on every micro-batch
+that touches it, so a micro-batch costs O(bucket state). Here a bucket keeps one engine per routing-key
+value (the query's partition-key fields, `udm.host.spark.partition.partition_keys`), each pickled on its
+own, and a small index of every live key's *due* time and *hold*; a micro-batch loads only the keys with
+elements in it and the keys due at or before its new CTI (semantics-notes 41).
+
+* **due** (`engine_due`): the earliest input CTI at which the key's engine would emit output or change
+  state (a window's end; an event's end that lets the registry forget it, when no window comes first).
+  Below it the engine, fed a CTI, only moves its output CTI. Where the engine's state is not understood
+  here (other window families, ``early``, ``time_bound``, ...), due is the next CTI: such a key is loaded
+  on every CTI advance (correct, not O(change)).
+* **hold**: below its due, a key's output CTI is ``min(g(c), hold)``, where ``g(c)`` is what an engine
+  that holds nothing outputs at input CTI ``c``. The bucket keeps such an *idle engine* (fed only the
+  CTIs), so the bucket's output CTI is ``min(idle engine's CTI, every key's hold)`` — what one engine over
+  the whole bucket outputs, since its output CTI is the minimum over its groups and every step after a
+  window maps CTIs monotonically. The hold is found by a probe: a copy of the key's engine fed
+  ``cti(due - 1)``.
+* A loaded key's engine is first fed the bucket's CTI, so its elements are judged against the CTI one
+  engine would have seen; it also takes the bucket's ``reached`` (T so far, semantics-notes 2).
+* A key whose engine holds nothing is dropped; if it comes back it gets a new engine with a new serial,
+  and output ids are ``bucket.serial.id`` (unique in the stream).
+* Ids (``track_ids``, the ``udm run`` path, whose retractions need not repeat the key fields): an id map
+  sends a retraction, or an insert reusing a live id, to the key holding that id, as one engine would
+  judge them. A DataFrame-API stream routes by key fields only (as it does across buckets).
+
+Due times and holds come from `udm.host.spark.key_due`. `KeyedBucket` works on any `BucketStore`: the
+Spark processor (`udm.host.spark.streaming`) backs it by a ``transformWithStateInPandas`` MapState per
+key and a ValueState for the index; `DictStore` backs it by dicts and counts reads (the tests'
+instrumented hook).
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sortedcontainers import SortedList
+
+from udm.host.engine import QueryRunner
+from udm.host.engine.common import INF, NEG, DeadLetter
+from udm.host.spark.key_due import engine_due, lone_grid
+from udm.host.temporal.elements import Cti, Element
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+    from udm.host.query.plan import BoundQuery
+
+__all__ = ["NO_KEY", "BucketStore", "DictStore", "KeyedBucket", "KeyedResult", "key_of"]
+
+#: the key of rows that carry no usable key (bad rows, inserts without the key fields): one engine
+#: dead-letters them as one engine over the bucket would
+NO_KEY = ""
+#: index layout (a new one needs a new streaming layout number, semantics-notes 42)
+_INDEX_VERSION = 1
+
+
+class BucketStore(Protocol):
+    """Where a bucket's per-key state lives."""
+
+    def get_engine(self, key: str) -> bytes | None: ...
+    def put_engine(self, key: str, snapshot: bytes) -> None: ...
+    def drop_engine(self, key: str) -> None: ...
+    def get_id(self, id: str) -> tuple[str, int] | None: ...
+    def put_id(self, id: str, key: str, re: int) -> None: ...
+    def drop_id(self, id: str) -> None: ...
+    def get_index(self) -> bytes | None: ...
+    def put_index(self, blob: bytes) -> None: ...
+
+
+@dataclass
+class DictStore:
+    """A `BucketStore` in dicts, counting engine reads and writes (tests: a micro-batch reads only what it
+    touches)."""
+
+    engines: dict[str, bytes] = field(default_factory=dict)
+    ids: dict[str, tuple[str, int]] = field(default_factory=dict)
+    index: bytes | None = None
+    counts: Counter[str] = field(default_factory=Counter)
+
+    def get_engine(self, key: str) -> bytes | None:
+        self.counts["engine_reads"] += 1
+        return self.engines.get(key)
+
+    def put_engine(self, key: str, snapshot: bytes) -> None:
+        self.counts["engine_writes"] += 1
+        self.engines[key] = snapshot
+
+    def drop_engine(self, key: str) -> None:
+        self.engines.pop(key, None)
+
+    def get_id(self, id: str) -> tuple[str, int] | None:
+        return self.ids.get(id)
+
+    def put_id(self, id: str, key: str, re: int) -> None:
+        self.ids[id] = (key, re)
+
+    def drop_id(self, id: str) -> None:
+        self.ids.pop(id, None)
+
+    def get_index(self) -> bytes | None:
+        return self.index
+
+    def put_index(self, blob: bytes) -> None:
+        self.index = blob
+
+
+def key_of(payload_json: str | None, fields: list[str]) -> str:
+    """The routing-key value of a row: the JSON of its key fields' values (1 and 1.0 differ, as groups
+    do), or `NO_KEY` when the payload is not an object holding them all."""
+    if not payload_json:
+        return NO_KEY
+    try:
+        p = json.loads(payload_json)
+    except ValueError:
+        return NO_KEY
+    if not isinstance(p, dict) or any(f not in p for f in fields):
+        return NO_KEY
+    return json.dumps([p[f] for f in fields], sort_keys=True, separators=(",", ":"))
+
+
+def _holds_nothing(runner: QueryRunner) -> bool:
+    return not any(runner.state_size().values()) and not runner.repair
+
+
+def _live_re(runner: QueryRunner, id: str, input: str) -> int | None:
+    """The RE of live event ``id`` in the operator that reads ``input``, or None when it is not live."""
+    op: Any = runner.ops[runner.entry[runner.input_name(input)]]
+    rec = op.live.get(id)
+    if rec is not None:
+        return int(rec.re)
+    for ch in getattr(op, "chunks", ()) or ():
+        i = ch.find(id)
+        if i >= 0:
+            return int(ch.re[i])
+    return None
+
+
+@dataclass
+class _Entry:
+    """One live key in the index."""
+
+    due: int
+    hold: int
+    serial: int
+    #: the output CTI its engine emitted so far
+    out: int = NEG
+
+
+@dataclass
+class _Index:
+    """The per-bucket index (one small blob): every live key's due and hold, the bucket's CTI so far,
+    the idle engine and the counters."""
+
+    cti: int = NEG
+    out: int = NEG
+    reached: int = NEG
+    truncated_at: int | None = None
+    serial: int = 0
+    finished: bool = False
+    idle: bytes | None = None
+    idle_out: int = NEG
+    #: how many buckets the stream has (routing by key depends on it; 0: not recorded)
+    buckets: int = 0
+    keys: dict[str, _Entry] = field(default_factory=dict)
+    by_due: SortedList = field(default_factory=SortedList)
+    by_hold: SortedList = field(default_factory=SortedList)
+    v: int = _INDEX_VERSION
+
+    def set(self, key: str, e: _Entry) -> None:
+        self.remove(key)
+        self.keys[key] = e
+        self.by_due.add((e.due, key))
+        self.by_hold.add((e.hold, key))
+
+    def remove(self, key: str) -> None:
+        old = self.keys.pop(key, None)
+        if old is not None:
+            self.by_due.remove((old.due, key))
+            self.by_hold.remove((old.hold, key))
+
+    def due_by(self, c: int) -> list[str]:
+        return [k for _, k in self.by_due.irange(maximum=(c, "\U0010ffff"))]
+
+
+@dataclass
+class KeyedResult:
+    """What one call produced: output elements with their id prefixes, dead letters, the bucket's output
+    CTI so far, the stats payload."""
+
+    out: list[tuple[str, Element]]
+    dead: list[DeadLetter]
+    cti: int | None
+    stats: dict[str, Any]
+
+
+@dataclass
+class _Live:
+    runner: QueryRunner
+    serial: int
+    out: int = NEG
+    #: ids of live events (the id map's entries of this key, ``track_ids``) and their REs
+    ids: dict[str, int] = field(default_factory=dict)
+    touched: set[str] = field(default_factory=set)
+
+
+class KeyedBucket:
+    """One bucket's call: load what it needs from ``store``, run, write back (module doc)."""
+
+    def __init__(self, bound: BoundQuery, on_violation: str | None, keys: list[str], store: BucketStore,
+                 bucket: int, *, track_ids: bool = False, buckets: int = 0) -> None:
+        self.bound = bound
+        self.on_violation = on_violation
+        self.fields = keys
+        self.store = store
+        self.bucket = bucket
+        self.track_ids = track_ids
+        blob = store.get_index()
+        self.index: _Index = pickle.loads(blob) if blob is not None else _Index()
+        if not isinstance(self.index, _Index) or self.index.v != _INDEX_VERSION:
+            raise ValueError("bucket state of another layout: start from a new checkpoint")
+        if buckets and self.index.buckets and self.index.buckets != buckets:  # keys would be routed elsewhere
+            raise ValueError(f"the checkpoint's state was written with {self.index.buckets} key buckets, this "
+                             f"query has {buckets}: restart with buckets={self.index.buckets} (or the same "
+                             "spark.sql.shuffle.partitions)")
+        if buckets:
+            self.index.buckets = buckets
+        self.idle = (QueryRunner.restore(self.index.idle, bound) if self.index.idle is not None
+                     else QueryRunner(bound, on_violation=on_violation))
+        self.loaded: dict[str, _Live] = {}
+        self.out: list[tuple[str, Element]] = []
+        self.dead: list[DeadLetter] = []
+        self.reasons: Counter[str] = Counter()
+        self._before: dict[str, dict[str, int]] = {}
+        self.fresh_ids: dict[str, str] = {}
+
+    # -- engines ----------------------------------------------------------------------------------------
+    def _engine(self, key: str) -> _Live:
+        """The key's engine, loaded (and brought to the bucket's CTI) on first use in this call."""
+        live = self.loaded.get(key)
+        if live is None:
+            e = self.index.keys.get(key)
+            snap = self.store.get_engine(key) if e is not None else None
+            if snap is not None and e is not None:
+                engine, ids = pickle.loads(snap)
+                live = _Live(QueryRunner.restore(engine, self.bound), e.serial, e.out, ids)
+            else:
+                self.index.serial += 1
+                live = _Live(QueryRunner(self.bound, on_violation=self.on_violation), self.index.serial)
+            self.loaded[key] = live
+            self._before[key] = dict(live.runner.stats.reasons)
+        r = live.runner
+        if self.index.reached > r.ctx.reached:
+            r.ctx.reached = self.index.reached
+        c = self.index.cti
+        if c > NEG and r.ops[r.entry[r.inputs[0]]].input_cti < c:
+            self._emit(live, r.process(Cti(c)))
+        return live
+
+    def _emit(self, live: _Live, els: list[Element]) -> None:
+        prefix = f"{self.bucket}.{live.serial}"
+        for el in els:
+            if isinstance(el, Cti):
+                live.out = max(live.out, el.t)
+            else:
+                self.out.append((prefix, el))
+
+    # -- rows -------------------------------------------------------------------------------------------
+    def _route(self, kind: str | None, id: str | None, payload: str | None) -> str:
+        if kind not in ("insert", "retract"):
+            return NO_KEY
+        if self.track_ids and id is not None:
+            k = self.fresh_ids.get(id)
+            if k is None:
+                got = self.store.get_id(id)
+                if got is not None and got[1] >= self.index.cti:
+                    k = got[0]
+            if k is not None:
+                return k
+        k = key_of(payload, self.fields)
+        if kind == "insert" and self.track_ids and id is not None:
+            self.fresh_ids[id] = k
+        return k
+
+    def run(self, table: pa.Table | None, feed: Callable[[QueryRunner, pa.Table], list[Element]],
+            watermark: int | None = None, unroutable: Callable[[int], DeadLetter] | None = None,
+            end_kind: str = "_end", unroutable_route: int = -2,
+            prepare: Callable[[pa.Table], pa.Table] | None = None) -> KeyedResult:
+        """Run one call: ``watermark`` (a CTI from the event-time watermark, first), then ``table``'s rows
+        in order (``kind``, ``id``, ``payload`` as JSON text, ``udm_route`` columns; ``feed`` runs a slice
+        of ``prepare(table)`` on an engine: the payloads are converted once, not per key), then the keys
+        due by the new CTI. ``unroutable(i)`` is row ``i``'s dead letter when its route is
+        ``unroutable_route``."""
+        import pyarrow as pa
+
+        if watermark is not None:
+            self._cti(watermark)
+        if table is not None and table.num_rows:
+            elements = table if prepare is None else prepare(table)
+            kinds = table.column("kind").to_pylist()
+            ids = table.column("id").to_pylist()
+            payloads = table.column("payload").to_pylist()
+            routes = table.column("udm_route").to_pylist()
+            ts = table.column("t").to_pylist()
+            pending: dict[str, list[int]] = {}
+
+            def drain() -> None:
+                for key, rows in pending.items():
+                    live = self._engine(key)
+                    self._emit(live, feed(live.runner, elements.take(pa.array(rows, pa.int64()))))
+                    # T so far is the bucket's (one engine's): the next key brought to a CTI sees it
+                    self.index.reached = max(self.index.reached, live.runner.ctx.reached)
+                    live.touched.update(ids[i] for i in rows if ids[i] is not None)
+                pending.clear()
+
+            for i, kind in enumerate(kinds):
+                if kind == "cti":
+                    drain()
+                    if ts[i] is not None:
+                        self._cti(int(ts[i]))
+                elif kind == end_kind:
+                    drain()
+                    self._finish()
+                elif routes[i] == unroutable_route and unroutable is not None:
+                    self.dead.append(unroutable(i))
+                    self.reasons["unroutable"] += 1
+                elif self.index.finished:
+                    drain()
+                    self._emit(_Live(self.idle, 0), feed(self.idle, elements.slice(i, 1)))
+                else:
+                    pending.setdefault(self._route(kind, ids[i], payloads[i]), []).append(i)
+            drain()
+        for key in list(self.loaded) + self.index.due_by(self.index.cti):
+            self._engine(key)  # (a loaded key is brought to the call's last CTI too)
+        return self._close()
+
+    def _cti(self, t: int) -> None:
+        if t <= self.index.cti:
+            return
+        self.index.cti = t
+        if self.index.reached > self.idle.ctx.reached:
+            self.idle.ctx.reached = self.index.reached
+        for el in self.idle.process(Cti(t)):
+            if isinstance(el, Cti):
+                self.index.idle_out = max(self.index.idle_out, el.t)
+
+    def _finish(self) -> None:
+        """End of input: every live key's engine, then the idle one, ends (one engine would end them all)."""
+        if self.index.finished:
+            return
+        for key in list(self.index.keys):
+            self._engine(key)
+        for live in self.loaded.values():
+            self._emit(live, live.runner.finish())
+        for el in self.idle.finish():
+            if isinstance(el, Cti):
+                self.index.idle_out = max(self.index.idle_out, el.t)
+        self.index.finished = True
+
+    # -- write back -------------------------------------------------------------------------------------
+    def _close(self) -> KeyedResult:
+        ix = self.index
+        c = ix.cti
+        for key, live in self.loaded.items():
+            r = live.runner
+            self.dead.extend(r.take_dead_letters())
+            before = self._before.get(key, {})
+            for k, v in r.stats.reasons.items():
+                if v != before.get(k, 0):
+                    self.reasons[k] += v - before.get(k, 0)
+            if r.stats.truncated_at is not None:
+                ix.truncated_at = max(ix.truncated_at or NEG, r.stats.truncated_at)
+            ix.reached = max(ix.reached, r.ctx.reached)
+            self._ids(key, live)
+            if ix.finished or _holds_nothing(r):
+                ix.remove(key)
+                self.store.drop_engine(key)
+                continue
+            snap = r.snapshot()
+            due = engine_due(r, c)
+            ix.set(key, _Entry(due, self._hold(live, snap, c, due), live.serial, live.out))
+            self.store.put_engine(key, pickle.dumps((snap, live.ids), protocol=pickle.HIGHEST_PROTOCOL))
+        ix.reached = max(ix.reached, self.idle.ctx.reached)
+        self.dead.extend(self.idle.take_dead_letters())
+        low = ix.idle_out
+        if ix.by_hold:
+            low = min(low, ix.by_hold[0][0])
+        if low > ix.out:
+            ix.out = low
+        ix.idle = self.idle.snapshot()
+        self.store.put_index(pickle.dumps(ix, protocol=pickle.HIGHEST_PROTOCOL))
+        stats: dict[str, Any] = {}
+        if self.reasons:
+            stats["reasons"] = dict(self.reasons)
+        if ix.truncated_at is not None:
+            stats["truncated_at"] = ix.truncated_at
+        if ix.reached > NEG:
+            stats["T"] = ix.reached
+        stats["keys"] = {"loaded": len(self.loaded), "live": len(ix.keys)}
+        return KeyedResult(self.out, self.dead, ix.out if ix.out > NEG else None, stats)
+
+    def _hold(self, live: _Live, snap: bytes, c: int, due: int) -> int:
+        """The key's output CTI cap until its due (module doc)."""
+        now = live.out
+        if due >= INF:
+            return INF
+        if due <= c + 1:
+            return now
+        grid = lone_grid(live.runner)
+        if grid is not None:  # the window's own rule (`WindowStep.flush`), without a copy of the engine
+            return max(now, min(due - 1, grid._bound(due - 1)))
+        probe = QueryRunner.restore(snap, self.bound)
+        cap = now
+        for el in probe.process(Cti(due - 1)):
+            if isinstance(el, Cti):
+                cap = max(cap, el.t)
+        return cap
+
+    def _ids(self, key: str, live: _Live) -> None:
+        """The id map (``track_ids``): ids this call touched, as the key's engine now holds them."""
+        if not self.track_ids:
+            return
+        r = live.runner
+        c = self.index.cti
+        for id in live.touched:
+            re = None if self.index.finished else _live_re(r, id, r.inputs[0])
+            if re is not None:
+                if live.ids.get(id) != re:
+                    live.ids[id] = re
+                    self.store.put_id(id, key, re)
+            elif live.ids.pop(id, None) is not None or self.fresh_ids.get(id) == key:
+                got = self.store.get_id(id)
+                if got is not None and got[0] == key:
+                    self.store.drop_id(id)
+        for id in [i for i, re in live.ids.items() if re < c or self.index.finished]:
+            del live.ids[id]  # closed: the engine forgot it (`Operator.forget_closed`)
+            self.store.drop_id(id)

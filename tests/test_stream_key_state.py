@@ -1,0 +1,202 @@
+"""Per-key state of a streaming bucket (`udm.host.spark.key_state`), without Spark: the keyed bucket run
+micro-batch by micro-batch over a dict store gives the oracle's CHT, the same dead letters as one engine
+over the whole bucket, and after every micro-batch the same output CTI as that engine; a micro-batch
+reads only the keys it touches and the keys due."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections import Counter
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from udm.host.engine import QueryRunner
+from udm.host.io.batch import ElementBatch
+from udm.host.query.plan import bind
+from udm.host.query.spec import parse_query
+from udm.host.spark.key_due import engine_due
+from udm.host.spark.key_state import DictStore, KeyedBucket, KeyedResult
+from udm.host.spark.rows import with_struct_payloads
+from udm.host.temporal.elements import Cti, Element, Insert, Retract
+from udm.host.testing.generator import generate
+from udm.host.testing.oracle import oracle_run
+from udm.host.testing.properties import check_properties
+from udm.host.testing.verifier import verify
+
+INF = 2**63 - 1
+TUMBLING = {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 10}, "group_by": ["g"],
+                       "udm": "sum", "input": "v"}]}
+HOPPING = {"steps": [{"op": "filter", "udf": "in_range", "args": {"field": "v"}, "params": {"lo": 0, "hi": 60}},
+                     {"op": "window", "window": {"type": "hopping", "size": 20, "hop": 5}, "group_by": ["g"],
+                      "udm": "count"}]}
+SESSION = {"steps": [{"op": "window", "window": {"type": "session", "gap": 4}, "group_by": ["g"],
+                      "udm": "sum", "input": "v"}]}
+TWO_WINDOWS = {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 10}, "group_by": ["g"],
+                          "udm": "sum", "input": "v"},
+                         {"op": "window", "window": {"type": "tumbling", "size": 30}, "group_by": ["g"],
+                          "udm": "count"}]}
+EARLY_ADJUST = {"on_violation": "adjust",
+                "steps": [{"op": "window", "window": {"type": "tumbling", "size": 20}, "group_by": ["g"],
+                           "udm": "sum", "input": "v", "early": 5, "max_delay": 3}]}
+DELAYED = {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 10}, "group_by": ["g"],
+                      "udm": "sum", "input": "v", "max_delay": 4}]}
+SNAPSHOT = {"steps": [{"op": "window", "window": {"type": "snapshot"}, "group_by": ["g"], "udm": "count"}]}
+
+
+def _table(els: list[tuple[int, Element]]) -> pa.Table:
+    lines = [ln for ln, _ in els]
+    t = ElementBatch.from_elements([e for _, e in els], lines).table
+    return t.append_column("udm_route", pa.array([0] * t.num_rows, pa.int64()))
+
+
+def _prepare(table: pa.Table) -> pa.Table:
+    cols = ["kind", "id", "le", "re", "re_new", "t", "payload", "line", "error", "raw"]
+    return with_struct_payloads(table.select(cols))
+
+
+def _feed(runner: QueryRunner, part: pa.Table) -> list[Element]:
+    if part.schema.field("payload").type == pa.string() and "udm_route" in part.column_names:
+        part = _prepare(part)  # (the whole engine's batches)
+    return runner.process_batch(ElementBatch.from_table(part))
+
+
+def _named(res: KeyedResult) -> list[Element]:
+    out: list[Element] = []
+    for prefix, el in res.out:
+        if isinstance(el, Insert):
+            out.append(Insert(f"{prefix}.{el.id}", el.le, el.re, el.payload))
+        elif isinstance(el, Retract):
+            out.append(Retract(f"{prefix}.{el.id}", el.le, el.re, el.re_new))
+    return out
+
+
+def _dead_key(dl: Any) -> tuple[Any, str]:
+    return (dl.line, dl.reason)
+
+
+def _run_both(query: dict[str, Any], stream: list[Element], size: int, *, track_ids: bool = False,
+              finish: bool = True) -> tuple[list[Element], list[Element], DictStore]:
+    """The keyed bucket and one whole-bucket engine over the same micro-batches; asserts that after each
+    one both report the same output CTI and the same dead letters. Returns the keyed output (with its
+    CTIs), the whole engine's, and the store."""
+    bound = bind(parse_query(query))
+    store = DictStore()
+    whole = QueryRunner(bound)
+    keyed_out: list[Element] = []
+    whole_out: list[Element] = []
+    whole_cti: int | None = None
+    numbered = list(enumerate(stream, 1))
+    batches = [numbered[i:i + size] for i in range(0, len(numbered), size)]
+    for k, batch in enumerate(batches):
+        table = _table(batch)
+        if finish and k == len(batches) - 1:
+            end = pa.table({c: pa.array([None], table.schema.field(c).type) for c in table.column_names})
+            end = end.set_column(0, "kind", pa.array(["_end"]))
+            table = pa.concat_tables([table, end])
+        res = KeyedBucket(bound, None, ["g"], store, 0, track_ids=track_ids).run(table, _feed, prepare=_prepare)
+        got = _feed(whole, _table(batch))
+        if finish and k == len(batches) - 1:
+            got += whole.finish()
+        for el in got:
+            if isinstance(el, Cti):
+                whole_cti = el.t if whole_cti is None else max(whole_cti, el.t)
+        assert res.cti == whole_cti, f"micro-batch {k}: bucket CTI {res.cti}, one engine {whole_cti}"
+        assert sorted(map(_dead_key, res.dead)) == sorted(map(_dead_key, whole.take_dead_letters())), k
+        keyed_out += _named(res) + ([Cti(res.cti)] if res.cti is not None else [])
+        whole_out += got
+    return keyed_out, whole_out, store
+
+
+@pytest.mark.parametrize(("query", "seed", "size"), [(TUMBLING, 1, 7), (TUMBLING, 2, 25), (HOPPING, 3, 11),
+                                                     (SESSION, 4, 9), (SNAPSHOT, 5, 13),
+                                                     (TWO_WINDOWS, 6, 10), (EARLY_ADJUST, 7, 8),
+                                                     (DELAYED, 8, 6)])
+def test_keyed_bucket_equals_the_oracle_and_one_engine(query: dict[str, Any], seed: int, size: int) -> None:
+    """Many keys, disorder, retractions, bad rows, CTIs that close windows of keys not in the batch."""
+    stream = generate(seed=seed, events=160, groups=15, duration="mixed", speculation=0.4, disorder="slightly",
+                      cti="regular", bad=0.05)
+    out, _, store = _run_both(query, stream, size, track_ids=True)
+    expected = oracle_run(bind(parse_query(query)), stream)
+    verdict = verify(out, expected.cht)
+    assert verdict, str(verdict)
+    assert not check_properties(stream, out, parse_query(query))
+    assert store.engines == {}  # the end of input leaves no per-key state behind
+
+
+def test_retractions_without_key_fields_follow_their_id() -> None:
+    """``udm run`` routes by id on the driver: a retraction need not repeat the key; an insert reusing an
+    id live under another key is judged by that key's engine (a duplicate), as one engine judges it."""
+    stream: list[Element] = [Insert("a", 1, 9, {"g": "x", "v": 1.0}), Insert("b", 2, 8, {"g": "y", "v": 2.0}),
+                             Cti(2), Retract("a", 1, 9, 5), Insert("b", 3, 4, {"g": "x", "v": 5.0}), Cti(6),
+                             Retract("b", 2, 8, 7), Insert("c", 12, 13, {"g": "y", "v": 1.0}), Cti(20)]
+    out, _, store = _run_both(TUMBLING, stream, 2, track_ids=True)
+    assert verify(out, oracle_run(bind(parse_query(TUMBLING)), stream).cht)
+    assert store.ids == {}
+
+
+def _stream_of_keys(keys: int, le: int) -> list[Element]:
+    return [Insert(f"e{le}-{k}", le + k % 3, le + 90, {"g": f"k{k}", "v": 1.0}) for k in range(keys)]
+
+
+def test_a_micro_batch_reads_only_the_keys_it_touches_and_the_keys_due() -> None:
+    bound = bind(parse_query({"steps": [{"op": "window", "window": {"type": "tumbling", "size": 100},
+                                         "group_by": ["g"], "udm": "sum", "input": "v"}]}))
+    store = DictStore()
+
+    def call(els: list[Element]) -> KeyedResult:
+        return KeyedBucket(bound, None, ["g"], store, 3).run(_table(list(enumerate(els, 1))), _feed, prepare=_prepare)
+
+    call([*_stream_of_keys(40, 0), Cti(5)])  # 40 keys, each with an open window [0, 100)
+    assert len(store.engines) == 40
+    store.counts.clear()
+    res = call([Insert("one", 10, 20, {"g": "k7", "v": 2.0}), Cti(60)])  # one key, no window closes
+    assert store.counts["engine_reads"] == 1 and store.counts["engine_writes"] == 1
+    assert res.out == [] and res.stats["keys"] == {"loaded": 1, "live": 40}
+    assert res.cti == 0  # every key holds its window open from 0
+    store.counts.clear()
+    res = call([Cti(100)])  # closes every key's window: all 40 are due, none is in the batch
+    assert store.counts["engine_reads"] == 40
+    assert sorted(el.payload["g"] for _, el in res.out) == sorted(f"k{k}" for k in range(40))
+    assert res.cti == 100
+    store.counts.clear()
+    res = call([Cti(150)])  # nothing is live any more: no engine read
+    assert store.counts["engine_reads"] == 0 and res.cti == 100 and store.engines == {}
+
+
+def test_due_is_the_next_window_end_and_the_events_end() -> None:
+    bound = bind(parse_query(TUMBLING))
+    r = QueryRunner(bound)
+    r.process(Insert("a", 3, 25, {"g": "x", "v": 1.0}))
+    r.process(Cti(4))
+    assert engine_due(r, 4) == 10  # the window [0, 10) is released at cti(10)
+    r.process(Cti(12))
+    assert engine_due(r, 12) == 20
+    r.process(Cti(30))
+    assert engine_due(r, 30) == INF  # the event ended (forgotten at 26) and its last window closed
+
+
+def test_an_index_of_another_layout_is_refused() -> None:
+    store = DictStore(index=pickle.dumps({"not": "an index"}))
+    with pytest.raises(ValueError, match="another layout"):
+        KeyedBucket(bind(parse_query(TUMBLING)), None, ["g"], store, 0)
+
+
+def test_key_values_keep_json_types_apart() -> None:
+    from udm.host.spark.key_state import NO_KEY, key_of
+
+    assert key_of(json.dumps({"g": 1}), ["g"]) != key_of(json.dumps({"g": 1.0}), ["g"])
+    assert key_of(json.dumps({"g": True}), ["g"]) != key_of(json.dumps({"g": 1}), ["g"])
+    assert key_of(json.dumps({"v": 1}), ["g"]) == key_of("[1]", ["g"]) == key_of(None, ["g"]) == NO_KEY
+    assert Counter([key_of(json.dumps({"g": "a", "v": i}), ["g"]) for i in range(3)]) == Counter({'["a"]': 3})
+
+
+def test_a_restart_with_another_bucket_count_is_refused() -> None:
+    bound = bind(parse_query(TUMBLING))
+    store = DictStore()
+    KeyedBucket(bound, None, ["g"], store, 0, buckets=4).run(_table([(1, Insert("a", 1, 2, {"g": "x", "v": 1.0}))]),
+                                                             _feed)
+    with pytest.raises(ValueError, match="written with 4 key buckets, this query has 2"):
+        KeyedBucket(bound, None, ["g"], store, 0, buckets=2)
