@@ -41,6 +41,7 @@ from udm.host.errors import BadElement, UdmError
 from udm.host.temporal.elements import Element, Insert, element_to_json, parse_element
 from udm.sdk import INF
 
+from .encode import EncodedLines
 from .batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch, raw_json
 
 __all__ = [
@@ -717,6 +718,22 @@ class JsonlWriter(_Writer):
 
     def write_one(self, element: Element) -> None:
         self.write((element,))
+
+    def write_encoded(self, lines: EncodedLines) -> None:
+        """Lines already encoded (`udm.host.io.encode`), each ending in a newline, written as they are."""
+        if not lines.count:
+            return
+        f = self._f
+        try:
+            raw = getattr(f, "buffer", None)
+            if raw is not None:
+                f.flush()  # what the text layer holds goes first
+                raw.write(lines.data)
+            else:
+                f.write(lines.data.decode("utf-8"))
+        except OSError as exc:
+            raise self._failed(exc) from None
+        self.count += lines.count
 
 
 def dead_letter_record(item: Any) -> dict[str, Any]:
