@@ -93,7 +93,7 @@ def _check_types(op: Any, payload: dict[str, pa.Array | Const]) -> None:
         col = payload[tf]
         kinds = _col_kinds(col)
         if kinds is None:
-            if not tp.accepts(col.value):  # type: ignore[union-attr]
+            if not tp.accepts(col.value):
                 raise _Fallback
         elif not any(k in kinds for k in tp.kinds):
             raise _Fallback
@@ -281,6 +281,6 @@ def _commit(runner: Any, batch: Any, ins_rows: np.ndarray, cti_rows: np.ndarray,
     pos = ins_rows[out_rows]
     lines_arr = insert_lines(last_oids, le[out_rows] if len(out_rows) else np.zeros(0, np.int64),
                              re[out_rows] if len(out_rows) else np.zeros(0, np.int64), list(payload.items()))
-    enc = merge_lines(n, pos, lines_arr, cti_rows[advancing].tolist(), [cti_line(t) for t in ts])
+    enc = merge_lines(pos, lines_arr, cti_rows[advancing].tolist(), [cti_line(t) for t in ts])
     stats.elements_out += enc.count
     return enc

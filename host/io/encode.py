@@ -28,7 +28,7 @@ from udm.sdk import INF
 __all__ = ["Const", "EncodedLines", "cti_line", "encode_value_column", "insert_lines", "merge_lines"]
 
 _encode = json.JSONEncoder().encode  # what json.dumps uses with default arguments
-_quote = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_quote = json.encoder.encode_basestring_ascii
 #: a character ``encode_basestring_ascii`` escapes: outside printable ASCII, a quote or a backslash
 _NEEDS_ESCAPE = r'[^ -~]|["\\]'
 _STR = pa.string()
@@ -45,8 +45,12 @@ class Const:
 class EncodedLines:
     """Encoded output lines (each ending in a newline) and how many elements they are."""
 
-    data: bytes
+    #: the lines' bytes, in pieces (written one after the other)
+    data: tuple[Any, ...]
     count: int
+
+    def to_bytes(self) -> bytes:
+        return b"".join(bytes(p) for p in self.data)
 
 
 def cti_line(t: int) -> str:
@@ -54,22 +58,33 @@ def cti_line(t: int) -> str:
     return f'{{"kind": "cti", "t": {t if t < INF else chr(34) + "inf" + chr(34)}}}'
 
 
-def encode_value_column(arr: pa.Array) -> pa.Array | pa.Scalar:
-    """The JSON text of every value of a column (no nulls: the fast reader admits none in a payload)."""
+def _plain_ascii(arr: pa.Array) -> bool:
+    """No character of the string column needs an escape: its text bytes are all printable ASCII other
+    than a quote or a backslash (checked on the data buffer with numpy, no per-value work)."""
+    if len(arr) == 0:
+        return True
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset: arr.offset + len(arr) + 1]
+    data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[int(offsets[0]): int(offsets[-1])]
+    return not bool(np.any((data < 0x20) | (data > 0x7E) | (data == 0x22) | (data == 0x5C)))
+
+
+def encode_value_column(arr: pa.Array) -> tuple[pa.Array, bool]:
+    """The JSON text of every value of a column (no nulls: the fast reader admits none in a payload), and
+    whether the text still needs its quotes around it (a plain ASCII string column is used as it is)."""
     typ = arr.type
     if pa.types.is_int64(typ) or pa.types.is_int32(typ):
-        return pc.cast(arr, _STR)
+        return pc.cast(arr, _STR), False
     if pa.types.is_boolean(typ):
-        return pc.if_else(arr, pa.scalar("true"), pa.scalar("false"))
+        return pc.if_else(arr, pa.scalar("true"), pa.scalar("false")), False
     if pa.types.is_string(typ):
-        if len(arr) == 0 or not pc.any(pc.match_substring_regex(arr, _NEEDS_ESCAPE)).as_py():
-            return pc.binary_join_element_wise('"', arr, '"', "")
-        return pa.array(list(map(_quote, arr.to_pylist())), _STR)
+        if arr.null_count == 0 and _plain_ascii(arr):
+            return arr, True
+        return pa.array(list(map(_quote, arr.to_pylist())), _STR), False
     if pa.types.is_float64(typ):
         vals = arr.to_numpy(zero_copy_only=False)
         if np.all(np.isfinite(vals)):
-            return pa.array(list(map(float.__repr__, vals.tolist())), _STR)
-    return pa.array(list(map(_encode, arr.to_pylist())), _STR)
+            return pa.array(list(map(float.__repr__, vals.tolist())), _STR), False
+    return pa.array(list(map(_encode, arr.to_pylist())), _STR), False
 
 
 def insert_lines(oids: np.ndarray, le: np.ndarray, re: np.ndarray,
@@ -77,6 +92,8 @@ def insert_lines(oids: np.ndarray, le: np.ndarray, re: np.ndarray,
     """One line (with its newline) per output insert: id ``o<oid>``, lifetime ``[le, re)``, the payload
     fields in order. All columns hold the output rows only."""
     n = len(oids)
+    if n == 0:
+        return pa.array([], _STR)
     parts: list[Any] = ['{"kind": "insert", "id": "o', pc.cast(pa.array(oids), _STR), '", "le": ',
                         pc.cast(pa.array(le), _STR), ', "re": ']
     inf = re >= INF
@@ -87,7 +104,14 @@ def insert_lines(oids: np.ndarray, le: np.ndarray, re: np.ndarray,
     parts.append(', "payload": {')
     for k, (name, col) in enumerate(payload):
         parts.append(("" if k == 0 else ", ") + _quote(name) + ": ")
-        parts.append(_encode(col.value) if isinstance(col, Const) else encode_value_column(col))
+        if isinstance(col, Const):
+            parts.append(_encode(col.value))
+            continue
+        text, quote = encode_value_column(col)
+        if quote:
+            parts.extend(['"', text, '"'])
+        else:
+            parts.append(text)
     parts.append("}}\n")
     # adjacent constant pieces as one, so the join touches fewer arguments
     merged: list[Any] = []
@@ -96,32 +120,33 @@ def insert_lines(oids: np.ndarray, le: np.ndarray, re: np.ndarray,
             merged[-1] += p
         else:
             merged.append(p)
-    if n == 0:
-        return pa.array([], _STR)
     return pc.binary_join_element_wise(*merged, "")
 
 
-def merge_lines(n_rows: int, ins_pos: np.ndarray, ins_lines: pa.Array, cti_pos: Sequence[int],
+def merge_lines(ins_pos: np.ndarray, ins_lines: pa.Array, cti_pos: Sequence[int],
                 cti_texts: Sequence[str]) -> EncodedLines:
     """The output lines in input-row order: inserts at rows ``ins_pos``, CTIs at ``cti_pos`` (both
-    ascending), as one block of bytes."""
+    ascending), as pieces of bytes: slices of the inserts' text buffer with the CTI lines between them."""
     count = len(ins_pos) + len(cti_pos)
     if count == 0:
-        return EncodedLines(b"", 0)
-    if len(cti_pos):
-        ctis = pa.array([t + "\n" for t in cti_texts], _STR)
-        allv = pa.concat_arrays([ins_lines.cast(_STR), ctis])
-        pos = np.concatenate([ins_pos, np.asarray(cti_pos, dtype=np.int64)])
-        order = np.argsort(pos, kind="stable")
-        lines = allv.take(pa.array(order))
-    else:
-        lines = ins_lines
-    return EncodedLines(_contiguous(lines), count)
-
-
-def _contiguous(lines: pa.Array) -> bytes:
-    """The concatenated text of a string array without nulls (its data buffer, sliced)."""
-    if isinstance(lines, pa.ChunkedArray):
-        lines = lines.combine_chunks()
-    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset: lines.offset + len(lines) + 1]
-    return lines.buffers()[2][int(offsets[0]): int(offsets[-1])].to_pybytes()
+        return EncodedLines((), 0)
+    if isinstance(ins_lines, pa.ChunkedArray):
+        ins_lines = ins_lines.combine_chunks()
+    if len(ins_lines) == 0:
+        return EncodedLines(tuple(t.encode() + b"\n" for t in cti_texts), count)
+    offsets = np.frombuffer(ins_lines.buffers()[1], dtype=np.int32)[ins_lines.offset:
+                                                                    ins_lines.offset + len(ins_lines) + 1]
+    data = memoryview(ins_lines.buffers()[2])
+    # the inserts before each CTI, as a byte offset into the text
+    cut = offsets[np.searchsorted(ins_pos, np.asarray(cti_pos, dtype=np.int64))].tolist()
+    pieces: list[Any] = []
+    at = int(offsets[0])
+    for c, text in zip(cut, cti_texts, strict=True):
+        if c > at:
+            pieces.append(data[at:c])
+            at = c
+        pieces.append(text.encode() + b"\n")
+    end = int(offsets[-1])
+    if end > at:
+        pieces.append(data[at:end])
+    return EncodedLines(tuple(pieces), count)

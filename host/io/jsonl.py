@@ -41,8 +41,8 @@ from udm.host.errors import BadElement, UdmError
 from udm.host.temporal.elements import Element, Insert, element_to_json, parse_element
 from udm.sdk import INF
 
-from .encode import EncodedLines
 from .batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch, raw_json
+from .encode import EncodedLines
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -728,9 +728,9 @@ class JsonlWriter(_Writer):
             raw = getattr(f, "buffer", None)
             if raw is not None:
                 f.flush()  # what the text layer holds goes first
-                raw.write(lines.data)
+                raw.writelines(lines.data)
             else:
-                f.write(lines.data.decode("utf-8"))
+                f.write(lines.to_bytes().decode("utf-8"))
         except OSError as exc:
             raise self._failed(exc) from None
         self.count += lines.count

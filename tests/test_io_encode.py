@@ -1,0 +1,71 @@
+"""`udm.host.io.encode` builds output lines column-wise; they must be the bytes ``json.dumps`` gives for
+each element (what `JsonlWriter` writes one by one): escapes, non-ASCII text, Python's float repr,
+non-finite floats, booleans, lists, constants, infinite ends, CTIs between inserts."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pyarrow as pa
+
+from udm.host.io.encode import Const, cti_line, insert_lines, merge_lines
+from udm.host.temporal.elements import Cti, Insert, element_to_json
+from udm.sdk import INF
+
+STRINGS = ["plain", 'q"uote', "back\\slash", "é ü", "tab\t", "ctl\x01", "del\x7f", "", "日本"]
+FLOATS = [0.1, 1e16, 123456789.0, -0.0, 1.5e-07, 2.5, math.nan, math.inf, -math.inf]
+
+
+def _want(oids: list[int], le: list[int], re: list[int], payloads: list[dict]) -> list[str]:
+    return [json.dumps(element_to_json(Insert(f"o{o}", a, b, p))) + "\n"
+            for o, a, b, p in zip(oids, le, re, payloads, strict=True)]
+
+
+def test_insert_lines_match_json_dumps_for_every_value_kind() -> None:
+    n = len(STRINGS)
+    floats = FLOATS[:n]
+    ints = [0, -5, 2**62, 7, 1, 2, 3, 4, 5]
+    bools = [True, False] * 4 + [True]
+    lists = [[1, 2], [], [3], [4, 5, 6], [7], [8], [9], [10], [11]]
+    oids = list(range(1, n + 1))
+    le = list(range(n))
+    re = [x + 1 for x in le]
+    re[3] = INF
+    cols = [("s", pa.array(STRINGS)), ("f", pa.array(floats, pa.float64())), ("i", pa.array(ints)),
+            ("b", pa.array(bools)), ("l", pa.array(lists, pa.list_(pa.int64()))),
+            ("k\u00e9y", Const({"x": [1, 2.5]}))]
+    got = insert_lines(np.array(oids), np.array(le, dtype=np.int64), np.array(re, dtype=np.int64), cols).to_pylist()
+    payloads = [{"s": s, "f": f, "i": i, "b": b, "l": lst, "k\u00e9y": {"x": [1, 2.5]}}
+                for s, f, i, b, lst in zip(STRINGS, floats, ints, bools, lists, strict=True)]
+    assert got == _want(oids, le, re, payloads)
+
+
+def test_plain_ascii_strings_and_finite_floats() -> None:
+    """The no-escape and finite-float branches on their own (the test above mixes in the other branches)."""
+    s = ["abc", "x y", "~!"]
+    f = [0.1, 1e300, 3.0]
+    got = insert_lines(np.array([4, 5, 6]), np.array([1, 2, 3]), np.array([2, 3, 4]),
+                       [("s", pa.array(s)), ("f", pa.array(f))]).to_pylist()
+    assert got == _want([4, 5, 6], [1, 2, 3], [2, 3, 4], [{"s": a, "f": b} for a, b in zip(s, f, strict=True)])
+
+
+def test_an_empty_payload() -> None:
+    got = insert_lines(np.array([1]), np.array([0]), np.array([1]), []).to_pylist()
+    assert got == _want([1], [0], [1], [{}])
+
+
+def test_ctis_are_placed_between_the_inserts_in_row_order() -> None:
+    lines = insert_lines(np.array([1, 2, 3]), np.array([0, 1, 2]), np.array([5, 6, 7]), [("v", pa.array([1, 2, 3]))])
+    # rows: insert, cti, cti, insert, insert, cti
+    enc = merge_lines(np.array([0, 3, 4]), lines, [1, 2, 5], [cti_line(3), cti_line(INF), cti_line(9)])
+    want = [element_to_json(x) for x in (Insert("o1", 0, 5, {"v": 1}), Cti(3), Cti(INF),
+                                          Insert("o2", 1, 6, {"v": 2}), Insert("o3", 2, 7, {"v": 3}), Cti(9))]
+    assert enc.count == 6
+    assert enc.to_bytes().decode() == "".join(json.dumps(w) + "\n" for w in want)
+
+
+def test_only_ctis() -> None:
+    enc = merge_lines(np.zeros(0, dtype=np.int64), pa.array([], pa.string()), [0], [cti_line(4)])
+    assert enc.to_bytes() == b'{"kind": "cti", "t": 4}\n'
