@@ -33,10 +33,10 @@ def skip_pandas_probe() -> None:
     import numpy as np
     import pyarrow as pa
 
-    sys.meta_path.insert(0, _HidePandas)  # type: ignore[arg-type]
+    sys.meta_path.insert(0, _HidePandas)
     try:
         arr = pa.array(np.zeros(1, dtype=np.int64))  # the Python-side probe (Series? Categorical?)
         arr.to_numpy()  # the C++ side's, on the first conversion back to numpy
         pa.chunked_array([arr]).to_numpy()
     finally:
-        sys.meta_path.remove(_HidePandas)  # type: ignore[arg-type]
+        sys.meta_path.remove(_HidePandas)
