@@ -69,3 +69,25 @@ def test_ctis_are_placed_between_the_inserts_in_row_order() -> None:
 def test_only_ctis() -> None:
     enc = merge_lines(np.zeros(0, dtype=np.int64), pa.array([], pa.string()), [0], [cti_line(4)])
     assert enc.to_bytes() == b'{"kind": "cti", "t": 4}\n'
+
+
+def test_element_lines_equal_the_writer_line_by_line() -> None:
+    """Runs of like inserts (column-wise) between retractions, CTIs and inserts of other shapes, with
+    values that must not become a typed column (int beside float, a huge integer, nested values)."""
+    from udm.host.io.encode import MIN_RUN, element_lines
+    from udm.host.io.jsonl import _line
+    from udm.host.temporal.elements import Retract
+
+    els: list = []
+    for i in range(MIN_RUN + 3):
+        payload = {"sym": STRINGS[i % len(STRINGS)], "total": i * 7, "avg": i / 3}
+        els.append(Insert(f"w{i}" if i != 4 else 'w"é', i * 10, i * 10 + 10 if i % 5 else INF, payload))
+    els.append(Retract("w3", 30, 40, 35))
+    els.append(Cti(40))
+    els += [Insert(f"m{i}", i, i + 1, {"v": [1, 2.5, 1e16][i % 3]}) for i in range(MIN_RUN)]  # int/float mix
+    els += [Insert(f"b{i}", i, i + 1, {"v": 2**70 if i == 3 else i, "n": {"x": i}}) for i in range(MIN_RUN)]
+    els += [Insert(f"t{i}", i, i + 1, {"ok": i % 2 == 0, "f": math.nan if i == 2 else 0.5}) for i in range(MIN_RUN)]
+    els += [Insert("q\"id", 1, 2, {}), Insert("x", 0, 1, {"a": 1})]  # short runs
+    enc = element_lines(els, _line)
+    assert enc.count == len(els)
+    assert enc.to_bytes().decode() == "".join(json.dumps(element_to_json(e)) + "\n" for e in els)

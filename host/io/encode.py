@@ -23,9 +23,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from udm.host.temporal.elements import Insert
 from udm.sdk import INF
 
-__all__ = ["Const", "EncodedLines", "cti_line", "encode_value_column", "insert_lines", "merge_lines"]
+__all__ = ["Const", "EncodedLines", "cti_line", "element_lines", "encode_value_column", "insert_lines", "merge_lines"]
 
 _encode = json.JSONEncoder().encode  # what json.dumps uses with default arguments
 _quote = json.encoder.encode_basestring_ascii
@@ -87,15 +88,20 @@ def encode_value_column(arr: pa.Array) -> tuple[pa.Array, bool]:
     return pa.array(list(map(_encode, arr.to_pylist())), _STR), False
 
 
-def insert_lines(oids: np.ndarray, le: np.ndarray, re: np.ndarray,
+def insert_lines(oids: np.ndarray | pa.Array, le: np.ndarray, re: np.ndarray,
                  payload: Sequence[tuple[str, pa.Array | Const]]) -> pa.Array:
-    """One line (with its newline) per output insert: id ``o<oid>``, lifetime ``[le, re)``, the payload
-    fields in order. All columns hold the output rows only."""
+    """One line (with its newline) per output insert: id ``o<oid>`` (``oids`` numbers) or the id itself
+    (``oids`` a string array), lifetime ``[le, re)``, the payload fields in order. All columns hold the
+    output rows only."""
     n = len(oids)
     if n == 0:
         return pa.array([], _STR)
-    parts: list[Any] = ['{"kind": "insert", "id": "o', pc.cast(pa.array(oids), _STR), '", "le": ',
-                        pc.cast(pa.array(le), _STR), ', "re": ']
+    if isinstance(oids, np.ndarray):
+        parts: list[Any] = ['{"kind": "insert", "id": "o', pc.cast(pa.array(oids), _STR), '"']
+    else:
+        text, quote = encode_value_column(oids)
+        parts = ['{"kind": "insert", "id": ', *(['"', text, '"'] if quote else [text])]
+    parts += [', "le": ', pc.cast(pa.array(le), _STR), ', "re": ']
     inf = re >= INF
     re_txt = pc.cast(pa.array(re), _STR)
     if inf.any():
@@ -104,6 +110,9 @@ def insert_lines(oids: np.ndarray, le: np.ndarray, re: np.ndarray,
     parts.append(', "payload": {')
     for k, (name, col) in enumerate(payload):
         parts.append(("" if k == 0 else ", ") + _quote(name) + ": ")
+        if isinstance(col, _Encoded):
+            parts.append(pa.array(list(map(_encode, col.value)), _STR))
+            continue
         if isinstance(col, Const):
             parts.append(_encode(col.value))
             continue
@@ -150,3 +159,78 @@ def merge_lines(ins_pos: np.ndarray, ins_lines: pa.Array, cti_pos: Sequence[int]
     if end > at:
         pieces.append(data[at:end])
     return EncodedLines(tuple(pieces), count)
+
+
+#: shortest run of like inserts `element_lines` encodes column-wise (shorter runs: one by one)
+MIN_RUN = 16
+
+
+def _column(values: list[Any]) -> pa.Array | None:
+    """A payload field's values as a typed column, when they are all of one plain JSON type (else None:
+    encoded value by value)."""
+    kinds = set(map(type, values))
+    if len(kinds) != 1:
+        return None
+    kind = kinds.pop()
+    try:
+        if kind is int:
+            return pa.array(values, pa.int64())
+        if kind is float:
+            return pa.array(values, pa.float64())
+        if kind is str:
+            return pa.array(values, _STR)
+        if kind is bool:
+            return pa.array(values, pa.bool_())
+    except (OverflowError, pa.ArrowException):
+        return None
+    return None
+
+
+def _key(e: Any) -> tuple[str, ...] | None:
+    """The payload's field names of a plainly typed insert (runs of equal keys are encoded together)."""
+    if type(e) is Insert and type(e.id) is str and type(e.le) is int and type(e.re) is int \
+            and type(e.payload) is dict:
+        return tuple(e.payload)
+    return None
+
+
+def element_lines(elements: Sequence[Any], line: Any) -> EncodedLines:
+    """Output elements as lines: runs of at least `MIN_RUN` inserts with the same payload fields are built
+    column-wise (`insert_lines`), everything else by ``line`` (one element's text, without newline)."""
+    pieces: list[Any] = []
+    n = len(elements)
+    keys = [_key(e) for e in elements]
+    i = 0
+    while i < n:
+        k = keys[i]
+        j = i + 1
+        if k is not None:
+            while j < n and keys[j] == k:
+                j += 1
+        if k is None or j - i < MIN_RUN or not _run(elements[i:j], k, pieces):
+            pieces.append("".join(line(e) + "\n" for e in elements[i:j]).encode())
+        i = j
+    return EncodedLines(tuple(pieces), n)
+
+
+def _run(run: Sequence[Any], fields: tuple[str, ...], pieces: list[Any]) -> bool:
+    """A run of like inserts, column-wise, onto ``pieces``; False (nothing added) when a value does not
+    fit a column (an integer beyond int64, a time outside int64)."""
+    try:
+        le = np.array([e.le for e in run], dtype=np.int64)
+        re = np.array([e.re for e in run], dtype=np.int64)
+    except OverflowError:
+        return False
+    payload: list[tuple[str, pa.Array | Const]] = []
+    for f in fields:
+        vals = [e.payload[f] for e in run]
+        col = _column(vals)
+        payload.append((f, col if col is not None else _Encoded(vals)))
+    ids = pa.array([e.id for e in run], _STR)
+    lines = insert_lines(ids, le, re, payload)
+    pieces.append(merge_lines(np.arange(len(run)), lines, [], []).data[0])
+    return True
+
+
+class _Encoded(Const):
+    """Values encoded one by one (a column of mixed or nested values)."""

@@ -42,7 +42,7 @@ from udm.host.temporal.elements import Element, Insert, element_to_json, parse_e
 from udm.sdk import INF
 
 from .batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch, raw_json
-from .encode import EncodedLines
+from .encode import MIN_RUN, EncodedLines, element_lines
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -714,7 +714,11 @@ class JsonlWriter(_Writer):
     """Writes elements as JSON Lines (INTERFACES §1), ``"inf"`` for infinite times."""
 
     def write(self, elements: Iterable[Element]) -> None:
-        self._write_lines([_line(e) for e in elements])
+        els = elements if isinstance(elements, list) else list(elements)
+        if len(els) >= MIN_RUN:  # runs of like inserts (a window step's results) built column-wise
+            self.write_encoded(element_lines(els, _line))
+        else:
+            self._write_lines([_line(e) for e in els])
 
     def write_one(self, element: Element) -> None:
         self.write((element,))
