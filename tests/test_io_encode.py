@@ -91,3 +91,22 @@ def test_element_lines_equal_the_writer_line_by_line() -> None:
     enc = element_lines(els, _line)
     assert enc.count == len(els)
     assert enc.to_bytes().decode() == "".join(json.dumps(element_to_json(e)) + "\n" for e in els)
+
+
+def test_float_text_is_python_repr_over_many_magnitudes() -> None:
+    """pyarrow formats the floats of a common magnitude; ``repr`` is the reference for every value, across
+    magnitudes (1e-30 .. 1e30), integral values, negative zero, subnormals and non-finite values."""
+    from udm.host.io.encode import _float_text
+
+    rng = np.random.default_rng(7)
+    n = 200_000
+    vals = np.concatenate([
+        rng.random(n) * 10.0 ** rng.integers(-30, 30, n),
+        -rng.random(n // 4) * 10.0 ** rng.integers(-6, 11, n // 4),
+        rng.integers(-10**9, 10**9, n // 4).astype(float),
+        rng.integers(-10**6, 10**6, n // 4) * 0.908,
+        np.array([0.0, -0.0, 1e-4, 9.999999999999999e-05, 1e9, 999999999.9999999, 5e-324, math.inf, -math.inf,
+                  math.nan, 1e16, 123456789.0]),
+    ])
+    got = _float_text(pa.array(vals)).to_pylist()
+    assert got == [json.dumps(v) for v in vals.tolist()]
