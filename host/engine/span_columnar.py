@@ -20,7 +20,6 @@ through the row path, which reports what is wrong, where, in order (semantics-no
 
 from __future__ import annotations
 
-import heapq
 from typing import Any
 
 import numpy as np
@@ -30,7 +29,7 @@ import pyarrow.compute as pc
 from udm.host.io.encode import Const, EncodedLines, cti_line, insert_lines, merge_lines
 
 from .common import INF, NEG
-from .ops.span import FilterStep, MapStep, ProjectStep, _Rec
+from .ops.span import FilterStep, MapStep, ProjectStep
 
 __all__ = ["ENABLED", "chain_ok", "run_columnar"]
 
@@ -268,13 +267,9 @@ def _commit(runner: Any, batch: Any, ins_rows: np.ndarray, cti_rows: np.ndarray,
                 id_list = (prev_ids.take(pa.array(live)).to_pylist() if isinstance(prev_ids, pa.Array)
                            else [f"o{v}" for v in prev_ids[live].tolist()])
                 kept = keep[live].tolist() if keep is not None else None
-                reg = op.live
-                heap = op.end_heap
+                register = op.register
                 for j, (i, id_) in enumerate(zip(live.tolist(), id_list, strict=True)):
-                    e_re = int(r_re[i])
-                    reg[id_] = _Rec(int(r_le[i]), e_re, f"o{oids[i]}" if kept is None or kept[j] else None)
-                    if e_re < INF:
-                        heapq.heappush(heap, (e_re, id_))
+                    register(id_, int(r_le[i]), int(r_re[i]), f"o{oids[i]}" if kept is None or kept[j] else None)
         prev_ids = oids if keep is None else oids[keep]
         last_oids = prev_ids
     # the output: the inserts that passed every step, and the advancing CTIs, in input order
