@@ -110,3 +110,11 @@ def test_float_text_is_python_repr_over_many_magnitudes() -> None:
     ])
     got = _float_text(pa.array(vals)).to_pylist()
     assert got == [json.dumps(v) for v in vals.tolist()]
+
+
+def test_columns_with_nulls_write_null() -> None:
+    cols = [("i", pa.array([1, None], pa.int64())), ("s", pa.array([None, "x"])), ("b", pa.array([None, True])),
+            ("f", pa.array([0.5, None]))]
+    got = insert_lines(np.array([1, 2]), np.array([0, 1]), np.array([1, 2]), cols).to_pylist()
+    assert got == _want([1, 2], [0, 1], [1, 2], [{"i": 1, "s": None, "b": None, "f": 0.5},
+                                                 {"i": None, "s": "x", "b": True, "f": None}])

@@ -245,3 +245,45 @@ def test_a_batch_that_would_dead_letter_goes_to_the_row_path_in_line_order(
     dead = _lines(out.with_suffix(".dl"))
     assert [(d["line"], d["reason"]) for d in dead] == [(3, "CTI violation: sync time 5 < CTI 30")]
     assert [x["kind"] for x in _lines(out)] == ["insert", "cti", "insert", "insert", "cti"]
+
+
+@pytest.mark.parametrize(("nulls", "stamps"), [(False, False), (True, False), (False, True)])
+def test_a_table_input_gives_the_row_paths_bytes(nulls: bool, stamps: bool, tmp_path: Path,
+                                                 small_blocks: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Parquet input (its own column types: int32, timestamps; with or without nulls) through a filter +
+    map: the same output bytes on both paths (the columnar one takes the plain batches)."""
+    import datetime
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from udm.host.io.table_options import TableOptions, TableSource
+
+    n = 300
+    rng = random.Random(5)
+    price = [rng.randrange(1000) for _ in range(n)]
+    cols = {
+        "t": pa.array(range(n), pa.int64()),
+        "price": pa.array([None if nulls and i % 17 == 3 else p for i, p in enumerate(price)], pa.int64()),
+        "qty": pa.array([i % 7 for i in range(n)], pa.int32()),
+        "at": pa.array([datetime.datetime(2024, 1, 1) + datetime.timedelta(seconds=i) for i in range(n)]),
+        "sym": pa.array([None if nulls and i % 5 == 0 else f"s{i % 3}" for i in range(n)]),
+    }
+    if not stamps:
+        del cols["at"]
+    table = pa.table(cols)
+    inp = tmp_path / "in.parquet"
+    pq.write_table(table, inp)
+    src = TableSource(inp, TableOptions(time="t", cti_every=20))
+    outs = {}
+    for columnar in (True, False):
+        monkeypatch.setattr(span_columnar, "ENABLED", columnar)
+        out = tmp_path / f"out-{columnar}.jsonl"
+        bound = bind(parse_query(QUERIES["filter_map"]), _catalog())
+        run_local(RunRequest(bound, src, out, dead_letter=out.with_suffix(".dl"), batch_size=50))
+        outs[columnar] = (out.read_bytes(), out.with_suffix(".dl").read_bytes())
+        if columnar:
+            assert (small_blocks["columnar"] > 0) == (not nulls)  # (a table's timestamps come as plain values)
+    assert outs[True] == outs[False]
+    assert outs[True][0].count(b'"insert"') == sum(1 for i, p in enumerate(price)
+                                                   if p >= 300 and not (nulls and i % 17 == 3))

@@ -70,6 +70,15 @@ def chain_ok(runner: Any) -> bool:
     return True
 
 
+def _plain(typ: pa.DataType) -> bool:
+    """A column type whose values `udm.host.io.encode` writes as the row path does: JSON's own kinds."""
+    if pa.types.is_struct(typ):
+        return all(_plain(typ.field(k).type) for k in range(typ.num_fields))
+    if pa.types.is_list(typ):
+        return _plain(typ.value_type)
+    return pa.types.is_int64(typ) or pa.types.is_float64(typ) or pa.types.is_string(typ) or pa.types.is_boolean(typ)
+
+
 def _col_kinds(col: pa.Array | Const) -> tuple[str, ...] | None:
     if isinstance(col, Const):
         return None
@@ -210,6 +219,8 @@ def _plan(runner: Any, batch: Any) -> tuple[Any, ...]:
             raise _Fallback  # a duplicate live id
         typ = pcol.type
         payload = {typ.field(k).name: pcol.field(k) for k in range(typ.num_fields)}
+        if not all(_plain(col.type) and not col.null_count for col in payload.values()):
+            raise _Fallback  # (a table's timestamps, decimals, nulls, ...: the row path's JSON)
     # the steps, one after the other, over the inserts that reach each
     reach = np.arange(m)  # insert index (into ins_rows) of the rows reaching the current step
     steps = []

@@ -73,6 +73,8 @@ def encode_value_column(arr: pa.Array) -> tuple[pa.Array, bool]:
     """The JSON text of every value of a column (no nulls: the fast reader admits none in a payload), and
     whether the text still needs its quotes around it (a plain ASCII string column is used as it is)."""
     typ = arr.type
+    if arr.null_count:
+        return pa.array(list(map(_encode, arr.to_pylist())), _STR), False
     if pa.types.is_int64(typ) or pa.types.is_int32(typ):
         return pc.cast(arr, _STR), False
     if pa.types.is_boolean(typ):
