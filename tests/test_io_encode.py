@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -118,3 +119,28 @@ def test_columns_with_nulls_write_null() -> None:
     got = insert_lines(np.array([1, 2]), np.array([0, 1]), np.array([1, 2]), cols).to_pylist()
     assert got == _want([1, 2], [0, 1], [1, 2], [{"i": 1, "s": None, "b": None, "f": 0.5},
                                                  {"i": None, "s": "x", "b": True, "f": None}])
+
+
+def test_writer_mixes_short_and_long_writes_in_order(tmp_path: Path) -> None:
+    """`JsonlWriter.write`: short lists go through the text layer, long ones as encoded bytes; the file
+    (and a text stream without a byte buffer) keeps the order of the calls."""
+    import io
+
+    from udm.host.io.encode import MIN_RUN
+    from udm.host.io.jsonl import JsonlWriter
+
+    batches = [[Insert(f"a{i}", i, i + 1, {"v": i}) for i in range(3)],
+               [Insert(f"b{i}", i, i + 2, {"v": i * 0.5, "s": "x"}) for i in range(MIN_RUN + 4)],
+               [Cti(7), Insert("c", 9, INF, {"v": 1})]]
+    want = "".join(json.dumps(element_to_json(e)) + "\n" for b in batches for e in b)
+    path = tmp_path / "out.jsonl"
+    with JsonlWriter(path) as w:
+        for b in batches:
+            w.write(b)
+    assert path.read_text() == want
+    buf = io.StringIO()
+    w2 = JsonlWriter(buf)
+    for b in batches:
+        w2.write(b)
+    assert buf.getvalue() == want
+    assert w2.count == sum(map(len, batches))

@@ -26,7 +26,8 @@ import pyarrow.compute as pc
 from udm.host.temporal.elements import Insert
 from udm.sdk import INF
 
-__all__ = ["Const", "EncodedLines", "cti_line", "element_lines", "encode_value_column", "insert_lines", "merge_lines"]
+__all__ = ["MIN_RUN", "Const", "EncodedLines", "cti_line", "element_lines", "encode_value_column", "insert_lines",
+           "merge_lines"]
 
 _encode = json.JSONEncoder().encode  # what json.dumps uses with default arguments
 _quote = json.encoder.encode_basestring_ascii
