@@ -65,8 +65,11 @@ def _plain_ascii(arr: pa.Array) -> bool:
     than a quote or a backslash (checked on the data buffer with numpy, no per-value work)."""
     if len(arr) == 0:
         return True
-    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset: arr.offset + len(arr) + 1]
-    data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[int(offsets[0]): int(offsets[-1])]
+    bufs = arr.buffers()
+    if bufs[2] is None:  # (every value empty)
+        return True
+    offsets = np.frombuffer(bufs[1], dtype=np.int32)[arr.offset: arr.offset + len(arr) + 1]
+    data = np.frombuffer(bufs[2], dtype=np.uint8)[int(offsets[0]): int(offsets[-1])]
     return not bool(np.any((data < 0x20) | (data > 0x7E) | (data == 0x22) | (data == 0x5C)))
 
 
