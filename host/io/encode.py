@@ -31,8 +31,6 @@ __all__ = ["MIN_RUN", "Const", "EncodedLines", "cti_line", "element_lines", "enc
 
 _encode = json.JSONEncoder().encode  # what json.dumps uses with default arguments
 _quote = json.encoder.encode_basestring_ascii
-#: a character ``encode_basestring_ascii`` escapes: outside printable ASCII, a quote or a backslash
-_NEEDS_ESCAPE = r'[^ -~]|["\\]'
 _STR = pa.string()
 
 
