@@ -100,7 +100,7 @@ def test_float_text_is_python_repr_over_many_magnitudes() -> None:
     from udm.host.io.encode import _float_text
 
     rng = np.random.default_rng(7)
-    n = 200_000
+    n = 60_000
     vals = np.concatenate([
         rng.random(n) * 10.0 ** rng.integers(-30, 30, n),
         -rng.random(n // 4) * 10.0 ** rng.integers(-6, 11, n // 4),
