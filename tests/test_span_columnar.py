@@ -74,6 +74,15 @@ QUERIES: dict[str, dict[str, Any]] = {
     "project_drop_filter": {"steps": [
         {"op": "project", "drop": ["note"]},
         {"op": "filter", "udf": "t_span_odd", "args": {"x": "price"}}]},
+    "alter_shift_filter": {"steps": [
+        {"op": "alter_lifetime", "le": {"shift": 7}, "duration": "keep"},
+        {"op": "filter", "udf": "in_range", "args": {"field": "price"}, "params": {"lo": 300}}]},
+    "map_alter_snap": {"steps": [
+        {"op": "map", "udf": "t_span_scale", "args": {"x": "price"}, "as": "eur"},
+        {"op": "alter_lifetime", "le": {"snap": {"size": 10, "offset": 3}}, "duration": {"const": 25}}]},
+    "alter_inf_project": {"steps": [
+        {"op": "alter_lifetime", "le": {"shift": -4}, "duration": "inf"},
+        {"op": "project", "keep": ["sym", "price"]}]},
 }
 
 SYMS = ("a", "b", 'q"x', "é", "tab\there")

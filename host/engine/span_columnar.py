@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 from udm.host.io.encode import Const, EncodedLines, cti_line, insert_lines, merge_lines
 
 from .common import INF, NEG
+from .ops.alter_lifetime import AlterLifetimeStep
 from .ops.span import FilterStep, MapStep, ProjectStep
 
 __all__ = ["ENABLED", "chain_ok", "run_columnar"]
@@ -56,14 +57,14 @@ class _Fallback(Exception):
 
 def chain_ok(runner: Any) -> bool:
     """Can this runner's query take the columnar span path at all: one input, a chain of filter / map /
-    project steps, no repair stage?"""
+    project / alter_lifetime steps, no repair stage?"""
     if not ENABLED or not runner.linear or runner.repair or runner.ctx.multi_input or runner.derived_inputs:
         return False
     ops = runner.ops
     if not ops or not ops[0].reads_input:
         return False
     for op in ops:
-        if type(op) not in (FilterStep, MapStep, ProjectStep):
+        if type(op) not in (FilterStep, MapStep, ProjectStep, AlterLifetimeStep):
             return False
         if isinstance(op, (FilterStep, MapStep)) and (getattr(op.udm, "compute_batch", None) is None or not op.args):
             return False
@@ -162,10 +163,44 @@ def run_columnar(runner: Any, batch: Any) -> EncodedLines | None:
         plan = _plan(runner, batch)
     except _Fallback:
         return None
-    return _commit(runner, batch, *plan)
+    return _commit(runner, batch, plan)
 
 
-def _plan(runner: Any, batch: Any) -> tuple[Any, ...]:
+class _Step:
+    """What one step does to the batch: the inserts reaching it (indexes into the batch's inserts), their
+    lifetimes as it receives them, which it keeps (None: all), the CTIs it receives (values, by CTI row)
+    and which of them advance, and its output lifetimes and CTI values."""
+
+    __slots__ = ("advancing", "c_final", "cti_in", "keep", "le", "op", "out_cti", "out_le", "out_re", "re",
+                 "reach", "received")
+    op: Any
+    reach: np.ndarray
+    le: np.ndarray
+    re: np.ndarray
+    keep: np.ndarray | None
+    cti_in: np.ndarray
+    received: np.ndarray
+    advancing: np.ndarray
+    c_final: int
+    out_le: Any
+    out_re: Any
+    out_cti: np.ndarray
+
+    def __init__(self, op: Any) -> None:
+        self.op = op
+
+
+def _ctis(op: Any, vals: np.ndarray, received: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
+    """The CTIs of the batch that advance at ``op`` (of those it receives), its last CTI after the batch,
+    and the CTI in force before each row of ``vals``'s order (its rows' positions come from the caller)."""
+    c0 = max(op.input_cti, int(_I64_MIN))  # (NEG lies below int64)
+    got = np.where(received, vals, _I64_MIN)
+    running = np.maximum.accumulate(np.concatenate(([c0], got)))
+    advancing = received & (vals > running[:-1])
+    return advancing, int(running[-1]), running
+
+
+def _plan(runner: Any, batch: Any) -> list[Any]:
     """Everything the batch will do, computed without changing state (or `_Fallback`)."""
     if runner.finished:
         raise _Fallback
@@ -178,30 +213,23 @@ def _plan(runner: Any, batch: Any) -> tuple[Any, ...]:
     ops = runner.ops
     first = ops[0]
     for op in ops:
-        if op.skip_below != NEG or op.effective_cti != op.input_cti or op.input_cti != first.input_cti:
+        if getattr(op, "skip_below", NEG) != NEG or op.effective_cti != op.input_cti:
             raise _Fallback
-    c0 = max(first.input_cti, int(_I64_MIN))  # (NEG lies below int64)
     ins_rows = np.flatnonzero(is_ins)
     cti_rows = np.flatnonzero(is_cti)
-    t_all = batch.column("t")
-    cti_t = t_all[cti_rows]
+    cti_t = batch.column("t")[cti_rows]
     if len(cti_t) and cti_t.max() >= INF:
         raise _Fallback  # the end of input
-    # CTIs that advance (a CTI not above the one in force is dropped) and the CTI in force at each row
-    running = np.maximum.accumulate(np.concatenate(([c0], cti_t))) if len(cti_t) else np.array([c0])
-    advancing = cti_t > running[:-1]
-    c_final = int(running[-1])
+    # for each insert, how many CTIs come before it (the CTI in force there is a running max)
+    ctis_before = np.searchsorted(cti_rows, ins_rows)
     m = len(ins_rows)
     payload: dict[str, pa.Array | Const] = {}
-    le = re = ids = None
+    le: Any = None
+    re: Any = None
+    ids: Any = None
     if m:
         le = batch.column("le")[ins_rows]
         re = batch.column("re")[ins_rows]
-        if not (np.all(le < re) and np.all(le < INF)):
-            raise _Fallback
-        before = np.maximum.accumulate(np.where(is_cti, t_all, _I64_MIN))[ins_rows]
-        if np.any(le < np.maximum(before, c0)):
-            raise _Fallback  # a CTI violation: a dead letter (or an adjusted insert)
         tab = batch.table
         sel = None if m == n else pa.array(ins_rows)
         ids = tab.column("id").combine_chunks()
@@ -221,34 +249,78 @@ def _plan(runner: Any, batch: Any) -> tuple[Any, ...]:
         payload = {typ.field(k).name: pcol.field(k) for k in range(typ.num_fields)}
         if not all(_plain(col.type) and not col.null_count for col in payload.values()):
             raise _Fallback  # (a table's timestamps, decimals, nulls, ...: the row path's JSON)
-    # the steps, one after the other, over the inserts that reach each
+    # the steps, one after the other, over the inserts and CTIs that reach each
     reach = np.arange(m)  # insert index (into ins_rows) of the rows reaching the current step
+    cur_le, cur_re = le, re  # lifetimes as the current step receives them (all inserts; ``reach`` selects)
+    cti_vals, received = cti_t, np.ones(len(cti_t), dtype=bool)
     steps = []
     for op in ops:
+        st = _Step(op)
+        st.reach, st.cti_in, st.received = reach, cti_vals, received
+        st.advancing, st.c_final, running = _ctis(op, cti_vals, received)
+        st.keep = None
         k = len(reach)
-        keep: np.ndarray | None = None
         if k:
+            st.le, st.re = cur_le[reach], cur_re[reach]
+            # validity as the step judges it: a lifetime, and the CTI in force when the insert arrives
+            if not (np.all(st.le < st.re) and np.all(st.le < INF)) or np.any(st.le < running[ctis_before[reach]]):
+                raise _Fallback  # a bad lifetime or a CTI violation: a dead letter (or an adjusted insert)
             _check_types(op, payload)
             if isinstance(op, FilterStep):
                 res = _call_batch(op, payload, k)
-                keep = res.astype(bool) if res.dtype.kind != "b" else res
-                if not keep.all():
-                    payload = _take(payload, keep)
+                st.keep = res.astype(bool) if res.dtype.kind != "b" else res
+                if not st.keep.all():
+                    payload = _take(payload, st.keep)
             elif isinstance(op, MapStep):
                 res = _call_batch(op, payload, k)
                 payload = {**payload, op.as_: pa.array(res)}
-            else:
+            elif isinstance(op, ProjectStep):
                 payload = _project(op, payload)
-        steps.append((op, reach, keep))
-        if keep is not None:
-            reach = reach[keep]
-    return (ins_rows, cti_rows, cti_t, advancing, c_final, le, re, ids, payload, steps, reach)
+        if isinstance(op, AlterLifetimeStep):
+            out_le, out_re = _images(op, cur_le, cur_re) if m else (cur_le, cur_re)
+            try:
+                out_cti = np.array([op.start(int(t)) for t in cti_vals.tolist()], dtype=np.int64)
+            except OverflowError:
+                raise _Fallback from None
+        else:
+            out_le, out_re, out_cti = cur_le, cur_re, cti_vals
+        st.out_le, st.out_re, st.out_cti = out_le, out_re, out_cti
+        steps.append(st)
+        if st.keep is not None:
+            reach = reach[st.keep]
+        cur_le, cur_re = out_le, out_re
+        cti_vals, received = out_cti, st.advancing
+    return [ins_rows, cti_rows, le, re, ids, payload, steps, reach]
 
 
-def _commit(runner: Any, batch: Any, ins_rows: np.ndarray, cti_rows: np.ndarray, cti_t: np.ndarray,
-            advancing: np.ndarray, c_final: int, le: Any, re: Any, ids: Any, payload: Any,
-            steps: list[Any], out_rows: np.ndarray) -> EncodedLines:
+def _images(op: Any, le: np.ndarray, re: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`AlterLifetimeStep.start` / ``end`` over arrays: each lifetime's image (`_Fallback` when an image
+    would leave the int64 ticks the row path's Python integers need no bound for)."""
+    finite = re < INF
+    lo, hi = int(le.min()), int(le.max())
+    if op.snap_size:
+        new_le = le - (le - op.snap_offset) % op.snap_size  # (numpy's % floors, as Python's does)
+        grow = 0
+    else:
+        if not (lo + op.shift > _I64_MIN and hi + op.shift < INF):
+            raise _Fallback
+        new_le = le + op.shift
+        grow = max(op.shift, 0)
+    if op.duration == "inf":
+        return new_le, np.full(len(le), INF, dtype=np.int64)
+    if op.duration == "keep":
+        if finite.any() and int(re[finite].max()) + grow >= INF:
+            raise _Fallback
+        return new_le, np.where(finite, new_le + np.where(finite, re - le, 0), INF)
+    dur = int(op.duration)
+    if int(new_le.max()) + dur >= INF:
+        raise _Fallback
+    return new_le, new_le + dur
+
+
+def _commit(runner: Any, batch: Any, plan: list[Any]) -> EncodedLines:
     """Apply the batch's effects on the steps and the context, as the row path leaves them."""
+    ins_rows, cti_rows, le, re, ids, payload, steps, out_rows = plan
     ctx = runner.ctx
     n = len(batch)
     stats = ctx.stats
@@ -260,33 +332,45 @@ def _commit(runner: Any, batch: Any, ins_rows: np.ndarray, cti_rows: np.ndarray,
         top = int(ends.max())
         if ctx.reached < top < INF:
             ctx.reached = top
-    ts = cti_t[advancing].tolist()
     prev_ids: Any = ids  # the ids the current step's input carries (strings, or the previous step's oids)
     last_oids = np.zeros(0, dtype=np.int64)
-    for op, reach, keep in steps:
-        for t in ts:
+    for st in steps:
+        op = st.op
+        for t in st.cti_in[st.received].tolist():
             op.pass_cti(t)
-        k = len(reach)
-        base = op.oid
-        op.oid += k
+        k = len(st.reach)
+        al = isinstance(op, AlterLifetimeStep)
+        base = op.next_id if al else op.oid
+        if al:
+            op.next_id += k
+        else:
+            op.oid += k
         oids = np.arange(base + 1, base + 1 + k, dtype=np.int64)
         if k:
-            r_re = re[reach]
-            live = np.flatnonzero(r_re >= c_final)  # open after the batch's last CTI: registered
+            live = np.flatnonzero(st.re >= st.c_final)  # open after the step's last CTI: registered
             if len(live):
-                r_le = le[reach]
                 id_list = (prev_ids.take(pa.array(live)).to_pylist() if isinstance(prev_ids, pa.Array)
                            else [f"o{v}" for v in prev_ids[live].tolist()])
-                kept = keep[live].tolist() if keep is not None else None
-                register = op.register
-                for j, (i, id_) in enumerate(zip(live.tolist(), id_list, strict=True)):
-                    register(id_, int(r_le[i]), int(r_re[i]), f"o{oids[i]}" if kept is None or kept[j] else None)
-        prev_ids = oids if keep is None else oids[keep]
+                r_le, r_re = st.le[live].tolist(), st.re[live].tolist()
+                if al:
+                    o_le = st.out_le[st.reach[live]].tolist()
+                    o_re = st.out_re[st.reach[live]].tolist()
+                    for j, id_ in enumerate(id_list):
+                        op.register(id_, r_le[j], r_re[j], f"o{oids[live[j]]}", o_le[j], o_re[j])
+                else:
+                    kept = st.keep[live].tolist() if st.keep is not None else None
+                    for j, id_ in enumerate(id_list):
+                        op.register(id_, r_le[j], r_re[j],
+                                    f"o{oids[live[j]]}" if kept is None or kept[j] else None)
+        prev_ids = oids if st.keep is None else oids[st.keep]
         last_oids = prev_ids
-    # the output: the inserts that passed every step, and the advancing CTIs, in input order
+    # the output: the inserts that passed every step, and the CTIs the last step passed, in input order
+    last = steps[-1]
     pos = ins_rows[out_rows]
-    lines_arr = insert_lines(last_oids, le[out_rows] if len(out_rows) else np.zeros(0, np.int64),
-                             re[out_rows] if len(out_rows) else np.zeros(0, np.int64), list(payload.items()))
-    enc = merge_lines(pos, lines_arr, cti_rows[advancing].tolist(), [cti_line(t) for t in ts])
+    empty = np.zeros(0, np.int64)
+    lines_arr = insert_lines(last_oids, last.out_le[out_rows] if len(out_rows) else empty,
+                             last.out_re[out_rows] if len(out_rows) else empty, list(payload.items()))
+    enc = merge_lines(pos, lines_arr, cti_rows[last.advancing].tolist(),
+                      [cti_line(t) for t in last.out_cti[last.advancing].tolist()])
     stats.elements_out += enc.count
     return enc
