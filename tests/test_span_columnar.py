@@ -88,8 +88,10 @@ QUERIES: dict[str, dict[str, Any]] = {
 SYMS = ("a", "b", 'q"x', "é", "tab\there")
 
 
-def _stream(seed: int, n: int) -> list[str]:
-    """JSON Lines of a disordered stream; about half of its 20-line segments are clean."""
+def _stream(seed: int, n: int, *, odd_lines: bool = True) -> list[str]:
+    """JSON Lines of a disordered stream; about half of its 20-line segments are clean. ``odd_lines=False``:
+    no line the reader's fast path refuses (bad JSON, wrong-typed or missing values, no payload), so
+    retractions, duplicate ids and late inserts are all that is dirty."""
     rng = random.Random(seed)
     out: list[str] = []
     clock = 0
@@ -98,7 +100,7 @@ def _stream(seed: int, n: int) -> list[str]:
     k = 0
     while len(out) < n:
         dirty = rng.random() < 0.5
-        floats = rng.random() < 0.25
+        floats = odd_lines and rng.random() < 0.25  # (ints beside floats in one block: the slow reader)
         for _ in range(20):
             k += 1
             clock += rng.randrange(3)
@@ -132,7 +134,7 @@ def _stream(seed: int, n: int) -> list[str]:
                 eid = rng.choice(sorted(live))  # a duplicate live id
             price: Any = rng.randrange(1000) + (0.5 if floats else 0)
             payload: Any = {"sym": rng.choice(SYMS), "price": price, "note": f"n{k % 7}", "ok": k % 3 == 0}
-            if dirty:
+            if dirty and odd_lines:
                 bad = rng.random()
                 if bad < 0.05:
                     out.append('{"kind":"insert","id":"x' + str(k) + '","le":')  # not JSON
@@ -296,3 +298,33 @@ def test_a_table_input_gives_the_row_paths_bytes(nulls: bool, stamps: bool, tmp_
     assert outs[True] == outs[False]
     assert outs[True][0].count(b'"insert"') == sum(1 for i, p in enumerate(price)
                                                    if p >= 300 and not (nulls and i % 17 == 3))
+
+
+@pytest.mark.parametrize("name", ["filter_map", "alter_shift_filter", "project"])
+def test_batches_split_around_retractions(name: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whole-file batches holding retractions (valid, mismatched, unknown), late inserts and duplicate ids:
+    their stretches of inserts and CTIs run columnar between row-path spans (`span_columnar.MIN_SEGMENT`
+    lowered so a random stream has many), and the output and dead letters are still the row path's bytes."""
+    monkeypatch.setattr(span_columnar, "MIN_SEGMENT", 12)
+    monkeypatch.setattr(runners, "READER_OPTIONS", {})
+    calls = {"segments": 0}
+    real = span_columnar._commit
+
+    def counting(runner: Any, batch: Any, plan: Any) -> Any:
+        if len(batch) < 60:  # (a slice of a whole-file batch: a segment)
+            calls["segments"] += 1
+        return real(runner, batch, plan)
+
+    monkeypatch.setattr(span_columnar, "_commit", counting)
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("\n".join(_stream(3, 900, odd_lines=False)) + "\n", encoding="utf-8")
+    got = {}
+    for columnar in (True, False):
+        out = tmp_path / f"out-{columnar}.jsonl"
+        monkeypatch.setattr(span_columnar, "ENABLED", columnar)
+        bound = bind(parse_query(QUERIES[name]), _catalog())
+        run_local(RunRequest(bound, inp, out, dead_letter=out.with_suffix(".dl")))
+        got[columnar] = (out.read_bytes(), out.with_suffix(".dl").read_bytes())
+    assert calls["segments"] >= 5
+    assert got[True] == got[False]

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from udm.host.io.encode import Const, EncodedLines, cti_line, insert_lines, merge_lines
+from udm.host.io.encode import Const, EncodedLines, cti_line, element_lines, element_text, insert_lines, merge_lines
 
 from .common import INF, NEG
 from .ops.alter_lifetime import AlterLifetimeStep
@@ -162,8 +162,59 @@ def run_columnar(runner: Any, batch: Any) -> EncodedLines | None:
     try:
         plan = _plan(runner, batch)
     except _Fallback:
-        return None
+        return _segments(runner, batch)
     return _commit(runner, batch, plan)
+
+
+#: a stretch of inserts and CTIs between rows the columnar path cannot take (retractions, bad lines) is
+#: tried on its own when at least this long; shorter ones go through the row path with those rows
+MIN_SEGMENT = 256
+
+
+def _segments(runner: Any, batch: Any) -> EncodedLines | None:
+    """A batch with retractions or bad lines: its long stretches of inserts and CTIs columnar (each as a
+    batch of its own, falling back on its own), everything else through the row path (`process_batch`
+    on the slice), in row order; None when there is nothing to split (the caller runs the row path)."""
+    codes = batch.kind_codes()
+    hard = np.flatnonzero((codes != _INSERT) & (codes != _CTI)).tolist()
+    n = len(batch)
+    if not hard or len(hard) == n:
+        return None
+    spans: list[tuple[int, int, bool]] = []  # (start, end, columnar?)
+    start = 0
+    for h in [*hard, n]:
+        if h - start >= MIN_SEGMENT:
+            spans.append((start, h, True))
+            start = h
+        if h < n:  # the hard row joins the row-path span before it (or starts one)
+            if spans and not spans[-1][2] and spans[-1][1] == start:
+                spans[-1] = (spans[-1][0], h + 1, False)
+            else:
+                spans.append((start, h + 1, False))
+            start = h + 1
+    if start < n:
+        if spans and not spans[-1][2]:
+            spans[-1] = (spans[-1][0], n, False)
+        else:
+            spans.append((start, n, False))
+    if not any(col for _, _, col in spans):
+        return None
+    pieces: list[Any] = []
+    count = 0
+    for a, b, col in spans:
+        part = batch.slice(a, b - a)
+        enc = None
+        if col:
+            try:
+                enc = _commit(runner, part, _plan(runner, part))
+            except _Fallback:
+                enc = None
+        if enc is None:
+            els = runner.process_batch(part)
+            enc = element_lines(els, element_text) if els else EncodedLines((), 0)
+        pieces.extend(enc.data)
+        count += enc.count
+    return EncodedLines(tuple(pieces), count)
 
 
 class _Step:

@@ -38,11 +38,11 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 
 from udm.host.errors import BadElement, UdmError
-from udm.host.temporal.elements import Element, Insert, element_to_json, parse_element
+from udm.host.temporal.elements import Element, parse_element
 from udm.sdk import INF
 
 from .batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch, raw_json
-from .encode import MIN_RUN, EncodedLines, element_lines
+from .encode import MIN_RUN, EncodedLines, element_lines, element_text
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -695,21 +695,8 @@ class _Writer:
         self.close()
 
 
-_encode = json.JSONEncoder().encode  # what json.dumps uses with default arguments, without its per-call setup
-_quote = json.encoder.encode_basestring_ascii
-
-
-def _line(e: Element) -> str:
-    """``json.dumps(element_to_json(e))``, byte for byte; an insert (most of any output) is formatted
-    directly, its payload the only part encoded (a third of the cost of encoding the whole record)."""
-    if type(e) is Insert and type(e.id) is str and type(e.le) is int and type(e.re) is int:
-        re = e.re
-        return (f'{{"kind": "insert", "id": {_quote(e.id)}, "le": {e.le}, "re": {re if re < INF else _INF_JSON}, '
-                f'"payload": {_encode(e.payload)}}}')
-    return json.dumps(element_to_json(e))
-
-
-_INF_JSON = '"inf"'
+#: one element's line (without its newline): ``json.dumps(element_to_json(e))``, byte for byte
+_line = element_text
 
 
 class JsonlWriter(_Writer):
