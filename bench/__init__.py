@@ -4,4 +4,6 @@
   100 k and 1 M elements, in-order insert-only and disordered-with-retractions input, against a
   brute-force recompute baseline (same answer, checked).
 - `bench.bench_engine_micro`: engine micro-benchmarks (owned by the engine).
+- `bench.bench_span`: the columnar span path against the row path (engine + writer CPU per element).
+- `python -m bench.nexmark`: Nexmark-shaped queries end to end beside Flink 1.13's per-core figures.
 """

@@ -9,6 +9,9 @@ Generates the streams (`bench.nexmark.gen`, default 200 k events: a quick run), 
   reader parses in two threads beside the engine): the per-core figure to set beside Flink 1.13's;
 - Flink 1.13's per-core figure and the ratio;
 - peak RSS of the child (MiB);
+- for the span queries, first the same query with the columnar span path switched off (engine ``rows``:
+  every batch element by element, `udm.host.engine.span_columnar.ENABLED`), the baseline measured in the
+  same run; the ``local`` line shows its el/s as a multiple of that baseline's;
 - with ``--spark``: the same query on the Spark batch engine (local[*]) and, where native Spark SQL
   expresses it, natively over the same file (``native``) with the ratio udm-on-Spark / native in time.
   Spark's executors are other processes, so its el/cpu-s (the driver's) is not shown. Queries calling
@@ -57,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spark", action="store_true", help="also run each query on the Spark batch engine")
     ap.add_argument("--keep", type=Path, default=None, help="keep the generated streams in this directory")
     ap.add_argument("--json-out", type=Path, default=None)
+    ap.add_argument("--no-baseline", action="store_true",
+                    help="skip the span queries' row-path baseline (engine 'rows')")
     args = ap.parse_args(argv)
     names = [q for q in args.queries.split(",") if q]
     unknown = [q for q in names if q not in QUERIES]
@@ -68,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     n_bids = streams.counts["bids"]
     print(f"nexmark: {args.events:,} events -> {n_bids:,} bid elements (incl. CTIs), disorder {args.disorder} "
           f"ticks; {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}", flush=True)
-    engines = ["local", "spark", "native"] if args.spark else ["local"]
+    engines = ["rows", "local", "spark", "native"] if args.spark else ["rows", "local"]
     head = f"{'query':6} {'engine':6} {'el/s':>11} {'el/cpu-s':>11} {'flink/core':>10} {'vs flink':>8} " \
            f"{'out':>9} {'RSS MiB':>8} {'wall s':>7}"
     print(head)
@@ -81,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if eng == "native" and q not in NATIVE:
                 continue
+            if eng == "rows" and (q not in SPAN or args.no_baseline):
+                continue
             child_engine = f"native:{q}" if eng == "native" else eng
             r = run_child(QUERIES[q], streams.bids, tmp / f"{q}.{eng}.out.jsonl", child_engine)
             if "error" in r:
@@ -89,10 +96,12 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             secs[eng] = r["seconds"]
             eps = r["in"] / r["seconds"]
-            cps = r["in"] / r["cpu"] if r["cpu"] > 0 and eng == "local" else None
+            cps = r["in"] / r["cpu"] if r["cpu"] > 0 and eng in ("local", "rows") else None
             flink = FLINK_PER_CORE.get(q)
             vs = f"{cps / flink:.2f}x" if flink and cps else "-"
             mark = " (span: target 1 M el/s)" if q in SPAN and eng == "local" else ""
+            if eng == "local" and "rows" in secs:
+                mark = f" (span: target 1 M el/s; x{secs['rows'] / r['seconds']:.2f} the row path's el/s)"
             if eng == "native" and "spark" in secs:
                 mark = f" (udm spark / native time: x{secs['spark'] / r['seconds']:.2f})"
             print(f"{q:6} {eng:6} {_fmt(eps):>11} {_fmt(cps):>11} {_fmt(flink):>10} {vs:>8} {r['out']:>9,} "

@@ -1,8 +1,8 @@
-"""``python -m bench.nexmark._child QUERY_JSON INPUT OUTPUT ENGINE``: one run through `run_local` (or the
-Spark batch engine) with the benchmark's UDFs in the catalog; prints one JSON line: the run's seconds
-(`RunResult.seconds`: first byte read to last byte written), the CPU seconds of all its threads over the
-run (the per-core figure), wall time from interpreter start, elements in
-and out, and peak RSS (VmHWM, the process's own; see `bench._udm_child`)."""
+"""``python -m bench.nexmark._child QUERY_JSON INPUT OUTPUT ENGINE``: one run through `run_local` (``rows``:
+with the columnar span path off) or the Spark batch engine, with the benchmark's UDFs in the catalog;
+prints one JSON line: the run's seconds (`RunResult.seconds`: first byte read to last byte written), the
+CPU seconds of all its threads over the run (the per-core figure), wall time from interpreter start,
+elements in and out, and peak RSS (VmHWM, the process's own; see `bench._udm_child`)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,11 @@ def main(argv: list[str]) -> int:
     bound = bind(spec, Catalog.discover(plugins=[udfs]))
     names = list(bound.graph.inputs)
     source = {n: inp for n in names} if len(names) > 1 or names != ["main"] else inp
+    if engine == "rows":  # the local engine with the columnar span path off: the row path's baseline
+        from udm.host.engine import span_columnar
+
+        span_columnar.ENABLED = False
+        engine = "local"
     run = get_engine(engine)
     import udm.host.engine  # noqa: F401  (imports and warm-up outside the CPU clock, as out of RunResult.seconds)
     from udm.host.query.runners import _warm_up

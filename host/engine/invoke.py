@@ -16,6 +16,9 @@ from udm.sdk import INF, Event, WindowDescriptor
 
 from .common import Ev, cjson
 
+#: payload value types whose JSON encoding cannot fail
+_PLAIN = (int, float, str, bool, type(None))
+
 __all__ = ["Mapper", "WindowUDM", "contract"]
 
 
@@ -158,13 +161,19 @@ class WindowUDM:
 
     # -- outputs -------------------------------------------------------------------------------
     def outputs(self, result: Any, wle: int, wre: int, gfields: dict[str, Any] | None) -> list[tuple]:
-        """Output events ``(le, re, payload, canonical_json)`` of one window invocation."""
+        """Output events ``(le, re, payload, canonical_json)`` of one window invocation (canonical_json None:
+        plain values, left for `OutputRecord.payload_json` to make when needed)."""
         w = (wle, wre)
         if self.is_uda:
             if isinstance(result, (Event, Iterable)) and not isinstance(result, (str, bytes, list, dict, tuple)):
                 raise contract(self.label, w, "an aggregate must return one value, got", result)
             payload = {**gfields, self.alias: result} if gfields else {self.alias: result}
-            return [(wle, wre, payload, self._canon(payload, w))]
+            # plain JSON values cannot fail to encode: their canonical JSON is left to `OutputRecord`,
+            # which makes it only if an output diff compares it
+            for v in payload.values():
+                if type(v) not in _PLAIN:
+                    return [(wle, wre, payload, self._canon(payload, w))]
+            return [(wle, wre, payload, None)]
         if result is None or isinstance(result, (str, bytes, Mapping)) or not isinstance(result, Iterable):
             raise contract(self.label, w, "an operator must return an iterable of outputs, got", result)
         try:

@@ -19,6 +19,7 @@ from typing import Any
 
 from udm.host.errors import BadElement, ViolationError
 from udm.host.io.batch import ElementBatch
+from udm.host.io.encode import EncodedLines
 from udm.host.io.interleave import interleave
 from udm.host.query.graph import QueryGraph
 from udm.host.query.plan import BoundQuery
@@ -34,6 +35,7 @@ from .ops.lmerge import LmergeStep
 from .ops.span import FilterStep, InputGate, MapStep, ProjectStep
 from .ops.union import UnionStep
 from .repair import ChainRepair
+from .span_columnar import chain_ok, run_columnar
 from .window import make_window_step
 
 __all__ = ["QueryRunner"]
@@ -445,6 +447,14 @@ class QueryRunner:
                 out.extend(r)
         out.extend(self.flush())
         return self._count(out)
+
+    def process_batch_encoded(self, batch: ElementBatch) -> EncodedLines | None:
+        """A columnar batch of the only input through the columnar span path (`span_columnar`): its
+        output as encoded JSON Lines, the same bytes `JsonlWriter` writes for `process_batch`'s output;
+        None when the query or the batch needs the row path (then nothing was fed: call `process_batch`)."""
+        if not chain_ok(self):
+            return None
+        return run_columnar(self, batch)
 
     def run_all(self, inputs: Sequence[Element | BadElement] | Mapping[str, Iterable[Element | BadElement]]
                 ) -> list[Element]:

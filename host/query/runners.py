@@ -344,9 +344,15 @@ def _feed_one(req: RunRequest, runner: Any, source: Source, out: Any, dead_lette
     total = _file_size(source)
     reader = open_reader(source, batch_size=req.batch_size or DEFAULT_BATCH_SIZE, **READER_OPTIONS)
     n_in = 0
+    # the columnar span path (filter / map / project chains) hands back encoded lines; else element lists
+    encoded = getattr(runner, "process_batch_encoded", None) if hasattr(out, "write_encoded") else None
     try:
         for batch in reader:
-            out.write(runner.process_batch(batch))
+            lines = encoded(batch) if encoded is not None else None
+            if lines is not None:
+                out.write_encoded(lines)
+            else:
+                out.write(runner.process_batch(batch))
             n_in += len(batch)
             dead_letters()
             if req.progress is not None:

@@ -66,6 +66,12 @@ class AlterLifetimeStep(Operator):
             return new_le + (re - le)
         return new_le + int(self.duration)
 
+    def register(self, id: str, le: int, re: int, out_id: str, out_le: int, out_re: int) -> None:
+        """Record a valid insert and its image as live (what `ins` does): for the columnar span path
+        (`udm.host.engine.span_columnar`), which computes the output itself."""
+        self.live[id] = _Image(le, re, out_id, out_le, out_re)
+        self.note_re(re, id)
+
     def feed(self, el: Element) -> list[Element]:
         if isinstance(el, Insert):
             return self.ins(el.id, el.le, el.re, el.payload, el) or []

@@ -144,6 +144,13 @@ class _SpanStep(Operator):
     def apply(self, el: Insert, le: int, oid: str) -> Insert | None:
         raise NotImplementedError
 
+    def register(self, id: str, le: int, re: int, oid: str | None) -> None:
+        """Record a valid insert as live (what `ins` does after `apply`): for the columnar span path
+        (`udm.host.engine.span_columnar`), which computes the output itself."""
+        self.live[id] = _Rec(le, re, oid)
+        if re < INF:
+            heapq.heappush(self.end_heap, (re, id))
+
     def fast_forward(self, t: int) -> None:
         """The lmerge this step feeds no longer needs anything before ``t`` (seeds/001 §V.D): inserts that
         end before ``t`` are validated and registered (their retractions stay valid) but not computed."""

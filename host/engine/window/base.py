@@ -33,7 +33,7 @@ from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
 from ..aggregates import MultiMapper, window_udm
 from ..columnar import ColumnarEvents, FastIds, group_key
-from ..common import INF, NEG, Ev
+from ..common import INF, NEG, Ev, cjson
 from ..context import Context
 from ..invoke import Mapper, contract
 from ..operator import Operator
@@ -516,7 +516,7 @@ class WindowStep(Operator):
             if len(old) == 1 and len(new) == 1:
                 r = old[0]
                 le, re, p, pj = new[0]
-                if r.le == le and r.payload_json == pj:
+                if r.le == le and r.payload_json == (pj if pj is not None else cjson(p)):
                     if r.re != re:
                         self._check(min(r.re, re), w, (le, re, p))
                         out.append(Retract(r.id, r.le, r.re, re))
@@ -566,7 +566,7 @@ class WindowStep(Operator):
             recs: list[OutputRecord] = []
             for o in outs:
                 le, re, p, pj = o
-                lst = by_key.get((le, pj))
+                lst = by_key.get((le, pj if pj is not None else cjson(p)))
                 if lst:
                     for i, r in enumerate(lst):
                         if r.re == re:
@@ -582,7 +582,7 @@ class WindowStep(Operator):
         chg: list[Element] = []
         for recs, w, o in later:
             le, re, p, pj = o
-            lst = by_key.get((le, pj))
+            lst = by_key.get((le, pj if pj is not None else cjson(p)))
             if lst:
                 r = lst.pop(0)
                 self._check(min(r.re, re), w, o)

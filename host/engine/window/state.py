@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..common import Ev
+from ..common import Ev, cjson
 
 __all__ = ["Group", "OutputRecord", "Window"]
 
@@ -25,14 +25,28 @@ def _restore_slots(obj: Any, state: dict[str, Any]) -> None:
 class OutputRecord:
     """One live output event: engine id, lifetime, payload and its canonical JSON (which output diffs compare)."""
 
-    __slots__ = ("id", "le", "payload", "payload_json", "re")
+    __slots__ = ("_pj", "id", "le", "payload", "re")
 
-    def __init__(self, id: str, le: int, re: int, payload: dict[str, Any], payload_json: str) -> None:
+    def __init__(self, id: str, le: int, re: int, payload: dict[str, Any], payload_json: str | None) -> None:
         self.id = id
         self.le = le
         self.re = re
         self.payload = payload
-        self.payload_json = payload_json
+        #: the canonical JSON, or None until first asked for (`payload_json`)
+        self._pj = payload_json
+
+    @property
+    def payload_json(self) -> str:
+        """The payload's canonical JSON: made when an output diff first compares it (an output that is
+        emitted once and closed never is), unless the step made it already."""
+        pj = self._pj
+        if pj is None:
+            pj = self._pj = cjson(self.payload)
+        return pj
+
+    @payload_json.setter
+    def payload_json(self, value: str) -> None:  # (snapshots taken before it was lazy)
+        self._pj = value
 
     def __getstate__(self) -> dict[str, Any]:
         return _slots_state(self)

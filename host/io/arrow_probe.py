@@ -1,0 +1,42 @@
+"""`skip_pandas_probe`: keep pyarrow from importing pandas only to ask whether an array is a pandas object.
+
+pyarrow imports pandas (~0.2 s of CPU, most of a local run's start-up beyond the interpreter) the first
+time it converts a numpy array or hands one back (``pa.array``, ``to_numpy``): it checks whether the
+input is a pandas Series or Categorical. A local ``udm run`` never gives pyarrow a pandas object, so the
+CLI lets that first check run with pandas hidden; pyarrow then takes "no pandas" for its implicit checks
+and does not import it. Anything that really uses pandas still can: ``import pandas`` is untouched
+afterwards, and pyarrow's explicit conversions (``to_pandas``, ``from_pandas``, ``pa.array`` of a
+Series) import it on first use (pyarrow retries the import when pandas is asked for by name).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+__all__ = ["skip_pandas_probe"]
+
+
+class _HidePandas:
+    """A meta-path finder that makes ``import pandas`` fail while it is installed."""
+
+    @staticmethod
+    def find_spec(name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ImportError("pandas is hidden from pyarrow's first probe (udm.host.io.arrow_probe)")
+
+
+def skip_pandas_probe() -> None:
+    """Run pyarrow's first pandas probes with pandas hidden (nothing to do once pandas is loaded)."""
+    if "pandas" in sys.modules:
+        return
+    import numpy as np
+    import pyarrow as pa
+
+    sys.meta_path.insert(0, _HidePandas)
+    try:
+        arr = pa.array(np.zeros(1, dtype=np.int64))  # the Python-side probe (Series? Categorical?)
+        arr.to_numpy()  # the C++ side's, on the first conversion back to numpy
+        pa.chunked_array([arr]).to_numpy()
+    finally:
+        sys.meta_path.remove(_HidePandas)

@@ -1,0 +1,278 @@
+"""Vectorized JSON Lines encoding of a batch of output inserts and CTIs: the exact bytes `JsonlWriter`
+writes for them one by one (``json.dumps(element_to_json(e))``: ``", "`` / ``": "`` separators, ASCII
+escapes, Python's float repr), built column by column with pyarrow compute instead of one Python string
+per element.
+
+Why: on a span query (filter / map / project) encoding each output element costs more than everything
+else the engine does for it; built column-wise it is a handful of array operations per batch.
+
+A payload is a list of ``(field, column)`` pairs in payload order; a column is a pyarrow array of the
+output rows, or a `Const` (one JSON value for every row, e.g. a ``project`` ``set``). Values of a type
+this module does not format directly (lists, nested objects, non-finite floats) go through ``json`` one
+by one, so the bytes stay the same as the row path's in every case.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from udm.host.temporal.elements import Insert, element_to_json
+from udm.sdk import INF
+
+__all__ = ["MIN_RUN", "Const", "EncodedLines", "cti_line", "element_lines", "element_text", "encode_value_column",
+           "insert_lines", "merge_lines"]
+
+_encode = json.JSONEncoder().encode  # what json.dumps uses with default arguments
+_quote = json.encoder.encode_basestring_ascii
+_STR = pa.string()
+
+
+@dataclass(frozen=True)
+class Const:
+    """One JSON value for every row of a payload column."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class EncodedLines:
+    """Encoded output lines (each ending in a newline) and how many elements they are."""
+
+    #: the lines' bytes, in pieces (written one after the other)
+    data: tuple[Any, ...]
+    count: int
+
+    def to_bytes(self) -> bytes:
+        return b"".join(bytes(p) for p in self.data)
+
+
+def element_text(e: Any) -> str:
+    """``json.dumps(element_to_json(e))``, byte for byte (`JsonlWriter`'s line, without the newline); an
+    insert (most of any output) is formatted directly, its payload the only part encoded (a third of the
+    cost of encoding the whole record)."""
+    if type(e) is Insert and type(e.id) is str and type(e.le) is int and type(e.re) is int:
+        re = e.re
+        return (f'{{"kind": "insert", "id": {_quote(e.id)}, "le": {e.le}, "re": {re if re < INF else _INF_JSON}, '
+                f'"payload": {_encode(e.payload)}}}')
+    return json.dumps(element_to_json(e))
+
+
+_INF_JSON = '"inf"'
+
+
+def cti_line(t: int) -> str:
+    """A CTI's line, as ``json.dumps(element_to_json(Cti(t)))`` spells it."""
+    return f'{{"kind": "cti", "t": {t if t < INF else chr(34) + "inf" + chr(34)}}}'
+
+
+def _plain_ascii(arr: pa.Array) -> bool:
+    """No character of the string column needs an escape: its text bytes are all printable ASCII other
+    than a quote or a backslash (checked on the data buffer with numpy, no per-value work)."""
+    if len(arr) == 0:
+        return True
+    bufs = arr.buffers()
+    if bufs[2] is None:  # (every value empty)
+        return True
+    offsets = np.frombuffer(bufs[1], dtype=np.int32)[arr.offset: arr.offset + len(arr) + 1]
+    data = np.frombuffer(bufs[2], dtype=np.uint8)[int(offsets[0]): int(offsets[-1])]
+    return not bool(np.any((data < 0x20) | (data > 0x7E) | (data == 0x22) | (data == 0x5C)))
+
+
+def encode_value_column(arr: pa.Array) -> tuple[pa.Array, bool]:
+    """The JSON text of every value of a column (no nulls: the fast reader admits none in a payload), and
+    whether the text still needs its quotes around it (a plain ASCII string column is used as it is)."""
+    typ = arr.type
+    if arr.null_count:
+        return pa.array(list(map(_encode, arr.to_pylist())), _STR), False
+    if pa.types.is_int64(typ) or pa.types.is_int32(typ):
+        return pc.cast(arr, _STR), False
+    if pa.types.is_boolean(typ):
+        return pc.if_else(arr, pa.scalar("true"), pa.scalar("false")), False
+    if pa.types.is_string(typ):
+        if arr.null_count == 0 and _plain_ascii(arr):
+            return arr, True
+        return pa.array(list(map(_quote, arr.to_pylist())), _STR), False
+    if pa.types.is_float64(typ) and arr.null_count == 0:
+        return _float_text(arr), False
+    return pa.array(list(map(_encode, arr.to_pylist())), _STR), False
+
+
+#: magnitudes where pyarrow's shortest float text, with ``.0`` added to integral values, is Python's
+#: ``repr`` (both are the shortest round-trip digits, in positional notation here; checked on millions of
+#: values in tests/test_io_encode.py); anything else is formatted by ``repr`` (``json``) itself
+_POSITIONAL = (1e-4, 1e9)
+
+
+def _float_text(arr: pa.Array) -> pa.Array:
+    """``json.dumps`` of each float: pyarrow's cast inside `_POSITIONAL`, ``json`` for the rest."""
+    vals = arr.to_numpy(zero_copy_only=False)
+    mag = np.abs(vals)
+    ours = (vals == 0) | ((mag >= _POSITIONAL[0]) & (mag < _POSITIONAL[1]))
+    text = pc.cast(arr, _STR)
+    if ours.any():
+        sci = np.asarray(pc.match_substring(text, "e").to_numpy(zero_copy_only=False), dtype=bool)
+        ours &= ~sci
+        no_dot = np.asarray(pc.invert(pc.match_substring(text, ".")).to_numpy(zero_copy_only=False), dtype=bool)
+        text = pc.if_else(pa.array(ours & no_dot), pc.binary_join_element_wise(text, ".0", ""), text)
+    if not ours.all():
+        rest = np.flatnonzero(~ours)
+        fixed = pa.array([_encode(v) for v in vals[rest].tolist()], _STR)
+        idx = np.arange(len(vals))
+        idx[rest] = len(vals) + np.arange(len(rest))  # rows taken from ``fixed`` instead
+        text = pa.concat_arrays([text, fixed]).take(pa.array(idx))
+    return text
+
+
+def insert_lines(oids: np.ndarray | pa.Array, le: np.ndarray, re: np.ndarray,
+                 payload: Sequence[tuple[str, pa.Array | Const]]) -> pa.Array:
+    """One line (with its newline) per output insert: id ``o<oid>`` (``oids`` numbers) or the id itself
+    (``oids`` a string array), lifetime ``[le, re)``, the payload fields in order. All columns hold the
+    output rows only."""
+    n = len(oids)
+    if n == 0:
+        return pa.array([], _STR)
+    if isinstance(oids, np.ndarray):
+        parts: list[Any] = ['{"kind": "insert", "id": "o', pc.cast(pa.array(oids), _STR), '"']
+    else:
+        text, quote = encode_value_column(oids)
+        parts = ['{"kind": "insert", "id": ', *(['"', text, '"'] if quote else [text])]
+    parts += [', "le": ', pc.cast(pa.array(le), _STR), ', "re": ']
+    inf = re >= INF
+    re_txt = pc.cast(pa.array(re), _STR)
+    if inf.any():
+        re_txt = pc.if_else(pa.array(inf), pa.scalar('"inf"'), re_txt)
+    parts.append(re_txt)
+    parts.append(', "payload": {')
+    for k, (name, col) in enumerate(payload):
+        parts.append(("" if k == 0 else ", ") + _quote(name) + ": ")
+        if isinstance(col, _Encoded):
+            parts.append(pa.array(list(map(_encode, col.value)), _STR))
+            continue
+        if isinstance(col, Const):
+            parts.append(_encode(col.value))
+            continue
+        text, quote = encode_value_column(col)
+        if quote:
+            parts.extend(['"', text, '"'])
+        else:
+            parts.append(text)
+    parts.append("}}\n")
+    # adjacent constant pieces as one, so the join touches fewer arguments
+    merged: list[Any] = []
+    for p in parts:
+        if isinstance(p, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += p
+        else:
+            merged.append(p)
+    return pc.binary_join_element_wise(*merged, "")
+
+
+def merge_lines(ins_pos: np.ndarray, ins_lines: pa.Array, cti_pos: Sequence[int],
+                cti_texts: Sequence[str]) -> EncodedLines:
+    """The output lines in input-row order: inserts at rows ``ins_pos``, CTIs at ``cti_pos`` (both
+    ascending), as pieces of bytes: slices of the inserts' text buffer with the CTI lines between them."""
+    count = len(ins_pos) + len(cti_pos)
+    if count == 0:
+        return EncodedLines((), 0)
+    if isinstance(ins_lines, pa.ChunkedArray):
+        ins_lines = ins_lines.combine_chunks()
+    if len(ins_lines) == 0:
+        return EncodedLines(tuple(t.encode() + b"\n" for t in cti_texts), count)
+    offsets = np.frombuffer(ins_lines.buffers()[1], dtype=np.int32)[ins_lines.offset:
+                                                                    ins_lines.offset + len(ins_lines) + 1]
+    data = memoryview(ins_lines.buffers()[2])
+    # the inserts before each CTI, as a byte offset into the text
+    cut = offsets[np.searchsorted(ins_pos, np.asarray(cti_pos, dtype=np.int64))].tolist()
+    pieces: list[Any] = []
+    at = int(offsets[0])
+    for c, text in zip(cut, cti_texts, strict=True):
+        if c > at:
+            pieces.append(data[at:c])
+            at = c
+        pieces.append(text.encode() + b"\n")
+    end = int(offsets[-1])
+    if end > at:
+        pieces.append(data[at:end])
+    return EncodedLines(tuple(pieces), count)
+
+
+#: shortest run of like inserts `element_lines` encodes column-wise (shorter runs: one by one)
+MIN_RUN = 16
+
+
+def _column(values: list[Any]) -> pa.Array | None:
+    """A payload field's values as a typed column, when they are all of one plain JSON type (else None:
+    encoded value by value)."""
+    kinds = set(map(type, values))
+    if len(kinds) != 1:
+        return None
+    kind = kinds.pop()
+    try:
+        if kind is int:
+            return pa.array(values, pa.int64())
+        if kind is float:
+            return pa.array(values, pa.float64())
+        if kind is str:
+            return pa.array(values, _STR)
+        if kind is bool:
+            return pa.array(values, pa.bool_())
+    except (OverflowError, pa.ArrowException):
+        return None
+    return None
+
+
+def _key(e: Any) -> tuple[str, ...] | None:
+    """The payload's field names of a plainly typed insert (runs of equal keys are encoded together)."""
+    if type(e) is Insert and type(e.id) is str and type(e.le) is int and type(e.re) is int \
+            and type(e.payload) is dict:
+        return tuple(e.payload)
+    return None
+
+
+def element_lines(elements: Sequence[Any], line: Any) -> EncodedLines:
+    """Output elements as lines: runs of at least `MIN_RUN` inserts with the same payload fields are built
+    column-wise (`insert_lines`), everything else by ``line`` (one element's text, without newline)."""
+    pieces: list[Any] = []
+    n = len(elements)
+    keys = [_key(e) for e in elements]
+    i = 0
+    while i < n:
+        k = keys[i]
+        j = i + 1
+        if k is not None:
+            while j < n and keys[j] == k:
+                j += 1
+        if k is None or j - i < MIN_RUN or not _run(elements[i:j], k, pieces):
+            pieces.append("".join(line(e) + "\n" for e in elements[i:j]).encode())
+        i = j
+    return EncodedLines(tuple(pieces), n)
+
+
+def _run(run: Sequence[Any], fields: tuple[str, ...], pieces: list[Any]) -> bool:
+    """A run of like inserts, column-wise, onto ``pieces``; False (nothing added) when a value does not
+    fit a column (an integer beyond int64, a time outside int64)."""
+    try:
+        le = np.array([e.le for e in run], dtype=np.int64)
+        re = np.array([e.re for e in run], dtype=np.int64)
+    except OverflowError:
+        return False
+    payload: list[tuple[str, pa.Array | Const]] = []
+    for f in fields:
+        vals = [e.payload[f] for e in run]
+        col = _column(vals)
+        payload.append((f, col if col is not None else _Encoded(vals)))
+    ids = pa.array([e.id for e in run], _STR)
+    lines = insert_lines(ids, le, re, payload)
+    pieces.append(merge_lines(np.arange(len(run)), lines, [], []).data[0])
+    return True
+
+
+class _Encoded(Const):
+    """Values encoded one by one (a column of mixed or nested values)."""
