@@ -90,25 +90,31 @@ def main(argv: list[str] | None = None) -> int:
 _SCHEMA = "line bigint, ts timestamp, g string, v double"
 
 
-def _files(d: Path, batches: int, rows: int, groups: int) -> Path:
-    """One Parquet file per micro-batch: ``line, ts (timestamp, 10 ms apart), g, v``, in time order."""
+def _write_part(src: Path, b: int, lines: list[int], keys: list[int], mtime: float) -> None:
+    """Micro-batch ``b``'s Parquet file: ``line, ts (timestamp, 10 ms per line), g (``g<key>``), v``; its
+    mtime orders it for the file source (``maxFilesPerTrigger`` 1)."""
     import os
 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    table = pa.table({"line": pa.array(lines, pa.int64()),
+                      "ts": pa.array([x * 10_000 for x in lines], pa.timestamp("us", tz="UTC")),
+                      "g": pa.array([f"g{k}" for k in keys]),
+                      "v": pa.array([float(x % 7) for x in lines])})
+    p = src / f"part-{b:05d}.parquet"
+    pq.write_table(table, p)
+    os.utime(p, (mtime, mtime))
+
+
+def _files(d: Path, batches: int, rows: int, groups: int) -> Path:
+    """One Parquet file per micro-batch (`_write_part`) over ``groups`` keys, in time order."""
     src = d / f"src-{rows}-{groups}"
     src.mkdir(parents=True)
     base = time.time() - 10_000
     for b in range(batches):
         line = list(range(b * rows + 1, (b + 1) * rows + 1))
-        table = pa.table({"line": pa.array(line, pa.int64()),
-                          "ts": pa.array([x * 10_000 for x in line], pa.timestamp("us", tz="UTC")),
-                          "g": pa.array([f"g{x % groups}" for x in line]),
-                          "v": pa.array([float(x % 7) for x in line])})
-        p = src / f"part-{b:05d}.parquet"
-        pq.write_table(table, p)
-        os.utime(p, (base + b, base + b))
+        _write_part(src, b, line, [x % groups for x in line], base + b)
     return src
 
 
@@ -142,11 +148,6 @@ def _grow_files(d: Path, batches: int, rows: int, live: int, touched: int, per_k
     """The state-growth source: micro-batch 0 gives each of ``live`` keys ``per_key`` rows (every key then
     holds an open window and its live events); every later one has ``rows`` rows over ``touched`` keys (the
     next ``touched`` of them, round the ``live``). Same ``line, ts, g, v`` columns, 10 ms apart."""
-    import os
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     src = d / f"grow-{live}-{touched}"
     src.mkdir(parents=True)
     base = time.time() - 10_000
@@ -157,13 +158,7 @@ def _grow_files(d: Path, batches: int, rows: int, live: int, touched: int, per_k
                 else [((b - 1) * touched + x % touched) % live for x in range(rows)])
         lines = list(range(line + 1, line + n + 1))
         line += n
-        table = pa.table({"line": pa.array(lines, pa.int64()),
-                          "ts": pa.array([x * 10_000 for x in lines], pa.timestamp("us", tz="UTC")),
-                          "g": pa.array([f"g{k}" for k in keys]),
-                          "v": pa.array([float(x % 7) for x in lines])})
-        p = src / f"part-{b:05d}.parquet"
-        pq.write_table(table, p)
-        os.utime(p, (base + b, base + b))
+        _write_part(src, b, lines, keys, base + b)
     return src
 
 

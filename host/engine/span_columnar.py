@@ -136,19 +136,8 @@ def _call_batch(op: Any, payload: dict[str, pa.Array | Const], m: int) -> np.nda
 
 
 def _project(op: ProjectStep, payload: dict[str, pa.Array | Const]) -> dict[str, pa.Array | Const]:
-    """`ProjectStep.apply` on columns: the same dict operations, in the same order."""
-    if op.keep is not None:
-        payload = {f: payload[f] for f in op.keep}
-    if op.drop:
-        payload = {k: v for k, v in payload.items() if k not in op.drop}
-    if op.rename:
-        rename = op.rename
-        moved = {rename[k]: v for k, v in payload.items() if k in rename}
-        payload = {k: v for k, v in payload.items() if k not in rename and k not in moved}
-        payload.update(moved)
-    if op.set_fields:
-        payload = {**payload, **{k: Const(v) for k, v in op.set_fields.items()}}
-    return payload
+    """`ProjectStep.reshape` on columns: the same dict operations, in the same order."""
+    return op.reshape(payload, {k: Const(v) for k, v in op.set_fields.items()})
 
 
 def _take(payload: dict[str, pa.Array | Const], keep: np.ndarray) -> dict[str, pa.Array | Const]:

@@ -6,7 +6,7 @@ and retractions pass through unchanged.
 from __future__ import annotations
 
 import heapq
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from ..common import INF, NEG
 from ..context import Context
 from ..invoke import contract
 from ..operator import Operator
+
+#: a payload field's value: a plain value on the row path, a column on the columnar span path
+V = TypeVar("V")
 
 __all__ = ["NO_RESULT", "FilterStep", "InputGate", "MapStep", "ProjectStep", "precompute"]
 
@@ -273,7 +276,11 @@ class ProjectStep(_SpanStep):
         self.fields = self.keep or ()
 
     def apply(self, el: Insert, le: int, oid: str) -> Insert | None:
-        payload = el.payload
+        return Insert(oid, le, el.re, self.reshape(el.payload, self.set_fields))
+
+    def reshape(self, payload: dict[str, V], set_values: dict[str, V]) -> dict[str, V]:
+        """The projected payload: keep, drop, rename, then ``set_values`` (the step's ``set`` as values of
+        the payload's kind: plain values here, constant columns on the columnar span path)."""
         if self.keep is not None:
             payload = {f: payload[f] for f in self.keep}
         if self.drop:
@@ -284,9 +291,9 @@ class ProjectStep(_SpanStep):
             moved = {rename[k]: v for k, v in payload.items() if k in rename}
             payload = {k: v for k, v in payload.items() if k not in rename and k not in moved}
             payload.update(moved)
-        if self.set_fields:
-            payload = {**payload, **self.set_fields}
-        return Insert(oid, le, el.re, payload)
+        if set_values:
+            payload = {**payload, **set_values}
+        return payload
 
 
 class FilterStep(_SpanStep):
