@@ -1,5 +1,8 @@
 """``udm run --engine spark-streaming``: an event file fed through Structured Streaming in micro-batches of
-``--batch-size`` elements (default 50), engine state in the state store, resumable with ``--checkpoint``.
+``--batch-size`` elements (default `DEFAULT_BATCH_SIZE`, 10,000: semantics-notes 45), engine state in the
+state store, resumable with ``--checkpoint``. ``--trigger "2 seconds"`` starts a micro-batch at most every
+interval (a processing-time trigger) instead of as soon as the last one is done. A user's table (``--time``,
+``--start/--end``, ``--edge``) is read by the same reader as ``--engine local`` (`udm.host.io.tables`).
 
 Layout of the run directory (``--checkpoint DIR``, else a temporary one removed at the end)::
 
@@ -52,8 +55,10 @@ from udm.sdk import INF
 
 __all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "progress_text", "run_spark_streaming"]
 
-#: INTERFACES §3: ``--batch-size`` defaults to 50 elements per micro-batch.
-DEFAULT_BATCH_SIZE = 50
+#: Elements per micro-batch without ``--batch-size``. INTERFACES §3 says 50; a micro-batch costs Spark
+#: about a second of planning and commit whatever its size, so 50 gave ~26 el/s. The output CHT does not
+#: depend on it (semantics-notes 45).
+DEFAULT_BATCH_SIZE = 10_000
 _LAYOUT_VERSION = 2  # 2: graphs with no one partitioning run in stages
 
 
@@ -77,8 +82,16 @@ class _Staged:
     sink_width: int | None = None
 
 
-def _fingerprint(path: Path) -> str:
-    with path.open("rb") as f:
+def _fingerprint(path: Any) -> str:
+    """The input's digest: a file's bytes; a table's files (a directory: all of them) and its options."""
+    from udm.host.io.table_options import TableSource
+
+    if isinstance(path, TableSource):
+        files = sorted(p for p in path.path.rglob("*") if p.is_file()) if path.path.is_dir() else [path.path]
+        parts = [repr(path.options)] + [f"{p.relative_to(path.path) if path.path.is_dir() else p.name}:"
+                                        f"{_fingerprint(p)}" for p in files]
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+    with Path(path).open("rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
@@ -213,10 +226,10 @@ def _stage(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[s
     element's position, leaving room for the injected ``cti(T)`` just before the tail."""
     import pyarrow.parquet as pq
 
-    from udm.host.io.jsonl import JsonlReader
+    from udm.host.io.tables import open_reader
     from udm.host.spark.convert import ELEMENT_COLUMNS, batch_to_arrow
 
-    reader = JsonlReader(req.input, batch_size=65536)
+    reader = open_reader(req.input, batch_size=65536)
     try:
         tables = [batch_to_arrow(b) for b in reader]
     finally:
@@ -342,7 +355,7 @@ def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routin
     retraction follows the latest insert of its (input, id)), or by (input, id), or one bucket."""
     import pyarrow.parquet as pq
 
-    from udm.host.io.jsonl import JsonlReader
+    from udm.host.io.tables import open_reader
     from udm.host.spark.convert import ELEMENT_COLUMNS, batch_to_arrow
     from udm.host.spark.partition import BY_ID
     from udm.host.spark.stream_stages import id_bucket, stage_width
@@ -355,7 +368,7 @@ def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routin
     total = 0
     first: dict[str, int] = {}
     for name, src in req.inputs.items():
-        reader = JsonlReader(src, batch_size=65536)
+        reader = open_reader(src, batch_size=65536)
         try:
             tables = [batch_to_arrow(b) for b in reader]
         finally:
@@ -534,15 +547,19 @@ def _assemble(run_dir: Path, output: Any, dead_letter: Any, per_input: Counter[s
 def _prepare(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[str],
              routing: Any = None, stages: list[Any] | None = None) -> _Staged:
     """Stage the input, or check that a resumed run is the same run (same input, query and layout)."""
+    from udm.host.io.table_options import TableSource
+
     meta_path = run_dir / "run.json"
     graph = isinstance(req.input, dict) or not req.bound.graph.is_linear
     if graph:
         srcs = req.inputs
-        paths = {k: Path(str(v)) for k, v in srcs.items() if isinstance(v, (str, Path)) and str(v) != "-"}
+        paths = {k: (v if isinstance(v, TableSource) else Path(str(v))) for k, v in srcs.items()
+                 if isinstance(v, (str, Path, TableSource)) and str(v) != "-"}
         fingerprint: Any = {k: _fingerprint(p) for k, p in paths.items()} if len(paths) == len(srcs) else None
         source = next(iter(paths.values()), None) if fingerprint is not None else None
     else:
-        source = Path(str(req.input)) if isinstance(req.input, (str, Path)) and str(req.input) != "-" else None
+        source = (req.input if isinstance(req.input, TableSource) else Path(str(req.input))
+                  if isinstance(req.input, (str, Path)) and str(req.input) != "-" else None)
         fingerprint = None if source is None else _fingerprint(source)
     meta = {"layout": _LAYOUT_VERSION, "query": req.spec.to_json_dict(), "batch_size": batch_size,
             "buckets": n, "on_violation": req.on_violation,
@@ -690,8 +707,11 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
               .option("maxFilesPerTrigger", 1).parquet(str(run_dir / "input")))
     _drop_unplanned_source_entries(run_dir / "spark")
     result = run_stream(req.bound, source, on_violation=req.on_violation, buckets=staged.buckets)
-    query = (result.writeStream.foreachBatch(_batch_writer(run_dir, staged.sink_width or staged.buckets, stop_after))
-             .option("checkpointLocation", str(run_dir / "spark"))
+    writer = result.writeStream.foreachBatch(_batch_writer(run_dir, staged.sink_width or staged.buckets, stop_after))
+    trigger = req.options.get("trigger")
+    if trigger:
+        writer = writer.trigger(processingTime=trigger)
+    query = (writer.option("checkpointLocation", str(run_dir / "spark"))
              .queryName(f"udm-{run_dir.name}").start())
     try:
         while True:
