@@ -584,13 +584,24 @@ def _prepare(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list
     return staged
 
 
+def _checkpoint_batch_size(checkpoint: Any) -> int | None:
+    """The batch size a checkpointed run was staged with: a resumed run without ``--batch-size`` keeps it
+    (so a run started under the old default of 50 resumes as it began)."""
+    meta = Path(checkpoint) / "run.json" if checkpoint is not None else None
+    if meta is None or not meta.is_file():
+        return None
+    with contextlib.suppress(ValueError, KeyError, TypeError):
+        return int(json.loads(meta.read_text(encoding="utf-8"))["batch_size"])
+    return None
+
+
 def run_spark_streaming(req: RunRequest) -> RunResult:
     from udm.host.spark.partition import partition_keys
     from udm.host.spark.session import get_spark, require_spark
 
     require_spark(connect=True)
     t0 = time.perf_counter()
-    batch_size = req.batch_size or DEFAULT_BATCH_SIZE
+    batch_size = req.batch_size or _checkpoint_batch_size(req.checkpoint) or DEFAULT_BATCH_SIZE
     spark = get_spark(req.options.get("master"))
     graph = isinstance(req.input, dict) or not req.bound.graph.is_linear
     routing: Any = None
