@@ -106,3 +106,56 @@ def test_pyspark_not_installed_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_
     assert err.count("error:") == 1 and "Traceback" not in err
     assert "pyspark" in err and "pip install" in err
     assert not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.spark
+def test_watch_a_directory_until_idle(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--input DIR`` on spark-streaming watches the directory: two files are there at the start, a third
+    lands after the first micro-batch is committed (with a retraction of an event from the first file);
+    the run stops after --until-idle seconds without input. The output is the oracle's over the three
+    files in landing order; a bad line is dead-lettered at its line in its file."""
+    import threading
+    import time
+
+    files = [
+        [{"kind": "insert", "id": "a", "le": 1, "re": 9, "payload": {"g": "x", "v": 1.0}},
+         {"kind": "insert", "id": "b", "le": 2, "re": 5, "payload": {"g": "y", "v": 2.0}}],
+        [{"kind": "insert", "id": "c", "le": 4, "re": 6, "payload": {"g": "x", "v": 3.0}}, "not json",
+         {"kind": "cti", "t": 3}],
+        [{"kind": "retract", "id": "a", "le": 1, "re": 9, "re_new": 4, "payload": {"g": "x"}},
+         {"kind": "insert", "id": "d", "le": 12, "re": 13, "payload": {"g": "y", "v": 5.0}},
+         {"kind": "cti", "t": "inf"}],
+    ]
+    inbox, ck = tmp_path / "inbox", tmp_path / "ck"
+    inbox.mkdir()
+
+    def land(k: int) -> None:
+        tmp = tmp_path / f".{k}.jsonl"
+        tmp.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in files[k]),
+                       encoding="utf-8")
+        tmp.rename(inbox / f"{k}.jsonl")
+
+    land(0)
+    land(1)
+
+    def later() -> None:
+        deadline = time.monotonic() + 120
+        while not (ck / "spark" / "commits" / "0").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        land(2)
+
+    t = threading.Thread(target=later)
+    t.start()
+    out, dl = tmp_path / "o.jsonl", tmp_path / "dl.jsonl"
+    code, _, err = udm(capsys, "run", str(_query(tmp_path)), "-i", str(inbox), "-o", str(out), "--dead-letter",
+                       str(dl), "--engine", "spark-streaming", "--until-idle", "3", "--checkpoint", str(ck), "--quiet")
+    t.join()
+    assert code == 0, err
+    logical = [parse_element(r) for f in files for r in f if not isinstance(r, str) and r.get("kind") != "cti"]
+    logical.insert(3, parse_element({"kind": "cti", "t": 3}))  # file 1's CTI: at the end of its micro-batch
+    logical.append(parse_element({"kind": "cti", "t": "inf"}))
+    verdict = verify(_read(out), oracle_run(bind(parse_query(SUM_BY_G)), logical).cht)
+    assert verdict, str(verdict)
+    dead = [json.loads(x) for x in dl.read_text(encoding="utf-8").splitlines()]
+    assert [(d["line"], d["reason"].endswith("(1.jsonl)")) for d in dead] == [(2, True)]
+    assert len(list((ck / "spark" / "commits").glob("[0-9]*"))) == 2

@@ -107,6 +107,9 @@ def cmd_run(
     trigger: str = typer.Option(None, "--trigger", help="spark-streaming: start a micro-batch at most every "
                                 "interval, e.g. '2 seconds', '500ms', '1 minute' (default: as soon as the last "
                                 "one is done)."),
+    until_idle: float = typer.Option(None, "--until-idle", min=0, help="spark-streaming with a directory "
+                                     "--input (watched for new event files): stop after this many seconds "
+                                     "without new input (default: run until Ctrl-C)."),
     checkpoint: Path = typer.Option(None, "--checkpoint", help="State directory: a killed run resumes from it."),
     master: str = typer.Option(None, "--master", help="Spark master URL for the spark engines "
                                "(default $UDM_SPARK_MASTER / $SPARK_REMOTE, else local[*])."),
@@ -161,9 +164,15 @@ def cmd_run(
         if engine != "spark-streaming":
             raise UdmError(f"--trigger is a --engine spark-streaming option (this run uses --engine {engine})")
         options["trigger"] = parse_trigger(trigger)
+    if until_idle is not None:
+        if engine != "spark-streaming":
+            raise UdmError(f"--until-idle is a --engine spark-streaming option (this run uses --engine {engine})")
+        options["until_idle"] = until_idle
     for name, path in inputs.items():
         if isinstance(sources[name], TableSource):
             continue  # checked by table_sources (a directory of files is fine)
+        if engine == "spark-streaming" and len(inputs) == 1 and Path(path).is_dir():
+            continue  # a directory that event files land in (`udm.host.spark.stream_dir`)
         if path != "-" and not Path(path).is_file():
             what = f"input file {path}" if len(inputs) == 1 else f"input file {path} (input {name!r})"
             raise UdmError(f"{what} does not exist")

@@ -600,6 +600,10 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
     from udm.host.spark.session import get_spark, require_spark
 
     require_spark(connect=True)
+    if isinstance(req.input, (str, Path)) and str(req.input) != "-" and Path(req.input).is_dir():
+        from udm.host.spark.stream_dir import run_directory_stream
+
+        return run_directory_stream(req, Path(req.input))  # a directory that event files land in
     t0 = time.perf_counter()
     batch_size = req.batch_size or _checkpoint_batch_size(req.checkpoint) or DEFAULT_BATCH_SIZE
     spark = get_spark(req.options.get("master"))
