@@ -97,7 +97,8 @@ def _progress_bar(enabled: bool) -> Iterator[ProgressFn | None]:
 def cmd_run(
     query: Path = typer.Argument(..., help="Query spec file (JSON or YAML, INTERFACES §2)."),
     input_: list[str] = typer.Option(..., "--input", "-i", help="Input events, JSON Lines ('-' = stdin): PATH for "
-                                     "a query with one input, NAME=PATH once per input of a query graph."),
+                                     "a query with one input, NAME=PATH once per input of a query graph; with "
+                                     "--engine spark-streaming a DIRECTORY is watched for event files."),
     output: str = typer.Option(..., "--output", "-o", help="Output events, JSON Lines ('-' = stdout)."),
     dead_letter: str = typer.Option(None, "--dead-letter", help="Where bad input elements go (JSON Lines)."),
     engine: str = typer.Option("local", "--engine", "-e", help=f"One of: {', '.join(KNOWN_ENGINES)}."),
