@@ -88,6 +88,12 @@ def test_streaming_option_errors_are_one_line(tmp_path: Path, capsys: pytest.Cap
     code, _, err = udm(capsys, "run", q, "-i", str(src), "-o", str(tmp_path / "o.parquet"), "--engine",
                        "spark-streaming")
     assert code == 1 and "table output is written by --engine local" in err
+    (tmp_path / "inbox").mkdir()
+    code, _, err = udm(capsys, "run", q, "-i", str(tmp_path / "inbox"), "-o", str(tmp_path / "o.jsonl"), "--engine",
+                       "spark-streaming", "--batch-size", "10")
+    assert code == 1 and "--batch-size counts the elements of a staged file" in err
+    code, _, err = udm(capsys, *base, "--until-idle", "5")
+    assert code == 1 and "--until-idle is a --engine spark-streaming option" in err
 
 
 def test_pyspark_not_installed_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,

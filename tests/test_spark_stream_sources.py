@@ -203,3 +203,28 @@ def test_bad_order_and_missing_directory_are_one_line_errors(spark: Any, tmp_pat
     df = event_files(spark, tmp_path / "in")
     with pytest.raises(UdmError, match="order names column 'offset'"):
         run_stream(SUM_BY_G, df.drop("line"), order=("source_file", "offset"))
+
+
+def test_rate_rows_become_point_inserts(spark: Any, tmp_path: Path) -> None:
+    """`rate_elements`: each rate row (value, timestamp) is the insert r<value> at the timestamp in µs ticks,
+    one tick long, payload {g: g<value % groups>, v: value} (checked row by row against the rate columns)."""
+    import time
+    from datetime import UTC
+
+    from udm.host.spark.stream_sources import rate_elements
+
+    rows: list[Any] = []
+    q = (rate_elements(spark, 20, groups=3).writeStream.foreachBatch(lambda b, _: rows.extend(b.collect()))
+         .option("checkpointLocation", str(tmp_path / "ck")).start())
+    deadline = time.monotonic() + 60
+    while len(rows) < 10 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    q.stop()
+    assert len(rows) >= 10
+    for r in rows:
+        ts = r["timestamp"] if r["timestamp"].tzinfo else r["timestamp"].astimezone(UTC)
+        micros = round(ts.timestamp() * 1_000_000)
+        assert (r["kind"], r["id"], r["le"], r["re"]) == ("insert", f"r{r['value']}", micros, micros + 1)
+        assert json.loads(r["payload"]) == {"g": f"g{r['value'] % 3}", "v": float(r["value"])}
+    with pytest.raises(UdmError, match="rows_per_second and groups must be >= 1"):
+        rate_elements(spark, 0)

@@ -62,6 +62,9 @@ def run_directory_stream(req: RunRequest, directory: Path) -> RunResult:
     require_spark(connect=True)
     if not req.bound.graph.is_linear or isinstance(req.input, dict):
         raise UdmError("a directory input on --engine spark-streaming needs a one-input query (graphs: give files)")
+    if req.batch_size is not None:
+        raise UdmError(f"--batch-size counts the elements of a staged file; a watched directory ({directory}) "
+                       "reads the files that landed since the last micro-batch: pace it with --trigger")
     t0 = time.perf_counter()
     spark = get_spark(req.options.get("master"))
     keys = partition_keys(req.spec)

@@ -4,7 +4,8 @@
   `udm.host.spark.stream_files` stages them). Each file is one source partition; its order is the line
   (JSON Lines, counting blank lines as the local reader does) or the row (Parquet) within the file, so
   ``run_stream(q, df, order=FILE_ORDER)`` keeps each file's retractions after their inserts without a
-  global sequence (semantics-notes 44). A file must land whole (write it aside, then rename it in).
+  global sequence (semantics-notes 44). A file must land whole (write it aside, then rename it in); a
+  JSON Lines file is read as one text value (Spark's ``wholetext``), so keep files well under 2 GB.
 - `rate_elements`: Spark's ``rate`` source as point events for load tests: row ``value`` is the insert
   ``r<value>`` at the row's timestamp (µs ticks) with payload ``{"g": "g<value % groups>", "v": value}``;
   it has no CTIs, so run it with ``ctis_from_watermark=True`` (it carries a watermark on ``timestamp``)
