@@ -3,9 +3,9 @@
 The directory is read by `udm.host.spark.stream_sources.event_files` (JSON Lines, or Parquet element files
 when that is all it holds) and run by `run_stream(order=FILE_ORDER)` (semantics-notes 44): each file keeps
 its own order, retractions are routed by the group-key fields they repeat (there is no driver-side
-routing: the files are not read up front). Each micro-batch's output goes to the run directory as in
-`udm.host.spark.stream_files` (same writer, same exactly-once replay), and the output file is assembled
-when the watch stops: after ``--until-idle`` seconds without a new row, or on Ctrl-C. The stream has no end
+routing: the files are not read up front). Each micro-batch's output goes to the run directory as for a
+file (`udm.host.spark.stream_output`: same writer, same exactly-once replay), and the output file is
+assembled when the watch stops: after ``--until-idle`` seconds without a new row, or on Ctrl-C. The stream has no end
 of input, so engines are not finished: output is what the CTIs read so far made final plus what is still
 speculative, and infinite lifetimes are not cut at T (rule 2 needs the end of the input).
 
@@ -24,6 +24,9 @@ from typing import Any
 
 from udm.host.errors import UdmError
 from udm.host.query.runners import RunRequest, RunResult
+from udm.host.spark.stream_output import assemble_output, batch_writer
+from udm.host.spark.stream_sources import FILE_ORDER, event_files
+from udm.host.spark.streaming import run_stream
 
 __all__ = ["run_directory_stream"]
 
@@ -55,9 +58,6 @@ def run_directory_stream(req: RunRequest, directory: Path) -> RunResult:
     """Watch ``directory`` until idle for ``req.options["until_idle"]`` seconds (or Ctrl-C)."""
     from udm.host.spark.partition import partition_keys
     from udm.host.spark.session import get_spark, require_spark
-    from udm.host.spark.stream_files import _assemble, _batch_writer
-    from udm.host.spark.stream_sources import FILE_ORDER, event_files
-    from udm.host.spark.streaming import run_stream
 
     require_spark(connect=True)
     if not req.bound.graph.is_linear or isinstance(req.input, dict):
@@ -79,7 +79,7 @@ def run_directory_stream(req: RunRequest, directory: Path) -> RunResult:
     try:
         df = event_files(spark, directory, format=_format(directory))
         result = run_stream(req.bound, df, on_violation=req.on_violation, buckets=n, order=FILE_ORDER)
-        writer = result.writeStream.foreachBatch(_batch_writer(run_dir, n, None))
+        writer = result.writeStream.foreachBatch(batch_writer(run_dir, n, None))
         if req.options.get("trigger"):
             writer = writer.trigger(processingTime=req.options["trigger"])
         query = writer.option("checkpointLocation", str(run_dir / "spark")).start()
@@ -106,7 +106,7 @@ def run_directory_stream(req: RunRequest, directory: Path) -> RunResult:
         finally:
             if query.isActive:
                 query.stop()
-        n_out, n_dead, reasons, truncated, merges = _assemble(run_dir, req.output, req.dead_letter)
+        n_out, n_dead, reasons, truncated, merges = assemble_output(run_dir, req.output, req.dead_letter)
     finally:
         if temp:
             shutil.rmtree(run_dir, ignore_errors=True)

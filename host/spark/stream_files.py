@@ -37,7 +37,6 @@ import heapq
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 import zlib
@@ -50,7 +49,9 @@ import pyarrow as pa
 
 from udm.host.errors import UdmError
 from udm.host.query.runners import ENGINES, RunRequest, RunResult
-from udm.host.spark.streaming import BROADCAST, END_KIND, combine_ctis, run_stream
+from udm.host.spark.stream_dir import run_directory_stream
+from udm.host.spark.stream_output import assemble_output, batch_writer, write_atomic
+from udm.host.spark.streaming import BROADCAST, END_KIND, run_stream
 from udm.sdk import INF
 
 __all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "progress_text", "run_spark_streaming"]
@@ -427,123 +428,6 @@ def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routin
     return staged
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _batch_writer(run_dir: Path, n: int, stop_after: int | None) -> Any:
-    # (``n``: how many buckets report the output CTI: the last stage's when the plan has stages)
-    """The ``foreachBatch`` function: one micro-batch's result rows to its files (see the module doc)."""
-    from udm.host.temporal.elements import Insert, Retract, element_to_json
-
-    out_dir, dead_dir = run_dir / "out", run_dir / "dead"
-    out_dir.mkdir(exist_ok=True)
-    dead_dir.mkdir(exist_ok=True)
-
-    def write(df: Any, batch_id: int) -> None:
-        rows = df.toArrow().to_pylist()
-        rows.sort(key=lambda r: (r["bucket"], r["seq"]))
-        lines: list[str] = []
-        dead: list[str] = []
-        ctis: dict[int, int] = {}
-        reasons: Counter[str] = Counter()
-        truncated: list[int] = []
-        reached: list[int] = []
-        merges: dict[str, Any] = {}  # bucket -> its lmerge counters so far
-        for r in rows:
-            if r["stream"] == "out":
-                if r["kind"] == "insert":
-                    el: Any = Insert(r["id"], r["le"], r["re"], json.loads(r["payload"]))
-                else:
-                    el = Retract(r["id"], r["le"], r["re"], r["re_new"])
-                lines.append(json.dumps(element_to_json(el), separators=(",", ":")))
-            elif r["stream"] == "dead":
-                element = None if r["element"] is None else json.loads(r["element"])
-                rec = {"line": r["line"], "reason": r["reason"], "element": element}
-                if r["payload"] is not None:  # a multi-input query's dead letter names its input
-                    rec["input"] = r["payload"]
-                dead.append(json.dumps(rec))
-            elif r["stream"] == "cti":
-                ctis[r["bucket"]] = r["t"]
-            else:
-                stats = json.loads(r["payload"])
-                reasons.update(stats.get("reasons", {}))
-                if stats.get("truncated_at") is not None:
-                    truncated.append(stats["truncated_at"])
-                if stats.get("T") is not None:
-                    reached.append(stats["T"])
-                if stats.get("lmerge"):  # (a stage's buckets apart from another's)
-                    where = str(r["bucket"]) if "stage" not in stats else f"{stats['stage']}.{r['bucket']}"
-                    merges[where] = stats["lmerge"]
-        name = f"{batch_id:08d}"
-        _write_atomic(out_dir / f"{name}.stats", json.dumps(
-            {"reasons": dict(reasons), "truncated_at": max(truncated) if truncated else None,
-             "T": max(reached) if reached else None, "lmerge": merges}))
-        _write_atomic(out_dir / f"{name}.jsonl", "".join(x + "\n" for x in lines))
-        _write_atomic(dead_dir / f"{name}.jsonl", "".join(x + "\n" for x in dead))
-        cti = combine_ctis(ctis, n)
-        _write_atomic(out_dir / f"{name}.cti", "" if cti is None else str(cti))
-        if stop_after is not None and batch_id + 1 >= stop_after:
-            # a crash after the batch's files are written and before Spark commits it: the hardest
-            # moment to stop at (the restart must replay this batch and rewrite the same files)
-            raise RuntimeError(f"udm-stop-requested after micro-batch {batch_id}")
-
-    return write
-
-
-def _assemble(run_dir: Path, output: Any, dead_letter: Any, per_input: Counter[str] | None = None
-              ) -> tuple[int, int, Counter[str], int | None, dict[str, dict[str, int]]]:
-    """The final output file from the parts, in batch order; CTIs that do not advance are dropped.
-    Returns (elements out, dead letters, dead letters by category, truncated_at, lmerge counters summed
-    over the buckets' last reports)."""
-    from udm.host.io.jsonl import DeadLetterWriter
-
-    n_out = 0
-    last: int | None = None
-    if isinstance(output, (str, Path)) and str(output) != "-":
-        target: Any = Path(output).open("w", encoding="utf-8")  # noqa: SIM115 - closed by the with below
-    else:
-        target = contextlib.nullcontext(sys.stdout if output == "-" else output)
-    with target as f:
-        for part in sorted((run_dir / "out").glob("*.jsonl")):
-            text = part.read_text(encoding="utf-8")
-            f.write(text)
-            n_out += text.count("\n")
-            cti_text = part.with_suffix(".cti").read_text(encoding="utf-8").strip()
-            if cti_text:
-                cti = int(cti_text)
-                if last is None or cti > last:
-                    last = cti
-                    f.write(json.dumps({"kind": "cti", "t": "inf" if cti >= INF else cti}) + "\n")
-                    n_out += 1
-    dead = [json.loads(line) for part in sorted((run_dir / "dead").glob("*.jsonl"))
-            for line in part.read_text(encoding="utf-8").splitlines() if line]
-    dead.sort(key=lambda d: (d["line"] is None, d["line"] or 0, d.get("input") or ""))
-    if per_input is not None:
-        per_input.update(d.get("input") or "" for d in dead)
-    if dead_letter is not None:
-        with DeadLetterWriter(dead_letter) as dlw:
-            dlw.write(dead)
-    reasons: Counter[str] = Counter()
-    truncated: int | None = None
-    latest: dict[str, dict[str, dict[str, int]]] = {}  # bucket -> lmerge step -> counters (cumulative)
-    for part in sorted((run_dir / "out").glob("*.stats")):
-        stats = json.loads(part.read_text(encoding="utf-8"))
-        reasons.update(stats["reasons"])
-        if stats["truncated_at"] is not None:
-            truncated = max(truncated or stats["truncated_at"], stats["truncated_at"])
-        latest.update(stats.get("lmerge") or {})
-    merges: dict[str, dict[str, int]] = {}
-    for per_step in latest.values():
-        for step, counts in per_step.items():
-            acc = merges.setdefault(step, {})
-            for k, v in counts.items():
-                acc[k] = acc.get(k, 0) + int(v)
-    return n_out, len(dead), reasons, truncated, merges
-
-
 def _prepare(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[str],
              routing: Any = None, stages: list[Any] | None = None) -> _Staged:
     """Stage the input, or check that a resumed run is the same run (same input, query and layout)."""
@@ -580,7 +464,7 @@ def _prepare(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list
     run_dir.mkdir(parents=True, exist_ok=True)
     staged = (_stage_graph(req, run_dir, batch_size, n, routing, stages) if graph
               else _stage(req, run_dir, batch_size, n, keys))
-    _write_atomic(meta_path, json.dumps({**meta, "staged": staged.__dict__}))
+    write_atomic(meta_path, json.dumps({**meta, "staged": staged.__dict__}))
     return staged
 
 
@@ -601,8 +485,6 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
 
     require_spark(connect=True)
     if isinstance(req.input, (str, Path)) and str(req.input) != "-" and Path(req.input).is_dir():
-        from udm.host.spark.stream_dir import run_directory_stream
-
         return run_directory_stream(req, Path(req.input))  # a directory that event files land in
     t0 = time.perf_counter()
     batch_size = req.batch_size or _checkpoint_batch_size(req.checkpoint) or DEFAULT_BATCH_SIZE
@@ -634,7 +516,7 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
             staged = _stage(req, run_dir, batch_size, n, keys)
         stop_after = req.options.get("stop_after_batches")
         _run_query(spark, req, run_dir, staged, stop_after, batch_size)
-        n_out, n_dead, reasons, truncated, merges = _assemble(run_dir, req.output, req.dead_letter, per_input)
+        n_out, n_dead, reasons, truncated, merges = assemble_output(run_dir, req.output, req.dead_letter, per_input)
         counts = _input_counts(req, run_dir, staged, per_input, n_dead) if graph else {
             req.bound.graph.inputs[0]: {"elements_in": staged.elements, "dead_lettered": n_dead}}
     finally:
@@ -722,7 +604,7 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
               .option("maxFilesPerTrigger", 1).parquet(str(run_dir / "input")))
     _drop_unplanned_source_entries(run_dir / "spark")
     result = run_stream(req.bound, source, on_violation=req.on_violation, buckets=staged.buckets)
-    writer = result.writeStream.foreachBatch(_batch_writer(run_dir, staged.sink_width or staged.buckets, stop_after))
+    writer = result.writeStream.foreachBatch(batch_writer(run_dir, staged.sink_width or staged.buckets, stop_after))
     trigger = req.options.get("trigger")
     if trigger:
         writer = writer.trigger(processingTime=trigger)
