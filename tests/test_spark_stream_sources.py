@@ -228,3 +228,34 @@ def test_rate_rows_become_point_inserts(spark: Any, tmp_path: Path) -> None:
         assert json.loads(r["payload"]) == {"g": f"g{r['value'] % 3}", "v": float(r["value"])}
     with pytest.raises(UdmError, match="rows_per_second and groups must be >= 1"):
         rate_elements(spark, 0)
+
+
+def test_one_partition_offsets_keep_ctis_in_place(spark: Any, tmp_path: Path) -> None:
+    """``order="offset"`` (a one-partition source, e.g. a one-partition topic): no ``line`` column, rows
+    applied by offset with CTIs where they are, so an insert after cti(10) that starts at 5 is a CTI
+    violation even in the CTI's micro-batch (with several partitions it would not be: semantics-notes 44);
+    its dead letter's line is its offset."""
+    from udm.host.spark.streaming import run_stream
+
+    rows = [{"offset": 7, "kind": "insert", "id": "a", "le": 1, "re": 4, "payload": '{"g":"x","v":1.0}'},
+            {"offset": 8, "kind": "retract", "id": "a", "le": 1, "re": 4, "re_new": 2},
+            {"offset": 9, "kind": "cti", "t": 10},
+            {"offset": 10, "kind": "insert", "id": "late", "le": 5, "re": 6, "payload": '{"g":"x","v":9.0}'},
+            {"offset": 11, "kind": "insert", "id": "b", "le": 12, "re": 13, "payload": '{"g":"x","v":2.0}'},
+            {"offset": 12, "kind": "cti", "t": INF}]
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "0.json").write_text("".join(json.dumps(r) + "\n" for r in reversed(rows)), encoding="utf-8")
+    df = spark.readStream.schema("offset long, kind string, id string, le long, re long, re_new long, t long, "
+                                 "payload string").json(str(src))
+    run = _Stream(run_stream(SUM_BY_G, df, buckets=1, order="offset"), tmp_path / "ck")
+    try:
+        run.step()
+    finally:
+        run.stop()
+    dead = [(r["line"], json.loads(r["element"])["id"]) for r in run.rows if r["stream"] == "dead"]
+    assert dead == [(10, "late")]
+    logical = _parse([{k: (json.loads(v) if k == "payload" else v) for k, v in r.items() if k != "offset"}
+                      for r in rows if r.get("id") != "late"])
+    verdict = verify(run.elements(), oracle_run(bind(parse_query(SUM_BY_G)), logical).cht)
+    assert verdict, str(verdict)
