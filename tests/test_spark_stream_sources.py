@@ -66,33 +66,37 @@ class _Stream:
 
 
 def test_jsonl_files_landing_between_micro_batches_equal_the_oracle(spark: Any, tmp_path: Path) -> None:
-    """A generated stream (retractions, disorder, bad lines) cut into three files that land one after the
+    """A generated stream (retractions, disorder, bad lines) cut into two files that land one after the
     other, each read by the next micro-batch: no ``line`` column, the order is (file, line). The output
     CHT is the oracle's over the whole stream; each bad line is dead-lettered at its line, naming its file."""
     from udm.host.spark.stream_sources import FILE_ORDER, event_files
     from udm.host.spark.streaming import run_stream
 
-    stream = generate(seed=31, events=36, groups=3, speculation=0.4, disorder="slightly", cti="regular", bad=0.08)
+    stream = generate(seed=49, events=36, groups=3, speculation=0.4, disorder="slightly", cti="regular", bad=0.08)
     whole = tmp_path / "whole.jsonl"
     write_stream(whole, stream)
     lines = whole.read_text(encoding="utf-8").splitlines(keepends=True)
-    cuts = [0, len(lines) // 3, 2 * len(lines) // 3, len(lines)]
+    cuts = [0, len(lines) // 2, len(lines)]
+    parts = len(cuts) - 1
+    read = read_jsonl_elements(whole)
+    first = {e.id for ln, e in read if ln <= cuts[1] and isinstance(e, Insert)}
+    assert any(isinstance(e, Retract) and e.id in first for ln, e in read if ln > cuts[1])  # across files
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     run = _Stream(run_stream(SUM_BY_G, event_files(spark, inbox), buckets=1, order=FILE_ORDER), tmp_path / "ck")
     try:
-        for k in range(3):
-            part = lines[cuts[k]:cuts[k + 1]] + ([json.dumps({"kind": "cti", "t": "inf"}) + "\n"] if k == 2 else [])
+        for k in range(parts):
+            end = [json.dumps({"kind": "cti", "t": "inf"}) + "\n"] if k == parts - 1 else []
+            part = lines[cuts[k]:cuts[k + 1]] + end
             _land(inbox / f"part-{k}.jsonl", lambda p, part=part: p.write_text("".join(part), encoding="utf-8"))
             run.step()
     finally:
         run.stop()
-    assert run.batches == 3
+    assert run.batches == parts
     # the physical stream the engine saw (semantics-notes 44): each part's elements in line order, then its
     # CTIs at the end of its micro-batch
     logical: list[Any] = []
-    read = read_jsonl_elements(whole)
-    for k in range(3):
+    for k in range(parts):
         part = [e for ln, e in read if cuts[k] < ln <= cuts[k + 1] and not isinstance(e, BadElement)]
         logical += [e for e in part if not isinstance(e, Cti)] + [e for e in part if isinstance(e, Cti)]
     expected = oracle_run(bind(parse_query(SUM_BY_G)), [*logical, Cti(INF)])
@@ -102,7 +106,7 @@ def test_jsonl_files_landing_between_micro_batches_equal_the_oracle(spark: Any, 
     # bad lines: each at its line within its part, the part named in the reason
     bad = [ln for ln, e in read if isinstance(e, BadElement)]
     assert bad
-    want = sorted((ln - cuts[k], f"part-{k}.jsonl") for ln in bad for k in range(3) if cuts[k] < ln <= cuts[k + 1])
+    want = sorted((ln - cuts[k], f"part-{k}.jsonl") for ln in bad for k in range(parts) if cuts[k] < ln <= cuts[k + 1])
     got = sorted((r["line"], r["reason"].rsplit("(", 1)[-1].rstrip(")"))
                  for r in dead if r["reason"].endswith(".jsonl)"))
     assert got == want
