@@ -1,13 +1,14 @@
 """``udm run --engine spark-streaming --input DIR``: watch a directory that element files land in.
 
 The directory is read by `udm.host.spark.stream_sources.event_files` (JSON Lines, or Parquet element files
-when that is all it holds) and run by `run_stream(order=FILE_ORDER)` (semantics-notes 44): each file keeps
-its own order, retractions are routed by the group-key fields they repeat (there is no driver-side
-routing: the files are not read up front). Each micro-batch's output goes to the run directory as for a
-file (`udm.host.spark.stream_output`: same writer, same exactly-once replay), and the output file is
-assembled when the watch stops: after ``--until-idle`` seconds without a new row, or on Ctrl-C. The stream has no end
-of input, so engines are not finished: output is what the CTIs read so far made final plus what is still
-speculative, and infinite lifetimes are not cut at T (rule 2 needs the end of the input).
+when that is all it holds at the start; an empty directory is watched for JSON Lines) and run by
+`run_stream(order=FILE_ORDER)` (semantics-notes 44): each file keeps its own order, retractions are routed
+by the group-key fields they repeat (there is no driver-side routing: the files are not read up front).
+Each micro-batch's output goes to the run directory as for a file (`udm.host.spark.stream_output`: same
+writer, same exactly-once replay), and the output file is assembled when the watch stops: after
+``--until-idle`` seconds without a new row, or on Ctrl-C. The stream has no end of input, so engines are
+not finished: output is what the CTIs read so far made final plus what is still speculative, and infinite
+lifetimes are not cut at T (rule 2 needs the end of the input).
 
 With ``--checkpoint DIR`` a stopped watch resumes: files already read are not read again.
 """
