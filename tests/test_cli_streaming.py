@@ -115,13 +115,22 @@ def test_pyspark_not_installed_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_
 
 
 @pytest.mark.spark
-def test_watch_a_directory_until_idle(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """``--input DIR`` on spark-streaming watches the directory: two files are there at the start, a third
-    lands after the first micro-batch is committed (with a retraction of an event from the first file);
-    the run stops after --until-idle seconds without input. The output is the oracle's over the three
-    files in landing order; a bad line is dead-lettered at its line in its file."""
+def test_watch_a_directory_until_idle_and_resume(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--input DIR`` on spark-streaming watches the directory: one file is there at the start, a second
+    lands after the first micro-batch is committed; the run stops after --until-idle seconds without input.
+    A third file (retracting an event of the first, and an insert behind a CTI) lands while nothing runs,
+    and the same command with the same --checkpoint reads only it. The second output is the oracle's over
+    the three files in landing order, begins with the first run's output (nothing replayed twice), and
+    every micro-batch of the second run showed its status line; a bad line is dead-lettered at its line in
+    its file, the CTI violation at its line."""
+    import re
     import threading
     import time
+    from collections.abc import Iterator
+    from contextlib import contextmanager
+
+    from udm.host.cli import run_cmd
 
     files = [
         [{"kind": "insert", "id": "a", "le": 1, "re": 9, "payload": {"g": "x", "v": 1.0}},
@@ -130,6 +139,7 @@ def test_watch_a_directory_until_idle(spark: Any, tmp_path: Path, capsys: pytest
          {"kind": "cti", "t": 3}],
         [{"kind": "retract", "id": "a", "le": 1, "re": 9, "re_new": 4, "payload": {"g": "x"}},
          {"kind": "insert", "id": "d", "le": 12, "re": 13, "payload": {"g": "y", "v": 5.0}},
+         {"kind": "insert", "id": "late", "le": 1, "re": 2, "payload": {"g": "x", "v": 7.0}},
          {"kind": "cti", "t": "inf"}],
     ]
     inbox, ck = tmp_path / "inbox", tmp_path / "ck"
@@ -141,27 +151,52 @@ def test_watch_a_directory_until_idle(spark: Any, tmp_path: Path, capsys: pytest
                        encoding="utf-8")
         tmp.rename(inbox / f"{k}.jsonl")
 
-    land(0)
-    land(1)
-
     def later() -> None:
         deadline = time.monotonic() + 120
         while not (ck / "spark" / "commits" / "0").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
-        land(2)
+        land(1)
 
+    lines: list[str] = []
+
+    class Display:  # the CLI's progress bar, with its status line
+        def __call__(self, done: int, total: int | None, elements: int) -> None:
+            pass
+
+        def status(self, text: str) -> None:
+            lines.append(text)
+
+    @contextmanager
+    def bar(enabled: bool) -> Iterator[Display]:
+        yield Display()
+
+    monkeypatch.setattr(run_cmd, "_progress_bar", bar)
+    out1, out2, dl = tmp_path / "o1.jsonl", tmp_path / "o2.jsonl", tmp_path / "dl.jsonl"
+    q = str(_query(tmp_path))
+
+    def run(out: Path) -> None:
+        code, _, err = udm(capsys, "run", q, "-i", str(inbox), "-o", str(out), "--dead-letter", str(dl),
+                           "--engine", "spark-streaming", "--until-idle", "1", "--checkpoint", str(ck))
+        assert code == 0, err
+
+    land(0)
     t = threading.Thread(target=later)
     t.start()
-    out, dl = tmp_path / "o.jsonl", tmp_path / "dl.jsonl"
-    code, _, err = udm(capsys, "run", str(_query(tmp_path)), "-i", str(inbox), "-o", str(out), "--dead-letter",
-                       str(dl), "--engine", "spark-streaming", "--until-idle", "3", "--checkpoint", str(ck), "--quiet")
+    run(out1)
     t.join()
-    assert code == 0, err
+    assert len(list((ck / "spark" / "commits").glob("[0-9]*"))) == 2
+    land(2)
+    lines.clear()
+    run(out2)
+    assert len(list((ck / "spark" / "commits").glob("[0-9]*"))) == 3
     logical = [parse_element(r) for f in files for r in f if not isinstance(r, str) and r.get("kind") != "cti"]
     logical.insert(3, parse_element({"kind": "cti", "t": 3}))  # file 1's CTI: at the end of its micro-batch
     logical.append(parse_element({"kind": "cti", "t": "inf"}))
-    verdict = verify(_read(out), oracle_run(bind(parse_query(SUM_BY_G)), logical).cht)
+    verdict = verify(_read(out2), oracle_run(bind(parse_query(SUM_BY_G)), logical).cht)
     assert verdict, str(verdict)
+    first = out1.read_text(encoding="utf-8")
+    assert first and out2.read_text(encoding="utf-8").startswith(first)
     dead = [json.loads(x) for x in dl.read_text(encoding="utf-8").splitlines()]
-    assert [(d["line"], d["reason"].endswith("(1.jsonl)")) for d in dead] == [(2, True)]
-    assert len(list((ck / "spark" / "commits").glob("[0-9]*"))) == 2
+    assert [(d["line"], d["reason"].endswith("(1.jsonl)")) for d in dead] == [(2, True), (3, False)]
+    assert dead[1]["element"]["id"] == "late"
+    assert lines and all(re.fullmatch(r"micro-batch \d+: \d+ ms, state [\d,]+ rows \d+\.\d MB", x) for x in lines)

@@ -25,7 +25,7 @@ from typing import Any
 
 from udm.host.errors import UdmError
 from udm.host.query.runners import RunRequest, RunResult
-from udm.host.spark.stream_output import assemble_output, batch_writer
+from udm.host.spark.stream_output import assemble_output, batch_writer, progress_text
 from udm.host.spark.stream_sources import FILE_ORDER, event_files
 from udm.host.spark.streaming import run_stream
 
@@ -96,6 +96,10 @@ def run_directory_stream(req: RunRequest, directory: Path) -> RunResult:
                             last_input = time.monotonic()
                 if req.progress is not None:
                     req.progress(len(seen), None, elements)
+                    status = getattr(req.progress, "status", None)  # a display that shows a status line
+                    text = progress_text(query.lastProgress, len(seen), None) if status is not None else None
+                    if text:
+                        status(text)
                 started = bool(seen) or time.monotonic() - begun >= max(until_idle or 0, 30)
                 if until_idle is not None and started and time.monotonic() - last_input >= until_idle \
                         and not query.status["isDataAvailable"] and not query.status["isTriggerActive"]:

@@ -50,7 +50,7 @@ import pyarrow as pa
 from udm.host.errors import UdmError
 from udm.host.query.runners import ENGINES, RunRequest, RunResult
 from udm.host.spark.stream_dir import run_directory_stream
-from udm.host.spark.stream_output import assemble_output, batch_writer, write_atomic
+from udm.host.spark.stream_output import assemble_output, batch_writer, progress_text, write_atomic
 from udm.host.spark.streaming import BROADCAST, END_KIND, run_stream
 from udm.sdk import INF
 
@@ -642,19 +642,6 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
     finally:
         if query.isActive:
             query.stop()
-
-
-def progress_text(progress: dict[str, Any] | None, done: int, batches: int) -> str | None:
-    """One status line from Spark's progress report of the last micro-batch: its latency and the state
-    the query holds (rows and bytes over its stateful operators), or None before the first report."""
-    if not progress:
-        return None
-    ms = (progress.get("durationMs") or {}).get("triggerExecution")
-    ops = progress.get("stateOperators") or []
-    rows = sum(int(op.get("numRowsTotal") or 0) for op in ops)
-    size = sum(int(op.get("memoryUsedBytes") or 0) for op in ops)
-    return (f"micro-batch {done}/{batches}: {ms if ms is not None else '?'} ms, state {rows:,} rows "
-            f"{size / 1e6:.1f} MB")
 
 
 def _stopped_message(run_dir: Path, req: RunRequest) -> str:

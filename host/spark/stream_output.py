@@ -9,7 +9,8 @@
 
 A micro-batch Spark replays (same id, same input, same state) rewrites the same files, so the run directory
 holds each batch once. `assemble_output` builds the output and dead-letter files from the parts, in batch
-order. Used by the file runner (`udm.host.spark.stream_files`) and the directory watch
+order. `progress_text` is the status line both show under the progress bar. Used by the file runner
+(`udm.host.spark.stream_files`) and the directory watch
 (`udm.host.spark.stream_dir`).
 """
 
@@ -26,7 +27,7 @@ from typing import Any
 from udm.host.spark.streaming import combine_ctis
 from udm.sdk import INF
 
-__all__ = ["assemble_output", "batch_writer", "write_atomic"]
+__all__ = ["assemble_output", "batch_writer", "progress_text", "write_atomic"]
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -146,3 +147,17 @@ def assemble_output(run_dir: Path, output: Any, dead_letter: Any, per_input: Cou
     return n_out, len(dead), reasons, truncated, merges
 
 
+
+
+def progress_text(progress: dict[str, Any] | None, done: int, batches: int | None) -> str | None:
+    """One status line from Spark's progress report of the last micro-batch: its latency and the state
+    the query holds (rows and bytes over its stateful operators), or None before the first report.
+    ``batches``: how many the run has (a staged file), or None (a watched directory has no end)."""
+    if not progress:
+        return None
+    ms = (progress.get("durationMs") or {}).get("triggerExecution")
+    ops = progress.get("stateOperators") or []
+    rows = sum(int(op.get("numRowsTotal") or 0) for op in ops)
+    size = sum(int(op.get("memoryUsedBytes") or 0) for op in ops)
+    count = f"{done}/{batches}" if batches is not None else str(done)
+    return f"micro-batch {count}: {ms if ms is not None else '?'} ms, state {rows:,} rows {size / 1e6:.1f} MB"
