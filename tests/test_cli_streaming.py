@@ -66,7 +66,7 @@ def test_table_input_on_spark_streaming(spark: Any, tmp_path: Path, capsys: pyte
     out, dl = tmp_path / "o.jsonl", tmp_path / "dl.jsonl"
     code, _, err = udm(capsys, "run", str(_query(tmp_path)), "-i", str(table), "-o", str(out), "--dead-letter",
                        str(dl), "--time", "ts", "--cti-every", "10", "--engine", "spark-streaming", "--batch-size",
-                       "3", "--quiet")
+                       "5", "--quiet")
     assert code == 0, err
     read = read_table_elements(TableSource(table, TableOptions(time="ts", cti_every=10)))
     good = [e for _, e in read if not isinstance(e, BadElement)]
