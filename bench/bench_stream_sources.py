@@ -99,10 +99,12 @@ def file_bench(args: argparse.Namespace) -> int:
 
 
 def _measure(query: Any, ck: Path, seconds: float, trigger: str) -> dict[str, float]:
+    from udm.host.spark.stream_stop import stop_between_batches
+
     q = (query.writeStream.foreachBatch(lambda df, _id: df.count()).option("checkpointLocation", str(ck))
          .trigger(processingTime=trigger).start())
     time.sleep(seconds)
-    q.stop()
+    stop_between_batches(q)  # (stopped mid-batch, Spark prints a StackOverflowError: see stream_stop)
     steady = [p for p in q.recentProgress if p["numInputRows"] > 0][2:]
     if not steady:
         return {"latency_ms": float("nan"), "rows_per_s": 0.0, "batches": 0}

@@ -216,6 +216,7 @@ def test_rate_rows_become_point_inserts(spark: Any, tmp_path: Path) -> None:
     from datetime import UTC
 
     from udm.host.spark.stream_sources import rate_elements
+    from udm.host.spark.stream_stop import stop_between_batches
 
     rows: list[Any] = []
     q = (rate_elements(spark, 20, groups=3).writeStream.foreachBatch(lambda b, _: rows.extend(b.collect()))
@@ -223,7 +224,7 @@ def test_rate_rows_become_point_inserts(spark: Any, tmp_path: Path) -> None:
     deadline = time.monotonic() + 60
     while len(rows) < 10 and time.monotonic() < deadline:
         time.sleep(0.2)
-    q.stop()
+    stop_between_batches(q)
     assert len(rows) >= 10
     for r in rows:
         ts = r["timestamp"] if r["timestamp"].tzinfo else r["timestamp"].astimezone(UTC)

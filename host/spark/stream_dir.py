@@ -27,6 +27,7 @@ from udm.host.errors import UdmError
 from udm.host.query.runners import RunRequest, RunResult
 from udm.host.spark.stream_output import assemble_output, batch_writer, progress_text
 from udm.host.spark.stream_sources import FILE_ORDER, event_files
+from udm.host.spark.stream_stop import stop_between_batches
 from udm.host.spark.streaming import run_stream
 
 __all__ = ["run_directory_stream"]
@@ -110,7 +111,7 @@ def run_directory_stream(req: RunRequest, directory: Path) -> RunResult:
             pass  # the watch's normal stop: write what the committed micro-batches produced
         finally:
             if query.isActive:
-                query.stop()
+                stop_between_batches(query)  # (Ctrl-C: the micro-batch under way is committed first)
         n_out, n_dead, reasons, truncated, merges = assemble_output(run_dir, req.output, req.dead_letter)
     finally:
         if temp:

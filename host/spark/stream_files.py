@@ -51,6 +51,7 @@ from udm.host.errors import UdmError
 from udm.host.query.runners import ENGINES, RunRequest, RunResult
 from udm.host.spark.stream_dir import run_directory_stream
 from udm.host.spark.stream_output import assemble_output, batch_writer, progress_text, write_atomic
+from udm.host.spark.stream_stop import stop_between_batches
 from udm.host.spark.streaming import BROADCAST, END_KIND, run_stream
 from udm.sdk import INF
 
@@ -631,7 +632,7 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
                     if text:
                         status(text)
     except KeyboardInterrupt:
-        query.stop()
+        stop_between_batches(query, wait=5.0)  # (the micro-batch under way may finish first)
         raise StreamStopped(_stopped_message(run_dir, req)) from None
     except StreamStopped:
         raise
