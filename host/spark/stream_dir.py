@@ -98,9 +98,10 @@ def run_directory_stream(req: RunRequest, directory: Path) -> RunResult:
                 if req.progress is not None:
                     req.progress(len(seen), None, elements)
                     status = getattr(req.progress, "status", None)  # a display that shows a status line
-                    text = progress_text(query.lastProgress, len(seen), None) if status is not None else None
-                    if text:
-                        status(text)
+                    if status is not None:
+                        text = progress_text(query.lastProgress, len(seen), None)
+                        if text:
+                            status(text)
                 started = bool(seen) or time.monotonic() - begun >= max(until_idle or 0, 30)
                 if until_idle is not None and started and time.monotonic() - last_input >= until_idle \
                         and not query.status["isDataAvailable"] and not query.status["isTriggerActive"]:
