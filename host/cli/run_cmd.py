@@ -25,7 +25,7 @@ from udm.host.query.runners import KNOWN_ENGINES, ProgressFn, RunRequest, get_en
 from udm.host.query.spec import load_query
 
 from ._common import err
-from .table_args import TableArgs, table_sink, table_sources
+from .table_args import TableArgs, parse_trigger, table_sink, table_sources
 
 __all__ = ["cmd_run", "register"]
 
@@ -97,12 +97,20 @@ def _progress_bar(enabled: bool) -> Iterator[ProgressFn | None]:
 def cmd_run(
     query: Path = typer.Argument(..., help="Query spec file (JSON or YAML, INTERFACES §2)."),
     input_: list[str] = typer.Option(..., "--input", "-i", help="Input events, JSON Lines ('-' = stdin): PATH for "
-                                     "a query with one input, NAME=PATH once per input of a query graph."),
+                                     "a query with one input, NAME=PATH once per input of a query graph; with "
+                                     "--engine spark-streaming a DIRECTORY is watched for event files."),
     output: str = typer.Option(..., "--output", "-o", help="Output events, JSON Lines ('-' = stdout)."),
     dead_letter: str = typer.Option(None, "--dead-letter", help="Where bad input elements go (JSON Lines)."),
     engine: str = typer.Option("local", "--engine", "-e", help=f"One of: {', '.join(KNOWN_ENGINES)}."),
     batch_size: int = typer.Option(None, "--batch-size", min=1,
-                                   help="Elements per batch (spark-streaming micro-batch; local read chunk)."),
+                                   help="Elements per batch (spark-streaming micro-batch, default 10000; local "
+                                   "read chunk)."),
+    trigger: str = typer.Option(None, "--trigger", help="spark-streaming: start a micro-batch at most every "
+                                "interval, e.g. '2 seconds', '500ms', '1 minute' (default: as soon as the last "
+                                "one is done)."),
+    until_idle: float = typer.Option(None, "--until-idle", min=0, help="spark-streaming with a directory "
+                                     "--input (watched for new event files): stop after this many seconds "
+                                     "without new input (default: run until Ctrl-C)."),
     checkpoint: Path = typer.Option(None, "--checkpoint", help="State directory: a killed run resumes from it."),
     master: str = typer.Option(None, "--master", help="Spark master URL for the spark engines "
                                "(default $UDM_SPARK_MASTER / $SPARK_REMOTE, else local[*])."),
@@ -149,13 +157,23 @@ def cmd_run(
                      cti_every=cti_every, cti_lag=cti_lag)
     sources = table_sources(args, inputs)
     sink = table_sink(output, output_format, final, times)
-    if engine == "spark-streaming" and (any(isinstance(s, TableSource) for s in sources.values())
-                                        or not isinstance(sink, str)):
-        raise UdmError("table input and output are read and written by --engine local and --engine spark; "
-                       "--engine spark-streaming takes element JSON Lines")
+    if engine == "spark-streaming" and not isinstance(sink, str):
+        raise UdmError("table output is written by --engine local and --engine spark; --engine spark-streaming "
+                       "writes element JSON Lines (drop --output-format/--final, or name a .jsonl output)")
+    options: dict[str, Any] = {"master": master} if master else {}
+    if trigger is not None:
+        if engine != "spark-streaming":
+            raise UdmError(f"--trigger is a --engine spark-streaming option (this run uses --engine {engine})")
+        options["trigger"] = parse_trigger(trigger)
+    if until_idle is not None:
+        if engine != "spark-streaming":
+            raise UdmError(f"--until-idle is a --engine spark-streaming option (this run uses --engine {engine})")
+        options["until_idle"] = until_idle
     for name, path in inputs.items():
         if isinstance(sources[name], TableSource):
             continue  # checked by table_sources (a directory of files is fine)
+        if engine == "spark-streaming" and len(inputs) == 1 and Path(path).is_dir():
+            continue  # a directory that event files land in (`udm.host.spark.stream_dir`)
         if path != "-" and not Path(path).is_file():
             what = f"input file {path}" if len(inputs) == 1 else f"input file {path} (input {name!r})"
             raise UdmError(f"{what} does not exist")
@@ -175,7 +193,7 @@ def cmd_run(
         source: Any = sources if len(sources) > 1 else next(iter(sources.values()))
         result = run(RunRequest(bound=bound, input=source, output=sink, dead_letter=dead_letter,
                                 batch_size=batch_size, checkpoint=checkpoint, progress=update,
-                                options={"master": master} if master else {}))
+                                options=options))
     for i, w in enumerate(result.warnings):
         for name, src in sources.items():
             if (isinstance(src, TableSource) and src.options.cti_every is None

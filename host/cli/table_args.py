@@ -22,7 +22,7 @@ from udm.host.errors import UdmError
 from udm.host.io.table_options import FORMATS, TableOptions, TableSource
 from udm.host.io.table_out import TableSink, output_sink
 
-__all__ = ["TableArgs", "parse_duration", "table_sink", "table_sources"]
+__all__ = ["TableArgs", "parse_duration", "parse_trigger", "table_sink", "table_sources"]
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(us|ms|s|m|h|d)?\s*$")
 _MICROS = {None: 1, "us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000,
@@ -35,6 +35,23 @@ def parse_duration(text: str, option: str) -> int:
     if not m:
         raise UdmError(f"{option} {text}: expected a number of ticks or a duration like 10s, 5m, 1h, 250ms")
     return int(m.group(1)) * _MICROS[m.group(2)]
+
+
+_TRIGGER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hours?)\s*$",
+                      re.IGNORECASE)
+_TRIGGER_MS = {"ms": 1, "mil": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000,
+               "hou": 3_600_000}
+
+
+def parse_trigger(text: str) -> str:
+    """``--trigger`` (``"2 seconds"``, ``"500ms"``, ``"1 minute"``) → Spark's processing-time interval in
+    milliseconds (``"2000 milliseconds"``), or a one-line error."""
+    m = _TRIGGER.match(text)
+    unit = m.group(2).lower() if m else ""
+    scale = _TRIGGER_MS.get(unit[:3]) or _TRIGGER_MS.get(unit[:1]) if m else None
+    if m is None or scale is None or float(m.group(1)) * scale < 1:
+        raise UdmError(f"--trigger {text}: expected an interval like '2 seconds', '500ms' or '1 minute'")
+    return f"{round(float(m.group(1)) * scale)} milliseconds"
 
 
 class TableArgs:

@@ -1,5 +1,8 @@
 """``udm run --engine spark-streaming``: an event file fed through Structured Streaming in micro-batches of
-``--batch-size`` elements (default 50), engine state in the state store, resumable with ``--checkpoint``.
+``--batch-size`` elements (default `DEFAULT_BATCH_SIZE`, 10,000: semantics-notes 45), engine state in the
+state store, resumable with ``--checkpoint``. ``--trigger "2 seconds"`` starts a micro-batch at most every
+interval (a processing-time trigger) instead of as soon as the last one is done. A user's table (``--time``,
+``--start/--end``, ``--edge``) is read by the same reader as ``--engine local`` (`udm.host.io.tables`).
 
 Layout of the run directory (``--checkpoint DIR``, else a temporary one removed at the end)::
 
@@ -34,7 +37,6 @@ import heapq
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 import zlib
@@ -47,13 +49,18 @@ import pyarrow as pa
 
 from udm.host.errors import UdmError
 from udm.host.query.runners import ENGINES, RunRequest, RunResult
-from udm.host.spark.streaming import BROADCAST, END_KIND, combine_ctis, run_stream
+from udm.host.spark.stream_dir import run_directory_stream
+from udm.host.spark.stream_output import assemble_output, batch_writer, progress_text, write_atomic
+from udm.host.spark.stream_stop import stop_between_batches
+from udm.host.spark.streaming import BROADCAST, END_KIND, run_stream
 from udm.sdk import INF
 
 __all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "progress_text", "run_spark_streaming"]
 
-#: INTERFACES §3: ``--batch-size`` defaults to 50 elements per micro-batch.
-DEFAULT_BATCH_SIZE = 50
+#: Elements per micro-batch without ``--batch-size``. INTERFACES §3 says 50; a micro-batch costs Spark
+#: about a second of planning and commit whatever its size, so 50 gave ~26 el/s. The output CHT does not
+#: depend on it (semantics-notes 45).
+DEFAULT_BATCH_SIZE = 10_000
 _LAYOUT_VERSION = 3  # 2: graphs with no one partitioning run in stages; 3: state per key (semantics-notes 42)
 
 
@@ -77,8 +84,16 @@ class _Staged:
     sink_width: int | None = None
 
 
-def _fingerprint(path: Path) -> str:
-    with path.open("rb") as f:
+def _fingerprint(path: Any) -> str:
+    """The input's digest: a file's bytes; a table's files (a directory: all of them) and its options."""
+    from udm.host.io.table_options import TableSource
+
+    if isinstance(path, TableSource):
+        files = sorted(p for p in path.path.rglob("*") if p.is_file()) if path.path.is_dir() else [path.path]
+        parts = [repr(path.options)] + [f"{p.relative_to(path.path) if path.path.is_dir() else p.name}:"
+                                        f"{_fingerprint(p)}" for p in files]
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+    with Path(path).open("rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
@@ -213,10 +228,10 @@ def _stage(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[s
     element's position, leaving room for the injected ``cti(T)`` just before the tail."""
     import pyarrow.parquet as pq
 
-    from udm.host.io.jsonl import JsonlReader
+    from udm.host.io.tables import open_reader
     from udm.host.spark.convert import ELEMENT_COLUMNS, batch_to_arrow
 
-    reader = JsonlReader(req.input, batch_size=65536)
+    reader = open_reader(req.input, batch_size=65536)
     try:
         tables = [batch_to_arrow(b) for b in reader]
     finally:
@@ -342,7 +357,7 @@ def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routin
     retraction follows the latest insert of its (input, id)), or by (input, id), or one bucket."""
     import pyarrow.parquet as pq
 
-    from udm.host.io.jsonl import JsonlReader
+    from udm.host.io.tables import open_reader
     from udm.host.spark.convert import ELEMENT_COLUMNS, batch_to_arrow
     from udm.host.spark.partition import BY_ID
     from udm.host.spark.stream_stages import id_bucket, stage_width
@@ -355,7 +370,7 @@ def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routin
     total = 0
     first: dict[str, int] = {}
     for name, src in req.inputs.items():
-        reader = JsonlReader(src, batch_size=65536)
+        reader = open_reader(src, batch_size=65536)
         try:
             tables = [batch_to_arrow(b) for b in reader]
         finally:
@@ -414,135 +429,22 @@ def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routin
     return staged
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _batch_writer(run_dir: Path, n: int, stop_after: int | None) -> Any:
-    # (``n``: how many buckets report the output CTI: the last stage's when the plan has stages)
-    """The ``foreachBatch`` function: one micro-batch's result rows to its files (see the module doc)."""
-    from udm.host.temporal.elements import Insert, Retract, element_to_json
-
-    out_dir, dead_dir = run_dir / "out", run_dir / "dead"
-    out_dir.mkdir(exist_ok=True)
-    dead_dir.mkdir(exist_ok=True)
-
-    def write(df: Any, batch_id: int) -> None:
-        rows = df.toArrow().to_pylist()
-        rows.sort(key=lambda r: (r["bucket"], r["seq"]))
-        lines: list[str] = []
-        dead: list[str] = []
-        ctis: dict[int, int] = {}
-        reasons: Counter[str] = Counter()
-        truncated: list[int] = []
-        reached: list[int] = []
-        merges: dict[str, Any] = {}  # bucket -> its lmerge counters so far
-        for r in rows:
-            if r["stream"] == "out":
-                if r["kind"] == "insert":
-                    el: Any = Insert(r["id"], r["le"], r["re"], json.loads(r["payload"]))
-                else:
-                    el = Retract(r["id"], r["le"], r["re"], r["re_new"])
-                lines.append(json.dumps(element_to_json(el), separators=(",", ":")))
-            elif r["stream"] == "dead":
-                element = None if r["element"] is None else json.loads(r["element"])
-                rec = {"line": r["line"], "reason": r["reason"], "element": element}
-                if r["payload"] is not None:  # a multi-input query's dead letter names its input
-                    rec["input"] = r["payload"]
-                dead.append(json.dumps(rec))
-            elif r["stream"] == "cti":
-                ctis[r["bucket"]] = r["t"]
-            else:
-                stats = json.loads(r["payload"])
-                reasons.update(stats.get("reasons", {}))
-                if stats.get("truncated_at") is not None:
-                    truncated.append(stats["truncated_at"])
-                if stats.get("T") is not None:
-                    reached.append(stats["T"])
-                if stats.get("lmerge"):  # (a stage's buckets apart from another's)
-                    where = str(r["bucket"]) if "stage" not in stats else f"{stats['stage']}.{r['bucket']}"
-                    merges[where] = stats["lmerge"]
-        name = f"{batch_id:08d}"
-        _write_atomic(out_dir / f"{name}.stats", json.dumps(
-            {"reasons": dict(reasons), "truncated_at": max(truncated) if truncated else None,
-             "T": max(reached) if reached else None, "lmerge": merges}))
-        _write_atomic(out_dir / f"{name}.jsonl", "".join(x + "\n" for x in lines))
-        _write_atomic(dead_dir / f"{name}.jsonl", "".join(x + "\n" for x in dead))
-        cti = combine_ctis(ctis, n)
-        _write_atomic(out_dir / f"{name}.cti", "" if cti is None else str(cti))
-        if stop_after is not None and batch_id + 1 >= stop_after:
-            # a crash after the batch's files are written and before Spark commits it: the hardest
-            # moment to stop at (the restart must replay this batch and rewrite the same files)
-            raise RuntimeError(f"udm-stop-requested after micro-batch {batch_id}")
-
-    return write
-
-
-def _assemble(run_dir: Path, output: Any, dead_letter: Any, per_input: Counter[str] | None = None
-              ) -> tuple[int, int, Counter[str], int | None, dict[str, dict[str, int]]]:
-    """The final output file from the parts, in batch order; CTIs that do not advance are dropped.
-    Returns (elements out, dead letters, dead letters by category, truncated_at, lmerge counters summed
-    over the buckets' last reports)."""
-    from udm.host.io.jsonl import DeadLetterWriter
-
-    n_out = 0
-    last: int | None = None
-    if isinstance(output, (str, Path)) and str(output) != "-":
-        target: Any = Path(output).open("w", encoding="utf-8")  # noqa: SIM115 - closed by the with below
-    else:
-        target = contextlib.nullcontext(sys.stdout if output == "-" else output)
-    with target as f:
-        for part in sorted((run_dir / "out").glob("*.jsonl")):
-            text = part.read_text(encoding="utf-8")
-            f.write(text)
-            n_out += text.count("\n")
-            cti_text = part.with_suffix(".cti").read_text(encoding="utf-8").strip()
-            if cti_text:
-                cti = int(cti_text)
-                if last is None or cti > last:
-                    last = cti
-                    f.write(json.dumps({"kind": "cti", "t": "inf" if cti >= INF else cti}) + "\n")
-                    n_out += 1
-    dead = [json.loads(line) for part in sorted((run_dir / "dead").glob("*.jsonl"))
-            for line in part.read_text(encoding="utf-8").splitlines() if line]
-    dead.sort(key=lambda d: (d["line"] is None, d["line"] or 0, d.get("input") or ""))
-    if per_input is not None:
-        per_input.update(d.get("input") or "" for d in dead)
-    if dead_letter is not None:
-        with DeadLetterWriter(dead_letter) as dlw:
-            dlw.write(dead)
-    reasons: Counter[str] = Counter()
-    truncated: int | None = None
-    latest: dict[str, dict[str, dict[str, int]]] = {}  # bucket -> lmerge step -> counters (cumulative)
-    for part in sorted((run_dir / "out").glob("*.stats")):
-        stats = json.loads(part.read_text(encoding="utf-8"))
-        reasons.update(stats["reasons"])
-        if stats["truncated_at"] is not None:
-            truncated = max(truncated or stats["truncated_at"], stats["truncated_at"])
-        latest.update(stats.get("lmerge") or {})
-    merges: dict[str, dict[str, int]] = {}
-    for per_step in latest.values():
-        for step, counts in per_step.items():
-            acc = merges.setdefault(step, {})
-            for k, v in counts.items():
-                acc[k] = acc.get(k, 0) + int(v)
-    return n_out, len(dead), reasons, truncated, merges
-
-
 def _prepare(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[str],
              routing: Any = None, stages: list[Any] | None = None) -> _Staged:
     """Stage the input, or check that a resumed run is the same run (same input, query and layout)."""
+    from udm.host.io.table_options import TableSource
+
     meta_path = run_dir / "run.json"
     graph = isinstance(req.input, dict) or not req.bound.graph.is_linear
     if graph:
         srcs = req.inputs
-        paths = {k: Path(str(v)) for k, v in srcs.items() if isinstance(v, (str, Path)) and str(v) != "-"}
+        paths = {k: (v if isinstance(v, TableSource) else Path(str(v))) for k, v in srcs.items()
+                 if isinstance(v, (str, Path, TableSource)) and str(v) != "-"}
         fingerprint: Any = {k: _fingerprint(p) for k, p in paths.items()} if len(paths) == len(srcs) else None
         source = next(iter(paths.values()), None) if fingerprint is not None else None
     else:
-        source = Path(str(req.input)) if isinstance(req.input, (str, Path)) and str(req.input) != "-" else None
+        source = (req.input if isinstance(req.input, TableSource) else Path(str(req.input))
+                  if isinstance(req.input, (str, Path)) and str(req.input) != "-" else None)
         fingerprint = None if source is None else _fingerprint(source)
     meta = {"layout": _LAYOUT_VERSION, "query": req.spec.to_json_dict(), "batch_size": batch_size,
             "buckets": n, "on_violation": req.on_violation,
@@ -564,8 +466,19 @@ def _prepare(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list
     run_dir.mkdir(parents=True, exist_ok=True)
     staged = (_stage_graph(req, run_dir, batch_size, n, routing, stages) if graph
               else _stage(req, run_dir, batch_size, n, keys))
-    _write_atomic(meta_path, json.dumps({**meta, "staged": staged.__dict__}))
+    write_atomic(meta_path, json.dumps({**meta, "staged": staged.__dict__}))
     return staged
+
+
+def _checkpoint_batch_size(checkpoint: Any) -> int | None:
+    """The batch size a checkpointed run was staged with: a resumed run without ``--batch-size`` keeps it
+    (so a run started under the old default of 50 resumes as it began)."""
+    meta = Path(checkpoint) / "run.json" if checkpoint is not None else None
+    if meta is None or not meta.is_file():
+        return None
+    with contextlib.suppress(ValueError, KeyError, TypeError):
+        return int(json.loads(meta.read_text(encoding="utf-8"))["batch_size"])
+    return None
 
 
 def run_spark_streaming(req: RunRequest) -> RunResult:
@@ -573,8 +486,10 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
     from udm.host.spark.session import get_spark, require_spark
 
     require_spark(connect=True)
+    if isinstance(req.input, (str, Path)) and str(req.input) != "-" and Path(req.input).is_dir():
+        return run_directory_stream(req, Path(req.input))  # a directory that event files land in
     t0 = time.perf_counter()
-    batch_size = req.batch_size or DEFAULT_BATCH_SIZE
+    batch_size = req.batch_size or _checkpoint_batch_size(req.checkpoint) or DEFAULT_BATCH_SIZE
     spark = get_spark(req.options.get("master"))
     graph = isinstance(req.input, dict) or not req.bound.graph.is_linear
     routing: Any = None
@@ -603,7 +518,7 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
             staged = _stage(req, run_dir, batch_size, n, keys)
         stop_after = req.options.get("stop_after_batches")
         _run_query(spark, req, run_dir, staged, stop_after, batch_size)
-        n_out, n_dead, reasons, truncated, merges = _assemble(run_dir, req.output, req.dead_letter, per_input)
+        n_out, n_dead, reasons, truncated, merges = assemble_output(run_dir, req.output, req.dead_letter, per_input)
         counts = _input_counts(req, run_dir, staged, per_input, n_dead) if graph else {
             req.bound.graph.inputs[0]: {"elements_in": staged.elements, "dead_lettered": n_dead}}
     finally:
@@ -691,8 +606,11 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
               .option("maxFilesPerTrigger", 1).parquet(str(run_dir / "input")))
     _drop_unplanned_source_entries(run_dir / "spark")
     result = run_stream(req.bound, source, on_violation=req.on_violation, buckets=staged.buckets)
-    query = (result.writeStream.foreachBatch(_batch_writer(run_dir, staged.sink_width or staged.buckets, stop_after))
-             .option("checkpointLocation", str(run_dir / "spark"))
+    writer = result.writeStream.foreachBatch(batch_writer(run_dir, staged.sink_width or staged.buckets, stop_after))
+    trigger = req.options.get("trigger")
+    if trigger:
+        writer = writer.trigger(processingTime=trigger)
+    query = (writer.option("checkpointLocation", str(run_dir / "spark"))
              .queryName(f"udm-{run_dir.name}").start())
     try:
         while True:
@@ -715,7 +633,7 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
                     if text:
                         status(text)
     except KeyboardInterrupt:
-        query.stop()
+        stop_between_batches(query, wait=5.0)  # (the micro-batch under way may finish first)
         raise StreamStopped(_stopped_message(run_dir, req)) from None
     except StreamStopped:
         raise
@@ -726,19 +644,6 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
     finally:
         if query.isActive:
             query.stop()
-
-
-def progress_text(progress: dict[str, Any] | None, done: int, batches: int) -> str | None:
-    """One status line from Spark's progress report of the last micro-batch: its latency and the state
-    the query holds (rows and bytes over its stateful operators), or None before the first report."""
-    if not progress:
-        return None
-    ms = (progress.get("durationMs") or {}).get("triggerExecution")
-    ops = progress.get("stateOperators") or []
-    rows = sum(int(op.get("numRowsTotal") or 0) for op in ops)
-    size = sum(int(op.get("memoryUsedBytes") or 0) for op in ops)
-    return (f"micro-batch {done}/{batches}: {ms if ms is not None else '?'} ms, state {rows:,} rows "
-            f"{size / 1e6:.1f} MB")
 
 
 def _stopped_message(run_dir: Path, req: RunRequest) -> str:

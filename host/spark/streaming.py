@@ -95,7 +95,8 @@ _GRAPH_INPUT_ARROW = _INPUT_ARROW.append(pa.field("udm_input", pa.string()))
 
 
 _NO_LINE = ("a streaming element DataFrame needs a 'line' column (its sequence number: Spark keeps no row order "
-            "across the shuffle, and streams have no row numbering); it has ")
+            "across the shuffle) or order= naming its per-partition order columns (e.g. order=('file', 'line') "
+            "or order=('partition', 'offset')); it has ")
 
 
 def _unroutable_reason(keys: list[str]) -> str:
@@ -446,7 +447,8 @@ def _route_graph(df: DataFrame, routing: dict[str, list[str]] | str | None, n: i
 def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
                elements: DataFrame | Mapping[str, DataFrame], *,
                on_violation: str | None = None, buckets: int | None = None,
-               ctis_from_watermark: bool = False, table: Any = None, per_key: bool = True) -> DataFrame:
+               ctis_from_watermark: bool = False, table: Any = None, per_key: bool = True,
+               order: str | tuple[str, ...] | None = None) -> DataFrame:
     """Run ``query`` over a streaming element DataFrame; returns a streaming DataFrame of result rows
     (`STREAM_RESULT_DDL`: ``stream`` is ``out``, ``dead`` or ``cti``) to write with any sink.
 
@@ -472,6 +474,11 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     name to options for a graph), read by `udm.host.spark.tables.table_elements_df` (its streaming rules:
     no row numbers, generated ids, no edge events). Such a stream has no CTIs: pass
     ``ctis_from_watermark=True`` over a source with ``withWatermark``.
+
+    ``order``: a stream without a global ``line`` gives its order per source partition instead: an
+    offset column, or (partition column, offset column) — file and line, Kafka partition and offset
+    (`udm.host.spark.stream_order`, semantics-notes 44). `udm.host.spark.stream_sources` builds such
+    streams from a directory of event files and from the rate source.
     """
     from pyspark.sql import functions as F
 
@@ -484,6 +491,11 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
         from udm.host.spark.tables import table_inputs
 
         elements = table_inputs(elements, table)
+    if order is not None:
+        from udm.host.spark.stream_order import with_source_order
+
+        elements = ({k: with_source_order(v, order) for k, v in elements.items()} if isinstance(elements, Mapping)
+                    else with_source_order(elements, order))
     frame: DataFrame = next(iter(elements.values())) if isinstance(elements, Mapping) else elements
     spark = frame.sparkSession
     provider = spark.conf.get("spark.sql.streaming.stateStore.providerClass", None)
