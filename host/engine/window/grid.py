@@ -520,7 +520,8 @@ def _bulk_add(st: Any, wu: Any, add_batch: Any, svals: np.ndarray, skey: np.ndar
     wins: list[Window] = []
     states: list[Any] = []
     seq = st.seq
-    g = None
+    g: Any = None
+    gw: Any = None
     last = -1
     try:
         for code, k in zip(codes.tolist(), kl, strict=True):
