@@ -415,15 +415,19 @@ class WindowStep(Operator):
         ready: dict[int, tuple[Group, list[Window]]] = {}
         self.fresh = []
         incr = self.incremental
+        time_bound = self.time_bound
+        # (the base `_apply` has nothing to do without pending changes; a family's own may, e.g. panes)
+        own_apply = type(self)._apply is WindowStep._apply
         for w in fresh:
             w.fresh = False
             if not w.alive:
                 continue
-            if incr:
+            if incr and (w.pending or w.rebuild or not own_apply):
                 self._apply(w)
             if not w.dirty:
                 continue
-            if self._releasable(w, rp):
+            if w.re <= rp or (time_bound and w.le < self.effective_cti) or (w.emitted and not (w.early and early)):
+                # (`_releasable`, inline: this loop sees every window once)
                 self._ready(ready, w)
             elif w.count == 0 and not w.outputs:
                 w.dirty = False
