@@ -458,11 +458,19 @@ class WindowStep(Operator):
             self.early_next = wm + early if early else wm
         wait = self.wait
         again = []
+        pop = heapq.heappop
         while wait and wait[0][0] <= rp:
-            w = heapq.heappop(wait)[2]
+            w = pop(wait)[2]
             w.waiting = False
             if w.alive and w.dirty:
-                if self._releasable(w, rp):
+                if w.re <= rp:  # (`_ready`, inline: windows closing in order all pass here)
+                    w.dirty = False
+                    e = ready.get(id(w.group))
+                    if e is None:
+                        ready[id(w.group)] = (w.group, [w])
+                    else:
+                        e[1].append(w)
+                elif self._releasable(w, rp):
                     self._ready(ready, w)
                 else:  # it grew since it was queued (a session window): wait for its new end
                     again.append(w)

@@ -238,14 +238,22 @@ class GridStep(WindowStep):
                 held.append(w)
             elif w.alive:
                 self._purge(w, maybe)
+        pop = heapq.heappop
+        soe = self.sees_open_ends
         while h and h[0][0] <= c:
-            w = heapq.heappop(h)[2]
+            w = pop(h)[2]
             if not w.alive:
                 continue
-            if self.sees_open_ends and self._holds_open(w, c):
+            if soe and self._holds_open(w, c):
                 held.append(w)
                 continue
-            self._purge(w, maybe)
+            # (`_purge`, inline: every window ends here)
+            w.alive = False
+            g = w.group
+            gw = g.windows
+            if gw.get(w.key) is w:
+                del gw[w.key]
+            maybe[g.key] = g
         self.held = held
         for g in maybe.values():
             self._drop_group_if_empty(g)
