@@ -427,8 +427,13 @@ class WindowStep(Operator):
             if not w.dirty:
                 continue
             if w.re <= rp or (time_bound and w.le < self.effective_cti) or (w.emitted and not (w.early and early)):
-                # (`_releasable`, inline: this loop sees every window once)
-                self._ready(ready, w)
+                # (`_releasable` and `_ready`, inline: this loop sees every window once)
+                w.dirty = False
+                e = ready.get(id(w.group))
+                if e is None:
+                    ready[id(w.group)] = (w.group, [w])
+                else:
+                    e[1].append(w)
             elif w.count == 0 and not w.outputs:
                 w.dirty = False
                 self._empty(w)

@@ -514,7 +514,7 @@ def _bulk_add(st: Any, wu: Any, add_batch: Any, svals: np.ndarray, skey: np.ndar
               kmin: int, gkeys: Any, gfields: Any, gobj: dict[int, Any]) -> None:
     """`_batch_add` in one loop: the (group, window) of each run decoded column-wise, windows made inline
     (in the order, with the heap entries, `_win` gives), fresh windows' initial states straight from the
-    UDA (a raising one is re-run through the contract wrapper). Same states, same windows, same order."""
+    UDA (one that raises is reported as `WindowUDM._call` reports it). Same states, windows and order."""
     starts = np.asarray(bounds[:-1], dtype=np.int64)
     codes, kks = np.divmod(skey[starts], kr)
     counts = np.diff(np.asarray(bounds, dtype=np.int64)).tolist()
