@@ -35,7 +35,7 @@ from ..aggregates import MultiMapper, window_udm
 from ..columnar import ColumnarEvents, FastIds, group_key
 from ..common import INF, NEG, Ev, cjson
 from ..context import Context
-from ..invoke import _PLAIN, Mapper, WindowUDM, contract
+from ..invoke import PLAIN_TYPES, Mapper, WindowUDM, contract
 from ..operator import Operator
 from .state import Group, OutputRecord, Window
 
@@ -592,7 +592,7 @@ class WindowStep(Operator):
             except Exception as exc:  # as `WindowUDM._call` reports it
                 raise contract(wu.label, (w.le, w.re), f"compute raised {type(exc).__name__}", exc) from exc
         alias = wu.alias
-        plain_g = gf is None or all(type(v) in _PLAIN for v in gf.values())
+        plain_g = gf is None or all(type(v) in PLAIN_TYPES for v in gf.values())
         oc = self.out_cti
         wm = self.watermark
         stats = self.ctx.stats
@@ -607,7 +607,7 @@ class WindowStep(Operator):
                 w.outputs = []
                 self._empty(w)
                 continue
-            if plain_g and type(res) in _PLAIN:
+            if plain_g and type(res) in PLAIN_TYPES:
                 le, re = w.le, w.re
                 p = {**gf, alias: res} if gf else {alias: res}
                 if le < oc:
