@@ -17,9 +17,9 @@ from udm.sdk import INF, Event, WindowDescriptor
 from .common import Ev, cjson
 
 #: payload value types whose JSON encoding cannot fail
-_PLAIN = (int, float, str, bool, type(None))
+PLAIN_TYPES = (int, float, str, bool, type(None))
 
-__all__ = ["Mapper", "WindowUDM", "contract"]
+__all__ = ["PLAIN_TYPES", "Mapper", "WindowUDM", "contract"]
 
 
 def contract(label: str, window: tuple[int, int] | None, what: str, value: Any) -> ContractViolation:
@@ -171,7 +171,7 @@ class WindowUDM:
             # plain JSON values cannot fail to encode: their canonical JSON is left to `OutputRecord`,
             # which makes it only if an output diff compares it
             for v in payload.values():
-                if type(v) not in _PLAIN:
+                if type(v) not in PLAIN_TYPES:
                     return [(wle, wre, payload, self._canon(payload, w))]
             return [(wle, wre, payload, None)]
         if result is None or isinstance(result, (str, bytes, Mapping)) or not isinstance(result, Iterable):

@@ -10,12 +10,14 @@ from typing import Any
 
 import numpy as np
 
+from udm.host.errors import ContractViolation
 from udm.host.query.plan import BoundStep
 
 from ..columnar import Cols, ColumnarEvents, group_codes, stable_order
 from ..common import INF, NEG, Ev
 from ..context import Context
 from ..ids import BatchIds
+from ..invoke import contract
 from .base import WindowStep
 from .state import Group, Window
 
@@ -236,14 +238,22 @@ class GridStep(WindowStep):
                 held.append(w)
             elif w.alive:
                 self._purge(w, maybe)
+        pop = heapq.heappop
+        soe = self.sees_open_ends
         while h and h[0][0] <= c:
-            w = heapq.heappop(h)[2]
+            w = pop(h)[2]
             if not w.alive:
                 continue
-            if self.sees_open_ends and self._holds_open(w, c):
+            if soe and self._holds_open(w, c):
                 held.append(w)
                 continue
-            self._purge(w, maybe)
+            # (`_purge`, inline: every window ends here)
+            w.alive = False
+            g = w.group
+            gw = g.windows
+            if gw.get(w.key) is w:
+                del gw[w.key]
+            maybe[g.key] = g
         self.held = held
         for g in maybe.values():
             self._drop_group_if_empty(g)
@@ -267,6 +277,8 @@ class GridStep(WindowStep):
 
 
 
+#: the one-loop window insert of a batch (`_bulk_add`); off: `_batch_add` (the tests compare the two)
+BULK = True
 MAX_SPAN = 64
 #: a UDA's add_batch is used when a batch's (group, window) slices average fewer members than this
 BATCH_SLICE = 32
@@ -451,7 +463,7 @@ def grid_vinsert(st: Any, cols: Cols, rows: np.ndarray, cbefore: np.ndarray, ret
     add_batch = wu.add_batch if add_array is not None else None
     batched = add_batch is not None and len(bounds) > 2 and len(skey) < BATCH_SLICE * (len(bounds) - 1)
     if batched:
-        _batch_add(st, wu, add_batch, svals, skey, bounds, kr, kmin, gkeys, gfields, gobj)
+        (_bulk_add if BULK else _batch_add)(st, wu, add_batch, svals, skey, bounds, kr, kmin, gkeys, gfields, gobj)
     for s, e, w in () if batched else _key_runs(st, skey, bounds, kr, kmin, gkeys, gfields, gobj):
         if w.pending:
             st._apply(w)
@@ -496,6 +508,67 @@ def _batch_add(st: Any, wu: Any, add_batch: Any, svals: np.ndarray, skey: np.nda
         w.state = state
         w.count += b - a
         touch(w)
+
+
+def _bulk_add(st: Any, wu: Any, add_batch: Any, svals: np.ndarray, skey: np.ndarray, bounds: list[int], kr: int,
+              kmin: int, gkeys: Any, gfields: Any, gobj: dict[int, Any]) -> None:
+    """`_batch_add` in one loop: the (group, window) of each run decoded column-wise, windows made inline
+    (in the order, with the heap entries, `_win` gives), fresh windows' initial states straight from the
+    UDA (one that raises is reported as `WindowUDM._call` reports it). Same states, windows and order."""
+    starts = np.asarray(bounds[:-1], dtype=np.int64)
+    codes, kks = np.divmod(skey[starts], kr)
+    counts = np.diff(np.asarray(bounds, dtype=np.int64)).tolist()
+    kl = (kks + kmin).tolist()
+    off, hop, size = st.off, st.hop, st.size
+    members = not st.incremental or st.sees_open_ends
+    heap = st.close_heap
+    push = heapq.heappush
+    fresh = st.fresh
+    init = wu.udm.initial_state  # (only a `WindowUDM` has a batch form)
+    wins: list[Window] = []
+    states: list[Any] = []
+    seq = st.seq
+    g: Any = None
+    gw: Any = None
+    last = -1
+    try:
+        for code, k in zip(codes.tolist(), kl, strict=True):
+            if code != last:
+                last = code
+                g = gobj.get(code)
+                if g is None:
+                    g = st._group_by_code(code, gobj, gkeys, gfields)
+                gw = g.windows
+            w = gw.get(k)
+            if w is None:
+                le = off + k * hop
+                w = Window(g, k, le, le + size, {} if members else None)
+                gw[k] = w
+                seq += 1
+                push(heap, (w.re, seq, w))
+                states.append(init())
+            else:
+                if w.pending:
+                    st._apply(w)
+                states.append(w.state if w.state is not None else init())
+            wins.append(w)
+    except ContractViolation:
+        raise
+    except Exception as exc:  # as `WindowUDM._call` reports it
+        raise contract(wu.label, None, f"initial_state raised {type(exc).__name__}", exc) from exc
+    finally:
+        st.seq = seq
+    offsets = np.asarray(bounds, dtype=np.int64)
+    new = wu._call(add_batch, (states, svals, offsets), None, "add_batch")
+    if len(new) != len(wins):
+        raise contract(wu.label, None, f"add_batch returned {len(new)} states for {len(wins)} slices", new)
+    for w, state, c in zip(wins, new, counts, strict=True):
+        w.state = state
+        w.count += c
+        w.dirty = True
+        if not w.fresh:
+            w.fresh = True
+            fresh.append(w)
 
 
 def _taken(rows: np.ndarray, took: np.ndarray, absorbed: list[int]) -> np.ndarray:
