@@ -5,13 +5,12 @@ explicit and watermark-derived CTIs."""
 from __future__ import annotations
 
 import json
-import os
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.stream_io import collect, json_files, out_elements
 from udm.host.errors import UdmError
 from udm.host.query.plan import bind
 from udm.host.query.runners import RunRequest, get_engine, run_local
@@ -128,37 +127,7 @@ def test_checkpoint_of_another_run_is_refused(spark: Any, tmp_path: Path) -> Non
         _run("spark-streaming", SUM_BY_G, src, tmp_path / "o.jsonl", checkpoint=stray)
 
 
-def _json_source(spark: Any, d: Path, files: list[list[dict[str, Any]]], schema: str) -> Any:
-    """A file stream that delivers one file per micro-batch, in the given order."""
-    d.mkdir(parents=True)
-    base = time.time() - 1000
-    for i, rows in enumerate(files):
-        p = d / f"p{i:03d}.json"
-        p.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-        os.utime(p, (base + i, base + i))
-    return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(d))
 
-
-def _collect(stream_df: Any, ck: Path) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-
-    def keep(df: Any, batch_id: int) -> None:
-        rows.extend({**r.asDict(), "batch": batch_id} for r in df.collect())
-
-    q = stream_df.writeStream.foreachBatch(keep).option("checkpointLocation", str(ck)) \
-        .trigger(availableNow=True).start()
-    q.awaitTermination()
-    return rows
-
-
-def _as_elements(rows: list[dict[str, Any]]) -> list[Any]:
-    out: list[Any] = []
-    for r in sorted((r for r in rows if r["stream"] == "out"), key=lambda r: (r["batch"], r["bucket"], r["seq"])):
-        if r["kind"] == "insert":
-            out.append(Insert(r["id"], r["le"], r["re"], json.loads(r["payload"])))
-        else:
-            out.append(Retract(r["id"], r["le"], r["re"], r["re_new"]))
-    return out
 
 
 def test_dataframe_api_routes_retractions_by_their_keys(spark: Any, tmp_path: Path) -> None:
@@ -176,10 +145,10 @@ def test_dataframe_api_routes_retractions_by_their_keys(spark: Any, tmp_path: Pa
         [{"line": 6, "kind": "insert", "id": "c", "le": 15, "re": 16, "payload": '{"g":"x","v":5.0}'},
          {"line": 7, "kind": "cti", "t": 9223372036854775807}],
     ]
-    src = _json_source(spark, tmp_path / "in", files,
+    src = json_files(spark, tmp_path / "in", files,
                        "line long, kind string, id string, le long, re long, re_new long, t long, payload string")
-    rows = _collect(run_stream(SUM_BY_G, src, buckets=2), tmp_path / "ck")
-    out = _as_elements(rows)
+    rows = collect(run_stream(SUM_BY_G, src, buckets=2), tmp_path / "ck")
+    out = out_elements(rows)
     logical = [parse_element({k: v for k, v in r.items() if v is not None and k != "line"} | (
         {"payload": json.loads(r["payload"])} if r.get("payload") else {}))
         for f in files for r in f if r["line"] != 4]
@@ -199,7 +168,7 @@ def test_dataframe_api_routes_retractions_by_their_keys(spark: Any, tmp_path: Pa
 def test_streaming_dataframe_without_sequence_column_is_refused(spark: Any, tmp_path: Path) -> None:
     from udm.host.spark.streaming import run_stream
 
-    src = _json_source(spark, tmp_path / "in", [[{"kind": "cti", "t": 1}]], "kind string, t long")
+    src = json_files(spark, tmp_path / "in", [[{"kind": "cti", "t": 1}]], "kind string, t long")
     with pytest.raises(UdmError, match="needs a 'line' column"):
         run_stream(SUM_BY_G, src)
 
@@ -217,14 +186,14 @@ def test_ctis_from_the_event_time_watermark(spark: Any, tmp_path: Path) -> None:
              [{"id": "c", "ts": 50, "g": "x", "v": 3.0}],
              [{"id": "d", "ts": 5, "g": "x", "v": 4.0}, {"id": "e", "ts": 61, "g": "y", "v": 5.0}],
              [{"id": "f", "ts": 90, "g": "x", "v": 1.0}]]
-    src = _json_source(spark, tmp_path / "in", files, "id string, ts long, g string, v double")
+    src = json_files(spark, tmp_path / "in", files, "id string, ts long, g string, v double")
     src = src.withColumn("ts", F.timestamp_seconds("ts")).withWatermark("ts", "10 seconds")
     els = src.select(F.lit("insert").alias("kind"), "id", F.unix_micros("ts").alias("le"),
                      (F.unix_micros("ts") + 1).alias("re"), F.unix_micros("ts").alias("line"),
                      F.to_json(F.struct("g", "v")).alias("payload"))
     query = {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 30 * second}, "group_by": ["g"],
                         "udm": "sum", "input": "v"}]}
-    rows = _collect(run_stream(query, els, buckets=2, ctis_from_watermark=True), tmp_path / "ck")
+    rows = collect(run_stream(query, els, buckets=2, ctis_from_watermark=True), tmp_path / "ck")
     dead = [r for r in rows if r["stream"] == "dead"]
     assert len(dead) == 1 and json.loads(dead[0]["element"])["id"] == "d" and "CTI violation" in dead[0]["reason"]
     assert sum(json.loads(r["payload"]).get("reasons", {}).get("cti_violation", 0)
@@ -238,7 +207,7 @@ def test_ctis_from_the_event_time_watermark(spark: Any, tmp_path: Path) -> None:
         logical += [Insert(r["id"], r["ts"] * second, r["ts"] * second + 1, {"g": r["g"], "v": r["v"]}) for r in f]
         wm = max(wm, max(r["ts"] for r in f) - 10)
     expected = oracle_run(bind(parse_query(query)), logical).cht
-    out_cht = cht(_as_elements(rows))
+    out_cht = cht(out_elements(rows))
     # the stream is not over (no cti(INF)): what is before the last output CTI is final and must be the
     # oracle's; later windows may still be speculative (the [60 s, 90 s) window of "y" is)
     ctis = sorted({r["t"] for r in rows if r["stream"] == "cti"})
@@ -262,11 +231,11 @@ def test_a_users_table_stream_with_watermark_ctis(spark: Any, tmp_path: Path) ->
              [{"ts": 50, "g": "x", "v": 3.0}, {"ts": None, "g": "x", "v": 9.0}],
              [{"ts": 5, "g": "x", "v": 4.0}, {"ts": 61, "g": "y", "v": 5.0}],
              [{"ts": 90, "g": "x", "v": 1.0}]]
-    src = _json_source(spark, tmp_path / "in", files, "ts long, g string, v double")
+    src = json_files(spark, tmp_path / "in", files, "ts long, g string, v double")
     src = src.withColumn("ts", F.timestamp_seconds("ts")).withWatermark("ts", "10 seconds")
     query = {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 30 * second}, "group_by": ["g"],
                         "udm": "sum", "input": "v"}]}
-    rows = _collect(run_stream(query, src, buckets=2, ctis_from_watermark=True, table={"time": "ts"}),
+    rows = collect(run_stream(query, src, buckets=2, ctis_from_watermark=True, table={"time": "ts"}),
                     tmp_path / "ck")
     dead = sorted((r["reason"], r["line"]) for r in rows if r["stream"] == "dead")
     assert [d[1] for d in dead] == [None, None]
@@ -282,7 +251,7 @@ def test_a_users_table_stream_with_watermark_ctis(spark: Any, tmp_path: Path) ->
     expected = oracle_run(bind(parse_query(query)), logical).cht
     ctis = sorted({r["t"] for r in rows if r["stream"] == "cti"})
     assert ctis[-1] == 60 * second
-    final = [e for e in cht(_as_elements(rows)).elements() if e[1] <= ctis[-1]]
+    final = [e for e in cht(out_elements(rows)).elements() if e[1] <= ctis[-1]]
     want = [e for e in expected.elements() if e[1] <= ctis[-1]]
     assert len(want) == 3 and verify(final, want), verify(final, want)  # the two equal rows both count
     with pytest.raises(UdmError, match="edge events"):

@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
+from tests.stream_io import collect, json_files, out_elements
 from udm.host.errors import UdmError
 from udm.host.query.plan import bind
 from udm.host.query.runners import RunRequest, get_engine
 from udm.host.query.spec import parse_query
-from udm.host.temporal.elements import Insert, Retract, parse_element
+from udm.host.temporal.elements import Insert, parse_element
 from udm.host.testing.engine_conformance import write_stream
 from udm.host.testing.oracle import oracle_run
 from udm.host.testing.verifier import verify
@@ -47,31 +48,7 @@ def _files() -> list[list[dict[str, Any]]]:
              {"line": 106, "kind": "cti", "t": INF}]]
 
 
-def _source(spark: Any, d: Path, files: list[list[dict[str, Any]]]) -> Any:
-    d.mkdir(parents=True, exist_ok=True)
-    base = time.time() - 1000
-    for i, rows in enumerate(files):
-        p = d / f"p{i:03d}.json"
-        p.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-        os.utime(p, (base + i, base + i))
-    return spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(d))
 
-
-def _collect(stream_df: Any, ck: Path) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    q = stream_df.writeStream.foreachBatch(
-        lambda df, i: rows.extend({**r.asDict(), "batch": i} for r in df.collect())) \
-        .option("checkpointLocation", str(ck)).trigger(availableNow=True).start()
-    q.awaitTermination()
-    return rows
-
-
-def _elements(rows: list[dict[str, Any]]) -> list[Any]:
-    out: list[Any] = []
-    for r in sorted((r for r in rows if r["stream"] == "out"), key=lambda r: (r["batch"], r["bucket"], r["seq"])):
-        out.append(Insert(r["id"], r["le"], r["re"], json.loads(r["payload"])) if r["kind"] == "insert"
-                   else Retract(r["id"], r["le"], r["re"], r["re_new"]))
-    return out
 
 
 def _logical(files: list[list[dict[str, Any]]]) -> list[Any]:
@@ -91,20 +68,20 @@ def test_a_micro_batch_loads_only_touched_and_due_keys(spark: Any, tmp_path: Pat
     from udm.host.spark.streaming import run_stream
 
     files = _files()
-    rows = _collect(run_stream(QUERY, _source(spark, tmp_path / "in", files), buckets=2), tmp_path / "ck")
+    rows = collect(run_stream(QUERY, json_files(spark, tmp_path / "in", files, SCHEMA), buckets=2), tmp_path / "ck")
     assert _keys_stats(rows, 0) == (KEYS, KEYS)
     assert _keys_stats(rows, 1) == (1, KEYS)  # one key touched; cti(50) closes nothing
     assert _keys_stats(rows, 2) == (KEYS, 0)  # cti(200): every key is due, then holds nothing
-    assert verify(_elements(rows), oracle_run(bind(parse_query(QUERY)), _logical(files)).cht)
+    assert verify(out_elements(rows), oracle_run(bind(parse_query(QUERY)), _logical(files)).cht)
     # every bucket's CTI in every micro-batch is the whole-bucket layout's (one engine per bucket)
-    old = _collect(run_stream(QUERY, _source(spark, tmp_path / "in2", files), buckets=2, per_key=False),
+    old = collect(run_stream(QUERY, json_files(spark, tmp_path / "in2", files, SCHEMA), buckets=2, per_key=False),
                    tmp_path / "ck2")
 
     def ctis(rs: list[dict[str, Any]]) -> list[tuple[int, int, int]]:
         return sorted((r["batch"], r["bucket"], r["t"]) for r in rs if r["stream"] == "cti")
 
     assert ctis(rows) == ctis(old)
-    assert verify(_elements(rows), _elements(old))
+    assert verify(out_elements(rows), out_elements(old))
 
 
 def test_restart_from_the_checkpoint_goes_on_from_the_per_key_state(spark: Any, tmp_path: Path) -> None:
@@ -114,17 +91,17 @@ def test_restart_from_the_checkpoint_goes_on_from_the_per_key_state(spark: Any, 
 
     files = _files()
     src = tmp_path / "in"
-    first = _collect(run_stream(QUERY, _source(spark, src, files[:2]), buckets=2), tmp_path / "ck")
+    first = collect(run_stream(QUERY, json_files(spark, src, files[:2], SCHEMA), buckets=2), tmp_path / "ck")
     assert not [r for r in first if r["stream"] == "out"]
     base = time.time() - 500
     for i, rows in enumerate(files[2:], 2):
         p = src / f"p{i:03d}.json"
         p.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         os.utime(p, (base + i, base + i))
-    second = _collect(run_stream(QUERY, spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1)
+    second = collect(run_stream(QUERY, spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1)
                                  .json(str(src)), buckets=2), tmp_path / "ck")
     assert _keys_stats(second, 2) == (KEYS, 0)
-    assert verify(_elements(first + second), oracle_run(bind(parse_query(QUERY)), _logical(files)).cht)
+    assert verify(out_elements(first + second), oracle_run(bind(parse_query(QUERY)), _logical(files)).cht)
 
 
 def test_a_checkpoint_of_the_whole_bucket_layout_is_refused(spark: Any, tmp_path: Path) -> None:
@@ -144,10 +121,10 @@ def test_a_dataframe_checkpoint_of_the_whole_bucket_layout_is_refused(spark: Any
 
     files = _files()
     src = tmp_path / "in"
-    _collect(run_stream(QUERY, _source(spark, src, files[:1]), buckets=2, per_key=False), tmp_path / "ck")
+    collect(run_stream(QUERY, json_files(spark, src, files[:1], SCHEMA), buckets=2, per_key=False), tmp_path / "ck")
     (src / "p001.json").write_text("".join(json.dumps(r) + "\n" for r in files[1]), encoding="utf-8")
     again = run_stream(QUERY, spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(src)),
                        buckets=2)
     with pytest.raises(Exception, match=r"UdmError: a checkpoint of the whole-bucket state layout \(udmkit before "
                        r"streaming layout 3\): state is now kept per key; start from a new checkpoint directory"):
-        _collect(again, tmp_path / "ck")
+        collect(again, tmp_path / "ck")

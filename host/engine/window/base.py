@@ -427,13 +427,8 @@ class WindowStep(Operator):
             if not w.dirty:
                 continue
             if w.re <= rp or (time_bound and w.le < self.effective_cti) or (w.emitted and not (w.early and early)):
-                # (`_releasable` and `_ready`, inline: this loop sees every window once)
-                w.dirty = False
-                e = ready.get(id(w.group))
-                if e is None:
-                    ready[id(w.group)] = (w.group, [w])
-                else:
-                    e[1].append(w)
+                # (`_releasable`, inline: this loop sees every window once)
+                self._ready(ready, w)
             elif w.count == 0 and not w.outputs:
                 w.dirty = False
                 self._empty(w)
@@ -468,14 +463,7 @@ class WindowStep(Operator):
             w = pop(wait)[2]
             w.waiting = False
             if w.alive and w.dirty:
-                if w.re <= rp:  # (`_ready`, inline: windows closing in order all pass here)
-                    w.dirty = False
-                    e = ready.get(id(w.group))
-                    if e is None:
-                        ready[id(w.group)] = (w.group, [w])
-                    else:
-                        e[1].append(w)
-                elif self._releasable(w, rp):
+                if w.re <= rp or self._releasable(w, rp):  # (windows closing in order pass the first test)
                     self._ready(ready, w)
                 else:  # it grew since it was queued (a session window): wait for its new end
                     again.append(w)

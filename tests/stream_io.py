@@ -1,0 +1,50 @@
+"""Test-side plumbing for `run_stream` tests: a file source that delivers one JSON file per micro-batch,
+a sink that collects every micro-batch's result rows, and the output elements those rows describe (decoded
+here, independently of `udm.host.spark.stream_sinks`, by the encoding of semantics-notes 46)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from udm.host.temporal.elements import Insert, Retract
+
+__all__ = ["collect", "json_files", "out_elements"]
+
+
+def json_files(spark: Any, d: Path, files: list[list[dict[str, Any]]], schema: str) -> Any:
+    """A file stream that delivers one file per micro-batch, in the given order."""
+    d.mkdir(parents=True, exist_ok=True)
+    base = time.time() - 1000
+    for i, rows in enumerate(files):
+        p = d / f"p{i:03d}.json"
+        p.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        os.utime(p, (base + i, base + i))
+    return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(d))
+
+
+def collect(stream_df: Any, ck: Path) -> list[dict[str, Any]]:
+    """Every result row of ``stream_df`` run to the end of its source (``availableNow``), with its batch."""
+    rows: list[dict[str, Any]] = []
+
+    def keep(df: Any, batch_id: int) -> None:
+        rows.extend({**r.asDict(), "batch": batch_id} for r in df.collect())
+
+    q = stream_df.writeStream.foreachBatch(keep).option("checkpointLocation", str(ck)) \
+        .trigger(availableNow=True).start()
+    q.awaitTermination()
+    return rows
+
+
+def out_elements(rows: list[dict[str, Any]]) -> list[Any]:
+    """The output stream: ``out`` rows applied in ``(batch, bucket, seq)`` order."""
+    out: list[Any] = []
+    for r in sorted((r for r in rows if r["stream"] == "out"), key=lambda r: (r["batch"], r["bucket"], r["seq"])):
+        if r["kind"] == "insert":
+            out.append(Insert(r["id"], r["le"], r["re"], json.loads(r["payload"])))
+        else:
+            out.append(Retract(r["id"], r["le"], r["re"], r["re_new"]))
+    return out
