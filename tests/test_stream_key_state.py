@@ -137,6 +137,19 @@ def test_retractions_without_key_fields_follow_their_id() -> None:
     assert store.ids == {}
 
 
+def test_a_cti_raises_t_for_keys_it_skips_in_the_same_micro_batch() -> None:
+    """T (semantics-notes 2) rises with a CTI as well as with elements: the ``udm run`` driver sends every
+    bucket ``cti(T)`` from the other buckets before the tail, in the micro-batch that also holds
+    ``cti(INF)`` and the end. A key loaded only at the end must cut its never-ending events at that T (its
+    windows up to W.LE = T: four of them), not at the largest time of the bucket's own elements (one)."""
+    stream: list[Element] = [Insert("a", 3, INF, {"g": "x", "v": 5.0}), Insert("b", 1, 4, {"g": "y", "v": 2.0}),
+                             Cti(2), Cti(30), Cti(INF)]
+    out, _, _ = _run_both(TUMBLING, stream, 3, track_ids=True)
+    expected = oracle_run(bind(parse_query(TUMBLING)), stream)
+    verdict = verify(out, expected.cht)
+    assert verdict, str(verdict)
+
+
 def _stream_of_keys(keys: int, le: int) -> list[Element]:
     return [Insert(f"e{le}-{k}", le + k % 3, le + 90, {"g": f"k{k}", "v": 1.0}) for k in range(keys)]
 

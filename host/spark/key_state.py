@@ -349,6 +349,9 @@ class KeyedBucket:
         for el in self.idle.process(Cti(t)):
             if isinstance(el, Cti):
                 self.index.idle_out = max(self.index.idle_out, el.t)
+        # a CTI raises T as an element does (semantics-notes 2): keys brought to a later CTI in this call
+        # without this one (`_engine` feeds only the latest) must still see it
+        self.index.reached = max(self.index.reached, self.idle.ctx.reached)
 
     def _finish(self) -> None:
         """End of input: every live key's engine, then the idle one, ends (one engine would end them all)."""
