@@ -21,9 +21,9 @@ elements in it and the keys due at or before its new CTI (semantics-notes 41).
   engine would have seen; it also takes the bucket's ``reached`` (T so far, semantics-notes 2).
 * A key whose engine holds nothing is dropped; if it comes back it gets a new engine with a new serial,
   and output ids are ``bucket.serial.id`` (unique in the stream).
-* Ids (``track_ids``; the Spark processor always sets it, since a retraction need not repeat the key
-  fields): an id map sends a retraction, or an insert reusing a live id, to the key holding that id, as
-  one engine would judge them.
+* Ids (``track_ids``: where a retraction need not repeat the key fields, the ``udm run`` path and
+  one-bucket streams): an id map sends a retraction, or an insert reusing a live id, to the key holding
+  that id, as one engine would judge them (semantics-notes 41).
 
 Due times and holds come from `udm.host.spark.key_due`. `KeyedBucket` works on any `BucketStore`: the
 Spark processor (`udm.host.spark.streaming`) backs it by a ``transformWithStateInPandas`` MapState per

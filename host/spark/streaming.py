@@ -562,9 +562,10 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
                    "udm_bucket", *([F.col("input").alias("udm_input")] if graph else []))
     args = (spec.to_json_dict(), on_violation or spec.on_violation, keys, ctis_from_watermark, graph)
     if keys and not graph and per_key:  # state per key (`udm.host.spark.key_state`, semantics-notes 41)
-        # ids always tracked: a retraction need not repeat its key fields (one bucket takes them all, and
-        # the `udm run` driver routes them by id), and one engine over the bucket would find it by id
-        processor = _keyed_processor_class()(*args, track_ids=True, buckets=n)
+        # the id map (a state write per insert) only where a retraction may come without its key fields:
+        # the `udm run` driver routes them by id, and one bucket takes them all; with several buckets a
+        # DataFrame stream routes a retraction by its key fields (one without them is unroutable)
+        processor = _keyed_processor_class()(*args, track_ids="_bucket" in frame.columns or n == 1, buckets=n)
     else:
         processor = _processor_class()(*args)
     return df.groupBy("udm_bucket").transformWithStateInPandas(
