@@ -415,7 +415,6 @@ class WindowStep(Operator):
         ready: dict[int, tuple[Group, list[Window]]] = {}
         self.fresh = []
         incr = self.incremental
-        time_bound = self.time_bound
         # (the base `_apply` has nothing to do without pending changes; a family's own may, e.g. panes)
         own_apply = type(self)._apply is WindowStep._apply
         for w in fresh:
@@ -426,8 +425,7 @@ class WindowStep(Operator):
                 self._apply(w)
             if not w.dirty:
                 continue
-            if w.re <= rp or (time_bound and w.le < self.effective_cti) or (w.emitted and not (w.early and early)):
-                # (`_releasable`, inline: this loop sees every window once)
+            if self._releasable(w, rp):
                 self._ready(ready, w)
             elif w.count == 0 and not w.outputs:
                 w.dirty = False
@@ -463,7 +461,7 @@ class WindowStep(Operator):
             w = pop(wait)[2]
             w.waiting = False
             if w.alive and w.dirty:
-                if w.re <= rp or self._releasable(w, rp):  # (windows closing in order pass the first test)
+                if self._releasable(w, rp):
                     self._ready(ready, w)
                 else:  # it grew since it was queued (a session window): wait for its new end
                     again.append(w)

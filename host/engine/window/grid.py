@@ -492,22 +492,30 @@ def _batch_add(st: Any, wu: Any, add_batch: Any, svals: np.ndarray, skey: np.nda
     """Every (group, window) run of a sorted batch in one ``add_batch`` call (the UDA's batch form)."""
     wins = []
     states = []
-    touch = st._touch
     for _s, _e, w in _key_runs(st, skey, bounds, kr, kmin, gkeys, gfields, gobj):
         if w.pending:
             st._apply(w)
         wins.append(w)
         states.append(w.state if w.state is not None else wu.initial_state())
+    _add_states(st, wu, add_batch, wins, states, svals, bounds)
+
+
+def _add_states(st: Any, wu: Any, add_batch: Any, wins: list[Window], states: list[Any], svals: np.ndarray,
+                bounds: list[int]) -> None:
+    """The one ``add_batch`` call over the batch's slices (``bounds``, one per window of ``wins``, whose
+    states are ``states``): each window takes its new state and member count and is touched."""
     offsets = np.asarray(bounds, dtype=np.int64)
     new = wu._call(add_batch, (states, svals, offsets), None, "add_batch")
     if len(new) != len(wins):
-        from ..invoke import contract
-
         raise contract(wu.label, None, f"add_batch returned {len(new)} states for {len(wins)} slices", new)
-    for w, state, a, b in zip(wins, new, bounds[:-1], bounds[1:], strict=True):
+    fresh = st.fresh
+    for w, state, c in zip(wins, new, np.diff(offsets).tolist(), strict=True):
         w.state = state
-        w.count += b - a
-        touch(w)
+        w.count += c
+        w.dirty = True
+        if not w.fresh:
+            w.fresh = True
+            fresh.append(w)
 
 
 def _bulk_add(st: Any, wu: Any, add_batch: Any, svals: np.ndarray, skey: np.ndarray, bounds: list[int], kr: int,
@@ -517,13 +525,11 @@ def _bulk_add(st: Any, wu: Any, add_batch: Any, svals: np.ndarray, skey: np.ndar
     UDA (one that raises is reported as `WindowUDM._call` reports it). Same states, windows and order."""
     starts = np.asarray(bounds[:-1], dtype=np.int64)
     codes, kks = np.divmod(skey[starts], kr)
-    counts = np.diff(np.asarray(bounds, dtype=np.int64)).tolist()
     kl = (kks + kmin).tolist()
     off, hop, size = st.off, st.hop, st.size
     members = not st.incremental or st.sees_open_ends
     heap = st.close_heap
     push = heapq.heappush
-    fresh = st.fresh
     init = wu.udm.initial_state  # (only a `WindowUDM` has a batch form)
     wins: list[Window] = []
     states: list[Any] = []
@@ -558,17 +564,7 @@ def _bulk_add(st: Any, wu: Any, add_batch: Any, svals: np.ndarray, skey: np.ndar
         raise contract(wu.label, None, f"initial_state raised {type(exc).__name__}", exc) from exc
     finally:
         st.seq = seq
-    offsets = np.asarray(bounds, dtype=np.int64)
-    new = wu._call(add_batch, (states, svals, offsets), None, "add_batch")
-    if len(new) != len(wins):
-        raise contract(wu.label, None, f"add_batch returned {len(new)} states for {len(wins)} slices", new)
-    for w, state, c in zip(wins, new, counts, strict=True):
-        w.state = state
-        w.count += c
-        w.dirty = True
-        if not w.fresh:
-            w.fresh = True
-            fresh.append(w)
+    _add_states(st, wu, add_batch, wins, states, svals, bounds)
 
 
 def _taken(rows: np.ndarray, took: np.ndarray, absorbed: list[int]) -> np.ndarray:
