@@ -25,7 +25,7 @@ from typing import Any
 
 from udm.host.errors import UdmError
 from udm.host.query.runners import RunRequest, RunResult
-from udm.host.spark.stream_output import assemble_output, batch_writer, progress_text
+from udm.host.spark.stream_output import assemble_output, batch_writer, progress_text, resumed_meta
 from udm.host.spark.stream_sources import FILE_ORDER, event_files
 from udm.host.spark.stream_stop import stop_between_batches
 from udm.host.spark.streaming import run_stream
@@ -41,19 +41,9 @@ def _format(d: Path) -> str:
 
 
 def _check_checkpoint(run_dir: Path, meta: dict[str, Any]) -> None:
-    path = run_dir / "run.json"
-    if path.exists():
-        old = json.loads(path.read_text(encoding="utf-8"))
-        for key, value in meta.items():
-            if old.get(key) != value:
-                what = {"query": "query spec", "source": "input directory"}.get(key, key.replace("_", " "))
-                raise UdmError(f"checkpoint {run_dir} belongs to a run with a different {what}; use a new "
-                               "--checkpoint directory (or delete this one) to start over")
-        return
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise UdmError(f"--checkpoint {run_dir} is not empty and holds no udm streaming run")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    if resumed_meta(run_dir, meta, {"query": "query spec", "source": "input directory"}) is None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "run.json").write_text(json.dumps(meta), encoding="utf-8")
 
 
 def run_directory_stream(req: RunRequest, directory: Path) -> RunResult:

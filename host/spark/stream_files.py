@@ -50,7 +50,7 @@ import pyarrow as pa
 from udm.host.errors import UdmError
 from udm.host.query.runners import ENGINES, RunRequest, RunResult
 from udm.host.spark.stream_dir import run_directory_stream
-from udm.host.spark.stream_output import assemble_output, batch_writer, progress_text, write_atomic
+from udm.host.spark.stream_output import assemble_output, batch_writer, progress_text, resumed_meta, write_atomic
 from udm.host.spark.stream_stop import stop_between_batches
 from udm.host.spark.streaming import BROADCAST, END_KIND, run_stream
 from udm.sdk import INF
@@ -449,18 +449,10 @@ def _prepare(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list
     meta = {"layout": _LAYOUT_VERSION, "query": req.spec.to_json_dict(), "batch_size": batch_size,
             "buckets": n, "on_violation": req.on_violation,
             "input": fingerprint}
-    if meta_path.exists():
-        old = json.loads(meta_path.read_text(encoding="utf-8"))
-        staged = old.pop("staged")
-        for key in meta:
-            if old.get(key) != meta[key]:
-                what = {"query": "query spec", "input": "input file",
-                        "layout": "state layout (an older udmkit's)"}.get(key, key.replace("_", " "))
-                raise UdmError(f"checkpoint {run_dir} belongs to a run with a different {what}; "
-                               "use a new --checkpoint directory (or delete this one) to start over")
-        return _Staged(**staged)
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise UdmError(f"--checkpoint {run_dir} is not empty and holds no udm streaming run")
+    old = resumed_meta(run_dir, meta, {"query": "query spec", "input": "input file",
+                                       "layout": "state layout (an older udmkit's)"})
+    if old is not None:
+        return _Staged(**old["staged"])
     if source is None:
         raise UdmError("--engine spark-streaming with --checkpoint needs an input file, not stdin")
     run_dir.mkdir(parents=True, exist_ok=True)

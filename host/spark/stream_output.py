@@ -27,13 +27,33 @@ from typing import Any
 from udm.host.spark.streaming import combine_ctis
 from udm.sdk import INF
 
-__all__ = ["assemble_output", "batch_writer", "progress_text", "write_atomic"]
+__all__ = ["assemble_output", "batch_writer", "progress_text", "resumed_meta", "write_atomic"]
 
 
 def write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
+
+
+def resumed_meta(run_dir: Path, meta: dict[str, Any], names: dict[str, str]) -> dict[str, Any] | None:
+    """What ``run_dir/run.json`` recorded when the run began, once every entry of ``meta`` matches it (one
+    that does not is refused, named by ``names`` or its key); None for a new run, whose directory must be
+    empty or absent: a checkpoint belongs to one run (query, input, layout, ...)."""
+    from udm.host.errors import UdmError
+
+    path = run_dir / "run.json"
+    if path.exists():
+        old: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        for key, value in meta.items():
+            if old.get(key) != value:
+                what = names.get(key, key.replace("_", " "))
+                raise UdmError(f"checkpoint {run_dir} belongs to a run with a different {what}; use a new "
+                               "--checkpoint directory (or delete this one) to start over")
+        return old
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise UdmError(f"--checkpoint {run_dir} is not empty and holds no udm streaming run")
+    return None
 
 
 def batch_writer(run_dir: Path, n: int, stop_after: int | None) -> Any:
