@@ -41,29 +41,26 @@ _FORMATS = ("jsonl", "parquet")
 
 
 def _parse_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """(file path, whole text) rows → element rows, one per non-blank line (executor side)."""
+    """(file path, whole text) rows → element rows, read by `udm run`'s own JSON Lines reader (the same
+    line numbers and dead-letter reasons; executor side)."""
+    import io
+
     import pyarrow as pa
 
-    from udm.host.io.batch import ElementBatch
-    from udm.host.io.jsonl import parse_line
+    from udm.host.io.jsonl import read_jsonl_batches
     from udm.host.spark.convert import batch_to_arrow
 
     for rb in batches:
         for path, text in zip(rb.column(0).to_pylist(), rb.column(1).to_pylist(), strict=True):
             name = Path(str(path)).name
-            els: list[Any] = []
-            nums: list[int] = []
-            for i, line in enumerate((text or "").split("\n"), start=1):
-                if line.strip():
-                    els.append(parse_line(line, i))
-                    nums.append(i)
-            tb = batch_to_arrow(ElementBatch.from_elements(els, nums))
-            err = tb.column("error").to_pylist()
-            if any(e is not None for e in err):  # name the file in a bad line's reason
-                tb = tb.set_column(tb.column_names.index("error"), "error",
-                                   pa.array([None if e is None else f"{e} ({name})" for e in err], pa.string()))
-            tb = tb.append_column(SOURCE_FILE, pa.array([str(path)] * tb.num_rows, pa.string()))
-            yield from tb.to_batches()
+            for eb in read_jsonl_batches(io.BytesIO((text or "").encode("utf-8"))):
+                tb = batch_to_arrow(eb)
+                err = tb.column("error").to_pylist()
+                if any(e is not None for e in err):  # name the file in a bad line's reason
+                    tb = tb.set_column(tb.column_names.index("error"), "error",
+                                       pa.array([None if e is None else f"{e} ({name})" for e in err], pa.string()))
+                tb = tb.append_column(SOURCE_FILE, pa.array([str(path)] * tb.num_rows, pa.string()))
+                yield from tb.to_batches()
 
 
 def event_files(spark: SparkSession, path: str | Path, *, format: str = "jsonl",
