@@ -69,7 +69,7 @@ _INF_JSON = '"inf"'
 
 def cti_line(t: int) -> str:
     """A CTI's line, as ``json.dumps(element_to_json(Cti(t)))`` spells it."""
-    return f'{{"kind": "cti", "t": {t if t < INF else chr(34) + "inf" + chr(34)}}}'
+    return f'{{"kind": "cti", "t": {t if t < INF else _INF_JSON}}}'
 
 
 def _plain_ascii(arr: pa.Array) -> bool:
