@@ -32,14 +32,25 @@ def _min_re(op: Any, c: int) -> int:
     return best
 
 
+def _exact_grid(op: Any) -> bool:
+    """A tumbling/hopping window step whose windows are released at their end and nothing else: its due is
+    read off its heaps exactly."""
+    from udm.host.engine.window.grid import GridStep
+
+    return (isinstance(op, GridStep) and op.early is None and not op.time_bound and op.max_memory_time >= INF
+            and not op.sees_open_ends)
+
+
+def _busy(op: Any) -> bool:
+    """A window step with work queued for the next flush (fresh, early, retired or held windows)."""
+    return bool(op.fresh or op.early_wait or op.grave_groups or getattr(op, "held", None))
+
+
 def _window_due(op: Any, c: int) -> int:
     """A window step's due (module doc): exact for tumbling/hopping windows released at their end; the
     next CTI for anything else that holds state."""
-    from udm.host.engine.window.grid import GridStep
-
-    simple = (isinstance(op, GridStep) and op.early is None and not op.time_bound
-              and op.max_memory_time >= INF and not op.sees_open_ends)
-    busy = bool(op.fresh or op.early_wait or op.grave_groups or getattr(op, "held", None))
+    simple = _exact_grid(op)
+    busy = _busy(op)
     if not simple or busy:
         size = op.state_size()
         return c + 1 if (busy or any(size.values()) or op.chunks) else INF
@@ -88,12 +99,8 @@ def lone_grid(runner: QueryRunner) -> Any:
     """The query's one window step when it is a tumbling/hopping one of the exact kind (`_window_due`) and
     every other step passes CTIs through unchanged (filter, map, project, input gate); else None."""
     from udm.host.engine.ops.span import FilterStep, InputGate, MapStep, ProjectStep
-    from udm.host.engine.window.grid import GridStep
 
     grids = [op for op in runner.ops if not isinstance(op, (FilterStep, MapStep, ProjectStep, InputGate))]
-    if len(grids) != 1 or not isinstance(grids[0], GridStep):
+    if len(grids) != 1 or not _exact_grid(grids[0]) or _busy(grids[0]):
         return None
-    op = grids[0]
-    simple = (op.early is None and not op.time_bound and op.max_memory_time >= INF and not op.sees_open_ends
-              and not (op.fresh or op.early_wait or op.grave_groups or op.held))
-    return op if simple else None
+    return grids[0]
