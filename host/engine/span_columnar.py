@@ -389,8 +389,11 @@ def _commit(runner: Any, batch: Any, plan: list[Any]) -> EncodedLines:
     last_oids = np.zeros(0, dtype=np.int64)
     for st in steps:
         op = st.op
-        for t in st.cti_in[st.received].tolist():
-            op.pass_cti(t)
+        got = st.cti_in[st.received]
+        if len(got):
+            # one `pass_cti` with the batch's last CTI leaves the state its CTIs one by one leave: the CTI in
+            # force and T are maximums, and forgetting the events a CTI closes is monotone in the CTI
+            op.pass_cti(int(got.max()))
         k = len(st.reach)
         al = isinstance(op, AlterLifetimeStep)
         base = op.next_id if al else op.oid
@@ -405,16 +408,18 @@ def _commit(runner: Any, batch: Any, plan: list[Any]) -> EncodedLines:
                 id_list = (prev_ids.take(pa.array(ins_rows[live])).to_pylist() if isinstance(prev_ids, pa.Array)
                            else [f"o{v}" for v in prev_ids[live].tolist()])
                 r_le, r_re = st.le[live].tolist(), st.re[live].tolist()
+                o_ids = [f"o{v}" for v in oids[live].tolist()]
+                reg = op.register
                 if al:
                     o_le = st.out_le[st.reach[live]].tolist()
                     o_re = st.out_re[st.reach[live]].tolist()
-                    for j, id_ in enumerate(id_list):
-                        op.register(id_, r_le[j], r_re[j], f"o{oids[live[j]]}", o_le[j], o_re[j])
+                    for args in zip(id_list, r_le, r_re, o_ids, o_le, o_re, strict=True):
+                        reg(*args)
                 else:
-                    kept = st.keep[live].tolist() if st.keep is not None else None
-                    for j, id_ in enumerate(id_list):
-                        op.register(id_, r_le[j], r_re[j],
-                                    f"o{oids[live[j]]}" if kept is None or kept[j] else None)
+                    if st.keep is not None:  # a filtered-out insert is registered without an output id
+                        o_ids = [o if kept else None for o, kept in zip(o_ids, st.keep[live].tolist(), strict=True)]
+                    for args in zip(id_list, r_le, r_re, o_ids, strict=True):
+                        reg(*args)
         prev_ids = oids if st.keep is None else oids[st.keep]
         last_oids = prev_ids
     # the output: the inserts that passed every step, and the CTIs the last step passed, in input order
