@@ -408,7 +408,7 @@ def _commit(runner: Any, batch: Any, plan: list[Any]) -> EncodedLines:
                 id_list = (prev_ids.take(pa.array(ins_rows[live])).to_pylist() if isinstance(prev_ids, pa.Array)
                            else [f"o{v}" for v in prev_ids[live].tolist()])
                 r_le, r_re = st.le[live].tolist(), st.re[live].tolist()
-                o_ids = [f"o{v}" for v in oids[live].tolist()]
+                o_ids: list[str | None] = [f"o{v}" for v in oids[live].tolist()]
                 reg = op.register
                 if al:
                     o_le = st.out_le[st.reach[live]].tolist()

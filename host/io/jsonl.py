@@ -27,7 +27,7 @@ import re
 import sys
 import threading
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
@@ -503,7 +503,7 @@ def _read_parallel(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _prefetched(it: Iterator[Any], depth: int) -> Iterator[Any]:
+def _prefetched(it: Iterator[Any], depth: int) -> Generator[Any, None, None]:
     """Runs ``it`` in a background thread, ``depth`` batches ahead: pyarrow parses without the GIL, so
     reading overlaps with the consumer's work."""
     q: queue.Queue[Any] = queue.Queue(maxsize=depth)
