@@ -19,7 +19,7 @@ from typing import Any
 
 from udm.host.errors import BadElement, ViolationError
 from udm.host.io.batch import ElementBatch
-from udm.host.io.encode import EncodedLines
+from udm.host.io.encode import DeferredLines, EncodedLines
 from udm.host.io.interleave import interleave
 from udm.host.query.graph import QueryGraph
 from udm.host.query.plan import BoundQuery
@@ -448,13 +448,15 @@ class QueryRunner:
         out.extend(self.flush())
         return self._count(out)
 
-    def process_batch_encoded(self, batch: ElementBatch) -> EncodedLines | None:
+    def process_batch_encoded(self, batch: ElementBatch, *, defer: bool = False
+                              ) -> EncodedLines | DeferredLines | None:
         """A columnar batch of the only input through the columnar span path (`span_columnar`): its
-        output as encoded JSON Lines, the same bytes `JsonlWriter` writes for `process_batch`'s output;
-        None when the query or the batch needs the row path (then nothing was fed: call `process_batch`)."""
+        output as encoded JSON Lines, the same bytes `JsonlWriter` writes for `process_batch`'s output
+        (``defer``: possibly as `DeferredLines`, encoded by the writer); None when the query or the batch
+        needs the row path (then nothing was fed: call `process_batch`)."""
         if not chain_ok(self):
             return None
-        return run_columnar(self, batch)
+        return run_columnar(self, batch, defer=defer)
 
     def run_all(self, inputs: Sequence[Element | BadElement] | Mapping[str, Iterable[Element | BadElement]]
                 ) -> list[Element]:

@@ -26,7 +26,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from udm.host.io.encode import Const, EncodedLines, cti_line, element_lines, element_text, insert_lines, merge_lines
+from udm.host.io.encode import (
+    Const,
+    DeferredLines,
+    EncodedLines,
+    cti_line,
+    element_lines,
+    element_text,
+    insert_lines,
+    merge_lines,
+)
 
 from .common import INF, NEG
 from .ops.alter_lifetime import AlterLifetimeStep
@@ -151,14 +160,15 @@ def _take(payload: dict[str, pa.Array | Const], keep: np.ndarray) -> dict[str, p
     return {k: v if isinstance(v, Const) else v.filter(mask) for k, v in payload.items()}
 
 
-def run_columnar(runner: Any, batch: Any) -> EncodedLines | None:
-    """The batch through the runner's span chain (`chain_ok`), its output as encoded lines; None when
-    the batch needs the row path (then nothing has changed)."""
+def run_columnar(runner: Any, batch: Any, *, defer: bool = False) -> EncodedLines | DeferredLines | None:
+    """The batch through the runner's span chain (`chain_ok`), its output as encoded lines (``defer``:
+    `DeferredLines`, encoded by whoever writes them); None when the batch needs the row path (then
+    nothing has changed)."""
     try:
         plan = _plan(runner, batch)
     except _Fallback:
         return _segments(runner, batch)
-    return _commit(runner, batch, plan)
+    return _commit(runner, batch, plan, defer=defer)
 
 
 #: a stretch of inserts and CTIs between rows the columnar path cannot take (retractions, bad lines) is
@@ -370,7 +380,7 @@ def _images(op: Any, le: np.ndarray, re: np.ndarray) -> tuple[np.ndarray, np.nda
     return new_le, new_le + dur
 
 
-def _commit(runner: Any, batch: Any, plan: list[Any]) -> EncodedLines:
+def _commit(runner: Any, batch: Any, plan: list[Any], *, defer: bool = False) -> EncodedLines | DeferredLines:
     """Apply the batch's effects on the steps and the context, as the row path leaves them."""
     ins_rows, cti_rows, le, re, ids, payload, steps, out_rows = plan
     ctx = runner.ctx
@@ -426,9 +436,15 @@ def _commit(runner: Any, batch: Any, plan: list[Any]) -> EncodedLines:
     last = steps[-1]
     pos = ins_rows[out_rows]
     empty = np.zeros(0, np.int64)
-    lines_arr = insert_lines(last_oids, last.out_le[out_rows] if len(out_rows) else empty,
-                             last.out_re[out_rows] if len(out_rows) else empty, list(payload.items()))
-    enc = merge_lines(pos, lines_arr, cti_rows[last.advancing].tolist(),
-                      [cti_line(t) for t in last.out_cti[last.advancing].tolist()])
-    stats.elements_out += enc.count
-    return enc
+    out_le = last.out_le[out_rows] if len(out_rows) else empty
+    out_re = last.out_re[out_rows] if len(out_rows) else empty
+    fields = list(payload.items())
+    cti_pos = cti_rows[last.advancing].tolist()
+    cti_texts = [cti_line(t) for t in last.out_cti[last.advancing].tolist()]
+
+    def make() -> EncodedLines:  # (every value it reads is fixed by now: arrays no step changes)
+        return merge_lines(pos, insert_lines(last_oids, out_le, out_re, fields), cti_pos, cti_texts)
+
+    count = len(pos) + len(cti_pos)
+    stats.elements_out += count
+    return DeferredLines(count, make) if defer else make()

@@ -15,7 +15,7 @@ by one, so the bytes stay the same as the row path's in every case.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +26,8 @@ import pyarrow.compute as pc
 from udm.host.temporal.elements import Insert, element_to_json
 from udm.sdk import INF
 
-__all__ = ["MIN_RUN", "Const", "EncodedLines", "cti_line", "element_lines", "element_text", "encode_value_column",
-           "insert_lines", "merge_lines"]
+__all__ = ["MIN_RUN", "Const", "DeferredLines", "EncodedLines", "cti_line", "element_lines", "element_text",
+           "encode_value_column", "insert_lines", "merge_lines"]
 
 _encode = json.JSONEncoder().encode  # what json.dumps uses with default arguments
 _quote = json.encoder.encode_basestring_ascii
@@ -51,6 +51,17 @@ class EncodedLines:
 
     def to_bytes(self) -> bytes:
         return b"".join(bytes(p) for p in self.data)
+
+
+@dataclass(frozen=True)
+class DeferredLines:
+    """Output lines not encoded yet: ``make()`` builds them from values that no longer change (the
+    columnar span path's output columns). A write-behind writer (`udm.host.io.write_behind`) calls it in
+    its own thread, where pyarrow's compute runs beside the engine's next batch."""
+
+    #: how many elements the lines will be
+    count: int
+    make: Callable[[], EncodedLines]
 
 
 def element_text(e: Any) -> str:

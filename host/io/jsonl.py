@@ -42,7 +42,7 @@ from udm.host.temporal.elements import Element, parse_element
 from udm.sdk import INF
 
 from .batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch, raw_json
-from .encode import MIN_RUN, EncodedLines, element_lines, element_text
+from .encode import MIN_RUN, DeferredLines, EncodedLines, element_lines, element_text
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -723,10 +723,13 @@ class JsonlWriter(_Writer):
     def write_one(self, element: Element) -> None:
         self.write((element,))
 
-    def write_encoded(self, lines: EncodedLines) -> None:
-        """Lines already encoded (`udm.host.io.encode`), each ending in a newline, written as they are."""
+    def write_encoded(self, lines: EncodedLines | DeferredLines) -> None:
+        """Lines already encoded (`udm.host.io.encode`), each ending in a newline, written as they are
+        (`DeferredLines`: encoded here first)."""
         if not lines.count:
             return
+        if isinstance(lines, DeferredLines):
+            lines = lines.make()
         f = self._f
         try:
             raw = getattr(f, "buffer", None)
