@@ -480,7 +480,7 @@ def _read_parallel(
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="udm-jsonl-reader")
     pending: deque[tuple[Future[list[ElementBatch]], int]] = deque()
     done = 0
-    blocks = _prefetched(_numbered_blocks(f, block_bytes), ahead)
+    blocks = _prefetched(_numbered_blocks(f, block_bytes), 1)  # (one block read ahead of the workers' queue)
     try:
         exhausted = False
         while True:

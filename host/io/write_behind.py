@@ -22,7 +22,7 @@ from .encode import DeferredLines, EncodedLines
 __all__ = ["DEPTH", "WriteBehind"]
 
 #: batches waiting to be written at most (their columns stay in memory until then)
-DEPTH = 2
+DEPTH = 1
 
 _STOP = object()
 
