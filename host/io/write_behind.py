@@ -34,7 +34,8 @@ class WriteBehind:
     def __init__(self, writer: Any) -> None:
         self.writer = writer
         self._q: queue.Queue[Any] = queue.Queue(maxsize=DEPTH)
-        self._error: BaseException | None = None
+        self._error: BaseException | None = None  # a failed write's error, until raised to the caller
+        self._failed = False  # a write failed: nothing more is written
         self._thread = threading.Thread(target=self._work, name="udm-write-behind", daemon=True)
         self._thread.start()
 
@@ -44,9 +45,10 @@ class WriteBehind:
             try:
                 if item is _STOP:
                     return
-                if self._error is None:  # after a failure the rest is dropped: the run stops with its error
+                if not self._failed:  # after a failure the rest is dropped: the run stops with its error
                     self.writer.write_encoded(item)
             except BaseException as exc:
+                self._failed = True
                 self._error = exc
             finally:
                 self._q.task_done()
