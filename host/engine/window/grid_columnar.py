@@ -126,7 +126,7 @@ def _plan(st: GridStep, cols: Cols, codes: np.ndarray, rows: np.ndarray) -> _Pla
     ceff = st.effective_cti if st.effective_cti > _I64_MIN else _I64_MIN
     ok = (le < re) & (le >= ceff) & (le >= cb_all[rows]) & (re < INF)
     vals_all, vmiss = cols.field(st.mapper.spec, 0, n)
-    if not isinstance(vals_all, np.ndarray) or vmiss is not None and bool(vmiss[rows].any()):
+    if vmiss is not None and bool(vmiss[rows].any()):
         raise _Fallback
     for _, tp in st.typed:
         bad = tp.bad_mask(vals_all)
@@ -144,7 +144,7 @@ def _plan(st: GridStep, cols: Cols, codes: np.ndarray, rows: np.ndarray) -> _Pla
         if held and bool(bi.member_mask(held[0] if len(held) == 1 else pa.concat_arrays(held)).any()):
             raise _Fallback
     gcodes = gcodes_all[rows]
-    vals = vals_all[rows]
+    vals = vals_all[rows] if isinstance(vals_all, np.ndarray) else _int_values(vals_all, rows)
     hop, size, off = st.hop, st.size, st.off
     lo = (le - size - off) // hop + 1
     hi = -((off - re) // hop) - 1
@@ -270,6 +270,19 @@ def _plan(st: GridStep, cols: Cols, codes: np.ndarray, rows: np.ndarray) -> _Pla
     plan.idx_code = gf_by_code
     plan.popped = _peek_wait(st, rp1, {id(w) for w in u_w.values()})
     return plan
+
+
+def _int_values(vals: list[Any], rows: np.ndarray) -> np.ndarray:
+    """The insert rows' values of a column the reader left as Python values (a batch mixing CTIs and
+    other lines): an int64 array when they are all integers (whose sums are exact either way), else
+    `_Fallback` (the row path hands a UDA's ``add`` the values as they are)."""
+    sub = [vals[i] for i in rows.tolist()]
+    if set(map(type, sub)) != {int}:
+        raise _Fallback
+    try:
+        return np.array(sub, dtype=np.int64)
+    except OverflowError:
+        raise _Fallback from None
 
 
 def _add(wu: WindowUDM, states: list[Any], svals: np.ndarray, bounds: np.ndarray, sel: np.ndarray) -> list[Any]:

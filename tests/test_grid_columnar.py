@@ -1,0 +1,205 @@
+"""The columnar grid window path (`udm.host.engine.window.grid_columnar`) against the row path and the
+oracle: the same output bytes, dead letters, run statistics and engine state, on generated streams
+(the kit's `generate`) with CTIs mid-batch, many groups, empty windows, lifetimes over several windows,
+hopping windows (panes: the row path), and hand-overs both ways (in-order batches, then a retraction, a late or bad element,
+then in order again)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import udm.host.engine.runner as runner_mod
+from udm.host.catalog import Catalog
+from udm.host.engine.runner import QueryRunner
+from udm.host.engine.window import grid_columnar
+from udm.host.errors import BadElement
+from udm.host.io.jsonl import JsonlReader, read_jsonl_elements
+from udm.host.query.plan import bind
+from udm.host.query.runners import RunRequest, run_local
+from udm.host.query.spec import parse_query
+from udm.host.temporal.elements import Cti, Insert, Retract
+from udm.host.testing import generate
+from udm.host.testing.cht import CHT, cht
+from udm.host.testing.engine_conformance import write_stream
+from udm.host.testing.oracle_graph import graph_oracle_run
+
+_CATALOG = Catalog.discover()
+
+
+def _query(window: dict[str, Any], udm: str = "sum", **kw: Any) -> dict[str, Any]:
+    return {"steps": [{"op": "window", "window": window, "group_by": ["g"], "udm": udm, "input": "v", "as": "out",
+                       **kw}]}
+
+
+@pytest.fixture
+def taken(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts the batches the columnar grid path took and declined."""
+    seen = {"columnar": 0, "row": 0}
+    real = grid_columnar.run_grid
+
+    def counting(runner: Any, batch: Any) -> Any:
+        got = real(runner, batch)
+        seen["columnar" if got is not None else "row"] += 1
+        return got
+
+    monkeypatch.setattr(runner_mod, "run_grid", counting)
+    return seen
+
+
+def _run(query: dict[str, Any], inp: Path, out: Path, on: bool, monkeypatch: pytest.MonkeyPatch,
+         batch: int = 100) -> Any:
+    monkeypatch.setattr(grid_columnar, "ENABLED", on)
+    bound = bind(parse_query(query), _CATALOG)
+    return run_local(RunRequest(bound, inp, out, dead_letter=out.with_suffix(".dl"), batch_size=batch))
+
+
+def _compare(query: dict[str, Any], stream: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+             taken: dict[str, int], batch: int = 100) -> dict[str, int]:
+    """Run ``stream`` with the path on and off: same bytes, dead letters and statistics; the output's
+    CHT is the oracle's. Returns how many batches the columnar path took (on) and declined."""
+    inp = tmp_path / "in.jsonl"
+    write_stream(inp, stream)
+    col, row = tmp_path / "col.jsonl", tmp_path / "row.jsonl"
+    r_col = _run(query, inp, col, True, monkeypatch, batch)
+    seen = dict(taken)
+    r_row = _run(query, inp, row, False, monkeypatch, batch)
+    assert col.read_bytes() == row.read_bytes()
+    assert col.with_suffix(".dl").read_bytes() == row.with_suffix(".dl").read_bytes()
+    s_col, s_row = r_col.to_json_dict(), r_row.to_json_dict()
+    s_col.pop("seconds", None)
+    s_row.pop("seconds", None)
+    assert s_col == s_row
+    good = [el for _, el in read_jsonl_elements(inp) if not isinstance(el, BadElement)]
+    bound = bind(parse_query(query), _CATALOG)
+    want = graph_oracle_run(bound, {bound.graph.inputs[0]: good})
+    assert _rounded(cht([el for _, el in read_jsonl_elements(col)])) == _rounded(want.cht)
+    return seen
+
+
+def _rounded(c: CHT) -> CHT:
+    """Float results to 9 significant digits (the oracle sums in its own order)."""
+    return CHT.from_events((le, re, {k: float(f"{v:.9g}") if type(v) is float else v for k, v in p.items()})
+                           for le, re, p in c.events())
+
+
+CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    # (query, generator knobs)
+    "tumbling_points": (_query({"type": "tumbling", "size": 10}),
+                        {"duration": "point", "overlap": "high", "groups": 3, "cti": "regular"}),
+    "tumbling_many_groups": (_query({"type": "tumbling", "size": 7, "offset": 3}),
+                             {"duration": "point", "overlap": "high", "groups": 60, "cti": "eager"}),
+    # (lifetimes over several windows; one reaching past the frontier sends its batch to the row path)
+    "tumbling_spanning": (_query({"type": "tumbling", "size": 4}),
+                          {"duration": "short", "short_max": 9, "groups": 5, "cti": "regular"}),
+    "tumbling_gaps_float": (_query({"type": "tumbling", "size": 5}),
+                            {"duration": "point", "overlap": "low", "groups": 4, "cti": "lazy", "values": "float"}),
+    "hopping": (_query({"type": "hopping", "size": 10, "hop": 5}),
+                {"duration": "point", "overlap": "high", "groups": 4, "cti": "regular"}),
+    "hopping_gaps": (_query({"type": "hopping", "size": 3, "hop": 5}),
+                     {"duration": "point", "overlap": "high", "groups": 3, "cti": "regular"}),
+    "count": (_query({"type": "tumbling", "size": 10}, "count"),
+              {"duration": "point", "overlap": "high", "groups": 6, "cti": "regular"}),
+    "max_delay": (_query({"type": "tumbling", "size": 10}, "avg", max_delay=15),
+                  {"duration": "point", "overlap": "high", "groups": 3, "cti": "lazy"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("seed", [1, 2])
+def test_in_order_streams_give_the_row_paths_bytes(name: str, seed: int, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch, taken: dict[str, int]) -> None:
+    query, knobs = CASES[name]
+    stream = generate(seed=seed, events=1500, disorder="in_order", **knobs)
+    seen = _compare(query, stream, tmp_path, monkeypatch, taken)
+    if name.startswith("hopping"):  # (hopping windows of a plain UDA are panes: `PaneStep`, not covered)
+        assert seen["columnar"] == 0
+    elif name == "tumbling_spanning":
+        assert seen["row"] >= 5
+    else:
+        assert seen["columnar"] >= 5
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_hand_over_to_the_row_path_and_back(seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            taken: dict[str, int]) -> None:
+    """Retractions, duplicates, late (CTI-violating) and bad elements here and there: their batches take the
+    row path, the clean ones between them the columnar path, each starting from the other's state."""
+    query = _query({"type": "tumbling", "size": 8})
+    stream = generate(seed=seed, events=2000, disorder="in_order", duration="point", overlap="high", groups=5,
+                      cti="regular", speculation=0.01, speculation_kinds=("shorten", "delete"), bad=0.004)
+    seen = _compare(query, stream, tmp_path, monkeypatch, taken, batch=60)
+    assert seen["columnar"] >= 5 and seen["row"] >= 5
+
+
+def test_a_late_event_into_an_emitted_window_after_a_columnar_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     taken: dict[str, int]) -> None:
+    """Hand-computed: windows of 10, one group; a columnar batch emits [0, 10) .. [80, 90) (the
+    watermark 95 releases them; the CTI 85 keeps [80, 90) alive), then an event at 86 changes the
+    emitted [80, 90): a retraction and a new insert, from the state the columnar batch left."""
+    els: list[Any] = [Insert(f"e{t}", t, t + 1, {"g": "a", "v": 1}) for t in range(96)]
+    els.insert(86, Cti(85))
+    els += [Insert("late", 86, 87, {"g": "a", "v": 100}), Cti(200)]
+    query = _query({"type": "tumbling", "size": 10})
+    seen = _compare(query, els, tmp_path, monkeypatch, taken, batch=97)
+    assert seen["columnar"] == 1
+    out = [json.loads(x) for x in (tmp_path / "col.jsonl").read_text().splitlines()]
+    ins = [(o["le"], o["payload"]["out"]) for o in out if o["kind"] == "insert"]
+    assert ins[:9] == [(k * 10, 10) for k in range(9)]
+    assert [o for o in out if o["kind"] == "retract"] == [
+        {"kind": "retract", "id": "o9", "le": 80, "re": 90, "re_new": 80}]
+    assert (80, 110) in ins and (90, 6) in ins
+
+
+def _snapshot_after(stream: list[Any], path: Path, query: dict[str, Any], on: bool,
+                    monkeypatch: pytest.MonkeyPatch) -> tuple[bytes, dict[str, int]]:
+    monkeypatch.setattr(grid_columnar, "ENABLED", on)
+    write_stream(path, stream)
+    r = QueryRunner(bind(parse_query(query), _CATALOG))
+    out = []
+    for b in JsonlReader(path, batch_size=80):
+        got = r.process_batch_encoded(b)
+        out.append(got.to_bytes() if got is not None else r.process_batch(b))
+    return r.snapshot(), r.state_size()
+
+
+def test_the_state_left_behind_is_the_row_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine snapshot after a stream without its end (open windows, emitted windows not yet purged,
+    columnar events) is byte for byte the row path's."""
+    query = _query({"type": "tumbling", "size": 6})
+    stream = generate(seed=9, events=900, disorder="in_order", duration="short", short_max=4, groups=7,
+                      cti="regular", final_cti=False)
+    a, size_a = _snapshot_after(stream, tmp_path / "a.jsonl", query, True, monkeypatch)
+    b, size_b = _snapshot_after(stream, tmp_path / "b.jsonl", query, False, monkeypatch)
+    assert size_a == size_b and size_a["windows"] > 0 and size_a["events"] > 0
+    assert a == b
+
+
+@pytest.mark.parametrize("query", [
+    {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 10}, "group_by": ["g"],
+                "aggregates": [{"udm": "sum", "input": "v", "as": "s"}, {"udm": "max", "input": "v", "as": "m"}]}]},
+    _query({"type": "tumbling", "size": 10}, early=5),
+], ids=["aggregates", "early"])
+def test_steps_it_does_not_cover_take_the_row_path(query: dict[str, Any], tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch, taken: dict[str, int]) -> None:
+    stream = generate(seed=1, events=400, disorder="in_order", duration="point", overlap="high", groups=3)
+    seen = _compare(query, stream, tmp_path, monkeypatch, taken)
+    assert seen["columnar"] == 0
+
+
+def test_retractions_in_a_batch_decline_it_before_any_change(tmp_path: Path) -> None:
+    """A batch holding a retraction is declined (None) and leaves the runner as it found it."""
+    query = _query({"type": "tumbling", "size": 10})
+    els: list[Any] = [Insert(f"e{t}", t, t + 1, {"g": "a", "v": t}) for t in range(60)]
+    els.append(Retract("e59", 59, 60, 59))
+    path = tmp_path / "r.jsonl"
+    write_stream(path, els)
+    r = QueryRunner(bind(parse_query(query), _CATALOG))
+    before = r.snapshot()
+    batches = list(JsonlReader(path, batch_size=100))
+    assert len(batches) == 1
+    assert r.process_batch_encoded(batches[0]) is None
+    assert r.snapshot() == before
