@@ -1,8 +1,8 @@
 """The columnar grid window path (`udm.host.engine.window.grid_columnar`) against the row path and the
 oracle: the same output bytes, dead letters, run statistics and engine state, on generated streams
 (the kit's `generate`) with CTIs mid-batch, many groups, empty windows, lifetimes over several windows,
-hopping windows (panes: the row path), and hand-overs both ways (in-order batches, then a retraction, a late or bad element,
-then in order again)."""
+hopping windows (panes: the row path), and hand-overs both ways (in-order batches, then a retraction, a
+late or bad element, then in order again)."""
 
 from __future__ import annotations
 

@@ -36,8 +36,8 @@ from .ops.span import FilterStep, InputGate, MapStep, ProjectStep
 from .ops.union import UnionStep
 from .repair import ChainRepair
 from .span_columnar import chain_ok, run_columnar
-from .window.grid_columnar import grid_ok, run_grid
 from .window import make_window_step
+from .window.grid_columnar import grid_ok, run_grid
 
 __all__ = ["QueryRunner"]
 

@@ -100,9 +100,35 @@ def run_grid(runner: Any, batch: Any) -> EncodedLines | None:
 class _Plan:
     """Everything a batch does, worked out before any state changes."""
 
-    __slots__ = ("ctis", "gfields", "gkeys", "groups", "ids", "idx_code", "le", "lemax", "new", "obj", "re",
-                 "released", "res", "rp1", "states", "tmax", "u_code", "u_count", "u_k", "u_le", "u_re", "u_w",
-                 "vals", "wm1", "first_cti", "gcodes", "popped", "bounds", "svals")
+    ctis: tuple[np.ndarray, np.ndarray]  # CTI rows, their times
+    first_cti: int  # (index among them of the first that is not stale; -1: none)
+    gkeys: list[Any]
+    gfields: list[Any]
+    gcodes: np.ndarray  # per insert row
+    groups: dict[int, Any]  # group code -> existing `Group` (all of the batch's after the commit)
+    ids: Any
+    le: np.ndarray
+    re: np.ndarray
+    vals: np.ndarray
+    lemax: int
+    tmax: int
+    # the batch's (group, window) pairs, in key order
+    u_code: np.ndarray
+    u_k: np.ndarray
+    u_le: np.ndarray
+    u_re: np.ndarray
+    u_count: np.ndarray
+    u_w: dict[int, Window]  # pair -> the window that exists already
+    new: np.ndarray  # not existing before the batch
+    obj: np.ndarray  # a `Window` object (else transient: made, emitted and purged in the batch)
+    released: np.ndarray  # released at the first flush
+    rp1: int
+    wm1: int
+    states: list[Any]
+    bounds: np.ndarray
+    svals: np.ndarray
+    res: list[tuple[str, pa.Array]]  # the transient windows' payload columns
+    popped: list[Window]
 
 
 def _plan(st: GridStep, cols: Cols, codes: np.ndarray, rows: np.ndarray) -> _Plan:
@@ -125,7 +151,9 @@ def _plan(st: GridStep, cols: Cols, codes: np.ndarray, rows: np.ndarray) -> _Pla
     re = cols.re[rows]
     ceff = st.effective_cti if st.effective_cti > _I64_MIN else _I64_MIN
     ok = (le < re) & (le >= ceff) & (le >= cb_all[rows]) & (re < INF)
-    vals_all, vmiss = cols.field(st.mapper.spec, 0, n)
+    spec = st.mapper.spec
+    assert isinstance(spec, str)  # (`vector_ok`: a field name)
+    vals_all, vmiss = cols.field(spec, 0, n)
     if vmiss is not None and bool(vmiss[rows].any()):
         raise _Fallback
     for _, tp in st.typed:
@@ -267,7 +295,6 @@ def _plan(st: GridStep, cols: Cols, codes: np.ndarray, rows: np.ndarray) -> _Pla
     plan.states = states
     plan.bounds, plan.svals = bounds, svals
     plan.res = _payload(st, res, tb, u_code, gf_by_code)
-    plan.idx_code = gf_by_code
     plan.popped = _peek_wait(st, rp1, {id(w) for w in u_w.values()})
     return plan
 
@@ -390,10 +417,11 @@ def _commit(runner: Any, st: GridStep, cols: Cols, batch: Any, codes: np.ndarray
     plan.groups = gobj
     obj_u = np.flatnonzero(plan.obj)
     u_w = plan.u_w
+    wu = st.udm
+    assert isinstance(wu, WindowUDM)
+    o_states: list[Any] = []
     if obj_u.size:
-        o_states = _add(st.udm, [plan.states[u] for u in obj_u.tolist()], plan.svals, plan.bounds, obj_u)
-    else:
-        o_states = []
+        o_states = _add(wu, [plan.states[u] for u in obj_u.tolist()], plan.svals, plan.bounds, obj_u)
     # windows are numbered (``seq``) in key order, transient ones too
     new_rank = np.cumsum(plan.new) + st.seq
     st.seq += int(plan.new.sum())
@@ -480,9 +508,8 @@ def _first_flush(st: GridStep, plan: _Plan, objs: dict[int, Window]) -> EncodedL
             if not isobj.any():
                 items.append(("T", seg))
             else:
-                pos = np.flatnonzero(isobj).tolist()
                 at = 0
-                for p in pos:
+                for p in np.flatnonzero(isobj).tolist():
                     if p > at:
                         items.append(("T", seg[at:p]))
                     items.append(("W", objs[int(seg[p])]))
@@ -492,11 +519,11 @@ def _first_flush(st: GridStep, plan: _Plan, objs: dict[int, Window]) -> EncodedL
             by_group[id(g)] = items
             order.append((g, items))
     for w in plan.popped:
-        items = by_group.get(id(w.group))
-        if items is None:
-            items = by_group[id(w.group)] = []
-            order.append((w.group, items))
-        items.append(("W", w))
+        gitems = by_group.get(id(w.group))
+        if gitems is None:
+            gitems = by_group[id(w.group)] = []
+            order.append((w.group, gitems))
+        gitems.append(("W", w))
     # output: transient lines column-wise, object windows through `_emit_first`
     tb = np.flatnonzero(~plan.obj)
     t_pos = np.full(len(plan.obj), -1, dtype=np.int64)
