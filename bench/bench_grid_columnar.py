@@ -80,9 +80,10 @@ def main(argv: list[str] | None = None) -> int:
                        "run": statistics.median(n / r["seconds"] for r in rs),
                        "cpu": statistics.median(n / r["cpu"] for r in rs)}
             m = med[on]
+            walls = ", ".join(f"{r['wall']:.2f}" for r in rs)
             print(f"  columnar {'on ' if on else 'off'}: {m['e2e']:>10,.0f} el/s incl. start-up  "
                   f"{m['run']:>10,.0f} el/s over the run  {m['cpu']:>10,.0f} el/CPU-s  "
-                  f"(walls {', '.join(f'{r['wall']:.2f}' for r in rs)} s)", flush=True)
+                  f"(walls {walls} s)", flush=True)
         print(f"  on/off: incl. start-up {med[True]['e2e'] / med[False]['e2e']:.2f}x, over the run "
               f"{med[True]['run'] / med[False]['run']:.2f}x, per CPU-s {med[True]['cpu'] / med[False]['cpu']:.2f}x; "
               f"output bytes {'identical' if same else 'DIFFER'}; load {os.getloadavg()[0]:.1f}")
