@@ -7,12 +7,15 @@ late or bad element, then in order again)."""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import udm.host.engine.runner as runner_mod
+import udm.host.io.jsonl as jsonl
+import udm.host.query.runners as runners
 from udm.host.catalog import Catalog
 from udm.host.engine.runner import QueryRunner
 from udm.host.engine.window import grid_columnar
@@ -57,12 +60,16 @@ def _run(query: dict[str, Any], inp: Path, out: Path, on: bool, monkeypatch: pyt
     return run_local(RunRequest(bound, inp, out, dead_letter=out.with_suffix(".dl"), batch_size=batch))
 
 
-def _compare(query: dict[str, Any], stream: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def _compare(query: dict[str, Any], stream: list[Any] | Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
              taken: dict[str, int], batch: int = 100) -> dict[str, int]:
-    """Run ``stream`` with the path on and off: same bytes, dead letters and statistics; the output's
-    CHT is the oracle's. Returns how many batches the columnar path took (on) and declined."""
-    inp = tmp_path / "in.jsonl"
-    write_stream(inp, stream)
+    """Run ``stream`` (elements, or an event file) with the path on and off: same bytes, dead letters and
+    statistics; the output's CHT is the oracle's. Returns how many batches the columnar path took (on) and
+    declined."""
+    if isinstance(stream, Path):
+        inp = stream
+    else:
+        inp = tmp_path / "in.jsonl"
+        write_stream(inp, stream)
     col, row = tmp_path / "col.jsonl", tmp_path / "row.jsonl"
     r_col = _run(query, inp, col, True, monkeypatch, batch)
     seen = dict(taken)
@@ -123,16 +130,65 @@ def test_in_order_streams_give_the_row_paths_bytes(name: str, seed: int, tmp_pat
         assert seen["columnar"] >= 5
 
 
+def _dirty_in_order(seed: int, n: int) -> list[str]:
+    """JSON Lines of an in-order stream (5 groups, points, a CTI every ~20 lines) with, every ~150 lines,
+    one element the columnar path must leave to the row path: a retraction of a live event (shortened or
+    deleted), a late but valid insert (into a window that may have been emitted), a CTI violation, a
+    duplicate id, a line that is not JSON."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    t = 0
+    cti = -1
+    live: list[tuple[str, int, int]] = []
+    for k in range(n):
+        if k % 150 == 149:
+            what = rng.randrange(5)
+            if what == 0 and live:
+                eid, le, re = live.pop(rng.randrange(len(live)))
+                el: dict[str, Any] = {"kind": "retract", "id": eid, "le": le, "re": re, "re_new": le}
+            elif what == 1:
+                el = {"kind": "insert", "id": f"late{k}", "le": max(cti, 0), "re": max(cti, 0) + 1,
+                      "payload": {"g": f"k{rng.randrange(5)}", "v": rng.randrange(100)}}
+            elif what == 2:
+                el = {"kind": "insert", "id": f"old{k}", "le": cti - 3, "re": cti - 2,
+                      "payload": {"g": "k0", "v": 1}}
+            elif what == 3 and live:
+                eid, le, re = live[-1]
+                el = {"kind": "insert", "id": eid, "le": t, "re": t + 1, "payload": {"g": "k1", "v": 2}}
+            else:
+                out.append('{"kind": "insert", "id": ')
+                continue
+            out.append(json.dumps(el))
+            continue
+        if rng.random() < 0.05:
+            cti = max(cti, t - rng.randrange(8))
+            out.append(json.dumps({"kind": "cti", "t": cti}))
+            continue
+        t += rng.randrange(3)
+        eid = f"e{k}"
+        out.append(json.dumps({"kind": "insert", "id": eid, "le": t, "re": t + 1,
+                               "payload": {"g": f"k{rng.randrange(5)}", "v": rng.randrange(100)}}))
+        live = [x for x in live if x[2] > cti][-50:]
+        live.append((eid, t, t + 1))
+    return out
+
+
 @pytest.mark.parametrize("seed", [3, 4, 5])
 def test_hand_over_to_the_row_path_and_back(seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                             taken: dict[str, int]) -> None:
-    """Retractions, duplicates, late (CTI-violating) and bad elements here and there: their batches take the
-    row path, the clean ones between them the columnar path, each starting from the other's state."""
+    """Retractions, duplicates, late (valid and CTI-violating) and bad lines here and there: their batches
+    take the row path, the clean ones between them the columnar path, each starting from the state the
+    other left (small reader blocks, so a bad line spoils only its own)."""
+    monkeypatch.setattr(runners, "READER_OPTIONS", {"block_bytes": 12000})
+    monkeypatch.setattr(jsonl, "_PIECE_LINES", 20)
+    monkeypatch.setattr(jsonl, "_MIN_FAST_LINES", 10)
     query = _query({"type": "tumbling", "size": 8})
-    stream = generate(seed=seed, events=2000, disorder="in_order", duration="point", overlap="high", groups=5,
-                      cti="regular", speculation=0.01, speculation_kinds=("shorten", "delete"), bad=0.004)
-    seen = _compare(query, stream, tmp_path, monkeypatch, taken, batch=60)
-    assert seen["columnar"] >= 5 and seen["row"] >= 5
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("\n".join(_dirty_in_order(seed, 3000)) + "\n", encoding="utf-8")
+    seen = _compare(query, inp, tmp_path, monkeypatch, taken, batch=60)
+    assert seen["columnar"] >= 10 and seen["row"] >= 10
+    dead = (tmp_path / "col.dl").read_text().splitlines()
+    assert len(dead) >= 5
 
 
 def test_a_late_event_into_an_emitted_window_after_a_columnar_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -172,7 +172,11 @@ def _plan(st: GridStep, cols: Cols, codes: np.ndarray, rows: np.ndarray) -> _Pla
         if held and bool(bi.member_mask(held[0] if len(held) == 1 else pa.concat_arrays(held)).any()):
             raise _Fallback
     gcodes = gcodes_all[rows]
-    vals = vals_all[rows] if isinstance(vals_all, np.ndarray) else _int_values(vals_all, rows)
+    if not isinstance(vals_all, np.ndarray):
+        # (values the reader left as Python values: the row path hands them to the UDA's ``add``, whose
+        # float rounding may differ from ``add_batch``'s: the row path, for the same bytes)
+        raise _Fallback
+    vals = vals_all[rows]
     hop, size, off = st.hop, st.size, st.off
     lo = (le - size - off) // hop + 1
     hi = -((off - re) // hop) - 1
@@ -297,19 +301,6 @@ def _plan(st: GridStep, cols: Cols, codes: np.ndarray, rows: np.ndarray) -> _Pla
     plan.res = _payload(st, res, tb, u_code, gf_by_code)
     plan.popped = _peek_wait(st, rp1, {id(w) for w in u_w.values()})
     return plan
-
-
-def _int_values(vals: list[Any], rows: np.ndarray) -> np.ndarray:
-    """The insert rows' values of a column the reader left as Python values (a batch mixing CTIs and
-    other lines): an int64 array when they are all integers (whose sums are exact either way), else
-    `_Fallback` (the row path hands a UDA's ``add`` the values as they are)."""
-    sub = [vals[i] for i in rows.tolist()]
-    if set(map(type, sub)) != {int}:
-        raise _Fallback
-    try:
-        return np.array(sub, dtype=np.int64)
-    except OverflowError:
-        raise _Fallback from None
 
 
 def _add(wu: WindowUDM, states: list[Any], svals: np.ndarray, bounds: np.ndarray, sel: np.ndarray) -> list[Any]:
