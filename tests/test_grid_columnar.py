@@ -39,6 +39,12 @@ def _query(window: dict[str, Any], udm: str = "sum", **kw: Any) -> dict[str, Any
                        **kw}]}
 
 
+def _string_field(stream: list[Any]) -> list[Any]:
+    """Each insert's value also as a string field ``s`` (a second group key)."""
+    return [Insert(el.id, el.le, el.re, {**el.payload, "s": f"s{el.payload['v'] % 3}"}) if isinstance(el, Insert)
+            else el for el in stream]
+
+
 @pytest.fixture
 def taken(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Counts the batches the columnar grid path took and declined."""
@@ -109,6 +115,10 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
                 {"duration": "point", "overlap": "high", "groups": 4, "cti": "regular"}),
     "hopping_gaps": (_query({"type": "hopping", "size": 3, "hop": 5}),
                      {"duration": "point", "overlap": "high", "groups": 3, "cti": "regular"}),
+    "no_group_by": (_query({"type": "tumbling", "size": 10}, group_by=[]),
+                    {"duration": "point", "overlap": "high", "groups": 3, "cti": "regular"}),
+    "two_keys": (_query({"type": "tumbling", "size": 10}, group_by=["s", "g"]),
+                     {"duration": "point", "overlap": "high", "groups": 4, "cti": "regular"}),
     "count": (_query({"type": "tumbling", "size": 10}, "count"),
               {"duration": "point", "overlap": "high", "groups": 6, "cti": "regular"}),
     "max_delay": (_query({"type": "tumbling", "size": 10}, "avg", max_delay=15),
@@ -121,7 +131,7 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 def test_in_order_streams_give_the_row_paths_bytes(name: str, seed: int, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch, taken: dict[str, int]) -> None:
     query, knobs = CASES[name]
-    stream = generate(seed=seed, events=1500, disorder="in_order", **knobs)
+    stream = _string_field(generate(seed=seed, events=1500, disorder="in_order", **knobs))
     seen = _compare(query, stream, tmp_path, monkeypatch, taken)
     if name.startswith("hopping"):  # (hopping windows of a plain UDA are panes: `PaneStep`, not covered)
         assert seen["columnar"] == 0
@@ -262,7 +272,8 @@ def _heaps_sorted(snapshot: bytes) -> bytes:
     {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 10}, "group_by": ["g"],
                 "aggregates": [{"udm": "sum", "input": "v", "as": "s"}, {"udm": "max", "input": "v", "as": "m"}]}]},
     _query({"type": "tumbling", "size": 10}, early=5),
-], ids=["aggregates", "early"])
+    _query({"type": "tumbling", "size": 10}, "min"),
+], ids=["aggregates", "early", "no_batch_form"])
 def test_steps_it_does_not_cover_take_the_row_path(query: dict[str, Any], tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch, taken: dict[str, int]) -> None:
     stream = generate(seed=1, events=400, disorder="in_order", duration="point", overlap="high", groups=3)
