@@ -20,7 +20,7 @@ import udm.host.query.runners as runners
 from udm.host.catalog import Catalog
 from udm.host.engine.runner import QueryRunner
 from udm.host.engine.window import grid_columnar
-from udm.host.errors import BadElement
+from udm.host.errors import BadElement, ContractViolation
 from udm.host.io.jsonl import JsonlReader, read_jsonl_elements
 from udm.host.query.plan import bind
 from udm.host.query.runners import RunRequest, run_local
@@ -294,3 +294,30 @@ def test_retractions_in_a_batch_decline_it_before_any_change(tmp_path: Path) -> 
     assert len(batches) == 1
     assert r.process_batch_encoded(batches[0]) is None
     assert r.snapshot() == before
+
+
+def test_a_raising_initial_state_or_compute_is_the_row_paths_contract_violation(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`test_window_bulk.BadInit` (``initial_state`` raises after two windows; ``compute`` raises on a big
+    state): the same contract violation, naming the same window, with the path on and off."""
+    from test_engine_support import catalog_with
+    from test_window_bulk import BadInit
+
+    cat = catalog_with(BadInit)
+    q = _query({"type": "tumbling", "size": 10}, "bad_init_sum")
+    stream: list[Any] = [Insert(f"e{i}", i, i + 1, {"v": 1 if i < 150 else 5000, "g": "a"}) for i in range(200)]
+    stream.insert(190, Cti(185))
+    path = tmp_path / "in.jsonl"
+    write_stream(path, stream)
+    messages = []
+    for made, on in ((0, True), (0, False), (-(10**6), True), (-(10**6), False)):
+        monkeypatch.setattr(grid_columnar, "ENABLED", on)
+        BadInit.made = made
+        r = QueryRunner(bind(parse_query(q), cat))
+        with pytest.raises(ContractViolation) as err:
+            for b in JsonlReader(path, batch_size=300):
+                if r.process_batch_encoded(b) is None:
+                    r.process_batch(b)
+        messages.append(str(err.value))
+    assert messages[0] == messages[1] and "initial_state raised RuntimeError" in messages[0]
+    assert messages[2] == messages[3] and "compute raised ValueError" in messages[2]

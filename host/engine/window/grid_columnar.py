@@ -322,17 +322,24 @@ def _add(wu: WindowUDM, states: list[Any], svals: np.ndarray, bounds: np.ndarray
 
 
 def _compute(wu: WindowUDM, states: list[Any], les: np.ndarray, res_: np.ndarray) -> list[Any]:
+    """``compute`` of each state, in one ``map``; one that raises is reported for its window, as
+    `WindowUDM._call` reports it (found by computing them one by one again)."""
     compute = wu.udm.compute
-    out = []
+    try:
+        return list(map(compute, states))
+    except ContractViolation:
+        raise
+    except Exception:
+        pass
     for i, s in enumerate(states):
         try:
-            out.append(compute(s))
+            compute(s)
         except ContractViolation:
             raise
-        except Exception as exc:  # as `WindowUDM._call` reports it
+        except Exception as exc:
             raise contract(wu.label, (int(les[i]), int(res_[i])), f"compute raised {type(exc).__name__}",
                            exc) from exc
-    return out
+    raise contract(wu.label, None, "compute raised, then did not when called again", None)
 
 
 def _column(values: list[Any]) -> pa.Array:
