@@ -266,14 +266,18 @@ def _plan(st: GridStep, cols: Cols, codes: np.ndarray, rows: np.ndarray) -> _Pla
     assert isinstance(wu, WindowUDM)
     init = wu.udm.initial_state
     svals = vals[prow[order]]
-    try:
-        states = [init() for _ in range(nu)]
+    try:  # (in key order, as `grid._bulk_add` calls it: a new window, or one without a state yet)
+        if u_w:
+            states = []
+            for u in range(nu):
+                w = u_w.get(u)
+                states.append(init() if w is None or w.state is None else w.state)
+        else:
+            states = [init() for _ in range(nu)]
     except ContractViolation:
         raise
     except Exception as exc:  # as `WindowUDM._call` reports it
         raise contract(wu.label, None, f"initial_state raised {type(exc).__name__}", exc) from exc
-    for u, w in u_w.items():
-        states[u] = w.state if w.state is not None else init()
     tb = np.flatnonzero(~obj)
     if len(tb):
         # (the transient slices alone first: a fallback after this leaves no old state changed)
