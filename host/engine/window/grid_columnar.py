@@ -1,5 +1,6 @@
 """Column-wise grid windows: a whole in-order, insert-only batch through a tumbling/hopping window step
-over a plain algebraic UDA with a batch form, without a Python `Window` object for the windows that are
+over a time-insensitive incremental UDA with a batch form (hopping windows of an algebraic one are
+panes, `PaneStep`: not covered), without a Python `Window` object for the windows that are
 made, closed, emitted and purged inside the batch (issue 13).
 
 Why: on the in-order path every window used to be an object made, looked up, released, emitted and
