@@ -149,6 +149,9 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # (a UDA without panes: hopping windows of the grid step itself, an event in up to 3 of them)
     "hopping_grid": (_query({"type": "hopping", "size": 10, "hop": 4}, "t_grid_total"),
                      {"duration": "point", "overlap": "high", "groups": 4, "cti": "regular"}),
+    # (released by CTIs only: windows due at a later CTI of the batch stay objects)
+    "max_delay_inf": (_query({"type": "tumbling", "size": 4}, max_delay="inf"),
+                      {"duration": "point", "overlap": "high", "groups": 3, "cti": "eager"}),
     "count": (_query({"type": "tumbling", "size": 10}, "count"),
               {"duration": "point", "overlap": "high", "groups": 6, "cti": "regular"}),
     "max_delay": (_query({"type": "tumbling", "size": 10}, "avg", max_delay=15),
@@ -351,3 +354,20 @@ def test_a_raising_initial_state_or_compute_is_the_row_paths_contract_violation(
         messages.append(str(err.value))
     assert messages[0] == messages[1] and "initial_state raised RuntimeError" in messages[0]
     assert messages[2] == messages[3] and "compute raised ValueError" in messages[2]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_shapes_give_the_row_paths_bytes(seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                taken: dict[str, int]) -> None:
+    """Window size and offset, groups, CTI eagerness, lifetimes, max_delay and batch size drawn at random."""
+    rng = random.Random(seed)
+    window: dict[str, Any] = {"type": "tumbling", "size": rng.randint(1, 20), "offset": rng.randint(0, 5)}
+    if rng.random() < 0.3:
+        window = {"type": "hopping", "size": rng.randint(4, 12), "hop": rng.randint(1, 4)}
+    query = _query(window, rng.choice(["sum", "count", "t_grid_total"]),
+                   max_delay=rng.choice([0, 0, 3, 50, "inf"]))
+    stream = generate(seed=seed, events=rng.randint(600, 1500), disorder="in_order",
+                      duration=rng.choice(["point", "point", "short"]), short_max=3,
+                      overlap=rng.choice(["high", "medium"]), groups=rng.choice([1, 2, 7, 40]),
+                      cti=rng.choice(["lazy", "regular", "eager"]))
+    _compare(query, stream, tmp_path, monkeypatch, taken, batch=rng.choice([60, 100, 250]))
