@@ -37,6 +37,7 @@ from .ops.union import UnionStep
 from .repair import ChainRepair
 from .span_columnar import chain_ok, run_columnar
 from .window import make_window_step
+from .window.grid_columnar import grid_ok, run_grid
 
 __all__ = ["QueryRunner"]
 
@@ -449,11 +450,12 @@ class QueryRunner:
         return self._count(out)
 
     def process_batch_encoded(self, batch: ElementBatch) -> EncodedLines | None:
-        """A columnar batch of the only input through the columnar span path (`span_columnar`): its
+        """A columnar batch of the only input through the columnar span path (`span_columnar`) or the
+        columnar grid window path (`window.grid_columnar`): its
         output as encoded JSON Lines, the same bytes `JsonlWriter` writes for `process_batch`'s output;
         None when the query or the batch needs the row path (then nothing was fed: call `process_batch`)."""
         if not chain_ok(self):
-            return None
+            return run_grid(self, batch) if grid_ok(self) else None
         return run_columnar(self, batch)
 
     def run_all(self, inputs: Sequence[Element | BadElement] | Mapping[str, Iterable[Element | BadElement]]
