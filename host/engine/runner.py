@@ -37,6 +37,7 @@ from .ops.union import UnionStep
 from .repair import ChainRepair
 from .span_columnar import chain_ok, run_columnar
 from .window import make_window_step
+from .window.grid_columnar import grid_ok, run_grid
 
 __all__ = ["QueryRunner"]
 
@@ -450,12 +451,13 @@ class QueryRunner:
 
     def process_batch_encoded(self, batch: ElementBatch, *, defer: bool = False
                               ) -> EncodedLines | DeferredLines | None:
-        """A columnar batch of the only input through the columnar span path (`span_columnar`): its
-        output as encoded JSON Lines, the same bytes `JsonlWriter` writes for `process_batch`'s output
-        (``defer``: possibly as `DeferredLines`, encoded by the writer); None when the query or the batch
-        needs the row path (then nothing was fed: call `process_batch`)."""
+        """A columnar batch of the only input through the columnar span path (`span_columnar`) or the
+        columnar grid window path (`window.grid_columnar`): its output as encoded JSON Lines, the same
+        bytes `JsonlWriter` writes for `process_batch`'s output (``defer``: the span path's possibly as
+        `DeferredLines`, encoded by the writer); None when the query or the batch needs the row path
+        (then nothing was fed: call `process_batch`)."""
         if not chain_ok(self):
-            return None
+            return run_grid(self, batch) if grid_ok(self) else None
         return run_columnar(self, batch, defer=defer)
 
     def run_all(self, inputs: Sequence[Element | BadElement] | Mapping[str, Iterable[Element | BadElement]]

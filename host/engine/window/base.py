@@ -247,8 +247,15 @@ class WindowStep(Operator):
             self.effective_cti = m - self.max_memory_time
 
     def _cti(self, t: int) -> list[Element]:
-        if t <= self.input_cti:
+        if not self._cti_enter(t):
             return []
+        return self.flush()
+
+    def _cti_enter(self, t: int) -> bool:
+        """A CTI's effect up to its flush (False: a stale CTI, no effect); the columnar grid path
+        (`grid_columnar`) does the flush's first part itself."""
+        if t <= self.input_cti:
+            return False
         if self.reads_input:
             self.ctx.seen(t)
         if t >= INF:
@@ -258,7 +265,7 @@ class WindowStep(Operator):
             self.effective_cti = t
         if t > self.watermark:
             self._advance(t)
-        return self.flush()
+        return True
 
     # ---------------------------------------------------------------------------------------------
     # window bookkeeping used by the families
