@@ -144,3 +144,14 @@ def test_writer_mixes_short_and_long_writes_in_order(tmp_path: Path) -> None:
         w2.write(b)
     assert buf.getvalue() == want
     assert w2.count == sum(map(len, batches))
+
+
+def test_float_text_on_a_slice_with_integral_rows_at_both_ends() -> None:
+    """The ``.0`` fix works on the text buffer: a sliced column, integral first and last rows, all rows
+    integral, none integral."""
+    from udm.host.io.encode import _float_text
+
+    base = [7.0, 1.5, -3.0, 0.25, 2.0, 100.0, 0.1, 12.0]
+    for vals in (base, [2.0, 3.0, -0.0], [0.5, 1.25]):
+        arr = pa.array([9.5, *vals, 4.0]).slice(1, len(vals))
+        assert _float_text(arr).to_pylist() == [json.dumps(v) for v in vals]

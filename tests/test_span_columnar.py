@@ -166,8 +166,8 @@ def small_blocks(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     seen = {"columnar": 0, "row": 0}
     real = span_columnar.run_columnar
 
-    def counting(runner: Any, batch: Any) -> Any:
-        got = real(runner, batch)
+    def counting(runner: Any, batch: Any, **kw: Any) -> Any:
+        got = real(runner, batch, **kw)
         seen["columnar" if got is not None else "row"] += 1
         return got
 
@@ -311,10 +311,10 @@ def test_batches_split_around_retractions(name: str, tmp_path: Path,
     calls = {"segments": 0}
     real = span_columnar._commit
 
-    def counting(runner: Any, batch: Any, plan: Any) -> Any:
+    def counting(runner: Any, batch: Any, plan: Any, **kw: Any) -> Any:
         if len(batch) < 60:  # (a slice of a whole-file batch: a segment)
             calls["segments"] += 1
-        return real(runner, batch, plan)
+        return real(runner, batch, plan, **kw)
 
     monkeypatch.setattr(span_columnar, "_commit", counting)
     inp = tmp_path / "in.jsonl"

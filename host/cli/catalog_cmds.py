@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.table import Table
 
 from udm.host.catalog import Catalog, CatalogEntry, default_catalog
 from udm.host.errors import UnknownUDM
 from udm.host.local_plugins import load_project_catalog
 
-from ._common import err, out, print_json
+from ._common import err, new_table, out, print_json
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 __all__ = ["register"]
 
@@ -30,7 +32,7 @@ def _props(entry: CatalogEntry) -> list[str]:
 
 
 def _entries_table(cat: Catalog, title: str) -> Table:
-    t = Table(title=title, title_justify="left")
+    t = new_table(title=title, title_justify="left")
     for col in ("name", "version", "kind", "properties", "distribution", "status"):
         t.add_column(col)
     for e in sorted(cat.entries, key=lambda e: (e.name, e.version)):
@@ -80,7 +82,7 @@ def cmd_info(
         print_json(data)
         return
     out.print(f"[bold]{man.name}[/] {man.version} — {man.summary}", highlight=False)
-    t = Table(show_header=False, box=None)
+    t = new_table(show_header=False, box=None)
     t.add_column(style="bold")
     t.add_column()
     t.add_row("kind", man.kind)
@@ -93,7 +95,7 @@ def cmd_info(
     out.print(t)
     fields = man.params.model_json_schema().get("properties", {})
     if fields:
-        pt = Table(title="parameters", title_justify="left")
+        pt = new_table(title="parameters", title_justify="left")
         for col in ("name", "type", "default", "description"):
             pt.add_column(col)
         required = set(man.params.model_json_schema().get("required", []))
@@ -177,7 +179,7 @@ def cmd_validate(
     if json_:
         print_json({"passed": ok, "results": rows})
     else:
-        t = Table(title=f"udm validate {path or '(installed plugins)'}", title_justify="left")
+        t = new_table(title=f"udm validate {path or '(installed plugins)'}", title_justify="left")
         for col in ("udm", "version", "check", "result", "detail"):
             t.add_column(col)
         for r in _summarized(rows):

@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
 
-from ._common import out, print_json
+from ._common import new_table, out, print_json
 
 if TYPE_CHECKING:
+
     from udm.registry import Location
 
 __all__ = ["register"]
@@ -81,7 +81,7 @@ def cmd_search(
     if not hits:
         out.print(f"no UDM in {loc} matches {term!r}", highlight=False)
         return
-    t = Table(title=f"UDMs in {loc} matching {term!r}", title_justify="left")
+    t = new_table(title=f"UDMs in {loc} matching {term!r}", title_justify="left")
     for col in ("name", "version", "kind", "properties", "summary", "distribution", "host API"):
         t.add_column(col)
     for h in hits:
@@ -107,7 +107,7 @@ def cmd_info(
     latest = hits[-1]
     u = latest.udm
     out.print(f"[bold]{u.name}[/] {u.version} — {u.summary}", highlight=False)
-    t = Table(show_header=False, box=None)
+    t = new_table(show_header=False, box=None)
     t.add_column(style="bold")
     t.add_column()
     t.add_row("kind", u.kind)

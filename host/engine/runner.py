@@ -19,7 +19,7 @@ from typing import Any
 
 from udm.host.errors import BadElement, ViolationError
 from udm.host.io.batch import ElementBatch
-from udm.host.io.encode import EncodedLines
+from udm.host.io.encode import DeferredLines, EncodedLines
 from udm.host.io.interleave import interleave
 from udm.host.query.graph import QueryGraph
 from udm.host.query.plan import BoundQuery
@@ -449,14 +449,16 @@ class QueryRunner:
         out.extend(self.flush())
         return self._count(out)
 
-    def process_batch_encoded(self, batch: ElementBatch) -> EncodedLines | None:
+    def process_batch_encoded(self, batch: ElementBatch, *, defer: bool = False
+                              ) -> EncodedLines | DeferredLines | None:
         """A columnar batch of the only input through the columnar span path (`span_columnar`) or the
-        columnar grid window path (`window.grid_columnar`): its
-        output as encoded JSON Lines, the same bytes `JsonlWriter` writes for `process_batch`'s output;
-        None when the query or the batch needs the row path (then nothing was fed: call `process_batch`)."""
+        columnar grid window path (`window.grid_columnar`): its output as encoded JSON Lines, the same
+        bytes `JsonlWriter` writes for `process_batch`'s output (``defer``: the span path's possibly as
+        `DeferredLines`, encoded by the writer); None when the query or the batch needs the row path
+        (then nothing was fed: call `process_batch`)."""
         if not chain_ok(self):
             return run_grid(self, batch) if grid_ok(self) else None
-        return run_columnar(self, batch)
+        return run_columnar(self, batch, defer=defer)
 
     def run_all(self, inputs: Sequence[Element | BadElement] | Mapping[str, Iterable[Element | BadElement]]
                 ) -> list[Element]:

@@ -26,11 +26,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from udm.host.io.encode import Const, EncodedLines, cti_line, element_lines, element_text, insert_lines, merge_lines
+from udm.host.io.encode import (
+    Const,
+    DeferredLines,
+    EncodedLines,
+    cti_line,
+    element_lines,
+    element_text,
+    insert_lines,
+    merge_lines,
+)
 
 from .common import INF, NEG
 from .ops.alter_lifetime import AlterLifetimeStep
 from .ops.span import FilterStep, MapStep, ProjectStep
+from .span_ids import ids_distinct
 
 __all__ = ["ENABLED", "chain_ok", "run_columnar"]
 
@@ -140,19 +150,25 @@ def _project(op: ProjectStep, payload: dict[str, pa.Array | Const]) -> dict[str,
     return op.reshape(payload, {k: Const(v) for k, v in op.set_fields.items()})
 
 
+def _valid_at(arr: pa.Array, rows: np.ndarray) -> bool:
+    """No null at ``rows`` of ``arr``."""
+    return bool(np.all(arr.is_valid().to_numpy(zero_copy_only=False)[rows]))
+
+
 def _take(payload: dict[str, pa.Array | Const], keep: np.ndarray) -> dict[str, pa.Array | Const]:
     mask = pa.array(keep)
     return {k: v if isinstance(v, Const) else v.filter(mask) for k, v in payload.items()}
 
 
-def run_columnar(runner: Any, batch: Any) -> EncodedLines | None:
-    """The batch through the runner's span chain (`chain_ok`), its output as encoded lines; None when
-    the batch needs the row path (then nothing has changed)."""
+def run_columnar(runner: Any, batch: Any, *, defer: bool = False) -> EncodedLines | DeferredLines | None:
+    """The batch through the runner's span chain (`chain_ok`), its output as encoded lines (``defer``:
+    `DeferredLines`, encoded by whoever writes them); None when the batch needs the row path (then
+    nothing has changed)."""
     try:
         plan = _plan(runner, batch)
     except _Fallback:
         return _segments(runner, batch)
-    return _commit(runner, batch, plan)
+    return _commit(runner, batch, plan, defer=defer)
 
 
 #: a stretch of inserts and CTIs between rows the columnar path cannot take (retractions, bad lines) is
@@ -271,24 +287,30 @@ def _plan(runner: Any, batch: Any) -> list[Any]:
         le = batch.column("le")[ins_rows]
         re = batch.column("re")[ins_rows]
         tab = batch.table
-        sel = None if m == n else pa.array(ins_rows)
+        # the id and payload columns of every row: CTI rows are dropped from the payload's fields (a filter
+        # per field costs a fifth of a take on the struct) and never from the ids (read where needed)
         ids = tab.column("id").combine_chunks()
         pcol = tab.column("payload").combine_chunks()
-        if sel is not None:
-            ids = ids.take(sel)
-            pcol = pcol.take(sel)
-        if not pa.types.is_string(ids.type) or ids.null_count:
+        if not pa.types.is_string(ids.type) or not pa.types.is_struct(pcol.type):
             raise _Fallback
-        if not pa.types.is_struct(pcol.type) or pcol.null_count:
+        if ids.null_count and not _valid_at(ids, ins_rows):
+            raise _Fallback  # an insert without an id
+        if pcol.null_count and not _valid_at(pcol, ins_rows):
             raise _Fallback  # an insert without a payload object
-        if pc.count_distinct(ids).as_py() != m:
+        if not ids_distinct(ids, ins_rows):
             raise _Fallback  # an id used twice in the batch
         if first.live and pc.any(pc.is_in(ids, value_set=pa.array(list(first.live), pa.string()))).as_py():
-            raise _Fallback  # a duplicate live id
+            raise _Fallback  # a duplicate live id (a CTI's id is null: never in the set)
         typ = pcol.type
-        payload = {typ.field(k).name: pcol.field(k) for k in range(typ.num_fields)}
-        if not all(_plain(col.type) and not col.null_count for col in payload.values()):
-            raise _Fallback  # (a table's timestamps, decimals, nulls, ...: the row path's JSON)
+        mask = None if m == n else pa.array(is_ins)
+        payload = {}
+        for k in range(typ.num_fields):
+            col = pcol.field(k)
+            if mask is not None:
+                col = col.filter(mask)
+            if not _plain(col.type) or col.null_count:
+                raise _Fallback  # (a table's timestamps, decimals, nulls, ...: the row path's JSON)
+            payload[typ.field(k).name] = col
     # the steps, one after the other, over the inserts and CTIs that reach each
     reach = np.arange(m)  # insert index (into ins_rows) of the rows reaching the current step
     cur_le, cur_re = le, re  # lifetimes as the current step receives them (all inserts; ``reach`` selects)
@@ -358,7 +380,7 @@ def _images(op: Any, le: np.ndarray, re: np.ndarray) -> tuple[np.ndarray, np.nda
     return new_le, new_le + dur
 
 
-def _commit(runner: Any, batch: Any, plan: list[Any]) -> EncodedLines:
+def _commit(runner: Any, batch: Any, plan: list[Any], *, defer: bool = False) -> EncodedLines | DeferredLines:
     """Apply the batch's effects on the steps and the context, as the row path leaves them."""
     ins_rows, cti_rows, le, re, ids, payload, steps, out_rows = plan
     ctx = runner.ctx
@@ -372,12 +394,16 @@ def _commit(runner: Any, batch: Any, plan: list[Any]) -> EncodedLines:
         top = int(ends.max())
         if ctx.reached < top < INF:
             ctx.reached = top
-    prev_ids: Any = ids  # the ids the current step's input carries (strings, or the previous step's oids)
+    prev_ids: Any = ids  # the ids the current step's input carries (the batch's id column, or the previous
+    # step's oids, one per insert reaching it)
     last_oids = np.zeros(0, dtype=np.int64)
     for st in steps:
         op = st.op
-        for t in st.cti_in[st.received].tolist():
-            op.pass_cti(t)
+        got = st.cti_in[st.received]
+        if len(got):
+            # one `pass_cti` with the batch's last CTI leaves the state its CTIs one by one leave: the CTI in
+            # force and T are maximums, and forgetting the events a CTI closes is monotone in the CTI
+            op.pass_cti(int(got.max()))
         k = len(st.reach)
         al = isinstance(op, AlterLifetimeStep)
         base = op.next_id if al else op.oid
@@ -389,28 +415,36 @@ def _commit(runner: Any, batch: Any, plan: list[Any]) -> EncodedLines:
         if k:
             live = np.flatnonzero(st.re >= st.c_final)  # open after the step's last CTI: registered
             if len(live):
-                id_list = (prev_ids.take(pa.array(live)).to_pylist() if isinstance(prev_ids, pa.Array)
+                id_list = (prev_ids.take(pa.array(ins_rows[live])).to_pylist() if isinstance(prev_ids, pa.Array)
                            else [f"o{v}" for v in prev_ids[live].tolist()])
                 r_le, r_re = st.le[live].tolist(), st.re[live].tolist()
+                o_ids: list[str | None] = [f"o{v}" for v in oids[live].tolist()]
+                reg = op.register
                 if al:
                     o_le = st.out_le[st.reach[live]].tolist()
                     o_re = st.out_re[st.reach[live]].tolist()
-                    for j, id_ in enumerate(id_list):
-                        op.register(id_, r_le[j], r_re[j], f"o{oids[live[j]]}", o_le[j], o_re[j])
+                    for args in zip(id_list, r_le, r_re, o_ids, o_le, o_re, strict=True):
+                        reg(*args)
                 else:
-                    kept = st.keep[live].tolist() if st.keep is not None else None
-                    for j, id_ in enumerate(id_list):
-                        op.register(id_, r_le[j], r_re[j],
-                                    f"o{oids[live[j]]}" if kept is None or kept[j] else None)
+                    if st.keep is not None:  # a filtered-out insert is registered without an output id
+                        o_ids = [o if kept else None for o, kept in zip(o_ids, st.keep[live].tolist(), strict=True)]
+                    for args in zip(id_list, r_le, r_re, o_ids, strict=True):
+                        reg(*args)
         prev_ids = oids if st.keep is None else oids[st.keep]
         last_oids = prev_ids
     # the output: the inserts that passed every step, and the CTIs the last step passed, in input order
     last = steps[-1]
     pos = ins_rows[out_rows]
     empty = np.zeros(0, np.int64)
-    lines_arr = insert_lines(last_oids, last.out_le[out_rows] if len(out_rows) else empty,
-                             last.out_re[out_rows] if len(out_rows) else empty, list(payload.items()))
-    enc = merge_lines(pos, lines_arr, cti_rows[last.advancing].tolist(),
-                      [cti_line(t) for t in last.out_cti[last.advancing].tolist()])
-    stats.elements_out += enc.count
-    return enc
+    out_le = last.out_le[out_rows] if len(out_rows) else empty
+    out_re = last.out_re[out_rows] if len(out_rows) else empty
+    fields = list(payload.items())
+    cti_pos = cti_rows[last.advancing].tolist()
+    cti_texts = [cti_line(t) for t in last.out_cti[last.advancing].tolist()]
+
+    def make() -> EncodedLines:  # (every value it reads is fixed by now: arrays no step changes)
+        return merge_lines(pos, insert_lines(last_oids, out_le, out_re, fields), cti_pos, cti_texts)
+
+    count = len(pos) + len(cti_pos)
+    stats.elements_out += count
+    return DeferredLines(count, make) if defer else make()

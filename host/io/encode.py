@@ -15,7 +15,7 @@ by one, so the bytes stay the same as the row path's in every case.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +26,8 @@ import pyarrow.compute as pc
 from udm.host.temporal.elements import Insert, element_to_json
 from udm.sdk import INF
 
-__all__ = ["MIN_RUN", "Const", "EncodedLines", "cti_line", "element_lines", "element_text", "encode_value_column",
-           "insert_lines", "merge_lines"]
+__all__ = ["MIN_RUN", "Const", "DeferredLines", "EncodedLines", "cti_line", "element_lines", "element_text",
+           "encode_value_column", "insert_lines", "merge_lines"]
 
 _encode = json.JSONEncoder().encode  # what json.dumps uses with default arguments
 _quote = json.encoder.encode_basestring_ascii
@@ -51,6 +51,17 @@ class EncodedLines:
 
     def to_bytes(self) -> bytes:
         return b"".join(bytes(p) for p in self.data)
+
+
+@dataclass(frozen=True)
+class DeferredLines:
+    """Output lines not encoded yet: ``make()`` builds them from values that no longer change (the
+    columnar span path's output columns). A write-behind writer (`udm.host.io.write_behind`) calls it in
+    its own thread, where pyarrow's compute runs beside the engine's next batch."""
+
+    #: how many elements the lines will be
+    count: int
+    make: Callable[[], EncodedLines]
 
 
 def element_text(e: Any) -> str:
@@ -111,16 +122,18 @@ _POSITIONAL = (1e-4, 1e9)
 
 
 def _float_text(arr: pa.Array) -> pa.Array:
-    """``json.dumps`` of each float: pyarrow's cast inside `_POSITIONAL`, ``json`` for the rest."""
+    """``json.dumps`` of each float: pyarrow's cast inside `_POSITIONAL` (``.0`` added to the integral
+    ones, found and fixed on the text buffer with numpy: two compute passes over every row cost twice the
+    cast), ``json`` for the rest."""
     vals = arr.to_numpy(zero_copy_only=False)
     mag = np.abs(vals)
     ours = (vals == 0) | ((mag >= _POSITIONAL[0]) & (mag < _POSITIONAL[1]))
     text = pc.cast(arr, _STR)
     if ours.any():
-        sci = np.asarray(pc.match_substring(text, "e").to_numpy(zero_copy_only=False), dtype=bool)
-        ours &= ~sci
-        no_dot = np.asarray(pc.invert(pc.match_substring(text, ".")).to_numpy(zero_copy_only=False), dtype=bool)
-        text = pc.if_else(pa.array(ours & no_dot), pc.binary_join_element_wise(text, ".0", ""), text)
+        ours &= ~_rows_with(text, ord("e"))
+        add = ours & ~_rows_with(text, ord("."))
+        if add.any():
+            text = _append_dot_zero(text, add)
     if not ours.all():
         rest = np.flatnonzero(~ours)
         fixed = pa.array([_encode(v) for v in vals[rest].tolist()], _STR)
@@ -128,6 +141,38 @@ def _float_text(arr: pa.Array) -> pa.Array:
         idx[rest] = len(vals) + np.arange(len(rest))  # rows taken from ``fixed`` instead
         text = pa.concat_arrays([text, fixed]).take(pa.array(idx))
     return text
+
+
+def _text_buffers(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A string column's offsets (from 0) and its bytes."""
+    offsets = np.frombuffer(text.buffers()[1], dtype=np.int32)[text.offset: text.offset + len(text) + 1]
+    base = int(offsets[0])
+    buf = text.buffers()[2]
+    data = np.frombuffer(buf, dtype=np.uint8)[base: int(offsets[-1])] if buf is not None else np.zeros(0, np.uint8)
+    return offsets - base, data
+
+
+def _rows_with(text: pa.Array, byte: int) -> np.ndarray:
+    """Per row of a string column: does its text hold ``byte``?"""
+    offsets, data = _text_buffers(text)
+    found = np.zeros(len(text), dtype=bool)
+    at = np.flatnonzero(data == byte)
+    if len(at):
+        found[np.searchsorted(offsets, at, side="right") - 1] = True
+    return found
+
+
+_DOT_ZERO = np.frombuffer(b".0", dtype=np.uint8)
+
+
+def _append_dot_zero(text: pa.Array, add: np.ndarray) -> pa.Array:
+    """The string column with ``.0`` after the rows marked in ``add``."""
+    offsets, data = _text_buffers(text)
+    ends = np.repeat(offsets[1:][add], 2)
+    new_data = np.insert(data, ends, np.tile(_DOT_ZERO, int(add.sum())))  # (equal positions: in order)
+    grown = np.concatenate(([0], np.cumsum(add, dtype=np.int64) * 2))
+    new_offsets = (offsets.astype(np.int64) + grown).astype(np.int32)
+    return pa.StringArray.from_buffers(len(text), pa.py_buffer(new_offsets), pa.py_buffer(new_data))
 
 
 def insert_lines(oids: np.ndarray | pa.Array, le: np.ndarray, re: np.ndarray,

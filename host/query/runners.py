@@ -340,24 +340,34 @@ def no_cti_warnings(spec: Any, silent: Iterable[str], held: str) -> list[str]:
 def _feed_one(req: RunRequest, runner: Any, source: Source, out: Any, dead_letters: Callable[[], None]) -> None:
     from udm.host.io.jsonl import DEFAULT_BATCH_SIZE
     from udm.host.io.tables import open_reader
+    from udm.host.io.write_behind import WriteBehind
 
     total = _file_size(source)
     reader = open_reader(source, batch_size=req.batch_size or DEFAULT_BATCH_SIZE, **READER_OPTIONS)
     n_in = 0
-    # the columnar span path (filter / map / project chains) hands back encoded lines; else element lists
+    # the columnar span path (filter / map / project chains) hands back lines, encoded and written by a
+    # write-behind thread while the engine goes on (`udm.host.io.write_behind`); else element lists,
+    # written here once the lines before them are
     encoded = getattr(runner, "process_batch_encoded", None) if hasattr(out, "write_encoded") else None
+    behind = WriteBehind(out) if encoded is not None else None
+    ok = False
     try:
         for batch in reader:
-            lines = encoded(batch) if encoded is not None else None
+            lines = encoded(batch, defer=True) if encoded is not None else None
             if lines is not None:
-                out.write_encoded(lines)
+                behind.write_encoded(lines)  # type: ignore[union-attr]
             else:
+                if behind is not None:
+                    behind.drain()
                 out.write(runner.process_batch(batch))
             n_in += len(batch)
             dead_letters()
             if req.progress is not None:
                 req.progress(reader.bytes_done, total, n_in)
+        ok = True
     finally:
+        if behind is not None:
+            behind.close(raise_errors=ok)
         reader.close()
 
 
