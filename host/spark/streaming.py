@@ -328,17 +328,23 @@ class _SparkStore:
 #: ValueState is looked for only to refuse an old checkpoint
 _OLD_LAYOUT = ("a checkpoint of the whole-bucket state layout (udmkit before streaming layout 3): "
                "state is now kept per key; start from a new checkpoint directory")
+#: the same for a query graph, kept per key since streaming layout 4 (semantics-notes 53)
+_OLD_GRAPH_LAYOUT = ("a checkpoint of a query graph's whole-bucket state layout (udmkit before streaming layout 4): "
+                     "a graph's state is now kept per key; start from a new checkpoint directory")
 
 
 def _keyed_processor_class() -> type:
-    """The processor of a keyed linear query: per-key engines in MapState (`udm.host.spark.key_state`)."""
+    """The processor of a keyed linear query or a keyed query graph: per-key engines in MapState
+    (`udm.host.spark.key_state`; a graph's ``routing`` gives each input's key fields, semantics-notes 52)."""
     base = _processor_class()
 
     class _KeyedProcessor(base):  # type: ignore[misc, valid-type]
-        def __init__(self, *args: Any, track_ids: bool = False, buckets: int = 0) -> None:
+        def __init__(self, *args: Any, track_ids: bool = False, buckets: int = 0,
+                     routing: dict[str, list[str]] | None = None) -> None:
             super().__init__(*args)
             self._track_ids = track_ids
             self._buckets = buckets
+            self._routing = routing
 
         def init(self, handle: Any) -> None:
             self._handle = handle
@@ -359,19 +365,38 @@ def _keyed_processor_class() -> type:
             def feed(runner: Any, part: pa.Table) -> list[Any]:
                 return list(runner.process_batch(ElementBatch.from_table(part)))
 
+            def feed_graph(runner: Any, part: pa.Table) -> list[Any]:
+                """Runs of one input each; payloads converted per run (a graph's inputs have shapes of their own)."""
+                names = part.column("udm_input").to_pylist()
+                got: list[Any] = []
+                lo = 0
+                while lo < len(names):
+                    hi = lo + 1
+                    while hi < len(names) and names[hi] == names[lo]:
+                        hi += 1
+                    run = with_struct_payloads(part.slice(lo, hi - lo).select(list(ELEMENT_COLUMNS)))
+                    got += runner.process_batch(ElementBatch.from_table(run), names[lo])
+                    lo = hi
+                return got
+
             def unroutable(i: int) -> DeadLetter:
                 assert table is not None
                 row = {c: table.column(c)[i].as_py() for c in ("kind", "id", "le", "re", "re_new")}
-                return DeadLetter(table.column("line")[i].as_py(), _unroutable_reason(self._keys), row)
+                name = table.column("udm_input")[i].as_py() if graph else None
+                keys = self._routing.get(name, []) if graph and self._routing else self._keys
+                return DeadLetter(table.column("line")[i].as_py(), _unroutable_reason(keys), row,
+                                  input=name if graph and len(self._routing or ()) > 1 else None)
 
+            graph = self._routing is not None
             if self._old.exists():
-                raise UdmError(_OLD_LAYOUT)
+                raise UdmError(_OLD_GRAPH_LAYOUT if graph else _OLD_LAYOUT)
             try:
-                kb = KeyedBucket(self._bound_query(), self._on_violation, self._keys, self._store, bucket,
-                                 track_ids=self._track_ids, buckets=self._buckets)
+                kb = KeyedBucket(self._bound_query(), self._on_violation, self._routing or self._keys, self._store,
+                                 bucket, track_ids=self._track_ids, buckets=self._buckets)
             except ValueError as e:
                 raise UdmError(str(e)) from None
-            res = kb.run(table, feed, self._watermark(timer_values), unroutable, END_KIND, UNROUTABLE, prepare)
+            res = kb.run(table, feed_graph if graph else feed, self._watermark(timer_values), unroutable, END_KIND,
+                         UNROUTABLE, None if graph else prepare)
             if self._watermark_ctis:
                 self._rearm(timer_values, fired)
             yield _emit_rows(bucket, [], res.dead, res.cti, res.stats, keyed=res.out)
@@ -506,6 +531,7 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     from udm.host.spark.graph import is_graph
 
     graph = isinstance(elements, Mapping) or is_graph(spec)
+    routing: dict[str, list[str]] | str | None = None
     if graph:
         from udm.host.query.graph import resolve
         from udm.host.spark.partition import graph_routing
@@ -561,11 +587,14 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
                    F.col("_seq").cast("bigint").alias("udm_seq"), route.cast("bigint").alias("udm_route"),
                    "udm_bucket", *([F.col("input").alias("udm_input")] if graph else []))
     args = (spec.to_json_dict(), on_violation or spec.on_violation, keys, ctis_from_watermark, graph)
+    # the id map (a state write per insert) only where a retraction may come without its key fields:
+    # the `udm run` driver routes them by id, and one bucket takes them all; with several buckets a
+    # DataFrame stream routes a retraction by its key fields (one without them is unroutable)
+    track_ids = "_bucket" in frame.columns or n == 1
     if keys and not graph and per_key:  # state per key (`udm.host.spark.key_state`, semantics-notes 41)
-        # the id map (a state write per insert) only where a retraction may come without its key fields:
-        # the `udm run` driver routes them by id, and one bucket takes them all; with several buckets a
-        # DataFrame stream routes a retraction by its key fields (one without them is unroutable)
-        processor = _keyed_processor_class()(*args, track_ids="_bucket" in frame.columns or n == 1, buckets=n)
+        processor = _keyed_processor_class()(*args, track_ids=track_ids, buckets=n)
+    elif graph and per_key and isinstance(routing, dict):  # a keyed graph: per key too (semantics-notes 52)
+        processor = _keyed_processor_class()(*args, track_ids=track_ids, buckets=n, routing=routing)
     else:
         processor = _processor_class()(*args)
     return df.groupBy("udm_bucket").transformWithStateInPandas(
