@@ -383,7 +383,7 @@ def _keyed_processor_class() -> type:
                 assert table is not None
                 row = {c: table.column(c)[i].as_py() for c in ("kind", "id", "le", "re", "re_new")}
                 name = table.column("udm_input")[i].as_py() if graph else None
-                keys = self._routing.get(name, []) if graph and self._routing else self._keys
+                keys = self._routing.get(str(name), []) if graph and self._routing else self._keys
                 return DeadLetter(table.column("line")[i].as_py(), _unroutable_reason(keys), row,
                                   input=name if graph and len(self._routing or ()) > 1 else None)
 
