@@ -1,7 +1,8 @@
 """Per-key state of a query graph's streaming bucket (`udm.host.spark.key_state`, semantics-notes 52), without
 Spark: a graph bucket run micro-batch by micro-batch over a dict store gives the graph oracle's CHT, and after
 every micro-batch the same output CTI and dead letters as one engine over the whole bucket; a micro-batch
-reads only the keys it touches and the keys with live state when a CTI moves."""
+reads only the keys it touches and the keys due (exact for joins, unions, alter_lifetime and span steps;
+any key holding window state when a CTI moves)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,12 @@ UNION_ALTER_WINDOW = {"inputs": TWO, "steps": [
 JOIN_THEN_WINDOW = {"inputs": TWO, "steps": [
     {"id": "j", "op": "join", "from": ["a", "b"], "on": "k", "left_prefix": "l_", "right_prefix": "r_"},
     {"id": "w", "op": "window", "window": {"type": "snapshot"}, "group_by": ["l_k"], "udm": "count"}]}
-QUERIES = {"join": JOIN, "left_anti": LEFT_ANTI, "join_after_window": JOIN_AFTER_WINDOW,
+SHIFT_JOIN_UNION = {"inputs": TWO, "steps": [
+    {"id": "al", "from": "a", "op": "alter_lifetime", "le": {"shift": 6}, "duration": "keep"},
+    {"id": "j", "op": "join", "from": ["al", "b"], "on": "k", "left_prefix": "l_", "right_prefix": "r_"},
+    {"id": "p", "from": "b", "op": "project", "set": {"l_k": "b"}},
+    {"id": "u", "op": "union", "from": ["j", "p"]}]}
+QUERIES = {"shift_join_union": SHIFT_JOIN_UNION, "join": JOIN, "left_anti": LEFT_ANTI, "join_after_window": JOIN_AFTER_WINDOW,
            "union_alter_window": UNION_ALTER_WINDOW, "join_then_window": JOIN_THEN_WINDOW}
 
 Row = tuple[str, int | None, Element]
@@ -127,7 +133,7 @@ def _rows(streams: dict[str, list[Element]]) -> list[Row]:
 @pytest.mark.parametrize(("name", "seed", "size", "key_type"), [
     ("join", 1, 7, "str"), ("join", 2, 19, "mixed"), ("left_anti", 3, 9, "num"),
     ("join_after_window", 4, 11, "str"), ("union_alter_window", 5, 8, "mixed"),
-    ("join_then_window", 6, 13, "str")])
+    ("join_then_window", 6, 13, "str"), ("shift_join_union", 7, 10, "mixed")])
 def test_graph_bucket_equals_the_oracle_and_one_engine(name: str, seed: int, size: int, key_type: str) -> None:
     """Random related streams (shared and lone keys, disorder, retractions, bad lines, inserts without the
     key), each graph kept per key: the oracle's CHT; one engine's CTIs and dead letters after every
@@ -167,10 +173,10 @@ def test_graph_bucket_without_the_id_map_routes_retractions_by_their_keys() -> N
     assert store.ids == {}
 
 
-def test_a_graph_micro_batch_reads_only_the_keys_it_touches_and_the_keys_live() -> None:
-    """40 keys with a live join event each: an element of one key and no CTI reads that key alone; a CTI
-    reads every key with live state (the conservative graph rule, semantics-notes 52), and once their
-    events end they are dropped and never read again."""
+def test_a_graph_micro_batch_reads_only_the_keys_it_touches_and_the_keys_due() -> None:
+    """40 keys with a live join event each: an element of one key reads that key alone; a CTI reads only
+    the keys whose events it lets the join forget (once both inputs' CTIs pass their ends, semantics-notes
+    52), which are then dropped and never read again."""
     spec = parse_query(JOIN)
     bound, routing = bind(spec), graph_routing(spec)
     assert isinstance(routing, dict)
@@ -188,6 +194,9 @@ def test_a_graph_micro_batch_reads_only_the_keys_it_touches_and_the_keys_live() 
     assert store.counts["engine_reads"] == 1 and store.counts["engine_writes"] == 1
     assert [el.payload["k"] for _, el in res.out] == ["k7"]  # the join met its partner
     assert res.stats["keys"] == {"loaded": 1, "live": 40}
+    store.counts.clear()
+    res = call([("a", Cti(20)), ("b", Cti(20))])  # no event ends: a join's output CTI is the idle engine's
+    assert store.counts["engine_reads"] == 0 and res.cti == 20
     store.counts.clear()
     res = call([("a", Cti(60)), ("b", Cti(60))])  # every event ends: all 40 are read once, then dropped
     assert store.counts["engine_reads"] == 40 and store.engines == {}

@@ -7,12 +7,13 @@ registry); the per-key store itself only asks `engine_due` and `lone_grid`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from udm.host.engine import QueryRunner
-from udm.host.engine.common import INF
+from udm.host.engine.common import INF, NEG
 
-__all__ = ["engine_due", "lone_grid"]
+__all__ = ["engine_due", "graph_due", "lone_grid"]
 
 
 def _min_re(op: Any, c: int) -> int:
@@ -104,3 +105,77 @@ def lone_grid(runner: QueryRunner) -> Any:
     if len(grids) != 1 or not _exact_grid(grids[0]) or _busy(grids[0]):
         return None
     return grids[0]
+
+
+def _reach(runner: QueryRunner) -> dict[str, dict[str, int]]:
+    """Per operator, the graph inputs its input clock derives from, each with the CTI shift on the way
+    (``alter_lifetime``'s ``shift``): the operator's input CTI reaches ``D`` only once input ``x``'s
+    reaches ``D - shift``. (A window or a snap only lowers a clock: no shift; several paths: the least.)"""
+    from udm.host.engine.ops.alter_lifetime import AlterLifetimeStep
+
+    graph = runner.bound.graph
+    out: dict[str, dict[str, int]] = {x: {x: 0} for x in graph.inputs}
+    into: dict[str, dict[str, int]] = {x: {x: 0} for x in graph.inputs}
+    ops = {op.name: op for op in runner.ops}
+    for node in graph.nodes:
+        got: dict[str, int] = {}
+        for src in node.sources:
+            for x, sh in out[src].items():
+                got[x] = min(got.get(x, sh), sh)
+        into[node.name] = got
+        op = ops.get(node.name)
+        shift = op.shift if isinstance(op, AlterLifetimeStep) else 0
+        out[node.name] = {x: sh + shift for x, sh in got.items()}
+    return into
+
+
+def _forget_at(op: Any) -> int | None:
+    """When a join, a union or a span operator forgets its earliest event, on its own input clock (INF:
+    holds none); None for an operator whose output CTI or output at a CTI depends on its state (windows
+    holding state, ``distinct`` unions, lmerge, anything else)."""
+    from udm.host.engine.ops.alter_lifetime import AlterLifetimeStep
+    from udm.host.engine.ops.join import JoinStep
+    from udm.host.engine.ops.span import FilterStep, InputGate, MapStep, ProjectStep
+    from udm.host.engine.ops.union import UnionStep
+
+    if isinstance(op, (FilterStep, MapStep, ProjectStep, InputGate, AlterLifetimeStep)):
+        return _min_re(op, 0)
+    if isinstance(op, JoinStep):  # an event is gone once both ports' CTIs pass its end (`JoinStep._cleanup`)
+        ends = [side.ends[0][0] + 1 for side in op.sides if side.ends]
+        return min(ends, default=INF)
+    if isinstance(op, UnionStep) and not op.distinct:
+        ends = [h[0][0] + 1 for h in op.ends if h]
+        return min(ends, default=INF)
+    from udm.host.engine.ops.lmerge import LmergeStep
+
+    if isinstance(op, LmergeStep):  # (its ports' progress is state that no size counts)
+        return None
+    return INF if not any(op.state_size().values()) and not getattr(op, "chunks", None) else None
+
+
+def graph_due(runner: QueryRunner, ctis: Mapping[str, int]) -> dict[str, int] | None:
+    """A query graph's key (semantics-notes 52): per input, the CTI of that input at which the key must be
+    loaded again — it is loaded when any input reaches its threshold; ``{}``: never by a CTI alone. None
+    when an operator's output CTI or CTI-time output depends on its state (a window holding something, a
+    ``distinct`` union, lmerge): then the key is loaded on every CTI advance.
+
+    Exact for graphs of joins, unions, ``alter_lifetime`` and span steps: their output CTI is a function of
+    the input CTIs alone (the idle engine's), and a CTI only lets them forget ended events. Such an
+    operator's earliest forget time ``F`` is on its input clock, the minimum over the inputs it derives
+    from: it is reached only once *each* of them reaches ``F - shift``, so the key waits on the one furthest
+    from it (when that one gets there, the key is loaded and waits on the next)."""
+    if runner.finished:
+        return {}
+    into = _reach(runner)
+    dues: dict[str, int] = {}
+    for op in runner.ops:
+        f = _forget_at(op)
+        if f is None:
+            return None
+        if f >= INF:
+            continue
+        paths = into.get(op.name) or {op.name: 0}
+        x = max(paths, key=lambda name: (f - paths[name]) - ctis.get(name, NEG))
+        t = max(f - paths[x], ctis.get(x, NEG) + 1)
+        dues[x] = min(dues.get(x, INF), t)
+    return dues

@@ -44,7 +44,7 @@ from sortedcontainers import SortedList
 
 from udm.host.engine import QueryRunner
 from udm.host.engine.common import INF, NEG, DeadLetter
-from udm.host.spark.key_due import engine_due, lone_grid
+from udm.host.spark.key_due import engine_due, graph_due, lone_grid
 from udm.host.temporal.elements import Cti, Element
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -175,6 +175,8 @@ class _Entry:
     serial: int
     #: the output CTI its engine emitted so far
     out: int = NEG
+    #: a graph's key with exact dues: per input, the CTI that loads it (`graph_due`)
+    dues: dict[str, int] | None = None
 
 
 @dataclass
@@ -196,6 +198,8 @@ class _Index:
     #: each input's CTI (class defaults: an index pickled before graphs had these reads as a linear one)
     graph: bool = False
     ctis: dict[str, int] | None = None
+    #: a graph's exact dues, per input: (threshold, key)
+    by_input: dict[str, SortedList] | None = None
     keys: dict[str, _Entry] = field(default_factory=dict)
     by_due: SortedList = field(default_factory=SortedList)
     by_hold: SortedList = field(default_factory=SortedList)
@@ -206,15 +210,35 @@ class _Index:
         self.keys[key] = e
         self.by_due.add((e.due, key))
         self.by_hold.add((e.hold, key))
+        if e.dues:
+            if self.by_input is None:
+                self.by_input = {}
+            for x, t in e.dues.items():
+                self.by_input.setdefault(x, SortedList()).add((t, key))
 
     def remove(self, key: str) -> None:
         old = self.keys.pop(key, None)
         if old is not None:
             self.by_due.remove((old.due, key))
             self.by_hold.remove((old.hold, key))
+            for x, t in (old.dues or {}).items():
+                assert self.by_input is not None
+                self.by_input[x].remove((t, key))
 
     def due_by(self, c: int) -> list[str]:
-        return [k for _, k in self.by_due.irange(maximum=(c, "\U0010ffff"))]
+        """Keys due by ``c`` (a graph's: by its tick ``c``, or by an input's CTI for exact dues)."""
+        due = [k for _, k in self.by_due.irange(maximum=(c, "\U0010ffff"))]
+        if self.by_input and self.ctis:
+            seen = set(due)
+            for x, lst in self.by_input.items():
+                t = self.ctis.get(x)
+                if t is None:
+                    continue
+                for _, k in lst.irange(maximum=(t, "\U0010ffff")):
+                    if k not in seen:
+                        seen.add(k)
+                        due.append(k)
+        return due
 
 
 @dataclass
@@ -468,13 +492,15 @@ class KeyedBucket:
                 self.store.drop_engine(key)
                 continue
             snap = r.snapshot()
-            if self.graph:  # conservative (semantics-notes 52): loaded on the next CTI advance of any input
-                due = INF if engine_due(r, NEG) >= INF else c + 1
+            dues = None
+            if self.graph:  # semantics-notes 52: exact per-input dues, else loaded on every CTI advance
+                dues = graph_due(r, ix.ctis or {})
+                due = (INF if engine_due(r, NEG) >= INF else c + 1) if dues is None else INF
                 kept: tuple[Any, ...] = (snap, live.ids, live.fed)
             else:
                 due = engine_due(r, c)
                 kept = (snap, live.ids)
-            ix.set(key, _Entry(due, self._hold(live, snap, c, due), live.serial, live.out))
+            ix.set(key, _Entry(due, self._hold(live, snap, c, due), live.serial, live.out, dues or None))
             self.store.put_engine(key, pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL))
         ix.reached = max(ix.reached, self.idle.ctx.reached)
         self.dead.extend(self.idle.take_dead_letters())
