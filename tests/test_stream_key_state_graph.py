@@ -47,7 +47,8 @@ SHIFT_JOIN_UNION = {"inputs": TWO, "steps": [
     {"id": "p", "from": "b", "op": "project", "set": {"l_k": "b"}},
     {"id": "u", "op": "union", "from": ["j", "p"]}]}
 QUERIES = {"shift_join_union": SHIFT_JOIN_UNION, "join": JOIN, "left_anti": LEFT_ANTI,
-           "join_after_window": JOIN_AFTER_WINDOW, "union_alter_window": UNION_ALTER_WINDOW, "join_then_window": JOIN_THEN_WINDOW}
+           "join_after_window": JOIN_AFTER_WINDOW, "union_alter_window": UNION_ALTER_WINDOW,
+           "join_then_window": JOIN_THEN_WINDOW}
 
 Row = tuple[str, int | None, Element]
 
