@@ -12,8 +12,8 @@ Plan of `run_stream` (a streaming DataFrame in, a streaming DataFrame out):
    Spark does not keep row order across the shuffle) and emits what they produced. A keyed linear query
    keeps one engine per key value (`_keyed_processor_class`, `udm.host.spark.key_state`: MapState per
    key, an index of due times; a micro-batch loads only the keys it touches and the keys due,
-   semantics-notes 41); keyless queries and graphs keep the bucket's one engine in a `ValueState` (the
-   pickled `QueryRunner.snapshot`). Either is in the RocksDB state store, checkpointed by Spark;
+   semantics-notes 41; a keyed query graph likewise, semantics-notes 52); keyless queries and other graphs
+   keep the bucket's one engine in a `ValueState` (the pickled `QueryRunner.snapshot`). Either is in the RocksDB state store, checkpointed by Spark;
 3. the result rows say which stream they belong to: ``out`` (an output element), ``dead`` (a dead
    letter: line, reason, element JSON), ``cti`` (the bucket's output CTI so far) or ``stats`` (a JSON
    payload: dead letters by category in this call; ``T``, the largest finite time the bucket's engine
@@ -491,8 +491,10 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
 
     ``per_key``: a keyed linear query keeps one engine per key value in Spark's state (a micro-batch
     reads only the keys it touches and the keys due, `udm.host.spark.key_state`); ``False`` keeps the
-    whole-bucket layout of streaming layout 2 (one engine per bucket: the benchmark's comparison). Keyless
-    queries and query graphs always keep one engine per bucket (per stage).
+    whole-bucket layout of streaming layout 2 (one engine per bucket: the benchmark's comparison). A query
+    graph whose routing gives every input key fields keeps one graph engine per key too (semantics-notes
+    52); keyless queries, graphs routed by id or to one bucket and staged graphs keep one engine per bucket
+    (per stage).
 
     ``table``: the stream is a user's table, not elements — column options as for ``udm run`` and
     `udm.host.spark.batch.run_batch` (``{"time": "ts"}`` or ``{"start": .., "end": ..}``; a mapping of input
