@@ -13,7 +13,8 @@ Plan of `run_stream` (a streaming DataFrame in, a streaming DataFrame out):
    keeps one engine per key value (`_keyed_processor_class`, `udm.host.spark.key_state`: MapState per
    key, an index of due times; a micro-batch loads only the keys it touches and the keys due,
    semantics-notes 41; a keyed query graph likewise, semantics-notes 52); keyless queries and other graphs
-   keep the bucket's one engine in a `ValueState` (the pickled `QueryRunner.snapshot`). Either is in the RocksDB state store, checkpointed by Spark;
+   keep the bucket's one engine in a `ValueState` (the pickled `QueryRunner.snapshot`). Either is in the
+   RocksDB state store, checkpointed by Spark;
 3. the result rows say which stream they belong to: ``out`` (an output element), ``dead`` (a dead
    letter: line, reason, element JSON), ``cti`` (the bucket's output CTI so far) or ``stats`` (a JSON
    payload: dead letters by category in this call; ``T``, the largest finite time the bucket's engine
