@@ -228,3 +228,38 @@ def test_a_linear_index_is_refused_by_a_graph_bucket() -> None:
     with pytest.raises(ValueError, match="linear query's and a query graph's"):
         KeyedBucket(bind(spec), None, routing, store, 0)
     assert pickle.loads(store.index or b"").graph is False
+
+
+class _State:
+    def __init__(self, exists: bool = False) -> None:
+        self._exists = exists
+
+    def exists(self) -> bool:
+        return self._exists
+
+
+class _Handle:
+    """The processor's state handle: an ``engine`` ValueState (the whole-bucket layout's) that exists."""
+
+    def getValueState(self, name: str, schema: str) -> _State:  # noqa: N802 (Spark's name)
+        return _State(name == "engine")
+
+    def getMapState(self, name: str, key: str, value: str) -> _State:  # noqa: N802
+        return _State()
+
+
+def test_a_graphs_whole_bucket_checkpoint_is_refused_in_one_line() -> None:
+    """A DataFrame-API graph restarted from a checkpoint of its whole-bucket layout (before streaming layout
+    4) stops with one line naming the layout (the processor, fed a stand-in for Spark's state handle)."""
+    from udm.host.errors import UdmError
+    from udm.host.spark.streaming import _keyed_processor_class
+
+    spec = parse_query(JOIN)
+    routing = graph_routing(spec)
+    assert isinstance(routing, dict)
+    proc = _keyed_processor_class()(spec.to_json_dict(), None, [], False, True, routing=routing)
+    proc.init(_Handle())
+    with pytest.raises(UdmError, match=r"^a checkpoint of a query graph's whole-bucket state layout \(udmkit "
+                       r"before streaming layout 4\): a graph's state is now kept per key; start from a new "
+                       r"checkpoint directory$"):
+        list(proc._run(0, None, None))
