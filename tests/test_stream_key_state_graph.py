@@ -241,10 +241,10 @@ class _State:
 class _Handle:
     """The processor's state handle: an ``engine`` ValueState (the whole-bucket layout's) that exists."""
 
-    def getValueState(self, name: str, schema: str) -> _State:  # noqa: N802 (Spark's name)
+    def getValueState(self, name: str, schema: str) -> _State:
         return _State(name == "engine")
 
-    def getMapState(self, name: str, key: str, value: str) -> _State:  # noqa: N802
+    def getMapState(self, name: str, key: str, value: str) -> _State:
         return _State()
 
 
