@@ -90,6 +90,14 @@ def _feed(runner: Any, part: Any) -> list[Any]:
     return got
 
 
+def _prepare(part: Any) -> Any:
+    """One input's rows with struct payloads, once per call (the Spark processor's ``prepare``)."""
+    from udm.host.spark.rows import with_struct_payloads
+
+    return with_struct_payloads(part.select(["kind", "id", "le", "re", "re_new", "t", "payload", "line", "error",
+                                             "raw"]))
+
+
 def _one(query: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     from udm.host.engine import QueryRunner
     from udm.host.query.plan import bind
@@ -122,7 +130,7 @@ def _one(query: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
                 whole_blob = r.snapshot()
             else:
                 before, reads = keyed.read, keyed.counts["engine_reads"]
-                res = KeyedBucket(bound, None, routing, keyed, 0).run(table, _feed)
+                res = KeyedBucket(bound, None, routing, keyed, 0).run(table, _feed, prepare=_prepare)
                 n = keyed.read - before
                 nread = keyed.counts["engine_reads"] - reads
             dt = (time.process_time() - t0) * 1000

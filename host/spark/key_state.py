@@ -409,13 +409,20 @@ class KeyedBucket:
         in order (``kind``, ``id``, ``payload`` as JSON text, ``udm_route`` columns; ``feed`` runs a slice
         of ``prepare(table)`` on an engine: the payloads are converted once, not per key), then the keys
         due by the new CTI. ``unroutable(i)`` is row ``i``'s dead letter when its route is
-        ``unroutable_route``."""
+        ``unroutable_route``. A graph's rows also carry ``udm_input``; with ``prepare`` each input's rows
+        are prepared once (their payloads have shapes of their own) and fed here, run by run; without it
+        ``feed`` takes a slice of ``table`` that may mix inputs."""
         import pyarrow as pa
 
         if watermark is not None:
             self._cti(watermark)
         if table is not None and table.num_rows:
-            elements = table if prepare is None else prepare(table)
+            if self.graph and prepare is not None:
+                feed = self._graph_feed(table, prepare)
+                elements = table.select(["kind"]).append_column(
+                    "udm_row", pa.array(range(table.num_rows), pa.int64()))
+            else:
+                elements = table if prepare is None else prepare(table)
             kinds = table.column("kind").to_pylist()
             ids = table.column("id").to_pylist()
             payloads = table.column("payload").to_pylist()
@@ -455,6 +462,39 @@ class KeyedBucket:
         for key in list(self.loaded) + self.index.due_by(self.index.cti):
             self._engine(key)  # (a loaded key is brought to the call's last CTI too)
         return self._close()
+
+    def _graph_feed(self, table: pa.Table, prepare: Callable[[pa.Table], pa.Table]
+                    ) -> Callable[[QueryRunner, pa.Table], list[Element]]:
+        """A ``feed`` for a graph's call: each input's rows of ``table`` prepared once; a slice (rows of
+        ``table`` by their ``udm_row``) is fed from them in runs of one input each."""
+        import pyarrow as pa
+
+        from udm.host.io.batch import ElementBatch
+
+        names = table.column("udm_input").to_pylist()
+        prepared: dict[str, pa.Table] = {}
+        at: list[int] = [0] * len(names)
+        for name in dict.fromkeys(names):
+            rows = [i for i, n in enumerate(names) if n == name]
+            for j, i in enumerate(rows):
+                at[i] = j
+            prepared[name] = prepare(table.take(pa.array(rows, pa.int64())))
+
+        def feed(runner: QueryRunner, part: pa.Table) -> list[Element]:
+            rows = part.column("udm_row").to_pylist()
+            out: list[Element] = []
+            lo = 0
+            while lo < len(rows):
+                hi = lo + 1
+                while hi < len(rows) and names[rows[hi]] == names[rows[lo]]:
+                    hi += 1
+                name = names[rows[lo]]
+                take = pa.array([at[i] for i in rows[lo:hi]], pa.int64())
+                out += runner.process_batch(ElementBatch.from_table(prepared[name].take(take)), name)
+                lo = hi
+            return out
+
+        return feed
 
     def _cti(self, t: int, input: str | None = None) -> None:
         """Input ``input``'s CTI moves to ``t`` (None: every input's, the event-time watermark)."""

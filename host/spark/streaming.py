@@ -366,20 +366,6 @@ def _keyed_processor_class() -> type:
             def feed(runner: Any, part: pa.Table) -> list[Any]:
                 return list(runner.process_batch(ElementBatch.from_table(part)))
 
-            def feed_graph(runner: Any, part: pa.Table) -> list[Any]:
-                """Runs of one input each; payloads converted per run (a graph's inputs have shapes of their own)."""
-                names = part.column("udm_input").to_pylist()
-                got: list[Any] = []
-                lo = 0
-                while lo < len(names):
-                    hi = lo + 1
-                    while hi < len(names) and names[hi] == names[lo]:
-                        hi += 1
-                    run = with_struct_payloads(part.slice(lo, hi - lo).select(list(ELEMENT_COLUMNS)))
-                    got += runner.process_batch(ElementBatch.from_table(run), names[lo])
-                    lo = hi
-                return got
-
             def unroutable(i: int) -> DeadLetter:
                 assert table is not None
                 row = {c: table.column(c)[i].as_py() for c in ("kind", "id", "le", "re", "re_new")}
@@ -396,8 +382,8 @@ def _keyed_processor_class() -> type:
                                  bucket, track_ids=self._track_ids, buckets=self._buckets)
             except ValueError as e:
                 raise UdmError(str(e)) from None
-            res = kb.run(table, feed_graph if graph else feed, self._watermark(timer_values), unroutable, END_KIND,
-                         UNROUTABLE, None if graph else prepare)
+            # (a graph's rows are prepared per input by the bucket: `KeyedBucket.run`)
+            res = kb.run(table, feed, self._watermark(timer_values), unroutable, END_KIND, UNROUTABLE, prepare)
             if self._watermark_ctis:
                 self._rearm(timer_values, fired)
             yield _emit_rows(bucket, [], res.dead, res.cti, res.stats, keyed=res.out)
