@@ -12,7 +12,11 @@ alternating the two layouts batch by batch. Two graphs: a join (exact dues: a CT
 loads no key) and a join followed by a window (a key holding window state is loaded on every CTI advance:
 the conservative rule, so per key costs more there). Both layouts' output is checked to be the same CHT.
 
-Run: ``.venv/bin/python -m bench.bench_stream_graph [--live 2000] [--touched 20] [--batches 15]``.
+``--spark`` runs the join on Structured Streaming instead (`run_stream` over two JSON file sources, one
+file per micro-batch, 2 key buckets), ``per_key=True`` then ``per_key=False``: Spark's median
+``triggerExecution`` per micro-batch (the first two left out), everything included.
+
+Run: ``.venv/bin/python -m bench.bench_stream_graph [--live 2000] [--touched 20] [--batches 15] [--spark]``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import pickle
 import statistics
 import time
 from typing import Any
+
+from udm.host.temporal.elements import Cti, Insert
 
 JOIN = {"inputs": {"a": {}, "b": {}}, "steps": [
     {"id": "j", "op": "join", "from": ["a", "b"], "on": "k", "left_prefix": "l_", "right_prefix": "r_"}]}
@@ -50,8 +56,6 @@ class _Bytes:
 
 
 def _batches(live: int, touched: int, batches: int) -> list[list[tuple[str, Any]]]:
-    from udm.host.temporal.elements import Cti, Insert
-
     first = [("a", Insert(f"a{k}", 0, 1_000_000, {"k": k, "v": 1.0})) for k in range(live)]
     out = [[*first, ("a", Cti(1)), ("b", Cti(1))]]
     for b in range(1, batches + 1):
@@ -150,12 +154,66 @@ def _one(query: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
             for name in ms} | {"engines": statistics.median(engines)}
 
 
+def _spark(args: argparse.Namespace) -> int:
+    import json
+    import os
+    import statistics
+    import tempfile
+    from pathlib import Path
+
+    from udm.host.spark.session import get_spark
+    from udm.host.spark.streaming import run_stream
+
+    spark = get_spark(shuffle_partitions=2, **{"spark.sql.adaptive.enabled": "false"})
+    spark.sparkContext.setLogLevel("ERROR")
+    schema = "line long, kind string, id string, le long, re long, re_new long, t long, payload string"
+    batches = _batches(args.live, args.touched, args.batches)
+    print(f"Structured Streaming, join graph, {args.live} live keys over 2 buckets, {args.touched} touched per "
+          f"micro-batch, {args.batches} micro-batches: median triggerExecution ms (first 2 left out)")
+    with tempfile.TemporaryDirectory() as d:
+        base = time.time() - 10_000
+        for name in ("a", "b"):
+            (Path(d) / name).mkdir()
+        line = {"a": 0, "b": 0}
+        for i, rows in enumerate(batches):
+            for name in ("a", "b"):
+                recs = []
+                for n, el in rows:
+                    if n != name:
+                        continue
+                    line[n] += 1
+                    j = {"line": line[n] + (0 if n == "a" else 10**9)}
+                    if isinstance(el, Cti):
+                        j |= {"kind": "cti", "t": el.t}
+                    else:
+                        j |= {"kind": "insert", "id": el.id, "le": el.le, "re": el.re,
+                              "payload": json.dumps(el.payload)}
+                    recs.append(j)
+                p = Path(d) / name / f"p{i:05d}.json"
+                p.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+                os.utime(p, (base + i, base + i))
+        for per_key in (True, False):
+            frames = {n: spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(Path(d) / n))
+                      for n in ("a", "b")}
+            q = (run_stream(JOIN, frames, buckets=2, per_key=per_key).writeStream
+                 .foreachBatch(lambda df, _id: df.count())
+                 .option("checkpointLocation", str(Path(d) / f"ck-{per_key}")).trigger(availableNow=True).start())
+            q.awaitTermination()
+            ms = [p["durationMs"]["triggerExecution"] for p in q.recentProgress if p["numInputRows"] > 0][2:]
+            label = "per key (layout 4)" if per_key else "whole bucket"
+            print(f"{label:>20}: {statistics.median(ms):8.0f} ms per micro-batch ({len(ms)} measured)", flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--live", type=int, default=2000, help="live keys in the bucket")
     ap.add_argument("--touched", type=int, default=20, help="inserts (keys touched) per micro-batch")
     ap.add_argument("--batches", type=int, default=15, help="steady micro-batches measured")
+    ap.add_argument("--spark", action="store_true", help="on Structured Streaming (run_stream), whole Spark cost")
     args = ap.parse_args(argv)
+    if args.spark:
+        return _spark(args)
     print(f"{args.live} live keys in one bucket, {args.touched} touched per micro-batch, {args.batches} "
           "micro-batches (median; CPU ms per micro-batch)")
     for label, query in (("join (exact dues)", JOIN), ("join + window (conservative)", JOIN_WINDOW)):
