@@ -57,6 +57,7 @@ def _loaded(rows: list[dict[str, Any]], batch: int) -> int:
                if r["stream"] == "stats" and r["batch"] == batch)
 
 
+@pytest.mark.slow
 def test_a_keyed_graph_keeps_state_per_key(spark: Any, tmp_path: Path) -> None:
     from udm.host.spark.streaming import run_stream
 
