@@ -46,7 +46,12 @@ SHIFT_JOIN_UNION = {"inputs": TWO, "steps": [
     {"id": "j", "op": "join", "from": ["al", "b"], "on": "k", "left_prefix": "l_", "right_prefix": "r_"},
     {"id": "p", "from": "b", "op": "project", "set": {"l_k": "b"}},
     {"id": "u", "op": "union", "from": ["j", "p"]}]}
-QUERIES = {"shift_join_union": SHIFT_JOIN_UNION, "join": JOIN, "left_anti": LEFT_ANTI,
+JOIN_HOPPING = {"inputs": TWO, "steps": [
+    {"id": "j", "op": "join", "from": ["a", "b"], "on": "k", "left_prefix": "l_", "right_prefix": "r_"},
+    {"id": "w", "op": "window", "window": {"type": "hopping", "size": 12, "hop": 4}, "group_by": ["l_k"],
+     "udm": "count"},
+    {"id": "p", "op": "project", "drop": ["count"]}]}
+QUERIES = {"join_hopping": JOIN_HOPPING, "shift_join_union": SHIFT_JOIN_UNION, "join": JOIN, "left_anti": LEFT_ANTI,
            "join_after_window": JOIN_AFTER_WINDOW, "union_alter_window": UNION_ALTER_WINDOW,
            "join_then_window": JOIN_THEN_WINDOW}
 
@@ -140,7 +145,7 @@ def _rows(streams: dict[str, list[Element]]) -> list[Row]:
 @pytest.mark.parametrize(("name", "seed", "size", "key_type"), [
     ("join", 1, 7, "str"), ("join", 2, 19, "mixed"), ("left_anti", 3, 9, "num"),
     ("join_after_window", 4, 11, "str"), ("union_alter_window", 5, 8, "mixed"),
-    ("join_then_window", 6, 13, "str"), ("shift_join_union", 7, 10, "mixed")])
+    ("join_then_window", 6, 13, "str"), ("shift_join_union", 7, 10, "mixed"), ("join_hopping", 8, 9, "num")])
 def test_graph_bucket_equals_the_oracle_and_one_engine(name: str, seed: int, size: int, key_type: str) -> None:
     """Random related streams (shared and lone keys, disorder, retractions, bad lines, inserts without the
     key), each graph kept per key: the oracle's CHT; one engine's CTIs and dead letters after every
@@ -211,6 +216,27 @@ def test_a_graph_micro_batch_reads_only_the_keys_it_touches_and_the_keys_due() -
     store.counts.clear()
     res = call([("a", Cti(70)), ("b", Cti(70))])
     assert store.counts["engine_reads"] == 0 and res.cti == 70
+
+
+def test_a_window_after_a_union_is_loaded_at_its_windows_end() -> None:
+    """A tumbling window after a union and an alter_lifetime shift: a CTI that closes no window reads no
+    key (its hold is the window's bound), the one that closes them reads every key, whose output arrives."""
+    spec = parse_query(UNION_ALTER_WINDOW)
+    bound, routing = bind(spec), graph_routing(spec)
+    assert isinstance(routing, dict)
+    store = DictStore()
+    line = iter(range(1, 10_000))
+
+    def call(rows: list[tuple[str, Element]]) -> KeyedResult:
+        return KeyedBucket(bound, None, routing, store, 0).run(_table([(n, next(line), e) for n, e in rows]), _feed,
+                                                               prepare=_prepare)
+
+    call([("a", Insert(f"a{k}", 1, 50, {"k": f"k{k}"})) for k in range(30)] + [("a", Cti(1)), ("b", Cti(1))])
+    store.counts.clear()
+    res = call([("a", Cti(6)), ("b", Cti(5))])  # events shifted to [4, 11); window clock 8: [0, 10) stays open
+    assert store.counts["engine_reads"] == 0 and res.cti == 0
+    res = call([("a", Cti(15)), ("b", Cti(12))])  # window clock 15: [0, 10) closes in every key
+    assert store.counts["engine_reads"] == 30 and len(res.out) == 30 and res.cti == 10
 
 
 def test_graph_key_values_match_as_a_join_does() -> None:

@@ -153,29 +153,69 @@ def _forget_at(op: Any) -> int | None:
     return INF if not any(op.state_size().values()) and not getattr(op, "chunks", None) else None
 
 
-def graph_due(runner: QueryRunner, ctis: Mapping[str, int]) -> dict[str, int] | None:
-    """A query graph's key (semantics-notes 52): per input, the CTI of that input at which the key must be
-    loaded again — it is loaded when any input reaches its threshold; ``{}``: never by a CTI alone. None
-    when an operator's output CTI or CTI-time output depends on its state (a window holding something, a
-    ``distinct`` union, lmerge): then the key is loaded on every CTI advance.
+def _last_window(runner: QueryRunner) -> Any:
+    """The graph's one window step holding state when it is of the exact tumbling/hopping kind, not busy,
+    and only filter/map/project steps lead from it to the output (so the key's output CTI is its output
+    CTI); else None."""
+    from udm.host.engine.ops.span import FilterStep, MapStep, ProjectStep
+    from udm.host.engine.window.base import WindowStep
 
-    Exact for graphs of joins, unions, ``alter_lifetime`` and span steps: their output CTI is a function of
-    the input CTIs alone (the idle engine's), and a CTI only lets them forget ended events. Such an
-    operator's earliest forget time ``F`` is on its input clock, the minimum over the inputs it derives
-    from: it is reached only once *each* of them reaches ``F - shift``, so the key waits on the one furthest
-    from it (when that one gets there, the key is loaded and waits on the next)."""
+    held = [op for op in runner.ops if isinstance(op, WindowStep)
+            and (any(op.state_size().values()) or getattr(op, "chunks", None))]
+    if len(held) != 1 or not _exact_grid(held[0]) or _busy(held[0]):
+        return None
+    w = held[0]
+    graph = runner.bound.graph
+    after = {op.name for op in runner.ops[runner.ops.index(w) + 1:]}
+    name = runner.ops[-1].name
+    chain = set()
+    while name != w.name:  # back from the output through one-source span steps
+        op = next(o for o in runner.ops if o.name == name)
+        if not isinstance(op, (FilterStep, MapStep, ProjectStep)):
+            return None
+        chain.add(name)
+        name = graph.node(name).sources[0]
+    return w if chain == after else None
+
+
+def graph_due(runner: QueryRunner, ctis: Mapping[str, int]) -> tuple[dict[str, int], int] | None:
+    """A query graph's key (semantics-notes 52): per input, the CTI of that input at which the key must be
+    loaded again — it is loaded when any input reaches its threshold; ``{}``: never by a CTI alone — and
+    the key's *hold* (INF: its output CTI is the idle engine's). None when an operator's output CTI or
+    CTI-time output depends on its state in a way not read here: then the key is loaded on every CTI
+    advance.
+
+    Exact for graphs of joins, unions (not ``distinct``), ``alter_lifetime`` and span steps: their output
+    CTI is a function of the input CTIs alone (the idle engine's), and a CTI only lets them forget ended
+    events. Such an operator's earliest forget time ``F`` is on its input clock, the minimum over the
+    inputs it derives from: it is reached only once *each* of them reaches ``F - shift``, so the key waits
+    on the one furthest from it (when that one gets there, the key is loaded and waits on the next). Also
+    exact with one tumbling/hopping window holding state (`_last_window`: only span steps after it): its
+    due (`_window_due`, on its own input clock) is waited on the same way, and the hold is its output CTI
+    bound until then (`lone_grid`'s rule)."""
     if runner.finished:
-        return {}
+        return {}, INF
     into = _reach(runner)
+    window = _last_window(runner)
     dues: dict[str, int] = {}
+    hold = INF
+
+    def wait(name: str, f: int) -> None:
+        paths = into.get(name) or {name: 0}
+        x = max(paths, key=lambda n: (f - paths[n]) - ctis.get(n, NEG))
+        t = max(f - paths[x], ctis.get(x, NEG) + 1)
+        dues[x] = min(dues.get(x, INF), t)
+
     for op in runner.ops:
+        if op is window:
+            d = _window_due(op, op.input_cti)
+            if d < INF:
+                wait(op.name, d)
+                hold = min(d - 1, op._bound(d - 1))
+            continue
         f = _forget_at(op)
         if f is None:
             return None
-        if f >= INF:
-            continue
-        paths = into.get(op.name) or {op.name: 0}
-        x = max(paths, key=lambda name: (f - paths[name]) - ctis.get(name, NEG))
-        t = max(f - paths[x], ctis.get(x, NEG) + 1)
-        dues[x] = min(dues.get(x, INF), t)
-    return dues
+        if f < INF:
+            wait(op.name, f)
+    return dues, hold

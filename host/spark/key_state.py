@@ -559,15 +559,21 @@ class KeyedBucket:
                 self.store.drop_engine(key)
                 continue
             snap = r.snapshot()
-            dues = None
+            dues: dict[str, int] | None = None
             if self.graph:  # semantics-notes 52: exact per-input dues, else loaded on every CTI advance
-                dues = graph_due(r, ix.ctis or {})
-                due = (INF if engine_due(r, NEG) >= INF else c + 1) if dues is None else INF
+                got = graph_due(r, ix.ctis or {})
                 kept: tuple[Any, ...] = (snap, live.ids, live.fed)
+                if got is None:
+                    due = INF if engine_due(r, NEG) >= INF else c + 1
+                    hold = INF if due >= INF else live.out
+                else:
+                    due, (dues, cap) = INF, got
+                    hold = INF if cap >= INF else max(live.out, cap)
             else:
                 due = engine_due(r, c)
                 kept = (snap, live.ids)
-            ix.set(key, _Entry(due, self._hold(live, snap, c, due), live.serial, live.out, dues or None))
+                hold = self._hold(live, snap, c, due)
+            ix.set(key, _Entry(due, hold, live.serial, live.out, dues or None))
             self.store.put_engine(key, pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL))
         ix.reached = max(ix.reached, self.idle.ctx.reached)
         self.dead.extend(self.idle.take_dead_letters())
@@ -593,7 +599,7 @@ class KeyedBucket:
         now = live.out
         if due >= INF:
             return INF
-        if due <= c + 1 or self.graph:
+        if due <= c + 1:
             return now
         grid = lone_grid(live.runner)
         if grid is not None:  # the window's own rule (`WindowStep.flush`), without a copy of the engine
