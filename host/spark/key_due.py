@@ -7,12 +7,13 @@ registry); the per-key store itself only asks `engine_due` and `lone_grid`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from udm.host.engine import QueryRunner
-from udm.host.engine.common import INF
+from udm.host.engine.common import INF, NEG
 
-__all__ = ["engine_due", "lone_grid"]
+__all__ = ["engine_due", "graph_due", "lone_grid"]
 
 
 def _min_re(op: Any, c: int) -> int:
@@ -104,3 +105,117 @@ def lone_grid(runner: QueryRunner) -> Any:
     if len(grids) != 1 or not _exact_grid(grids[0]) or _busy(grids[0]):
         return None
     return grids[0]
+
+
+def _reach(runner: QueryRunner) -> dict[str, dict[str, int]]:
+    """Per operator, the graph inputs its input clock derives from, each with the CTI shift on the way
+    (``alter_lifetime``'s ``shift``): the operator's input CTI reaches ``D`` only once input ``x``'s
+    reaches ``D - shift``. (A window or a snap only lowers a clock: no shift; several paths: the least.)"""
+    from udm.host.engine.ops.alter_lifetime import AlterLifetimeStep
+
+    graph = runner.bound.graph
+    out: dict[str, dict[str, int]] = {x: {x: 0} for x in graph.inputs}
+    into: dict[str, dict[str, int]] = {x: {x: 0} for x in graph.inputs}
+    ops = {op.name: op for op in runner.ops}
+    for node in graph.nodes:
+        got: dict[str, int] = {}
+        for src in node.sources:
+            for x, sh in out[src].items():
+                got[x] = min(got.get(x, sh), sh)
+        into[node.name] = got
+        op = ops.get(node.name)
+        shift = op.shift if isinstance(op, AlterLifetimeStep) else 0
+        out[node.name] = {x: sh + shift for x, sh in got.items()}
+    return into
+
+
+def _forget_at(op: Any) -> int | None:
+    """When a join, a union or a span operator forgets its earliest event, on its own input clock (INF:
+    holds none); None for an operator whose output CTI or output at a CTI depends on its state (windows
+    holding state, ``distinct`` unions, lmerge, anything else)."""
+    from udm.host.engine.ops.alter_lifetime import AlterLifetimeStep
+    from udm.host.engine.ops.join import JoinStep
+    from udm.host.engine.ops.span import FilterStep, InputGate, MapStep, ProjectStep
+    from udm.host.engine.ops.union import UnionStep
+
+    if isinstance(op, (FilterStep, MapStep, ProjectStep, InputGate, AlterLifetimeStep)):
+        return _min_re(op, 0)
+    if isinstance(op, JoinStep):  # an event is gone once both ports' CTIs pass its end (`JoinStep._cleanup`)
+        ends = [side.ends[0][0] + 1 for side in op.sides if side.ends]
+        return min(ends, default=INF)
+    if isinstance(op, UnionStep) and not op.distinct:
+        ends = [h[0][0] + 1 for h in op.ends if h]
+        return min(ends, default=INF)
+    from udm.host.engine.ops.lmerge import LmergeStep
+
+    if isinstance(op, LmergeStep):  # (its ports' progress is state that no size counts)
+        return None
+    return INF if not any(op.state_size().values()) and not getattr(op, "chunks", None) else None
+
+
+def _last_window(runner: QueryRunner) -> Any:
+    """The graph's one window step holding state when it is of the exact tumbling/hopping kind, not busy,
+    and only filter/map/project steps lead from it to the output (so the key's output CTI is its output
+    CTI); else None."""
+    from udm.host.engine.ops.span import FilterStep, MapStep, ProjectStep
+    from udm.host.engine.window.base import WindowStep
+
+    held = [op for op in runner.ops if isinstance(op, WindowStep)
+            and (any(op.state_size().values()) or getattr(op, "chunks", None))]
+    if len(held) != 1 or not _exact_grid(held[0]) or _busy(held[0]):
+        return None
+    w = held[0]
+    graph = runner.bound.graph
+    after = {op.name for op in runner.ops[runner.ops.index(w) + 1:]}
+    name = runner.ops[-1].name
+    chain = set()
+    while name != w.name:  # back from the output through one-source span steps
+        op = next(o for o in runner.ops if o.name == name)
+        if not isinstance(op, (FilterStep, MapStep, ProjectStep)):
+            return None
+        chain.add(name)
+        name = graph.node(name).sources[0]
+    return w if chain == after else None
+
+
+def graph_due(runner: QueryRunner, ctis: Mapping[str, int]) -> tuple[dict[str, int], int] | None:
+    """A query graph's key (semantics-notes 52): per input, the CTI of that input at which the key must be
+    loaded again — it is loaded when any input reaches its threshold; ``{}``: never by a CTI alone — and
+    the key's *hold* (INF: its output CTI is the idle engine's). None when an operator's output CTI or
+    CTI-time output depends on its state in a way not read here: then the key is loaded on every CTI
+    advance.
+
+    Exact for graphs of joins, unions (not ``distinct``), ``alter_lifetime`` and span steps: their output
+    CTI is a function of the input CTIs alone (the idle engine's), and a CTI only lets them forget ended
+    events. Such an operator's earliest forget time ``F`` is on its input clock, the minimum over the
+    inputs it derives from: it is reached only once *each* of them reaches ``F - shift``, so the key waits
+    on the one furthest from it (when that one gets there, the key is loaded and waits on the next). Also
+    exact with one tumbling/hopping window holding state (`_last_window`: only span steps after it): its
+    due (`_window_due`, on its own input clock) is waited on the same way, and the hold is its output CTI
+    bound until then (`lone_grid`'s rule)."""
+    if runner.finished:
+        return {}, INF
+    into = _reach(runner)
+    window = _last_window(runner)
+    dues: dict[str, int] = {}
+    hold = INF
+
+    def wait(name: str, f: int) -> None:
+        paths = into.get(name) or {name: 0}
+        x = max(paths, key=lambda n: (f - paths[n]) - ctis.get(n, NEG))
+        t = max(f - paths[x], ctis.get(x, NEG) + 1)
+        dues[x] = min(dues.get(x, INF), t)
+
+    for op in runner.ops:
+        if op is window:
+            d = _window_due(op, op.input_cti)
+            if d < INF:
+                wait(op.name, d)
+                hold = min(d - 1, op._bound(d - 1))
+            continue
+        f = _forget_at(op)
+        if f is None:
+            return None
+        if f < INF:
+            wait(op.name, f)
+    return dues, hold

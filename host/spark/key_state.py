@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import pickle
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -44,7 +44,7 @@ from sortedcontainers import SortedList
 
 from udm.host.engine import QueryRunner
 from udm.host.engine.common import INF, NEG, DeadLetter
-from udm.host.spark.key_due import engine_due, lone_grid
+from udm.host.spark.key_due import engine_due, graph_due, lone_grid
 from udm.host.temporal.elements import Cti, Element
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from udm.host.query.plan import BoundQuery
 
-__all__ = ["NO_KEY", "BucketStore", "DictStore", "KeyedBucket", "KeyedResult", "key_of"]
+__all__ = ["NO_KEY", "BucketStore", "DictStore", "KeyedBucket", "KeyedResult", "graph_key_of", "key_of"]
 
 #: the key of rows that carry no usable key (bad rows, inserts without the key fields): one engine
 #: dead-letters them as one engine over the bucket would
@@ -125,6 +125,30 @@ def key_of(payload_json: str | None, fields: list[str]) -> str:
     return json.dumps([p[f] for f in fields], sort_keys=True, separators=(",", ":"))
 
 
+def _join_part(v: Any) -> Any:
+    """A key value as a join compares it (`udm.host.engine.ops.join.join_key`): numbers by value."""
+    if isinstance(v, bool) or v is None:
+        return v
+    if isinstance(v, (int, float)):
+        return ["n", float(v)]
+    return v
+
+
+def graph_key_of(payload_json: str | None, fields: list[str]) -> str:
+    """`key_of` for a query graph: numbers by value (``1`` and ``1.0`` alike, as a join matches them and
+    as the graph's bucket hash does), so rows a join must meet share a key. (Coarser than a window's
+    groups: one engine holding two of its groups is still one engine over a part of the bucket.)"""
+    if not payload_json:
+        return NO_KEY
+    try:
+        p = json.loads(payload_json)
+    except ValueError:
+        return NO_KEY
+    if not isinstance(p, dict) or any(f not in p for f in fields):
+        return NO_KEY
+    return json.dumps([_join_part(p[f]) for f in fields], sort_keys=True, separators=(",", ":"))
+
+
 def _holds_nothing(runner: QueryRunner) -> bool:
     return not any(runner.state_size().values()) and not runner.repair
 
@@ -151,6 +175,8 @@ class _Entry:
     serial: int
     #: the output CTI its engine emitted so far
     out: int = NEG
+    #: a graph's key with exact dues: per input, the CTI that loads it (`graph_due`)
+    dues: dict[str, int] | None = None
 
 
 @dataclass
@@ -168,25 +194,78 @@ class _Index:
     idle_out: int = NEG
     #: how many buckets the stream has (routing by key depends on it; 0: not recorded)
     buckets: int = 0
+    #: a query graph's bucket (semantics-notes 52): ``cti`` counts CTI advances of any input, ``ctis`` holds
+    #: each input's CTI (class defaults: an index pickled before graphs had these reads as a linear one)
+    graph: bool = False
+    ctis: dict[str, int] | None = None
+    #: a graph's exact dues, per input: (threshold, key)
+    by_input: dict[str, SortedList] | None = None
     keys: dict[str, _Entry] = field(default_factory=dict)
     by_due: SortedList = field(default_factory=SortedList)
     by_hold: SortedList = field(default_factory=SortedList)
     v: int = _INDEX_VERSION
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The keys as columns, not an object each: the index is read and written on every call, and at
+        20,000 keys the objects and their sorted copies made it a 2.5 MB, ~160 ms round trip (as much as
+        one engine over the whole bucket); the sorted lists are rebuilt on load."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("keys", "by_due", "by_hold", "by_input")}
+        names = list(self.keys)
+        es = list(self.keys.values())
+        inputs = sorted({x for e in es if e.dues for x in e.dues})
+        state["cols"] = (names, [e.due for e in es], [e.hold for e in es], [e.serial for e in es],
+                         [e.out for e in es], {x: [e.dues.get(x, NEG) if e.dues else NEG for e in es] for x in inputs})
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        cols = state.pop("cols", None)
+        self.__dict__.update(state)
+        if cols is None:  # an index pickled with an object per key (before columns): read as it is
+            return
+        names, due, hold, serial, out, dues = cols
+        self.keys = {}
+        for i, k in enumerate(names):
+            d = {x: col[i] for x, col in dues.items() if col[i] != NEG}
+            self.keys[k] = _Entry(due[i], hold[i], serial[i], out[i], d or None)
+        self.by_due = SortedList(zip(due, names, strict=True))
+        self.by_hold = SortedList(zip(hold, names, strict=True))
+        self.by_input = {x: SortedList((t, k) for t, k in zip(col, names, strict=True) if t != NEG)
+                         for x, col in dues.items()} or None
 
     def set(self, key: str, e: _Entry) -> None:
         self.remove(key)
         self.keys[key] = e
         self.by_due.add((e.due, key))
         self.by_hold.add((e.hold, key))
+        if e.dues:
+            if self.by_input is None:
+                self.by_input = {}
+            for x, t in e.dues.items():
+                self.by_input.setdefault(x, SortedList()).add((t, key))
 
     def remove(self, key: str) -> None:
         old = self.keys.pop(key, None)
         if old is not None:
             self.by_due.remove((old.due, key))
             self.by_hold.remove((old.hold, key))
+            for x, t in (old.dues or {}).items():
+                assert self.by_input is not None
+                self.by_input[x].remove((t, key))
 
     def due_by(self, c: int) -> list[str]:
-        return [k for _, k in self.by_due.irange(maximum=(c, "\U0010ffff"))]
+        """Keys due by ``c`` (a graph's: by its tick ``c``, or by an input's CTI for exact dues)."""
+        due = [k for _, k in self.by_due.irange(maximum=(c, "\U0010ffff"))]
+        if self.by_input and self.ctis:
+            seen = set(due)
+            for x, lst in self.by_input.items():
+                t = self.ctis.get(x)
+                if t is None:
+                    continue
+                for _, k in lst.irange(maximum=(t, "\U0010ffff")):
+                    if k not in seen:
+                        seen.add(k)
+                        due.append(k)
+        return due
 
 
 @dataclass
@@ -208,16 +287,22 @@ class _Live:
     #: ids of live events (the id map's entries of this key, ``track_ids``) and their REs
     ids: dict[str, int] = field(default_factory=dict)
     touched: set[str] = field(default_factory=set)
+    #: a graph's key: the CTI each input was brought to
+    fed: dict[str, int] = field(default_factory=dict)
 
 
 class KeyedBucket:
     """One bucket's call: load what it needs from ``store``, run, write back (module doc)."""
 
-    def __init__(self, bound: BoundQuery, on_violation: str | None, keys: list[str], store: BucketStore,
-                 bucket: int, *, track_ids: bool = False, buckets: int = 0) -> None:
+    def __init__(self, bound: BoundQuery, on_violation: str | None, keys: list[str] | Mapping[str, list[str]],
+                 store: BucketStore, bucket: int, *, track_ids: bool = False, buckets: int = 0) -> None:
+        """``keys``: the routing-key fields; for a query graph, each input's
+        (`udm.host.spark.partition.graph_routing`), which makes this a graph bucket (semantics-notes 52)."""
         self.bound = bound
         self.on_violation = on_violation
-        self.fields = keys
+        self.graph = isinstance(keys, Mapping)
+        self.routing: dict[str, list[str]] = dict(keys) if isinstance(keys, Mapping) else {}
+        self.fields = [] if isinstance(keys, Mapping) else keys
         self.store = store
         self.bucket = bucket
         self.track_ids = track_ids
@@ -225,6 +310,12 @@ class KeyedBucket:
         self.index: _Index = pickle.loads(blob) if blob is not None else _Index()
         if not isinstance(self.index, _Index) or self.index.v != _INDEX_VERSION:
             raise ValueError("bucket state of another layout: start from a new checkpoint")
+        if blob is None:
+            self.index.graph = self.graph
+            self.index.ctis = {} if self.graph else None
+        elif self.index.graph != self.graph:
+            raise ValueError("bucket state of another layout (a linear query's and a query graph's): start "
+                             "from a new checkpoint")
         if buckets and self.index.buckets and self.index.buckets != buckets:  # keys would be routed elsewhere
             raise ValueError(f"the checkpoint's state was written with {self.index.buckets} key buckets, this "
                              f"query has {buckets}: restart with buckets={self.index.buckets} (or the same "
@@ -248,8 +339,8 @@ class KeyedBucket:
             e = self.index.keys.get(key)
             snap = self.store.get_engine(key) if e is not None else None
             if snap is not None and e is not None:
-                engine, ids = pickle.loads(snap)
-                live = _Live(QueryRunner.restore(engine, self.bound), e.serial, e.out, ids)
+                engine, ids, *fed = pickle.loads(snap)
+                live = _Live(QueryRunner.restore(engine, self.bound), e.serial, e.out, ids, fed=fed[0] if fed else {})
             else:
                 self.index.serial += 1
                 live = _Live(QueryRunner(self.bound, on_violation=self.on_violation), self.index.serial)
@@ -258,6 +349,14 @@ class KeyedBucket:
         r = live.runner
         if self.index.reached > r.ctx.reached:
             r.ctx.reached = self.index.reached
+        if self.graph:  # each input to its CTI, in the graph's input order
+            ctis = self.index.ctis or {}
+            for name in r.inputs:
+                t = ctis.get(name)
+                if t is not None and live.fed.get(name, NEG) < t:
+                    live.fed[name] = t
+                    self._emit(live, r.process(Cti(t), None, name))
+            return live
         c = self.index.cti
         if c > NEG and r.ops[r.entry[r.inputs[0]]].input_cti < c:
             self._emit(live, r.process(Cti(c)))
@@ -272,18 +371,32 @@ class KeyedBucket:
                 self.out.append((prefix, el))
 
     # -- rows -------------------------------------------------------------------------------------------
-    def _route(self, kind: str | None, id: str | None, payload: str | None) -> str:
+    def _input_cti(self, input: str | None) -> int:
+        """The CTI so far of ``input`` (a linear query: of its one input)."""
+        if not self.graph:
+            return self.index.cti
+        return (self.index.ctis or {}).get(input or "", NEG)
+
+    def _qualify(self, id: str | None, input: str | None) -> str | None:
+        """An id as the id map keys it: a graph's inputs have ids of their own."""
+        return id if id is None or not self.graph else f"{input}\x1f{id}"
+
+    def _route(self, kind: str | None, id: str | None, payload: str | None, input: str | None = None) -> str:
         if kind not in ("insert", "retract"):
             return NO_KEY
         if self.track_ids and id is not None:
             k = self.fresh_ids.get(id)
             if k is None:
                 got = self.store.get_id(id)
-                if got is not None and got[1] >= self.index.cti:
+                if got is not None and got[1] >= self._input_cti(input):
                     k = got[0]
             if k is not None:
                 return k
-        k = key_of(payload, self.fields)
+        if self.graph:
+            fields = self.routing.get(input or "")
+            k = NO_KEY if fields is None else graph_key_of(payload, fields)
+        else:
+            k = key_of(payload, self.fields)
         if kind == "insert" and self.track_ids and id is not None:
             self.fresh_ids[id] = k
         return k
@@ -296,18 +409,28 @@ class KeyedBucket:
         in order (``kind``, ``id``, ``payload`` as JSON text, ``udm_route`` columns; ``feed`` runs a slice
         of ``prepare(table)`` on an engine: the payloads are converted once, not per key), then the keys
         due by the new CTI. ``unroutable(i)`` is row ``i``'s dead letter when its route is
-        ``unroutable_route``."""
+        ``unroutable_route``. A graph's rows also carry ``udm_input``; with ``prepare`` each input's rows
+        are prepared once (their payloads have shapes of their own) and fed here, run by run; without it
+        ``feed`` takes a slice of ``table`` that may mix inputs."""
         import pyarrow as pa
 
         if watermark is not None:
             self._cti(watermark)
         if table is not None and table.num_rows:
-            elements = table if prepare is None else prepare(table)
+            if self.graph and prepare is not None:
+                feed = self._graph_feed(table, prepare)
+                elements = table.select(["kind"]).append_column(
+                    "udm_row", pa.array(range(table.num_rows), pa.int64()))
+            else:
+                elements = table if prepare is None else prepare(table)
             kinds = table.column("kind").to_pylist()
             ids = table.column("id").to_pylist()
             payloads = table.column("payload").to_pylist()
             routes = table.column("udm_route").to_pylist()
             ts = table.column("t").to_pylist()
+            names = (table.column("udm_input").to_pylist() if self.graph else [None] * len(kinds))
+            if self.graph:
+                ids = [self._qualify(id, name) for id, name in zip(ids, names, strict=True)]
             pending: dict[str, list[int]] = {}
 
             def drain() -> None:
@@ -323,7 +446,7 @@ class KeyedBucket:
                 if kind == "cti":
                     drain()
                     if ts[i] is not None:
-                        self._cti(int(ts[i]))
+                        self._cti(int(ts[i]), names[i])
                 elif kind == end_kind:
                     drain()
                     self._finish()
@@ -334,19 +457,69 @@ class KeyedBucket:
                     drain()
                     self._emit(_Live(self.idle, 0), feed(self.idle, elements.slice(i, 1)))
                 else:
-                    pending.setdefault(self._route(kind, ids[i], payloads[i]), []).append(i)
+                    pending.setdefault(self._route(kind, ids[i], payloads[i], names[i]), []).append(i)
             drain()
         for key in list(self.loaded) + self.index.due_by(self.index.cti):
             self._engine(key)  # (a loaded key is brought to the call's last CTI too)
         return self._close()
 
-    def _cti(self, t: int) -> None:
-        if t <= self.index.cti:
+    def _graph_feed(self, table: pa.Table, prepare: Callable[[pa.Table], pa.Table]
+                    ) -> Callable[[QueryRunner, pa.Table], list[Element]]:
+        """A ``feed`` for a graph's call: each input's rows of ``table`` prepared once; a slice (rows of
+        ``table`` by their ``udm_row``) is fed from them in runs of one input each."""
+        import pyarrow as pa
+
+        from udm.host.io.batch import ElementBatch
+
+        names = table.column("udm_input").to_pylist()
+        prepared: dict[str, pa.Table] = {}
+        at: list[int] = [0] * len(names)
+        for name in dict.fromkeys(names):
+            rows = [i for i, n in enumerate(names) if n == name]
+            for j, i in enumerate(rows):
+                at[i] = j
+            prepared[name] = prepare(table.take(pa.array(rows, pa.int64())))
+
+        def feed(runner: QueryRunner, part: pa.Table) -> list[Element]:
+            rows = part.column("udm_row").to_pylist()
+            out: list[Element] = []
+            lo = 0
+            while lo < len(rows):
+                hi = lo + 1
+                while hi < len(rows) and names[rows[hi]] == names[rows[lo]]:
+                    hi += 1
+                name = names[rows[lo]]
+                take = pa.array([at[i] for i in rows[lo:hi]], pa.int64())
+                out += runner.process_batch(ElementBatch.from_table(prepared[name].take(take)), name)
+                lo = hi
+            return out
+
+        return feed
+
+    def _cti(self, t: int, input: str | None = None) -> None:
+        """Input ``input``'s CTI moves to ``t`` (None: every input's, the event-time watermark)."""
+        ctis: dict[str, int] = {}
+        moved: list[str | None]
+        if self.graph:
+            ctis = self.index.ctis if self.index.ctis is not None else {}
+            self.index.ctis = ctis
+            moved = [name for name in self.idle.inputs if (input is None or name == input) and t > ctis.get(name, NEG)]
+            if not moved:
+                return
+            self.index.cti += 1  # a graph's clock: one tick per advance (semantics-notes 52)
+        elif t <= self.index.cti:
             return
-        self.index.cti = t
+        else:
+            self.index.cti = t
+            moved = [None]
         if self.index.reached > self.idle.ctx.reached:
             self.idle.ctx.reached = self.index.reached
-        for el in self.idle.process(Cti(t)):
+        got: list[Element] = []
+        for name in moved:
+            if name is not None:
+                ctis[name] = t
+            got += self.idle.process(Cti(t), None, name)
+        for el in got:
             if isinstance(el, Cti):
                 self.index.idle_out = max(self.index.idle_out, el.t)
         # a CTI raises T as an element does (semantics-notes 2): keys brought to a later CTI in this call
@@ -386,9 +559,22 @@ class KeyedBucket:
                 self.store.drop_engine(key)
                 continue
             snap = r.snapshot()
-            due = engine_due(r, c)
-            ix.set(key, _Entry(due, self._hold(live, snap, c, due), live.serial, live.out))
-            self.store.put_engine(key, pickle.dumps((snap, live.ids), protocol=pickle.HIGHEST_PROTOCOL))
+            dues: dict[str, int] | None = None
+            if self.graph:  # semantics-notes 52: exact per-input dues, else loaded on every CTI advance
+                got = graph_due(r, ix.ctis or {})
+                kept: tuple[Any, ...] = (snap, live.ids, live.fed)
+                if got is None:
+                    due = INF if engine_due(r, NEG) >= INF else c + 1
+                    hold = INF if due >= INF else live.out
+                else:
+                    due, (dues, cap) = INF, got
+                    hold = INF if cap >= INF else max(live.out, cap)
+            else:
+                due = engine_due(r, c)
+                kept = (snap, live.ids)
+                hold = self._hold(live, snap, c, due)
+            ix.set(key, _Entry(due, hold, live.serial, live.out, dues or None))
+            self.store.put_engine(key, pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL))
         ix.reached = max(ix.reached, self.idle.ctx.reached)
         self.dead.extend(self.idle.take_dead_letters())
         low = ix.idle_out
@@ -425,14 +611,22 @@ class KeyedBucket:
                 cap = max(cap, el.t)
         return cap
 
+    def _input_of(self, qualified: str) -> str | None:
+        return qualified.split("\x1f", 1)[0] if self.graph else None
+
+    def _live_re(self, r: QueryRunner, qualified: str) -> int | None:
+        if not self.graph:
+            return _live_re(r, qualified, r.inputs[0])
+        name, id = qualified.split("\x1f", 1)
+        return _live_re(r, id, name)
+
     def _ids(self, key: str, live: _Live) -> None:
         """The id map (``track_ids``): ids this call touched, as the key's engine now holds them."""
         if not self.track_ids:
             return
         r = live.runner
-        c = self.index.cti
         for id in live.touched:
-            re = None if self.index.finished else _live_re(r, id, r.inputs[0])
+            re = None if self.index.finished else self._live_re(r, id)
             if re is not None:
                 if live.ids.get(id) != re:
                     live.ids[id] = re
@@ -441,6 +635,6 @@ class KeyedBucket:
                 got = self.store.get_id(id)
                 if got is not None and got[0] == key:
                     self.store.drop_id(id)
-        for id in [i for i, re in live.ids.items() if re < c or self.index.finished]:
+        for id in [i for i, re in live.ids.items() if self.index.finished or re < self._input_cti(self._input_of(i))]:
             del live.ids[id]  # closed: the engine forgot it (`Operator.forget_closed`)
             self.store.drop_id(id)

@@ -61,7 +61,8 @@ __all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "progress_text", "run_spark_st
 #: about a second of planning and commit whatever its size, so 50 gave ~26 el/s. The output CHT does not
 #: depend on it (semantics-notes 45).
 DEFAULT_BATCH_SIZE = 10_000
-_LAYOUT_VERSION = 3  # 2: graphs with no one partitioning run in stages; 3: state per key (semantics-notes 42)
+_LAYOUT_VERSION = 4  # 2: graphs with no one partitioning run in stages; 3: state per key (semantics-notes 42);
+#: 4: a keyed query graph's state per key too (semantics-notes 53)
 
 
 class StreamStopped(UdmError):

@@ -12,8 +12,9 @@ Plan of `run_stream` (a streaming DataFrame in, a streaming DataFrame out):
    Spark does not keep row order across the shuffle) and emits what they produced. A keyed linear query
    keeps one engine per key value (`_keyed_processor_class`, `udm.host.spark.key_state`: MapState per
    key, an index of due times; a micro-batch loads only the keys it touches and the keys due,
-   semantics-notes 41); keyless queries and graphs keep the bucket's one engine in a `ValueState` (the
-   pickled `QueryRunner.snapshot`). Either is in the RocksDB state store, checkpointed by Spark;
+   semantics-notes 41; a keyed query graph likewise, semantics-notes 52); keyless queries and other graphs
+   keep the bucket's one engine in a `ValueState` (the pickled `QueryRunner.snapshot`). Either is in the
+   RocksDB state store, checkpointed by Spark;
 3. the result rows say which stream they belong to: ``out`` (an output element), ``dead`` (a dead
    letter: line, reason, element JSON), ``cti`` (the bucket's output CTI so far) or ``stats`` (a JSON
    payload: dead letters by category in this call; ``T``, the largest finite time the bucket's engine
@@ -328,17 +329,23 @@ class _SparkStore:
 #: ValueState is looked for only to refuse an old checkpoint
 _OLD_LAYOUT = ("a checkpoint of the whole-bucket state layout (udmkit before streaming layout 3): "
                "state is now kept per key; start from a new checkpoint directory")
+#: the same for a query graph, kept per key since streaming layout 4 (semantics-notes 53)
+_OLD_GRAPH_LAYOUT = ("a checkpoint of a query graph's whole-bucket state layout (udmkit before streaming layout 4): "
+                     "a graph's state is now kept per key; start from a new checkpoint directory")
 
 
 def _keyed_processor_class() -> type:
-    """The processor of a keyed linear query: per-key engines in MapState (`udm.host.spark.key_state`)."""
+    """The processor of a keyed linear query or a keyed query graph: per-key engines in MapState
+    (`udm.host.spark.key_state`; a graph's ``routing`` gives each input's key fields, semantics-notes 52)."""
     base = _processor_class()
 
     class _KeyedProcessor(base):  # type: ignore[misc, valid-type]
-        def __init__(self, *args: Any, track_ids: bool = False, buckets: int = 0) -> None:
+        def __init__(self, *args: Any, track_ids: bool = False, buckets: int = 0,
+                     routing: dict[str, list[str]] | None = None) -> None:
             super().__init__(*args)
             self._track_ids = track_ids
             self._buckets = buckets
+            self._routing = routing
 
         def init(self, handle: Any) -> None:
             self._handle = handle
@@ -362,15 +369,20 @@ def _keyed_processor_class() -> type:
             def unroutable(i: int) -> DeadLetter:
                 assert table is not None
                 row = {c: table.column(c)[i].as_py() for c in ("kind", "id", "le", "re", "re_new")}
-                return DeadLetter(table.column("line")[i].as_py(), _unroutable_reason(self._keys), row)
+                name = table.column("udm_input")[i].as_py() if graph else None
+                keys = self._routing.get(str(name), []) if graph and self._routing else self._keys
+                return DeadLetter(table.column("line")[i].as_py(), _unroutable_reason(keys), row,
+                                  input=name if graph and len(self._routing or ()) > 1 else None)
 
+            graph = self._routing is not None
             if self._old.exists():
-                raise UdmError(_OLD_LAYOUT)
+                raise UdmError(_OLD_GRAPH_LAYOUT if graph else _OLD_LAYOUT)
             try:
-                kb = KeyedBucket(self._bound_query(), self._on_violation, self._keys, self._store, bucket,
-                                 track_ids=self._track_ids, buckets=self._buckets)
+                kb = KeyedBucket(self._bound_query(), self._on_violation, self._routing or self._keys, self._store,
+                                 bucket, track_ids=self._track_ids, buckets=self._buckets)
             except ValueError as e:
                 raise UdmError(str(e)) from None
+            # (a graph's rows are prepared per input by the bucket: `KeyedBucket.run`)
             res = kb.run(table, feed, self._watermark(timer_values), unroutable, END_KIND, UNROUTABLE, prepare)
             if self._watermark_ctis:
                 self._rearm(timer_values, fired)
@@ -466,8 +478,10 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
 
     ``per_key``: a keyed linear query keeps one engine per key value in Spark's state (a micro-batch
     reads only the keys it touches and the keys due, `udm.host.spark.key_state`); ``False`` keeps the
-    whole-bucket layout of streaming layout 2 (one engine per bucket: the benchmark's comparison). Keyless
-    queries and query graphs always keep one engine per bucket (per stage).
+    whole-bucket layout of streaming layout 2 (one engine per bucket: the benchmark's comparison). A query
+    graph whose routing gives every input key fields keeps one graph engine per key too (semantics-notes
+    52); keyless queries, graphs routed by id or to one bucket and staged graphs keep one engine per bucket
+    (per stage).
 
     ``table``: the stream is a user's table, not elements — column options as for ``udm run`` and
     `udm.host.spark.batch.run_batch` (``{"time": "ts"}`` or ``{"start": .., "end": ..}``; a mapping of input
@@ -506,6 +520,7 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     from udm.host.spark.graph import is_graph
 
     graph = isinstance(elements, Mapping) or is_graph(spec)
+    routing: dict[str, list[str]] | str | None = None
     if graph:
         from udm.host.query.graph import resolve
         from udm.host.spark.partition import graph_routing
@@ -561,11 +576,14 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
                    F.col("_seq").cast("bigint").alias("udm_seq"), route.cast("bigint").alias("udm_route"),
                    "udm_bucket", *([F.col("input").alias("udm_input")] if graph else []))
     args = (spec.to_json_dict(), on_violation or spec.on_violation, keys, ctis_from_watermark, graph)
+    # the id map (a state write per insert) only where a retraction may come without its key fields:
+    # the `udm run` driver routes them by id, and one bucket takes them all; with several buckets a
+    # DataFrame stream routes a retraction by its key fields (one without them is unroutable)
+    track_ids = "_bucket" in frame.columns or n == 1
     if keys and not graph and per_key:  # state per key (`udm.host.spark.key_state`, semantics-notes 41)
-        # the id map (a state write per insert) only where a retraction may come without its key fields:
-        # the `udm run` driver routes them by id, and one bucket takes them all; with several buckets a
-        # DataFrame stream routes a retraction by its key fields (one without them is unroutable)
-        processor = _keyed_processor_class()(*args, track_ids="_bucket" in frame.columns or n == 1, buckets=n)
+        processor = _keyed_processor_class()(*args, track_ids=track_ids, buckets=n)
+    elif graph and per_key and isinstance(routing, dict):  # a keyed graph: per key too (semantics-notes 52)
+        processor = _keyed_processor_class()(*args, track_ids=track_ids, buckets=n, routing=routing)
     else:
         processor = _processor_class()(*args)
     return df.groupBy("udm_bucket").transformWithStateInPandas(
