@@ -81,21 +81,9 @@ def _table(rows: list[tuple[str, Any]], line0: int) -> Any:
 
 
 def _feed(runner: Any, part: Any) -> list[Any]:
-    from udm.host.io.batch import ElementBatch
-    from udm.host.spark.rows import with_struct_payloads
+    from udm.host.spark.rows import feed_by_input
 
-    names = part.column("udm_input").to_pylist()
-    cols = ["kind", "id", "le", "re", "re_new", "t", "payload", "line", "error", "raw"]
-    got: list[Any] = []
-    lo = 0
-    while lo < len(names):
-        hi = lo + 1
-        while hi < len(names) and names[hi] == names[lo]:
-            hi += 1
-        got += runner.process_batch(ElementBatch.from_table(with_struct_payloads(part.slice(lo, hi - lo).select(cols))),
-                                    names[lo])
-        lo = hi
-    return got
+    return feed_by_input(runner, part, part.column("udm_input").to_pylist())
 
 
 def _prepare(part: Any) -> Any:

@@ -20,7 +20,7 @@ from udm.host.query.plan import bind
 from udm.host.query.spec import parse_query
 from udm.host.spark.key_state import NO_KEY, DictStore, KeyedBucket, KeyedResult, graph_key_of
 from udm.host.spark.partition import graph_routing
-from udm.host.spark.rows import with_struct_payloads
+from udm.host.spark.rows import feed_by_input, with_struct_payloads
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 from udm.host.testing.generator import generate_related
 from udm.host.testing.oracle import oracle_run
@@ -66,18 +66,7 @@ def _table(rows: list[Row]) -> pa.Table:
 
 def _feed(runner: QueryRunner, part: pa.Table) -> list[Element]:
     """Runs of one input each, payloads converted per run (the Spark processor's feed)."""
-    names = part.column("udm_input").to_pylist()
-    cols = ["kind", "id", "le", "re", "re_new", "t", "payload", "line", "error", "raw"]
-    out: list[Element] = []
-    lo = 0
-    while lo < len(names):
-        hi = lo + 1
-        while hi < len(names) and names[hi] == names[lo]:
-            hi += 1
-        run = with_struct_payloads(part.slice(lo, hi - lo).select(cols))
-        out += runner.process_batch(ElementBatch.from_table(run), names[lo])
-        lo = hi
-    return out
+    return feed_by_input(runner, part, part.column("udm_input").to_pylist())
 
 
 def _prepare(part: pa.Table) -> pa.Table:

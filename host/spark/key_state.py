@@ -114,6 +114,12 @@ class DictStore:
 def key_of(payload_json: str | None, fields: list[str]) -> str:
     """The routing-key value of a row: the JSON of its key fields' values (1 and 1.0 differ, as groups
     do), or `NO_KEY` when the payload is not an object holding them all."""
+    return _key_json(payload_json, fields, None)
+
+
+def _key_json(payload_json: str | None, fields: list[str], part: Callable[[Any], Any] | None) -> str:
+    """The JSON of a payload's ``fields`` values (each through ``part`` if given), or `NO_KEY` when the
+    payload is not an object holding them all."""
     if not payload_json:
         return NO_KEY
     try:
@@ -122,7 +128,8 @@ def key_of(payload_json: str | None, fields: list[str]) -> str:
         return NO_KEY
     if not isinstance(p, dict) or any(f not in p for f in fields):
         return NO_KEY
-    return json.dumps([p[f] for f in fields], sort_keys=True, separators=(",", ":"))
+    values = [p[f] for f in fields] if part is None else [part(p[f]) for f in fields]
+    return json.dumps(values, sort_keys=True, separators=(",", ":"))
 
 
 def _join_part(v: Any) -> Any:
@@ -138,15 +145,7 @@ def graph_key_of(payload_json: str | None, fields: list[str]) -> str:
     """`key_of` for a query graph: numbers by value (``1`` and ``1.0`` alike, as a join matches them and
     as the graph's bucket hash does), so rows a join must meet share a key. (Coarser than a window's
     groups: one engine holding two of its groups is still one engine over a part of the bucket.)"""
-    if not payload_json:
-        return NO_KEY
-    try:
-        p = json.loads(payload_json)
-    except ValueError:
-        return NO_KEY
-    if not isinstance(p, dict) or any(f not in p for f in fields):
-        return NO_KEY
-    return json.dumps([_join_part(p[f]) for f in fields], sort_keys=True, separators=(",", ":"))
+    return _key_json(payload_json, fields, _join_part)
 
 
 def _holds_nothing(runner: QueryRunner) -> bool:
@@ -470,6 +469,7 @@ class KeyedBucket:
         import pyarrow as pa
 
         from udm.host.io.batch import ElementBatch
+        from udm.host.spark.rows import input_runs
 
         names = table.column("udm_input").to_pylist()
         prepared: dict[str, pa.Table] = {}
@@ -483,15 +483,10 @@ class KeyedBucket:
         def feed(runner: QueryRunner, part: pa.Table) -> list[Element]:
             rows = part.column("udm_row").to_pylist()
             out: list[Element] = []
-            lo = 0
-            while lo < len(rows):
-                hi = lo + 1
-                while hi < len(rows) and names[rows[hi]] == names[rows[lo]]:
-                    hi += 1
+            for lo, hi in input_runs([names[i] for i in rows]):
                 name = names[rows[lo]]
                 take = pa.array([at[i] for i in rows[lo:hi]], pa.int64())
                 out += runner.process_batch(ElementBatch.from_table(prepared[name].take(take)), name)
-                lo = hi
             return out
 
         return feed

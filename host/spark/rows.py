@@ -22,7 +22,7 @@ import pyarrow as pa
 from udm.host.engine.common import DeadLetter
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
-__all__ = ["dead_rows", "exchange_rows", "output_rows", "with_struct_payloads"]
+__all__ = ["dead_rows", "exchange_rows", "feed_by_input", "input_runs", "output_rows", "with_struct_payloads"]
 
 
 def with_struct_payloads(table: pa.Table) -> pa.Table:
@@ -32,6 +32,31 @@ def with_struct_payloads(table: pa.Table) -> pa.Table:
 
     struct = struct_payloads(table.column("payload"))
     return table if struct is None else table.set_column(table.column_names.index("payload"), "payload", struct)
+
+
+def input_runs(names: list[Any], lo: int = 0, hi: int | None = None) -> Iterator[tuple[int, int]]:
+    """The runs ``[a, b)`` of equal ``names[a:b]`` within ``[lo, hi)``: a graph's engine takes each
+    input's elements as batches of that input, in the order they came."""
+    hi = len(names) if hi is None else hi
+    while lo < hi:
+        end = lo + 1
+        while end < hi and names[end] == names[lo]:
+            end += 1
+        yield lo, end
+        lo = end
+
+
+def feed_by_input(runner: Any, table: pa.Table, names: list[Any], lo: int = 0, hi: int | None = None) -> list[Element]:
+    """Rows ``[lo, hi)`` of ``table`` (element columns, JSON-text payloads) through a graph's ``runner``,
+    in runs of one input each (``names``: each row's input), payloads made structs per run."""
+    from udm.host.io.batch import ElementBatch
+    from udm.host.spark.convert import ELEMENT_COLUMNS
+
+    out: list[Element] = []
+    for a, b in input_runs(names, lo, hi):
+        part = with_struct_payloads(table.slice(a, b - a).select(list(ELEMENT_COLUMNS)))
+        out += runner.process_batch(ElementBatch.from_table(part), names[a])
+    return out
 
 
 def output_rows(bucket: int, out: Iterable[Element],
