@@ -61,7 +61,9 @@ __all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "progress_text", "run_spark_st
 #: about a second of planning and commit whatever its size, so 50 gave ~26 el/s. The output CHT does not
 #: depend on it (semantics-notes 45).
 DEFAULT_BATCH_SIZE = 10_000
-_LAYOUT_VERSION = 3  # 2: graphs with no one partitioning run in stages; 3: state per key (semantics-notes 42)
+#: 2: graphs with no one partitioning run in stages; 3: state per key (semantics-notes 42); 4: key buckets grouped
+#: with a salt, one shuffle partition each (semantics-notes 50)
+_LAYOUT_VERSION = 4
 
 
 class StreamStopped(UdmError):
