@@ -43,14 +43,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default=None, help="comma-separated micro-batch sizes")
     ap.add_argument("--batches", type=int, default=12, help="micro-batches per size")
     ap.add_argument("--native", action="store_true", help="DataFrame API against native Structured Streaming")
-    ap.add_argument("--rows", type=int, default=2000, help="--native: rows per micro-batch")
-    ap.add_argument("--groups", type=int, default=50, help="--native: group keys (10x for the state test)")
+    ap.add_argument("--rows", type=int, default=None, help="rows per micro-batch (--native 2000, --cores 40000)")
+    ap.add_argument("--groups", type=int, default=None,
+                    help="group keys (--native 50, 10x for the state test; --cores 400)")
     ap.add_argument("--cores", action="store_true", help="local[1] against local[2], udm and native")
     ap.add_argument("--repeat", type=int, default=1, help="--cores: runs of each child (median reported)")
     ap.add_argument("--files", type=int, default=2, help="--cores: source files per micro-batch")
     ap.add_argument("--master", default=None, help="--native: Spark master (a child run of the cores test)")
     ap.add_argument("--only", default=None, help=argparse.SUPPRESS)  # child runs: one measurement, JSON out
     args = ap.parse_args(argv)
+    cores_run = args.cores or (args.only or "").startswith("cores-")
+    args.rows = args.rows or (40_000 if cores_run else 2000)
+    args.groups = args.groups or (400 if cores_run else 50)
     if args.cores or (args.only or "").startswith("cores-"):
         return cores(args)
     if args.native:
