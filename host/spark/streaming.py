@@ -7,7 +7,8 @@ Plan of `run_stream` (a streaming DataFrame in, a streaming DataFrame out):
    inserts and for retractions that repeat the key fields (a streaming retraction cannot look up its
    insert's bucket: see below); ``-1`` means *every bucket* and is used for CTIs (and control rows),
    which are copied to each bucket so every engine sees the stream's punctuation;
-2. ``groupBy(_bucket).transformWithStateInPandas(...)``: for each bucket with input in a micro-batch,
+2. ``groupBy(bucket, salt).transformWithStateInPandas(...)`` (the salt gives each bucket a shuffle
+   partition, so a task, of its own: `udm.host.spark.stream_buckets`): for each bucket with input in a micro-batch,
    the processor feeds the micro-batch's elements in physical order (``line`` is the sequence number:
    Spark does not keep row order across the shuffle) and emits what they produced. A keyed linear query
    keeps one engine per key value (`_keyed_processor_class`, `udm.host.spark.key_state`: MapState per
