@@ -290,7 +290,7 @@ def _cores_child(args: argparse.Namespace) -> int:
                 F.lit("insert").alias("kind"), F.col("line").cast("string").alias("id"), micros.alias("le"),
                 (micros + 1).alias("re"), F.to_json(F.struct("g", "v")).alias("payload"), "line", "ts")
             query = run_stream(q, els, ctis_from_watermark=True, buckets=2)
-        print(json.dumps(_measure_cpu(query, Path(d) / "ck", args.rows)), flush=True)
+        print(json.dumps(_measure_cpu(query, Path(d) / "ck")), flush=True)
     return 0
 
 
@@ -319,7 +319,7 @@ def _tree_cpu_s() -> float:
     return sum(cpu.get(p, 0) for p in mine) / tick
 
 
-def _measure_cpu(query: object, ck: Path, rows: int, skip: int = 2) -> dict[str, float]:
+def _measure_cpu(query: object, ck: Path, skip: int = 2) -> dict[str, float]:
     """`_measure` plus the CPU seconds of the whole process tree over the steady micro-batches (each
     micro-batch runs inside its ``foreachBatch`` call: the tree's CPU before the first steady one and
     after the last), so a figure per CPU-s sits beside the wall figure."""
