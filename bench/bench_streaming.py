@@ -15,8 +15,14 @@ from ``recentProgress``) and their ratios; then the udm micro-batch time when th
 before), for the per-key state layout and, side by side, the whole-bucket one (``run_stream(...,
 per_key=False)``); then, in two child processes, ``local[1]`` against ``local[2]``.
 
+``--cores`` measures whether throughput scales with cores, on a shape where there is work to split (see
+`cores`): child processes ``local[1]`` and ``local[2]``, udm and native Structured Streaming alike, same
+source, same trigger, same two key buckets; native's own local[2]/local[1] ratio is the yardstick of what
+this machine gives Spark.
+
 Run: ``.venv/bin/python -m bench.bench_streaming [--quick] [--sizes 50,1000,10000,100000]`` or
-``... --native [--rows 2000] [--batches 8] [--groups 50]``.
+``... --native [--rows 2000] [--batches 8] [--groups 50]`` or
+``... --cores [--rows 40000] [--groups 400] [--batches 8] [--repeat 3]``.
 """
 
 from __future__ import annotations
@@ -37,11 +43,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default=None, help="comma-separated micro-batch sizes")
     ap.add_argument("--batches", type=int, default=12, help="micro-batches per size")
     ap.add_argument("--native", action="store_true", help="DataFrame API against native Structured Streaming")
-    ap.add_argument("--rows", type=int, default=2000, help="--native: rows per micro-batch")
-    ap.add_argument("--groups", type=int, default=50, help="--native: group keys (10x for the state test)")
+    ap.add_argument("--rows", type=int, default=None, help="rows per micro-batch (--native 2000, --cores 40000)")
+    ap.add_argument("--groups", type=int, default=None,
+                    help="group keys (--native 50, 10x for the state test; --cores 400)")
+    ap.add_argument("--cores", action="store_true", help="local[1] against local[2], udm and native")
+    ap.add_argument("--repeat", type=int, default=1, help="--cores: runs of each child (median reported)")
+    ap.add_argument("--files", type=int, default=2, help="--cores: source files per micro-batch")
     ap.add_argument("--master", default=None, help="--native: Spark master (a child run of the cores test)")
     ap.add_argument("--only", default=None, help=argparse.SUPPRESS)  # child runs: one measurement, JSON out
     args = ap.parse_args(argv)
+    cores_run = args.cores or (args.only or "").startswith("cores-")
+    args.rows = args.rows or (40_000 if cores_run else 2000)
+    args.groups = args.groups or (400 if cores_run else 50)
+    if args.cores or (args.only or "").startswith("cores-"):
+        return cores(args)
     if args.native:
         return native(args)
     sizes = [int(x) for x in (args.sizes or ("50,1000,10000" if args.quick else "50,1000,10000,100000")).split(",")]
@@ -90,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
 _SCHEMA = "line bigint, ts timestamp, g string, v double"
 
 
-def _write_part(src: Path, b: int, lines: list[int], keys: list[int], mtime: float) -> None:
+def _write_part(src: Path, b: int | str, lines: list[int], keys: list[int], mtime: float) -> None:
     """Micro-batch ``b``'s Parquet file: ``line, ts (timestamp, 10 ms per line), g (``g<key>``), v``; its
     mtime orders it for the file source (``maxFilesPerTrigger`` 1)."""
     import os
@@ -102,7 +117,7 @@ def _write_part(src: Path, b: int, lines: list[int], keys: list[int], mtime: flo
                       "ts": pa.array([x * 10_000 for x in lines], pa.timestamp("us", tz="UTC")),
                       "g": pa.array([f"g{k}" for k in keys]),
                       "v": pa.array([float(x % 7) for x in lines])})
-    p = src / f"part-{b:05d}.parquet"
+    p = src / (f"part-{b:05d}.parquet" if isinstance(b, int) else f"part-{b}.parquet")
     pq.write_table(table, p)
     os.utime(p, (mtime, mtime))
 
@@ -232,6 +247,150 @@ def native(args: argparse.Namespace) -> int:
     print(f"udm run_stream local[1]: {one['latency_ms']:.0f} ms/batch, {one['rows_per_s']:,.0f} rows/s; "
           f"local[2]: {two['latency_ms']:.0f} ms/batch, {two['rows_per_s']:,.0f} rows/s; "
           f"throughput local[2]/local[1]: {two['rows_per_s'] / one['rows_per_s']:.2f}x")
+    return 0
+
+
+def _cores_files(d: Path, batches: int, rows: int, groups: int, files: int) -> Path:
+    """``files`` Parquet files per micro-batch (the source's partitions: the file source reads each as
+    a task), ``rows`` rows over ``groups`` keys, in time order."""
+    src = d / f"cores-{rows}-{groups}-{files}"
+    src.mkdir(parents=True)
+    base = time.time() - 10_000
+    per = -(-rows // files)
+    for b in range(batches):
+        first = b * rows + 1
+        for f in range(files):
+            line = list(range(first + f * per, min(first + (f + 1) * per, first + rows)))
+            _write_part(src, f"{b:05d}-{f}", line, [x % groups for x in line], base + b)
+    return src
+
+
+def _cores_child(args: argparse.Namespace) -> int:
+    """One measurement in this process (``--only cores-udm`` or ``cores-native``): JSON on stdout."""
+    from pyspark.sql import functions as F
+
+    from udm.host.spark.session import get_spark
+
+    spark = get_spark(args.master, shuffle_partitions=2)
+    spark.sparkContext.setLogLevel("ERROR")
+    with tempfile.TemporaryDirectory(prefix="udm-bench-cores-") as d:
+        src = _cores_files(Path(d), args.batches, args.rows, args.groups, args.files)
+        if args.only == "cores-native":
+            df = spark.readStream.schema(_SCHEMA).option("maxFilesPerTrigger", args.files).parquet(str(src))
+            query = (df.withWatermark("ts", "10 seconds").groupBy(F.window("ts", "10 seconds"), "g")
+                     .agg(F.sum("v").alias("total"), F.count("v").alias("n")))
+        else:
+            from udm.host.spark.streaming import run_stream
+
+            q = {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 10_000_000}, "group_by": ["g"],
+                            "udm": "sum", "input": "v", "as": "total"}]}
+            df = spark.readStream.schema(_SCHEMA).option("maxFilesPerTrigger", args.files).parquet(str(src))
+            micros = F.unix_micros("ts")
+            els = df.withWatermark("ts", "10 seconds").select(
+                F.lit("insert").alias("kind"), F.col("line").cast("string").alias("id"), micros.alias("le"),
+                (micros + 1).alias("re"), F.to_json(F.struct("g", "v")).alias("payload"), "line", "ts")
+            query = run_stream(q, els, ctis_from_watermark=True, buckets=2)
+        print(json.dumps(_measure_cpu(query, Path(d) / "ck")), flush=True)
+    return 0
+
+
+def _tree_cpu_s() -> float:
+    """CPU seconds so far of this process and every live descendant (the JVM, PySpark's daemon and
+    workers), with the children each has reaped (Linux ``/proc``)."""
+    import os
+
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    cpu: dict[int, int] = {}
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            f = (p / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(p.name)] = int(f[1])
+        cpu[int(p.name)] = sum(int(x) for x in f[11:15])  # utime stime cutime cstime
+    mine, todo = set(), [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        mine.add(pid)
+        todo += [c for c, pp in parent.items() if pp == pid and c not in mine]
+    return sum(cpu.get(p, 0) for p in mine) / tick
+
+
+def _measure_cpu(query: object, ck: Path, skip: int = 2) -> dict[str, float]:
+    """`_measure` plus the CPU seconds of the whole process tree over the steady micro-batches (each
+    micro-batch runs inside its ``foreachBatch`` call: the tree's CPU before the first steady one and
+    after the last), so a figure per CPU-s sits beside the wall figure."""
+    marks: list[tuple[int, float, float]] = []
+
+    def each(df: object, batch_id: int) -> None:
+        t0, c0 = time.perf_counter(), _tree_cpu_s()
+        n = df.count()  # type: ignore[attr-defined]
+        if n:
+            marks.append((batch_id, c0, _tree_cpu_s()))
+            marks.append((batch_id, t0, time.perf_counter()))
+
+    q = (query.writeStream.foreachBatch(each)  # type: ignore[attr-defined]
+         .option("checkpointLocation", str(ck)).trigger(availableNow=True).start())
+    q.awaitTermination()
+    import statistics
+
+    steady = [p for p in q.recentProgress if p["numInputRows"] > 0][skip:]
+    ms = [p["durationMs"]["triggerExecution"] for p in steady]
+    n_rows = sum(p["numInputRows"] for p in steady)
+    first = {p["batchId"] for p in steady}
+    cpu = [m for i, m in enumerate(marks) if i % 2 == 0 and m[0] in first]
+    cpu_s = cpu[-1][2] - cpu[0][1] if cpu else float("nan")
+    return {"latency_ms": statistics.median(ms), "rows_per_s": n_rows / (sum(ms) / 1000), "batches": len(ms),
+            "rows_per_cpu_s": n_rows / cpu_s if cpu_s else float("nan"), "cpu_s": cpu_s}
+
+
+def cores(args: argparse.Namespace) -> int:
+    """Throughput ``local[1]`` against ``local[2]`` for udm `run_stream` and native Structured Streaming.
+
+    The shape is chosen so that there is work to split: ``--rows`` (40,000) rows per micro-batch, enough
+    that the per-row work outweighs the fixed per-micro-batch cost (planning, task launch, state commit);
+    ``--groups`` (400) keys, so each of the 2 key buckets (= 2 shuffle partitions) holds hundreds; and
+    ``--files`` (2) source files per micro-batch, so the scan and routing before the shuffle run as 2
+    tasks too. Each figure is one child process (its own JVM); children alternate udm/native and
+    local[1]/local[2]; the median of ``--repeat`` runs is reported, with the whole child's CPU seconds."""
+    import os
+    import statistics
+    import subprocess
+    import sys
+
+    if args.only:
+        return _cores_child(args)
+    runs: dict[tuple[str, str], list[dict[str, float]]] = {}
+    print(f"cores: {args.batches} micro-batches of {args.rows:,} rows ({args.files} files each), {args.groups} keys, "
+          f"2 key buckets = 2 shuffle partitions; 10 s tumbling sum, 10 s watermark; steady batches only "
+          f"(first 2 not counted); median of {args.repeat}; load {os.getloadavg()[0]:.1f}", flush=True)
+    for _ in range(args.repeat):
+        for what in ("udm", "native"):
+            for m in ("local[1]", "local[2]"):
+                cmd = [sys.executable, "-m", "bench.bench_streaming", "--only", f"cores-{what}", "--master", m,
+                       "--rows", str(args.rows), "--groups", str(args.groups), "--batches", str(args.batches),
+                       "--files", str(args.files)]
+                t0 = time.perf_counter()
+                out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+                wall = time.perf_counter() - t0
+                got = json.loads(out)
+                got["child_wall_s"] = wall
+                runs.setdefault((what, m), []).append(got)
+    print(f"{'':>8} {'master':>9} {'ms/batch':>9} {'rows/s':>9} {'rows/CPU-s':>11} {'child wall s':>12}")
+    med: dict[tuple[str, str], float] = {}
+    for (what, m), rs in runs.items():
+        med[(what, m)] = statistics.median(r["rows_per_s"] for r in rs)
+        print(f"{what:>8} {m:>9} {statistics.median(r['latency_ms'] for r in rs):>9.0f} {med[(what, m)]:>9,.0f} "
+              f"{statistics.median(r['rows_per_cpu_s'] for r in rs):>11,.0f} "
+              f"{statistics.median(r['child_wall_s'] for r in rs):>12.1f}")
+    u = med[("udm", "local[2]")] / med[("udm", "local[1]")]
+    n = med[("native", "local[2]")] / med[("native", "local[1]")]
+    print(f"throughput local[2]/local[1]: udm {u:.2f}x, native {n:.2f}x (target: udm clearly > 1; native is "
+          f"the yardstick); udm/native at local[2]: {med[('udm', 'local[2]')] / med[('native', 'local[2]')]:.2f}x; "
+          f"load {os.getloadavg()[0]:.1f}", flush=True)
     return 0
 
 

@@ -155,6 +155,10 @@ def get_spark(master: str | None = None, *, app_name: str = "udmkit", shuffle_pa
     defaults: dict[str, Any] = {
         "spark.sql.shuffle.partitions": shuffle_partitions,
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        # a micro-batch's commit writes the changed keys' changelog instead of uploading a RocksDB snapshot
+        # (snapshots go on in the background): commit 140-280 ms instead of 600-940 ms per micro-batch of
+        # bench_streaming --cores; Spark reads checkpoints written either way
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.session.timeZone": "UTC",  # TimestampType <-> µs ticks must not depend on the host
     }

@@ -32,7 +32,7 @@ from udm.host.spark.streaming import run_stream
 
 __all__ = ["run_directory_stream"]
 
-_LAYOUT = "directory-1"
+_LAYOUT = "directory-2"  # 2: key buckets grouped with a salt (semantics-notes 50)
 
 
 def _format(d: Path) -> str:

@@ -61,8 +61,10 @@ __all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "progress_text", "run_spark_st
 #: about a second of planning and commit whatever its size, so 50 gave ~26 el/s. The output CHT does not
 #: depend on it (semantics-notes 45).
 DEFAULT_BATCH_SIZE = 10_000
-_LAYOUT_VERSION = 4  # 2: graphs with no one partitioning run in stages; 3: state per key (semantics-notes 42);
-#: 4: a keyed query graph's state per key too (semantics-notes 53)
+#: 2: graphs with no one partitioning run in stages; 3: state per key (semantics-notes 42); 4: a keyed query
+#: graph's state per key too (semantics-notes 53), and key buckets grouped with a salt, one shuffle partition
+#: each (semantics-notes 50)
+_LAYOUT_VERSION = 4
 
 
 class StreamStopped(UdmError):

@@ -7,7 +7,8 @@ Plan of `run_stream` (a streaming DataFrame in, a streaming DataFrame out):
    inserts and for retractions that repeat the key fields (a streaming retraction cannot look up its
    insert's bucket: see below); ``-1`` means *every bucket* and is used for CTIs (and control rows),
    which are copied to each bucket so every engine sees the stream's punctuation;
-2. ``groupBy(_bucket).transformWithStateInPandas(...)``: for each bucket with input in a micro-batch,
+2. ``groupBy(bucket, salt).transformWithStateInPandas(...)`` (the salt gives each bucket a shuffle
+   partition, so a task, of its own: `udm.host.spark.stream_buckets`): for each bucket with input in a micro-batch,
    the processor feeds the micro-batch's elements in physical order (``line`` is the sequence number:
    Spark does not keep row order across the shuffle) and emits what they produced. A keyed linear query
    keeps one engine per key value (`_keyed_processor_class`, `udm.host.spark.key_state`: MapState per
@@ -54,6 +55,7 @@ from udm.host.query.spec import QuerySpec, parse_query
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
 from udm.host.spark.partition import partition_keys
 from udm.host.spark.rows import dead_rows, output_rows, with_struct_payloads
+from udm.host.spark.stream_buckets import bucket_salts
 
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
@@ -571,10 +573,14 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
         F.when(route == F.lit(BROADCAST), F.sequence(F.lit(0), F.lit(n - 1)))
         .when(route == F.lit(UNROUTABLE), F.array(F.lit(0)))  # bucket 0 dead-letters it with the reason
         .otherwise(F.array(route))))
+    # one shuffle partition per bucket: group by (bucket, salt) (`udm.host.spark.stream_buckets`)
+    salts = F.array(*[F.lit(s).cast("bigint") for s in bucket_salts(n)])
     df = df.select(*[F.coalesce(F.col(c), F.lit(NULL_TICK)).alias(c) if c in _TIME_COLUMNS else F.col(c)
                      for c in ELEMENT_COLUMNS],
                    F.col("_seq").cast("bigint").alias("udm_seq"), route.cast("bigint").alias("udm_route"),
-                   "udm_bucket", *([F.col("input").alias("udm_input")] if graph else []))
+                   F.col("udm_bucket").cast("bigint").alias("udm_bucket"),
+                   *([F.col("input").alias("udm_input")] if graph else []),
+                   F.element_at(salts, F.col("udm_bucket").cast("int") + 1).alias("udm_salt"))
     args = (spec.to_json_dict(), on_violation or spec.on_violation, keys, ctis_from_watermark, graph)
     # the id map (a state write per insert) only where a retraction may come without its key fields:
     # the `udm run` driver routes them by id, and one bucket takes them all; with several buckets a
@@ -586,7 +592,7 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
         processor = _keyed_processor_class()(*args, track_ids=track_ids, buckets=n, routing=routing)
     else:
         processor = _processor_class()(*args)
-    return df.groupBy("udm_bucket").transformWithStateInPandas(
+    return df.groupBy("udm_bucket", "udm_salt").transformWithStateInPandas(
         statefulProcessor=processor, outputStructType=STREAM_RESULT_DDL, outputMode="Append",
         timeMode="EventTime" if ctis_from_watermark else "None")
 
