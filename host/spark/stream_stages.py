@@ -42,6 +42,7 @@ import pyarrow as pa
 from udm.host.query.spec import QuerySpec
 from udm.host.spark.partition import BY_ID
 from udm.host.spark.stages import Stage, checked_before, plan_stages, read_before
+from udm.host.spark.stream_buckets import bucket_salts
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -452,8 +453,11 @@ def run_staged(df: DataFrame, stages: list[Stage], n: int, query_inputs: tuple[s
                    .otherwise(F.array(F.pmod(F.xxhash64("udm_input", "udm_seq", "udm_src"), F.lit(w)))))
         df = df.select(*[F.coalesce(F.col(c), F.lit(NULL_TICK)).alias(c) if c in _INTS else F.col(c)
                          for c, _ in _WIRE_FIELDS], F.explode(targets).alias("udm_bucket"))
+        # one shuffle partition per stage bucket (`udm.host.spark.stream_buckets`, semantics-notes 50)
+        salts = F.array(*[F.lit(s).cast("bigint") for s in bucket_salts(w)])
+        df = df.withColumn("udm_salt", F.element_at(salts, F.col("udm_bucket").cast("int") + 1))
         processor = _processor_class()(stages, stage.index, n, query_inputs, on_violation)
-        df = df.groupBy("udm_bucket").transformWithStateInPandas(
+        df = df.groupBy("udm_bucket", "udm_salt").transformWithStateInPandas(
             statefulProcessor=processor, outputStructType=WIRE_DDL, outputMode="Append", timeMode="None")
     cols = [c.split(" ")[0] for c in STREAM_RESULT_DDL.split(", ")]
     return df.where(F.col("stream") != "el").select(
