@@ -12,7 +12,7 @@ from typing import Any
 
 from udm.host.temporal.elements import Insert, Retract
 
-__all__ = ["collect", "json_files", "out_elements"]
+__all__ = ["collect", "json_files", "named_outputs", "out_elements"]
 
 
 def json_files(spark: Any, d: Path, files: list[list[dict[str, Any]]], schema: str) -> Any:
@@ -47,4 +47,16 @@ def out_elements(rows: list[dict[str, Any]]) -> list[Any]:
             out.append(Insert(r["id"], r["le"], r["re"], json.loads(r["payload"])))
         else:
             out.append(Retract(r["id"], r["le"], r["re"], r["re_new"]))
+    return out
+
+
+def named_outputs(res: Any) -> list[Any]:
+    """A `KeyedResult`'s output elements with the ids a bucket gives them (``prefix.id``): comparable with
+    one whole-bucket engine's, whose ids are the same."""
+    out: list[Any] = []
+    for prefix, el in res.out:
+        if isinstance(el, Insert):
+            out.append(Insert(f"{prefix}.{el.id}", el.le, el.re, el.payload))
+        elif isinstance(el, Retract):
+            out.append(Retract(f"{prefix}.{el.id}", el.le, el.re, el.re_new))
     return out

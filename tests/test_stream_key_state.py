@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from tests.stream_io import named_outputs
 from udm.host.engine import QueryRunner
 from udm.host.io.batch import ElementBatch
 from udm.host.query.plan import bind
@@ -63,16 +64,6 @@ def _feed(runner: QueryRunner, part: pa.Table) -> list[Element]:
     return runner.process_batch(ElementBatch.from_table(part))
 
 
-def _named(res: KeyedResult) -> list[Element]:
-    out: list[Element] = []
-    for prefix, el in res.out:
-        if isinstance(el, Insert):
-            out.append(Insert(f"{prefix}.{el.id}", el.le, el.re, el.payload))
-        elif isinstance(el, Retract):
-            out.append(Retract(f"{prefix}.{el.id}", el.le, el.re, el.re_new))
-    return out
-
-
 def _dead_key(dl: Any) -> tuple[Any, str]:
     return (dl.line, dl.reason)
 
@@ -105,7 +96,7 @@ def _run_both(query: dict[str, Any], stream: list[Element], size: int, *, track_
                 whole_cti = el.t if whole_cti is None else max(whole_cti, el.t)
         assert res.cti == whole_cti, f"micro-batch {k}: bucket CTI {res.cti}, one engine {whole_cti}"
         assert sorted(map(_dead_key, res.dead)) == sorted(map(_dead_key, whole.take_dead_letters())), k
-        keyed_out += _named(res) + ([Cti(res.cti)] if res.cti is not None else [])
+        keyed_out += named_outputs(res) + ([Cti(res.cti)] if res.cti is not None else [])
         whole_out += got
     return keyed_out, whole_out, store
 

@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from tests.stream_io import named_outputs
 from udm.host.engine import QueryRunner
 from udm.host.io.batch import ElementBatch
 from udm.host.io.interleave import interleave
@@ -75,16 +76,6 @@ def _prepare(part: pa.Table) -> pa.Table:
     return with_struct_payloads(part.select(cols))
 
 
-def _named(res: KeyedResult) -> list[Element]:
-    out: list[Element] = []
-    for prefix, el in res.out:
-        if isinstance(el, Insert):
-            out.append(Insert(f"{prefix}.{el.id}", el.le, el.re, el.payload))
-        elif isinstance(el, Retract):
-            out.append(Retract(f"{prefix}.{el.id}", el.le, el.re, el.re_new))
-    return out
-
-
 def _dead_key(dl: Any) -> tuple[Any, ...]:
     """A dead letter as compared: a step inside the graph names the id its engine gave an element
     (``o7``), which differs between one engine and per-key ones; the rest of the reason must agree."""
@@ -122,7 +113,7 @@ def _run_both(query: dict[str, Any], rows: list[Row], size: int, *, track_ids: b
                 whole_cti = el.t if whole_cti is None else max(whole_cti, el.t)
         assert res.cti == whole_cti, f"micro-batch {k}: bucket CTI {res.cti}, one engine {whole_cti}"
         assert sorted(map(_dead_key, res.dead)) == sorted(map(_dead_key, whole.take_dead_letters())), k
-        keyed_out += _named(res) + ([Cti(res.cti)] if res.cti is not None else [])
+        keyed_out += named_outputs(res) + ([Cti(res.cti)] if res.cti is not None else [])
     return keyed_out, store
 
 
