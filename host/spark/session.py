@@ -98,8 +98,11 @@ def _quiet_logging(settings: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-#: Lines the JVM prints to stderr at start-up, outside log4j, that say nothing a user can act on.
-JVM_NOISE = (b"WARNING: Using incubator modules",)
+#: Lines the JVM prints to stderr outside log4j that say nothing a user can act on: a start-up warning,
+#: and the trace PySpark's ``transform_with_state_driver_worker`` prints (``print``, not logging) each time
+#: a ``transformWithStateInPandas`` query starts (each such line is followed by a blank one, dropped too)
+JVM_NOISE = (b"WARNING: Using incubator modules", b"Starting Streaming TransformWithStateInPandas Python worker",
+             b"Streaming TransformWithStateInPandas Python worker ")
 
 
 @contextmanager
@@ -118,10 +121,14 @@ def _jvm_stderr_filtered(enabled: bool) -> Iterator[None]:
     os.close(w)
 
     def copy() -> None:
+        dropped = False
         with os.fdopen(r, "rb", buffering=0) as src:
             for line in src:
-                if not line.startswith(JVM_NOISE):
-                    os.write(real, line)
+                if line.startswith(JVM_NOISE) or (dropped and not line.strip()):
+                    dropped = True
+                    continue
+                dropped = False
+                os.write(real, line)
 
     threading.Thread(target=copy, name="udm-jvm-stderr", daemon=True).start()
     try:
