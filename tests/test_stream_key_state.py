@@ -20,7 +20,9 @@ from udm.host.query.plan import bind
 from udm.host.query.spec import parse_query
 from udm.host.spark.key_due import engine_due
 from udm.host.spark.key_state import DictStore, KeyedBucket, KeyedResult
+from udm.host.spark.key_state import key_of
 from udm.host.spark.rows import with_struct_payloads
+from udm.host.spark.stream_files import _routes
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 from udm.host.testing.generator import generate
 from udm.host.testing.oracle import oracle_run
@@ -68,8 +70,16 @@ def _dead_key(dl: Any) -> tuple[Any, str]:
     return (dl.line, dl.reason)
 
 
+def _driver_keys(query: dict[str, Any], stream: list[Element]) -> list[str | None]:
+    """Each element's key as the `udm run` driver names it (`stream_files._routes`, over the whole file)."""
+    table = ElementBatch.from_elements(stream, list(range(1, len(stream) + 1))).table
+    kinds, ts = table.column("kind").to_pylist(), table.column("t").to_pylist()
+    _, keys = _routes(table, kinds, ts, ["g"], 1, parse_query(query).on_violation, key_of=key_of)
+    return keys
+
+
 def _run_both(query: dict[str, Any], stream: list[Element], size: int, *, track_ids: bool = False,
-              finish: bool = True) -> tuple[list[Element], list[Element], DictStore]:
+              finish: bool = True, driver_keys: bool = False) -> tuple[list[Element], list[Element], DictStore]:
     """The keyed bucket and one whole-bucket engine over the same micro-batches; asserts that after each
     one both report the same output CTI and the same dead letters. Returns the keyed output (with its
     CTIs), the whole engine's, and the store."""
@@ -81,8 +91,11 @@ def _run_both(query: dict[str, Any], stream: list[Element], size: int, *, track_
     whole_cti: int | None = None
     numbered = list(enumerate(stream, 1))
     batches = [numbered[i:i + size] for i in range(0, len(numbered), size)]
+    told = _driver_keys(query, stream) if driver_keys else None
     for k, batch in enumerate(batches):
         table = _table(batch)
+        if told is not None:
+            table = table.append_column("udm_key", pa.array(told[k * size:k * size + len(batch)], pa.string()))
         if finish and k == len(batches) - 1:
             end = pa.table({c: pa.array([None], table.schema.field(c).type) for c in table.column_names})
             end = end.set_column(0, "kind", pa.array(["_end"]))
@@ -117,6 +130,20 @@ def test_keyed_bucket_equals_the_oracle_and_one_engine(query: dict[str, Any], se
     assert store.engines == {}  # the end of input leaves no per-key state behind
 
 
+@pytest.mark.parametrize(("query", "seed", "size"), [(TUMBLING, 11, 7), (HOPPING, 13, 11), (SESSION, 14, 9),
+                                                     (EARLY_ADJUST, 17, 8), (DELAYED, 18, 6)])
+def test_keys_named_by_the_udm_run_driver_need_no_id_map(query: dict[str, Any], seed: int, size: int) -> None:
+    """The `udm run` driver names each row's key (``udm_key``, from its live-id tracking): the same output,
+    CTIs and dead letters as the id map gives, and no id map in the state."""
+    stream = generate(seed=seed, events=160, groups=15, duration="mixed", speculation=0.4, disorder="slightly",
+                      cti="regular", bad=0.05)
+    told, _, store = _run_both(query, stream, size, driver_keys=True)
+    mapped, _, _ = _run_both(query, stream, size, track_ids=True)
+    assert told == mapped
+    assert verify(told, oracle_run(bind(parse_query(query)), stream).cht)
+    assert store.counts["id_writes"] == store.counts["id_reads"] == 0
+
+
 def test_retractions_without_key_fields_follow_their_id() -> None:
     """``udm run`` routes by id on the driver: a retraction need not repeat the key; an insert reusing an
     id live under another key is judged by that key's engine (a duplicate), as one engine judges it."""
@@ -126,6 +153,8 @@ def test_retractions_without_key_fields_follow_their_id() -> None:
     out, _, store = _run_both(TUMBLING, stream, 2, track_ids=True)
     assert verify(out, oracle_run(bind(parse_query(TUMBLING)), stream).cht)
     assert store.ids == {}
+    told, _, told_store = _run_both(TUMBLING, stream, 2, driver_keys=True)  # the driver's keys: the same
+    assert told == out and store.counts["id_writes"] > 0 and told_store.counts["id_writes"] == 0
 
 
 def test_a_cti_raises_t_for_keys_it_skips_in_the_same_micro_batch() -> None:

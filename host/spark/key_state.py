@@ -21,9 +21,10 @@ elements in it and the keys due at or before its new CTI (semantics-notes 41).
   engine would have seen; it also takes the bucket's ``reached`` (T so far, semantics-notes 2).
 * A key whose engine holds nothing is dropped; if it comes back it gets a new engine with a new serial,
   and output ids are ``bucket.serial.id`` (unique in the stream).
-* Ids (``track_ids``: where a retraction need not repeat the key fields, the ``udm run`` path and
-  one-bucket streams): an id map sends a retraction, or an insert reusing a live id, to the key holding
-  that id, as one engine would judge them (semantics-notes 41).
+* Ids: a retraction, or an insert reusing a live id, goes to the key holding that id, as one engine would
+  judge them (semantics-notes 41). The ``udm run`` driver names each row's key itself (a ``udm_key``
+  column, `udm.host.spark.stream_files`); a one-bucket DataFrame stream, whose retractions need not
+  repeat the key fields, keeps an id map (``track_ids``).
 
 Due times and holds come from `udm.host.spark.key_due`. `KeyedBucket` works on any `BucketStore`: the
 Spark processor (`udm.host.spark.streaming`) backs it by a ``transformWithStateInPandas`` MapState per
@@ -96,9 +97,11 @@ class DictStore:
         self.engines.pop(key, None)
 
     def get_id(self, id: str) -> tuple[str, int] | None:
+        self.counts["id_reads"] += 1
         return self.ids.get(id)
 
     def put_id(self, id: str, key: str, re: int) -> None:
+        self.counts["id_writes"] += 1
         self.ids[id] = (key, re)
 
     def drop_id(self, id: str) -> None:
@@ -428,6 +431,8 @@ class KeyedBucket:
             routes = table.column("udm_route").to_pylist()
             ts = table.column("t").to_pylist()
             names = (table.column("udm_input").to_pylist() if self.graph else [None] * len(kinds))
+            # each row's key as the `udm run` driver decided it (`stream_files._routes`), else found here
+            told = table.column("udm_key").to_pylist() if "udm_key" in table.column_names else None
             if self.graph:
                 ids = [self._qualify(id, name) for id, name in zip(ids, names, strict=True)]
             pending: dict[str, list[int]] = {}
@@ -456,7 +461,8 @@ class KeyedBucket:
                     drain()
                     self._emit(_Live(self.idle, 0), feed(self.idle, elements.slice(i, 1)))
                 else:
-                    pending.setdefault(self._route(kind, ids[i], payloads[i], names[i]), []).append(i)
+                    key = (told[i] or NO_KEY) if told is not None else self._route(kind, ids[i], payloads[i], names[i])
+                    pending.setdefault(key, []).append(i)
             drain()
         for key in list(self.loaded) + self.index.due_by(self.index.cti):
             self._engine(key)  # (a loaded key is brought to the call's last CTI too)

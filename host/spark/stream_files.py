@@ -110,7 +110,8 @@ def _schema(graph: bool = False, staged: bool = False) -> pa.Schema:
 
     return pa.schema([(c, pa.int64() if c in ("le", "re", "re_new", "t", "line") else pa.string())
                       for c in ELEMENT_COLUMNS] + [("_seq", pa.int64()), ("_bucket", pa.int64())]
-                     + ([("input", pa.string())] if graph else []) + ([("_stage", pa.int64())] if staged else []))
+                     + ([("input", pa.string())] if graph else [("_key", pa.string())])
+                     + ([("_stage", pa.int64())] if staged else []))
 
 
 def _control(kind: str, t: int | None, seq: int, input: str | None = None, graph: bool = False,
@@ -120,7 +121,7 @@ def _control(kind: str, t: int | None, seq: int, input: str | None = None, graph
 
     cols: dict[str, list[Any]] = {c: [None] for c in ELEMENT_COLUMNS}
     cols["kind"], cols["t"] = [kind], [t]
-    extra: dict[str, list[Any]] = {"input": [input]} if graph else {}
+    extra: dict[str, list[Any]] = {"input": [input]} if graph else {"_key": [None]}
     if staged:
         extra["_stage"] = [ALL_STAGES]
     return pa.table({**cols, "_seq": [seq], "_bucket": [BROADCAST], **extra}, schema=_schema(graph, staged))
@@ -154,36 +155,39 @@ class _LiveIds:
     def __init__(self, adjust: bool) -> None:
         self.adjust = adjust
         self.cti: int | None = None
-        self.live: dict[str, list[int]] = {}  # id -> [bucket, le, re]
+        self.live: dict[str, list[Any]] = {}  # id -> [bucket, le, re, key]
         self.heap: list[tuple[int, str]] = []
 
-    def insert(self, id: str, le: int | None, re: int | None, bucket: int, has_keys: bool) -> int:
+    def insert(self, id: str, le: int | None, re: int | None, bucket: int, has_keys: bool, key: str | None = None
+               ) -> tuple[int, str | None]:
+        """The (bucket, key) the insert goes to: those of a live insert of its id, else its own."""
         rec = self.live.get(id)
         if rec is not None:
-            return rec[0]
+            return rec[0], rec[3]
         if le is None or re is None or re <= le or not has_keys:
-            return bucket
+            return bucket, key
         if self.cti is not None and le < self.cti:
             if not (self.adjust and re > self.cti):
-                return bucket
+                return bucket, key
             le = self.cti
-        self.live[id] = [bucket, le, re]
+        self.live[id] = [bucket, le, re, key]
         heapq.heappush(self.heap, (re, id))
-        return bucket
+        return bucket, key
 
-    def retract(self, id: str, le: int | None, re: int | None, rn: int | None) -> int | None:
+    def retract(self, id: str, le: int | None, re: int | None, rn: int | None) -> tuple[int, str | None] | None:
+        """The (bucket, key) of the live insert the retraction names, or None (no live insert has its id)."""
         rec = self.live.get(id)
         if rec is None:
             return None
         if re is None or rn is None or (le, re) != (rec[1], rec[2]):
-            return rec[0]
+            return rec[0], rec[3]
         if self.cti is None or min(re, rn) >= self.cti:
             if rn <= rec[1]:
                 del self.live[id]
             else:
                 rec[2] = rn
                 heapq.heappush(self.heap, (rn, id))
-        return rec[0]
+        return rec[0], rec[3]
 
     def advance(self, t: int | None) -> None:
         if t is None or (self.cti is not None and t <= self.cti):
@@ -197,16 +201,21 @@ class _LiveIds:
 
 
 def _routes(table: pa.Table, kinds: list[str | None], ts: list[int | None], keys: list[str], n: int,
-            on_violation: str, bucket_of: Any = None) -> list[int]:
+            on_violation: str, bucket_of: Any = None, key_of: Any = None) -> tuple[list[int], list[str | None]]:
     """Each element's bucket: an insert by its group key (or where its live id is), a retraction after the
-    insert of its id, a CTI to every bucket, a bad row to bucket 0 (whose engine dead-letters it)."""
+    insert of its id, a CTI to every bucket, a bad row to bucket 0 (whose engine dead-letters it). With
+    ``key_of`` (a linear query's `udm.host.spark.key_state.key_of`) also each insert's and retraction's key
+    in its bucket, the same way (a retraction of no live insert: None), so that the per-key state needs no
+    id map (semantics-notes 41)."""
     ids = table.column("id").to_pylist()
     les, res, rns = (table.column(c).to_pylist() for c in ("le", "re", "re_new"))
     payloads = table.column("payload").to_pylist()
     live = _LiveIds(adjust=on_violation == "adjust")
     last: dict[str, int] = {}
     routes: list[int] = []
+    row_keys: list[str | None] = []
     for i, kind in enumerate(kinds):
+        key: str | None = None
         if kind == "cti":
             live.advance(ts[i])
             routes.append(BROADCAST)
@@ -214,15 +223,18 @@ def _routes(table: pa.Table, kinds: list[str | None], ts: list[int | None], keys
             text = payloads[i]
             payload = json.loads(text) if text else {}
             has_keys = isinstance(payload, dict) and all(k in payload for k in keys)
-            b = live.insert(ids[i], les[i], res[i], (bucket_of or _bucket_of)(payload, keys, n), has_keys)
+            b, key = live.insert(ids[i], les[i], res[i], (bucket_of or _bucket_of)(payload, keys, n), has_keys,
+                                 key_of(text, keys) if key_of is not None else None)
             last[ids[i]] = b
             routes.append(b)
         elif kind == "retract":
-            b2 = live.retract(ids[i], les[i], res[i], rns[i])
-            routes.append(b2 if b2 is not None else last.get(ids[i], 0))
+            got = live.retract(ids[i], les[i], res[i], rns[i])
+            routes.append(got[0] if got is not None else last.get(ids[i], 0))
+            key = got[1] if got is not None else None
         else:
             routes.append(0)
-    return routes
+        row_keys.append(key)
+    return routes, row_keys
 
 
 def _stage(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[str]) -> _Staged:
@@ -247,14 +259,20 @@ def _stage(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[s
         table = pa.concat_tables(tables)
         kinds = table.column("kind").to_pylist()
         ts = table.column("t").to_pylist()
-        routes = (_routes(table, kinds, ts, keys, n, req.on_violation or req.spec.on_violation) if keys and n > 1
-                  else [BROADCAST if k == "cti" else 0 for k in kinds])
+        if keys:  # buckets and keys as one engine would see ids (`_LiveIds`): no id map in the state
+            from udm.host.spark.key_state import key_of
+
+            routes, row_keys = _routes(table, kinds, ts, keys, n, req.on_violation or req.spec.on_violation,
+                                       key_of=key_of)
+        else:
+            routes, row_keys = [BROADCAST if k == "cti" else 0 for k in kinds], [None] * len(kinds)
         first_inf = next((i for i, k in enumerate(kinds) if k == "cti" and ts[i] is not None and ts[i] >= INF),
                          len(kinds))
         rows = table.num_rows
         base = (table.select(list(ELEMENT_COLUMNS))
                 .append_column("_seq", pa.array(range(1, 2 * rows + 1, 2), pa.int64()))
-                .append_column("_bucket", pa.array(routes, pa.int64())).cast(schema))
+                .append_column("_bucket", pa.array(routes, pa.int64()))
+                .append_column("_key", pa.array(row_keys, pa.string())).cast(schema))
     head, tail = base.slice(0, first_inf), base.slice(first_inf)
     head_parts = _chunks(head, batch_size)
     tail_batches = max(1, -(-tail.num_rows // batch_size))
@@ -395,7 +413,7 @@ def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routin
                           if k in ("insert", "retract") and i is not None else 0
                           for k, i in zip(kinds, ids, strict=True)]
             else:
-                routes = _routes(table, kinds, ts, how[name], width, policy, bucket_of=_graph_bucket)
+                routes, _ = _routes(table, kinds, ts, how[name], width, policy, bucket_of=_graph_bucket)
             first_inf = next((i for i, k in enumerate(kinds) if k == "cti" and ts[i] is not None and ts[i] >= INF),
                              len(kinds))
             full = (table.select(list(ELEMENT_COLUMNS))
@@ -595,7 +613,8 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
     from udm.host.spark.batch import _explain
     from udm.host.spark.convert import ELEMENT_DDL
 
-    ddl = (f"{ELEMENT_DDL}, _seq bigint, _bucket bigint" + (", input string" if staged.inputs is not None else "")
+    ddl = (f"{ELEMENT_DDL}, _seq bigint, _bucket bigint"
+           + (", input string" if staged.inputs is not None else ", _key string")
            + (", _stage bigint" if staged.first_stage is not None else ""))
     source = (spark.readStream.schema(ddl)
               .option("maxFilesPerTrigger", 1).parquet(str(run_dir / "input")))

@@ -95,6 +95,8 @@ _INPUT_ARROW = pa.schema([(c, pa.int64() if c in ("le", "re", "re_new", "t", "li
                          + [("udm_seq", pa.int64()), ("udm_route", pa.int64()), ("udm_bucket", pa.int64())])
 #: The same for a query graph: plus ``udm_input``, the input each element belongs to.
 _GRAPH_INPUT_ARROW = _INPUT_ARROW.append(pa.field("udm_input", pa.string()))
+#: The same for a keyed linear query fed by the `udm run` driver: plus ``udm_key``, each row's key.
+_KEYED_INPUT_ARROW = _INPUT_ARROW.append(pa.field("udm_key", pa.string()))
 
 
 _NO_LINE = ("a streaming element DataFrame needs a 'line' column (its sequence number: Spark keeps no row order "
@@ -151,6 +153,8 @@ def _processor_class() -> type:
 
         #: whether handleInputRows turns the payload texts into a struct column before `_run`
         struct_payloads = True
+        #: the columns handleInputRows hands `_run` (a linear query's)
+        _input_arrow = _INPUT_ARROW
 
         def __init__(self, spec_json: dict[str, Any], on_violation: str | None, keys: list[str],
                      watermark_ctis: bool, graph: bool = False) -> None:
@@ -271,7 +275,7 @@ def _processor_class() -> type:
 
             frames = list(rows)
             pdf = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-            schema = _GRAPH_INPUT_ARROW if self._graph else _INPUT_ARROW
+            schema = _GRAPH_INPUT_ARROW if self._graph else self._input_arrow
             table = pa.Table.from_pandas(pdf, schema=schema, preserve_index=False)
             for c in _TIME_COLUMNS:  # NULL_TICK back to null
                 col = table.column(c)
@@ -343,9 +347,11 @@ def _keyed_processor_class() -> type:
 
     class _KeyedProcessor(base):  # type: ignore[misc, valid-type]
         def __init__(self, *args: Any, track_ids: bool = False, buckets: int = 0,
-                     routing: dict[str, list[str]] | None = None) -> None:
+                     routing: dict[str, list[str]] | None = None, driver_keys: bool = False) -> None:
             super().__init__(*args)
             self._track_ids = track_ids
+            if driver_keys:
+                self._input_arrow = _KEYED_INPUT_ARROW
             self._buckets = buckets
             self._routing = routing
 
@@ -562,11 +568,13 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
         n = 1 if not keys else int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
     if "line" not in frame.columns and "_seq" not in frame.columns:
         raise UdmError(_NO_LINE + ", ".join(frame.columns))
-    df = normalize_elements(frame, keep=("_bucket", "_seq", "input") if graph else ("_bucket", "_seq"))
+    df = normalize_elements(frame, keep=("_bucket", "_seq", "input") if graph else ("_bucket", "_seq", "_key"))
     if "_bucket" not in frame.columns:
         df = _route_graph(df, routing, n) if graph else _route(df, keys, n)
     if "_seq" not in frame.columns:
         df = df.withColumn("_seq", F.col("line"))
+    # the key of each row in its bucket, as the `udm run` driver decided it (`stream_files._routes`)
+    driver_keys = not graph and "_key" in frame.columns and "_bucket" in frame.columns
     # inside the operator no column name may start with "_": Spark hands pandas those as _1, _2, ...
     route = F.col("_route")
     df = df.withColumnRenamed("_bucket", "_route").withColumn("udm_bucket", F.explode(
@@ -580,14 +588,16 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
                    F.col("_seq").cast("bigint").alias("udm_seq"), route.cast("bigint").alias("udm_route"),
                    F.col("udm_bucket").cast("bigint").alias("udm_bucket"),
                    *([F.col("input").alias("udm_input")] if graph else []),
+                   *([F.col("_key").alias("udm_key")] if driver_keys else []),
                    F.element_at(salts, F.col("udm_bucket").cast("int") + 1).alias("udm_salt"))
     args = (spec.to_json_dict(), on_violation or spec.on_violation, keys, ctis_from_watermark, graph)
     # the id map (a state write per insert) only where a retraction may come without its key fields:
     # the `udm run` driver routes them by id, and one bucket takes them all; with several buckets a
     # DataFrame stream routes a retraction by its key fields (one without them is unroutable)
-    track_ids = "_bucket" in frame.columns or n == 1
+    # (the `udm run` driver names each row's key itself, ``_key``: no id map either)
+    track_ids = not driver_keys and ("_bucket" in frame.columns or n == 1)
     if keys and not graph and per_key:  # state per key (`udm.host.spark.key_state`, semantics-notes 41)
-        processor = _keyed_processor_class()(*args, track_ids=track_ids, buckets=n)
+        processor = _keyed_processor_class()(*args, track_ids=track_ids, buckets=n, driver_keys=driver_keys)
     elif graph and per_key and isinstance(routing, dict):  # a keyed graph: per key too (semantics-notes 52)
         processor = _keyed_processor_class()(*args, track_ids=track_ids, buckets=n, routing=routing)
     else:
