@@ -19,8 +19,7 @@ from udm.host.io.batch import ElementBatch
 from udm.host.query.plan import bind
 from udm.host.query.spec import parse_query
 from udm.host.spark.key_due import engine_due
-from udm.host.spark.key_state import DictStore, KeyedBucket, KeyedResult
-from udm.host.spark.key_state import key_of
+from udm.host.spark.key_state import DictStore, KeyedBucket, KeyedResult, key_of
 from udm.host.spark.rows import with_struct_payloads
 from udm.host.spark.stream_files import _routes
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
