@@ -19,7 +19,7 @@ from udm.host.io.batch import ElementBatch
 from udm.host.query.plan import bind
 from udm.host.query.spec import parse_query
 from udm.host.spark.key_due import engine_due
-from udm.host.spark.key_state import DictStore, KeyedBucket, KeyedResult, key_of
+from udm.host.spark.key_state import DictStore, KeyedBucket, KeyedResult, payload_key
 from udm.host.spark.rows import with_struct_payloads
 from udm.host.spark.stream_files import _routes
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
@@ -73,7 +73,7 @@ def _driver_keys(query: dict[str, Any], stream: list[Element]) -> list[str | Non
     """Each element's key as the `udm run` driver names it (`stream_files._routes`, over the whole file)."""
     table = ElementBatch.from_elements(stream, list(range(1, len(stream) + 1))).table
     kinds, ts = table.column("kind").to_pylist(), table.column("t").to_pylist()
-    _, keys = _routes(table, kinds, ts, ["g"], 1, parse_query(query).on_violation, key_of=key_of)
+    _, keys = _routes(table, kinds, ts, ["g"], 1, parse_query(query).on_violation, key_of=payload_key)
     return keys
 
 

@@ -53,7 +53,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from udm.host.query.plan import BoundQuery
 
-__all__ = ["NO_KEY", "BucketStore", "DictStore", "KeyedBucket", "KeyedResult", "graph_key_of", "key_of"]
+__all__ = ["NO_KEY", "BucketStore", "DictStore", "KeyedBucket", "KeyedResult", "graph_key_of", "key_of",
+           "payload_key"]
 
 #: the key of rows that carry no usable key (bad rows, inserts without the key fields): one engine
 #: dead-letters them as one engine over the bucket would
@@ -129,6 +130,12 @@ def _key_json(payload_json: str | None, fields: list[str], part: Callable[[Any],
         p = json.loads(payload_json)
     except ValueError:
         return NO_KEY
+    return payload_key(p, fields, part)
+
+
+def payload_key(p: Any, fields: list[str], part: Callable[[Any], Any] | None = None) -> str:
+    """`key_of` of a payload already parsed (the ``udm run`` driver parses each payload once for its bucket
+    and its key)."""
     if not isinstance(p, dict) or any(f not in p for f in fields):
         return NO_KEY
     values = [p[f] for f in fields] if part is None else [part(p[f]) for f in fields]

@@ -204,7 +204,7 @@ def _routes(table: pa.Table, kinds: list[str | None], ts: list[int | None], keys
             on_violation: str, bucket_of: Any = None, key_of: Any = None) -> tuple[list[int], list[str | None]]:
     """Each element's bucket: an insert by its group key (or where its live id is), a retraction after the
     insert of its id, a CTI to every bucket, a bad row to bucket 0 (whose engine dead-letters it). With
-    ``key_of`` (a linear query's `udm.host.spark.key_state.key_of`) also each insert's and retraction's key
+    ``key_of`` (a linear query's `udm.host.spark.key_state.payload_key`) also each insert's and retraction's key
     in its bucket, the same way (a retraction of no live insert: None), so that the per-key state needs no
     id map (semantics-notes 41)."""
     ids = table.column("id").to_pylist()
@@ -224,7 +224,7 @@ def _routes(table: pa.Table, kinds: list[str | None], ts: list[int | None], keys
             payload = json.loads(text) if text else {}
             has_keys = isinstance(payload, dict) and all(k in payload for k in keys)
             b, key = live.insert(ids[i], les[i], res[i], (bucket_of or _bucket_of)(payload, keys, n), has_keys,
-                                 key_of(text, keys) if key_of is not None else None)
+                                 key_of(payload, keys) if key_of is not None else None)
             last[ids[i]] = b
             routes.append(b)
         elif kind == "retract":
@@ -260,10 +260,10 @@ def _stage(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[s
         kinds = table.column("kind").to_pylist()
         ts = table.column("t").to_pylist()
         if keys:  # buckets and keys as one engine would see ids (`_LiveIds`): no id map in the state
-            from udm.host.spark.key_state import key_of
+            from udm.host.spark.key_state import payload_key
 
             routes, row_keys = _routes(table, kinds, ts, keys, n, req.on_violation or req.spec.on_violation,
-                                       key_of=key_of)
+                                       key_of=payload_key)
         else:
             routes, row_keys = [BROADCAST if k == "cti" else 0 for k in kinds], [None] * len(kinds)
         first_inf = next((i for i, k in enumerate(kinds) if k == "cti" and ts[i] is not None and ts[i] >= INF),
