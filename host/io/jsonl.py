@@ -41,6 +41,7 @@ from udm.host.errors import BadElement, UdmError
 from udm.host.temporal.elements import Element, parse_element
 from udm.sdk import INF
 
+from .arrow_pool import use_bulk_pool
 from .batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch, raw_json
 from .encode import MIN_RUN, DeferredLines, EncodedLines, element_lines, element_text
 
@@ -587,6 +588,7 @@ class JsonlReader:
         return p
 
     def __iter__(self) -> Iterator[ElementBatch]:
+        use_bulk_pool()  # (the reader allocates most of a run's buffers: `udm.host.io.arrow_pool` says why)
         f = self._open()
         it: Iterator[Any]
         if self.workers > 0:
