@@ -1,12 +1,15 @@
 """`use_bulk_pool`: run pyarrow's allocations on jemalloc (or the system allocator) instead of mimalloc.
 
-Why: a bulk run allocates a few large buffers per block and frees them a block later (the parsed table, its
-columns, the encoded output lines: megabytes each). pyarrow's default pool on Linux wheels is mimalloc,
-which hands such large blocks back to the operating system at once, so every block's buffers are
-faulted in afresh: measured on the Nexmark pass-through query (q0, 920 k elements), ~20 % of the run's
-CPU, 500 k vs 610 k elements per CPU-second, and ~100 MiB more peak RSS. jemalloc keeps freed pages for
-reuse (they decay back to the OS after a second); the system allocator's adaptive mmap threshold does
-much the same. Values are unchanged: only where the bytes live.
+Why: a bulk run allocates a few large buffers per block (the parsed table and its columns, the encoded
+output lines: megabytes each) in one thread and frees them in another: the reader's workers parse, the
+engine's thread and the write-behind thread drop the columns a block later. With mimalloc, pyarrow's
+default pool on Linux wheels, that costs about a fifth of a span query's CPU: measured on the Nexmark
+pass-through query (q0, 920 k elements, alternating runs), 523 k elements per CPU-second with mimalloc,
+595 k with jemalloc and 594 k with the system allocator, and ~100 MiB less peak RSS. In one thread the
+pools cost the same (`bench.nexmark.stages`), so the cost is in the hand-over between threads (mimalloc
+returns memory freed by another thread lazily, and refaults large blocks). The row path gains too
+(`bench.bench_before_after`: 3-11 % more elements per CPU-second). Values are unchanged: only where the
+bytes live.
 
 A user's own choice wins: with ``ARROW_DEFAULT_MEMORY_POOL`` set, pyarrow's pool is left as it is (which
 is also how the benchmarks compare pools).
