@@ -24,17 +24,27 @@ from bench.nexmark.queries import QUERIES, SPAN
 STAGES = ("parse", "checks", "engine", "encode", "write")
 
 
+def _pool() -> str:
+    """`use_bulk_pool`, as a run calls it; on a tree from before it (a base revision) pyarrow's default."""
+    try:
+        from udm.host.io.arrow_pool import use_bulk_pool
+    except ImportError:
+        import pyarrow as pa
+
+        return str(pa.default_memory_pool().backend_name)
+    return use_bulk_pool()
+
+
 def run_once(path: Path, q: str, out: Path) -> tuple[int, dict[str, float]]:
     """One pass of query ``q`` over ``path``: (elements, CPU seconds per stage)."""
     from bench.nexmark import udfs
     from udm.host.catalog import Catalog
     from udm.host.io import jsonl
-    from udm.host.io.arrow_pool import use_bulk_pool
     from udm.host.query.plan import bind
     from udm.host.query.runners import make_runner
     from udm.host.query.spec import QuerySpec
 
-    use_bulk_pool()
+    _pool()
     runner = make_runner(bind(QuerySpec.model_validate(QUERIES[q]), Catalog.discover(plugins=[udfs])), None)
     spent = dict.fromkeys(STAGES, 0.0)
     clock = time.thread_time
@@ -92,9 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     bids = where / "bids.jsonl"
     if not bids.exists():
         generate(where, args.events)
-    from udm.host.io.arrow_pool import use_bulk_pool
-
-    print(f"per 1 M elements, CPU-s (median of {args.reps}); pyarrow pool: {use_bulk_pool()}")
+    print(f"per 1 M elements, CPU-s (median of {args.reps}); pyarrow pool: {_pool()}")
     print(f"{'query':6} " + " ".join(f"{s:>7}" for s in STAGES) + f" {'total':>7} {'k el/CPU-s':>10}")
     for q in args.queries.split(","):
         runs = [run_once(bids, q, where / f"out-{q}.jsonl") for _ in range(args.reps)]
