@@ -405,7 +405,9 @@ _FIRST_BLOCK_BYTES = 256 << 10
 
 def _blocks(f: IO[bytes], block_bytes: int) -> Iterator[bytes]:
     """Whole-line blocks of about ``block_bytes`` (the last one may lack its final newline); the first
-    ones smaller (`_FIRST_BLOCK_BYTES`, doubling)."""
+    ones smaller (`_FIRST_BLOCK_BYTES`, doubling). Each block's bytes are copied once after the read (the
+    line carried over and the read up to its last newline, joined), not twice (whole concatenation, then
+    the cut): the reader thread's copies are ~a third of its CPU."""
     rest = b""
     size = min(block_bytes, _FIRST_BLOCK_BYTES)
     while True:
@@ -415,14 +417,13 @@ def _blocks(f: IO[bytes], block_bytes: int) -> Iterator[bytes]:
             if rest:
                 yield rest
             return
-        if rest:
-            blk = rest + blk
         cut = blk.rfind(b"\n") + 1
-        if cut == 0:
-            rest = blk
+        if cut == 0:  # no line ends in this read: all of it is carried over
+            rest += blk
             continue
+        block = b"".join((rest, memoryview(blk)[:cut])) if rest else (blk if cut == len(blk) else blk[:cut])
         rest = blk[cut:]
-        yield blk[:cut]
+        yield block
 
 
 def _split(batch: ElementBatch, batch_size: int) -> Iterator[ElementBatch]:
