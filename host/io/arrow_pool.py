@@ -3,9 +3,10 @@
 Why: a bulk run allocates a few large buffers per block (the parsed table and its columns, the encoded
 output lines: megabytes each) in one thread and frees them in another: the reader's workers parse, the
 engine's thread and the write-behind thread drop the columns a block later. With mimalloc, pyarrow's
-default pool on Linux wheels, that costs about a fifth of a span query's CPU: measured on the Nexmark
-pass-through query (q0, 920 k elements, alternating runs), 523 k elements per CPU-second with mimalloc,
-595 k with jemalloc and 594 k with the system allocator, and ~100 MiB less peak RSS. In one thread the
+default pool on Linux wheels, that costs 5-20 % of a span query's CPU, depending on the machine's state:
+measured on the Nexmark pass-through query (q0, 920 k elements, alternating runs), 523 k elements per
+CPU-second with mimalloc against 595 k with jemalloc and 594 k with the system allocator in one session,
+637 k against 666 k in another; and ~60-100 MiB less peak RSS. In one thread the
 pools cost the same (`bench.nexmark.stages`), so the cost is in the hand-over between threads (mimalloc
 returns memory freed by another thread lazily, and refaults large blocks). The row path gains too
 (`bench.bench_before_after`: 3-11 % more elements per CPU-second). Values are unchanged: only where the
