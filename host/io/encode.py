@@ -131,7 +131,9 @@ def _float_text(arr: pa.Array) -> pa.Array:
     text = pc.cast(arr, _STR)
     if ours.any():
         ours &= ~_rows_with(text, ord("e"))
-        add = ours & ~_rows_with(text, ord("."))
+        # positional shortest digits have a "." exactly when the value has a fraction: the integral ones
+        # lack it (a search of the text for "." costs half the cast: nearly every row has one)
+        add = ours & (vals == np.floor(vals))
         if add.any():
             text = _append_dot_zero(text, add)
     if not ours.all():
