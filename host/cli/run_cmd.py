@@ -201,8 +201,11 @@ def cmd_run(
                 result.warnings[i] = w + "; a table input gets CTIs with --cti-every N"
     if json_summary:
         sys.stdout.write(json.dumps(result.to_json_dict()) + "\n")
-    elif not quiet:
+    elif not quiet and err.is_terminal:
         err.print(result.summary(), highlight=False, markup=False)
+    elif not quiet:  # piped: plain text (rich would cost ~20 ms of imports for one unstyled line)
+        sys.stderr.write(result.summary() + "\n")
+        sys.stderr.flush()
 
 
 def _inputs(values: list[str], declared: tuple[str, ...]) -> dict[str, str]:
