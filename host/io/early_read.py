@@ -63,7 +63,12 @@ class EarlyReader:
     batches ahead until `take` (the run continues it on its own thread) or `stop`."""
 
     def __init__(self, path: str, batch_size: int, options: dict[str, int]) -> None:
+        from udm.host.io.arrow_probe import skip_pandas_probe
         from udm.host.io.jsonl import JsonlReader  # on this thread: see the module docstring
+
+        # as ``udm run --engine local`` does before it reads: else the parse's first numpy conversion would
+        # make pyarrow import pandas (~0.2 CPU-s), which a local run never uses
+        skip_pandas_probe()
 
         self.path = os.path.realpath(path)
         self.batch_size = batch_size
