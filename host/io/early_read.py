@@ -40,8 +40,10 @@ __all__ = ["AHEAD_BATCHES", "ENV", "READER_OPTIONS", "EarlyReader", "claim", "di
 #: ``UDM_EARLY_READ=0`` (or ``false``/``no``/``off``) turns the early reader off.
 ENV = "UDM_EARLY_READ"
 
-#: Batches read ahead while waiting for the claim (each at most the run's batch size).
-AHEAD_BATCHES = 8
+#: Batches read ahead while waiting for the claim (each at most the run's batch size): 4 x 65536 lines is
+#: about what one core parses in the ~0.15 s of start-up left once the reader starts; more would only hold
+#: memory (and take the GIL from the start-up for the parse's Python part).
+AHEAD_BATCHES = 4
 
 #: The `JsonlReader` options ``udm run`` reads with (`udm.host.query.runners.READER_OPTIONS` must equal
 #: them for a claim to succeed; a test checks that they do).
