@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +27,8 @@ print(sorted(m for m in ("typer", "rich", "rich.console", "udm.host.catalog") if
 
 
 def _loaded(*args: str) -> tuple[list[str], str]:
-    res = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, timeout=120)
+    env = {**os.environ, "UDM_FAST_EXIT": "0"}  # else a successful run ends the process inside main()
+    res = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, timeout=120, env=env)
     *lines, last = res.stderr.strip().splitlines()
     return json.loads(last.replace("'", '"')), "\n".join(lines)
 
