@@ -12,7 +12,8 @@ el/s; per-element time 1 M / 100 k <= 1.3x; peak RSS 1 M / 100 k <= 1.5x. Printe
 
 ``--startup`` instead measures start-up alone and its share of the in-order run, A/B in one run, variants
 alternating round by round (median of ``--rounds``): ``udm run`` on a 1-line file and on the in-order file,
-with the early reader (`udm.host.io.early_read`) on and off (``UDM_EARLY_READ=0``), and with
+as it is, with the early reader (`udm.host.io.early_read`) off (``UDM_EARLY_READ=0``), with the fast exit
+(`udm.host.cli.fast_exit`) off (``UDM_FAST_EXIT=0``), with both off, and with
 ``--baseline-python`` (another checkout's interpreter, e.g. ``/work/main/.venv/bin/python``) when given.
 Children run with bytecode caching on (``PYTHONDONTWRITEBYTECODE`` unset), as an installed udmkit would.
 """
@@ -65,10 +66,11 @@ def disordered(path: Path, n: int) -> None:
     gen.disordered(path, n, syms=tuple(f"g{i}" for i in range(GROUPS)))
 
 
-def _child(python: str, early: bool, q: Path, inp: Path, tmp: Path) -> tuple[float, float]:
-    """One ``udm run`` child (``--quiet --json``): (wall seconds, CPU seconds of the child, all threads)."""
+def _child(python: str, switches: dict[str, str], q: Path, inp: Path, tmp: Path) -> tuple[float, float]:
+    """One ``udm run`` child (``--quiet --json``) with ``switches`` in its environment: (wall seconds, CPU
+    seconds of the child, all threads)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["UDM_EARLY_READ"] = "1" if early else "0"
+    env.update(switches)
     cmd = [python, "-m", "udm.host.cli.app", "run", str(q), "--input", str(inp), "--output", str(tmp / "o.jsonl"),
            "--dead-letter", str(tmp / "dl.jsonl"), "--engine", "local", "--quiet", "--json"]
     t0 = time.perf_counter()
@@ -87,24 +89,27 @@ def startup_ab(tmp: Path, q: Path, n: int, rounds: int, baseline: str | None) ->
     in_order(one, 1)
     big = tmp / f"in_order-{n}.jsonl"
     in_order(big, n)
-    variants = [("early on", sys.executable, True), ("early off", sys.executable, False)]
+    on = {"UDM_EARLY_READ": "1", "UDM_FAST_EXIT": "1"}
+    variants = [("this", sys.executable, on), ("early off", sys.executable, {**on, "UDM_EARLY_READ": "0"}),
+                ("fast-exit off", sys.executable, {**on, "UDM_FAST_EXIT": "0"}),
+                ("both off", sys.executable, {"UDM_EARLY_READ": "0", "UDM_FAST_EXIT": "0"})]
     if baseline:
-        variants.append(("baseline", baseline, True))
+        variants.append(("baseline", baseline, {}))
     for label, inp, count in (("1-line file", one, 1), (f"in order {n:,}", big, n)):
         for python in {v[1] for v in variants}:  # warm the bytecode caches and the page cache
-            _child(python, True, q, inp, tmp)
+            _child(python, {}, q, inp, tmp)
         res: dict[str, list[tuple[float, float]]] = {v[0]: [] for v in variants}
         loads = []
         for _ in range(rounds):
-            for name, python, early in variants:
+            for name, python, switches in variants:
                 loads.append(os.getloadavg()[0])
-                res[name].append(_child(python, early, q, inp, tmp))
+                res[name].append(_child(python, switches, q, inp, tmp))
         ref = statistics.median(w for w, _ in res[variants[-1][0]])
         for name, runs in res.items():
             wall = statistics.median(w for w, _ in runs)
             cpu = statistics.median(c for _, c in runs)
             rate = f", {count / wall:>11,.0f} el/s incl. start-up, {count / cpu:>11,.0f} el/cpu-s" if count > 1 else ""
-            print(f"{label:>18} {name:>9}: median {wall:.3f}s wall ({', '.join(f'{w:.2f}' for w, _ in runs)}), "
+            print(f"{label:>18} {name:>13}: median {wall:.3f}s wall ({', '.join(f'{w:.2f}' for w, _ in runs)}), "
                   f"{cpu:.3f} CPU-s{rate}; wall x{wall / ref:.2f} vs {variants[-1][0]}", flush=True)
         print(f"{label:>18} load during the runs: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cpus",
               flush=True)
