@@ -29,15 +29,20 @@ def __getattr__(name: str) -> Any:
 
 def main() -> None:
     """Console-script entry: every failure is one line on stderr and a non-zero exit code."""
+    from . import startup_gc
     from .run_argv import run_input
 
+    caller = sys._getframe(1).f_globals.get("__name__")
+    startup_gc.pause(caller)  # until the command starts its work (`startup_gc.resume`)
     found = run_input(sys.argv[1:])
     if found is None:
-        _run()
+        try:
+            _run()
+        finally:
+            startup_gc.release()
         return
     from udm.host.io import early_read
 
-    caller = sys._getframe(1).f_globals.get("__name__")
     early_read.start(*found)  # None when UDM_EARLY_READ=0 or the file cannot be read (the run says why)
     try:
         _run()
@@ -50,6 +55,7 @@ def main() -> None:
                 fast_exit.exit_now(0)  # skip the interpreter's teardown (~55 ms after a 1 M run)
         raise
     finally:
+        startup_gc.release()
         early_read.discard()  # not claimed by the run (an error, another read): stop it, join its threads
 
 

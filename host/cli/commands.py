@@ -8,6 +8,8 @@ import os
 
 import typer
 
+from . import startup_gc
+
 __all__ = ["app", "debugging"]
 
 app = typer.Typer(
@@ -26,12 +28,15 @@ _state = {"debug": False}
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     debug: bool = typer.Option(False, "--debug", help="Show a traceback when a command fails."),
     strict: bool = typer.Option(False, "--strict", help="Fail when any plugin fails to load (UDM_STRICT)."),
 ) -> None:
     _state["debug"] = debug or bool(os.environ.get("UDM_DEBUG"))
     if strict:
         os.environ["UDM_STRICT"] = "1"
+    if ctx.invoked_subcommand != "run":  # `udm run` resumes once its query is bound
+        startup_gc.resume()
 
 
 for _mod in _COMMAND_MODULES:

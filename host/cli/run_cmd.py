@@ -24,6 +24,7 @@ from udm.host.query.plan import bind
 from udm.host.query.runners import KNOWN_ENGINES, ProgressFn, RunRequest, get_engine
 from udm.host.query.spec import load_query
 
+from . import startup_gc
 from ._common import err
 from .table_args import TableArgs, parse_trigger, table_sink, table_sources
 
@@ -188,6 +189,7 @@ def cmd_run(
         from udm.host.io.arrow_probe import skip_pandas_probe
 
         skip_pandas_probe()  # ~0.2 s of start-up a local run does not need
+    startup_gc.resume()  # start-up is over: collect garbage again (host/cli/startup_gc.py)
     show_bar = not quiet and (progress or (err.is_terminal and output != "-"))
     with _progress_bar(show_bar) as update:
         source: Any = sources if len(sources) > 1 else next(iter(sources.values()))
