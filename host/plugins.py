@@ -79,7 +79,8 @@ def _dist_name(ep: EntryPoint) -> str:
     dist = getattr(ep, "dist", None)
     if dist is None:
         return "<unknown>"
-    return f"{dist.metadata['Name']} {dist.version}"
+    meta = dist.metadata  # parsed from METADATA on every access (and `dist.version` is another access)
+    return f"{meta['Name']} {meta['Version']}"
 
 
 def _describe(exc: BaseException) -> str:

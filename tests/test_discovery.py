@@ -190,6 +190,15 @@ def test_first_party_plugins_come_through_entry_points() -> None:
         assert entry.distribution.split(" ")[0] in {"udm-stats", "udm-patterns"}
 
 
+def test_distribution_labels_are_name_and_version_from_the_metadata() -> None:
+    from importlib.metadata import entry_points
+
+    expected = {ep.name: f"{ep.dist.metadata['Name']} {ep.dist.version}" for ep in entry_points(group="udm")
+                if ep.dist is not None}
+    got = {e.plugin: e.distribution for e in Catalog.discover().entries}
+    assert {"stats", "patterns"} <= got.keys() and got == {p: expected[p] for p in got}
+
+
 def test_udm_list_reports_a_broken_plugin_without_crashing(site: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(site), "UDM_PLUGINS": "fake-good,fake-broken,fake-liar"}
     env.pop("UDM_STRICT", None)

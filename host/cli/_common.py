@@ -6,6 +6,7 @@ The consoles are made on first use (`_LazyConsole`): importing rich costs ~30 ms
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,19 @@ class _LazyConsole:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._get(), name)
+
+    @property
+    def is_terminal(self) -> bool:
+        """rich's answer, without importing rich when it is plainly no: the stream is not a TTY and neither
+        ``TTY_COMPATIBLE`` nor ``FORCE_COLOR`` (which rich honours) is set — a piped or redirected run."""
+        if self._console is None and "TTY_COMPATIBLE" not in os.environ and "FORCE_COLOR" not in os.environ:
+            stream = sys.stderr if self._options.get("stderr") else sys.stdout
+            try:
+                if not stream.isatty():
+                    return False
+            except (AttributeError, ValueError):  # no isatty, or a closed stream: rich says no too
+                return False
+        return bool(self._get().is_terminal)
 
 
 out: Console = _LazyConsole(soft_wrap=True)  # type: ignore[assignment]

@@ -24,6 +24,7 @@ from udm.host.query.plan import bind
 from udm.host.query.runners import KNOWN_ENGINES, ProgressFn, RunRequest, get_engine
 from udm.host.query.spec import load_query
 
+from . import startup_gc
 from ._common import err
 from .table_args import TableArgs, parse_trigger, table_sink, table_sources
 
@@ -188,6 +189,7 @@ def cmd_run(
         from udm.host.io.arrow_probe import skip_pandas_probe
 
         skip_pandas_probe()  # ~0.2 s of start-up a local run does not need
+    startup_gc.resume()  # start-up is over: collect garbage again (host/cli/startup_gc.py)
     show_bar = not quiet and (progress or (err.is_terminal and output != "-"))
     with _progress_bar(show_bar) as update:
         source: Any = sources if len(sources) > 1 else next(iter(sources.values()))
@@ -201,8 +203,11 @@ def cmd_run(
                 result.warnings[i] = w + "; a table input gets CTIs with --cti-every N"
     if json_summary:
         sys.stdout.write(json.dumps(result.to_json_dict()) + "\n")
-    elif not quiet:
+    elif not quiet and err.is_terminal:
         err.print(result.summary(), highlight=False, markup=False)
+    elif not quiet:  # piped: plain text (rich would cost ~20 ms of imports for one unstyled line)
+        sys.stderr.write(result.summary() + "\n")
+        sys.stderr.flush()
 
 
 def _inputs(values: list[str], declared: tuple[str, ...]) -> dict[str, str]:

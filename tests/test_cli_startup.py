@@ -1,0 +1,64 @@
+"""What ``udm`` imports before it does anything: the entry point module is light (typer, the catalog and the
+query code come with the command), and a piped ``udm run`` draws nothing with rich, so does not import it."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from udm.host.query.runners import RunResult
+
+_PROBE = """
+import sys
+from udm.host.cli.app import main
+sys.argv = ["udm", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+print(sorted(m for m in ("typer", "rich", "rich.console", "udm.host.catalog") if m in sys.modules), file=sys.stderr)
+"""
+
+
+def _loaded(*args: str) -> tuple[list[str], str]:
+    env = {**os.environ, "UDM_FAST_EXIT": "0"}  # else a successful run ends the process inside main()
+    res = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, timeout=120, env=env)
+    *lines, last = res.stderr.strip().splitlines()
+    return json.loads(last.replace("'", '"')), "\n".join(lines)
+
+
+def test_importing_the_entry_point_imports_no_typer() -> None:
+    code = "import sys, udm.host.cli.app as a; print('typer' in sys.modules, hasattr(a.app, 'command'))"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert res.stdout.split() == ["False", "True"]  # and `app` is still there on first use
+
+
+def test_a_piped_run_imports_no_rich_and_prints_its_summary(tmp_path: Path) -> None:
+    q = tmp_path / "q.json"
+    q.write_text(json.dumps({"steps": [{"op": "window", "window": {"type": "tumbling", "size": 10},
+                                        "udm": "sum", "input": "price", "as": "total"}]}))
+    inp = tmp_path / "in.jsonl"
+    inp.write_text('{"kind":"insert","id":"a","le":1,"re":2,"payload":{"price":3}}\n{"kind":"cti","t":20}\n')
+    loaded, err = _loaded("run", str(q), "--input", str(inp), "--output", str(tmp_path / "o.jsonl"))
+    assert "rich" not in loaded and "typer" in loaded and "udm.host.catalog" in loaded
+    assert err.startswith("2 elements in, 3 out, 0 dead-lettered (local, ")  # 1 window + CTI 20 + CTI inf
+
+
+def test_a_failing_run_still_prints_its_error_with_rich(tmp_path: Path) -> None:
+    loaded, err = _loaded("run", str(tmp_path / "missing.json"), "--input", "x.jsonl", "--output", "o.jsonl")
+    assert "rich.console" in loaded and err.startswith("error: ") and "missing.json" in err
+
+
+def test_the_plain_summary_is_what_rich_would_print() -> None:
+    result = RunResult(engine="local", elements_in=1234, elements_out=56, dead_lettered=7, seconds=0.5,
+                       warnings=["input 'main' sent no CTI: the engine held up to 3 live events until the end"])
+    result.reasons.update({"bad json [line 3]": 7})
+    buf = io.StringIO()
+    Console(file=buf, soft_wrap=True).print(result.summary(), highlight=False, markup=False)
+    assert buf.getvalue() == result.summary() + "\n"
