@@ -12,8 +12,7 @@ el/s; per-element time 1 M / 100 k <= 1.3x; peak RSS 1 M / 100 k <= 1.5x. Printe
 
 ``--startup`` instead measures start-up alone and its share of the in-order run, A/B in one run, variants
 alternating round by round (median of ``--rounds``): ``udm run`` on a 1-line file and on the in-order file,
-as it is, with the early reader (`udm.host.io.early_read`) off (``UDM_EARLY_READ=0``), with the fast exit
-(`udm.host.cli.fast_exit`) off (``UDM_FAST_EXIT=0``), with both off, and with
+as it is, with the fast exit (`udm.host.cli.fast_exit`) off (``UDM_FAST_EXIT=0``), and with
 ``--baseline-python`` (another checkout's interpreter, e.g. ``/work/main/.venv/bin/python``) when given.
 Children run with bytecode caching on (``PYTHONDONTWRITEBYTECODE`` unset), as an installed udmkit would.
 """
@@ -89,10 +88,8 @@ def startup_ab(tmp: Path, q: Path, n: int, rounds: int, baseline: str | None) ->
     in_order(one, 1)
     big = tmp / f"in_order-{n}.jsonl"
     in_order(big, n)
-    on = {"UDM_EARLY_READ": "1", "UDM_FAST_EXIT": "1"}
-    variants = [("this", sys.executable, on), ("early off", sys.executable, {**on, "UDM_EARLY_READ": "0"}),
-                ("fast-exit off", sys.executable, {**on, "UDM_FAST_EXIT": "0"}),
-                ("both off", sys.executable, {"UDM_EARLY_READ": "0", "UDM_FAST_EXIT": "0"})]
+    variants = [("this", sys.executable, {"UDM_FAST_EXIT": "1"}),
+                ("fast-exit off", sys.executable, {"UDM_FAST_EXIT": "0"})]
     if baseline:
         variants.append(("baseline", baseline, {}))
     for label, inp, count in (("1-line file", one, 1), (f"in order {n:,}", big, n)):

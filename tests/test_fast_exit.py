@@ -63,8 +63,18 @@ def test_a_failing_run_exits_the_normal_way(tmp_path: Path, files: tuple[Path, P
     assert code == 1 and "nope.json" in err and err.endswith("atexit ran\ntorn down\n")
 
 
-def test_only_from_the_programs_main_and_not_when_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_another_command_exits_the_normal_way() -> None:
+    res = subprocess.run([sys.executable, "-c", _CHILD, "list"], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, fast_exit.ENV: "1"})
+    assert res.returncode == 0 and "sum" in res.stdout and res.stderr.endswith("atexit ran\ntorn down\n")
+
+
+def test_only_when_requested_from_the_programs_main_and_not_when_switched_off(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(fast_exit.ENV, raising=False)
+    monkeypatch.setattr(fast_exit, "_requested", False)
+    assert not fast_exit.allowed("__main__")
+    fast_exit.request()
     assert fast_exit.allowed("__main__")
     assert not fast_exit.allowed("cli_harness")
     monkeypatch.setenv(fast_exit.ENV, "0")
@@ -73,6 +83,7 @@ def test_only_from_the_programs_main_and_not_when_switched_off(monkeypatch: pyte
 
 def test_not_while_a_non_daemon_thread_lives(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(fast_exit.ENV, raising=False)
+    monkeypatch.setattr(fast_exit, "_requested", True)
     stop = threading.Event()
     worker = threading.Thread(target=stop.wait, name="plugin-worker")
     worker.start()

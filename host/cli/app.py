@@ -1,9 +1,9 @@
 """The ``udm`` console entry point (`main`) and the typer `app` (built in `udm.host.cli.commands`).
 
-This module stays light on purpose: `main` runs before typer, the catalog and the query code are
-imported (~0.2 s of one core), and for a ``udm run`` over one input file it first starts reading and
-parsing that file in the background (`udm.host.io.early_read`), so that the parse overlaps the imports
-on a second core. ``app`` is imported on first use (``from udm.host.cli.app import app`` still works).
+This module stays light on purpose: `main` pauses the cyclic collector (`startup_gc`) before typer, the
+catalog and the query code are imported, and ends a successful local ``udm run`` without the
+interpreter's teardown (`fast_exit`). ``app`` is imported on first use (``from udm.host.cli.app import app``
+still works).
 """
 
 from __future__ import annotations
@@ -29,34 +29,19 @@ def __getattr__(name: str) -> Any:
 
 def main() -> None:
     """Console-script entry: every failure is one line on stderr and a non-zero exit code."""
-    from . import startup_gc
-    from .run_argv import run_input
+    from . import fast_exit, startup_gc
 
     caller = sys._getframe(1).f_globals.get("__name__")
     startup_gc.pause(caller)  # until the command starts its work (`startup_gc.resume`)
-    found = run_input(sys.argv[1:])
-    if found is None:
-        try:
-            _run()
-        finally:
-            startup_gc.release()
-        return
-    from udm.host.io import early_read
-
-    early_read.start(*found)  # None when UDM_EARLY_READ=0 or the file cannot be read (the run says why)
     try:
         _run()
     except SystemExit as exc:
-        if exc.code in (0, None):
-            from . import fast_exit
-
-            early_read.discard()
-            if fast_exit.allowed(caller):
-                fast_exit.exit_now(0)  # skip the interpreter's teardown (~55 ms after a 1 M run)
+        if exc.code in (0, None) and fast_exit.allowed(caller):
+            startup_gc.release()
+            fast_exit.exit_now(0)  # skip the interpreter's teardown (~55 ms after a 1 M run)
         raise
     finally:
         startup_gc.release()
-        early_read.discard()  # not claimed by the run (an error, another read): stop it, join its threads
 
 
 def _run() -> None:

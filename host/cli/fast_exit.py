@@ -8,6 +8,8 @@ non-daemon thread is left), runs the `atexit` handlers (logging's flush, a plugi
 stderr — and then ``os._exit``. It is used only when all of these hold (`allowed`); otherwise the process
 exits the normal way:
 
+- the command asked for it (`request`: ``udm run --engine local``, whose work is all in this process; a
+  Spark run's JVM and its shutdown hooks are left to the normal exit);
 - ``main`` was called from the program's ``__main__`` (the console script, ``python -m udm.host.cli.app``,
   a ``-c`` child), not from a test harness, an embedding program or an interactive session;
 - the command succeeded (exit code 0);
@@ -22,15 +24,23 @@ import os
 import sys
 import threading
 
-__all__ = ["ENV", "allowed", "exit_now"]
+__all__ = ["ENV", "allowed", "exit_now", "request"]
 
 #: ``UDM_FAST_EXIT=0`` keeps the interpreter's normal shutdown.
 ENV = "UDM_FAST_EXIT"
 
+_requested = False
+
+
+def request() -> None:
+    """The command that ran may end the process without teardown (see the module docstring)."""
+    global _requested
+    _requested = True
+
 
 def allowed(caller_module: object) -> bool:
     """Whether the process may end now; ``caller_module`` is the ``__name__`` of whoever called ``main``."""
-    if os.environ.get(ENV, "1").strip().lower() in {"0", "false", "no", "off"}:
+    if not _requested or os.environ.get(ENV, "1").strip().lower() in {"0", "false", "no", "off"}:
         return False
     if caller_module != "__main__" or sys.flags.interactive or hasattr(sys, "ps1") or "ipykernel" in sys.modules:
         return False

@@ -24,7 +24,7 @@ from udm.host.query.plan import bind
 from udm.host.query.runners import KNOWN_ENGINES, ProgressFn, RunRequest, get_engine
 from udm.host.query.spec import load_query
 
-from . import startup_gc
+from . import fast_exit, startup_gc
 from ._common import err
 from .table_args import TableArgs, parse_trigger, table_sink, table_sources
 
@@ -208,6 +208,8 @@ def cmd_run(
     elif not quiet:  # piped: plain text (rich would cost ~20 ms of imports for one unstyled line)
         sys.stderr.write(result.summary() + "\n")
         sys.stderr.flush()
+    if engine == "local":
+        fast_exit.request()
 
 
 def _inputs(values: list[str], declared: tuple[str, ...]) -> dict[str, str]:

@@ -338,16 +338,13 @@ def no_cti_warnings(spec: Any, silent: Iterable[str], held: str) -> list[str]:
 
 
 def _feed_one(req: RunRequest, runner: Any, source: Source, out: Any, dead_letters: Callable[[], None]) -> None:
-    from udm.host.io.early_read import claim
     from udm.host.io.jsonl import DEFAULT_BATCH_SIZE
     from udm.host.io.tables import open_reader
     from udm.host.io.write_behind import WriteBehind
 
     total = _file_size(source)
     batch_size = req.batch_size or DEFAULT_BATCH_SIZE
-    # the reader `udm run` started on this file while udmkit was importing, if it is exactly this read
-    reader = claim(source, batch_size, READER_OPTIONS) or open_reader(source, batch_size=batch_size,
-                                                                      **READER_OPTIONS)
+    reader = open_reader(source, batch_size=batch_size, **READER_OPTIONS)
     n_in = 0
     # the columnar span path (filter / map / project chains) hands back lines, encoded and written by a
     # write-behind thread while the engine goes on (`udm.host.io.write_behind`); else element lists,
