@@ -88,7 +88,9 @@ class DictStore:
 
     def get_engine(self, key: str) -> bytes | None:
         self.counts["engine_reads"] += 1
-        return self.engines.get(key)
+        got = self.engines.get(key)
+        self.counts["bytes_read"] += len(got) if got is not None else 0
+        return got
 
     def put_engine(self, key: str, snapshot: bytes) -> None:
         self.counts["engine_writes"] += 1
@@ -109,6 +111,7 @@ class DictStore:
         self.ids.pop(id, None)
 
     def get_index(self) -> bytes | None:
+        self.counts["bytes_read"] += len(self.index) if self.index is not None else 0
         return self.index
 
     def put_index(self, blob: bytes) -> None:
@@ -304,10 +307,14 @@ class KeyedBucket:
     """One bucket's call: load what it needs from ``store``, run, write back (module doc)."""
 
     def __init__(self, bound: BoundQuery, on_violation: str | None, keys: list[str] | Mapping[str, list[str]],
-                 store: BucketStore, bucket: int, *, track_ids: bool = False, buckets: int = 0) -> None:
+                 store: BucketStore, bucket: int, *, track_ids: bool = False, buckets: int = 0,
+                 derived_inputs: tuple[str, ...] = ()) -> None:
         """``keys``: the routing-key fields; for a query graph, each input's
-        (`udm.host.spark.partition.graph_routing`), which makes this a graph bucket (semantics-notes 52)."""
+        (`udm.host.spark.partition.graph_routing`), which makes this a graph bucket (semantics-notes 52).
+        ``derived_inputs``: a stage's exchange streams (`udm.host.spark.stage_bucket`): they do not move T,
+        which the caller brings in as ``reach`` rows (semantics-notes 59)."""
         self.bound = bound
+        self.derived_inputs = derived_inputs
         self.on_violation = on_violation
         self.graph = isinstance(keys, Mapping)
         self.routing: dict[str, list[str]] = dict(keys) if isinstance(keys, Mapping) else {}
@@ -332,7 +339,7 @@ class KeyedBucket:
         if buckets:
             self.index.buckets = buckets
         self.idle = (QueryRunner.restore(self.index.idle, bound) if self.index.idle is not None
-                     else QueryRunner(bound, on_violation=on_violation))
+                     else self._new_runner())
         self.loaded: dict[str, _Live] = {}
         self.out: list[tuple[str, Element]] = []
         self.dead: list[DeadLetter] = []
@@ -341,6 +348,9 @@ class KeyedBucket:
         self.fresh_ids: dict[str, str] = {}
 
     # -- engines ----------------------------------------------------------------------------------------
+    def _new_runner(self) -> QueryRunner:
+        return QueryRunner(self.bound, on_violation=self.on_violation, derived_inputs=self.derived_inputs)
+
     def _engine(self, key: str) -> _Live:
         """The key's engine, loaded (and brought to the bucket's CTI) on first use in this call."""
         live = self.loaded.get(key)
@@ -352,7 +362,7 @@ class KeyedBucket:
                 live = _Live(QueryRunner.restore(engine, self.bound), e.serial, e.out, ids, fed=fed[0] if fed else {})
             else:
                 self.index.serial += 1
-                live = _Live(QueryRunner(self.bound, on_violation=self.on_violation), self.index.serial)
+                live = _Live(self._new_runner(), self.index.serial)
             self.loaded[key] = live
             self._before[key] = dict(live.runner.stats.reasons)
         r = live.runner
@@ -413,14 +423,15 @@ class KeyedBucket:
     def run(self, table: pa.Table | None, feed: Callable[[QueryRunner, pa.Table], list[Element]],
             watermark: int | None = None, unroutable: Callable[[int], DeadLetter] | None = None,
             end_kind: str = "_end", unroutable_route: int = -2,
-            prepare: Callable[[pa.Table], pa.Table] | None = None) -> KeyedResult:
+            prepare: Callable[[pa.Table], pa.Table] | None = None, reach_kind: str | None = None) -> KeyedResult:
         """Run one call: ``watermark`` (a CTI from the event-time watermark, first), then ``table``'s rows
         in order (``kind``, ``id``, ``payload`` as JSON text, ``udm_route`` columns; ``feed`` runs a slice
         of ``prepare(table)`` on an engine: the payloads are converted once, not per key), then the keys
         due by the new CTI. ``unroutable(i)`` is row ``i``'s dead letter when its route is
         ``unroutable_route``. A graph's rows also carry ``udm_input``; with ``prepare`` each input's rows
         are prepared once (their payloads have shapes of their own) and fed here, run by run; without it
-        ``feed`` takes a slice of ``table`` that may mix inputs."""
+        ``feed`` takes a slice of ``table`` that may mix inputs. A row of ``reach_kind`` raises the bucket's
+        T so far to its ``t`` from there on (a stage's T row and its producers' T, semantics-notes 59)."""
         import pyarrow as pa
 
         if watermark is not None:
@@ -461,6 +472,10 @@ class KeyedBucket:
                 elif kind == end_kind:
                     drain()
                     self._finish()
+                elif reach_kind is not None and kind == reach_kind:
+                    drain()
+                    if ts[i] is not None:
+                        self._reach(int(ts[i]))
                 elif routes[i] == unroutable_route and unroutable is not None:
                     self.dead.append(unroutable(i))
                     self.reasons["unroutable"] += 1
@@ -503,6 +518,15 @@ class KeyedBucket:
             return out
 
         return feed
+
+    def _reach(self, t: int) -> None:
+        """T so far rises to ``t`` (one engine's ``ctx.reached`` set by its caller): the idle engine and the
+        keys loaded in this call take it now, others when they are loaded (`_engine`)."""
+        if t <= self.index.reached:
+            return
+        self.index.reached = t
+        for r in [self.idle] + [live.runner for live in self.loaded.values()]:
+            r.ctx.reached = max(r.ctx.reached, t)
 
     def _cti(self, t: int, input: str | None = None) -> None:
         """Input ``input``'s CTI moves to ``t`` (None: every input's, the event-time watermark)."""

@@ -55,7 +55,7 @@ from udm.host.spark.stream_stop import stop_between_batches
 from udm.host.spark.streaming import BROADCAST, END_KIND, run_stream
 from udm.sdk import INF
 
-__all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "progress_text", "run_spark_streaming"]
+__all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "graph_routes", "progress_text", "run_spark_streaming"]
 
 #: Elements per micro-batch without ``--batch-size``. INTERFACES §3 says 50; a micro-batch costs Spark
 #: about a second of planning and commit whatever its size, so 50 gave ~26 el/s. The output CHT does not
@@ -63,8 +63,8 @@ __all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "progress_text", "run_spark_st
 DEFAULT_BATCH_SIZE = 10_000
 #: 2: graphs with no one partitioning run in stages; 3: state per key (semantics-notes 42); 4: a keyed query
 #: graph's state per key too (semantics-notes 53), and key buckets grouped with a salt, one shuffle partition
-#: each (semantics-notes 50)
-_LAYOUT_VERSION = 4
+#: each (semantics-notes 50); 5: a keyed stage of a staged graph keeps its state per key (semantics-notes 60)
+_LAYOUT_VERSION = 5
 
 
 class StreamStopped(UdmError):
@@ -370,6 +370,23 @@ def _graph_bucket(payload: Any, fields: list[str], n: int) -> int:
     return key_bucket(payload, fields, n)
 
 
+def graph_routes(table: pa.Table, name: str, how: Any, width: int, policy: str) -> list[int]:
+    """The buckets of input ``name``'s rows (``table``, in order) in a graph (or a stage) routed ``how``
+    over ``width`` buckets: by its key fields as `_routes` (a retraction after the insert of its id), by
+    (input, id), or one bucket; CTIs to every bucket."""
+    from udm.host.spark.partition import BY_ID
+    from udm.host.spark.stream_stages import id_bucket
+
+    kinds = table.column("kind").to_pylist()
+    if width == 1 or how is None:
+        return [BROADCAST if k == "cti" else 0 for k in kinds]
+    if how == BY_ID:
+        ids = table.column("id").to_pylist()
+        return [BROADCAST if k == "cti" else id_bucket(name, i, width) if k in ("insert", "retract") and i is not None
+                else 0 for k, i in zip(kinds, ids, strict=True)]
+    return _routes(table, kinds, table.column("t").to_pylist(), how[name], width, policy, bucket_of=_graph_bucket)[0]
+
+
 def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routing: Any,
                  stages: list[Any] | None = None) -> _Staged:
     """`_stage` for a query graph: every input read, tagged with its name; the head is each input's part
@@ -380,8 +397,7 @@ def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routin
 
     from udm.host.io.tables import open_reader
     from udm.host.spark.convert import ELEMENT_COLUMNS, batch_to_arrow
-    from udm.host.spark.partition import BY_ID
-    from udm.host.spark.stream_stages import id_bucket, stage_width
+    from udm.host.spark.stream_stages import stage_width
 
     schema = _schema(graph=True, staged=stages is not None)
     names = list(req.inputs)
@@ -405,15 +421,7 @@ def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routin
         copies = [(None, routing, n)] if stages is None else [
             (s.index, s.routing, stage_width(s, n)) for s in stages if name in s.inputs]
         for index, how, width in copies:
-            if width == 1 or how is None:
-                routes = [BROADCAST if k == "cti" else 0 for k in kinds]
-            elif how == BY_ID:
-                ids = table.column("id").to_pylist()
-                routes = [BROADCAST if k == "cti" else id_bucket(name, i, width)
-                          if k in ("insert", "retract") and i is not None else 0
-                          for k, i in zip(kinds, ids, strict=True)]
-            else:
-                routes, _ = _routes(table, kinds, ts, how[name], width, policy, bucket_of=_graph_bucket)
+            routes = graph_routes(table, name, how, width, policy)
             first_inf = next((i for i, k in enumerate(kinds) if k == "cti" and ts[i] is not None and ts[i] >= INF),
                              len(kinds))
             full = (table.select(list(ELEMENT_COLUMNS))
