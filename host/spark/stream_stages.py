@@ -27,6 +27,10 @@ inputs' T, not at what its own input reached. A DataFrame-API stream has no end,
 Exactly once: every operator's state (engine snapshot, exchange routes and merge state) is in the state
 store and checkpointed with the query, so a restarted query replays an uncommitted micro-batch from the
 same state through every stage.
+
+State: what a stage bucket does with its rows is `udm.host.spark.stage_bucket.StageBucket` (Spark-free); a
+stage whose routing keys every stream it reads keeps one engine per key value there (semantics-notes 59),
+any other stage one engine per bucket. This module plans the stages, routes, and adapts Spark's state.
 """
 
 from __future__ import annotations

@@ -488,8 +488,8 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     reads only the keys it touches and the keys due, `udm.host.spark.key_state`); ``False`` keeps the
     whole-bucket layout of streaming layout 2 (one engine per bucket: the benchmark's comparison). A query
     graph whose routing gives every input key fields keeps one graph engine per key too (semantics-notes
-    52); keyless queries, graphs routed by id or to one bucket and staged graphs keep one engine per bucket
-    (per stage).
+    52); so does each keyed stage of a staged graph (semantics-notes 59); keyless queries, graphs routed by id
+    or to one bucket and unkeyed stages keep one engine per bucket (per stage bucket).
 
     ``table``: the stream is a user's table, not elements — column options as for ``udm run`` and
     `udm.host.spark.batch.run_batch` (``{"time": "ts"}`` or ``{"start": .., "end": ..}``; a mapping of input
