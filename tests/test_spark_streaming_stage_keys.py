@@ -17,7 +17,7 @@ from udm.host.query.spec import parse_query
 from udm.host.temporal.elements import Cti, Insert, Retract
 from udm.host.testing import assert_equivalent, oracle
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def _with_keys(stream: list[Any]) -> list[Any]:
