@@ -338,8 +338,7 @@ class KeyedBucket:
                              "spark.sql.shuffle.partitions)")
         if buckets:
             self.index.buckets = buckets
-        self.idle = (QueryRunner.restore(self.index.idle, bound) if self.index.idle is not None
-                     else self._new_runner())
+        self.idle = (self._restore(self.index.idle) if self.index.idle is not None else self._new_runner())
         self.loaded: dict[str, _Live] = {}
         self.out: list[tuple[str, Element]] = []
         self.dead: list[DeadLetter] = []
@@ -351,6 +350,13 @@ class KeyedBucket:
     def _new_runner(self) -> QueryRunner:
         return QueryRunner(self.bound, on_violation=self.on_violation, derived_inputs=self.derived_inputs)
 
+    def _restore(self, snapshot: bytes) -> QueryRunner:
+        """An engine from its snapshot, knowing its derived inputs again (a snapshot does not keep them, and
+        without them the columnar fast paths would take an exchange stream for a real input)."""
+        r = QueryRunner.restore(snapshot, self.bound)
+        r.derived_inputs = frozenset(self.derived_inputs)
+        return r
+
     def _engine(self, key: str) -> _Live:
         """The key's engine, loaded (and brought to the bucket's CTI) on first use in this call."""
         live = self.loaded.get(key)
@@ -359,7 +365,7 @@ class KeyedBucket:
             snap = self.store.get_engine(key) if e is not None else None
             if snap is not None and e is not None:
                 engine, ids, *fed = pickle.loads(snap)
-                live = _Live(QueryRunner.restore(engine, self.bound), e.serial, e.out, ids, fed=fed[0] if fed else {})
+                live = _Live(self._restore(engine), e.serial, e.out, ids, fed=fed[0] if fed else {})
             else:
                 self.index.serial += 1
                 live = _Live(self._new_runner(), self.index.serial)
@@ -636,7 +642,7 @@ class KeyedBucket:
         grid = lone_grid(live.runner)
         if grid is not None:  # the window's own rule (`WindowStep.flush`), without a copy of the engine
             return max(now, min(due - 1, grid._bound(due - 1)))
-        probe = QueryRunner.restore(snap, self.bound)
+        probe = self._restore(snap)
         cap = now
         for el in probe.process(Cti(due - 1)):
             if isinstance(el, Cti):
