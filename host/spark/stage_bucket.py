@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import json
 import pickle
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
@@ -50,7 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from udm.host.query.plan import BoundQuery
     from udm.host.temporal.elements import Element
 
-__all__ = ["AUX_VERSION", "DictStageStore", "StageBucket", "StageStore", "keyed_stage"]
+__all__ = ["AUX_VERSION", "OLD_STAGE_LAYOUT", "DictStageStore", "StageBucket", "StageStore", "keyed_stage"]
 
 #: the ``aux`` blob's layout (2: exchange routes keyed by the id sent, per-key stages; streaming layout 5)
 AUX_VERSION = 2
@@ -75,7 +74,6 @@ class DictStageStore(DictStore):
 
     whole: tuple[bytes, int | None] | None = None
     aux: bytes | None = None
-    extra: Counter[str] = field(default_factory=Counter)
 
     def get_whole(self) -> tuple[bytes, int | None] | None:
         if self.whole is not None:
