@@ -213,3 +213,22 @@ def test_the_stage_processor_reports_an_old_layout_as_one_line() -> None:
     table = pa.Table.from_pylist([{**r, "udm_seq": 1, "udm_bucket": 0} for r in rows], schema=_IN_ARROW)
     with pytest.raises(UdmError, match=re.escape(OLD_STAGE_LAYOUT)):
         list(proc.handleInputRows((0, 0), iter([table.to_pandas()]), None))
+
+
+def test_an_unroutable_retraction_is_dead_lettered_as_by_one_engine() -> None:
+    """A DataFrame stream's retraction without its input's key fields (routed `UNROUTABLE`) in a keyed stage:
+    the same one dead letter, reason and count as with one engine per stage bucket."""
+    from udm.host.spark.streaming import UNROUTABLE
+
+    spec = parse_query(JOIN_THEN_WINDOW)
+    got = {}
+    for per_key in (True, False):
+        rep = StagedReplay(spec, 2, per_key=per_key)
+        head, _ = rep.input_rows([("a", 1, Insert("a1", 1, 9, {"k": "x", "v": 1})), ("a", 2, Cti(1)),
+                                  ("b", 1, Cti(1))])
+        bad = {**head[0], "kind": "retract", "re_new": 4, "payload": '{"v":1}', "line": 3, "udm_route": UNROUTABLE}
+        res = rep.batch([*head, bad])
+        got[per_key] = (res.dead, [s.get("reasons") for s in res.stats if s.get("reasons")])
+    assert got[True] == got[False]
+    (dead, reasons) = got[True]
+    assert [d[1] for d in dead] == [3] and "'k'" in dead[0][2] and reasons == [{"unroutable": 1}]
