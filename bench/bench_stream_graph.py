@@ -278,8 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.spark:
         return _spark(args)
-    print(f"{args.live} live keys in one bucket, {args.touched} touched per micro-batch, {args.batches} "
-          "micro-batches (median; CPU ms per micro-batch)")
+    print(f"{args.touched} touched keys per micro-batch, {args.batches} micro-batches (median; CPU ms per "
+          f"micro-batch){'' if args.only_staged else f'; graphs: {args.live} live keys in one bucket'}; staged: "
+          "2 buckets per stage, both stages replayed")
     graphs = () if args.only_staged else (("join (exact dues)", JOIN), ("join + tumbling (exact)", JOIN_WINDOW),
                                           ("join + snapshot (every CTI)", JOIN_SNAPSHOT))
     for label, query in graphs:
