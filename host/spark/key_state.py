@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from udm.host.query.plan import BoundQuery
 
 __all__ = ["NO_KEY", "BucketStore", "DictStore", "KeyedBucket", "KeyedResult", "dump_index", "graph_key_of",
-           "key_of", "load_index", "payload_key"]
+           "graph_payload_key", "key_of", "load_index", "payload_key"]
 
 #: the key of rows that carry no usable key (bad rows, inserts without the key fields): one engine
 #: dead-letters them as one engine over the bucket would
@@ -171,6 +171,11 @@ def _join_part(v: Any) -> Any:
     if isinstance(v, (int, float)):
         return ["n", float(v)]
     return v
+
+
+def graph_payload_key(p: Any, fields: list[str]) -> str:
+    """`graph_key_of` of a payload already parsed (the ``udm run`` driver's and a producing stage's)."""
+    return payload_key(p, fields, _join_part)
 
 
 def graph_key_of(payload_json: str | None, fields: list[str]) -> str:

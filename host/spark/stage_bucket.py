@@ -120,7 +120,7 @@ class StageBucket:
     (the tests' and the benchmark's comparison)."""
 
     def __init__(self, stages: list[Stage], index: int, n: int, query_inputs: tuple[str, ...],
-                 on_violation: str | None, *, per_key: bool = True) -> None:
+                 on_violation: str | None, *, per_key: bool = True, driver_keys: bool = False) -> None:
         stage = stages[index]
         self.stage = stage
         self.index = index
@@ -146,6 +146,8 @@ class StageBucket:
         self.read_before = read_before(stages, stage, query_inputs)
         self.width = stage_width(stage, n)
         self.per_key = per_key and keyed_stage(stage)
+        #: the query-input rows carry their key in this stage (``udm_key``), named by the ``udm run`` driver
+        self.driver_keys = driver_keys
         self._bound: BoundQuery | None = None
 
     def bound(self) -> BoundQuery:
@@ -251,14 +253,15 @@ class StageBucket:
         return DeadLetter(table.column("line")[i].as_py(), _unroutable_reason(fields), row,
                           input=name if self.multi else None)
 
-    def _exchange_part(self, table: pa.Table, x: str, aux: dict[str, Any]) -> tuple[int | None, pa.Table]:
+    def _exchange_part(self, table: pa.Table, x: str, aux: dict[str, Any], keep: tuple[str, ...] = ()
+                       ) -> tuple[int | None, pa.Table]:
         """Exchange stream ``x``'s rows of this call: T so far that its producers reached (on their CTI
-        rows, as ``le``) and the rows merged as the stage feeds them (`_merge`)."""
+        rows, as ``le``) and the rows merged as the stage feeds them (`_merge`, with ``keep``)."""
         part = table.filter(pc.fill_null(pc.equal(table.column("udm_input"), x), False))
         if not part.num_rows:
             return None, part
         reach = pc.max(part.filter(pc.fill_null(pc.equal(part.column("kind"), "cti"), False)).column("le")).as_py()
-        return reach, _merge(part, aux["merge"].setdefault(x, {}), self.producers[x])
+        return reach, _merge(part, aux["merge"].setdefault(x, {}), self.producers[x], keep)
 
     def _whole(self, bucket: int, table: pa.Table, aux: dict[str, Any], store: StageStore) -> _Produced:
         """One engine over the bucket."""
@@ -326,14 +329,16 @@ class StageBucket:
         """One engine per key value (`KeyedBucket`): the rows of the call in the order one engine takes
         them — T, the query inputs, then each exchange stream's T and merged rows, then the end."""
         from udm.host.spark.convert import ELEMENT_COLUMNS
-        from udm.host.spark.key_state import KeyedBucket
+        from udm.host.spark.key_state import NO_KEY, KeyedBucket, graph_key_of
         from udm.host.spark.rows import with_struct_payloads
         from udm.host.spark.streaming import END_KIND, UNROUTABLE
         from udm.host.temporal.elements import Cti
 
         if store.get_whole() is not None:
             raise ValueError(OLD_STAGE_LAYOUT)
-        cols = [*ELEMENT_COLUMNS, "udm_input", "udm_route"]
+        cols = [*ELEMENT_COLUMNS, "udm_input", "udm_route", "udm_key"]
+        routing = self.stage.routing
+        assert isinstance(routing, dict)
         kinds = table.column("kind").to_pylist()
         ts = [t for k, t in zip(kinds, table.column("t").to_pylist(), strict=True) if k == T_KIND and t is not None]
         parts: list[pa.Table] = []
@@ -348,9 +353,14 @@ class StageBucket:
             parts.append(control(T_KIND, max(ts)))
         own = self._own(table)
         if own:
-            parts.append(table.take(pa.array(own, pa.int64())).select(cols))
-        for x in self.exchanges:
-            reach, merged = self._exchange_part(table, x, aux)
+            mine = table.take(pa.array(own, pa.int64())).select(cols)
+            if not self.driver_keys:  # a DataFrame stream: by the key fields each row holds (a retraction's too)
+                keys = [graph_key_of(p, routing[x]) if k in ("insert", "retract") else NO_KEY for k, p, x in
+                        zip(*(mine.column(c).to_pylist() for c in ("kind", "payload", "udm_input")), strict=True)]
+                mine = mine.set_column(cols.index("udm_key"), "udm_key", pa.array(keys, pa.string()))
+            parts.append(mine)
+        for x in self.exchanges:  # (each row's key named by its producer, `_exchange`)
+            reach, merged = self._exchange_part(table, x, aux, ("udm_key",))
             if reach is not None:
                 parts.append(control(T_KIND, int(reach)))
             if merged.num_rows:
@@ -372,11 +382,9 @@ class StageBucket:
         def feed(runner: QueryRunner, part: pa.Table) -> list[Element]:  # (a graph's rows go by `prepare`)
             raise AssertionError("a stage's rows are fed per input")
 
-        routing = self.stage.routing
-        assert isinstance(routing, dict)
-        try:
+        try:  # (every row names its key: no id map, semantics-notes 59)
             kb = KeyedBucket(self.bound(), self.on_violation, {x: routing[x] for x in self.inputs}, store, bucket,
-                             track_ids=True, buckets=self.width, derived_inputs=self.exchanges)
+                             buckets=self.width, derived_inputs=self.exchanges)
         except ValueError as e:
             raise ValueError(f"stage {self.index}: {e}") from None
         out_before = kb.index.out
@@ -419,6 +427,7 @@ class StageBucket:
         """This stage's output on its way to each stage reading it (`stream_stages` module doc); returns the
         next seq. A CTI row carries, as ``le``, T so far (``reached``): a later stage holds back what lies
         past its T (semantics-notes 2) and must learn T from its producers."""
+        from udm.host.spark.key_state import graph_payload_key
         from udm.host.spark.streaming import BROADCAST
         from udm.host.temporal.elements import Cti, Insert
 
@@ -433,24 +442,27 @@ class StageBucket:
             rid = f"{prefix}.{el.id}"
             if isinstance(el, Insert):
                 dest = [_route_of(r, self.sink, w, "insert", rid, el.payload) for _, r, w in self.consumers]
-                routes[rid] = [dest, el.re]
-                for (c, _, _), b in zip(self.consumers, dest, strict=True):
+                keys = [graph_payload_key(el.payload, r[self.sink]) if isinstance(r, dict) and r.get(self.sink)
+                        else None for _, r, _ in self.consumers]
+                routes[rid] = [dest, el.re, keys]
+                for (c, _, _), b, k in zip(self.consumers, dest, keys, strict=True):
                     out.add(stream="el", kind="insert", id=rid, le=el.le, re=el.re,
                             payload=json.dumps(el.payload, separators=(",", ":")), udm_input=self.sink,
-                            udm_stage=c, udm_route=b, udm_src=bucket, udm_seq=seq)
-            else:
+                            udm_stage=c, udm_route=b, udm_src=bucket, udm_seq=seq, udm_key=k)
+            else:  # to where its insert went, with its key there (None: no live insert, no key's engine)
                 rec = routes.get(rid)
-                dest = rec[0] if rec is not None else [0] * len(self.consumers)
+                dest, keys = (rec[0], rec[2]) if rec is not None else ([0] * len(self.consumers),
+                                                                       [None] * len(self.consumers))
                 if rec is not None:
                     if el.re_new <= el.le:
                         del routes[rid]
                     else:
                         rec[1] = el.re_new
-                for (c, _, _), b in zip(self.consumers, dest, strict=True):
+                for (c, _, _), b, k in zip(self.consumers, dest, keys, strict=True):
                     out.add(stream="el", kind="retract", id=rid, le=el.le, re=el.re, re_new=el.re_new,
-                            udm_input=self.sink, udm_stage=c, udm_route=b, udm_src=bucket, udm_seq=seq)
+                            udm_input=self.sink, udm_stage=c, udm_route=b, udm_src=bucket, udm_seq=seq, udm_key=k)
             seq += 1
         if cti is not None:  # no retraction of an element that ended before the CTI can come
-            for id in [i for i, (_, re) in routes.items() if re < cti]:
+            for id in [i for i, rec in routes.items() if rec[1] < cti]:
                 del routes[id]
         return seq

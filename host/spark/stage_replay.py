@@ -55,8 +55,8 @@ class StagedReplay:
         self.n = n
         self.names = tuple(resolve(spec).inputs)
         self.policy = on_violation or spec.on_violation or "dead_letter"
-        self.logic = [StageBucket(stages, s.index, n, self.names, on_violation or spec.on_violation, per_key=per_key)
-                      for s in stages]
+        self.logic = [StageBucket(stages, s.index, n, self.names, on_violation or spec.on_violation, per_key=per_key,
+                                  driver_keys=True) for s in stages]
         self.stores = [[DictStageStore() for _ in range(stage_width(s, n))] for s in stages]
         self._sink_ctis: dict[int, int] = {}
         self.reached: int | None = None
@@ -73,7 +73,7 @@ class StagedReplay:
         per: dict[str, list[int]] = {}
         for i, (name, _, _) in enumerate(rows):
             per.setdefault(name, []).append(i)
-        route: dict[tuple[int, int], int] = {}  # (row, stage) -> bucket
+        route: dict[tuple[int, int], tuple[int, str | None]] = {}  # (row, stage) -> bucket, key there
         base: dict[int, dict[str, Any]] = {}
         tail_from: dict[str, int] = {}
         for name, idx in per.items():
@@ -85,16 +85,17 @@ class StagedReplay:
                     tail_from[name] = i
             for s in self.stages:
                 if name in s.inputs:
-                    got = graph_routes(table, name, s.routing, stage_width(s, self.n), self.policy)
+                    got, keys = graph_routes(table, name, s.routing, stage_width(s, self.n), self.policy)
                     for j, i in enumerate(idx):
-                        route[(i, s.index)] = got[j]
+                        route[(i, s.index)] = (got[j], keys[j])
         head: list[dict[str, Any]] = []
         tail: list[dict[str, Any]] = []
         for i, (name, _, _) in enumerate(rows):
             for s in self.stages:
                 if name in s.inputs:
-                    r = {**base[i], "stream": "el", "udm_input": name, "udm_stage": s.index,
-                         "udm_route": route[(i, s.index)]}
+                    b, key = route[(i, s.index)]
+                    r = {**base[i], "stream": "el", "udm_input": name, "udm_stage": s.index, "udm_route": b,
+                         "udm_key": key}
                     (tail if i >= tail_from.get(name, len(rows)) else head).append(r)
         tail.sort(key=lambda r: self.names.index(r["udm_input"]))  # the tails input by input (stable)
         return head, tail

@@ -111,7 +111,7 @@ def _schema(graph: bool = False, staged: bool = False) -> pa.Schema:
     return pa.schema([(c, pa.int64() if c in ("le", "re", "re_new", "t", "line") else pa.string())
                       for c in ELEMENT_COLUMNS] + [("_seq", pa.int64()), ("_bucket", pa.int64())]
                      + ([("input", pa.string())] if graph else [("_key", pa.string())])
-                     + ([("_stage", pa.int64())] if staged else []))
+                     + ([("_stage", pa.int64()), ("_key", pa.string())] if staged else []))
 
 
 def _control(kind: str, t: int | None, seq: int, input: str | None = None, graph: bool = False,
@@ -124,6 +124,7 @@ def _control(kind: str, t: int | None, seq: int, input: str | None = None, graph
     extra: dict[str, list[Any]] = {"input": [input]} if graph else {"_key": [None]}
     if staged:
         extra["_stage"] = [ALL_STAGES]
+        extra["_key"] = [None]
     return pa.table({**cols, "_seq": [seq], "_bucket": [BROADCAST], **extra}, schema=_schema(graph, staged))
 
 
@@ -370,21 +371,33 @@ def _graph_bucket(payload: Any, fields: list[str], n: int) -> int:
     return key_bucket(payload, fields, n)
 
 
-def graph_routes(table: pa.Table, name: str, how: Any, width: int, policy: str) -> list[int]:
+def graph_routes(table: pa.Table, name: str, how: Any, width: int, policy: str
+                 ) -> tuple[list[int], list[str | None]]:
     """The buckets of input ``name``'s rows (``table``, in order) in a graph (or a stage) routed ``how``
     over ``width`` buckets: by its key fields as `_routes` (a retraction after the insert of its id), by
-    (input, id), or one bucket; CTIs to every bucket."""
+    (input, id), or one bucket; CTIs to every bucket. Also each row's key where routed by key fields (a
+    graph's key, `key_state.graph_key_of`; None elsewhere), as `_routes` names it: a keyed stage's per-key
+    state then needs no id map (semantics-notes 59)."""
     from udm.host.spark.partition import BY_ID
     from udm.host.spark.stream_stages import id_bucket
 
     kinds = table.column("kind").to_pylist()
+    none: list[str | None] = [None] * len(kinds)
     if width == 1 or how is None:
-        return [BROADCAST if k == "cti" else 0 for k in kinds]
+        return [BROADCAST if k == "cti" else 0 for k in kinds], none
     if how == BY_ID:
         ids = table.column("id").to_pylist()
         return [BROADCAST if k == "cti" else id_bucket(name, i, width) if k in ("insert", "retract") and i is not None
-                else 0 for k, i in zip(kinds, ids, strict=True)]
-    return _routes(table, kinds, table.column("t").to_pylist(), how[name], width, policy, bucket_of=_graph_bucket)[0]
+                else 0 for k, i in zip(kinds, ids, strict=True)], none
+    return _routes(table, kinds, table.column("t").to_pylist(), how[name], width, policy, bucket_of=_graph_bucket,
+                   key_of=_graph_key)
+
+
+def _graph_key(payload: Any, fields: list[str]) -> str:
+    """A graph row's key in its bucket (`udm.host.spark.key_state.graph_key_of` of a parsed payload)."""
+    from udm.host.spark.key_state import graph_payload_key
+
+    return graph_payload_key(payload, fields)
 
 
 def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routing: Any,
@@ -421,7 +434,7 @@ def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routin
         copies = [(None, routing, n)] if stages is None else [
             (s.index, s.routing, stage_width(s, n)) for s in stages if name in s.inputs]
         for index, how, width in copies:
-            routes = graph_routes(table, name, how, width, policy)
+            routes, row_keys = graph_routes(table, name, how, width, policy)
             first_inf = next((i for i, k in enumerate(kinds) if k == "cti" and ts[i] is not None and ts[i] >= INF),
                              len(kinds))
             full = (table.select(list(ELEMENT_COLUMNS))
@@ -430,7 +443,8 @@ def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routin
                     .append_column("input", pa.array([name] * table.num_rows, pa.string())))
             if index is not None:
                 first.setdefault(name, index)
-                full = full.append_column("_stage", pa.array([index] * table.num_rows, pa.int64()))
+                full = (full.append_column("_stage", pa.array([index] * table.num_rows, pa.int64()))
+                        .append_column("_key", pa.array(row_keys, pa.string())))
             full = full.cast(schema)
             heads.append(full.slice(0, first_inf))
             tails.append(full.slice(first_inf))

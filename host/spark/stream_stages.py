@@ -64,10 +64,11 @@ ROUTE_LATER = -3
 T_KIND = "_t_end"
 
 #: The rows between operators: the result columns of `STREAM_RESULT_DDL` (``udm_src`` is its ``bucket``,
-#: ``udm_seq`` its ``seq``) plus what an element on its way needs.
+#: ``udm_seq`` its ``seq``) plus what an element on its way needs (``udm_key``: its key in a keyed stage,
+#: named by the ``udm run`` driver or the producing stage, semantics-notes 59).
 WIRE_DDL = ("stream string, kind string, id string, le bigint, re bigint, re_new bigint, t bigint, payload string, "
             "line bigint, error string, raw string, reason string, element string, udm_seq bigint, "
-            "udm_input string, udm_stage bigint, udm_route bigint, udm_src bigint")
+            "udm_input string, udm_stage bigint, udm_route bigint, udm_src bigint, udm_key string")
 _WIRE_FIELDS = [c.split(" ") for c in WIRE_DDL.split(", ")]
 _INTS = [name for name, typ in _WIRE_FIELDS if typ == "bigint"]
 _IN_ARROW = pa.schema([(name, pa.int64() if typ == "bigint" else pa.string()) for name, typ in _WIRE_FIELDS]
@@ -129,10 +130,11 @@ def _processor_class() -> type:
         in Spark's state store, the rows passing through to later operators)."""
 
         def __init__(self, stages: list[Stage], index: int, n: int, query_inputs: tuple[str, ...],
-                     on_violation: str | None, per_key: bool = True) -> None:
+                     on_violation: str | None, per_key: bool = True, driver_keys: bool = False) -> None:
             from udm.host.spark.stage_bucket import StageBucket
 
-            self._logic = StageBucket(stages, index, n, query_inputs, on_violation, per_key=per_key)
+            self._logic = StageBucket(stages, index, n, query_inputs, on_violation, per_key=per_key,
+                                      driver_keys=driver_keys)
 
         def init(self, handle: Any) -> None:
             self._store = _StageSparkStore(handle)
@@ -236,10 +238,11 @@ class _Rows:
                                     else pd.array(self.cols[name], dtype=object)) for name, typ in _WIRE_FIELDS})
 
 
-def _merge(part: pa.Table, latest: dict[int, int], producers: int) -> pa.Table:
+def _merge(part: pa.Table, latest: dict[int, int], producers: int, keep: tuple[str, ...] = ()) -> pa.Table:
     """One micro-batch of an exchange stream as the consumer feeds it (module doc): ``latest`` (the CTI of
     each producing bucket so far, and ``-1``: the minimum fed so far) is updated in place. Rows are taken
-    in each producer's order, interleaved by the CTI that producer had reached (as `merge_exchange`)."""
+    in each producer's order, interleaved by the CTI that producer had reached (as `merge_exchange`).
+    Returns the element columns and ``keep``."""
     from udm.host.spark.convert import ELEMENT_COLUMNS
 
     src = part.column("udm_src").to_pylist()
@@ -270,7 +273,7 @@ def _merge(part: pa.Table, latest: dict[int, int], producers: int) -> pa.Table:
             take.append(i)
             new_t.append(now)
     latest[-1] = low
-    merged = part.take(pa.array(take, pa.int64())).select(list(ELEMENT_COLUMNS))
+    merged = part.take(pa.array(take, pa.int64())).select([*ELEMENT_COLUMNS, *keep])
     return merged.set_column(merged.column_names.index("t"), "t", pa.array(new_t, pa.int64()))
 
 
@@ -285,6 +288,8 @@ def run_staged(df: DataFrame, stages: list[Stage], n: int, query_inputs: tuple[s
     from udm.host.spark.convert import ELEMENT_COLUMNS
     from udm.host.spark.streaming import BROADCAST, END_KIND, NULL_TICK, STREAM_RESULT_DDL
 
+    # each query-input row's key in its stage, as the `udm run` driver named it (`stream_files.graph_routes`)
+    driver_keys = "_key" in df.columns
     if "_stage" not in df.columns:  # a DataFrame-API stream: each row to every stage reading its input
         readers: dict[str, list[int]] = {}
         for s in stages:
@@ -309,7 +314,8 @@ def run_staged(df: DataFrame, stages: list[Stage], n: int, query_inputs: tuple[s
                    *[F.lit(None).cast("string").alias(c) for c in ("reason", "element")],
                    F.col("_seq").cast("bigint").alias("udm_seq"), F.col("input").alias("udm_input"),
                    F.col("_stage").cast("bigint").alias("udm_stage"),
-                   F.col("_bucket").cast("bigint").alias("udm_route"), F.lit(None).cast("bigint").alias("udm_src"))
+                   F.col("_bucket").cast("bigint").alias("udm_route"), F.lit(None).cast("bigint").alias("udm_src"),
+                   (F.col("_key") if driver_keys else F.lit(None)).cast("string").alias("udm_key"))
     for stage in stages:
         w = stage_width(stage, n)
         route = F.col("udm_route")
@@ -322,7 +328,7 @@ def run_staged(df: DataFrame, stages: list[Stage], n: int, query_inputs: tuple[s
                          for c, _ in _WIRE_FIELDS], F.explode(targets).alias("udm_bucket"))
         # one shuffle partition per stage bucket (`udm.host.spark.stream_buckets`, semantics-notes 50)
         df = df.withColumn("udm_salt", salt_column(w))
-        processor = _processor_class()(stages, stage.index, n, query_inputs, on_violation, per_key)
+        processor = _processor_class()(stages, stage.index, n, query_inputs, on_violation, per_key, driver_keys)
         df = df.groupBy("udm_bucket", "udm_salt").transformWithStateInPandas(
             statefulProcessor=processor, outputStructType=WIRE_DDL, outputMode="Append", timeMode="None")
     cols = [c.split(" ")[0] for c in STREAM_RESULT_DDL.split(", ")]

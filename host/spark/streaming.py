@@ -559,7 +559,7 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
             if stages is not None:  # no one partitioning: a stage per key (`udm.host.spark.stream_stages`)
                 if "line" not in frame.columns and "_seq" not in frame.columns:
                     raise UdmError(_NO_LINE + ", ".join(frame.columns))
-                df = normalize_elements(frame, keep=("_bucket", "_seq", "_stage", "input"))
+                df = normalize_elements(frame, keep=("_bucket", "_seq", "_stage", "input", "_key"))
                 if "_seq" not in frame.columns:
                     df = df.withColumn("_seq", F.col("line"))
                 return run_staged(df, stages, wanted, names, on_violation or spec.on_violation, per_key)
