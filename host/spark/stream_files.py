@@ -637,7 +637,7 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
 
     ddl = (f"{ELEMENT_DDL}, _seq bigint, _bucket bigint"
            + (", input string" if staged.inputs is not None else ", _key string")
-           + (", _stage bigint" if staged.first_stage is not None else ""))
+           + (", _stage bigint, _key string" if staged.first_stage is not None else ""))
     source = (spark.readStream.schema(ddl)
               .option("maxFilesPerTrigger", 1).parquet(str(run_dir / "input")))
     _drop_unplanned_source_entries(run_dir / "spark")
