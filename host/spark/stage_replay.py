@@ -45,7 +45,10 @@ class BatchResult:
 class StagedReplay:
     """The staged plan of ``spec`` over ``n`` buckets (module doc); ``per_key`` as `StageBucket`'s."""
 
-    def __init__(self, spec: QuerySpec, n: int, *, on_violation: str | None = None, per_key: bool = True) -> None:
+    def __init__(self, spec: QuerySpec, n: int, *, on_violation: str | None = None, per_key: bool = True,
+                 driver_keys: bool = True) -> None:
+        """``driver_keys=False``: the input rows name no key (a DataFrame stream's; a keyed stage reads
+        each row's key off its payload)."""
         from udm.host.query.graph import resolve
 
         stages = stream_stages(spec, n)
@@ -56,7 +59,8 @@ class StagedReplay:
         self.names = tuple(resolve(spec).inputs)
         self.policy = on_violation or spec.on_violation or "dead_letter"
         self.logic = [StageBucket(stages, s.index, n, self.names, on_violation or spec.on_violation, per_key=per_key,
-                                  driver_keys=True) for s in stages]
+                                  driver_keys=driver_keys) for s in stages]
+        self.driver_keys = driver_keys
         self.stores = [[DictStageStore() for _ in range(stage_width(s, n))] for s in stages]
         self._sink_ctis: dict[int, int] = {}
         self.reached: int | None = None
@@ -95,7 +99,7 @@ class StagedReplay:
                 if name in s.inputs:
                     b, key = route[(i, s.index)]
                     r = {**base[i], "stream": "el", "udm_input": name, "udm_stage": s.index, "udm_route": b,
-                         "udm_key": key}
+                         "udm_key": key if self.driver_keys else None}
                     (tail if i >= tail_from.get(name, len(rows)) else head).append(r)
         tail.sort(key=lambda r: self.names.index(r["udm_input"]))  # the tails input by input (stable)
         return head, tail
