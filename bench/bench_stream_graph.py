@@ -13,11 +13,18 @@ loads no key), a join followed by a tumbling window (exact: loaded at its window
 followed by a snapshot window (a key holding its state is loaded on every CTI advance: the conservative
 rule). Both layouts' output is checked to be the same CHT.
 
+A staged graph (joined by ``k``, then a tumbling count per ``g``: two stages, each keyed, semantics-notes 59)
+at ``--staged-live`` live keys (2,000 and 20,000) is replayed without Spark through both stages'
+`StageBucket`s over dict stores (2 buckets per stage), per key against one engine per stage bucket: CPU ms
+per micro-batch, state bytes read (engines, index, exchange blob), engines read. ``--staged --spark`` runs it
+on Structured Streaming instead.
+
 ``--spark`` runs the join on Structured Streaming instead (`run_stream` over two JSON file sources, one
 file per micro-batch, 2 key buckets), ``per_key=True`` then ``per_key=False``: Spark's median
 ``triggerExecution`` per micro-batch (the first two left out), everything included.
 
-Run: ``.venv/bin/python -m bench.bench_stream_graph [--live 2000] [--touched 20] [--batches 15] [--spark]``.
+Run: ``.venv/bin/python -m bench.bench_stream_graph [--live 2000] [--touched 20] [--batches 15] [--spark]
+[--staged-live 2000,20000] [--only-staged] [--staged]``.
 """
 
 from __future__ import annotations
@@ -35,6 +42,11 @@ JOIN = {"inputs": {"a": {}, "b": {}}, "steps": [
 JOIN_WINDOW = {"inputs": {"a": {}, "b": {}}, "steps": [
     {"id": "j", "op": "join", "from": ["a", "b"], "on": "k", "left_prefix": "l_", "right_prefix": "r_"},
     {"id": "w", "op": "window", "window": {"type": "tumbling", "size": 1000}, "group_by": ["l_k"],
+     "udm": "count"}]}
+#: joined by k, then counted per g over tumbling windows: no key serves both steps, so it runs in two stages
+STAGED = {"inputs": {"a": {}, "b": {}}, "steps": [
+    {"id": "j", "op": "join", "from": ["a", "b"], "on": "k", "left_prefix": "l_", "right_prefix": "r_"},
+    {"id": "w", "op": "window", "window": {"type": "tumbling", "size": 1000}, "group_by": ["l_g"],
      "udm": "count"}]}
 JOIN_SNAPSHOT = {"inputs": {"a": {}, "b": {}}, "steps": [
     {"id": "j", "op": "join", "from": ["a", "b"], "on": "k", "left_prefix": "l_", "right_prefix": "r_"},
@@ -146,6 +158,51 @@ def _one(query: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
             for name in ms} | {"engines": statistics.median(engines)}
 
 
+def _with_g(el: Any) -> Any:
+    """An ``a`` event of the staged graph: ``g`` (what the second stage counts by) beside its key."""
+    return Insert(el.id, el.le, el.re, {**el.payload, "g": el.payload["k"] % 50}) if isinstance(el, Insert) else el
+
+
+def _staged(args: argparse.Namespace, live: int) -> dict[str, Any]:
+    """The staged graph replayed without Spark (`udm.host.spark.stage_replay`, 2 buckets per stage), per
+    key then whole bucket alternating batch by batch: CPU ms per micro-batch through both stages, state
+    bytes read (engines, index and exchange blob), engines read; both layouts' output the same CHT."""
+    from udm.host.query.spec import parse_query
+    from udm.host.spark.stage_replay import StagedReplay
+    from udm.host.testing.cht import cht
+
+    spec = parse_query(STAGED)
+    reps = {"key": StagedReplay(spec, 2), "whole": StagedReplay(spec, 2, per_key=False)}
+    ms: dict[str, list[float]] = {"whole": [], "key": []}
+    read: dict[str, list[int]] = {"whole": [], "key": []}
+    engines: list[int] = []
+    outs: dict[str, list[Any]] = {"whole": [], "key": []}
+    line = 1
+    for b, rows in enumerate(_batches(live, args.touched, args.batches)):
+        rows = [(n, _with_g(el) if n == "a" else el) for n, el in rows]
+        numbered = [(n, line + i, el) for i, (n, el) in enumerate(rows)]
+        line += len(rows)
+        for layout in (("whole", "key") if b % 2 else ("key", "whole")):
+            rep = reps[layout]
+            head, tail = rep.input_rows(numbered)
+            stores = [st for ss in rep.stores for st in ss]
+            for st in stores:
+                st.counts.clear()
+            t0 = time.process_time()
+            res = rep.batch(head + tail)
+            dt = (time.process_time() - t0) * 1000
+            outs[layout] += res.out
+            if b == 0:
+                continue  # the load: not a steady micro-batch
+            ms[layout].append(dt)
+            read[layout].append(sum(st.counts["bytes_read"] + st.counts["aux_bytes_read"] for st in stores))
+            if layout == "key":
+                engines.append(sum(st.counts["engine_reads"] for st in stores))
+    assert cht(outs["whole"]) == cht(outs["key"]), "the two layouts disagree"
+    return {name: {"ms": statistics.median(ms[name]), "bytes": statistics.median(read[name])}
+            for name in ms} | {"engines": statistics.median(engines)}
+
+
 def _spark(args: argparse.Namespace) -> int:
     import json
     import os
@@ -160,7 +217,11 @@ def _spark(args: argparse.Namespace) -> int:
     spark.sparkContext.setLogLevel("ERROR")
     schema = "line long, kind string, id string, le long, re long, re_new long, t long, payload string"
     batches = _batches(args.live, args.touched, args.batches)
-    print(f"Structured Streaming, join graph, {args.live} live keys over 2 buckets, {args.touched} touched per "
+    query = STAGED if args.staged else JOIN
+    if args.staged:
+        batches = [[(n, _with_g(el) if n == "a" else el) for n, el in rows] for rows in batches]
+    name = "staged join|tumbling" if args.staged else "join"
+    print(f"Structured Streaming, {name} graph, {args.live} live keys over 2 buckets, {args.touched} touched per "
           f"micro-batch, {args.batches} micro-batches: median triggerExecution ms (first 2 left out)")
     with tempfile.TemporaryDirectory() as d:
         base = time.time() - 10_000
@@ -193,11 +254,11 @@ def _spark(args: argparse.Namespace) -> int:
                 for r in df.filter("stream = 'stats'").select("payload").collect():
                     loaded[batch] = loaded.get(batch, 0) + json.loads(r[0]).get("keys", {}).get("loaded", 0)
 
-            q = (run_stream(JOIN, frames, buckets=2, per_key=per_key).writeStream.foreachBatch(keep)
+            q = (run_stream(query, frames, buckets=2, per_key=per_key).writeStream.foreachBatch(keep)
                  .option("checkpointLocation", str(Path(d) / f"ck-{per_key}")).trigger(availableNow=True).start())
             q.awaitTermination()
             ms = [p["durationMs"]["triggerExecution"] for p in q.recentProgress if p["numInputRows"] > 0][2:]
-            label = "per key (layout 4)" if per_key else "whole bucket"
+            label = f"per key (layout {5 if args.staged else 4})" if per_key else "whole bucket"
             keys = statistics.median([loaded.get(b, 0) for b in sorted(loaded)[2:]] or [0])
             print(f"{label:>20}: {statistics.median(ms):8.0f} ms per micro-batch ({len(ms)} measured), "
                   f"{keys:.0f} keys loaded per micro-batch", flush=True)
@@ -210,19 +271,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--touched", type=int, default=20, help="inserts (keys touched) per micro-batch")
     ap.add_argument("--batches", type=int, default=15, help="steady micro-batches measured")
     ap.add_argument("--spark", action="store_true", help="on Structured Streaming (run_stream), whole Spark cost")
+    ap.add_argument("--staged-live", type=lambda v: [int(x) for x in v.split(",") if x], default=[2000, 20000],
+                    help="live keys of the staged graph runs (comma-separated; empty: none)")
+    ap.add_argument("--staged", action="store_true", help="with --spark: the staged graph")
+    ap.add_argument("--only-staged", action="store_true", help="only the staged graph (Spark-free)")
     args = ap.parse_args(argv)
     if args.spark:
         return _spark(args)
-    print(f"{args.live} live keys in one bucket, {args.touched} touched per micro-batch, {args.batches} "
-          "micro-batches (median; CPU ms per micro-batch)")
-    for label, query in (("join (exact dues)", JOIN), ("join + tumbling (exact)", JOIN_WINDOW),
-                         ("join + snapshot (every CTI)", JOIN_SNAPSHOT)):
+    print(f"{args.touched} touched keys per micro-batch, {args.batches} micro-batches (median; CPU ms per "
+          f"micro-batch){'' if args.only_staged else f'; graphs: {args.live} live keys in one bucket'}; staged: "
+          "2 buckets per stage, both stages replayed")
+    graphs = () if args.only_staged else (("join (exact dues)", JOIN), ("join + tumbling (exact)", JOIN_WINDOW),
+                                          ("join + snapshot (every CTI)", JOIN_SNAPSHOT))
+    for label, query in graphs:
         r = _one(query, args)
         w, k = r["whole"], r["key"]
         print(f"{label:30s} whole bucket {w['ms']:8.1f} ms {w['bytes'] / 1e6:7.2f} MB read | per key "
               f"{k['ms']:8.1f} ms {k['bytes'] / 1e6:7.2f} MB read, {r['engines']:.0f} engines | "
               f"whole/per-key {w['ms'] / max(k['ms'], 1e-9):.2f}x time, "
               f"{w['bytes'] / max(k['bytes'], 1):.1f}x bytes")
+    for live in args.staged_live:
+        r = _staged(args, live)
+        w, k = r["whole"], r["key"]
+        label = f"staged join|tumbling {live}"
+        print(f"{label:30s} whole bucket {w['ms']:8.1f} ms {w['bytes'] / 1e6:7.2f} MB read | per key "
+              f"{k['ms']:8.1f} ms {k['bytes'] / 1e6:7.2f} MB read, {r['engines']:.0f} engines | "
+              f"whole/per-key {w['ms'] / max(k['ms'], 1e-9):.2f}x time, "
+              f"{w['bytes'] / max(k['bytes'], 1):.1f}x bytes", flush=True)
     _ = pickle  # (engines are pickled by both layouts)
     return 0
 

@@ -6,7 +6,6 @@ any key holding window state when a CTI moves)."""
 
 from __future__ import annotations
 
-import pickle
 import re
 from typing import Any
 
@@ -19,7 +18,7 @@ from udm.host.io.batch import ElementBatch
 from udm.host.io.interleave import interleave
 from udm.host.query.plan import bind
 from udm.host.query.spec import parse_query
-from udm.host.spark.key_state import NO_KEY, DictStore, KeyedBucket, KeyedResult, graph_key_of
+from udm.host.spark.key_state import NO_KEY, DictStore, KeyedBucket, KeyedResult, graph_key_of, load_index
 from udm.host.spark.partition import graph_routing
 from udm.host.spark.rows import feed_by_input, with_struct_payloads
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
@@ -239,7 +238,7 @@ def test_a_linear_index_is_refused_by_a_graph_bucket() -> None:
     KeyedBucket(linear, None, ["k"], store, 0).run(None, _feed)
     with pytest.raises(ValueError, match="linear query's and a query graph's"):
         KeyedBucket(bind(spec), None, routing, store, 0)
-    assert pickle.loads(store.index or b"").graph is False
+    assert load_index(store.index or b"").graph is False
 
 
 class _State:

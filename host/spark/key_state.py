@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import zlib
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -53,14 +54,32 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from udm.host.query.plan import BoundQuery
 
-__all__ = ["NO_KEY", "BucketStore", "DictStore", "KeyedBucket", "KeyedResult", "graph_key_of", "key_of",
-           "payload_key"]
+__all__ = ["NO_KEY", "BucketStore", "DictStore", "KeyedBucket", "KeyedResult", "dump_index", "graph_key_of",
+           "graph_payload_key", "key_of", "load_index", "payload_key"]
 
 #: the key of rows that carry no usable key (bad rows, inserts without the key fields): one engine
 #: dead-letters them as one engine over the bucket would
 NO_KEY = ""
 #: index layout (a new one needs a new streaming layout number, semantics-notes 42)
 _INDEX_VERSION = 1
+
+
+#: the start of a compressed index blob (semantics-notes 61); a blob without it is a plain pickle (layouts 3, 4)
+_ZINDEX = b"udmz1"
+
+
+def dump_index(ix: Any) -> bytes:
+    """The index blob: pickled, then zlib-compressed (level 1). Its columns repeat the same large numbers
+    (INF dues, NEG CTIs) and key shapes, so 10,000 keys' ~590 KB become ~55 KB for ~2.5 ms of CPU — the blob
+    is read and written on every call, by Spark over its state server (semantics-notes 61)."""
+    return _ZINDEX + zlib.compress(pickle.dumps(ix, protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+
+def load_index(blob: bytes) -> Any:
+    """`dump_index`'s blob, or a plain pickled one written before it (still read)."""
+    if blob.startswith(_ZINDEX):
+        return pickle.loads(zlib.decompress(blob[len(_ZINDEX):]))
+    return pickle.loads(blob)
 
 
 class BucketStore(Protocol):
@@ -88,7 +107,9 @@ class DictStore:
 
     def get_engine(self, key: str) -> bytes | None:
         self.counts["engine_reads"] += 1
-        return self.engines.get(key)
+        got = self.engines.get(key)
+        self.counts["bytes_read"] += len(got) if got is not None else 0
+        return got
 
     def put_engine(self, key: str, snapshot: bytes) -> None:
         self.counts["engine_writes"] += 1
@@ -109,6 +130,7 @@ class DictStore:
         self.ids.pop(id, None)
 
     def get_index(self) -> bytes | None:
+        self.counts["bytes_read"] += len(self.index) if self.index is not None else 0
         return self.index
 
     def put_index(self, blob: bytes) -> None:
@@ -149,6 +171,11 @@ def _join_part(v: Any) -> Any:
     if isinstance(v, (int, float)):
         return ["n", float(v)]
     return v
+
+
+def graph_payload_key(p: Any, fields: list[str]) -> str:
+    """`graph_key_of` of a payload already parsed (the ``udm run`` driver's and a producing stage's)."""
+    return payload_key(p, fields, _join_part)
 
 
 def graph_key_of(payload_json: str | None, fields: list[str]) -> str:
@@ -304,10 +331,14 @@ class KeyedBucket:
     """One bucket's call: load what it needs from ``store``, run, write back (module doc)."""
 
     def __init__(self, bound: BoundQuery, on_violation: str | None, keys: list[str] | Mapping[str, list[str]],
-                 store: BucketStore, bucket: int, *, track_ids: bool = False, buckets: int = 0) -> None:
+                 store: BucketStore, bucket: int, *, track_ids: bool = False, buckets: int = 0,
+                 derived_inputs: tuple[str, ...] = ()) -> None:
         """``keys``: the routing-key fields; for a query graph, each input's
-        (`udm.host.spark.partition.graph_routing`), which makes this a graph bucket (semantics-notes 52)."""
+        (`udm.host.spark.partition.graph_routing`), which makes this a graph bucket (semantics-notes 52).
+        ``derived_inputs``: a stage's exchange streams (`udm.host.spark.stage_bucket`): they do not move T,
+        which the caller brings in as ``reach`` rows (semantics-notes 59)."""
         self.bound = bound
+        self.derived_inputs = derived_inputs
         self.on_violation = on_violation
         self.graph = isinstance(keys, Mapping)
         self.routing: dict[str, list[str]] = dict(keys) if isinstance(keys, Mapping) else {}
@@ -316,7 +347,7 @@ class KeyedBucket:
         self.bucket = bucket
         self.track_ids = track_ids
         blob = store.get_index()
-        self.index: _Index = pickle.loads(blob) if blob is not None else _Index()
+        self.index: _Index = load_index(blob) if blob is not None else _Index()
         if not isinstance(self.index, _Index) or self.index.v != _INDEX_VERSION:
             raise ValueError("bucket state of another layout: start from a new checkpoint")
         if blob is None:
@@ -331,8 +362,7 @@ class KeyedBucket:
                              "spark.sql.shuffle.partitions)")
         if buckets:
             self.index.buckets = buckets
-        self.idle = (QueryRunner.restore(self.index.idle, bound) if self.index.idle is not None
-                     else QueryRunner(bound, on_violation=on_violation))
+        self.idle = (self._restore(self.index.idle) if self.index.idle is not None else self._new_runner())
         self.loaded: dict[str, _Live] = {}
         self.out: list[tuple[str, Element]] = []
         self.dead: list[DeadLetter] = []
@@ -341,6 +371,16 @@ class KeyedBucket:
         self.fresh_ids: dict[str, str] = {}
 
     # -- engines ----------------------------------------------------------------------------------------
+    def _new_runner(self) -> QueryRunner:
+        return QueryRunner(self.bound, on_violation=self.on_violation, derived_inputs=self.derived_inputs)
+
+    def _restore(self, snapshot: bytes) -> QueryRunner:
+        """An engine from its snapshot, knowing its derived inputs again (a snapshot does not keep them, and
+        without them the columnar fast paths would take an exchange stream for a real input)."""
+        r = QueryRunner.restore(snapshot, self.bound)
+        r.derived_inputs = frozenset(self.derived_inputs)
+        return r
+
     def _engine(self, key: str) -> _Live:
         """The key's engine, loaded (and brought to the bucket's CTI) on first use in this call."""
         live = self.loaded.get(key)
@@ -349,10 +389,10 @@ class KeyedBucket:
             snap = self.store.get_engine(key) if e is not None else None
             if snap is not None and e is not None:
                 engine, ids, *fed = pickle.loads(snap)
-                live = _Live(QueryRunner.restore(engine, self.bound), e.serial, e.out, ids, fed=fed[0] if fed else {})
+                live = _Live(self._restore(engine), e.serial, e.out, ids, fed=fed[0] if fed else {})
             else:
                 self.index.serial += 1
-                live = _Live(QueryRunner(self.bound, on_violation=self.on_violation), self.index.serial)
+                live = _Live(self._new_runner(), self.index.serial)
             self.loaded[key] = live
             self._before[key] = dict(live.runner.stats.reasons)
         r = live.runner
@@ -413,14 +453,15 @@ class KeyedBucket:
     def run(self, table: pa.Table | None, feed: Callable[[QueryRunner, pa.Table], list[Element]],
             watermark: int | None = None, unroutable: Callable[[int], DeadLetter] | None = None,
             end_kind: str = "_end", unroutable_route: int = -2,
-            prepare: Callable[[pa.Table], pa.Table] | None = None) -> KeyedResult:
+            prepare: Callable[[pa.Table], pa.Table] | None = None, reach_kind: str | None = None) -> KeyedResult:
         """Run one call: ``watermark`` (a CTI from the event-time watermark, first), then ``table``'s rows
         in order (``kind``, ``id``, ``payload`` as JSON text, ``udm_route`` columns; ``feed`` runs a slice
         of ``prepare(table)`` on an engine: the payloads are converted once, not per key), then the keys
         due by the new CTI. ``unroutable(i)`` is row ``i``'s dead letter when its route is
         ``unroutable_route``. A graph's rows also carry ``udm_input``; with ``prepare`` each input's rows
         are prepared once (their payloads have shapes of their own) and fed here, run by run; without it
-        ``feed`` takes a slice of ``table`` that may mix inputs."""
+        ``feed`` takes a slice of ``table`` that may mix inputs. A row of ``reach_kind`` raises the bucket's
+        T so far to its ``t`` from there on (a stage's T row and its producers' T, semantics-notes 59)."""
         import pyarrow as pa
 
         if watermark is not None:
@@ -461,6 +502,10 @@ class KeyedBucket:
                 elif kind == end_kind:
                     drain()
                     self._finish()
+                elif reach_kind is not None and kind == reach_kind:
+                    drain()
+                    if ts[i] is not None:
+                        self._reach(int(ts[i]))
                 elif routes[i] == unroutable_route and unroutable is not None:
                     self.dead.append(unroutable(i))
                     self.reasons["unroutable"] += 1
@@ -503,6 +548,15 @@ class KeyedBucket:
             return out
 
         return feed
+
+    def _reach(self, t: int) -> None:
+        """T so far rises to ``t`` (one engine's ``ctx.reached`` set by its caller): the idle engine and the
+        keys loaded in this call take it now, others when they are loaded (`_engine`)."""
+        if t <= self.index.reached:
+            return
+        self.index.reached = t
+        for r in [self.idle] + [live.runner for live in self.loaded.values()]:
+            r.ctx.reached = max(r.ctx.reached, t)
 
     def _cti(self, t: int, input: str | None = None) -> None:
         """Input ``input``'s CTI moves to ``t`` (None: every input's, the event-time watermark)."""
@@ -591,7 +645,7 @@ class KeyedBucket:
         if low > ix.out:
             ix.out = low
         ix.idle = self.idle.snapshot()
-        self.store.put_index(pickle.dumps(ix, protocol=pickle.HIGHEST_PROTOCOL))
+        self.store.put_index(dump_index(ix))
         stats: dict[str, Any] = {}
         if self.reasons:
             stats["reasons"] = dict(self.reasons)
@@ -612,7 +666,7 @@ class KeyedBucket:
         grid = lone_grid(live.runner)
         if grid is not None:  # the window's own rule (`WindowStep.flush`), without a copy of the engine
             return max(now, min(due - 1, grid._bound(due - 1)))
-        probe = QueryRunner.restore(snap, self.bound)
+        probe = self._restore(snap)
         cap = now
         for el in probe.process(Cti(due - 1)):
             if isinstance(el, Cti):

@@ -22,8 +22,12 @@ partitioner use it for ``bigint`` columns); the test checks it against Spark's `
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-__all__ = ["SPARK_HASH_SEED", "bucket_salts", "murmur3_long", "partition_of"]
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import Column
+
+__all__ = ["SPARK_HASH_SEED", "bucket_salts", "murmur3_long", "partition_of", "salt_column"]
 
 #: The seed of Spark's ``HashPartitioning`` and of its SQL ``hash`` function.
 SPARK_HASH_SEED = 42
@@ -71,3 +75,12 @@ def bucket_salts(n: int) -> tuple[int, ...]:
             s += 1
         salts.append(s)
     return tuple(salts)
+
+
+def salt_column(n: int, bucket: str = "udm_bucket") -> Column:
+    """The salt of each row's bucket (column ``bucket``, one of ``n``) as a ``bigint`` column: what the
+    streaming operators group by beside the bucket (`udm.host.spark.streaming`, `stream_stages`)."""
+    from pyspark.sql import functions as F
+
+    salts = F.array(*[F.lit(s).cast("bigint") for s in bucket_salts(n)])
+    return F.element_at(salts, F.col(bucket).cast("int") + 1)

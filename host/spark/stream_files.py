@@ -55,7 +55,7 @@ from udm.host.spark.stream_stop import stop_between_batches
 from udm.host.spark.streaming import BROADCAST, END_KIND, run_stream
 from udm.sdk import INF
 
-__all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "progress_text", "run_spark_streaming"]
+__all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "graph_routes", "progress_text", "run_spark_streaming"]
 
 #: Elements per micro-batch without ``--batch-size``. INTERFACES §3 says 50; a micro-batch costs Spark
 #: about a second of planning and commit whatever its size, so 50 gave ~26 el/s. The output CHT does not
@@ -63,8 +63,8 @@ __all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "progress_text", "run_spark_st
 DEFAULT_BATCH_SIZE = 10_000
 #: 2: graphs with no one partitioning run in stages; 3: state per key (semantics-notes 42); 4: a keyed query
 #: graph's state per key too (semantics-notes 53), and key buckets grouped with a salt, one shuffle partition
-#: each (semantics-notes 50)
-_LAYOUT_VERSION = 4
+#: each (semantics-notes 50); 5: a keyed stage of a staged graph keeps its state per key (semantics-notes 60)
+_LAYOUT_VERSION = 5
 
 
 class StreamStopped(UdmError):
@@ -111,7 +111,7 @@ def _schema(graph: bool = False, staged: bool = False) -> pa.Schema:
     return pa.schema([(c, pa.int64() if c in ("le", "re", "re_new", "t", "line") else pa.string())
                       for c in ELEMENT_COLUMNS] + [("_seq", pa.int64()), ("_bucket", pa.int64())]
                      + ([("input", pa.string())] if graph else [("_key", pa.string())])
-                     + ([("_stage", pa.int64())] if staged else []))
+                     + ([("_stage", pa.int64()), ("_key", pa.string())] if staged else []))
 
 
 def _control(kind: str, t: int | None, seq: int, input: str | None = None, graph: bool = False,
@@ -124,6 +124,7 @@ def _control(kind: str, t: int | None, seq: int, input: str | None = None, graph
     extra: dict[str, list[Any]] = {"input": [input]} if graph else {"_key": [None]}
     if staged:
         extra["_stage"] = [ALL_STAGES]
+        extra["_key"] = [None]
     return pa.table({**cols, "_seq": [seq], "_bucket": [BROADCAST], **extra}, schema=_schema(graph, staged))
 
 
@@ -370,6 +371,35 @@ def _graph_bucket(payload: Any, fields: list[str], n: int) -> int:
     return key_bucket(payload, fields, n)
 
 
+def graph_routes(table: pa.Table, name: str, how: Any, width: int, policy: str
+                 ) -> tuple[list[int], list[str | None]]:
+    """The buckets of input ``name``'s rows (``table``, in order) in a graph (or a stage) routed ``how``
+    over ``width`` buckets: by its key fields as `_routes` (a retraction after the insert of its id), by
+    (input, id), or one bucket; CTIs to every bucket. Also each row's key where routed by key fields (a
+    graph's key, `key_state.graph_key_of`; None elsewhere), as `_routes` names it: a keyed stage's per-key
+    state then needs no id map (semantics-notes 59)."""
+    from udm.host.spark.partition import BY_ID
+    from udm.host.spark.stream_stages import id_bucket
+
+    kinds = table.column("kind").to_pylist()
+    none: list[str | None] = [None] * len(kinds)
+    if width == 1 or how is None:
+        return [BROADCAST if k == "cti" else 0 for k in kinds], none
+    if how == BY_ID:
+        ids = table.column("id").to_pylist()
+        return [BROADCAST if k == "cti" else id_bucket(name, i, width) if k in ("insert", "retract") and i is not None
+                else 0 for k, i in zip(kinds, ids, strict=True)], none
+    return _routes(table, kinds, table.column("t").to_pylist(), how[name], width, policy, bucket_of=_graph_bucket,
+                   key_of=_graph_key)
+
+
+def _graph_key(payload: Any, fields: list[str]) -> str:
+    """A graph row's key in its bucket (`udm.host.spark.key_state.graph_key_of` of a parsed payload)."""
+    from udm.host.spark.key_state import graph_payload_key
+
+    return graph_payload_key(payload, fields)
+
+
 def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routing: Any,
                  stages: list[Any] | None = None) -> _Staged:
     """`_stage` for a query graph: every input read, tagged with its name; the head is each input's part
@@ -380,8 +410,7 @@ def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routin
 
     from udm.host.io.tables import open_reader
     from udm.host.spark.convert import ELEMENT_COLUMNS, batch_to_arrow
-    from udm.host.spark.partition import BY_ID
-    from udm.host.spark.stream_stages import id_bucket, stage_width
+    from udm.host.spark.stream_stages import stage_width
 
     schema = _schema(graph=True, staged=stages is not None)
     names = list(req.inputs)
@@ -405,15 +434,7 @@ def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routin
         copies = [(None, routing, n)] if stages is None else [
             (s.index, s.routing, stage_width(s, n)) for s in stages if name in s.inputs]
         for index, how, width in copies:
-            if width == 1 or how is None:
-                routes = [BROADCAST if k == "cti" else 0 for k in kinds]
-            elif how == BY_ID:
-                ids = table.column("id").to_pylist()
-                routes = [BROADCAST if k == "cti" else id_bucket(name, i, width)
-                          if k in ("insert", "retract") and i is not None else 0
-                          for k, i in zip(kinds, ids, strict=True)]
-            else:
-                routes, _ = _routes(table, kinds, ts, how[name], width, policy, bucket_of=_graph_bucket)
+            routes, row_keys = graph_routes(table, name, how, width, policy)
             first_inf = next((i for i, k in enumerate(kinds) if k == "cti" and ts[i] is not None and ts[i] >= INF),
                              len(kinds))
             full = (table.select(list(ELEMENT_COLUMNS))
@@ -422,7 +443,8 @@ def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routin
                     .append_column("input", pa.array([name] * table.num_rows, pa.string())))
             if index is not None:
                 first.setdefault(name, index)
-                full = full.append_column("_stage", pa.array([index] * table.num_rows, pa.int64()))
+                full = (full.append_column("_stage", pa.array([index] * table.num_rows, pa.int64()))
+                        .append_column("_key", pa.array(row_keys, pa.string())))
             full = full.cast(schema)
             heads.append(full.slice(0, first_inf))
             tails.append(full.slice(first_inf))
@@ -615,7 +637,7 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
 
     ddl = (f"{ELEMENT_DDL}, _seq bigint, _bucket bigint"
            + (", input string" if staged.inputs is not None else ", _key string")
-           + (", _stage bigint" if staged.first_stage is not None else ""))
+           + (", _stage bigint, _key string" if staged.first_stage is not None else ""))
     source = (spark.readStream.schema(ddl)
               .option("maxFilesPerTrigger", 1).parquet(str(run_dir / "input")))
     _drop_unplanned_source_entries(run_dir / "spark")

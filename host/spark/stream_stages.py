@@ -27,12 +27,15 @@ inputs' T, not at what its own input reached. A DataFrame-API stream has no end,
 Exactly once: every operator's state (engine snapshot, exchange routes and merge state) is in the state
 store and checkpointed with the query, so a restarted query replays an uncommitted micro-batch from the
 same state through every stage.
+
+State: what a stage bucket does with its rows is `udm.host.spark.stage_bucket.StageBucket` (Spark-free); a
+stage whose routing keys every stream it reads keeps one engine per key value there (semantics-notes 59),
+any other stage one engine per bucket. This module plans the stages, routes, and adapts Spark's state.
 """
 
 from __future__ import annotations
 
 import json
-import pickle
 import zlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -41,8 +44,8 @@ import pyarrow as pa
 
 from udm.host.query.spec import QuerySpec
 from udm.host.spark.partition import BY_ID
-from udm.host.spark.stages import Stage, checked_before, plan_stages, read_before
-from udm.host.spark.stream_buckets import bucket_salts
+from udm.host.spark.stages import Stage, plan_stages
+from udm.host.spark.stream_buckets import salt_column
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -61,10 +64,11 @@ ROUTE_LATER = -3
 T_KIND = "_t_end"
 
 #: The rows between operators: the result columns of `STREAM_RESULT_DDL` (``udm_src`` is its ``bucket``,
-#: ``udm_seq`` its ``seq``) plus what an element on its way needs.
+#: ``udm_seq`` its ``seq``) plus what an element on its way needs (``udm_key``: its key in a keyed stage,
+#: named by the ``udm run`` driver or the producing stage, semantics-notes 59).
 WIRE_DDL = ("stream string, kind string, id string, le bigint, re bigint, re_new bigint, t bigint, payload string, "
             "line bigint, error string, raw string, reason string, element string, udm_seq bigint, "
-            "udm_input string, udm_stage bigint, udm_route bigint, udm_src bigint")
+            "udm_input string, udm_stage bigint, udm_route bigint, udm_src bigint, udm_key string")
 _WIRE_FIELDS = [c.split(" ") for c in WIRE_DDL.split(", ")]
 _INTS = [name for name, typ in _WIRE_FIELDS if typ == "bigint"]
 _IN_ARROW = pa.schema([(name, pa.int64() if typ == "bigint" else pa.string()) for name, typ in _WIRE_FIELDS]
@@ -122,55 +126,25 @@ def _processor_class() -> type:
     from pyspark.sql.streaming import StatefulProcessor
 
     class _StageProcessor(StatefulProcessor):
-        """One bucket of one stage: its engine, the routes of its exchange output, its exchange merge."""
+        """One bucket of one stage: Spark's side of `udm.host.spark.stage_bucket.StageBucket` (its state
+        in Spark's state store, the rows passing through to later operators)."""
 
         def __init__(self, stages: list[Stage], index: int, n: int, query_inputs: tuple[str, ...],
-                     on_violation: str | None) -> None:
-            stage = stages[index]
-            self._stage = stage
-            self._index = index
-            self._last = index == len(stages) - 1
-            self._spec_json = stage.spec.to_json_dict()
-            self._on_violation = on_violation
-            self._query_inputs = query_inputs
-            self._inputs = stage.inputs
-            self._exchanges = stage.exchanges(query_inputs)
-            self._sink = stage.sink
-            self._multi = len(query_inputs) > 1
-            self._origins = {name: (next(iter(o)) if len(o) == 1 else None) for name, o in stage.origins.items()}
-            producer = {s.sink: s for s in stages}
-            #: per exchange read: how many buckets produce it
-            self._producers = {x: stage_width(producer[x], n) for x in self._exchanges}
-            #: the stages reading this stage's sink: (index, routing, width)
-            self._consumers = [(s.index, s.routing, stage_width(s, n)) for s in stages
-                               if s.index > index and self._sink in s.inputs]
-            #: for the first operator: how to route a `ROUTE_LATER` row per (input, stage)
-            self._later = {(x, s.index): (s.routing, stage_width(s, n)) for s in stages for x in s.inputs
-                           if x in query_inputs}
-            #: query inputs an earlier stage checks first: their input-level dead letters are its
-            self._read_before = read_before(stages, stage, query_inputs)
-            self._bound: Any = None
+                     on_violation: str | None, per_key: bool = True, driver_keys: bool = False) -> None:
+            from udm.host.spark.stage_bucket import StageBucket
+
+            self._logic = StageBucket(stages, index, n, query_inputs, on_violation, per_key=per_key,
+                                      driver_keys=driver_keys)
 
         def init(self, handle: Any) -> None:
-            self._engine = handle.getValueState("engine", "snapshot binary, cti bigint")
-            self._aux = handle.getValueState("exchange", "blob binary")
-
-        def _runner(self) -> tuple[Any, int | None]:
-            from udm.host.engine import QueryRunner
-            from udm.host.query.plan import bind
-            from udm.host.query.spec import parse_query
-
-            if self._bound is None:
-                self._bound = bind(parse_query(self._spec_json))
-            if self._engine.exists():
-                snap, cti = self._engine.get()
-                return QueryRunner.restore(bytes(snap), self._bound), (None if cti is None else int(cti))
-            return QueryRunner(self._bound, on_violation=self._on_violation, derived_inputs=self._exchanges), None
+            self._store = _StageSparkStore(handle)
 
         def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
                             ) -> Iterator[pd.DataFrame]:
             import pandas as pd
             import pyarrow.compute as pc
+
+            from udm.host.errors import UdmError
 
             frames = list(rows)
             pdf = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
@@ -181,177 +155,70 @@ def _processor_class() -> type:
                 col = table.column(c)
                 table = table.set_column(table.column_names.index(c), c,
                                          pc.if_else(pc.equal(col, NULL_TICK), None, col))
-            bucket = int(key[0])
-            out = _Rows()
-            mine = pc.fill_null(pc.and_(pc.equal(table.column("stream"), "el"),
-                                        pc.is_in(table.column("udm_stage"),
-                                                 pa.array([self._index, ALL_STAGES], pa.int64()))), False)
-            for r in table.filter(pc.invert(mine)).drop_columns(["udm_bucket"]).to_pylist():
-                if self._index == 0 and r["udm_route"] == ROUTE_LATER:
-                    routing, width = self._later[(r["udm_input"], r["udm_stage"])]
-                    text = r["payload"]
-                    try:
-                        payload = json.loads(text) if text else None
-                    except ValueError:
-                        payload = None
-                    r["udm_route"] = _route_of(routing, r["udm_input"], width, r["kind"], r["id"], payload)
-                out.add(**r)
-            consumed = table.filter(mine).sort_by("udm_seq")
-            if consumed.num_rows:
-                self._consume(bucket, consumed, out)
+            try:
+                out = self._logic.call(int(key[0]), table, self._store)
+            except ValueError as e:  # a checkpoint of another layout (semantics-notes 60)
+                raise UdmError(str(e)) from None
             yield out.frame()
-
-        def _consume(self, bucket: int, table: pa.Table, out: _Rows) -> None:
-            import pyarrow.compute as pc
-
-            from udm.host.engine.common import DeadLetter
-            from udm.host.io.batch import ElementBatch
-            from udm.host.spark.convert import ELEMENT_COLUMNS
-            from udm.host.spark.rows import dead_rows, output_rows, with_struct_payloads
-            from udm.host.spark.streaming import END_KIND, UNROUTABLE
-            from udm.host.temporal.elements import Cti
-
-            runner, cti = self._runner()
-            aux = pickle.loads(bytes(self._aux.get()[0])) if self._aux.exists() else {"routes": {}, "merge": {}}
-            before = dict(runner.stats.reasons)
-            kinds = table.column("kind").to_pylist()
-            stage_of = table.column("udm_stage").to_pylist()
-            control = [k in (END_KIND, T_KIND) for k in kinds]
-            if not self._last and bucket == 0:  # control rows go on to the later stages, once
-                for r, c in zip(table.drop_columns(["udm_bucket"]).to_pylist(), control, strict=True):
-                    if c and r["udm_stage"] == ALL_STAGES:
-                        out.add(**r)
-            for k, t in zip(kinds, table.column("t").to_pylist(), strict=True):
-                if k == T_KIND and t is not None:  # T before the tails' cti(INF) (module doc)
-                    runner.ctx.reached = max(runner.ctx.reached, int(t))
-            names = table.column("udm_input").to_pylist()
-            routes = table.column("udm_route").to_pylist()
-            produced: list[Any] = []
-            extra_dead: list[Any] = []
-            own = [i for i, (x, c, s) in enumerate(zip(names, control, stage_of, strict=True))
-                   if not c and x in self._query_inputs and s == self._index]
-            lo = 0
-            while lo < len(own):  # the query inputs, in order, in runs of one input each
-                hi = lo
-                while hi < len(own) and names[own[hi]] == names[own[lo]] and routes[own[hi]] != UNROUTABLE:
-                    hi += 1
-                if hi > lo:
-                    part = table.take(pa.array(own[lo:hi])).select(list(ELEMENT_COLUMNS))
-                    produced += runner.process_batch(ElementBatch.from_table(with_struct_payloads(part)),
-                                                     names[own[lo]])
-                    lo = hi
-                    continue
-                i = own[lo]
-                row = {c: table.column(c)[i].as_py() for c in ("kind", "id", "le", "re", "re_new")}
-                from udm.host.spark.streaming import _unroutable_reason
-
-                routing = self._later.get((names[i], self._index), (None, 0))[0]
-                fields = routing.get(names[i], []) if isinstance(routing, dict) else []
-                extra_dead.append(DeadLetter(table.column("line")[i].as_py(), _unroutable_reason(fields), row,
-                                             input=names[i] if self._multi else None))
-                lo += 1
-            for x in self._exchanges:
-                part = table.filter(pc.fill_null(pc.equal(table.column("udm_input"), x), False))
-                if part.num_rows:
-                    # T so far: what the producers' real inputs reached (on their CTI rows, as ``le``)
-                    reach = pc.max(part.filter(pc.fill_null(pc.equal(part.column("kind"), "cti"), False))
-                                   .column("le")).as_py()
-                    if reach is not None:
-                        runner.ctx.reached = max(runner.ctx.reached, int(reach))
-                    merged = _merge(part, aux["merge"].setdefault(x, {}), self._producers[x])
-                    if merged.num_rows:
-                        produced += runner.process_batch(ElementBatch.from_table(with_struct_payloads(merged)), x)
-            if any(k == END_KIND for k in kinds):
-                produced += runner.finish()
-            for el in produced:
-                if isinstance(el, Cti):
-                    cti = el.t if cti is None else max(cti, el.t)
-            seq = 0
-            if self._last:
-                for r in output_rows(bucket, produced):
-                    out.add(stream="out", udm_src=bucket, udm_seq=seq, **r)
-                    seq += 1
-            else:
-                seq = self._exchange(bucket, produced, aux["routes"], cti, runner.ctx.reached, out)
-            dead = runner.take_dead_letters()
-            if self._read_before:
-                copies = [dl for dl in dead if checked_before(dl, self._stage, self._read_before)]
-                for dl in copies:  # reported by the earlier stage (and counted there)
-                    runner.stats.reasons[dl.category] -= 1
-                dead = [dl for dl in dead if not checked_before(dl, self._stage, self._read_before)]
-            for dl in dead + extra_dead:
-                name = dl.input if dl.input is not None else (self._inputs[0] if len(self._inputs) == 1 else None)
-                for r in dead_rows([dl]):
-                    out.add(stream="dead", udm_src=bucket, udm_seq=seq, udm_stage=SINK_STAGE,
-                            payload=self._origins.get(name) if self._multi and name is not None else None,
-                            line=r["line"], reason=r["reason"], element=r["element"], kind=r["category"])
-                    seq += 1
-            if self._last and cti is not None:
-                out.add(stream="cti", kind="cti", t=cti, udm_src=bucket, udm_seq=seq, udm_stage=SINK_STAGE)
-            reasons = {k: v - before.get(k, 0) for k, v in runner.stats.reasons.items() if v != before.get(k, 0)}
-            if extra_dead:
-                reasons["unroutable"] = len(extra_dead)
-            stats: dict[str, Any] = {"stage": self._index}
-            if reasons:
-                stats["reasons"] = reasons
-            if runner.stats.truncated_at is not None:
-                stats["truncated_at"] = runner.stats.truncated_at
-            if runner.ctx.reached > _NEG:
-                stats["T"] = runner.ctx.reached
-            merges = runner.chattiness()
-            if merges:
-                stats["lmerge"] = merges
-            out.add(stream="stats", payload=json.dumps(stats), udm_src=bucket, udm_seq=seq + 1,
-                    udm_stage=SINK_STAGE)
-            self._engine.update((runner.snapshot(), cti))
-            self._aux.update((pickle.dumps(aux, protocol=pickle.HIGHEST_PROTOCOL),))
-
-        def _exchange(self, bucket: int, produced: list[Any], routes: dict[str, Any], cti: int | None,
-                      reached: int, out: _Rows) -> int:
-            """This stage's output on its way to each stage reading it (module doc); returns the next seq.
-            A CTI row carries, as ``le``, T so far (``reached``): a later stage holds back what lies past
-            its T (semantics-notes 2) and must learn T from its producers."""
-            from udm.host.spark.streaming import BROADCAST
-            from udm.host.temporal.elements import Cti, Insert
-
-            seq = 0
-            for el in produced:
-                if isinstance(el, Cti):
-                    for c, _, _ in self._consumers:
-                        out.add(stream="el", kind="cti", t=el.t, le=reached if reached > _NEG else None,
-                                udm_input=self._sink, udm_stage=c,
-                                udm_route=BROADCAST, udm_src=bucket, udm_seq=seq)
-                    seq += 1
-                    continue
-                rid = f"{bucket}.{el.id}"
-                if isinstance(el, Insert):
-                    dest = [_route_of(r, self._sink, w, "insert", rid, el.payload) for _, r, w in self._consumers]
-                    routes[el.id] = [dest, el.re]
-                    for (c, _, _), b in zip(self._consumers, dest, strict=True):
-                        out.add(stream="el", kind="insert", id=rid, le=el.le, re=el.re,
-                                payload=json.dumps(el.payload, separators=(",", ":")), udm_input=self._sink,
-                                udm_stage=c, udm_route=b, udm_src=bucket, udm_seq=seq)
-                else:
-                    rec = routes.get(el.id)
-                    dest = rec[0] if rec is not None else [0] * len(self._consumers)
-                    if rec is not None:
-                        if el.re_new <= el.le:
-                            del routes[el.id]
-                        else:
-                            rec[1] = el.re_new
-                    for (c, _, _), b in zip(self._consumers, dest, strict=True):
-                        out.add(stream="el", kind="retract", id=rid, le=el.le, re=el.re, re_new=el.re_new,
-                                udm_input=self._sink, udm_stage=c, udm_route=b, udm_src=bucket, udm_seq=seq)
-                seq += 1
-            if cti is not None:  # no retraction of an element that ended before the CTI can come
-                for id in [i for i, (_, re) in routes.items() if re < cti]:
-                    del routes[id]
-            return seq
 
         def close(self) -> None:
             pass
 
     return _StageProcessor
+
+
+class _StageSparkStore:
+    """`udm.host.spark.stage_bucket.StageStore` over a stage bucket's ``transformWithStateInPandas`` state:
+    the whole-bucket ``engine`` and ``exchange`` ValueStates (the names of streaming layout 4, so that an
+    older checkpoint is recognised) and the per-key MapStates and index."""
+
+    def __init__(self, handle: Any) -> None:
+        from udm.host.spark.streaming import _SparkStore
+
+        self._whole = handle.getValueState("engine", "snapshot binary, cti bigint")
+        self._aux = handle.getValueState("exchange", "blob binary")
+        self._keys = _SparkStore(handle.getMapState("engines", "key string", "snapshot binary"),
+                                 handle.getMapState("ids", "id string", "key string, re bigint"),
+                                 handle.getValueState("index", "blob binary"))
+
+    def get_whole(self) -> tuple[bytes, int | None] | None:
+        if not self._whole.exists():
+            return None
+        snap, cti = self._whole.get()
+        return bytes(snap), (None if cti is None else int(cti))
+
+    def put_whole(self, snapshot: bytes, cti: int | None) -> None:
+        self._whole.update((snapshot, cti))
+
+    def get_aux(self) -> bytes | None:
+        return bytes(self._aux.get()[0]) if self._aux.exists() else None
+
+    def put_aux(self, blob: bytes) -> None:
+        self._aux.update((blob,))
+
+    def get_engine(self, key: str) -> bytes | None:
+        return self._keys.get_engine(key)
+
+    def put_engine(self, key: str, snapshot: bytes) -> None:
+        self._keys.put_engine(key, snapshot)
+
+    def drop_engine(self, key: str) -> None:
+        self._keys.drop_engine(key)
+
+    def get_id(self, id: str) -> tuple[str, int] | None:
+        return self._keys.get_id(id)
+
+    def put_id(self, id: str, key: str, re: int) -> None:
+        self._keys.put_id(id, key, re)
+
+    def drop_id(self, id: str) -> None:
+        self._keys.drop_id(id)
+
+    def get_index(self) -> bytes | None:
+        return self._keys.get_index()
+
+    def put_index(self, blob: bytes) -> None:
+        self._keys.put_index(blob)
 
 
 class _Rows:
@@ -371,10 +238,11 @@ class _Rows:
                                     else pd.array(self.cols[name], dtype=object)) for name, typ in _WIRE_FIELDS})
 
 
-def _merge(part: pa.Table, latest: dict[int, int], producers: int) -> pa.Table:
+def _merge(part: pa.Table, latest: dict[int, int], producers: int, keep: tuple[str, ...] = ()) -> pa.Table:
     """One micro-batch of an exchange stream as the consumer feeds it (module doc): ``latest`` (the CTI of
     each producing bucket so far, and ``-1``: the minimum fed so far) is updated in place. Rows are taken
-    in each producer's order, interleaved by the CTI that producer had reached (as `merge_exchange`)."""
+    in each producer's order, interleaved by the CTI that producer had reached (as `merge_exchange`).
+    Returns the element columns and ``keep``."""
     from udm.host.spark.convert import ELEMENT_COLUMNS
 
     src = part.column("udm_src").to_pylist()
@@ -405,19 +273,23 @@ def _merge(part: pa.Table, latest: dict[int, int], producers: int) -> pa.Table:
             take.append(i)
             new_t.append(now)
     latest[-1] = low
-    merged = part.take(pa.array(take, pa.int64())).select(list(ELEMENT_COLUMNS))
+    merged = part.take(pa.array(take, pa.int64())).select([*ELEMENT_COLUMNS, *keep])
     return merged.set_column(merged.column_names.index("t"), "t", pa.array(new_t, pa.int64()))
 
 
 def run_staged(df: DataFrame, stages: list[Stage], n: int, query_inputs: tuple[str, ...],
-               on_violation: str | None) -> DataFrame:
+               on_violation: str | None, per_key: bool = True) -> DataFrame:
     """The staged plan over ``df`` (normalized element rows with ``input``, ``_seq`` and, from ``udm run``,
-    ``_bucket`` and ``_stage`` already set); returns `STREAM_RESULT_DDL` rows."""
+    ``_bucket`` and ``_stage`` already set); returns `STREAM_RESULT_DDL` rows. ``per_key``: a keyed stage
+    keeps one engine per key value (`udm.host.spark.stage_bucket`, semantics-notes 59); False keeps one per
+    stage bucket (the benchmark's comparison)."""
     from pyspark.sql import functions as F
 
     from udm.host.spark.convert import ELEMENT_COLUMNS
     from udm.host.spark.streaming import BROADCAST, END_KIND, NULL_TICK, STREAM_RESULT_DDL
 
+    # each query-input row's key in its stage, as the `udm run` driver named it (`stream_files.graph_routes`)
+    driver_keys = "_key" in df.columns
     if "_stage" not in df.columns:  # a DataFrame-API stream: each row to every stage reading its input
         readers: dict[str, list[int]] = {}
         for s in stages:
@@ -442,7 +314,8 @@ def run_staged(df: DataFrame, stages: list[Stage], n: int, query_inputs: tuple[s
                    *[F.lit(None).cast("string").alias(c) for c in ("reason", "element")],
                    F.col("_seq").cast("bigint").alias("udm_seq"), F.col("input").alias("udm_input"),
                    F.col("_stage").cast("bigint").alias("udm_stage"),
-                   F.col("_bucket").cast("bigint").alias("udm_route"), F.lit(None).cast("bigint").alias("udm_src"))
+                   F.col("_bucket").cast("bigint").alias("udm_route"), F.lit(None).cast("bigint").alias("udm_src"),
+                   (F.col("_key") if driver_keys else F.lit(None)).cast("string").alias("udm_key"))
     for stage in stages:
         w = stage_width(stage, n)
         route = F.col("udm_route")
@@ -454,9 +327,8 @@ def run_staged(df: DataFrame, stages: list[Stage], n: int, query_inputs: tuple[s
         df = df.select(*[F.coalesce(F.col(c), F.lit(NULL_TICK)).alias(c) if c in _INTS else F.col(c)
                          for c, _ in _WIRE_FIELDS], F.explode(targets).alias("udm_bucket"))
         # one shuffle partition per stage bucket (`udm.host.spark.stream_buckets`, semantics-notes 50)
-        salts = F.array(*[F.lit(s).cast("bigint") for s in bucket_salts(w)])
-        df = df.withColumn("udm_salt", F.element_at(salts, F.col("udm_bucket").cast("int") + 1))
-        processor = _processor_class()(stages, stage.index, n, query_inputs, on_violation)
+        df = df.withColumn("udm_salt", salt_column(w))
+        processor = _processor_class()(stages, stage.index, n, query_inputs, on_violation, per_key, driver_keys)
         df = df.groupBy("udm_bucket", "udm_salt").transformWithStateInPandas(
             statefulProcessor=processor, outputStructType=WIRE_DDL, outputMode="Append", timeMode="None")
     cols = [c.split(" ")[0] for c in STREAM_RESULT_DDL.split(", ")]

@@ -55,7 +55,7 @@ from udm.host.query.spec import QuerySpec, parse_query
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
 from udm.host.spark.partition import partition_keys
 from udm.host.spark.rows import dead_rows, output_rows, with_struct_payloads
-from udm.host.spark.stream_buckets import bucket_salts
+from udm.host.spark.stream_buckets import salt_column
 
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
@@ -488,8 +488,8 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     reads only the keys it touches and the keys due, `udm.host.spark.key_state`); ``False`` keeps the
     whole-bucket layout of streaming layout 2 (one engine per bucket: the benchmark's comparison). A query
     graph whose routing gives every input key fields keeps one graph engine per key too (semantics-notes
-    52); keyless queries, graphs routed by id or to one bucket and staged graphs keep one engine per bucket
-    (per stage).
+    52); so does each keyed stage of a staged graph (semantics-notes 59); keyless queries, graphs routed by id
+    or to one bucket and unkeyed stages keep one engine per bucket (per stage bucket).
 
     ``table``: the stream is a user's table, not elements — column options as for ``udm run`` and
     `udm.host.spark.batch.run_batch` (``{"time": "ts"}`` or ``{"start": .., "end": ..}``; a mapping of input
@@ -559,10 +559,10 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
             if stages is not None:  # no one partitioning: a stage per key (`udm.host.spark.stream_stages`)
                 if "line" not in frame.columns and "_seq" not in frame.columns:
                     raise UdmError(_NO_LINE + ", ".join(frame.columns))
-                df = normalize_elements(frame, keep=("_bucket", "_seq", "_stage", "input"))
+                df = normalize_elements(frame, keep=("_bucket", "_seq", "_stage", "input", "_key"))
                 if "_seq" not in frame.columns:
                     df = df.withColumn("_seq", F.col("line"))
-                return run_staged(df, stages, wanted, names, on_violation or spec.on_violation)
+                return run_staged(df, stages, wanted, names, on_violation or spec.on_violation, per_key)
     else:
         keys = partition_keys(spec)
         n = 1 if not keys else int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
@@ -582,14 +582,13 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
         .when(route == F.lit(UNROUTABLE), F.array(F.lit(0)))  # bucket 0 dead-letters it with the reason
         .otherwise(F.array(route))))
     # one shuffle partition per bucket: group by (bucket, salt) (`udm.host.spark.stream_buckets`)
-    salts = F.array(*[F.lit(s).cast("bigint") for s in bucket_salts(n)])
     df = df.select(*[F.coalesce(F.col(c), F.lit(NULL_TICK)).alias(c) if c in _TIME_COLUMNS else F.col(c)
                      for c in ELEMENT_COLUMNS],
                    F.col("_seq").cast("bigint").alias("udm_seq"), route.cast("bigint").alias("udm_route"),
                    F.col("udm_bucket").cast("bigint").alias("udm_bucket"),
                    *([F.col("input").alias("udm_input")] if graph else []),
                    *([F.col("_key").alias("udm_key")] if driver_keys else []),
-                   F.element_at(salts, F.col("udm_bucket").cast("int") + 1).alias("udm_salt"))
+                   salt_column(n).alias("udm_salt"))
     args = (spec.to_json_dict(), on_violation or spec.on_violation, keys, ctis_from_watermark, graph)
     # the id map (a state write per insert) only where a retraction may come without its key fields:
     # the `udm run` driver routes them by id, and one bucket takes them all; with several buckets a
