@@ -12,7 +12,20 @@ from typing import Any
 
 from udm.host.temporal.elements import Insert, Retract
 
-__all__ = ["collect", "json_files", "named_outputs", "out_elements"]
+__all__ = ["collect", "json_files", "named_outputs", "out_elements", "with_keys"]
+
+
+def with_keys(stream: list[Any]) -> list[Any]:
+    """Each retraction repeats its insert's payload (as a DataFrame stream must, to be routed by its keys)."""
+    seen: dict[str, Any] = {}
+    out: list[Any] = []
+    for el in stream:
+        if isinstance(el, Insert):
+            seen[el.id] = el.payload
+        elif isinstance(el, Retract):
+            el = Retract(el.id, el.le, el.re, el.re_new, seen.get(el.id))
+        out.append(el)
+    return out
 
 
 def json_files(spark: Any, d: Path, files: list[list[dict[str, Any]]], schema: str) -> Any:

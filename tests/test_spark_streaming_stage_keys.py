@@ -5,32 +5,18 @@ The per-key/whole-bucket equivalence micro-batch by micro-batch is `test_stream_
 from __future__ import annotations
 
 import json
-import os
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from stage_queries import JOIN_THEN_WINDOW
 
+from tests.stream_io import collect, json_files, out_elements, with_keys
 from udm.host.query.spec import parse_query
 from udm.host.temporal.elements import Cti, Insert, Retract
 from udm.host.testing import assert_equivalent, oracle
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-
-
-def _with_keys(stream: list[Any]) -> list[Any]:
-    """Each retraction repeats its insert's payload (a DataFrame stream routes a retraction by its keys)."""
-    seen: dict[str, Any] = {}
-    out = []
-    for el in stream:
-        if isinstance(el, Insert):
-            seen[el.id] = el.payload
-        elif isinstance(el, Retract):
-            el = Retract(el.id, el.le, el.re, el.re_new, seen.get(el.id))
-        out.append(el)
-    return out
 
 
 def _record(line: int, el: Any) -> dict[str, Any]:
@@ -47,36 +33,19 @@ def test_staged_graph_with_per_key_stages_equals_the_oracle(spark: Any, tmp_path
     from udm.host.spark.streaming import run_stream
     from udm.host.testing.generator import generate_related
 
-    streams = {n: _with_keys(s) for n, s in generate_related(
+    streams = {n: with_keys(s) for n, s in generate_related(
         2, seed=11, keys=5, events=30, duration="mixed", speculation=0.3, disorder="slightly",
         cti="regular").items()}
     assert any(isinstance(e, Retract) for s in streams.values() for e in s)
     schema = "line long, kind string, id string, le long, re long, re_new long, t long, payload string"
-    base = time.time() - 1000
     frames = {}
     for name, els in streams.items():
-        d = tmp_path / name
-        d.mkdir()
-        parts = 4
-        size = -(-len(els) // parts)
-        for i in range(parts):
-            p = d / f"p{i:03d}.json"
-            p.write_text("".join(json.dumps(_record(i * size + j + 1, el)) + "\n"
-                                 for j, el in enumerate(els[i * size:(i + 1) * size])), encoding="utf-8")
-            os.utime(p, (base + i, base + i))
-        frames[name] = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(d))
-    got: list[dict[str, Any]] = []
-
-    def keep(df: Any, batch_id: int) -> None:
-        got.extend({**r.asDict(), "batch": batch_id} for r in df.collect())
-
-    q = (run_stream(JOIN_THEN_WINDOW, frames, buckets=2).writeStream.foreachBatch(keep)
-         .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
-    q.awaitTermination()
-    out: list[Any] = []
-    for r in sorted((r for r in got if r["stream"] == "out"), key=lambda r: (r["batch"], r["bucket"], r["seq"])):
-        out.append(Insert(r["id"], r["le"], r["re"], json.loads(r["payload"])) if r["kind"] == "insert"
-                   else Retract(r["id"], r["le"], r["re"], r["re_new"]))
+        size = -(-len(els) // 4)
+        files = [[_record(i * size + j + 1, el) for j, el in enumerate(els[i * size:(i + 1) * size])]
+                 for i in range(4)]
+        frames[name] = json_files(spark, tmp_path / name, files, schema)
+    got = collect(run_stream(JOIN_THEN_WINDOW, frames, buckets=2), tmp_path / "ck")
+    out = out_elements(got)
     assert_equivalent(out, oracle(parse_query(JOIN_THEN_WINDOW), streams))
     assert not [r for r in got if r["stream"] == "dead"]
     stats = [json.loads(r["payload"]) for r in got if r["stream"] == "stats"]

@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tests.stream_io import named_outputs
+from tests.stream_io import named_outputs, with_keys
 from udm.host.engine import QueryRunner
 from udm.host.io.batch import ElementBatch
 from udm.host.io.interleave import interleave
@@ -139,23 +139,10 @@ def test_graph_bucket_equals_the_oracle_and_one_engine(name: str, seed: int, siz
     assert store.engines == {} and store.ids == {}
 
 
-def _with_keys(stream: list[Element]) -> list[Element]:
-    """Each retraction repeats its insert's payload (as a DataFrame stream must, to be routed)."""
-    seen: dict[str, Any] = {}
-    out: list[Element] = []
-    for el in stream:
-        if isinstance(el, Insert):
-            seen[el.id] = el.payload
-        elif isinstance(el, Retract):
-            el = Retract(el.id, el.le, el.re, el.re_new, seen.get(el.id))
-        out.append(el)
-    return out
-
-
 def test_graph_bucket_without_the_id_map_routes_retractions_by_their_keys() -> None:
     """A DataFrame stream with several buckets keeps no id map: retractions (which repeat their payload
     here) go by their key fields."""
-    streams = {n: _with_keys(s) for n, s in generate_related(
+    streams = {n: with_keys(s) for n, s in generate_related(
         2, seed=9, keys=5, only=1, events=60, duration="mixed", speculation=0.4, disorder="slightly",
         cti="regular").items()}
     assert any(isinstance(e, Retract) for s in streams.values() for e in s)

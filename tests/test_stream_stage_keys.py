@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from stage_queries import JOIN_THEN_WINDOW, QUERIES, TWO
 
+from tests.stream_io import with_keys
 from udm.host.io.interleave import interleave
 from udm.host.query.plan import bind
 from udm.host.query.spec import parse_query
@@ -104,28 +105,13 @@ def test_keyed_stages_equal_one_engine_per_stage_bucket_and_the_oracle(name: str
             assert all(st.engines == {} and st.ids == {} and st.whole is None for st in stores), s.index
 
 
-def _with_keys(stream: list[Element]) -> list[Element]:
-    """Each retraction repeats its insert's payload (as a DataFrame stream must, to be routed)."""
-    from udm.host.temporal.elements import Retract
-
-    seen: dict[str, Any] = {}
-    out: list[Element] = []
-    for el in stream:
-        if isinstance(el, Insert):
-            seen[el.id] = el.payload
-        elif isinstance(el, Retract):
-            el = Retract(el.id, el.le, el.re, el.re_new, seen.get(el.id))
-        out.append(el)
-    return out
-
-
 @pytest.mark.parametrize("name", ["join_then_window", "window_then_join", "union_then_window"])
 def test_a_dataframe_streams_rows_are_keyed_by_their_payload(name: str) -> None:
     """Rows that name no key (a DataFrame stream's, whose retractions repeat their key fields): a keyed stage
     reads each row's key off its payload; the same CTIs, dead letters and final output as one engine per
     stage bucket, and the oracle's CHT."""
     query = CASES[name]
-    streams = {n: _with_keys(s) for n, s in generate_related(
+    streams = {n: with_keys(s) for n, s in generate_related(
         2, seed=21, keys=5, only=1, events=50, duration="mixed", speculation=0.4, disorder="slightly",
         cti="regular").items()}
     spec = parse_query(query)
