@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from udm.host.temporal.elements import Insert, Retract
+from udm.host.temporal.elements import Cti, Insert, Retract
 
-__all__ = ["collect", "json_files", "named_outputs", "out_elements", "with_keys"]
+__all__ = ["agrees_with_whole", "collect", "json_files", "named_outputs", "out_elements", "with_keys"]
 
 
 def with_keys(stream: list[Any]) -> list[Any]:
@@ -73,3 +74,16 @@ def named_outputs(res: Any) -> list[Any]:
         elif isinstance(el, Retract):
             out.append(Retract(f"{prefix}.{el.id}", el.le, el.re, el.re_new))
     return out
+
+
+def agrees_with_whole(k: int, res: Any, got: list[Any], whole: Any, whole_cti: int | None,
+                      dead_key: Callable[[Any], Any]) -> tuple[int | None, list[Any]]:
+    """After micro-batch ``k``: a `KeyedResult`'s CTI and dead letters are those of one whole-bucket engine
+    (``whole``, which gave ``got`` for the same rows; ``whole_cti`` its CTI before them). Returns the
+    engine's CTI now and the bucket's output of the micro-batch (`named_outputs`, then its CTI)."""
+    for el in got:
+        if isinstance(el, Cti):
+            whole_cti = el.t if whole_cti is None else max(whole_cti, el.t)
+    assert res.cti == whole_cti, f"micro-batch {k}: bucket CTI {res.cti}, one engine {whole_cti}"
+    assert sorted(map(dead_key, res.dead)) == sorted(map(dead_key, whole.take_dead_letters())), k
+    return whole_cti, named_outputs(res) + ([Cti(res.cti)] if res.cti is not None else [])

@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tests.stream_io import named_outputs
+from tests.stream_io import agrees_with_whole
 from udm.host.engine import QueryRunner
 from udm.host.io.batch import ElementBatch
 from udm.host.query.plan import bind
@@ -103,12 +103,8 @@ def _run_both(query: dict[str, Any], stream: list[Element], size: int, *, track_
         got = _feed(whole, _table(batch))
         if finish and k == len(batches) - 1:
             got += whole.finish()
-        for el in got:
-            if isinstance(el, Cti):
-                whole_cti = el.t if whole_cti is None else max(whole_cti, el.t)
-        assert res.cti == whole_cti, f"micro-batch {k}: bucket CTI {res.cti}, one engine {whole_cti}"
-        assert sorted(map(_dead_key, res.dead)) == sorted(map(_dead_key, whole.take_dead_letters())), k
-        keyed_out += named_outputs(res) + ([Cti(res.cti)] if res.cti is not None else [])
+        whole_cti, outs = agrees_with_whole(k, res, got, whole, whole_cti, _dead_key)
+        keyed_out += outs
         whole_out += got
     return keyed_out, whole_out, store
 

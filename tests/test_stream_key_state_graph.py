@@ -7,12 +7,13 @@ any key holding window state when a CTI moves)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
-from tests.stream_io import named_outputs, with_keys
+from tests.stream_io import agrees_with_whole, with_keys
 from udm.host.engine import QueryRunner
 from udm.host.io.batch import ElementBatch
 from udm.host.io.interleave import interleave
@@ -107,12 +108,8 @@ def _run_both(query: dict[str, Any], rows: list[Row], size: int, *, track_ids: b
         res = KeyedBucket(bound, None, routing, store, 0, track_ids=track_ids).run(
             pa.concat_tables([table, _end(table)]) if last else table, _feed, prepare=_prepare if prepare else None)
         got = _feed(whole, table) + (whole.finish() if last else [])
-        for el in got:
-            if isinstance(el, Cti):
-                whole_cti = el.t if whole_cti is None else max(whole_cti, el.t)
-        assert res.cti == whole_cti, f"micro-batch {k}: bucket CTI {res.cti}, one engine {whole_cti}"
-        assert sorted(map(_dead_key, res.dead)) == sorted(map(_dead_key, whole.take_dead_letters())), k
-        keyed_out += named_outputs(res) + ([Cti(res.cti)] if res.cti is not None else [])
+        whole_cti, outs = agrees_with_whole(k, res, got, whole, whole_cti, _dead_key)
+        keyed_out += outs
     return keyed_out, store
 
 
@@ -151,18 +148,28 @@ def test_graph_bucket_without_the_id_map_routes_retractions_by_their_keys() -> N
     assert store.ids == {}
 
 
-def test_a_graph_micro_batch_reads_only_the_keys_it_touches_and_the_keys_due() -> None:
-    """40 keys with a live join event each: an element of one key reads that key alone; a CTI reads only
-    the keys whose events it lets the join forget (once both inputs' CTIs pass their ends, semantics-notes
-    52), which are then dropped and never read again."""
-    spec = parse_query(JOIN)
+def _bucket_calls(query: dict[str, Any], bucket: int, prepare: Any = None
+                  ) -> tuple[Callable[[list[tuple[str, Element]]], KeyedResult], DictStore]:
+    """Micro-batches of ``(input, element)`` rows, numbered on, through bucket ``bucket`` of ``query``'s
+    per-key state in one store (returned, to count its reads)."""
+    spec = parse_query(query)
     bound, routing = bind(spec), graph_routing(spec)
     assert isinstance(routing, dict)
     store = DictStore()
     line = iter(range(1, 10_000))
 
     def call(rows: list[tuple[str, Element]]) -> KeyedResult:
-        return KeyedBucket(bound, None, routing, store, 3).run(_table([(n, next(line), e) for n, e in rows]), _feed)
+        return KeyedBucket(bound, None, routing, store, bucket).run(_table([(n, next(line), e) for n, e in rows]),
+                                                                    _feed, prepare=prepare)
+
+    return call, store
+
+
+def test_a_graph_micro_batch_reads_only_the_keys_it_touches_and_the_keys_due() -> None:
+    """40 keys with a live join event each: an element of one key reads that key alone; a CTI reads only
+    the keys whose events it lets the join forget (once both inputs' CTIs pass their ends, semantics-notes
+    52), which are then dropped and never read again."""
+    call, store = _bucket_calls(JOIN, 3)
 
     call([("a", Insert(f"a{k}", 1, 50, {"k": f"k{k}", "v": 1.0})) for k in range(40)]
          + [("a", Cti(1)), ("b", Cti(1))])
@@ -187,15 +194,7 @@ def test_a_graph_micro_batch_reads_only_the_keys_it_touches_and_the_keys_due() -
 def test_a_window_after_a_union_is_loaded_at_its_windows_end() -> None:
     """A tumbling window after a union and an alter_lifetime shift: a CTI that closes no window reads no
     key (its hold is the window's bound), the one that closes them reads every key, whose output arrives."""
-    spec = parse_query(UNION_ALTER_WINDOW)
-    bound, routing = bind(spec), graph_routing(spec)
-    assert isinstance(routing, dict)
-    store = DictStore()
-    line = iter(range(1, 10_000))
-
-    def call(rows: list[tuple[str, Element]]) -> KeyedResult:
-        return KeyedBucket(bound, None, routing, store, 0).run(_table([(n, next(line), e) for n, e in rows]), _feed,
-                                                               prepare=_prepare)
+    call, store = _bucket_calls(UNION_ALTER_WINDOW, 0, prepare=_prepare)
 
     call([("a", Insert(f"a{k}", 1, 50, {"k": f"k{k}"})) for k in range(30)] + [("a", Cti(1)), ("b", Cti(1))])
     store.counts.clear()
