@@ -10,7 +10,6 @@ import typer
 from ._common import new_table, out, print_json
 
 if TYPE_CHECKING:
-
     from udm.registry import Location
 
 __all__ = ["register"]

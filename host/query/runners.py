@@ -343,8 +343,7 @@ def _feed_one(req: RunRequest, runner: Any, source: Source, out: Any, dead_lette
     from udm.host.io.write_behind import WriteBehind
 
     total = _file_size(source)
-    batch_size = req.batch_size or DEFAULT_BATCH_SIZE
-    reader = open_reader(source, batch_size=batch_size, **READER_OPTIONS)
+    reader = open_reader(source, batch_size=req.batch_size or DEFAULT_BATCH_SIZE, **READER_OPTIONS)
     n_in = 0
     # the columnar span path (filter / map / project chains) hands back lines, encoded and written by a
     # write-behind thread while the engine goes on (`udm.host.io.write_behind`); else element lists,
