@@ -11,8 +11,9 @@ Two layouts of the engine state (semantics-notes 59):
   keeps one graph engine per key value through `udm.host.spark.key_state.KeyedBucket` (semantics-notes 52):
   a micro-batch loads the keys it touches and the keys due. Its exchange streams are *derived* inputs (they
   do not move T); the merged exchange CTIs are that input's CTIs; T comes in as ``reach`` rows at the points
-  where one engine's ``ctx.reached`` is raised. Retractions of exchange rows carry no payload, so the bucket
-  keeps the id map (per stream) to send them to the key of their insert.
+  where one engine's ``ctx.reached`` is raised. Every row names its key (``udm_key``: an exchange row's
+  by its producing bucket, a retraction's being its insert's, kept with its route), so the bucket keeps no
+  id map.
 * **whole bucket** — any other stage (keyless, routed by id, or routed to one bucket) keeps one engine.
 
 Either way the bucket also keeps one small blob (``aux``): the merge state of each exchange stream it reads
