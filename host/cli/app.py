@@ -1,9 +1,9 @@
 """The ``udm`` console entry point (`main`) and the typer `app` (built in `udm.host.cli.commands`).
 
-This module stays light on purpose: `main` pauses the cyclic collector (`startup_gc`) before typer, the
-catalog and the query code are imported, and ends a successful local ``udm run`` without the
-interpreter's teardown (`fast_exit`). ``app`` is imported on first use (``from udm.host.cli.app import app``
-still works).
+This module stays light on purpose: `main` asks for one BLAS thread (`blas_threads`) and pauses the cyclic
+collector (`startup_gc`) before typer, numpy, the catalog and the query code are imported, and ends a
+successful local ``udm run`` without the interpreter's teardown (`fast_exit`). ``app`` is imported on first
+use (``from udm.host.cli.app import app`` still works).
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ def __getattr__(name: str) -> Any:
 
 def main() -> None:
     """Console-script entry: every failure is one line on stderr and a non-zero exit code."""
-    from . import fast_exit, startup_gc
+    from . import blas_threads, fast_exit, startup_gc
 
     caller = sys._getframe(1).f_globals.get("__name__")
+    blas_threads.limit(caller)  # before anything imports numpy
     startup_gc.pause(caller)  # until the command starts its work (`startup_gc.resume`)
     try:
         _run()
