@@ -232,15 +232,16 @@ _consts_lock = threading.Lock()
 
 
 def _const_column(text: str, n: int) -> pa.Array | str:
-    """A string column of ``n`` rows, each ``text``: a slice of one kept per text (its rows a power of
-    two, so batches of any size up to it share it), built again only when a batch needs more rows."""
+    """A string column of ``n`` rows, each ``text``: a slice of one kept per text (a little longer than
+    the batch that made it, so the batches after it, of about its size, share it), built again only when
+    a batch needs more rows."""
     with _consts_lock:
         col = _consts.get(text)
         if col is not None and len(col) >= n:
             _consts.move_to_end(text)
             return col.slice(0, n)
     b = text.encode()
-    rows = 1 << max(n - 1, 1023).bit_length()
+    rows = -(-(n + n // 8) // 4096) * 4096  # (an eighth more than this batch: the next ones are about as big)
     if len(b) * rows > _CONST_BYTES // 4:
         return text  # (as a scalar: a column this big would crowd out the others)
     col = pa.StringArray.from_buffers(
