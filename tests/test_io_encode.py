@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -155,3 +156,25 @@ def test_float_text_on_a_slice_with_integral_rows_at_both_ends() -> None:
     for vals in (base, [2.0, 3.0, -0.0], [0.5, 1.25]):
         arr = pa.array([9.5, *vals, 4.0]).slice(1, len(vals))
         assert _float_text(arr).to_pylist() == [json.dumps(v) for v in vals]
+
+
+def test_constant_pieces_are_right_for_batches_of_every_size_in_any_order(monkeypatch: Any) -> None:
+    """The constant pieces of a line come from kept columns sliced to the batch (`_const_column`): batches
+    smaller and larger than a kept column, one after the other, and with eviction forced by a tiny budget,
+    still give ``json.dumps``'s lines; a piece too big to keep goes in as a scalar."""
+    from udm.host.io import encode
+
+    rng = np.random.default_rng(7)
+    for budget in (encode._CONST_BYTES, 64 << 10):
+        monkeypatch.setattr(encode, "_CONST_BYTES", budget)
+        encode._consts.clear()
+        for n in (1, 1500, 3, 1024, 1025, 5000, 2, 70000):
+            names = [f"f{n % 3}", "g\u00e9"]  # (field names change between batches: other constants)
+            vals = rng.integers(-(2**40), 2**40, size=n)
+            le = rng.integers(0, 1000, size=n)
+            cols = [(names[0], pa.array(vals)), (names[1], Const("c\"x"))]
+            got = insert_lines(np.arange(n), le, le + 1, cols).to_pylist()
+            want = _want(list(range(n)), le.tolist(), (le + 1).tolist(),
+                         [{names[0]: v, names[1]: 'c"x'} for v in vals.tolist()])
+            assert got == want
+        assert sum(len(k) * len(v) for k, v in encode._consts.items()) <= max(budget, 1 << 20)

@@ -255,7 +255,8 @@ class ElementBatch:
         """Line numbers as numpy int64 (-1 where unknown)."""
         if self._lines is None:
             col = self.table.column("line")
-            self._lines = col.fill_null(-1).to_numpy().astype(np.int64, copy=False)
+            col = col if col.null_count == 0 else col.fill_null(-1)  # (the fast reader's have none)
+            self._lines = col.to_numpy().astype(np.int64, copy=False)
         return self._lines
 
     def column(self, name: str) -> np.ndarray:

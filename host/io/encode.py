@@ -15,6 +15,8 @@ by one, so the bytes stay the same as the row path's in every case.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -218,7 +220,41 @@ def insert_lines(oids: np.ndarray | pa.Array, le: np.ndarray, re: np.ndarray,
             merged[-1] += p
         else:
             merged.append(p)
-    return pc.binary_join_element_wise(*merged, "")
+    # constant pieces as columns: pyarrow's join takes a string column per row at about half the cost of
+    # a scalar (measured: 15 pieces of a Nexmark bid line, 0.19 -> 0.15 s per 1 M rows)
+    return pc.binary_join_element_wise(*(_const_column(p, n) if isinstance(p, str) else p for p in merged), "")
+
+
+#: bytes the constant columns of `_const_column` may hold together (the least recently used go first)
+_CONST_BYTES = 16 << 20
+_consts: OrderedDict[str, pa.Array] = OrderedDict()
+_consts_lock = threading.Lock()
+
+
+def _const_column(text: str, n: int) -> pa.Array | str:
+    """A string column of ``n`` rows, each ``text``: a slice of one kept per text (a little longer than
+    the batch that made it, so the batches after it, of about its size, share it), built again only when
+    a batch needs more rows."""
+    with _consts_lock:
+        col = _consts.get(text)
+        if col is not None and len(col) >= n:
+            _consts.move_to_end(text)
+            return col.slice(0, n)
+    b = text.encode()
+    rows = -(-(n + n // 8) // 4096) * 4096  # (an eighth more than this batch: the next ones are about as big)
+    if len(b) * rows > _CONST_BYTES // 4:
+        return text  # (as a scalar: a column this big would crowd out the others)
+    col = pa.StringArray.from_buffers(
+        rows, pa.py_buffer(np.arange(0, (rows + 1) * len(b), len(b) or 1, dtype=np.int32)[: rows + 1]
+                           if b else np.zeros(rows + 1, np.int32)), pa.py_buffer(b * rows))
+    with _consts_lock:
+        _consts[text] = col
+        _consts.move_to_end(text)
+        held = sum(len(k.encode()) * len(v) for k, v in _consts.items())
+        while held > _CONST_BYTES and len(_consts) > 1:
+            k, v = _consts.popitem(last=False)
+            held -= len(k.encode()) * len(v)
+    return col.slice(0, n)
 
 
 def merge_lines(ins_pos: np.ndarray, ins_lines: pa.Array, cti_pos: Sequence[int],

@@ -101,6 +101,9 @@ def _slow_batch(lines: list[bytes], first_line: int) -> ElementBatch:
 
 # ---------------------------------------------------------------------------------------------- fast path
 def _np_valid(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Per row: not null (no compute pass for a column without nulls: most of a chunk's columns)."""
+    if arr.null_count == 0:
+        return np.ones(len(arr), dtype=bool)
     return np.asarray(pc.is_valid(arr).to_numpy(zero_copy_only=False), dtype=bool)
 
 
@@ -303,10 +306,7 @@ def _fast_batch(chunk: bytes, n_lines: int, first_line: int) -> ElementBatch | N
     le_v, re_v, rn_v, t_v = (_np_valid(a) for a in (le, re_, re_new, t))
     if not (np.all(le_v[ev]) and np.all(re_v[ev]) and np.all(rn_v[ret]) and np.all(t_v[cti])):
         return None
-    le_np = le.fill_null(0).to_numpy()
-    re_np = re_.fill_null(0).to_numpy()
-    rn_np = re_new.fill_null(0).to_numpy()
-    t_np = t.fill_null(0).to_numpy()
+    le_np, re_np, rn_np, t_np = (_zero_filled(a) for a in (le, re_, re_new, t))
     if not np.all(re_np[ev] > le_np[ev]):  # also makes le finite
         return None
     if np.any(le_np[ev] == _I64_MIN):  # parse_time: below -INF
@@ -365,6 +365,15 @@ def _fast_batch(chunk: bytes, n_lines: int, first_line: int) -> ElementBatch | N
         ints={name: _only_np(v, valid, where) for name, v, valid, where in (
             ("le", le_np, le_v, ev), ("re", re_np, re_v, ev), ("re_new", rn_np, rn_v, ret), ("t", t_np, t_v, cti))},
     )
+
+
+def _zero_filled(arr: pa.Array) -> np.ndarray:
+    """An int64 column as numpy, 0 where null (no fill pass when there is no null: most time columns)."""
+    if arr.null_count == 0:
+        return arr.to_numpy()
+    if arr.null_count == len(arr):
+        return np.zeros(len(arr), dtype=np.int64)
+    return arr.fill_null(0).to_numpy()
 
 
 def _explicit_null_payload(chunk: bytes) -> bool:
