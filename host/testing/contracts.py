@@ -27,11 +27,11 @@ AssertionError listing every failed check with the seed and a minimal reproducer
     state goes on to give the same results.
 ``batch_forms``
     For UDMs declaring a vectorized form (`udm.sdk.UDF` ``compute_batch``; `udm.sdk.IncrementalUDA`
-    ``add_array`` / ``add_batch`` / ``compute_slices``): over numeric columns (int64 or float64, what the engine hands them),
-    the batch form gives what the scalar form gives, row by row / slice by slice, from fresh and from
-    non-empty states; ``compute_slices`` gives each slice's value from a fresh state, of the same JSON
-    kind (int / float) as ``compute``'s for a column of one kind (or raises where ``compute`` does).
-    Skipped for UDMs without one, or whose example inputs are not numbers.
+    ``add_array`` / ``add_batch`` / ``compute_slices``): over numeric columns (int64 or float64, what the
+    engine hands them), the batch form gives what the scalar form gives, row by row / slice by slice,
+    from fresh and from non-empty states; ``compute_slices`` gives each slice's value from a fresh
+    state, of the same JSON kind (int / float) as ``compute``'s for a column of one kind (or raises where
+    ``compute`` does). Skipped for UDMs without one, or whose example inputs are not numbers.
 ``time_bound``
     For UDMs declaring ``time_bound``: when one element ``x`` (an insert, a shortening or extending
     retraction, a full retraction) changes the members, every output that changes has ``LE >= sync(x)``.
