@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from udm.host.errors import ContractViolation
 from udm.host.io.encode import EncodedLines, element_lines, element_text, insert_lines, merge_lines
@@ -39,8 +40,8 @@ from udm.host.io.encode import EncodedLines, element_lines, element_text, insert
 from ..batch import MIN_RUN
 from ..columnar import Cols, ColumnarEvents, group_codes, stable_order
 from ..common import INF
-from ..ids import BatchIds
 from ..invoke import PLAIN_TYPES, WindowUDM, contract
+from ..span_ids import ids_distinct
 from . import base
 from .grid import MAX_SPAN, GridStep
 from .state import Window
@@ -147,7 +148,6 @@ def _plan(st: GridStep, cols: Cols, codes: np.ndarray, rows: np.ndarray) -> _Pla
     ids_all = cols.id_array.take(rows)
     if ids_all.null_count:
         raise _Fallback
-    bi = BatchIds(ids_all)
     le = cols.le[rows]
     re = cols.re[rows]
     ceff = st.effective_cti if st.effective_cti > _I64_MIN else _I64_MIN
@@ -164,14 +164,16 @@ def _plan(st: GridStep, cols: Cols, codes: np.ndarray, rows: np.ndarray) -> _Pla
     gcodes_all, gkeys, gfields, gmiss = group_codes(cols, st.group_by, 0, n)
     if gmiss is not None and bool(gmiss[rows].any()):
         raise _Fallback
-    if not bool(ok.all()) or not bi.distinct():
+    if not bool(ok.all()) or not ids_distinct(cols.id_array, rows):
         raise _Fallback
-    if st.live and bool(bi.member_mask(st.live.keys()).any()):
+    # ids live before the batch (in the registry, or held columnar by earlier batches): Arrow's hashed
+    # membership test, exact, its cost mostly the batch's probes
+    held = [ch.held_id_array() for ch in st.chunks if len(ch)]
+    if st.live:
+        held.append(pa.array(list(st.live), ids_all.type))
+    held = [h if h.type == ids_all.type else h.cast(ids_all.type) for h in held]
+    if held and pc.any(pc.is_in(ids_all, value_set=held[0] if len(held) == 1 else pa.concat_arrays(held))).as_py():
         raise _Fallback
-    if st.chunks:
-        held = [ch.held_id_array() for ch in st.chunks if len(ch)]
-        if held and bool(bi.member_mask(held[0] if len(held) == 1 else pa.concat_arrays(held)).any()):
-            raise _Fallback
     gcodes = gcodes_all[rows]
     if not isinstance(vals_all, np.ndarray):
         # (values the reader left as Python values: the row path hands them to the UDA's ``add``, whose
