@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from udm.host.errors import ContractViolation
 from udm.host.io.encode import EncodedLines, element_lines, element_text, insert_lines, merge_lines
@@ -41,7 +40,7 @@ from ..batch import MIN_RUN
 from ..columnar import Cols, ColumnarEvents, group_codes, stable_order
 from ..common import INF
 from ..invoke import PLAIN_TYPES, WindowUDM, contract
-from ..span_ids import ids_distinct
+from ..span_ids import ids_new
 from . import base
 from .grid import MAX_SPAN, GridStep
 from .state import Window
@@ -164,15 +163,15 @@ def _plan(st: GridStep, cols: Cols, codes: np.ndarray, rows: np.ndarray) -> _Pla
     gcodes_all, gkeys, gfields, gmiss = group_codes(cols, st.group_by, 0, n)
     if gmiss is not None and bool(gmiss[rows].any()):
         raise _Fallback
-    if not bool(ok.all()) or not ids_distinct(cols.id_array, rows):
+    if not bool(ok.all()):
         raise _Fallback
-    # ids live before the batch (in the registry, or held columnar by earlier batches): Arrow's hashed
-    # membership test, exact, its cost mostly the batch's probes
+    # ids: distinct, and none live before the batch (in the registry, or held columnar by earlier batches)
     held = [ch.held_id_array() for ch in st.chunks if len(ch)]
     if st.live:
-        held.append(pa.array(list(st.live), ids_all.type))
-    held = [h if h.type == ids_all.type else h.cast(ids_all.type) for h in held]
-    if held and pc.any(pc.is_in(ids_all, value_set=held[0] if len(held) == 1 else pa.concat_arrays(held))).as_py():
+        held.append(pa.array(list(st.live), pa.string()))
+    ids_t = cols.id_array.type
+    held = [h if h.type == ids_t else h.cast(ids_t) for h in held]
+    if not ids_new(cols.id_array, rows, (held[0] if len(held) == 1 else pa.concat_arrays(held)) if held else None):
         raise _Fallback
     gcodes = gcodes_all[rows]
     if not isinstance(vals_all, np.ndarray):
