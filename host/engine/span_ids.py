@@ -47,12 +47,20 @@ def _counters(ids: pa.Array, rows: np.ndarray, skip: int | None = None) -> np.nd
     if skip is None:
         skip = _skip(ids, int(rows[0]))
     data = np.frombuffer(bufs[2], dtype=np.uint8)
-    data = np.concatenate((data, np.zeros(width, np.uint8)))  # reads past the last id land in zeros
+    last = len(data) - 1
+    short = int(lens.min())
     vals = np.zeros(len(rows), dtype=np.int64)
+    at = starts + skip
     with np.errstate(over="ignore"):
         for j in range(skip, width):
-            digit = data[starts + j].astype(np.int64) - 48
-            vals = np.where(j < lens, vals * 10 + digit, vals)
+            if j < short:  # (every id has this byte: in place, no mask)
+                vals *= 10
+                vals += data[at]
+                vals -= 48
+            else:  # (shorter ids keep their number; reads past the data's end are clamped, then unused)
+                np.minimum(at, last, out=at)
+                vals = np.where(j < lens, vals * 10 + data[at].astype(np.int64) - 48, vals)
+            at += 1
     return vals
 
 
