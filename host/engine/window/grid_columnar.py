@@ -5,9 +5,10 @@ made, closed, emitted and purged inside the batch (issue 13).
 
 Why: on the in-order path every window used to be an object made, looked up, released, emitted and
 purged one by one (4-5 µs a window, the bulk of the engine's time at 10 events per window). Here the
-windows of a batch are arrays: their (group, window) slices are cut by one sort, their states made by
-one ``add_batch`` call, their values by ``compute`` and their output lines built column by column
-(`udm.host.io.encode.insert_lines`).
+windows of a batch are arrays: their (group, window) slices are cut by one sort, their values made by
+one call of the UDA's ``compute_slices`` (no state at all: a window made and emitted inside the batch
+starts from the initial state; semantics-notes 62), else by one ``add_batch`` call and ``compute`` per
+window, and their output lines built column by column (`udm.host.io.encode.insert_lines`).
 
 Only what outlives the batch is an object, made exactly as the row path makes it: the windows that
 existed before the batch, windows still open (or emitted but not yet purged) at its end, and the events
