@@ -127,6 +127,14 @@ class IncrementalUDA(UDM):
     per state: entry ``i`` of the result must equal ``add_array(states[i], values[offsets[i]:offsets[i+1]])``
     (up to float rounding). The engine's vectorized window insert hands it every (group, window) of a
     batch in one call. The conformance kit's ``batch_forms`` check compares it with ``add``.
+
+    Optional fresh-window form, with ``add_batch``: ``compute_slices(values, offsets) -> column``, entry
+    ``i`` the value ``compute(add(initial_state(), values[offsets[i]:offsets[i+1]].tolist()))`` of a window
+    that holds exactly that slice (up to float rounding, and of the same JSON kind: an int where
+    ``compute`` gives an int). Return a 1-d int64/float64 numpy array or a sequence of ``len(offsets) - 1``
+    values. The engine's columnar grid path uses it for the windows made, closed and emitted inside one
+    batch (no state object per window); raising makes it call the scalar forms instead. Checked by
+    ``batch_forms`` too.
     """
 
     _sdk_kind = "uda"

@@ -1,5 +1,6 @@
-"""`udm.host.engine.span_ids.ids_distinct` against Python's own answer (``len(set(ids)) == len(ids)``) on
-counter ids in order, out of order, repeated, mixed prefixes, leading zeros, long and non-ASCII ids."""
+"""`udm.host.engine.span_ids.ids_distinct` and ``ids_new`` against Python's own answer
+(``len(set(ids)) == len(ids)``; none among the ids live before the batch) on counter ids in order, out
+of order, repeated, mixed prefixes, leading zeros, long and non-ASCII ids."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import random
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 
-from udm.host.engine.span_ids import MAX_WIDTH, ids_distinct
+from udm.host.engine.span_ids import MAX_WIDTH, ids_distinct, ids_new
 
 
 def _check(ids: list[str | None], rows: list[int] | None = None) -> None:
@@ -88,3 +91,36 @@ def test_sliced_array() -> None:
     assert ids_distinct(arr, np.arange(50)) is True
     assert ids_distinct(arr, np.arange(51)) is False  # b60 twice
     assert ids_distinct(arr, np.array([0, 1, 51])) is True  # b50, b51, b3
+
+
+# -- ids_new: distinct, and none among the ids live before the batch ------------------------------------
+
+
+def _check_new(ids: list[str | None], before: list[str]) -> None:
+    rows = [i for i, v in enumerate(ids) if v is not None]
+    picked = [ids[i] for i in rows]
+    want = len(set(picked)) == len(picked) and not set(picked) & set(before)
+    got = ids_new(pa.array(ids, pa.string()), np.array(rows, dtype=np.int64),
+                  pa.array(before, pa.string()) if before else None)
+    assert got == want, (picked, before)
+
+
+def test_new_counters_after_the_held_ones() -> None:
+    _check_new([f"e{k}" for k in range(100, 400)], [f"e{k}" for k in range(60, 100)])
+    _check_new([f"e{k}" for k in range(100, 400)], [f"e{k}" for k in range(60, 101)])  # e100 is held
+    _check_new([f"e{k}" for k in range(100, 400)], ["e5", "e250"])
+    _check_new([f"e{k}" for k in range(100, 400)], ["x99", "e0099"])  # (other shapes: the exact check)
+    _check_new([f"e{k}" for k in range(100, 400)], ["e099"])  # (a smaller counter, another id)
+    _check_new([f"e{k}" for k in range(8, 12)], ["e9"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(ids=hs.lists(hs.one_of(hs.integers(0, 60).map(lambda k: f"e{k}"), hs.sampled_from(["", "e", "x1", "e01", "é2"]),
+                              hs.none()), max_size=40),
+       before=hs.lists(hs.one_of(hs.integers(0, 60).map(lambda k: f"e{k}"), hs.sampled_from(["e01", "x1", ""])),
+                       max_size=10),
+       rising=hs.booleans())
+def test_new_agrees_with_python_sets(ids: list[str | None], before: list[str], rising: bool) -> None:
+    if rising:  # (counters that rise: the cheap proof's shape)
+        ids = [f"e{k}" for k in sorted({int(x[1:]) for x in ids if x and x[1:].isdigit() and x[0] == "e"})]
+    _check_new(ids, before)

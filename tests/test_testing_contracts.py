@@ -63,6 +63,8 @@ def test_the_correct_twin_passes() -> None:
     ("lying_output_type", "declares output_type 'int'"),
     ("sorting_median", "mutated the members"),
     ("stateful_self", "physical history"),
+    ("slices_as_floats", "compute_slices gave"),
+    ("slices_skip_first", "compute_slices gave"),
 ])
 def test_failure_details_say_what_broke(cls_name: str, needle: str) -> None:
     (cls,) = [c for c in BROKEN if c.manifest.name == cls_name]

@@ -85,6 +85,8 @@ class WindowUDM:
         self.add_array = getattr(bs.udm, "add_array", None) if self.incremental and not self.time_sensitive else None
         #: the batch form over many windows' slices (`udm.sdk.IncrementalUDA`), used with ``add_array``
         self.add_batch = getattr(bs.udm, "add_batch", None) if self.add_array is not None else None
+        #: the fresh-window values of many slices at once (`udm.sdk.IncrementalUDA`), used with ``add_batch``
+        self.compute_slices = getattr(bs.udm, "compute_slices", None) if self.add_batch is not None else None
 
     # -- member items -------------------------------------------------------------------------
     def item(self, ev: Ev, le: int, re: int, wle: int, wre: int) -> Any:

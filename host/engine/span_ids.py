@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-__all__ = ["MAX_WIDTH", "ids_distinct"]
+__all__ = ["MAX_WIDTH", "ids_distinct", "ids_new"]
 
 #: longest id (bytes) the counter test reads; longer ones go to the exact check
 MAX_WIDTH = 24
@@ -24,10 +25,16 @@ MAX_WIDTH = 24
 _DIGITS = b"0123456789"
 
 
-def _counters(ids: pa.Array, rows: np.ndarray) -> np.ndarray | None:
+def _skip(ids: pa.Array, row: int) -> int:
+    """Length of the non-digit prefix of the id at ``row`` (bytes)."""
+    first = ids[row].as_py().encode()
+    return len(first.rstrip(_DIGITS))
+
+
+def _counters(ids: pa.Array, rows: np.ndarray, skip: int | None = None) -> np.ndarray | None:
     """Per row in ``rows`` (non-null ids of a plain string array), a number that is a function of the id's
-    text alone: the bytes after the first id's non-digit prefix read as base-10 digits (int64, wrapping);
-    None when an id is longer than `MAX_WIDTH`."""
+    text alone (for a given ``skip``): the bytes after the first ``skip`` (default: the first id's non-digit
+    prefix) read as base-10 digits (int64, wrapping); None when an id is longer than `MAX_WIDTH`."""
     bufs = ids.buffers()
     if bufs[2] is None:
         return None
@@ -37,15 +44,23 @@ def _counters(ids: pa.Array, rows: np.ndarray) -> np.ndarray | None:
     width = int(lens.max())
     if width > MAX_WIDTH:
         return None
-    first = ids[int(rows[0])].as_py().encode()
-    skip = len(first.rstrip(_DIGITS))
+    if skip is None:
+        skip = _skip(ids, int(rows[0]))
     data = np.frombuffer(bufs[2], dtype=np.uint8)
-    data = np.concatenate((data, np.zeros(width, np.uint8)))  # reads past the last id land in zeros
+    last = len(data) - 1
+    short = int(lens.min())
     vals = np.zeros(len(rows), dtype=np.int64)
+    at = starts + skip
     with np.errstate(over="ignore"):
         for j in range(skip, width):
-            digit = data[starts + j].astype(np.int64) - 48
-            vals = np.where(j < lens, vals * 10 + digit, vals)
+            if j < short:  # (every id has this byte: in place, no mask)
+                vals *= 10
+                vals += data[at]
+                vals -= 48
+            else:  # (shorter ids keep their number; reads past the data's end are clamped, then unused)
+                np.minimum(at, last, out=at)
+                vals = np.where(j < lens, vals * 10 + data[at].astype(np.int64) - 48, vals)
+            at += 1
     return vals
 
 
@@ -60,3 +75,32 @@ def ids_distinct(ids: pa.Array, rows: np.ndarray) -> bool:
             return True
     sel = ids if m == len(ids) else ids.take(pa.array(rows))
     return len(sel.dictionary_encode().dictionary) == m
+
+
+def ids_new(ids: pa.Array, rows: np.ndarray, before: pa.Array | None) -> bool:
+    """Whether the ids at ``rows`` (ascending row indexes; each a non-null string) are pairwise different
+    and none of them is among ``before`` (the ids live before the batch: a null-free string array).
+
+    The counters of `ids_distinct` again: when the batch's rise strictly and every id of ``before`` read
+    the same way (the same prefix length skipped) gives a smaller number, no id of the batch can equal
+    one of them. Otherwise the exact checks (``dictionary_encode``; Arrow's hashed ``is_in``)."""
+    m = len(rows)
+    if m == 0:
+        return True
+    vals = skip = None
+    if pa.types.is_string(ids.type):
+        skip = _skip(ids, int(rows[0]))
+        vals = _counters(ids, rows, skip)
+    rising = vals is not None and bool(np.all(vals[1:] > vals[:-1]))
+    sel = ids if m == len(ids) else ids.take(pa.array(rows))
+    if not rising and len(sel.dictionary_encode().dictionary) != m:
+        return False
+    if before is None or len(before) == 0:
+        return True
+    if rising and vals is not None and pa.types.is_string(before.type) and not before.null_count:
+        old = _counters(before, np.arange(len(before)), skip)
+        if old is not None and int(old.max()) < int(vals[0]):
+            return True
+    if before.type != sel.type:
+        before = before.cast(sel.type)
+    return not pc.any(pc.is_in(sel, value_set=before)).as_py()

@@ -27,9 +27,11 @@ AssertionError listing every failed check with the seed and a minimal reproducer
     state goes on to give the same results.
 ``batch_forms``
     For UDMs declaring a vectorized form (`udm.sdk.UDF` ``compute_batch``; `udm.sdk.IncrementalUDA`
-    ``add_array`` / ``add_batch``): over numeric columns (int64 or float64, what the engine hands them),
-    the batch form gives what the scalar form gives, row by row / slice by slice, from fresh and from
-    non-empty states. Skipped for UDMs without one, or whose example inputs are not numbers.
+    ``add_array`` / ``add_batch`` / ``compute_slices``): over numeric columns (int64 or float64, what the
+    engine hands them), the batch form gives what the scalar form gives, row by row / slice by slice,
+    from fresh and from non-empty states; ``compute_slices`` gives each slice's value from a fresh
+    state, of the same JSON kind (int / float) as ``compute``'s for a column of one kind (or raises where
+    ``compute`` does). Skipped for UDMs without one, or whose example inputs are not numbers.
 ``time_bound``
     For UDMs declaring ``time_bound``: when one element ``x`` (an insert, a shortening or extending
     retraction, a full retraction) changes the members, every output that changes has ``LE >= sync(x)``.
@@ -885,8 +887,9 @@ def _check_batch_forms(h: _Harness, rng: random.Random, examples: int) -> str:
         raise _Skip("batch forms are for UDFs and time-insensitive incremental UDAs")
     has_array = callable(getattr(probe, "add_array", None))
     has_batch = callable(getattr(probe, "add_batch", None))
-    if not (has_array or has_batch):
-        raise _Skip("no add_array / add_batch")
+    has_slices = callable(getattr(probe, "compute_slices", None))
+    if not (has_array or has_batch or has_slices):
+        raise _Skip("no add_array / add_batch / compute_slices")
     done = 0
     for _ in range(examples):
         nseg = rng.randint(1, 5)
@@ -936,10 +939,47 @@ def _check_batch_forms(h: _Harness, rng: random.Random, examples: int) -> str:
                 if not h.same(want[i], got_all[i]):
                     raise _Fail(f"add_batch gave {_show(got_all[i])} for slice {i} where add gives "
                                 f"{_show(want[i])}", what)
+        if has_slices:
+            _check_slices(h, udm, segs, col, offsets, result)
         done += 1
     if not done:
         raise _Skip("the example inputs are not numbers")
     return f"{done} examples, batch forms agree with add"
+
+
+def _json_kind(v: Any) -> str:
+    """int / float / the type's name: ``5`` and ``5.0`` are different output text."""
+    if isinstance(v, bool):
+        return "bool"
+    return "int" if isinstance(v, int) else "float" if isinstance(v, float) else type(v).__name__
+
+
+def _check_slices(h: _Harness, udm: Any, segs: list[list[Any]], col: Any, offsets: list[int],
+                  result: Callable[[Any], Any]) -> None:
+    """``compute_slices`` against ``compute`` of a fresh state fed each slice by ``add``."""
+    import numpy as np
+
+    want = [result(udm.add(udm.initial_state(), copy.deepcopy(sg))) for sg in segs]
+    raised = [isinstance(w, str) and w.startswith("raised ") for w in want]
+    # (the engine's column is float64 only when every value is a float: mixed ints and floats reach the
+    # UDA as Python values, so the kinds are compared only for a column of one kind)
+    one_kind = len({type(v) for sg in segs for v in sg}) <= 1
+    what = "fresh windows holding " + ", ".join(repr(sg) for sg in segs)
+    try:
+        out = udm.compute_slices(col, np.array(offsets, dtype=np.int64))
+        got = out.tolist() if isinstance(out, np.ndarray) else list(out)
+    except Exception as exc:
+        if any(raised):
+            return  # (compute raises for one of them: the engine then calls the scalar forms)
+        raise _Fail(f"compute_slices raised {_err(exc)}", what) from None
+    if len(got) != len(segs):
+        raise _Fail(f"compute_slices returned {len(got)} values for {len(segs)} slices", what)
+    for i, (w, g) in enumerate(zip(want, got, strict=True)):
+        if raised[i]:
+            continue
+        g = h.normal(g)
+        if not h.same(w, g) or (one_kind and _json_kind(w) != _json_kind(g)):
+            raise _Fail(f"compute_slices gave {_show(g)} for slice {i} where compute gives {_show(w)}", what)
 
 
 def _check_udf_batch(h: _Harness, rng: random.Random, examples: int) -> str:

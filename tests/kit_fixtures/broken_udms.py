@@ -239,6 +239,33 @@ class BatchDropsLast(GoodCount):
         return [s + max(b - a - 1, 0) for s, a, b in zip(states, off[:-1], off[1:], strict=True)]
 
 
+@udm(name="slices_as_floats", version="1.0.0", algebraic=True, input_type="float", output_type="int")
+class SlicesAsFloats(GoodCount):
+    """A correct count whose fresh-window form gives its counts as floats (``3.0``: other output text)."""
+
+    def add_array(self, state: int, values: Any) -> int:
+        return state + len(values)
+
+    def add_batch(self, states: list[int], values: Any, offsets: Any) -> list[int]:
+        off = [int(x) for x in offsets]
+        return [s + b - a for s, a, b in zip(states, off[:-1], off[1:], strict=True)]
+
+    def compute_slices(self, values: Any, offsets: Any) -> Any:
+        import numpy as np
+
+        return np.diff(np.asarray(offsets, dtype=np.int64)).astype(np.float64)
+
+
+@udm(name="slices_skip_first", version="1.0.0", algebraic=True, input_type="float", output_type="int")
+class SlicesSkipFirst(SlicesAsFloats):
+    """As `SlicesAsFloats` but with int counts that leave out each slice's first member."""
+
+    def compute_slices(self, values: Any, offsets: Any) -> Any:
+        import numpy as np
+
+        return np.maximum(np.diff(np.asarray(offsets, dtype=np.int64)) - 1, 0)
+
+
 @udm(name="batch_sign", version="1.0.0", input_type="float", output_type="bool")
 class BatchSign(UDF):
     """``x > 0``, but the batch form says ``x >= 0`` (they differ on zero)."""
@@ -269,6 +296,8 @@ BROKEN: dict[type[UDM], set[str]] = {
     WindowCounter: {"time_bound"},
     BatchDropsLast: {"batch_forms"},
     BatchSign: {"batch_forms"},
+    SlicesAsFloats: {"batch_forms"},
+    SlicesSkipFirst: {"batch_forms"},
 }
 
 ALL: tuple[type[UDM], ...] = (GoodCount, *BROKEN)

@@ -5,9 +5,10 @@ made, closed, emitted and purged inside the batch (issue 13).
 
 Why: on the in-order path every window used to be an object made, looked up, released, emitted and
 purged one by one (4-5 µs a window, the bulk of the engine's time at 10 events per window). Here the
-windows of a batch are arrays: their (group, window) slices are cut by one sort, their states made by
-one ``add_batch`` call, their values by ``compute`` and their output lines built column by column
-(`udm.host.io.encode.insert_lines`).
+windows of a batch are arrays: their (group, window) slices are cut by one sort, their values made by
+one call of the UDA's ``compute_slices`` (no state at all: a window made and emitted inside the batch
+starts from the initial state; semantics-notes 62), else by one ``add_batch`` call and ``compute`` per
+window, and their output lines built column by column (`udm.host.io.encode.insert_lines`).
 
 Only what outlives the batch is an object, made exactly as the row path makes it: the windows that
 existed before the batch, windows still open (or emitted but not yet purged) at its end, and the events
@@ -39,8 +40,8 @@ from udm.host.io.encode import EncodedLines, element_lines, element_text, insert
 from ..batch import MIN_RUN
 from ..columnar import Cols, ColumnarEvents, group_codes, stable_order
 from ..common import INF
-from ..ids import BatchIds
 from ..invoke import PLAIN_TYPES, WindowUDM, contract
+from ..span_ids import ids_new
 from . import base
 from .grid import MAX_SPAN, GridStep
 from .state import Window
@@ -125,7 +126,7 @@ class _Plan:
     released: np.ndarray  # released at the first flush
     rp1: int
     wm1: int
-    states: list[Any]
+    states: list[Any]  # the object windows' states before the batch, in key order
     bounds: np.ndarray
     svals: np.ndarray
     res: list[tuple[str, pa.Array]]  # the transient windows' payload columns
@@ -147,7 +148,6 @@ def _plan(st: GridStep, cols: Cols, codes: np.ndarray, rows: np.ndarray) -> _Pla
     ids_all = cols.id_array.take(rows)
     if ids_all.null_count:
         raise _Fallback
-    bi = BatchIds(ids_all)
     le = cols.le[rows]
     re = cols.re[rows]
     ceff = st.effective_cti if st.effective_cti > _I64_MIN else _I64_MIN
@@ -164,14 +164,16 @@ def _plan(st: GridStep, cols: Cols, codes: np.ndarray, rows: np.ndarray) -> _Pla
     gcodes_all, gkeys, gfields, gmiss = group_codes(cols, st.group_by, 0, n)
     if gmiss is not None and bool(gmiss[rows].any()):
         raise _Fallback
-    if not bool(ok.all()) or not bi.distinct():
+    if not bool(ok.all()):
         raise _Fallback
-    if st.live and bool(bi.member_mask(st.live.keys()).any()):
+    # ids: distinct, and none live before the batch (in the registry, or held columnar by earlier batches)
+    held = [ch.held_id_array() for ch in st.chunks if len(ch)]
+    if st.live:
+        held.append(pa.array(list(st.live), pa.string()))
+    ids_t = cols.id_array.type
+    held = [h if h.type == ids_t else h.cast(ids_t) for h in held]
+    if not ids_new(cols.id_array, rows, (held[0] if len(held) == 1 else pa.concat_arrays(held)) if held else None):
         raise _Fallback
-    if st.chunks:
-        held = [ch.held_id_array() for ch in st.chunks if len(ch)]
-        if held and bool(bi.member_mask(held[0] if len(held) == 1 else pa.concat_arrays(held)).any()):
-            raise _Fallback
     gcodes = gcodes_all[rows]
     if not isinstance(vals_all, np.ndarray):
         # (values the reader left as Python values: the row path hands them to the UDA's ``add``, whose
@@ -267,27 +269,27 @@ def _plan(st: GridStep, cols: Cols, codes: np.ndarray, rows: np.ndarray) -> _Pla
     assert isinstance(wu, WindowUDM)
     init = wu.udm.initial_state
     svals = vals[prow[order]]
-    try:  # (in key order, as `grid._bulk_add` calls it: a new window, or one without a state yet)
-        if u_w:
-            states = []
-            for u in range(nu):
-                w = u_w.get(u)
-                states.append(init() if w is None or w.state is None else w.state)
-        else:
-            states = [init() for _ in range(nu)]
+    ob = np.flatnonzero(obj).tolist()
+    tb = np.flatnonzero(~obj)
+    t_col = _slices(wu, svals, bounds, tb) if len(tb) else None
+    t_states: list[Any] = []
+    try:  # (the object windows': a new window, or one without a state yet, starts from the initial state)
+        states = []
+        for u in ob:
+            w = u_w.get(u)
+            states.append(init() if w is None or w.state is None else w.state)
+        if t_col is None:
+            t_states = [init() for _ in range(len(tb))]
     except ContractViolation:
         raise
     except Exception as exc:  # as `WindowUDM._call` reports it
         raise contract(wu.label, None, f"initial_state raised {type(exc).__name__}", exc) from exc
-    tb = np.flatnonzero(~obj)
-    if len(tb):
+    res: list[Any] | pa.Array = []
+    if t_col is not None:
+        res = t_col
+    elif len(tb):
         # (the transient slices alone first: a fallback after this leaves no old state changed)
-        t_states = _add(wu, [states[u] for u in tb.tolist()], svals, bounds, tb)
-        res = _compute(wu, t_states, u_le[tb], u_re[tb])
-        for u, s in zip(tb.tolist(), t_states, strict=True):
-            states[u] = s
-    else:
-        res = []
+        res = _compute(wu, _add(wu, t_states, svals, bounds, tb), u_le[tb], u_re[tb])
     plan = _Plan()
     plan.ctis = (cti_rows, ctis)
     plan.first_cti = first_cti
@@ -308,22 +310,49 @@ def _plan(st: GridStep, cols: Cols, codes: np.ndarray, rows: np.ndarray) -> _Pla
     return plan
 
 
+def _cut(svals: np.ndarray, bounds: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The slices ``sel`` of the sorted values, packed: (values, offsets)."""
+    if len(sel) == len(bounds) - 1:
+        return svals, bounds
+    a = bounds[sel]
+    b = bounds[sel + 1]
+    lens = b - a
+    offsets = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    pick = np.repeat(a - offsets[:-1], lens) + np.arange(int(offsets[-1]))
+    return svals[pick], offsets
+
+
 def _add(wu: WindowUDM, states: list[Any], svals: np.ndarray, bounds: np.ndarray, sel: np.ndarray) -> list[Any]:
     """``add_batch`` over the slices ``sel`` of the sorted values (one call)."""
-    if len(sel) == len(bounds) - 1:
-        vals = svals
-        offsets = bounds
-    else:
-        a = bounds[sel]
-        b = bounds[sel + 1]
-        lens = b - a
-        offsets = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
-        pick = np.repeat(a - offsets[:-1], lens) + np.arange(int(offsets[-1]))
-        vals = svals[pick]
+    vals, offsets = _cut(svals, bounds, sel)
     new = wu._call(wu.add_batch, (states, vals, offsets), None, "add_batch")
     if len(new) != len(states):
         raise contract(wu.label, None, f"add_batch returned {len(new)} states for {len(states)} slices", new)
     return list(new)
+
+
+def _slices(wu: WindowUDM, svals: np.ndarray, bounds: np.ndarray, sel: np.ndarray) -> pa.Array | None:
+    """The values of the fresh windows ``sel`` (each holding its slice of the sorted values alone) by the
+    UDA's ``compute_slices``, as a payload column; None when it has none, raises, or gives anything but
+    one plain value per window (the caller then runs ``initial_state``, ``add_batch`` and ``compute``)."""
+    fn = wu.compute_slices
+    if fn is None:
+        return None
+    vals, offsets = _cut(svals, bounds, sel)
+    try:
+        out = fn(vals, offsets)
+    except ContractViolation:
+        raise
+    except Exception:
+        return None  # (the scalar forms report what raised, for its window)
+    if isinstance(out, np.ndarray):
+        if out.ndim != 1 or len(out) != len(sel) or out.dtype not in (np.int64, np.float64):
+            return None
+        return pa.array(out)
+    try:
+        return _column(list(out)) if len(out) == len(sel) else None
+    except (_Fallback, TypeError):
+        return None
 
 
 def _compute(wu: WindowUDM, states: list[Any], les: np.ndarray, res_: np.ndarray) -> list[Any]:
@@ -363,8 +392,8 @@ def _column(values: list[Any]) -> pa.Array:
         raise _Fallback from None
 
 
-def _payload(st: GridStep, res: list[Any], tb: np.ndarray, u_code: np.ndarray, gf_by_code: dict[int, Any]
-             ) -> list[tuple[str, pa.Array]]:
+def _payload(st: GridStep, res: list[Any] | pa.Array, tb: np.ndarray, u_code: np.ndarray,
+             gf_by_code: dict[int, Any]) -> list[tuple[str, pa.Array]]:
     """The transient windows' payload columns in payload order: the group fields, then the UDA's value."""
     alias = st.udm.alias
     if alias in st.group_by:
@@ -383,7 +412,7 @@ def _payload(st: GridStep, res: list[Any], tb: np.ndarray, u_code: np.ndarray, g
         for c in uc.tolist():
             if list(gf_by_code[c]) != [f for f, _ in cols]:
                 raise _Fallback
-    cols.append((alias, _column(res)))
+    cols.append((alias, res if isinstance(res, pa.Array) else _column(res)))
     return cols
 
 
@@ -424,7 +453,7 @@ def _commit(runner: Any, st: GridStep, cols: Cols, batch: Any, codes: np.ndarray
     assert isinstance(wu, WindowUDM)
     o_states: list[Any] = []
     if obj_u.size:
-        o_states = _add(wu, [plan.states[u] for u in obj_u.tolist()], plan.svals, plan.bounds, obj_u)
+        o_states = _add(wu, plan.states, plan.svals, plan.bounds, obj_u)
     # windows are numbered (``seq``) in key order, transient ones too
     new_rank = np.cumsum(plan.new) + st.seq
     st.seq += int(plan.new.sum())

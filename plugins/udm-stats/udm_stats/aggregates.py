@@ -134,6 +134,11 @@ class Count(IncrementalUDA):
     def compute(self, state: int) -> int:
         return state
 
+    def compute_slices(self, values: Any, offsets: Any) -> Any:
+        import numpy as np
+
+        return np.diff(np.asarray(offsets, dtype=np.int64))
+
 
 @udm(name="sum", version="1.0.0", algebraic=True, input_type="float", output_type="float")
 class Sum(IncrementalUDA):
@@ -189,6 +194,14 @@ class Sum(IncrementalUDA):
         ints, acc, nfloat = state
         return ints if nfloat == 0 else ints + _total(acc)
 
+    def compute_slices(self, values: Any, offsets: Any) -> Any:
+        """Integer slices: the exact int64 sums of one ``reduceat``; otherwise ``add_batch`` from fresh
+        states (immutable tuples: one serves every slice) and ``compute``."""
+        if _kind(values) == "int" and _int_segments_safe(values):
+            return _segments(values, offsets)
+        n = len(offsets) - 1
+        return [self.compute(s) for s in self.add_batch([self.initial_state()] * n, values, offsets)]
+
 
 @udm(name="avg", version="1.0.0", algebraic=True, input_type="float", output_type="float")
 class Avg(IncrementalUDA):
@@ -235,6 +248,18 @@ class Avg(IncrementalUDA):
 
     def compute(self, state: _Acc) -> float:
         return _total(state) / state[0]
+
+    def compute_slices(self, values: Any, offsets: Any) -> Any:
+        """Integer slices summing exactly below 2**53: the sums over the counts, one vector division (the
+        float division ``compute`` does); otherwise ``add_batch`` from fresh states and ``compute``."""
+        import numpy as np
+
+        off = np.asarray(offsets, dtype=np.int64)
+        lens = np.diff(off)
+        if (_kind(values) == "int" and len(values) and bool((lens > 0).all())
+                and int(abs(values).max()) < (1 << 53) // len(values)):
+            return _segments(values, off).astype(np.float64) / lens
+        return [self.compute(s) for s in self.add_batch([self.initial_state()] * len(lens), values, off)]
 
 
 # Exact moments: (n, Σx, Σx², non-finite count). Floats are dyadic rationals, so Σx and Σx² kept as
