@@ -72,9 +72,8 @@ def _string_field(stream: list[Any]) -> list[Any]:
             else el for el in stream]
 
 
-@pytest.fixture
-def taken(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """Counts the batches the columnar grid path took and declined."""
+def count_paths(mp: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts the batches the columnar grid path took and declined (from this call on)."""
     seen = {"columnar": 0, "row": 0}
     real = grid_columnar.run_grid
 
@@ -83,8 +82,14 @@ def taken(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         seen["columnar" if got is not None else "row"] += 1
         return got
 
-    monkeypatch.setattr(runner_mod, "run_grid", counting)
+    mp.setattr(runner_mod, "run_grid", counting)
     return seen
+
+
+@pytest.fixture
+def taken(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts the batches the columnar grid path took and declined."""
+    return count_paths(monkeypatch)
 
 
 def _run(query: dict[str, Any], inp: Path, out: Path, on: bool, monkeypatch: pytest.MonkeyPatch,

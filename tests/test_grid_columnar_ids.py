@@ -10,28 +10,11 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from typing import Any
 
 import pytest
 import test_grid_columnar as tg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
-
-import udm.host.engine.runner as runner_mod
-from udm.host.engine.window import grid_columnar
-
-
-def _counting(mp: pytest.MonkeyPatch) -> dict[str, int]:
-    seen = {"columnar": 0, "row": 0}
-    real = grid_columnar.run_grid
-
-    def counting(runner: Any, batch: Any) -> Any:
-        got = real(runner, batch)
-        seen["columnar" if got is not None else "row"] += 1
-        return got
-
-    mp.setattr(runner_mod, "run_grid", counting)
-    return seen
 
 
 def _lines(seed: int, n: int, ids: str, dup: float) -> list[str]:
@@ -71,7 +54,7 @@ def _lines(seed: int, n: int, ids: str, dup: float) -> list[str]:
 @pytest.mark.parametrize("ids", ["counter", "shuffled", "words"])
 def test_clean_ids_of_every_shape_take_the_columnar_path(ids: str, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    seen = _counting(monkeypatch)
+    seen = tg.count_paths(monkeypatch)
     inp = tmp_path / "in.jsonl"
     inp.write_text("\n".join(_lines(1, 2000, ids, 0.0)) + "\n", encoding="utf-8")
     got = tg._compare(tg._query({"type": "tumbling", "size": 9}), inp, tmp_path, monkeypatch, seen, batch=120)
@@ -84,7 +67,7 @@ def test_clean_ids_of_every_shape_take_the_columnar_path(ids: str, tmp_path: Pat
 def test_reused_ids_give_the_row_paths_bytes(seed: int, ids: str, dup: float, batch: int,
                                             tmp_path_factory: pytest.TempPathFactory) -> None:
     with pytest.MonkeyPatch.context() as mp:
-        seen = _counting(mp)
+        seen = tg.count_paths(mp)
         tmp = tmp_path_factory.mktemp("ids")
         inp = tmp / "in.jsonl"
         inp.write_text("\n".join(_lines(seed, 1200, ids, dup)) + "\n", encoding="utf-8")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,39 +18,19 @@ import test_grid_columnar as tg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
-import udm.host.engine.runner as runner_mod
 import udm.host.io.jsonl as jsonl
 import udm.host.query.runners as runners
-from udm.host.engine.window import grid_columnar
 from udm.host.testing import generate
-from udm.sdk import IncrementalUDA, udm
+from udm.sdk import udm
 
 
 @udm(name="t_slices_total", version="1.0.0")
-class SlicesTotal(IncrementalUDA):
-    """An int sum with every batch form; ``mode`` picks what ``compute_slices`` does (and ``calls``
-    counts its calls)."""
+class SlicesTotal(tg.Total):
+    """`test_grid_columnar.Total` (an int sum with every batch form) plus ``compute_slices``; ``mode``
+    picks what that does (and ``calls`` counts its calls)."""
 
     mode = "ok"
     calls = 0
-
-    def initial_state(self) -> int:
-        return 0
-
-    def add(self, state: int, delta: Sequence[int]) -> int:
-        return state + sum(delta)
-
-    def add_array(self, state: int, values: Any) -> int:
-        return state + int(values.sum())
-
-    def add_batch(self, states: list[int], values: Any, offsets: Any) -> list[int]:
-        return [s + int(values[a:b].sum()) for s, a, b in zip(states, offsets[:-1], offsets[1:], strict=True)]
-
-    def remove(self, state: int, delta: Sequence[int]) -> int:
-        return state - sum(delta)
-
-    def compute(self, state: int) -> int:
-        return state
 
     def compute_slices(self, values: Any, offsets: Any) -> Any:
         type(self).calls += 1
@@ -73,23 +52,9 @@ class SlicesTotal(IncrementalUDA):
 tg._CATALOG.add(SlicesTotal)
 
 
-def _counting(mp: pytest.MonkeyPatch) -> dict[str, int]:
-    """Counts the batches the columnar grid path took and declined (as `test_grid_columnar.taken`)."""
-    seen = {"columnar": 0, "row": 0}
-    real = grid_columnar.run_grid
-
-    def counting(runner: Any, batch: Any) -> Any:
-        got = real(runner, batch)
-        seen["columnar" if got is not None else "row"] += 1
-        return got
-
-    mp.setattr(runner_mod, "run_grid", counting)
-    return seen
-
-
 @pytest.fixture
 def taken(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    return _counting(monkeypatch)
+    return tg.count_paths(monkeypatch)
 
 
 def _stream(seed: int, groups: int = 5) -> list[Any]:
@@ -132,7 +97,7 @@ def test_hand_overs_with_retractions_duplicates_and_bad_lines(seed: int, size: i
         mp.setattr(jsonl, "_PIECE_LINES", 20)
         mp.setattr(jsonl, "_MIN_FAST_LINES", 10)
         mp.setattr(SlicesTotal, "mode", "ok")
-        seen = _counting(mp)
+        seen = tg.count_paths(mp)
         tmp = tmp_path_factory.mktemp("h")
         inp = tmp / "in.jsonl"
         inp.write_text("\n".join(tg._dirty_in_order(seed, 1200)) + "\n", encoding="utf-8")
