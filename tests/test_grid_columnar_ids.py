@@ -20,8 +20,8 @@ from hypothesis import strategies as hs
 def _lines(seed: int, n: int, ids: str, dup: float) -> list[str]:
     """An in-order point stream (4 groups, a CTI every ~25 lines) whose ids are ``ids``-shaped; a share
     ``dup`` of the inserts reuse the id of an event no CTI has closed yet (in the same batch or held
-    from an earlier one): a duplicate live id. (An id closed by a CTI is forgotten by the engine,
-    semantics-notes: not a duplicate there, while the oracle remembers every id.)"""
+    from an earlier one): a duplicate live id. (An id closed by a CTI is free again, semantics-notes 63:
+    no duplicate.)"""
     rng = random.Random(seed)
     names = [f"e{k}" for k in range(n)]
     if ids == "shuffled":

@@ -97,8 +97,8 @@ def test_reused_ids_across_buckets(spark: Any, name: str) -> None:
         Cti(INF),
         Insert("late", 50, 51, {"g": a, "v": 2}),  # after the end of input
     ]
-    # the local engine, not the oracle: they differ on ids closed by a CTI (the engine forgets them, so z may
-    # come back) and on an insert lacking a field (the engine never makes it live, so q may come back)
+    # the local engine, not the oracle: they differ on an insert lacking a field (the engine never makes it
+    # live, so q may come back); on ids closed by a CTI (z) they agree (semantics-notes 63)
     _check(spark, QUERIES[name], stream, with_oracle=False)
 
 

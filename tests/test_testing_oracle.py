@@ -134,6 +134,49 @@ def test_cht_full_retraction_frees_the_id_and_extension_is_allowed() -> None:
     assert cht([ins("a", 1, 2, v=1), ins("b", 1, 2, v=1)])[(1, 2, '{"v":1}')] == 2
 
 
+def test_cht_an_id_closed_by_a_cti_is_free_again() -> None:
+    """An event ending before the CTI can no longer be named (a retraction's sync time would be below the
+    CTI), so its id may come back (semantics-notes 63); one ending at the CTI can still be extended."""
+    assert cht([ins("a", 1, 3, v=1), Cti(5), ins("a", 6, 8, v=2)]) == expect((1, 3, {"v": 1}), (6, 8, {"v": 2}))
+    assert cht([ins("a", 1, 5, v=1), Cti(5), ins("a", 6, 8, v=2)]) == expect((1, 5, {"v": 1}))
+    assert cht([ins("a", 1, 5, v=1), Cti(5), Retract("a", 1, 5, 9)]) == expect((1, 9, {"v": 1}))
+    # reused twice; a retraction then names the newest event only
+    stream = [ins("a", 1, 2, v=1), Cti(3), ins("a", 4, 5, v=2), Cti(6), ins("a", 7, 9, v=3), Retract("a", 7, 9, 8)]
+    assert cht(stream) == expect((1, 2, {"v": 1}), (4, 5, {"v": 2}), (7, 8, {"v": 3}))
+
+
+@pytest.mark.parametrize("query", [
+    {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 10}, "group_by": ["g"], "udm": "sum",
+                "input": "v", "as": "s"}]},
+    {"steps": [{"op": "filter", "udf": "in_range", "args": {"field": "v"}, "params": {"lo": 0}},
+               {"op": "window", "window": {"type": "count_by_start", "n": 2}, "udm": "count", "as": "n"}]},
+])
+def test_reused_ids_the_engine_and_the_oracle_agree(query: dict[str, Any]) -> None:
+    from udm.host.engine.runner import QueryRunner
+    from udm.host.query.plan import bind
+    from udm.host.query.spec import parse_query
+
+    stream: list[Any] = [
+        Insert("a", 1, 3, {"g": "x", "v": 1}), Insert("b", 2, 12, {"g": "y", "v": 2}),
+        Cti(5),
+        Insert("a", 6, 7, {"g": "y", "v": 4}),  # a ended before the CTI: free again
+        Insert("b", 6, 8, {"g": "x", "v": 8}),  # b is still open: a duplicate live id
+        Cti(12),
+        Insert("b", 13, 14, {"g": "x", "v": 16}),  # b ended at the CTI: still live (an extension may name it)
+        Retract("b", 2, 12, 15),
+        Cti(15),
+        Insert("a", 16, 17, {"g": "x", "v": 32}),  # the second a ended before the CTI
+        Cti(INF),
+    ]
+    bound = bind(parse_query(query))
+    runner = QueryRunner(bound)
+    out = runner.process_many(stream, range(1, len(stream) + 1)) + runner.finish()
+    expected = oracle_run(bound, stream)
+    assert cht(out) == expected.cht
+    assert sorted(d.line for d in runner.take_dead_letters()) == sorted(r.index + 1 for r in expected.rejected)
+    assert [r.index + 1 for r in expected.rejected] == [5, 7]
+
+
 # -- windows (SEMANTICS §3) -----------------------------------------------------------------------
 
 EVENTS = [ins("a", 1, 3, v=1), ins("b", 4, 7, v=2), ins("c", 6, 11, v=4), ins("d", 12, 13, v=8)]

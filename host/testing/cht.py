@@ -7,6 +7,7 @@ compare with ``==`` and a diff is a multiset difference.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
@@ -132,6 +133,7 @@ class StreamState:
     on_violation: Violation = "dead_letter"
     max_memory_time: int = INF
     live: dict[str, _Live] = field(default_factory=dict)
+    closed: list[_Live] = field(default_factory=list)  # events whose id was reused after a CTI closed them
     cti: int | None = None
     max_le: int | None = None
     max_finite: int | None = None  # largest finite time reached (semantics-notes 2)
@@ -210,17 +212,23 @@ class StreamState:
         except (TypeError, ValueError) as exc:
             self._reject(el, f"malformed payload: {exc}")
             return False
-        if el.id in self.live:
-            self._reject(el, f"duplicate live id {el.id!r}")
-            return False
         le = el.le
         c = self.effective_cti()
+        old = self.live.get(el.id)
+        if old is not None:
+            # An event ending before the CTI is closed: no retraction can name it any more (its sync time
+            # would be < CTI), so its id is free again, as the engines forget it (semantics-notes 63).
+            if c is None or old.re >= c:
+                self._reject(el, f"duplicate live id {el.id!r}")
+                return False
         if c is not None and le < c:
             if self.on_violation == "adjust" and el.re > c:
                 le = c
             else:
                 self._reject(el, f"CTI violation: insert sync time {le} < CTI {format_time(c)}")
                 return False
+        if old is not None:
+            self.closed.append(old)
         self.live[el.id] = _Live(el.le, el.re, dict(el.payload), le)
         self.max_le = el.le if self.max_le is None else max(self.max_le, el.le)
         self._reach(el.le, el.re)
@@ -257,7 +265,7 @@ class StreamState:
 
     # -- result -------------------------------------------------------------------------------
     def events(self) -> Iterator[tuple[int, int, dict[str, Any]]]:
-        for ev in self.live.values():
+        for ev in itertools.chain(self.closed, self.live.values()):
             if ev.re > ev.eff_le:
                 yield ev.eff_le, ev.re, ev.payload
 
