@@ -215,12 +215,11 @@ class StreamState:
         le = el.le
         c = self.effective_cti()
         old = self.live.get(el.id)
-        if old is not None:
-            # An event ending before the CTI is closed: no retraction can name it any more (its sync time
-            # would be < CTI), so its id is free again, as the engines forget it (semantics-notes 63).
-            if c is None or old.re >= c:
-                self._reject(el, f"duplicate live id {el.id!r}")
-                return False
+        # An event ending before the CTI is closed: no retraction can name it any more (its sync time would
+        # be < CTI), so its id is free again, as the engines forget it (semantics-notes 63).
+        if old is not None and (c is None or old.re >= c):
+            self._reject(el, f"duplicate live id {el.id!r}")
+            return False
         if c is not None and le < c:
             if self.on_violation == "adjust" and el.re > c:
                 le = c
