@@ -56,6 +56,7 @@ __all__ = [
     "KIND_RETRACT",
     "SCHEMA_BASE",
     "ElementBatch",
+    "ints_filled",
     "raw_json",
 ]
 
@@ -81,6 +82,16 @@ SCHEMA_BASE = pa.schema(
 )
 
 COLUMNS = ("kind", "id", "le", "re", "re_new", "t", "payload", "line", "error", "raw")
+
+
+def ints_filled(arr: pa.Array | pa.ChunkedArray, fill: int) -> np.ndarray:
+    """An integer column as int64 numpy, ``fill`` where null; no fill pass when it has no null (most time
+    and line columns: the fast reader's have none)."""
+    if arr.null_count == 0:
+        return arr.to_numpy().astype(np.int64, copy=False)
+    if arr.null_count == len(arr):
+        return np.full(len(arr), fill, dtype=np.int64)
+    return arr.fill_null(fill).to_numpy().astype(np.int64, copy=False)
 
 
 def raw_json(raw: Any) -> str:
@@ -254,9 +265,7 @@ class ElementBatch:
     def lines(self) -> np.ndarray:
         """Line numbers as numpy int64 (-1 where unknown)."""
         if self._lines is None:
-            col = self.table.column("line")
-            col = col if col.null_count == 0 else col.fill_null(-1)  # (the fast reader's have none)
-            self._lines = col.to_numpy().astype(np.int64, copy=False)
+            self._lines = ints_filled(self.table.column("line"), -1)
         return self._lines
 
     def column(self, name: str) -> np.ndarray:
@@ -264,7 +273,7 @@ class ElementBatch:
         got = self._ints.get(name)
         if got is not None:
             return got
-        return self.table.column(name).fill_null(0).to_numpy().astype(np.int64, copy=False)
+        return ints_filled(self.table.column(name), 0)
 
     def kind_codes(self) -> np.ndarray:
         """int8 numpy array: `KIND_INSERT`, `KIND_RETRACT`, `KIND_CTI`, or `KIND_BAD` per row."""

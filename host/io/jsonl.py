@@ -42,7 +42,7 @@ from udm.host.temporal.elements import Element, parse_element
 from udm.sdk import INF
 
 from .arrow_pool import use_bulk_pool
-from .batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch, raw_json
+from .batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch, ints_filled, raw_json
 from .encode import MIN_RUN, DeferredLines, EncodedLines, element_lines, element_text
 
 __all__ = [
@@ -306,7 +306,7 @@ def _fast_batch(chunk: bytes, n_lines: int, first_line: int) -> ElementBatch | N
     le_v, re_v, rn_v, t_v = (_np_valid(a) for a in (le, re_, re_new, t))
     if not (np.all(le_v[ev]) and np.all(re_v[ev]) and np.all(rn_v[ret]) and np.all(t_v[cti])):
         return None
-    le_np, re_np, rn_np, t_np = (_zero_filled(a) for a in (le, re_, re_new, t))
+    le_np, re_np, rn_np, t_np = (ints_filled(a, 0) for a in (le, re_, re_new, t))
     if not np.all(re_np[ev] > le_np[ev]):  # also makes le finite
         return None
     if np.any(le_np[ev] == _I64_MIN):  # parse_time: below -INF
@@ -365,15 +365,6 @@ def _fast_batch(chunk: bytes, n_lines: int, first_line: int) -> ElementBatch | N
         ints={name: _only_np(v, valid, where) for name, v, valid, where in (
             ("le", le_np, le_v, ev), ("re", re_np, re_v, ev), ("re_new", rn_np, rn_v, ret), ("t", t_np, t_v, cti))},
     )
-
-
-def _zero_filled(arr: pa.Array) -> np.ndarray:
-    """An int64 column as numpy, 0 where null (no fill pass when there is no null: most time columns)."""
-    if arr.null_count == 0:
-        return arr.to_numpy()
-    if arr.null_count == len(arr):
-        return np.zeros(len(arr), dtype=np.int64)
-    return arr.fill_null(0).to_numpy()
 
 
 def _explicit_null_payload(chunk: bytes) -> bool:
