@@ -50,20 +50,23 @@ def allowed(caller_module: object) -> bool:
     return all(t is main or t.daemon or not t.is_alive() for t in threading.enumerate())
 
 
+def _flush_stdio() -> bool:
+    """Flush stdout and stderr (each tried); False if either failed."""
+    ok = True
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            ok = False
+    return ok
+
+
 def exit_now(code: int = 0) -> None:
     """Run the atexit handlers, flush stdout/stderr and end the process with ``code``. Returns (the caller
     then exits normally) if a flush fails — a closed pipe is reported by the normal path."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):
-            return
+    if not _flush_stdio():
+        return
     atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):
-            pass  # as at a normal exit, where a failed flush of stdio at shutdown is ignored but for a message
+    _flush_stdio()  # (a failure ignored, as at a normal exit's shutdown but for a message)
     os._exit(code)
