@@ -94,6 +94,11 @@ class DictStageStore(DictStore):
         self.aux = blob
 
 
+def _wire_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """The rows as dicts without the ``udm_bucket`` grouping column (when there): what goes out again."""
+    return table.drop_columns([c for c in ("udm_bucket",) if c in table.column_names]).to_pylist()
+
+
 def keyed_stage(stage: Stage) -> bool:
     """Whether ``stage`` keeps its state per key: its routing gives key fields for every stream it reads."""
     r = stage.routing
@@ -169,7 +174,7 @@ class StageBucket:
                                     pc.is_in(table.column("udm_stage"),
                                              pa.array([self.index, ALL_STAGES], pa.int64()))), False)
         rest = table.filter(pc.invert(mine))
-        for r in rest.drop_columns([c for c in ("udm_bucket",) if c in rest.column_names]).to_pylist():
+        for r in _wire_rows(rest):
             if self.index == 0 and r["udm_route"] == ROUTE_LATER:
                 routing, width = self.later[(r["udm_input"], r["udm_stage"])]
                 text = r["payload"]
@@ -196,8 +201,7 @@ class StageBucket:
             raise ValueError(OLD_STAGE_LAYOUT)
         kinds = table.column("kind").to_pylist()
         if not self.last and bucket == 0:  # control rows go on to the later stages, once
-            rows = table.drop_columns([c for c in ("udm_bucket",) if c in table.column_names]).to_pylist()
-            for r, k in zip(rows, kinds, strict=True):
+            for r, k in zip(_wire_rows(table), kinds, strict=True):
                 if k in (END_KIND, T_KIND) and r["udm_stage"] == ALL_STAGES:
                     out.add(**r)
         got = (self._keyed if self.per_key else self._whole)(bucket, table, aux, store)
