@@ -502,14 +502,15 @@ class QueryRunner:
         return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
-    def restore(cls, data: bytes, bound: BoundQuery, *, on_violation: str | None = None) -> QueryRunner:
+    def restore(cls, data: bytes, bound: BoundQuery, *, on_violation: str | None = None,
+                derived_inputs: Collection[str] = ()) -> QueryRunner:
         state = pickle.loads(data)
         if not isinstance(state, dict) or state.get("v") != _SNAPSHOT_VERSION:
             found = state.get("v") if isinstance(state, dict) else None
             raise ValueError(f"not a udmkit engine snapshot of format {_SNAPSHOT_VERSION} (found format "
                              f"{found!r}); it was written by another version of udmkit — start from a new "
                              f"checkpoint")
-        fresh = cls(bound, on_violation=on_violation)
+        fresh = cls(bound, on_violation=on_violation, derived_inputs=derived_inputs)  # (a snapshot keeps neither)
         if state["order"] != [op.name for op in fresh.ops]:
             raise ValueError(f"snapshot was taken for a query with other steps ({', '.join(state['order'])}; "
                              f"this query: {', '.join(op.name for op in fresh.ops)})")

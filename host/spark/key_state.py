@@ -377,9 +377,7 @@ class KeyedBucket:
     def _restore(self, snapshot: bytes) -> QueryRunner:
         """An engine from its snapshot, knowing its derived inputs again (a snapshot does not keep them, and
         without them the columnar fast paths would take an exchange stream for a real input)."""
-        r = QueryRunner.restore(snapshot, self.bound)
-        r.derived_inputs = frozenset(self.derived_inputs)
-        return r
+        return QueryRunner.restore(snapshot, self.bound, derived_inputs=self.derived_inputs)
 
     def _engine(self, key: str) -> _Live:
         """The key's engine, loaded (and brought to the bucket's CTI) on first use in this call."""

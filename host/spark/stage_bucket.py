@@ -281,8 +281,7 @@ class StageBucket:
             raise ValueError(OLD_STAGE_LAYOUT)
         got = store.get_whole()
         if got is not None:
-            runner = QueryRunner.restore(bytes(got[0]), self.bound())
-            runner.derived_inputs = frozenset(self.exchanges)  # (a snapshot does not keep them)
+            runner = QueryRunner.restore(bytes(got[0]), self.bound(), derived_inputs=self.exchanges)
             cti = None if got[1] is None else int(got[1])
         else:
             runner = QueryRunner(self.bound(), on_violation=self.on_violation, derived_inputs=self.exchanges)
