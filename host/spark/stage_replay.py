@@ -115,9 +115,7 @@ class StagedReplay:
         """One micro-batch of wire rows through every stage; what the last stage reported."""
         from udm.host.spark.streaming import BROADCAST
 
-        wire = [{**r, "udm_seq": None} for r in rows]
-        for k, r in enumerate(wire):
-            r["udm_seq"] = k
+        wire = [{**r, "udm_seq": k} for k, r in enumerate(rows)]
         table = pa.Table.from_pylist(wire, schema=pa.schema([f for f in _IN_ARROW if f.name != "udm_bucket"]))
         for s, logic, stores in zip(self.stages, self.logic, self.stores, strict=True):
             w = len(stores)
