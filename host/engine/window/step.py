@@ -1,0 +1,294 @@
+"""The window operator of seeds/000 §V (SEMANTICS §3–7): group & apply a UDA/UDO over windows.
+
+`WindowStep` is family-independent: it takes a batch (checking the payload fields it reads, refusing late
+elements under ``max_memory_time``), finds each event's group and the value its UDM receives, and hands the
+event to its family (`family.Family`: tumbling/hopping/cumulate, snapshot, count, rows, session), which
+keeps the group's structure and knows which windows a change touches. Nothing is computed then: at a flush
+the family evaluates, group by group and in window order, the windows that are *released* (``W.RE`` at or
+below the release point, ``W.LE`` below the CTI under ``time_bound``, open windows on a progressive-output
+tick) and new or changed, carrying one window's aggregate to the next (`sweep`), and the `Emitter` writes
+the minimal diff against what each window emitted. Then the output CTI (the family's liveliness bound,
+SEMANTICS §7) and cleanup: windows that can no longer change are dropped with the events only they held.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+import numpy as np
+
+from udm.host.input_types import step_checks
+from udm.host.query.plan import BoundStep
+
+from .. import rules
+from ..aggregates import MultiMapper, window_udm
+from ..batch import CTI, INSERT, Batch, RowsOut
+from ..context import Context
+from ..invoke import Mapper
+from ..operator import Operator
+from ..rules import INF, NEG
+from .emit import Emitter
+from .state import Ev, Group, group_key
+from .sweep import make_sweep, sweep_kind
+
+__all__ = ["WindowStep"]
+
+
+class WindowStep(Operator):
+    """Family-independent part of the window operator (see the module docstring)."""
+
+    def __init__(self, name: str, ctx: Context, bs: BoundStep, family_cls: Any) -> None:
+        super().__init__(name, ctx)
+        step = bs.step
+        self.group_by: tuple[str, ...] = tuple(step.group_by)
+        self.max_delay: int = step.max_delay
+        self.max_memory_time: int = step.max_memory_time
+        #: progressive output (None: off): emit open windows holding the watermark, every ``early`` ticks
+        self.early: int | None = step.early
+        self.early_next = NEG
+        self.max_le = NEG
+        self.watermark = NEG
+        self.input_cti = NEG
+        self.effective_cti = NEG
+        self.cleaned = NEG
+        self.groups: dict[Any, Group] = {}
+        #: groups changed since the last flush (by id)
+        self.touched: dict[int, Group] = {}
+        #: (W.RE of a group's first pending window, seq, group), and by W.LE under time_bound
+        self.due: list[tuple[int, int, Group]] = []
+        self.due_le: list[tuple[int, int, Group]] = []
+        self.seq = 0
+        self.emitter = Emitter()
+        #: the release point, the time_bound limit and the progressive-output tick of the current flush
+        self.rp = NEG
+        self.tb = NEG
+        self.tick = False
+        self.attach(ctx, bs)
+        self.check = rules.FieldCheck(tuple(dict.fromkeys(self.group_by + self.mapper.fields)), step_checks(bs),
+                                      bs.label)
+        self.family = family_cls(self, bs.step.window)
+        if not self.family.time_bound_ok:
+            self.time_bound = False
+
+    def _transient(self) -> tuple[str, ...]:
+        return ("ctx", "bs", "udm", "mapper")
+
+    def attach(self, ctx: Context, bs: BoundStep | None) -> None:
+        self.ctx = ctx
+        self.bs = bs
+        assert bs is not None
+        self.udm = window_udm(bs)
+        self.mapper = MultiMapper([p.step.input for p in bs.parts]) if bs.parts else Mapper(bs.step.input)
+        udm = self.udm
+        self.time_sensitive = udm.time_sensitive
+        self.incremental = udm.incremental
+        #: time-sensitive without right clipping: a member's open end matters to the UDM
+        self.sees_open_ends = udm.time_sensitive and not udm.clip_right
+        self.time_bound = udm.policy == "time_bound"
+        fam = self.__dict__.get("family")
+        if fam is not None and not fam.time_bound_ok:
+            self.time_bound = False
+        self.sweep_kind = sweep_kind(udm)
+        for g in self.__dict__.get("groups", {}).values():
+            if g.sweep is not None:
+                g.sweep.attach(udm)
+
+    # -- groups --------------------------------------------------------------------------------------
+    def group(self, key: Any, payload: dict[str, Any]) -> Group:
+        g = self.groups.get(key)
+        if g is None:
+            gb = self.group_by
+            g = self.groups[key] = Group(key, {f: payload[f] for f in gb} if gb else None)
+            g.sweep = make_sweep(self.sweep_kind, self.udm)
+            self.family.new_group(g)
+        return g
+
+    def _keys(self, b: Batch, rows: np.ndarray) -> list[Any]:
+        gb = self.group_by
+        if not gb:
+            return [()] * len(rows)
+        cols = []
+        for f in gb:
+            vals, _ = b.payload.column(f)
+            v = vals[rows].tolist() if isinstance(vals, np.ndarray) else [vals[i] for i in rows.tolist()]
+            cols.append(v)
+        if len(gb) == 1:
+            return [group_key(v) for v in cols[0]]
+        return [tuple(group_key(v) for v in t) for t in zip(*cols, strict=True)]
+
+    def _values(self, b: Batch, rows: np.ndarray) -> list[Any]:
+        m = self.mapper
+        if m.kind == 1:
+            vals, _ = b.payload.column(m.spec)  # type: ignore[arg-type]
+            return vals[rows].tolist() if isinstance(vals, np.ndarray) else [vals[i] for i in rows.tolist()]
+        pls = b.payload.rows()
+        return [m(pls[i]) for i in rows.tolist()]
+
+    # -- input ---------------------------------------------------------------------------------------
+    def process(self, port: int, b: Batch) -> Batch | None:
+        b = self.checked(b, self.check)
+        if self.max_memory_time < INF:
+            b = self._finalized(b)
+        kind = b.kind
+        data = np.flatnonzero(kind != CTI)
+        if len(data):
+            self._data(b, data)
+        for i in np.flatnonzero(kind == CTI).tolist():
+            self._cti(int(b.le[i]))
+        return None
+
+    def _data(self, b: Batch, rows: np.ndarray) -> None:
+        keys = self._keys(b, rows)
+        vals = self._values(b, rows)
+        pls = b.payload
+        fam = self.family
+        touched = self.touched
+        kinds = b.kind[rows].tolist()
+        ids = b.id[rows].tolist()
+        les = b.le[rows].tolist()
+        res = b.re[rows].tolist()
+        rns = b.rn[rows].tolist()
+        for j, (k, eid, le, re, rn, key, val) in enumerate(zip(kinds, ids, les, res, rns, keys, vals, strict=True)):
+            g = self.groups.get(key)
+            if g is None:
+                g = self.group(key, pls.row(int(rows[j])))
+            touched[id(g)] = g
+            if k == INSERT:
+                ev = Ev(eid, le, re, val)
+                g.events[eid] = ev
+                fam.insert(g, ev)
+                if le > self.max_le:
+                    self.max_le = le
+                    if le > self.watermark:
+                        self._advance(le)
+            else:
+                ev = g.events.get(eid)
+                if ev is None or rn == ev.re:
+                    continue  # (an event this step forgot was final: nothing valid reaches it)
+                old = ev.re
+                if rn <= ev.le:
+                    del g.events[eid]
+                    fam.change(g, ev, old, ev.le)
+                else:
+                    fam.change(g, ev, old, rn)
+
+    def _finalized(self, b: Batch) -> Batch:
+        """Finalize (semantics-notes 8): elements whose sync time is below ``m - max_memory_time`` are
+        refused (as CTI violations of this step), row by row as the watermark moves."""
+        keep = np.ones(len(b), dtype=bool)
+        wm = self.watermark
+        mmt = self.max_memory_time
+        ceff = self.effective_cti
+        for i in range(len(b)):
+            k = int(b.kind[i])
+            if k == CTI:
+                t = int(b.le[i])
+                if t > wm:
+                    wm = t
+                ceff = max(ceff, t, rules.effective_cti(t, wm, mmt))
+                continue
+            sync = rules.sync_time(k, int(b.le[i]), int(b.re[i]), int(b.rn[i]))
+            if sync < ceff:
+                keep[i] = False
+                self.refuse(b, i, rules.CTI_VIOLATION, rules.cti_reason(sync, ceff))
+                continue
+            if k == INSERT and b.le[i] > wm:
+                wm = int(b.le[i])
+                ceff = max(ceff, rules.effective_cti(ceff, wm, mmt))
+        return b if keep.all() else b.take(np.flatnonzero(keep))
+
+    def _advance(self, m: int) -> None:
+        """The watermark moved to ``m``."""
+        self.watermark = m
+        e = rules.effective_cti(self.effective_cti, m, self.max_memory_time)
+        if e > self.effective_cti:
+            self.effective_cti = e
+        self.family.advanced(m)
+
+    def _cti(self, t: int) -> None:
+        if t <= self.input_cti:
+            return
+        if t >= INF:
+            self.family.finish_ready()
+        self.input_cti = t
+        if t > self.effective_cti:
+            self.effective_cti = t
+        if t > self.watermark:
+            self._advance(t)
+
+    def pending(self, g: Group, re: int, le: int) -> None:
+        """Group ``g``'s first window still to release ends at ``re`` and starts at ``le``."""
+        self.seq += 1
+        if re < INF:
+            heapq.heappush(self.due, (re, self.seq, g))
+        if self.time_bound and le < INF:
+            heapq.heappush(self.due_le, (le, self.seq, g))
+
+    # -- release ------------------------------------------------------------------------------------------
+    def release_point(self) -> int:
+        return rules.release_point(self.effective_cti, self.watermark, self.max_delay)
+
+    def releasable(self, wle: int, wre: int, emitted: bool) -> bool:
+        """Is window ``[wle, wre)`` output now (``emitted``: it has output already)?"""
+        if wre <= self.rp or wle < self.tb:
+            return True
+        early = self.early
+        if emitted:  # an emitted window's changes go out at once, except an open one under a rate limit
+            return early is None or early == 0 or self.tick
+        return early is not None and self.tick and wle <= self.watermark
+
+    def flush(self) -> Batch | None:
+        out = RowsOut()
+        self.rp = self.release_point()
+        self.tb = self.effective_cti if self.time_bound else NEG
+        early = self.early
+        self.tick = early is not None and self.watermark >= self.early_next
+        visit = self.touched
+        self.touched = {}
+        rp = self.rp
+        due = self.due
+        while due and due[0][0] <= rp:
+            g = heapq.heappop(due)[2]
+            visit[id(g)] = g
+        if self.time_bound:
+            dl = self.due_le
+            tb = self.tb
+            while dl and dl[0][0] < tb:
+                g = heapq.heappop(dl)[2]
+                visit[id(g)] = g
+        if self.tick or rp >= INF:  # (at the end of input every window is released)
+            for g in self.groups.values():
+                visit[id(g)] = g
+        if self.tick:
+            self.early_next = self.watermark + early if early else self.watermark  # type: ignore[operator]
+        groups = self.groups
+        fam = self.family
+        em = self.emitter
+        for g in visit.values():
+            if groups.get(g.key) is g:
+                fam.evaluate(g, out, em)
+        c = self.effective_cti
+        if c > self.cleaned:
+            self.cleaned = c
+            gone = fam.cleanup(c)
+            if c >= INF:  # end of input: everything is final
+                self.groups = {}
+                self.due = []
+                self.due_le = []
+                self.touched = {}
+                fam.final_state()
+            else:
+                for g in gone:
+                    if self.groups.get(g.key) is g and not g.events and not g.out and fam.idle(g):
+                        del self.groups[g.key]
+            t = c if c >= INF or self.time_bound else min(c, fam.bound(c))
+            if t > em.out_cti:
+                em.out_cti = t
+                out.cti(t)
+        return out.batch()
+
+    def state_size(self) -> dict[str, int]:
+        nwin = sum(len(g.out) for g in self.groups.values())
+        events = sum(len(g.events) for g in self.groups.values())
+        return {"events": events, "groups": len(self.groups), "windows": nwin}
