@@ -79,6 +79,11 @@ class InputGate:
     def fast_forward(self, t: int) -> None:
         self.feedback.signal(t)
 
+    def forget_at(self) -> int:
+        """The earliest CTI at which this gate forgets a live event (INF: none ends)."""
+        e = self.live.min_end()
+        return e + 1 if e < INF else INF
+
     # -- dead letters ---------------------------------------------------------------------------------
     def _reject(self, line: int, category: str, reason: str, element: dict[str, Any] | None) -> None:
         ctx = self.ctx
@@ -141,22 +146,33 @@ class InputGate:
         elif not self.ended:
             out = self._columns(raw)
         if out is None:
-            out = _Rows(self, raw).run()
+            out = _Rows(self, raw, None).run()
+        if self.feedback.active:
+            out = self.feedback.apply(out)
+        return out
+
+    def process_elements(self, items: list[tuple[int | None, Any]]) -> Batch:
+        """`process` for ``(line, element)`` pairs already decoded (a few elements of one input, read side
+        by side with other inputs, or one at a time): the row path, with no columnar batch built."""
+        if self.repair is not None:
+            return self._repaired_items(items)
+        out = _Rows(self, None, items).run()
         if self.feedback.active:
             out = self.feedback.apply(out)
         return out
 
     def _repaired(self, raw: ElementBatch) -> Batch:
+        return self._repaired_items(raw.to_elements())
+
+    def _repaired_items(self, items: list[tuple[int | None, Any]]) -> Batch:
         """Retraction-chain repair (semantics-notes 20) in front of validation: element by element."""
         rep = self.repair
         assert rep is not None
         parts: list[Batch] = []
-        for line, el in raw.to_elements():
+        for line, el in items:
             got = rep.push(el, line)
             if got:
-                els = [e for _, e in got]
-                lns = [ln for ln, _ in got]
-                parts.append(_Rows(self, ElementBatch.from_elements(els, lns)).run())
+                parts.append(_Rows(self, None, got).run())
             for dl, category in rep.take_dead():
                 if self.ctx.on_violation == "error":
                     raise ViolationError(f"invalid element (line {dl.line}): {dl.reason}: {dl.element}")
@@ -313,9 +329,10 @@ def _payload(raw: ElementBatch) -> Payload | None:
 class _Rows:
     """The row-by-row path of `InputGate.process`: each element through the rules in order."""
 
-    def __init__(self, gate: InputGate, raw: ElementBatch) -> None:
+    def __init__(self, gate: InputGate, raw: ElementBatch | None, items: list[tuple[int | None, Any]] | None
+                 ) -> None:
         self.gate = gate
-        self.raw = raw
+        self.items = items if items is not None else raw.to_elements()  # type: ignore[union-attr]
         self.kind: list[int] = []
         self.id: list[int] = []
         self.le: list[int] = []
@@ -338,7 +355,7 @@ class _Rows:
 
     def run(self) -> Batch:
         g = self.gate
-        for line, el in self.raw.to_elements():
+        for line, el in self.items:
             ln = -1 if line is None else line
             if isinstance(el, BadElement):
                 if g.ended:

@@ -22,6 +22,7 @@ from . import rules
 from .batch import Batch
 from .common import DeadLetter
 from .context import Context
+from .rules import INF
 
 __all__ = ["Operator"]
 
@@ -69,6 +70,11 @@ class Operator:
     def state_size(self) -> dict[str, int]:
         """What this operator holds (tests of bounded state)."""
         return {}
+
+    def forget_at(self) -> int | None:
+        """On this operator's input clock, the earliest CTI at which it forgets an event (INF: it holds
+        none); None when what a CTI does to it depends on its state otherwise (`udm.host.engine.progress`)."""
+        return INF if not any(self.state_size().values()) else None
 
     # -- refusing rows -------------------------------------------------------------------------------
     def refuse(self, b: Batch, i: int, category: str, reason: str, port: int = 0) -> None:

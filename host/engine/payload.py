@@ -161,24 +161,32 @@ class Payload:
             return {}
         return {k: (c.value if isinstance(c, Const) else c[i].as_py()) for k, c in f.items()}
 
-    def column(self, name: str) -> tuple[Any, np.ndarray | None]:
-        """Field ``name`` of every row: (values, mask of rows lacking it or None). Values are an int64 /
-        float64 numpy array when the field is uniformly so, else a list (`MISSING` where absent)."""
+    def column(self, name: str, rows: np.ndarray | None = None) -> tuple[Any, np.ndarray | None]:
+        """Field ``name`` of every row (of ``rows`` only, when given): (values, mask of rows lacking it or
+        None). Values are an int64 / float64 numpy array when the field is uniformly so, else a list
+        (`MISSING` where absent)."""
         f = self._fields
+        n = self._n if rows is None else len(rows)
         if f is not None:
             col = f.get(name)
             if col is None:
-                return [MISSING] * self._n, np.ones(self._n, dtype=bool)
-            miss = None if self._valid is None else ~self._valid
+                return [MISSING] * n, np.ones(n, dtype=bool)
+            valid = self._valid
+            if rows is not None and valid is not None:
+                valid = valid[rows]
+            miss = None if valid is None or valid.all() else ~valid
             if isinstance(col, Const):
-                vals: Any = [col.value] * self._n
+                vals: Any = [col.value] * n
             else:
+                if rows is not None and (len(rows) != self._n or col.null_count):
+                    col = col.take(pa.array(rows, pa.int64()))
                 num = _numeric(col)
                 vals = num if num is not None else col.to_pylist()
             return vals, miss
-        rows = self._rows
-        assert rows is not None
-        vals = [p.get(name, MISSING) if type(p) is dict else MISSING for p in rows]
+        allrows = self._rows
+        assert allrows is not None
+        src = allrows if rows is None else [allrows[i] for i in rows.tolist()]
+        vals = [p.get(name, MISSING) if type(p) is dict else MISSING for p in src]
         if MISSING in vals:
             return vals, np.fromiter((v is MISSING for v in vals), dtype=bool, count=len(vals))
         kinds = set(map(type, vals))

@@ -22,7 +22,7 @@ from udm.host.query.graph import QueryGraph
 from udm.host.query.plan import BoundQuery
 from udm.host.temporal.elements import Cti, Element
 
-from . import rules
+from . import progress, rules
 from .batch import CTI, Batch
 from .common import DeadLetter, RunStats
 from .context import Context
@@ -144,6 +144,25 @@ class QueryRunner:
         """The latest CTI input ``name`` sent (``rules.NEG`` before its first)."""
         return self.gates[self.input_name(name)].cti
 
+    def live_end(self, id: str, input: str | None = None) -> int | None:
+        """The current RE of live event ``id`` of input ``input``, or None when it is not live."""
+        rec = self.gates[self.input_name(input)].live.peek(id)
+        return None if rec is None else rec.re
+
+    # -- progress (`udm.host.engine.progress`): what a CTI alone would do ----------------------------------
+    def due(self, c: int) -> int:
+        """The earliest input CTI after ``c`` at which the engine must be fed again (INF: never by a CTI)."""
+        return progress.engine_due(self, c)
+
+    def graph_due(self, ctis: Mapping[str, int]) -> tuple[dict[str, int], int] | None:
+        """Per input, the CTI at which the engine must be fed again, and its output-CTI hold until then; None
+        when only a run can tell (semantics-notes 52)."""
+        return progress.graph_due(self, ctis)
+
+    def hold(self, due: int) -> int | None:
+        """The output CTI after input CTI ``due - 1``, when the engine's state tells it without a run."""
+        return progress.hold(self, due)
+
     def take_dead_letters(self) -> list[DeadLetter]:
         dl = self.ctx.dead_letters
         self.ctx.dead_letters = []
@@ -187,8 +206,9 @@ class QueryRunner:
         return {op.name: op.chattiness() for op in self.ops if isinstance(op, LmergeStep)}
 
     # -- the route ------------------------------------------------------------------------------------------
-    def _run(self, input_name: str, raw: ElementBatch) -> Batch:
-        """One batch of one input through its gate and the plan; the query output it causes."""
+    def _run(self, input_name: str, raw: ElementBatch | list[tuple[int | None, Any]]) -> Batch:
+        """One batch of one input (columnar, or decoded ``(line, element)`` pairs) through its gate and the
+        plan; the query output it causes."""
         ctx = self.ctx
         n = len(raw)
         ctx.stats.elements_in += n
@@ -197,7 +217,7 @@ class QueryRunner:
             ctx.on_violation = self._policy(input_name)
             ctx.stats.count_input(input_name, "elements_in", n)
         gate = self.gates[input_name]
-        b = gate.process(raw)
+        b = gate.process(raw) if isinstance(raw, ElementBatch) else gate.process_elements(raw)
         starts: list[tuple[int, int, Batch]] = []
         ends_now = gate.ended and input_name not in self.ended
         if ends_now:
@@ -274,10 +294,15 @@ class QueryRunner:
             return DeferredLines(len(out), lambda: encode_batch(out))
         return encode_batch(out)
 
+    def process_items(self, items: list[tuple[int | None, Element | BadElement]], input: str | None = None
+                      ) -> list[Element]:
+        """Feed decoded ``(line, element)`` pairs of one input as one batch."""
+        return self._count(self._run(self.input_name(input), items)).to_elements()
+
     def process(self, element: Element | BadElement, line: int | None = None, input: str | None = None
                 ) -> list[Element]:
         """Feed one element of input ``input``; returns the output it caused."""
-        return self.process_batch(ElementBatch.from_elements([element], [line]), input)
+        return self.process_items([(line, element)], input)
 
     def process_many(self, elements: Iterable[Element | BadElement], lines: Iterable[int] | None = None,
                      input: str | None = None) -> list[Element]:
@@ -293,18 +318,16 @@ class QueryRunner:
         """Feed ``(input name, line, element)`` triples of several inputs, in the given order (each run of
         one input's elements as one batch)."""
         out: list[Element] = []
-        run: list[Element | BadElement] = []
-        lines: list[int | None] = []
+        run: list[tuple[int | None, Element | BadElement]] = []
         name: str | None = None
         for nm, line, el in items:
             if nm != name or len(run) >= _CHUNK:
                 if run:
-                    out.extend(self.process_batch(ElementBatch.from_elements(run, lines), name))
-                run, lines, name = [], [], nm
-            run.append(el)
-            lines.append(line)
+                    out.extend(self.process_items(run, name))
+                run, name = [], nm
+            run.append((line, el))
         if run:
-            out.extend(self.process_batch(ElementBatch.from_elements(run, lines), name))
+            out.extend(self.process_items(run, name))
         return out
 
     def run_all(self, inputs: Sequence[Element | BadElement] | Mapping[str, Iterable[Element | BadElement]]
@@ -330,7 +353,7 @@ class QueryRunner:
         for name in self.inputs:
             if name in self.ended:
                 continue
-            parts.append(self._run(name, ElementBatch.from_elements([Cti(rules.INF)], [self.ctx.line])))
+            parts.append(self._run(name, [(self.ctx.line, Cti(rules.INF))]))
             self.ctx.stats.elements_in -= 1  # the implicit end is not an input element
             if self.ctx.multi_input:
                 self.ctx.stats.count_input(name, "elements_in", -1)
@@ -374,6 +397,11 @@ class QueryRunner:
             g.attach(fresh.ctx)
         fresh._wire(bound.graph)
         return fresh
+
+    @property
+    def repairing(self) -> bool:
+        """Some input repairs retraction chains (semantics-notes 20): a stage that may hold retractions."""
+        return any(g.repair is not None for g in self.gates.values())
 
     def inputs_without_cti(self) -> list[str]:
         """Inputs that have sent no CTI so far (SEMANTICS §7: without CTIs state is not cleaned up)."""

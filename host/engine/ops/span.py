@@ -105,6 +105,10 @@ class _SpanStep(Operator):
     def state_size(self) -> dict[str, int]:
         return {"events": len(self.feedback.skipped)}
 
+    def forget_at(self) -> int | None:
+        skipped = self.feedback.skipped
+        return min(skipped.values()) + 1 if skipped else rules.INF
+
 
 class FilterStep(_SpanStep):
     """Keeps the events whose UDF result is truthy."""

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from math import gcd
 from typing import Any
 
+import numpy as np
 from sortedcontainers import SortedDict, SortedKeyList
 
 from ..rules import INF, NEG
@@ -31,19 +32,30 @@ __all__ = ["GridFamily"]
 
 
 class _Pane:
-    """The short events of one pane, and their merged partial (cached until the pane changes)."""
+    """The short events of one pane. How they are held follows how windows are evaluated (`sweep`):
 
-    __slots__ = ("members", "partial")
+    * ``members`` (event objects by id) when windows are computed from their members;
+    * otherwise ``count`` values folded into ``partial`` (the UDA state of the pane, for the merge sweep),
+      and the values themselves in ``values`` while something still needs them: the running sweep (it
+      removes what leaves), or a UDA without ``remove`` whose pane a retraction may still change (dropped
+      once the CTI passes the pane: a ``min`` pane then holds one value)."""
+
+    __slots__ = ("count", "members", "partial", "values")
 
     def __init__(self) -> None:
-        self.members: dict[int, Ev] = {}
+        self.members: dict[int, Ev] | None = None
         self.partial: Any = None
+        self.count = 0
+        self.values: list[Any] | None = None
 
     def __getstate__(self) -> tuple:
-        return (self.members, self.partial)
+        return (self.members, self.partial, self.count, self.values)
 
     def __setstate__(self, s: tuple) -> None:
-        self.members, self.partial = s
+        self.members, self.partial, self.count, self.values = s
+
+    def empty(self) -> bool:
+        return not self.count and not self.members
 
 
 def _long_key(item: tuple[int, int, Ev]) -> tuple[int, int]:
@@ -53,7 +65,7 @@ def _long_key(item: tuple[int, int, Ev]) -> tuple[int, int]:
 class _Data:
     """A group's panes, long events, and how far its windows were evaluated."""
 
-    __slots__ = ("dirty", "done", "endless", "floor", "longs", "panes")
+    __slots__ = ("dirty", "done", "endless", "floor", "longs", "panes", "vfloor")
 
     def __init__(self) -> None:
         self.panes: SortedDict = SortedDict()
@@ -67,17 +79,23 @@ class _Data:
         self.endless = 0
         #: windows before this one are final (cleaned up): nothing valid can change them
         self.floor = NEG
+        #: panes before this one no longer keep their values (no retraction can reach them)
+        self.vfloor = NEG
 
     def __getstate__(self) -> tuple:
-        return (self.panes, list(self.longs), self.done, self.dirty, self.endless, self.floor)
+        return (self.panes, list(self.longs), self.done, self.dirty, self.endless, self.floor, self.vfloor)
 
     def __setstate__(self, s: tuple) -> None:
-        self.panes, longs, self.done, self.dirty, self.endless, self.floor = s
+        self.panes, longs, self.done, self.dirty, self.endless, self.floor, self.vfloor = s
         self.longs = SortedKeyList(longs, key=_long_key)
 
 
 class GridFamily(Family):
     """``tumbling{size, offset}``, ``hopping{size, hop, offset}``, ``cumulate{size, step, offset}``."""
+
+    exact = True
+    bulk = True
+    tracks_events = False
 
     def __init__(self, step: Any, spec: Any) -> None:
         super().__init__(step, spec)
@@ -94,8 +112,15 @@ class GridFamily(Family):
             self.p = gcd(self.size, self.hop)
         self.L = self.size // self.p
         self.H = self.hop // self.p
+        #: how panes hold their events (`_Pane`), after how windows are evaluated (`sweep.sweep_kind`)
+        self.kind: str = step.sweep_kind
+        self.has_remove = bool(getattr(step.udm, "invertible", False))
+        self.keep_values = self.kind == "running" or (self.kind == "merge" and not self.has_remove)
         #: the window index the frontier reached: windows of endless events exist up to it
         self.frontier = NEG
+        #: windows before this one are final for every group (the CTI passed their end; a group holding
+        #: windows whose members' ends can still move keeps its own lower ``floor``)
+        self.floor_k = NEG
         #: groups holding endless events
         self.endless_groups: dict[int, Group] = {}
         #: (W.RE of a group's first window, seq, group): groups with something to clean up
@@ -159,28 +184,56 @@ class GridFamily(Family):
 
     # -- per event -------------------------------------------------------------------------------------
     def new_group(self, g: Group) -> None:
-        g.data = _Data()
+        d = g.data = _Data()
+        # windows the CTI already closed are final for a group made now too (it may hold an event that ended
+        # exactly at the CTI, extended now: SEMANTICS §1 allows it; its old windows must not come out again)
+        d.floor = self.floor_k
+        d.done = self.floor_k - 1 if self.floor_k > NEG else NEG
 
     def _panes_of(self, ev: Ev) -> tuple[int, int]:
         s1 = self.pane(ev.le)
         s2 = INF if ev.re >= INF else self.pane(ev.re - 1)
         return s1, s2
 
+    def _pane(self, d: _Data, s: int) -> _Pane:
+        p = d.panes.get(s)
+        if p is None:
+            p = d.panes[s] = _Pane()
+            kind = self.kind
+            if kind == "members":
+                p.members = {}
+            elif self.keep_values:
+                p.values = []
+        return p
+
     def _add(self, g: Group, ev: Ev) -> tuple[int, int]:
         d: _Data = g.data
         s1, s2 = self._panes_of(ev)
+        if d.floor > NEG and s2 < self.span(d.floor)[0]:
+            return s1, s2  # (a retraction left it in final windows only: nothing can need it any more)
         if s1 == s2:
-            p = d.panes.get(s1)
-            if p is None:
-                p = d.panes[s1] = _Pane()
-            p.members[ev.id] = ev
-            p.partial = None
+            p = self._pane(d, s1)
+            if p.members is not None:
+                p.members[ev.id] = ev
+                g.events[ev.id] = ev
+            else:
+                self._fold(p, [ev.val])
         else:
             d.longs.add((s1, s2, ev))
+            g.events[ev.id] = ev
             if s2 >= INF:
                 d.endless += 1
                 self.endless_groups[id(g)] = g
         return s1, s2
+
+    def _fold(self, p: _Pane, vals: list[Any]) -> None:
+        """Values join pane ``p``."""
+        p.count += len(vals)
+        if p.values is not None:
+            p.values.extend(vals)
+        if self.kind == "merge":
+            wu = self.step.udm
+            p.partial = wu.add(p.partial if p.partial is not None else wu.initial_state(), vals, None)
 
     def _drop(self, g: Group, ev: Ev) -> tuple[int, int]:
         d: _Data = g.data
@@ -188,15 +241,117 @@ class GridFamily(Family):
         if s1 == s2:
             p = d.panes.get(s1)
             if p is not None:
-                p.members.pop(ev.id, None)
-                p.partial = None
-                if not p.members:
+                if p.members is not None:
+                    p.members.pop(ev.id, None)
+                else:
+                    self._unfold(p, ev.val)
+                if p.empty():
                     del d.panes[s1]
         else:
             d.longs.discard((s1, s2, ev))
             if s2 >= INF:
                 d.endless -= 1
         return s1, s2
+
+    def _unfold(self, p: _Pane, val: Any) -> None:
+        """Value ``val`` leaves pane ``p``: its partial loses it (``remove``, or a fold of what stays)."""
+        p.count -= 1
+        if p.values is not None:
+            p.values.remove(val)
+        elif self.kind == "merge" and not self.has_remove:
+            raise AssertionError("a retraction reached a pane closed by the CTI")
+        if self.kind != "merge":
+            return
+        wu = self.step.udm
+        if p.count == 0:
+            p.partial = None
+        elif self.has_remove:
+            p.partial = wu.remove(p.partial, [val], None)
+        else:
+            assert p.values is not None
+            p.partial = wu.add(wu.initial_state(), list(p.values), None)
+
+    def bulk_insert(self, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: list[Any]) -> None:
+        """A batch's inserts at once: short events by (group, pane) run, one ``add_batch`` call (the UDA's
+        batch form, note 35) for every pane's partial; long events one by one."""
+        fin = re < INF
+        s1 = (le - self.off) // self.p
+        s2 = np.where(fin, (np.where(fin, re, 1) - 1 - self.off) // self.p, s1 - 1)
+        short = fin & (s1 == s2)
+        if not short.all():
+            for j in np.flatnonzero(~short).tolist():
+                self.insert(groups[int(codes[j])], Ev(int(ids[j]), int(le[j]), int(re[j]), vals[j]))
+            sel = np.flatnonzero(short)
+            if not len(sel):
+                return
+            codes, ids, s1 = codes[sel], ids[sel], s1[sel]
+            le, re = le[sel], re[sel]
+            vals = [vals[j] for j in sel.tolist()]
+        smin = int(s1.min())
+        key = codes * (int(s1.max()) - smin + 1) + (s1 - smin)
+        order = np.argsort(key, kind="stable")
+        skey = key[order]
+        cuts = np.flatnonzero(skey[1:] != skey[:-1]) + 1
+        starts = np.concatenate(([0], cuts))
+        ends = np.concatenate((cuts, [len(skey)]))
+        run_codes = codes[order[starts]].tolist()
+        run_panes = s1[order[starts]].tolist()
+        members = self.kind == "members"
+        numeric = vals and type(vals[0]) in (int, float)
+        svals: Any = None
+        if not members:
+            arr = np.asarray(vals) if numeric else None
+            if arr is not None and arr.dtype.kind in "if" and arr.dtype.itemsize == 8:
+                svals = arr[order]
+            ol = order.tolist()
+            sl = [vals[i] for i in ol] if svals is None else svals.tolist()
+        else:
+            ol = order.tolist()
+        panes: list[_Pane] = []
+        for code, s in zip(run_codes, run_panes, strict=True):
+            panes.append(self._pane(groups[code].data, s))
+        if members:
+            ids_l, le_l, re_l = ids.tolist(), le.tolist(), re.tolist()
+            for p, a, b, code in zip(panes, starts.tolist(), ends.tolist(), run_codes, strict=True):
+                g = groups[code]
+                for i in ol[a:b]:
+                    ev = Ev(ids_l[i], le_l[i], re_l[i], vals[i])
+                    p.members[ev.id] = ev  # type: ignore[index]
+                    g.events[ev.id] = ev
+        else:
+            self._fold_runs(panes, sl, svals, starts, ends)
+        for code, s in zip(run_codes, run_panes, strict=True):
+            self._touched(groups[code], s, s)
+
+    def _fold_runs(self, panes: list[_Pane], sl: list[Any], svals: Any, starts: Any, ends: Any) -> None:
+        """Each run ``starts[i]:ends[i]`` of the sorted values joins ``panes[i]``."""
+        st = starts.tolist()
+        en = ends.tolist()
+        for p, a, b in zip(panes, st, en, strict=True):
+            p.count += b - a
+            if p.values is not None:
+                p.values.extend(sl[a:b])
+        if self.kind != "merge":
+            return
+        wu = self.step.udm
+        add_batch = getattr(wu, "add_batch", None)
+        if add_batch is not None and svals is not None:
+            init = wu.initial_state
+            states = [p.partial if p.partial is not None else init() for p in panes]
+            offsets = np.concatenate((starts, ends[-1:])).astype(np.int64)
+            new = wu._call(add_batch, (states, svals, offsets), None, "add_batch")
+            if len(new) != len(panes):
+                from ..invoke import contract
+
+                raise contract(wu.label, None, f"add_batch returned {len(new)} states for {len(panes)} slices", new)
+            for p, state in zip(panes, new, strict=True):
+                p.partial = state
+            return
+        for p, a, b in zip(panes, st, en, strict=True):
+            p.partial = wu.add(p.partial if p.partial is not None else wu.initial_state(), sl[a:b], None)
+
+    def bulk_held(self, g: Group) -> int:
+        return sum(p.count for p in g.data.panes.values())
 
     def insert(self, g: Group, ev: Ev) -> None:
         s1, s2 = self._add(g, ev)
@@ -211,7 +366,8 @@ class GridFamily(Family):
             _, b2 = self._add(g, ev)
         else:
             b2 = a1 - 1
-        if self.step.time_sensitive:
+        if self.step.time_sensitive or old >= INF:
+            # (an endless event's windows past the frontier were held back: now that it ends they may come out)
             self._touched(g, a1, max(a2, b2))
         else:
             lo, hi = (a2, b2) if a2 < b2 else (b2, a2)
@@ -321,9 +477,14 @@ class GridFamily(Family):
                     keep.append((k, k))
                     k += 1
                     continue
-                if sweep is not None:
-                    self._sweep_to(g, k)
-                    news = self.value(g, wle, wre, None)
+                if k > self.frontier and d.endless and not self._has_finite(d, k):
+                    news = []  # (past T, never-ending events alone make no window: semantics-notes 2)
+                elif sweep is not None:
+                    if self.L == 1 and not d.longs:  # (a tumbling window is one pane: no sweep needed)
+                        news = self.value(g, wle, wre, None, self._pane_state(d, k * self.H))
+                    else:
+                        self._sweep_to(g, k)
+                        news = self.value(g, wle, wre, None)
                 else:
                     news = self.value(g, wle, wre, self._members(g, k))
                 self.put(g, k, wle, wre, news, out, em)
@@ -352,6 +513,16 @@ class GridFamily(Family):
             wle, wre = self.extent(k)
             self.step.pending(g, wre, wle)
 
+    def _pane_state(self, d: _Data, s: int) -> Any:
+        """The UDM state of pane ``s``'s events (None: it has none)."""
+        p = d.panes.get(s)
+        if p is None or not p.count:
+            return None
+        if self.kind == "merge":
+            return p.partial
+        wu = self.step.udm
+        return wu.add(wu.initial_state(), list(p.values), None)  # type: ignore[arg-type]
+
     def _sweep_to(self, g: Group, k: int) -> None:
         """Bring the group's sweep to window ``k``: forward from the window it holds, else rebuilt."""
         d: _Data = g.data
@@ -367,16 +538,15 @@ class GridFamily(Family):
             sweep.leave_before(a)
             start = max(pb, a)
             lstart = pb
-        partials = self.step.sweep_kind == "merge"
+        partials = self.kind == "merge"
         for s in d.panes.irange(start, b - 1):
             p: _Pane = d.panes[s]
+            if not p.count:
+                continue
             if partials:
-                if p.partial is None:
-                    wu = self.step.udm
-                    p.partial = wu.add(wu.initial_state(), [e.val for e in p.members.values()], None)
                 sweep.enter_partial(s, p.partial)
             else:
-                sweep.enter(s, [e.val for e in p.members.values()])
+                sweep.enter(s, p.values)
         if d.longs:
             lo_key = (NEG, NEG) if lstart is None else (lstart, NEG)
             for s1, s2, ev in d.longs.irange_key(lo_key, (b - 1, INF)):
@@ -384,15 +554,22 @@ class GridFamily(Family):
                     sweep.enter(s2 if s2 < INF else INF, [ev.val])
         g.swept = k
 
+    def _has_finite(self, d: _Data, k: int) -> bool:
+        """Does window ``k`` hold an event that ends?"""
+        a, b = self.span(k)
+        if next(iter(d.panes.irange(a, b - 1)), None) is not None:
+            return True
+        return any(s2 >= a and s2 < INF for _s1, s2, _ev in d.longs.irange_key(max_key=(b - 1, INF)))
+
     def _members(self, g: Group, k: int) -> list[Ev]:
         d: _Data = g.data
         a, b = self.span(k)
         out: list[Ev] = []
         for s in d.panes.irange(a, b - 1):
-            out.extend(d.panes[s].members.values())
+            out.extend(d.panes[s].members.values())  # type: ignore[union-attr]
         if d.longs:
             for s1, s2, ev in d.longs.irange_key(max_key=(b - 1, INF)):
-                if s2 >= a and (s2 < INF or k <= self.frontier):
+                if s2 >= a:
                     out.append(ev)
         return out
 
@@ -407,11 +584,19 @@ class GridFamily(Family):
             return list(visit.values())
         kf = self.last_closed(c)
         soe = self.step.sees_open_ends
+        # windows past the frontier that endless events will reach once T moves are not final yet (they have
+        # not come out: semantics-notes 2)
+        endless = any(g.data.endless for g in self.endless_groups.values())
+        cap = self.frontier + 1 if endless else INF
+        if not soe:
+            self.floor_k = max(self.floor_k, min(kf + 1, cap))
         for g in list(visit.values()):
             d: _Data = g.data
             k_keep = kf + 1
             if soe:
                 k_keep = self._first_open(g, kf, c)
+            if d.endless:
+                k_keep = min(k_keep, self.frontier + 1)
             a = self.span(k_keep)[0]
             out = g.out
             while out and out.peekitem(0)[0] < k_keep:
@@ -419,10 +604,17 @@ class GridFamily(Family):
             panes = d.panes
             while panes and panes.peekitem(0)[0] < a:
                 _, p = panes.popitem(0)
-                for eid in p.members:
-                    g.events.pop(eid, None)
-            if d.longs:
-                for item in [it for it in d.longs if it[1] < a]:
+                if p.members:
+                    for eid in p.members:
+                        g.events.pop(eid, None)
+            if self.kind == "merge" and self.keep_values:
+                # no retraction can reach a pane that ends before c: its partial is all it needs
+                limit = (c - 1 - self.off) // self.p
+                for s in panes.irange(max(d.vfloor, a), limit, inclusive=(True, False)):
+                    panes[s].values = None
+                d.vfloor = max(d.vfloor, limit)
+            if d.longs:  # (an event ending at c can still be extended: kept until the CTI passes it)
+                for item in [it for it in d.longs if it[1] < a and it[2].re < c]:
                     d.longs.remove(item)
                     g.events.pop(item[2].id, None)
             if g.swept is not None and g.swept < k_keep:
@@ -480,6 +672,15 @@ class GridFamily(Family):
 
     def windows(self, g: Group) -> int:
         return len(g.out)
+
+    def busy(self) -> bool:
+        return any(g.data.dirty for g in self.step.groups.values())
+
+    def due(self) -> int:
+        best = self.clean[0][0] if self.clean else INF
+        if any(g.data.endless for g in self.endless_groups.values()):  # windows are made as the frontier moves
+            best = min(best, self.extent(self.frontier + 1)[0])
+        return best
 
 
 def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -295,7 +295,7 @@ class SnapshotFamily(Family):
 
     def idle(self, g: Group) -> bool:
         d: _Data = g.data
-        return not d.eps and not d.endless
+        return not d.eps and not d.endless and not d.starts
 
     def bound(self, c: int) -> int:
         b = c

@@ -34,6 +34,9 @@ from .sweep import make_sweep, sweep_kind
 
 __all__ = ["WindowStep"]
 
+#: fewest inserts in a batch worth the family's bulk insert
+_BULK_MIN = 16
+
 
 class WindowStep(Operator):
     """Family-independent part of the window operator (see the module docstring)."""
@@ -56,9 +59,12 @@ class WindowStep(Operator):
         #: groups changed since the last flush (by id)
         self.touched: dict[int, Group] = {}
         #: (W.RE of a group's first pending window, seq, group), and by W.LE under time_bound
-        self.due: list[tuple[int, int, Group]] = []
-        self.due_le: list[tuple[int, int, Group]] = []
+        self.release_heap: list[tuple[int, int, Group]] = []
+        self.release_le: list[tuple[int, int, Group]] = []
         self.seq = 0
+        #: engine ids of inserts refused here under ``max_memory_time``, with their ends: their
+        #: retractions name an unknown id (semantics-notes 8)
+        self.refused: dict[int, int] = {}
         self.emitter = Emitter()
         #: the release point, the time_bound limit and the progressive-output tick of the current flush
         self.rp = NEG
@@ -110,9 +116,8 @@ class WindowStep(Operator):
             return [()] * len(rows)
         cols = []
         for f in gb:
-            vals, _ = b.payload.column(f)
-            v = vals[rows].tolist() if isinstance(vals, np.ndarray) else [vals[i] for i in rows.tolist()]
-            cols.append(v)
+            vals, _ = b.payload.column(f, rows)
+            cols.append(vals.tolist() if isinstance(vals, np.ndarray) else vals)
         if len(gb) == 1:
             return [group_key(v) for v in cols[0]]
         return [tuple(group_key(v) for v in t) for t in zip(*cols, strict=True)]
@@ -120,8 +125,8 @@ class WindowStep(Operator):
     def _values(self, b: Batch, rows: np.ndarray) -> list[Any]:
         m = self.mapper
         if m.kind == 1:
-            vals, _ = b.payload.column(m.spec)  # type: ignore[arg-type]
-            return vals[rows].tolist() if isinstance(vals, np.ndarray) else [vals[i] for i in rows.tolist()]
+            vals, _ = b.payload.column(m.spec, rows)  # type: ignore[arg-type]
+            return vals.tolist() if isinstance(vals, np.ndarray) else vals
         pls = b.payload.rows()
         return [m(pls[i]) for i in rows.tolist()]
 
@@ -138,40 +143,95 @@ class WindowStep(Operator):
             self._cti(int(b.le[i]))
         return None
 
+    def _group_codes(self, b: Batch, rows: np.ndarray) -> tuple[np.ndarray, list[Group]]:
+        """Per row a group code, and the group of each code (made on first sight)."""
+        gb = self.group_by
+        if not gb:
+            g = self.groups.get(())
+            if g is None:
+                g = self.group((), {})
+            return np.zeros(len(rows), dtype=np.int64), [g]
+        keys = self._keys(b, rows)
+        index: dict[Any, int] = {}
+        codes = np.fromiter((index.setdefault(k, len(index)) for k in keys), dtype=np.int64, count=len(keys))
+        groups: list[Group] = []
+        rl = rows.tolist()
+        first = {}
+        for j, code in enumerate(codes.tolist()):
+            if code not in first:
+                first[code] = j
+        for k, code in index.items():
+            g = self.groups.get(k)
+            if g is None:
+                g = self.group(k, b.payload.row(rl[first[code]]))
+            groups.append(g)
+        return codes, groups
+
     def _data(self, b: Batch, rows: np.ndarray) -> None:
+        fam = self.family
+        touched = self.touched
+        kinds = b.kind[rows]
+        ins = kinds == INSERT
+        if fam.bulk and int(ins.sum()) >= _BULK_MIN:
+            # inserts first, all at once (they commute with each other, and every retraction of the batch
+            # follows its own insert), then the retractions in order
+            irows = rows[ins]
+            codes, groups = self._group_codes(b, irows)
+            for g in groups:
+                touched[id(g)] = g
+            le = b.le[irows]
+            fam.bulk_insert(groups, codes, b.id[irows], le, b.re[irows], self._values(b, irows))
+            m = int(le.max())
+            if m > self.max_le:
+                self.max_le = m
+                if m > self.watermark:
+                    self._advance(m)
+            rows = rows[~ins]
+            if not len(rows):
+                return
+            kinds = b.kind[rows]
         keys = self._keys(b, rows)
         vals = self._values(b, rows)
         pls = b.payload
-        fam = self.family
-        touched = self.touched
-        kinds = b.kind[rows].tolist()
         ids = b.id[rows].tolist()
         les = b.le[rows].tolist()
         res = b.re[rows].tolist()
         rns = b.rn[rows].tolist()
-        for j, (k, eid, le, re, rn, key, val) in enumerate(zip(kinds, ids, les, res, rns, keys, vals, strict=True)):
+        refused = self.refused
+        for j, (k, eid, le, re, rn, key, val) in enumerate(zip(kinds.tolist(), ids, les, res, rns, keys, vals,
+                                                                strict=True)):
             g = self.groups.get(key)
             if g is None:
                 g = self.group(key, pls.row(int(rows[j])))
             touched[id(g)] = g
             if k == INSERT:
                 ev = Ev(eid, le, re, val)
-                g.events[eid] = ev
+                if fam.tracks_events:
+                    g.events[eid] = ev
                 fam.insert(g, ev)
                 if le > self.max_le:
                     self.max_le = le
                     if le > self.watermark:
                         self._advance(le)
-            else:
-                ev = g.events.get(eid)
-                if ev is None or rn == ev.re:
-                    continue  # (an event this step forgot was final: nothing valid reaches it)
-                old = ev.re
-                if rn <= ev.le:
-                    del g.events[eid]
-                    fam.change(g, ev, old, ev.le)
+                continue
+            if refused and eid in refused:  # its insert was refused here: an unknown id (semantics-notes 8)
+                self.refuse(b, int(rows[j]), rules.UNKNOWN_ID, f"retraction of unknown id {b.id_text(int(rows[j]))!r}")
+                if rn <= le:
+                    del refused[eid]
                 else:
-                    fam.change(g, ev, old, rn)
+                    refused[eid] = rn
+                continue
+            ev = g.events.get(eid)
+            if ev is None:
+                ev = Ev(eid, le, re, val)  # (inserted in bulk: the row says all the family needs)
+            if rn == ev.re:
+                continue
+            old = ev.re
+            if rn <= ev.le:
+                g.events.pop(eid, None)
+                fam.change(g, ev, old, ev.le)
+            else:
+                fam.change(g, ev, old, rn)
 
     def _finalized(self, b: Batch) -> Batch:
         """Finalize (semantics-notes 8): elements whose sync time is below ``m - max_memory_time`` are
@@ -192,6 +252,8 @@ class WindowStep(Operator):
             if sync < ceff:
                 keep[i] = False
                 self.refuse(b, i, rules.CTI_VIOLATION, rules.cti_reason(sync, ceff))
+                if k == INSERT:
+                    self.refused[int(b.id[i])] = int(b.re[i])
                 continue
             if k == INSERT and b.le[i] > wm:
                 wm = int(b.le[i])
@@ -221,9 +283,9 @@ class WindowStep(Operator):
         """Group ``g``'s first window still to release ends at ``re`` and starts at ``le``."""
         self.seq += 1
         if re < INF:
-            heapq.heappush(self.due, (re, self.seq, g))
+            heapq.heappush(self.release_heap, (re, self.seq, g))
         if self.time_bound and le < INF:
-            heapq.heappush(self.due_le, (le, self.seq, g))
+            heapq.heappush(self.release_le, (le, self.seq, g))
 
     # -- release ------------------------------------------------------------------------------------------
     def release_point(self) -> int:
@@ -247,12 +309,12 @@ class WindowStep(Operator):
         visit = self.touched
         self.touched = {}
         rp = self.rp
-        due = self.due
+        due = self.release_heap
         while due and due[0][0] <= rp:
             g = heapq.heappop(due)[2]
             visit[id(g)] = g
         if self.time_bound:
-            dl = self.due_le
+            dl = self.release_le
             tb = self.tb
             while dl and dl[0][0] < tb:
                 g = heapq.heappop(dl)[2]
@@ -271,11 +333,13 @@ class WindowStep(Operator):
         c = self.effective_cti
         if c > self.cleaned:
             self.cleaned = c
+            if self.refused:
+                self.refused = {e: r for e, r in self.refused.items() if r >= c}
             gone = fam.cleanup(c)
             if c >= INF:  # end of input: everything is final
                 self.groups = {}
-                self.due = []
-                self.due_le = []
+                self.release_heap = []
+                self.release_le = []
                 self.touched = {}
                 fam.final_state()
             else:
@@ -288,7 +352,29 @@ class WindowStep(Operator):
                 out.cti(t)
         return out.batch()
 
+    # -- progress (`udm.host.engine.progress`) ---------------------------------------------------------------
+    def exact(self) -> bool:
+        """Tumbling/hopping windows released at their end and nothing else: `due` is exact."""
+        return (self.family.exact and self.early is None and not self.time_bound
+                and self.max_memory_time >= INF and not self.sees_open_ends)
+
+    def busy(self) -> bool:
+        """Work is queued for the next flush."""
+        return bool(self.touched) or self.family.busy()
+
+    def due(self, c: int) -> int:
+        """The earliest input CTI after ``c`` at which this step emits or changes state by a CTI alone."""
+        holds = bool(self.groups)
+        if not self.exact() or self.busy():
+            return c + 1 if holds else INF
+        best = self.release_heap[0][0] if self.release_heap else INF
+        return min(best, self.family.due())
+
+    def out_bound(self, c: int) -> int:
+        """The output CTI after input CTI ``c`` (SEMANTICS §7 liveliness), state unchanged."""
+        return c if c >= INF or self.time_bound else min(c, self.family.bound(c))
+
     def state_size(self) -> dict[str, int]:
-        nwin = sum(len(g.out) for g in self.groups.values())
-        events = sum(len(g.events) for g in self.groups.values())
+        nwin = sum(self.family.windows(g) for g in self.groups.values())
+        events = sum(len(g.events) + self.family.bulk_held(g) for g in self.groups.values())
         return {"events": events, "groups": len(self.groups), "windows": nwin}
