@@ -16,15 +16,20 @@ window grows. This bench measures µs per input event, through `QueryRunner.proc
 
 Inputs hold ``max(2 * size + 2000, 10000)`` ticks, so a window fills and then slides. A CTI follows every
 100 ticks' events (in order) or every 100 events (disordered) at the smallest LE still to come, so nothing
-is late and windows are released as the stream goes. Each cell has a time budget (``--budget`` seconds of
-`process_batch`; chunks grow with the measured rate): a cell that runs out is stopped, ended with
-`finish`, and reports µs per event over the events it fed (``+``; ``*`` when its windows had not filled
-yet, so it measured the fill, not the slide). `finish` is not in the figure (a stream does not end).
+is late and windows are released as the stream goes. The figure is µs per event over the *slide*, the
+events after the first ``size`` ticks (the windows have filled), the regime ESL's curve is about. Each
+cell runs in a forked child; the fill and then the slide each get a time budget (``--budget`` seconds of
+`process_batch`; chunks start at one event and grow with the measured rate). A cell that runs out is
+ended with `finish` and shows ``+``; one whose fill did not end within its budget shows its fill
+figure with ``*``. A chunk that overruns the budget by far is stopped: the cell then shows a lower bound
+(``>``: the time until it was stopped over every event of that chunk) and cannot be checked. `finish` is
+not in the figure (a stream does not end).
 
 Every cell's output (its final CHT, over the events it fed) is compared with an independent computation:
 numpy prefix sums for sum/count/avg and a sparse table for min/max over the members each window of the
 spec has (SEMANTICS §3 and §9). A wrong cell prints ``WRONG`` and the bench exits 1: no speed is reported
-for wrong answers without saying so. Memory: the largest `QueryRunner.state_size` seen between chunks.
+for wrong answers without saying so. Memory: the largest `QueryRunner.state_size` (events, windows) and
+resident-memory growth of the child (MiB) seen between chunks, at the largest size.
 
 Printed per row: the ratio size 10,000 / size 10 (target <= 1.5, issue 26), and for disorder the growth
 from d = 1 to d = 1,000 beside log2(d + 2)'s (target: no faster than log d). Printed, never asserted.
@@ -216,44 +221,67 @@ def same(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> bool:
 # ---- one cell ----------------------------------------------------------------------------------------------
 @dataclass
 class Cell:
-    us: float  # µs per event fed (process_batch only); a lower bound when ``low``
-    fed: int
-    total: int
-    filled: bool  # the windows filled (the cell measured sliding, not only the fill)
+    us: float  # µs per event: over the slide when any of it ran, else over the fill; a lower bound when ``low``
+    slid: bool  # the figure is over the slide (events after the windows filled)
+    complete: bool  # every event of the phase measured was fed
     ok: bool | None  # None: not checked (the child was stopped before it could end the run)
     state: dict[str, int] = field(default_factory=dict)
-    low: bool = False  # stopped in the middle of a chunk: ``us`` counts that chunk's time over all its events
+    low: bool = False  # stopped in the middle of a chunk
 
     def text(self) -> str:
         if self.ok is False:
             return "WRONG"
-        mark = "" if self.fed == self.total else ("+" if self.filled else "*")
+        mark = ("" if self.complete else "+") if self.slid else "*"
         fig = f"{self.us:,.1f}" if self.us < 1000 else f"{self.us:,.0f}"
         return (">" if self.low else "") + fig + mark
 
 
+def _rss() -> int:
+    """This process's resident memory in bytes (Linux; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _fill_row(size: int, s: Stream) -> int:
+    """The table row of the first event after the first ``size`` ticks: the windows have filled there."""
+    return int(s.event_rows[min((size + 1) * s.groups, len(s.le) - 1)])
+
+
 def _cell_child(row: str, size: int, uda: str, s: Stream, budget: float, send: Connection) -> None:
-    """Feed the stream in chunks until the budget is spent, then finish and check; report as it goes."""
+    """Feed the stream in chunks, the fill and then the slide each until its budget is spent, then finish
+    and check; report after every chunk."""
     r = QueryRunner(bind(parse_query(query_spec(row, size, uda, s.groups > 1))))
     table, rows_total = s.table, s.table.num_rows
+    fill_row = _fill_row(size, s)
     out: list[Any] = []
     state: dict[str, int] = {}
-    spent, done, chunk = 0.0, 0, 1
+    rss0 = _rss()
+    spent = [0.0, 0.0]  # seconds of process_batch in the fill, in the slide
+    done, chunk = 0, 1
     with quiet_gc():
-        while done < rows_total and spent < budget:
+        while done < rows_total:
+            phase = int(done >= fill_row)
+            if spent[phase] >= budget:
+                break
+            if done < fill_row < done + chunk:  # no chunk runs across the fill: its rate would mislead
+                chunk = fill_row - done
             batch = ElementBatch.from_table(table.slice(done, chunk))
             t0 = time.perf_counter()
             out += r.process_batch(batch)
             dt = time.perf_counter() - t0
-            spent += dt
+            spent[phase] += dt
             done += min(chunk, rows_total - done)
-            for k, x in r.state_size().items():
+            for k, x in (*r.state_size().items(), ("rss_mib", (_rss() - rss0) >> 20)):
                 state[k] = max(state.get(k, 0), x)
-            # the next chunk: about half what is left of the budget at the rate seen, at most twice the last
-            # (the cost per event jumps when the windows fill)
+            # the next chunk: about half what is left of the phase's budget at the rate seen, at most twice
+            # the last; one event again when the slide starts
             rate = chunk / max(dt, 1e-6)
-            chunk = int(min(max(rate * (budget - spent) / 2, 1), 2 * chunk, 65_536))
-            send.send(("chunk", done, spent, state, chunk))
+            left = budget - spent[phase]
+            chunk = 1 if done == fill_row else int(min(max(rate * left / 2, 1), 2 * chunk, 65_536))
+            send.send(("chunk", done, tuple(spent), state, chunk))
         out += r.finish()
     fed = int(np.searchsorted(s.event_rows, done))
     send.send(("checked", same(observed(out, uda), expected(row, size, uda, s, fed))))
@@ -261,20 +289,21 @@ def _cell_child(row: str, size: int, uda: str, s: Stream, budget: float, send: C
 
 def run_cell(row: str, size: int, uda: str, s: Stream, budget: float) -> Cell:
     """One cell in a forked child (it inherits the stream): a chunk can take far longer than the budget
-    on a slow engine, and only a process can be stopped in the middle of one. The child gets ``budget``
-    plus twice as much again (at least 2 s) to end its last chunk, then 5 budgets (at least 5 s) to finish and
-    check; a child stopped in the middle of a chunk is reported as a lower bound (``>``): the time until it
-    was stopped over the events fed, counting all of that chunk's."""
+    on a slow engine, and only a process can be stopped in the middle of one. Each phase (fill, slide)
+    gets ``budget`` plus twice as much again (at least 2 s) to end its last chunk, the end 5 budgets (at
+    least 5 s) to finish and check; a child stopped in the middle of a chunk is reported as a lower bound
+    (``>``): the time until it was stopped over every event of that chunk."""
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
     child = ctx.Process(target=_cell_child, args=(row, size, uda, s, budget, send), daemon=True)
+    rows_total = s.table.num_rows
+    fill_row = _fill_row(size, s)
+    grace = max(2 * budget, 2.0)
     t0 = time.monotonic()
     child.start()
     send.close()
-    done, spent, state, ok, chunk = 0, 0.0, {}, None, 1
-    deadline = t0 + budget + max(2 * budget, 2.0)
-    finishing = False
-    last = t0  # when the chunk in flight started (about)
+    done, spent, state, ok, chunk = 0, (0.0, 0.0), {}, None, 1
+    deadline, last, finishing = t0 + budget + grace, t0, False
     try:
         while True:
             if not recv.poll(max(deadline - time.monotonic(), 0)):
@@ -283,15 +312,18 @@ def run_cell(row: str, size: int, uda: str, s: Stream, budget: float) -> Cell:
                 msg = recv.recv()
             except EOFError:
                 break  # the child died (its exit code is reported below)
-            if msg[0] == "chunk":
-                _, done, spent, state, chunk = msg
-                last = time.monotonic()
-                if done == s.table.num_rows or spent >= budget:
-                    finishing = True
-                    deadline = last + max(5 * budget, 5.0)
-            else:
+            if msg[0] != "chunk":
                 ok = msg[1]
                 break
+            slid_before = done >= fill_row
+            _, done, spent, state, chunk = msg
+            last = time.monotonic()
+            phase = int(done >= fill_row)
+            if done == rows_total or spent[phase] >= budget:
+                finishing = True
+                deadline = last + max(5 * budget, 5.0)
+            elif phase and not slid_before:
+                deadline = last + budget + grace
     finally:
         stopped = time.monotonic()
         if child.is_alive():
@@ -299,13 +331,14 @@ def run_cell(row: str, size: int, uda: str, s: Stream, budget: float) -> Cell:
         child.join()
     if ok is None and child.exitcode not in (0, -9):
         raise RuntimeError(f"the {row} {uda} cell at size {size} failed in its child (exit code {child.exitcode})")
-    rows_total = s.table.num_rows
-    fed = int(np.searchsorted(s.event_rows, done))
     low = ok is None and not finishing  # stopped in the middle of a chunk
-    if low:  # a lower bound: the chunk in flight took at least this long for at most its events
-        fed = int(np.searchsorted(s.event_rows, min(done + chunk, rows_total)))
-        spent += stopped - last
-    return Cell(spent / max(fed, 1) * 1e6, fed, len(s.le), fed // s.groups > size, ok, state, low)
+    end = min(done + chunk, rows_total) if low else done
+    slid = end > fill_row
+    first, last_row = (fill_row, end) if slid else (0, end)
+    events = int(np.searchsorted(s.event_rows, last_row) - np.searchsorted(s.event_rows, first))
+    secs = spent[int(slid)] + (stopped - last if low else 0.0)
+    complete = done == rows_total
+    return Cell(secs / max(events, 1) * 1e6, slid, complete, ok, state, low)
 
 
 # ---- tables ------------------------------------------------------------------------------------------------
@@ -327,20 +360,20 @@ def in_order(rows: list[str], sizes: list[int], udas: list[str], groups: int, bu
     ok = True
     streams = {size: make_stream(_ticks(size), groups, 0) for size in sizes}
     label = "1 group" if groups == 1 else f"{groups} groups (one event per group per tick)"
-    print(f"\nin order, {label}: µs per event at window size  (+ stopped by the budget, * before the windows "
-          f"filled)", flush=True)
+    print(f"\nin order, {label}: µs per event of the slide at window size  (+ budget ran out, * fill only, "
+          f"> lower bound)", flush=True)
     print(f"{'row':<15} {'uda':<6}" + "".join(f"{s:>12,}" for s in sizes)
-          + f"{'ratio':>9} {'state at ' + format(sizes[-1], ','):>22}  check", flush=True)
+          + f"{'ratio':>9} {'state at ' + format(sizes[-1], ','):>30}  check", flush=True)
     for row in rows:
         for uda in udas:
             cells = [run_cell(row, size, uda, streams[size], budget) for size in sizes]
             ratio = cells[-1].us / cells[0].us if cells[0].us and len(cells) > 1 else float("nan")
             st = cells[-1].state
-            held = f"{st.get('events', 0):,} ev/{st.get('windows', 0):,} win"
+            held = f"{st.get('events', 0):,} ev/{st.get('windows', 0):,} win/{st.get('rss_mib', 0):,} MiB"
             verdict, good = _verdict([f"{sz:,}" for sz in sizes], cells)
             ok &= good
             print(f"{row:<15} {uda:<6}" + "".join(f"{c.text():>12}" for c in cells)
-                  + f"{ratio:>8.1f}x {held:>22}  {verdict}", flush=True)
+                  + f"{ratio:>8.1f}x {held:>30}  {verdict}", flush=True)
     if len(sizes) > 1:
         print(f"ratio: µs per event at size {sizes[-1]:,} / size {sizes[0]:,} (target <= {FLAT_TARGET})")
     return ok
@@ -428,7 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", default=",".join(ROWS), help=f"comma list of {', '.join(ROWS)}")
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="comma list of window sizes")
     ap.add_argument("--udas", default=",".join(UDAS), help=f"comma list of {', '.join(UDAS)}")
-    ap.add_argument("--budget", type=float, default=0.6, help="seconds of process_batch per cell (default 0.6)")
+    ap.add_argument("--budget", type=float, default=0.5,
+                    help="seconds of process_batch per cell and phase (fill, slide; default 0.5)")
     ap.add_argument("--groups", type=int, default=10, help="groups of the grouped variant (default 10; 1: none)")
     ap.add_argument("--disorder-size", type=int, default=1000, help="window size of the disordered runs")
     ap.add_argument("--distances", default=",".join(map(str, DISTANCES)), help="comma list of disorders d")
