@@ -39,7 +39,7 @@ is not a slide's. Printed, never asserted.
 (`udm.host.engine.aggregation`) against the sorted-fold baseline, in order and out of order.
 
 ``python -m bench.bench_sliding [--quick] [--rows hopping,rows] [--sizes 10,1000] [--udas sum,min]
-[--budget 0.75] [--groups 10] [--disorder-size 1000] [--distances 1,10,100,1000] [--no-disorder]``.
+[--budget 0.25] [--groups 10] [--disorder-size 1000] [--distances 1,10,100,1000] [--no-disorder]``.
 """
 
 from __future__ import annotations
@@ -393,7 +393,8 @@ def in_order(rows: list[str], sizes: list[int], udas: list[str], groups: int, bu
 def disordered(rows: list[str], size: int, udas: list[str], distances: list[int], budget: float) -> bool:
     ok = True
     streams = {d: make_stream(_ticks(size), 1, d) for d in distances}
-    print(f"\ndisordered, 1 group, size {size:,}: µs per event at disorder d (LE up to d ticks early)", flush=True)
+    print(f"\ndisordered, 1 group, size {size:,}: µs per event of the slide at disorder d (LE up to d ticks early)",
+          flush=True)
     print(f"{'row':<15} {'uda':<6}" + "".join(f"{'d=' + str(d):>12}" for d in distances)
           + f"{'growth':>9} {'log2 growth':>12}  check", flush=True)
     lg = math.log2(distances[-1] + 2) / math.log2(distances[0] + 2)
