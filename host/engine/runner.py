@@ -22,14 +22,15 @@ from udm.host.query.graph import QueryGraph
 from udm.host.query.plan import BoundQuery
 from udm.host.temporal.elements import Cti, Element
 
-from . import progress, rules
 from .batch import CTI, Batch
+from .build import delegated_checks, make_operator
 from .common import DeadLetter, RunStats
 from .context import Context
 from .gate import InputGate
 from .operator import Operator
 from .output import encode_batch
-from .build import delegated_checks, make_operator
+from .progress import engine_due, graph_due, hold
+from .rules import INF, NEG
 
 __all__ = ["QueryRunner"]
 
@@ -66,7 +67,7 @@ class QueryRunner:
         checks = delegated_checks(bound, self.ops)
         self.gates: dict[str, InputGate] = {}
         for name in graph.inputs:
-            check, mmt = checks.get(name, (None, rules.INF))
+            check, mmt = checks.get(name, (None, INF))
             rep = bound.spec.input_repair(name)
             self.gates[name] = InputGate(name, self.ctx, moves_t=name not in self.derived_inputs, check=check,
                                          max_memory_time=mmt, repair=None if rep is None else rep.horizon,
@@ -141,7 +142,7 @@ class QueryRunner:
         return self.ctx.reached
 
     def input_cti(self, name: str | None = None) -> int:
-        """The latest CTI input ``name`` sent (``rules.NEG`` before its first)."""
+        """The latest CTI input ``name`` sent (``NEG`` before its first)."""
         return self.gates[self.input_name(name)].cti
 
     def live_end(self, id: str, input: str | None = None) -> int | None:
@@ -152,16 +153,16 @@ class QueryRunner:
     # -- progress (`udm.host.engine.progress`): what a CTI alone would do ----------------------------------
     def due(self, c: int) -> int:
         """The earliest input CTI after ``c`` at which the engine must be fed again (INF: never by a CTI)."""
-        return progress.engine_due(self, c)
+        return engine_due(self, c)
 
     def graph_due(self, ctis: Mapping[str, int]) -> tuple[dict[str, int], int] | None:
         """Per input, the CTI at which the engine must be fed again, and its output-CTI hold until then; None
         when only a run can tell (semantics-notes 52)."""
-        return progress.graph_due(self, ctis)
+        return graph_due(self, ctis)
 
     def hold(self, due: int) -> int | None:
         """The output CTI after input CTI ``due - 1``, when the engine's state tells it without a run."""
-        return progress.hold(self, due)
+        return hold(self, due)
 
     def take_dead_letters(self) -> list[DeadLetter]:
         dl = self.ctx.dead_letters
@@ -197,7 +198,7 @@ class QueryRunner:
         """Input ``source`` of lmerge ``step`` (re)joins, carrying every event with ``RE >= at`` from now on;
         it counts once the output CTI reaches ``at`` (default: at once)."""
         m = self.merge_step(step)
-        m.attach_port(m.port_of(source), rules.NEG if at is None else at)
+        m.attach_port(m.port_of(source), NEG if at is None else at)
 
     def chattiness(self) -> dict[str, dict[str, int]]:
         """Per lmerge step, elements in and out by kind (seeds/001 Theorem 1)."""
@@ -228,17 +229,17 @@ class QueryRunner:
             # T is over all inputs (semantics-notes 11): an input's end goes down the plan when every input
             # has ended (or at once when it reaches only lmerges: note 23)
             last = len(b) - 1
-            if last >= 0 and b.kind[last] == CTI and b.le[last] >= rules.INF:
+            if last >= 0 and b.kind[last] == CTI and b.le[last] >= INF:
                 b = b.take(_arange(last))
             if input_name in self.ends_early:
                 self.forwarded.add(input_name)
-                b = Batch.concat([b, Batch.cti(rules.INF)])
+                b = Batch.concat([b, Batch.cti(INF)])
         starts += [(k, port, b) for k, port in self.readers[input_name]] if len(b) else []
         if self.finished and ctx.multi_input:
             for name in self.inputs:
                 if name not in self.forwarded:
                     self.forwarded.add(name)
-                    starts += [(k, port, Batch.cti(rules.INF)) for k, port in self.readers[name]]
+                    starts += [(k, port, Batch.cti(INF)) for k, port in self.readers[name]]
         return self._push(starts)
 
     def _push(self, starts: list[tuple[int, int, Batch]]) -> Batch:
@@ -353,7 +354,7 @@ class QueryRunner:
         for name in self.inputs:
             if name in self.ended:
                 continue
-            parts.append(self._run(name, [(self.ctx.line, Cti(rules.INF))]))
+            parts.append(self._run(name, [(self.ctx.line, Cti(INF))]))
             self.ctx.stats.elements_in -= 1  # the implicit end is not an input element
             if self.ctx.multi_input:
                 self.ctx.stats.count_input(name, "elements_in", -1)
@@ -405,7 +406,7 @@ class QueryRunner:
 
     def inputs_without_cti(self) -> list[str]:
         """Inputs that have sent no CTI so far (SEMANTICS §7: without CTIs state is not cleaned up)."""
-        return [name for name in self.inputs if self.gates[name].cti == rules.NEG]
+        return [name for name in self.inputs if self.gates[name].cti == NEG]
 
     def state_size(self) -> dict[str, int]:
         """Events, windows and groups held, summed over the gates and operators (tests of bounded state)."""

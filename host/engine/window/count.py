@@ -88,10 +88,7 @@ class CountFamily(Family):
         keys = d.buckets.keys()
         lo_pos = max(0, p - self.n + 1)
         lo = min(keys[lo_pos], v) if lo_pos < len(keys) else v
-        if appeared and self.hop > 1:
-            hi = INF
-        else:
-            hi = max(keys[min(p, len(keys) - 1)], v) if keys else v
+        hi = INF if appeared and self.hop > 1 else max(keys[min(p, len(keys) - 1)], v) if keys else v
         if g.swept is not None and lo <= g.swept[1]:
             g.swept = None
         lo = max(lo, d.floor)
@@ -254,7 +251,7 @@ class CountFamily(Family):
             keys = b.keys()
             L = len(keys)
             first_open = None  # bucket position of the first window that is not final
-            for j, k, wle, wre in self._windows(d, NEG, INF):
+            for j, _k, _wle, wre in self._windows(d, NEG, INF):
                 final = wre < c if by_end else wre <= c
                 if not final or (soe and self._holds_open(d, j, c)):
                     first_open = j
@@ -302,7 +299,7 @@ class CountFamily(Family):
             d: _Data = g.data
             a = d.buckets
             cand = None
-            for j, k, wle, wre in self._windows(d, NEG, INF):
+            for j, _k, wle, wre in self._windows(d, NEG, INF):
                 if wle >= b:
                     break
                 if (wre >= c if by_end else wre > c) or (soe and self._holds_open(d, j, c)):

@@ -460,7 +460,7 @@ class GridFamily(Family):
         K = self._last_releasable()
         todo = list(d.dirty)
         d.dirty = []
-        if K > d.done:
+        if d.done < K:
             todo += self._new_windows(g, d.done + 1, K)
             d.done = K
         if not todo:
@@ -534,7 +534,7 @@ class GridFamily(Family):
             start = a
             lstart = None
         else:
-            pa, pb = self.span(prev)
+            _pa, pb = self.span(prev)
             sweep.leave_before(a)
             start = max(pb, a)
             lstart = pb
@@ -549,7 +549,7 @@ class GridFamily(Family):
                 sweep.enter(s, p.values)
         if d.longs:
             lo_key = (NEG, NEG) if lstart is None else (lstart, NEG)
-            for s1, s2, ev in d.longs.irange_key(lo_key, (b - 1, INF)):
+            for _s1, s2, ev in d.longs.irange_key(lo_key, (b - 1, INF)):
                 if s2 >= a:
                     sweep.enter(s2 if s2 < INF else INF, [ev.val])
         g.swept = k
@@ -568,7 +568,7 @@ class GridFamily(Family):
         for s in d.panes.irange(a, b - 1):
             out.extend(d.panes[s].members.values())  # type: ignore[union-attr]
         if d.longs:
-            for s1, s2, ev in d.longs.irange_key(max_key=(b - 1, INF)):
+            for _s1, s2, ev in d.longs.irange_key(max_key=(b - 1, INF)):
                 if s2 >= a:
                     out.append(ev)
         return out

@@ -256,7 +256,6 @@ class SnapshotFamily(Family):
         groups = list(self.step.groups.values())
         if c >= INF:
             return groups
-        ts = self.step.time_sensitive
         soe = self.step.sees_open_ends
         for g in groups:
             d: _Data = g.data

@@ -21,13 +21,12 @@ import numpy as np
 from udm.host.input_types import step_checks
 from udm.host.query.plan import BoundStep
 
-from .. import rules
 from ..aggregates import MultiMapper, window_udm
 from ..batch import CTI, INSERT, Batch, RowsOut
 from ..context import Context
 from ..invoke import Mapper
 from ..operator import Operator
-from ..rules import INF, NEG
+from ..rules import CTI_VIOLATION, INF, NEG, UNKNOWN_ID, FieldCheck, cti_reason, effective_cti, release_point, sync_time
 from .emit import Emitter
 from .state import Ev, Group, group_key
 from .sweep import make_sweep, sweep_kind
@@ -71,7 +70,7 @@ class WindowStep(Operator):
         self.tb = NEG
         self.tick = False
         self.attach(ctx, bs)
-        self.check = rules.FieldCheck(tuple(dict.fromkeys(self.group_by + self.mapper.fields)), step_checks(bs),
+        self.check = FieldCheck(tuple(dict.fromkeys(self.group_by + self.mapper.fields)), step_checks(bs),
                                       bs.label)
         self.family = family_cls(self, bs.step.window)
         if not self.family.time_bound_ok:
@@ -215,7 +214,7 @@ class WindowStep(Operator):
                         self._advance(le)
                 continue
             if refused and eid in refused:  # its insert was refused here: an unknown id (semantics-notes 8)
-                self.refuse(b, int(rows[j]), rules.UNKNOWN_ID, f"retraction of unknown id {b.id_text(int(rows[j]))!r}")
+                self.refuse(b, int(rows[j]), UNKNOWN_ID, f"retraction of unknown id {b.id_text(int(rows[j]))!r}")
                 if rn <= le:
                     del refused[eid]
                 else:
@@ -246,24 +245,24 @@ class WindowStep(Operator):
                 t = int(b.le[i])
                 if t > wm:
                     wm = t
-                ceff = max(ceff, t, rules.effective_cti(t, wm, mmt))
+                ceff = max(ceff, t, effective_cti(t, wm, mmt))
                 continue
-            sync = rules.sync_time(k, int(b.le[i]), int(b.re[i]), int(b.rn[i]))
+            sync = sync_time(k, int(b.le[i]), int(b.re[i]), int(b.rn[i]))
             if sync < ceff:
                 keep[i] = False
-                self.refuse(b, i, rules.CTI_VIOLATION, rules.cti_reason(sync, ceff))
+                self.refuse(b, i, CTI_VIOLATION, cti_reason(sync, ceff))
                 if k == INSERT:
                     self.refused[int(b.id[i])] = int(b.re[i])
                 continue
             if k == INSERT and b.le[i] > wm:
                 wm = int(b.le[i])
-                ceff = max(ceff, rules.effective_cti(ceff, wm, mmt))
+                ceff = max(ceff, effective_cti(ceff, wm, mmt))
         return b if keep.all() else b.take(np.flatnonzero(keep))
 
     def _advance(self, m: int) -> None:
         """The watermark moved to ``m``."""
         self.watermark = m
-        e = rules.effective_cti(self.effective_cti, m, self.max_memory_time)
+        e = effective_cti(self.effective_cti, m, self.max_memory_time)
         if e > self.effective_cti:
             self.effective_cti = e
         self.family.advanced(m)
@@ -289,7 +288,7 @@ class WindowStep(Operator):
 
     # -- release ------------------------------------------------------------------------------------------
     def release_point(self) -> int:
-        return rules.release_point(self.effective_cti, self.watermark, self.max_delay)
+        return release_point(self.effective_cti, self.watermark, self.max_delay)
 
     def releasable(self, wle: int, wre: int, emitted: bool) -> bool:
         """Is window ``[wle, wre)`` output now (``emitted``: it has output already)?"""
