@@ -409,12 +409,13 @@ class QueryRunner:
         return [name for name in self.inputs if self.gates[name].cti == NEG]
 
     def state_size(self) -> dict[str, int]:
-        """Events, windows and groups held, summed over the gates and operators (tests of bounded state)."""
-        tot = {"events": 0, "windows": 0, "groups": 0}
-        for g in self.gates.values():
-            tot["events"] += len(g.live)
+        """What the engine holds (tests of bounded state, the run's warnings): ``events``, the live input
+        events its gates know; ``held``, the events its operators keep (window members, join sides);
+        ``windows`` and ``groups`` of its window steps."""
+        tot = {"events": sum(len(g.live) for g in self.gates.values()), "held": 0, "windows": 0, "groups": 0}
         for op in self.ops:
             for k, v in op.state_size().items():
+                k = "held" if k == "events" else k
                 tot[k] = tot.get(k, 0) + v
         return tot
 

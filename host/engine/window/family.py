@@ -49,7 +49,8 @@ class Family:
         ``ev.re``."""
         raise NotImplementedError
 
-    def bulk_insert(self, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: list[Any]) -> None:
+    def bulk_insert(self, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: list[Any],
+                    closing: int | None = None) -> None:
         """A batch's inserts at once (row ``j`` in group ``groups[codes[j]]``); only when `bulk`."""
         raise NotImplementedError
 
@@ -84,6 +85,14 @@ class Family:
 
     def windows(self, g: Group) -> int:
         return len(g.out)
+
+    def after(self, out: Any, em: Any) -> None:
+        """After every group's evaluation at a flush."""
+
+    def closing(self, c: int) -> int | None:
+        """For `bulk_insert`: the last window the flush at CTI ``c`` releases and closes (None: no such
+        notion)."""
+        return None
 
     def busy(self) -> bool:
         """Windows wait to be evaluated again at the next flush."""

@@ -26,6 +26,7 @@ from sortedcontainers import SortedDict, SortedKeyList
 
 from ..rules import INF, NEG
 from .family import Family
+from .grid_columns import Fresh, column_block
 from .state import Ev, Group
 
 __all__ = ["GridFamily"]
@@ -65,7 +66,7 @@ def _long_key(item: tuple[int, int, Ev]) -> tuple[int, int]:
 class _Data:
     """A group's panes, long events, and how far its windows were evaluated."""
 
-    __slots__ = ("dirty", "done", "endless", "floor", "longs", "panes", "vfloor")
+    __slots__ = ("col", "dirty", "done", "endless", "floor", "longs", "panes", "vfloor")
 
     def __init__(self) -> None:
         self.panes: SortedDict = SortedDict()
@@ -81,12 +82,16 @@ class _Data:
         self.floor = NEG
         #: panes before this one no longer keep their values (no retraction can reach them)
         self.vfloor = NEG
+        #: this flush's column windows (first, last, the bulk insert's record), or None
+        self.col: Any = None
 
     def __getstate__(self) -> tuple:
+        assert self.col is None  # (a snapshot is taken between flushes)
         return (self.panes, list(self.longs), self.done, self.dirty, self.endless, self.floor, self.vfloor)
 
     def __setstate__(self, s: tuple) -> None:
         self.panes, longs, self.done, self.dirty, self.endless, self.floor, self.vfloor = s
+        self.col = None
         self.longs = SortedKeyList(longs, key=_long_key)
 
 
@@ -116,6 +121,13 @@ class GridFamily(Family):
         self.kind: str = step.sweep_kind
         self.has_remove = bool(getattr(step.udm, "invertible", False))
         self.keep_values = self.kind == "running" or (self.kind == "merge" and not self.has_remove)
+        #: windows valued column-wise (`grid_columns`): a merge-sweep UDA with the fresh-window batch form,
+        #: released only by its end (no progressive output, no time_bound liveliness)
+        self.columns = (self.kind == "merge" and not self.keep_values and step.early is None
+                        and not step.time_bound and getattr(step.udm, "compute_slices", None) is not None)
+        #: this batch's bulk-insert records, and the column windows to value at the flush
+        self.fresh: list[Fresh] = []
+        self.jobs: list[tuple[Fresh, int]] = []
         #: the window index the frontier reached: windows of endless events exist up to it
         self.frontier = NEG
         #: windows before this one are final for every group (the CTI passed their end; a group holding
@@ -140,6 +152,18 @@ class GridFamily(Family):
             return (k // self.n) * self.n, k + 1
         a = k * self.H
         return a, a + self.L
+
+    def spans(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`span` over a column of window indexes."""
+        if self.cumulate:
+            return (k // self.n) * self.n, k + 1
+        a = k * self.H
+        return a, a + self.L
+
+    def extents(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`extent` over a column of window indexes."""
+        a, b = self.spans(k)
+        return self.off + a * self.p, self.off + b * self.p
 
     def extent(self, k: int) -> tuple[int, int]:
         """Window ``k``'s ``[W.LE, W.RE)``."""
@@ -167,6 +191,9 @@ class GridFamily(Family):
         if self.cumulate:
             return (t - self.off) // self.p - 1  # window j ends with pane j
         return (t - self.off - self.size) // self.hop
+
+    def closing(self, c: int) -> int | None:
+        return self.last_closed(c)
 
     def last_starting_before(self, t: int) -> int:
         """The last window with ``W.LE < t``."""
@@ -271,22 +298,29 @@ class GridFamily(Family):
             assert p.values is not None
             p.partial = wu.add(wu.initial_state(), list(p.values), None)
 
-    def bulk_insert(self, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: list[Any]) -> None:
+    def bulk_insert(self, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: list[Any],
+                    closing: int | None = None) -> None:
         """A batch's inserts at once: short events by (group, pane) run, one ``add_batch`` call (the UDA's
-        batch form, note 35) for every pane's partial; long events one by one."""
+        batch form, note 35) for every pane's partial; long events one by one. ``closing``: the last window
+        the flush after this batch releases and closes, when the batch holds nothing but these inserts and
+        CTIs (the panes only such windows hold need no partial: `grid_columns`)."""
         fin = re < INF
         s1 = (le - self.off) // self.p
         s2 = np.where(fin, (np.where(fin, re, 1) - 1 - self.off) // self.p, s1 - 1)
         short = fin & (s1 == s2)
+        arr = vals if isinstance(vals, np.ndarray) else None
         if not short.all():
+            closing = None
+            vl = vals.tolist() if arr is not None else vals
             for j in np.flatnonzero(~short).tolist():
-                self.insert(groups[int(codes[j])], Ev(int(ids[j]), int(le[j]), int(re[j]), vals[j]))
+                self.insert(groups[int(codes[j])], Ev(int(ids[j]), int(le[j]), int(re[j]), vl[j]))
             sel = np.flatnonzero(short)
             if not len(sel):
                 return
             codes, ids, s1 = codes[sel], ids[sel], s1[sel]
             le, re = le[sel], re[sel]
-            vals = [vals[j] for j in sel.tolist()]
+            vals = arr[sel] if arr is not None else [vals[j] for j in sel.tolist()]
+            arr = vals if arr is not None else None
         smin = int(s1.min())
         key = codes * (int(s1.max()) - smin + 1) + (s1 - smin)
         order = np.argsort(key, kind="stable")
@@ -297,36 +331,94 @@ class GridFamily(Family):
         run_codes = codes[order[starts]].tolist()
         run_panes = s1[order[starts]].tolist()
         members = self.kind == "members"
-        numeric = vals and type(vals[0]) in (int, float)
         svals: Any = None
+        if arr is None and len(vals) and type(vals[0]) in (int, float):
+            try:
+                a = np.asarray(vals)
+            except (OverflowError, ValueError):
+                a = None
+            if a is not None and a.dtype.kind in "if" and a.dtype.itemsize == 8:
+                arr = a
+        if arr is not None:
+            vals = arr
+        ol = order.tolist()
         if not members:
-            arr = np.asarray(vals) if numeric else None
-            if arr is not None and arr.dtype.kind in "if" and arr.dtype.itemsize == 8:
+            if arr is not None:
                 svals = arr[order]
-            ol = order.tolist()
-            sl = [vals[i] for i in ol] if svals is None else svals.tolist()
+            sl: Any = None if svals is not None else [vals[i] for i in ol]
+        rec = None
+        if closing is not None and svals is not None and self.columns:
+            rec = Fresh(groups, run_codes, run_panes, starts, ends, svals)
+            self._plan(rec, closing)
+        if rec is not None and any(rec.transient):
+            # transient panes are never made: their windows are valued from the batch (`after`)
+            live = [r for r, t in enumerate(rec.transient) if not t]
+            self.fresh.append(rec)
+            if not live:
+                return
+            run_codes = [run_codes[r] for r in live]
+            run_panes = [run_panes[r] for r in live]
+            starts, ends = starts[live], ends[live]
+            rec = None
+            contiguous = False
         else:
-            ol = order.tolist()
+            contiguous = True
         panes: list[_Pane] = []
         for code, s in zip(run_codes, run_panes, strict=True):
             panes.append(self._pane(groups[code].data, s))
         if members:
             ids_l, le_l, re_l = ids.tolist(), le.tolist(), re.tolist()
+            vl = vals.tolist() if isinstance(vals, np.ndarray) else vals
             for p, a, b, code in zip(panes, starts.tolist(), ends.tolist(), run_codes, strict=True):
                 g = groups[code]
                 for i in ol[a:b]:
-                    ev = Ev(ids_l[i], le_l[i], re_l[i], vals[i])
+                    ev = Ev(ids_l[i], le_l[i], re_l[i], vl[i])
                     p.members[ev.id] = ev  # type: ignore[index]
                     g.events[ev.id] = ev
         else:
-            self._fold_runs(panes, sl, svals, starts, ends)
+            self._fold_runs(panes, sl, svals, starts, ends, contiguous)
         for code, s in zip(run_codes, run_panes, strict=True):
             self._touched(groups[code], s, s)
 
-    def _fold_runs(self, panes: list[_Pane], sl: list[Any], svals: Any, starts: Any, ends: Any) -> None:
-        """Each run ``starts[i]:ends[i]`` of the sorted values joins ``panes[i]``."""
+    def _plan(self, rec: Fresh, closing: int) -> None:
+        """Which runs' panes are transient (`grid_columns`), and each group's column windows: a pane made
+        by this batch whose every window closes at the coming flush and covers only panes of this batch."""
+        tops: dict[int, int] = {}
+        for code, g in enumerate(rec.groups):
+            d: _Data = g.data
+            if d.longs or d.dirty:
+                tops[code] = INF  # (no column windows for it)
+            else:
+                tops[code] = d.panes.peekitem(-1)[0] if d.panes else NEG
+        cols: dict[int, list[int]] = {}
+        for r, (code, s) in enumerate(zip(rec.run_codes, rec.run_panes, strict=True)):
+            top = tops[code]
+            if top >= INF or s <= top:
+                continue
+            fw = self.first_window(s)
+            if fw <= rec.groups[code].data.done or self.last_window(s) > closing or self.span(fw)[0] <= top:
+                continue
+            rec.transient[r] = True
+            lo_hi = cols.get(code)
+            lw = self.last_window(s)
+            if lo_hi is None:
+                cols[code] = [fw, lw]
+            else:
+                lo_hi[0] = min(lo_hi[0], fw)
+                lo_hi[1] = max(lo_hi[1], lw)
+        rec.cols = {code: (a, b) for code, (a, b) in cols.items()}
+        for code, (a, b) in rec.cols.items():
+            rec.groups[code].data.col = (a, b, rec, code)
+
+    def _fold_runs(self, panes: list[_Pane], sl: list[Any], svals: Any, starts: Any, ends: Any,
+                   contiguous: bool = True) -> None:
+        """Each run ``starts[i]:ends[i]`` of the sorted values joins ``panes[i]`` (``contiguous``: the runs
+        cover the values end to end, as the batch form's offsets need)."""
         st = starts.tolist()
         en = ends.tolist()
+        if sl is None and (self.keep_values or self.kind != "merge"
+                           or getattr(self.step.udm, "add_batch", None) is None):
+            sl = svals.tolist()
         for p, a, b in zip(panes, st, en, strict=True):
             p.count += b - a
             if p.values is not None:
@@ -338,6 +430,11 @@ class GridFamily(Family):
         if add_batch is not None and svals is not None:
             init = wu.initial_state
             states = [p.partial if p.partial is not None else init() for p in panes]
+            if not contiguous:
+                svals = np.concatenate([svals[a:b] for a, b in zip(st, en, strict=True)])
+                ln = np.array([b - a for a, b in zip(st, en, strict=True)], dtype=np.int64)
+                starts = np.concatenate(([0], np.cumsum(ln)[:-1]))
+                ends = np.cumsum(ln)
             offsets = np.concatenate((starts, ends[-1:])).astype(np.int64)
             new = wu._call(add_batch, (states, svals, offsets), None, "add_batch")
             if len(new) != len(panes):
@@ -457,7 +554,31 @@ class GridFamily(Family):
 
     def evaluate(self, g: Group, out: Any, em: Any) -> None:
         d: _Data = g.data
+        col = d.col
+        if col is not None:  # window by window up to the column windows, which `after` values at once
+            d.col = None
+            lo, hi, rec, code = col
+            self._evaluate(g, out, em, lo - 1)
+            self.jobs.append((rec, code))
+            d.done = max(d.done, hi)
+        self._evaluate(g, out, em, None)
+
+    def after(self, out: Any, em: Any) -> None:
+        """After every group's evaluation: the column windows, as one block."""
+        jobs = self.jobs
+        self.fresh = []
+        if not jobs:
+            return
+        self.jobs = []
+        block = column_block(self, jobs, em)
+        if block is not None:
+            out.block(block)
+
+    def _evaluate(self, g: Group, out: Any, em: Any, limit: int | None) -> None:
+        d: _Data = g.data
         K = self._last_releasable()
+        if limit is not None:
+            K = min(K, limit)
         todo = list(d.dirty)
         d.dirty = []
         if d.done < K:
@@ -671,7 +792,14 @@ class GridFamily(Family):
         self.held = {}
 
     def windows(self, g: Group) -> int:
-        return len(g.out)
+        """The windows holding a member that are not final yet."""
+        d: _Data = g.data
+        spans = [(self.first_window(s), self.last_window(s)) for s in d.panes]
+        spans += [(self.first_window(s1), min(self.last_window(s2), self.frontier)) for s1, s2, _ev in d.longs]
+        n = 0
+        for lo, hi in _merged([(max(lo, d.floor), hi) for lo, hi in spans if hi >= max(lo, d.floor)]):
+            n += hi - lo + 1
+        return n
 
     def busy(self) -> bool:
         return any(g.data.dirty for g in self.step.groups.values())

@@ -17,6 +17,8 @@ import heapq
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from udm.host.input_types import step_checks
 from udm.host.query.plan import BoundStep
@@ -121,11 +123,14 @@ class WindowStep(Operator):
             return [group_key(v) for v in cols[0]]
         return [tuple(group_key(v) for v in t) for t in zip(*cols, strict=True)]
 
-    def _values(self, b: Batch, rows: np.ndarray) -> list[Any]:
+    def _values(self, b: Batch, rows: np.ndarray, numeric: bool = False) -> Any:
+        """What the UDM receives of each row (``numeric``: an int64/float64 column is given as such)."""
         m = self.mapper
         if m.kind == 1:
             vals, _ = b.payload.column(m.spec, rows)  # type: ignore[arg-type]
-            return vals.tolist() if isinstance(vals, np.ndarray) else vals
+            if isinstance(vals, np.ndarray):
+                return vals if numeric else vals.tolist()
+            return vals
         pls = b.payload.rows()
         return [m(pls[i]) for i in rows.tolist()]
 
@@ -135,9 +140,13 @@ class WindowStep(Operator):
         if self.max_memory_time < INF:
             b = self._finalized(b)
         kind = b.kind
-        data = np.flatnonzero(kind != CTI)
+        is_cti = kind == CTI
+        data = np.flatnonzero(~is_cti)
         if len(data):
-            self._data(b, data)
+            upcoming = self.effective_cti
+            if is_cti.any():
+                upcoming = max(upcoming, int(b.le[is_cti].max()))
+            self._data(b, data, upcoming)
         for i in np.flatnonzero(kind == CTI).tolist():
             self._cti(int(b.le[i]))
         return None
@@ -150,11 +159,31 @@ class WindowStep(Operator):
             if g is None:
                 g = self.group((), {})
             return np.zeros(len(rows), dtype=np.int64), [g]
+        rl = rows.tolist()
+        arr = b.payload.arrow(gb[0]) if len(gb) == 1 else None
+        sub = None
+        if isinstance(arr, pa.Array) and not pa.types.is_nested(arr.type):
+            sub = arr if len(rows) == len(arr) else arr.take(pa.array(rows, pa.int64()))
+            if sub.null_count:
+                sub = None
+        if sub is not None:
+            enc = pc.dictionary_encode(sub)
+            codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            groups = []
+            first: Any = None
+            for j, v in enumerate(enc.dictionary.to_pylist()):
+                k = group_key(v)
+                g = self.groups.get(k)
+                if g is None:
+                    if first is None:
+                        first = np.unique(codes, return_index=True)[1]
+                    g = self.group(k, b.payload.row(rl[int(first[j])]))
+                groups.append(g)
+            return codes, groups
         keys = self._keys(b, rows)
         index: dict[Any, int] = {}
         codes = np.fromiter((index.setdefault(k, len(index)) for k in keys), dtype=np.int64, count=len(keys))
         groups: list[Group] = []
-        rl = rows.tolist()
         first = {}
         for j, code in enumerate(codes.tolist()):
             if code not in first:
@@ -166,7 +195,8 @@ class WindowStep(Operator):
             groups.append(g)
         return codes, groups
 
-    def _data(self, b: Batch, rows: np.ndarray) -> None:
+    def _data(self, b: Batch, rows: np.ndarray, upcoming: int) -> None:
+        """The data rows of a batch; ``upcoming``: the CTI in force once its CTIs are taken."""
         fam = self.family
         touched = self.touched
         kinds = b.kind[rows]
@@ -179,7 +209,9 @@ class WindowStep(Operator):
             for g in groups:
                 touched[id(g)] = g
             le = b.le[irows]
-            fam.bulk_insert(groups, codes, b.id[irows], le, b.re[irows], self._values(b, irows))
+            only = bool(ins.all()) and self.max_memory_time >= INF
+            fam.bulk_insert(groups, codes, b.id[irows], le, b.re[irows], self._values(b, irows, True),
+                            fam.closing(upcoming) if only else None)
             m = int(le.max())
             if m > self.max_le:
                 self.max_le = m
@@ -329,6 +361,7 @@ class WindowStep(Operator):
         for g in visit.values():
             if groups.get(g.key) is g:
                 fam.evaluate(g, out, em)
+        fam.after(out, em)
         c = self.effective_cti
         if c > self.cleaned:
             self.cleaned = c
