@@ -57,6 +57,7 @@ class CountFamily(Family):
     #: a later distinct value can create or reshape a window over old members: no UDM can keep the
     #: ``time_bound`` promise here (the general liveliness rule applies)
     time_bound_ok = False
+    fifo = True
 
     def __init__(self, step: Any, spec: Any) -> None:
         super().__init__(step, spec)

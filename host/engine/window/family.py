@@ -30,6 +30,8 @@ class Family:
     exact = False
     #: does `bulk_insert` take a batch's inserts at once?
     bulk = False
+    #: do members leave a sweep in the order they entered (a merge sweep then uses two stacks)?
+    fifo = False
     #: does the step keep every inserted event in ``Group.events`` for this family (False: the family
     #: keeps there the events it holds as objects, and a retraction of another one gets a stand-in)
     tracks_events = True

@@ -29,7 +29,11 @@ from .family import Family
 from .grid_columns import Fresh, column_block
 from .state import Ev, Group
 
-__all__ = ["GridFamily"]
+__all__ = ["COLUMN_PANES", "GridFamily"]
+
+#: windows of at most this many panes may be valued column-wise (`grid_columns`: a window's values are
+#: copied once per window there, so longer windows are swept, at a cost per window that does not grow)
+COLUMN_PANES = 8
 
 
 class _Pane:
@@ -123,7 +127,7 @@ class GridFamily(Family):
         self.keep_values = self.kind == "running" or (self.kind == "merge" and not self.has_remove)
         #: windows valued column-wise (`grid_columns`): a merge-sweep UDA with the fresh-window batch form,
         #: released only by its end (no progressive output, no time_bound liveliness)
-        self.columns = (self.kind == "merge" and not self.keep_values and step.early is None
+        self.columns = (self.kind in ("merge", "running") and self.L <= COLUMN_PANES and step.early is None
                         and not step.time_bound and getattr(step.udm, "compute_slices", None) is not None)
         #: this batch's bulk-insert records, and the column windows to value at the flush
         self.fresh: list[Fresh] = []

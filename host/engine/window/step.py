@@ -107,7 +107,7 @@ class WindowStep(Operator):
         if g is None:
             gb = self.group_by
             g = self.groups[key] = Group(key, {f: payload[f] for f in gb} if gb else None)
-            g.sweep = make_sweep(self.sweep_kind, self.udm)
+            g.sweep = make_sweep(self.sweep_kind, self.udm, self.family.fifo)
             self.family.new_group(g)
         return g
 
