@@ -39,7 +39,7 @@ from .family import Family
 from .state import Group
 from .sweep import MergeSweep, RunningSweep
 
-__all__ = ["RowsFamily", "forget", "merged", "replace_range", "row_key"]
+__all__ = ["RowOrderedFamily", "RowsFamily", "forget", "merged", "replace_range", "row_key"]
 
 
 class _Tie:
@@ -141,11 +141,56 @@ class _Data:
         self.rows = _rows(rows)
 
 
-class RowsFamily(Family):
+class RowOrderedFamily(Family):
+    """What the row-ordered families (``rows``, ``session``) share: a group's windows are keyed by an int,
+    evaluated in order up to ``done``; changed ones are ``dirty`` key ranges (clipped to ``floor``, the
+    first key cleanup kept) evaluated again, each range as one diff."""
+
+    #: a late row renumbers later rows (``rows``) or merges a session that started before the CTI into an
+    #: earlier one (``session``): an output before the CTI can change whatever the UDM promises
+    time_bound_ok = False
+
+    def _dirty(self, d: Any, lo: int, hi: int) -> None:
+        """Windows keyed in ``[lo, hi]`` changed: those already evaluated are evaluated again."""
+        lo = max(lo, d.floor)
+        hi = min(hi, d.done)
+        if lo <= hi:
+            d.dirty.append((lo, hi))
+
+    def _take_out(self, d: Any, ev: Ev, old: int, new: int) -> int | None:
+        """Take ``ev`` (its end was ``old``) out of the group's rows and give it end ``new``; returns its
+        list position (None: cleanup dropped it, as final — RE < CTI — so no valid element reaches it)."""
+        rows = d.rows
+        p: int = rows.bisect_key_left(row_key(ev, old))
+        ev.re = new
+        if p >= len(rows) or rows[p] is not ev:
+            return None
+        del rows[p]
+        return p
+
+    def _evaluate(self, g: Group, d: Any, todo: list[tuple[int, int]], out: Any, em: Any) -> None:
+        """Evaluate the key ranges ``todo``; the parts not released yet stay dirty."""
+        keep = []
+        for lo, hi in merged(todo):
+            rest = self._range(g, d, lo, hi, out, em)
+            if rest is not None:
+                keep.append((rest, hi))
+        d.dirty = keep
+        self._pending(g, d)
+
+    def _range(self, g: Group, d: Any, lo: int, hi: int, out: Any, em: Any) -> int | None:
+        """Evaluate the windows keyed in ``[lo, hi]``; returns the first key not released yet (None: all
+        were)."""
+        raise NotImplementedError
+
+    def _pending(self, g: Group, d: Any) -> None:
+        """Register the group's first window still to release with the step."""
+        raise NotImplementedError
+
+
+class RowsFamily(RowOrderedFamily):
     """``rows{n, slide, partial}``."""
 
-    #: a late row renumbers every later row: an output before the CTI can change whatever the UDM promises
-    time_bound_ok = False
     #: per CTI, visit only the groups touched since the last one or not yet settled (off: every group, the
     #: tests compare the two)
     tracks_settled = True
@@ -203,12 +248,6 @@ class RowsFamily(Family):
         self._active[id(g)] = g
         d.settled = None
 
-    def _dirty(self, d: _Data, lo: int, hi: int) -> None:
-        lo = max(lo, d.floor)
-        hi = min(hi, d.done)
-        if lo <= hi:
-            d.dirty.append((lo, hi))
-
     def _moved(self, g: Group, d: _Data, r: int, hi: int) -> None:
         """Rows from number ``r`` on changed (windows up to yield row ``hi`` hold them)."""
         if g.swept is not None and r <= g.swept[1]:
@@ -227,13 +266,10 @@ class RowsFamily(Family):
     def change(self, g: Group, ev: Ev, old: int, new: int) -> None:
         d: _Data = g.data
         self._touch(g, d)
-        rows = d.rows
-        p = rows.bisect_key_left(row_key(ev, old))
-        if p >= len(rows) or rows[p] is not ev:
-            ev.re = new  # a dropped row: it was final (RE < CTI), so no valid element reaches it
+        p = self._take_out(d, ev, old, new)
+        if p is None:
             return
-        del rows[p]
-        ev.re = new
+        rows = d.rows
         if new == ev.le:  # full retraction: every later row is renumbered
             self._moved(g, d, d.purged + p + 1, INF)
             d.done = min(d.done, d.purged + len(rows))
@@ -262,17 +298,9 @@ class RowsFamily(Family):
         if k > k0:
             todo.append((k0, k - self.slide))
             d.done = k - self.slide
-        keep = []
-        for lo, hi in merged(todo):
-            rest = self._range(g, d, lo, hi, out, em)
-            if rest is not None:
-                keep.append((rest, hi))
-        d.dirty = keep
-        self._pending(g, d)
+        self._evaluate(g, d, todo, out, em)
 
     def _range(self, g: Group, d: _Data, lo: int, hi: int, out: Any, em: Any) -> int | None:
-        """Evaluate the windows with yield rows in ``[lo, hi]``; returns the first not released yet (None:
-        all were)."""
         step = self.step
         news = []
         stop = None

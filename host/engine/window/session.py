@@ -36,8 +36,7 @@ from sortedcontainers import SortedDict, SortedKeyList
 
 from ..common import Ev
 from ..rules import INF, NEG
-from .family import Family
-from .rows import forget, merged, replace_range, row_key
+from .rows import RowOrderedFamily, forget, replace_range, row_key
 from .state import Group
 
 __all__ = ["SessionFamily"]
@@ -66,12 +65,8 @@ class _Data:
         self.rows = SortedKeyList(rows, key=row_key)
 
 
-class SessionFamily(Family):
+class SessionFamily(RowOrderedFamily):
     """``session{gap}``."""
-
-    #: a late bridging event merges a session that started before the CTI into an earlier one: an output
-    #: before the CTI can change whatever the UDM promises
-    time_bound_ok = False
 
     def __init__(self, step: Any, spec: Any) -> None:
         super().__init__(step, spec)
@@ -127,12 +122,6 @@ class SessionFamily(Family):
         heapq.heapify(self._by_end)
         self._cap = 2 * (len(self._by_le) + len(self._by_end)) + 64
 
-    def _dirty(self, d: _Data, lo: int, hi: int) -> None:
-        lo = max(lo, d.floor)
-        hi = min(hi, d.done)
-        if lo <= hi:
-            d.dirty.append((lo, hi))
-
     # -- per event -------------------------------------------------------------------------------------
     def insert(self, g: Group, ev: Ev) -> None:
         d: _Data = g.data
@@ -182,15 +171,10 @@ class SessionFamily(Family):
 
     def change(self, g: Group, ev: Ev, old: int, new: int) -> None:
         d: _Data = g.data
-        rows = d.rows
-        p = rows.bisect_key_left(row_key(ev, old))
-        if p >= len(rows) or rows[p] is not ev:
-            ev.re = new  # a dropped row: it was final (RE < CTI), so no valid element reaches it
+        if self._take_out(d, ev, old, new) is None:
             return
-        del rows[p]
-        ev.re = new
         if new != ev.le:
-            rows.add(ev)
+            d.rows.add(ev)
         i = d.wins.bisect_right(ev.le) - 1
         if g.swept is not None and i >= 0 and g.swept[0] == d.wins.peekitem(i)[0]:
             g.swept = None  # the sweep took the member in as it was
@@ -265,17 +249,9 @@ class SessionFamily(Family):
         if first is not None and last is not None:
             todo.append((first, last))
             d.done = last
-        keep = []
-        for lo, hi in merged(todo):
-            rest = self._range(g, d, lo, hi, out, em)
-            if rest is not None:
-                keep.append((rest, hi))
-        d.dirty = keep
-        self._pending(g, d)
+        self._evaluate(g, d, todo, out, em)
 
     def _range(self, g: Group, d: _Data, lo: int, hi: int, out: Any, em: Any) -> int | None:
-        """Evaluate the sessions starting in ``[lo, hi]``; returns where the first one not released yet
-        starts (None: all were)."""
         step = self.step
         rows = d.rows
         news = []
