@@ -5,10 +5,10 @@ makes the order total: semantics-notes 26), numbered 1, 2, ... from its first ro
 the rows dropped, so numbers survive cleanup). The window of yield row ``k`` (a multiple of ``slide``, and
 ``>= n`` unless ``partial``) is keyed by ``k``, holds rows ``max(1, k-n+1) .. k`` and spans
 ``[LE(first row), LE(row k) + 1)``; windows are implied by the rows, nothing is kept per window but what it
-emitted. Evaluated in order, a window is the previous one plus the rows that enter minus those that leave:
-the sweep (rows enter at their row number and leave after it, first in first out), so an in-order event
-costs O(1) UDA calls whatever ``n``, and no pane states are needed for that (the old ``gcd(n, slide)``-row
-panes, semantics-notes 29, are gone: they only cut the cost to ``n / gcd`` merges per window).
+emitted. Evaluated in order, a window is the previous one plus the rows that enter minus those that leave
+(the sweep: rows leave in the order they entered; a UDA with ``remove`` — every incremental one — keeps one
+running state, one add and one remove per row), so an in-order event costs O(1) UDA calls whatever ``n``;
+panes of ``gcd(n, slide)`` rows are not needed for that (semantics-notes 29).
 
 An insert that is not appended, or a full retraction, renumbers every later row: every window from its row
 on that was evaluated is *dirty* and is evaluated again, the touched range diffed as one against what it
@@ -370,19 +370,17 @@ class RowsFamily(RowOrderedFamily):
             return list(groups.values())
         return [g for g in self._active.values() if groups.get(g.key) is g]
 
-    def _movable(self, d: _Data, c: int) -> int:
-        """The number of rows with ``LE < c``; sets ``d.fixed`` to the first list position a valid element
-        can still change after CTI ``c`` (the start of the first LE block holding a row with ``RE >= c``).
+    def _fix(self, d: _Data, c: int) -> None:
+        """Set ``d.fixed`` to the first list position a valid element can still change after CTI ``c``: the
+        start of the first LE block holding a row with ``RE >= c``, else the first row with ``LE >= c``.
         Rows before the last such position are not looked at again."""
         rows = d.rows
         pm = rows.bisect_key_left((c,))
-        i = min(d.fixed, pm)
-        for ev in rows.islice(i, pm):
+        for ev in rows.islice(min(d.fixed, pm), pm):
             if ev.re >= c:
                 d.fixed = rows.bisect_key_left((ev.le,))
-                return pm
+                return
         d.fixed = pm
-        return pm
 
     def cleanup(self, c: int) -> Iterable[Group]:
         if c >= INF:
@@ -391,7 +389,7 @@ class RowsFamily(RowOrderedFamily):
         self._active = {}
         for g in visit:
             d: _Data = g.data
-            self._movable(d, c)
+            self._fix(d, c)
             base = d.purged
             k_open = self._up(base + d.fixed + 1)  # the earliest window that can still change or appear
             out = g.out
