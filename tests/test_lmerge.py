@@ -124,17 +124,17 @@ def test_hand_detach_and_attach_at_run_time() -> None:
     assert r.process(Cti(3), input="a") == []  # a detached: its CTI no longer counts
     r.process(Insert("y", 0, 4, {"p": 1}), input="b")
     out = r.process(Cti(2), input="b")
-    assert out == [Insert("m1", 0, INF, {"p": 1}), Cti(2)]
+    assert out == [Insert("o1", 0, INF, {"p": 1}), Cti(2)]
     # a comes back, carrying every event that ends at 8 or later; it counts once the output CTI reaches 8
     r.attach("m", "a", at=8)
     r.process(Insert("x2", 9, 12, {"p": 2}), input="a")
     assert r.process(Cti(20), input="a") == []  # still joining: its CTIs are ignored
     r.process(Insert("y2", 9, 12, {"p": 2}), input="b")
     out = r.process(Cti(8), input="b")
-    assert out == [Retract("m1", 0, INF, 4), Cti(8)]
+    assert out == [Retract("o1", 0, INF, 4), Cti(8)]
     r.detach("m", "b")  # a has joined: it alone carries the stream now
     out = r.process(Cti(30), input="a")
-    assert out == [Insert("m2", 9, 12, {"p": 2}), Cti(30)]
+    assert out == [Insert("o2", 9, 12, {"p": 2}), Cti(30)]
     with pytest.raises(ValueError, match="reads no 'zz'"):
         r.detach("m", "zz")
     with pytest.raises(ValueError, match="no lmerge step 'q'"):

@@ -161,9 +161,10 @@ class Batch:
 
 
 class RowsOut:
-    """Output rows an operator makes one by one (a join's pairs, a window's diffs), as one `Batch`."""
+    """Output an operator makes: rows one by one (a join's pairs, a window's diffs) and whole column blocks
+    (a window's windows valued at once), in order, as one `Batch`."""
 
-    __slots__ = ("id", "kind", "le", "line", "payloads", "re", "rn")
+    __slots__ = ("blocks", "id", "kind", "le", "line", "payloads", "re", "rn")
 
     def __init__(self) -> None:
         self.kind: list[int] = []
@@ -173,6 +174,8 @@ class RowsOut:
         self.rn: list[int] = []
         self.payloads: list[Any] = []
         self.line: list[int] = []
+        #: finished batches, in order, before the rows listed above
+        self.blocks: list[Batch] = []
 
     def insert(self, eid: int, le: int, re: int, payload: Any, line: int = -1) -> None:
         self.row(INSERT, eid, le, re, re, payload, line)
@@ -193,10 +196,24 @@ class RowsOut:
         self.payloads.append(payload)
         self.line.append(line)
 
+    def block(self, b: Batch) -> None:
+        """A column block joins the output after everything so far."""
+        self._close()
+        self.blocks.append(b)
+
+    def _close(self) -> None:
+        if self.kind:
+            b = Batch.of(self.kind, self.id, self.le, self.re, self.rn, self.payloads, self.line)
+            if CTI in self.kind and all(k == CTI for k in self.kind):
+                b.payload = Payload.absent(len(self.kind))  # (CTIs only: no payload to keep as dicts)
+            self.blocks.append(b)
+            self.kind, self.id, self.le, self.re, self.rn, self.payloads, self.line = [], [], [], [], [], [], []
+
     def __len__(self) -> int:
-        return len(self.kind)
+        return len(self.kind) + sum(len(b) for b in self.blocks)
 
     def batch(self) -> Batch | None:
-        if not self.kind:
+        self._close()
+        if not self.blocks:
             return None
-        return Batch.of(self.kind, self.id, self.le, self.re, self.rn, self.payloads, self.line)
+        return Batch.concat(self.blocks)

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from udm.host.query.plan import BoundQuery
 
-from . import rules
 from .context import Context
 from .operator import Operator
-from .rules import FieldCheck
+from .rules import INF, FieldCheck
 
 __all__ = ["delegated_checks", "make_operator"]
 
@@ -58,7 +57,7 @@ def delegated_checks(bound: BoundQuery, ops: list[Operator]) -> dict[str, tuple[
             continue
         op = by_name[readers[0][0].name]
         check = getattr(op, "check", None)
-        mmt = getattr(op, "max_memory_time", rules.INF)
+        mmt = getattr(op, "max_memory_time", INF)
         if check is not None:
             op.check = FieldCheck()  # type: ignore[attr-defined]
         out[name] = (check, mmt)

@@ -26,7 +26,6 @@ from udm.host.errors import BadElement, ViolationError
 from udm.host.io.batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch
 from udm.host.temporal.elements import Element, Insert, Retract, element_to_json
 
-from . import rules
 from .batch import CTI, INSERT, RETRACT, Batch
 from .common import DeadLetter
 from .context import Context
@@ -34,7 +33,28 @@ from .feedback import FastForward
 from .live import LiveEvents
 from .payload import Payload
 from .repair import ChainRepair
-from .rules import INF, NEG, FieldCheck
+from .rules import (
+    BAD_LIFETIME,
+    CTI_VIOLATION,
+    DUPLICATE_ID,
+    I64_MIN,
+    INF,
+    MALFORMED,
+    MISMATCH,
+    NEG,
+    UNKNOWN_ID,
+    FieldCheck,
+    cti_before,
+    cti_reason,
+    effective_cti,
+    format_time,
+    insert_lifetime_bad,
+    insert_lifetime_reason,
+    reach,
+    reach_batch,
+    retract_lifetime_bad,
+    retract_lifetime_reason,
+)
 from .span_ids import ids_new
 
 __all__ = ["InputGate"]
@@ -79,6 +99,11 @@ class InputGate:
     def fast_forward(self, t: int) -> None:
         self.feedback.signal(t)
 
+    def forget_at(self) -> int:
+        """The earliest CTI at which this gate forgets a live event (INF: none ends)."""
+        e = self.live.min_end()
+        return e + 1 if e < INF else INF
+
     # -- dead letters ---------------------------------------------------------------------------------
     def _reject(self, line: int, category: str, reason: str, element: dict[str, Any] | None) -> None:
         ctx = self.ctx
@@ -104,12 +129,12 @@ class InputGate:
             except ValueError:
                 value = text
         element = value if isinstance(value, dict) else ({"raw": value} if value is not None else None)
-        self._reject(line, rules.MALFORMED, reason, element)
+        self._reject(line, MALFORMED, reason, element)
 
     # -- T ----------------------------------------------------------------------------------------------
     def _reach(self, *times: int) -> None:
         if self.moves_t:
-            self.ctx.reached = rules.reach(self.ctx.reached, *times)
+            self.ctx.reached = reach(self.ctx.reached, *times)
 
     def _set_cti(self, t: int) -> None:
         self.cti = t
@@ -117,14 +142,14 @@ class InputGate:
             self.effective = t
         if self.max_memory_time < INF:
             wm = max(self.cti, self.max_le)
-            self.effective = max(self.effective, rules.effective_cti(t, wm, self.max_memory_time))
+            self.effective = max(self.effective, effective_cti(t, wm, self.max_memory_time))
         self.live.close(self.effective)
 
     def _saw_le(self, le: int) -> None:
         if le > self.max_le:
             self.max_le = le
             if self.max_memory_time < INF:
-                e = rules.effective_cti(self.cti, max(self.cti, le), self.max_memory_time)
+                e = effective_cti(self.cti, max(self.cti, le), self.max_memory_time)
                 if e > self.effective:
                     self.effective = e
                     self.live.close(e)
@@ -141,22 +166,33 @@ class InputGate:
         elif not self.ended:
             out = self._columns(raw)
         if out is None:
-            out = _Rows(self, raw).run()
+            out = _Rows(self, raw, None).run()
+        if self.feedback.active:
+            out = self.feedback.apply(out)
+        return out
+
+    def process_elements(self, items: list[tuple[int | None, Any]]) -> Batch:
+        """`process` for ``(line, element)`` pairs already decoded (a few elements of one input, read side
+        by side with other inputs, or one at a time): the row path, with no columnar batch built."""
+        if self.repair is not None:
+            return self._repaired_items(items)
+        out = _Rows(self, None, items).run()
         if self.feedback.active:
             out = self.feedback.apply(out)
         return out
 
     def _repaired(self, raw: ElementBatch) -> Batch:
+        return self._repaired_items(raw.to_elements())
+
+    def _repaired_items(self, items: list[tuple[int | None, Any]]) -> Batch:
         """Retraction-chain repair (semantics-notes 20) in front of validation: element by element."""
         rep = self.repair
         assert rep is not None
         parts: list[Batch] = []
-        for line, el in raw.to_elements():
+        for line, el in items:
             got = rep.push(el, line)
             if got:
-                els = [e for _, e in got]
-                lns = [ln for ln, _ in got]
-                parts.append(_Rows(self, ElementBatch.from_elements(els, lns)).run())
+                parts.append(_Rows(self, None, got).run())
             for dl, category in rep.take_dead():
                 if self.ctx.on_violation == "error":
                     raise ViolationError(f"invalid element (line {dl.line}): {dl.reason}: {dl.element}")
@@ -172,7 +208,7 @@ class InputGate:
         codes = raw.kind_codes()
         if (codes == KIND_RETRACT).any():
             return None
-        n = len(codes)
+        len(codes)
         le = raw.column("le")
         re = raw.column("re")
         t = raw.column("t")
@@ -181,13 +217,13 @@ class InputGate:
             return None  # rows after the end of input: refused in place by the row path
         ins = np.flatnonzero(codes == KIND_INSERT)
         bad_rows = np.flatnonzero(codes == KIND_BAD)
-        cb = rules.cti_before(is_cti, t, self.effective)
+        cb = cti_before(is_cti, t, self.effective)
         payload = _payload(raw)
         if payload is None:
             return None
         reason = np.zeros(len(ins), dtype=np.int8)  # 0 ok, 1 lifetime, 2 fields, 3 CTI
         ile, ire = le[ins], re[ins]
-        reason[rules.insert_lifetime_bad(ile, ire)] = 1
+        reason[insert_lifetime_bad(ile, ire)] = 1
         if self.check is not None:
             fb = self.check.bad_rows(payload, ins)
             if fb is not None:
@@ -217,9 +253,9 @@ class InputGate:
         adv = cti_rows[:0]
         if len(cti_rows):
             ct = t[cti_rows]
-            prev = np.maximum.accumulate(np.concatenate(([max(self.cti, rules.I64_MIN)], ct[:-1])))
+            prev = np.maximum.accumulate(np.concatenate(([max(self.cti, I64_MIN)], ct[:-1])))
             adv = cti_rows[ct > prev]
-            if self.cti > rules.I64_MIN:
+            if self.cti > I64_MIN:
                 adv = adv[t[adv] > self.cti]
         if len(bad_rows) or not ok.all():
             self._column_dead_letters(raw, ins, reason, icb, bad_rows)
@@ -239,11 +275,11 @@ class InputGate:
             if m > self.max_le:
                 self.max_le = m
             if self.moves_t:
-                self.ctx.reached = rules.reach_batch(self.ctx.reached, new_le, new_re)
+                self.ctx.reached = reach_batch(self.ctx.reached, new_le, new_re)
         if len(adv):
             last = int(t[adv[-1]])
             if self.moves_t:
-                self.ctx.reached = rules.reach_batch(self.ctx.reached, t[adv])
+                self.ctx.reached = reach_batch(self.ctx.reached, t[adv])
             self._set_cti(last)
             if last >= INF:
                 self.ended = True
@@ -253,10 +289,7 @@ class InputGate:
         oid = np.zeros(m, dtype=_I64)
         ole_out = t[rows].copy()
         ore = ole_out.copy()
-        if len(adv):
-            at = np.searchsorted(rows, good)
-        else:
-            at = np.arange(len(good))
+        at = np.searchsorted(rows, good) if len(adv) else np.arange(len(good))
         kind[at] = INSERT
         oid[at] = eid
         ole_out[at] = new_le
@@ -286,7 +319,7 @@ class InputGate:
             el = els[r][1]
             assert isinstance(el, Insert)
             if k == 1:
-                self._reject(line, rules.BAD_LIFETIME, rules.insert_lifetime_reason(el.le, el.re),
+                self._reject(line, BAD_LIFETIME, insert_lifetime_reason(el.le, el.re),
                              element_to_json(el))
             elif k == 2:
                 assert self.check is not None
@@ -294,7 +327,7 @@ class InputGate:
                 assert got is not None
                 self._reject(line, got[0], got[1], element_to_json(el))
             else:
-                self._reject(line, rules.CTI_VIOLATION, rules.cti_reason(el.le, c), element_to_json(el))
+                self._reject(line, CTI_VIOLATION, cti_reason(el.le, c), element_to_json(el))
 
 
 def _payload(raw: ElementBatch) -> Payload | None:
@@ -313,9 +346,10 @@ def _payload(raw: ElementBatch) -> Payload | None:
 class _Rows:
     """The row-by-row path of `InputGate.process`: each element through the rules in order."""
 
-    def __init__(self, gate: InputGate, raw: ElementBatch) -> None:
+    def __init__(self, gate: InputGate, raw: ElementBatch | None, items: list[tuple[int | None, Any]] | None
+                 ) -> None:
         self.gate = gate
-        self.raw = raw
+        self.items = items if items is not None else raw.to_elements()  # type: ignore[union-attr]
         self.kind: list[int] = []
         self.id: list[int] = []
         self.le: list[int] = []
@@ -338,19 +372,19 @@ class _Rows:
 
     def run(self) -> Batch:
         g = self.gate
-        for line, el in self.raw.to_elements():
+        for line, el in self.items:
             ln = -1 if line is None else line
             if isinstance(el, BadElement):
                 if g.ended:
-                    g._reject(ln, rules.CTI_VIOLATION, _ENDED, None)
+                    g._reject(ln, CTI_VIOLATION, _ENDED, None)
                 else:
-                    g._reject(ln, rules.MALFORMED, el.reason,
+                    g._reject(ln, MALFORMED, el.reason,
                               el.raw if isinstance(el.raw, dict) else
                               ({"raw": el.raw} if el.raw is not None else None))
                 continue
             if g.ended:
                 if not _is_cti(el):
-                    g._reject(ln, rules.CTI_VIOLATION, _ENDED, element_to_json(el))
+                    g._reject(ln, CTI_VIOLATION, _ENDED, element_to_json(el))
                 continue
             if isinstance(el, Insert):
                 self._insert(el, ln)
@@ -369,11 +403,11 @@ class _Rows:
         g = self.gate
         le, re, payload = el.le, el.re, el.payload
         if type(payload) is not dict:
-            g._reject(line, rules.MALFORMED, f"payload must be a JSON object, got {type(payload).__name__}",
+            g._reject(line, MALFORMED, f"payload must be a JSON object, got {type(payload).__name__}",
                       element_to_json(el))
             return
-        if rules.insert_lifetime_bad(le, re):
-            g._reject(line, rules.BAD_LIFETIME, rules.insert_lifetime_reason(le, re), element_to_json(el))
+        if insert_lifetime_bad(le, re):
+            g._reject(line, BAD_LIFETIME, insert_lifetime_reason(le, re), element_to_json(el))
             return
         if g.check is not None:
             got = g.check.reason(payload)
@@ -381,7 +415,7 @@ class _Rows:
                 g._reject(line, got[0], got[1], element_to_json(el))
                 return
         if g.live.contains(el.id):
-            g._reject(line, rules.DUPLICATE_ID, f"duplicate live id {el.id!r}", element_to_json(el))
+            g._reject(line, DUPLICATE_ID, f"duplicate live id {el.id!r}", element_to_json(el))
             return
         c = g.effective
         ole = le
@@ -389,7 +423,7 @@ class _Rows:
             if g.ctx.on_violation == "adjust" and re > c:
                 le = c
             else:
-                g._reject(line, rules.CTI_VIOLATION, rules.cti_reason(le, c), element_to_json(el))
+                g._reject(line, CTI_VIOLATION, cti_reason(le, c), element_to_json(el))
                 return
         eid = g.live.add(el.id, le, ole, re, payload)
         g._reach(le, re)
@@ -399,21 +433,21 @@ class _Rows:
     def _retract(self, el: Retract, line: int) -> None:
         g = self.gate
         le, re, rn = el.le, el.re, el.re_new
-        if rules.retract_lifetime_bad(le, re, rn):
-            g._reject(line, rules.BAD_LIFETIME, rules.retract_lifetime_reason(le, re, rn), element_to_json(el))
+        if retract_lifetime_bad(le, re, rn):
+            g._reject(line, BAD_LIFETIME, retract_lifetime_reason(le, re, rn), element_to_json(el))
             return
         sync = re if re < rn else rn
         if sync < g.effective:
-            g._reject(line, rules.CTI_VIOLATION, rules.cti_reason(sync, g.effective), element_to_json(el))
+            g._reject(line, CTI_VIOLATION, cti_reason(sync, g.effective), element_to_json(el))
             return
         rec = g.live.get(el.id)
         if rec is None:
-            g._reject(line, rules.UNKNOWN_ID, f"retraction of unknown id {el.id!r}", element_to_json(el))
+            g._reject(line, UNKNOWN_ID, f"retraction of unknown id {el.id!r}", element_to_json(el))
             return
         if rec.ole != le or rec.re != re:
-            g._reject(line, rules.MISMATCH,
-                      f"retraction of {el.id!r} says [{rules.format_time(le)}, {rules.format_time(re)}) but the "
-                      f"live event is [{rules.format_time(rec.ole)}, {rules.format_time(rec.re)})",
+            g._reject(line, MISMATCH,
+                      f"retraction of {el.id!r} says [{format_time(le)}, {format_time(re)}) but the "
+                      f"live event is [{format_time(rec.ole)}, {format_time(rec.re)})",
                       element_to_json(el))
             return
         g._reach(le, re, rn)

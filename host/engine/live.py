@@ -72,6 +72,19 @@ class _Chunk:
         i = pos.get(id, -1)
         return i if i >= 0 and self.alive[i] else -1
 
+    def min_end(self) -> int:
+        """The smallest RE of a live event (INF: none ends)."""
+        best = INF
+        for ch in self.chunks:
+            if ch.nalive:
+                best = min(best, int(ch.re[ch.alive].min()))
+        h = self.ends
+        while h and (h[0][1] not in self.single or self.single[h[0][1]].re != h[0][0]):
+            heapq.heappop(h)
+        if h:
+            best = min(best, h[0][0])
+        return best
+
     def close(self, c: int) -> None:
         """Forget rows with ``RE < c``."""
         gone = self.alive & (self.re < c)
@@ -151,6 +164,18 @@ class LiveEvents:
     def contains(self, id: str) -> bool:
         return self.get(id) is not None
 
+    def peek(self, id: str) -> Record | None:
+        """The live event ``id`` without moving it out of its chunk (a read)."""
+        rec = self.single.get(id)
+        if rec is not None:
+            return rec
+        for ch in self.chunks:
+            i = ch.find(id)
+            if i >= 0:
+                le = int(ch.le[i])
+                return Record(int(ch.eid[i]), le, le if ch.ole is None else int(ch.ole[i]), int(ch.re[i]), {})
+        return None
+
     def moved(self, id: str, rec: Record) -> None:
         """``rec``'s end changed (still live)."""
         if rec.re < INF:
@@ -172,6 +197,19 @@ class LiveEvents:
         if not parts:
             return None
         return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+
+    def min_end(self) -> int:
+        """The smallest RE of a live event (INF: none ends)."""
+        best = INF
+        for ch in self.chunks:
+            if ch.nalive:
+                best = min(best, int(ch.re[ch.alive].min()))
+        h = self.ends
+        while h and (h[0][1] not in self.single or self.single[h[0][1]].re != h[0][0]):
+            heapq.heappop(h)
+        if h:
+            best = min(best, h[0][0])
+        return best
 
     def close(self, c: int) -> None:
         """Forget events with ``RE < c`` (everything at ``c = INF``)."""

@@ -3,7 +3,7 @@
 An operator takes a `Batch` on one of its input ports and returns the `Batch` it causes (or None); `flush`
 releases what it buffered (a window step's output waits for its release point). Its input is valid by
 construction (`gate.InputGate` validated it, or an operator made it), except for the payload fields it
-reads: those it checks itself with `rules.FieldCheck`, refusing a row as a malformed payload of this step
+reads: those it checks itself with `FieldCheck`, refusing a row as a malformed payload of this step
 (semantics-notes 3). A snapshot pickles it, without what `attach` binds again on restore (the context, the
 bound UDM).
 """
@@ -18,10 +18,10 @@ from udm.host.errors import ViolationError
 from udm.host.query.plan import BoundStep
 from udm.host.temporal.elements import element_to_json
 
-from . import rules
 from .batch import Batch
 from .common import DeadLetter
 from .context import Context
+from .rules import INF, UNKNOWN_ID, FieldCheck
 
 __all__ = ["Operator"]
 
@@ -70,6 +70,11 @@ class Operator:
         """What this operator holds (tests of bounded state)."""
         return {}
 
+    def forget_at(self) -> int | None:
+        """On this operator's input clock, the earliest CTI at which it forgets an event (INF: it holds
+        none); None when what a CTI does to it depends on its state otherwise (`udm.host.engine.progress`)."""
+        return INF if not any(self.state_size().values()) else None
+
     # -- refusing rows -------------------------------------------------------------------------------
     def refuse(self, b: Batch, i: int, category: str, reason: str, port: int = 0) -> None:
         """Row ``i`` of ``b`` is a malformed payload of this step: dead letter (or the error of
@@ -85,7 +90,7 @@ class Operator:
         source = self.input_names[port] if len(self.input_names) > port else None
         ctx.dead(DeadLetter(ln, text, el, input=source), category)
 
-    def checked(self, b: Batch, check: rules.FieldCheck, port: int = 0) -> Batch:
+    def checked(self, b: Batch, check: FieldCheck, port: int = 0) -> Batch:
         """``b`` without the inserts this step refuses (each dead-lettered, in row order) and without the
         retractions of events it refused (their ids are unknown here: semantics-notes 3)."""
         if check.empty:
@@ -101,7 +106,7 @@ class Operator:
                 if got is not None:
                     self.refuse(b, i, got[0], got[1], port)
             else:
-                self.refuse(b, i, rules.UNKNOWN_ID, f"retraction of unknown id {b.id_text(i)!r}", port)
+                self.refuse(b, i, UNKNOWN_ID, f"retraction of unknown id {b.id_text(i)!r}", port)
         keep = np.ones(len(b), dtype=bool)
         keep[rows] = False
         return b.take(np.flatnonzero(keep))

@@ -29,7 +29,8 @@ def encode_batch(b: Batch) -> EncodedLines:
     p = b.payload
     ins = np.flatnonzero(kind == INSERT)
     fields = p.fields
-    if fields is None or getattr(p, "_valid", None) is not None or len(ins) < 16:
+    valid = p.valid
+    if fields is None or len(ins) < 16 or (valid is not None and not valid[ins].all()):
         return element_lines(b.to_elements(), element_text)
     other = np.flatnonzero(kind != INSERT)
     idx = pa.array(ins, pa.int64())

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["MISSING", "Const", "Payload"]
+__all__ = ["MISSING", "Const", "Payload", "as_column"]
 
 #: what `Payload.column` puts where a row lacks the field (rows form only)
 MISSING: Any = object()
@@ -101,6 +101,11 @@ class Payload:
         return cls(n, fields={})
 
     @classmethod
+    def absent(cls, n: int) -> Payload:
+        """``n`` rows without a payload (CTIs): they take any shape in a concatenation."""
+        return cls(n, fields={}, valid=np.zeros(n, dtype=bool))
+
+    @classmethod
     def from_struct(cls, arr: pa.Array | pa.ChunkedArray) -> Payload:
         if isinstance(arr, pa.ChunkedArray):
             arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
@@ -128,6 +133,11 @@ class Payload:
     @property
     def fields(self) -> dict[str, pa.Array | Const] | None:
         return self._fields
+
+    @property
+    def valid(self) -> np.ndarray | None:
+        """Columns form: the rows that carry a payload (None: all)."""
+        return self._valid
 
     @property
     def names(self) -> tuple[str, ...] | None:
@@ -161,24 +171,32 @@ class Payload:
             return {}
         return {k: (c.value if isinstance(c, Const) else c[i].as_py()) for k, c in f.items()}
 
-    def column(self, name: str) -> tuple[Any, np.ndarray | None]:
-        """Field ``name`` of every row: (values, mask of rows lacking it or None). Values are an int64 /
-        float64 numpy array when the field is uniformly so, else a list (`MISSING` where absent)."""
+    def column(self, name: str, rows: np.ndarray | None = None) -> tuple[Any, np.ndarray | None]:
+        """Field ``name`` of every row (of ``rows`` only, when given): (values, mask of rows lacking it or
+        None). Values are an int64 / float64 numpy array when the field is uniformly so, else a list
+        (`MISSING` where absent)."""
         f = self._fields
+        n = self._n if rows is None else len(rows)
         if f is not None:
             col = f.get(name)
             if col is None:
-                return [MISSING] * self._n, np.ones(self._n, dtype=bool)
-            miss = None if self._valid is None else ~self._valid
+                return [MISSING] * n, np.ones(n, dtype=bool)
+            valid = self._valid
+            if rows is not None and valid is not None:
+                valid = valid[rows]
+            miss = None if valid is None or valid.all() else ~valid
             if isinstance(col, Const):
-                vals: Any = [col.value] * self._n
+                vals: Any = [col.value] * n
             else:
+                if rows is not None and (len(rows) != self._n or col.null_count):
+                    col = col.take(pa.array(rows, pa.int64()))
                 num = _numeric(col)
                 vals = num if num is not None else col.to_pylist()
             return vals, miss
-        rows = self._rows
-        assert rows is not None
-        vals = [p.get(name, MISSING) if type(p) is dict else MISSING for p in rows]
+        allrows = self._rows
+        assert allrows is not None
+        src = allrows if rows is None else [allrows[i] for i in rows.tolist()]
+        vals = [p.get(name, MISSING) if type(p) is dict else MISSING for p in src]
         if MISSING in vals:
             return vals, np.fromiter((v is MISSING for v in vals), dtype=bool, count=len(vals))
         kinds = set(map(type, vals))
@@ -218,7 +236,7 @@ class Payload:
         """Every row's payload plus ``name: values[i]`` (an existing field of that name is replaced)."""
         f = self._fields
         if f is not None and self._valid is None:
-            col = _as_column(values)
+            col = as_column(values)
             if col is not None:
                 nf = {k: v for k, v in f.items() if k != name}
                 nf[name] = col
@@ -265,6 +283,13 @@ class Payload:
         if len(parts) == 1:
             return parts[0]
         n = sum(p._n for p in parts)
+        if any(p._fields is not None and p._fields for p in parts):
+            # a few rows made one by one beside column blocks: as columns too when they have the same shape
+            parts = [p._columnized() if p._fields is None else p for p in parts]
+        shaped = [p for p in parts if not p._is_absent()]
+        if shaped and len(shaped) < len(parts) and shaped[0].names is not None \
+                and all(p.names == shaped[0].names for p in shaped):
+            return Payload._with_absent(parts, shaped[0], n)
         names = parts[0].names
         if names is not None and all(p.names == names and p._valid is None for p in parts):
             try:
@@ -287,6 +312,71 @@ class Payload:
             rows.extend(p.rows())
         return Payload(n, rows=rows)
 
+    def _columnized(self) -> Payload:
+        """The rows form as columns when every row has the same keys, in order, of plain kinds (else self).
+        Rows without a payload (CTIs: empty dicts) become absent rows."""
+        rows = self._rows
+        assert rows is not None
+        keys = None
+        present = []
+        for r in rows:
+            if type(r) is not dict:
+                return self
+            if not r:
+                present.append(False)
+                continue
+            present.append(True)
+            k = tuple(r)
+            if keys is None:
+                keys = k
+            elif k != keys:
+                return self
+        if keys is None:
+            return Payload.absent(self._n)
+        sel = [r for r, ok in zip(rows, present, strict=True) if ok]
+        cols: dict[str, pa.Array | Const] = {}
+        full = len(sel) == len(rows)
+        for k in keys:
+            vals = [r[k] for r in sel]
+            col = as_column(vals)
+            if col is None:
+                return self
+            if not full:
+                col = _spread(col, present)
+            cols[k] = col
+        return Payload(self._n, fields=cols, valid=None if full else np.array(present, dtype=bool))
+
+    def _is_absent(self) -> bool:
+        return self._fields == {} and self._valid is not None and not self._valid.any()
+
+    @staticmethod
+    def _with_absent(parts: Sequence[Payload], shape: Payload, n: int) -> Payload:
+        """Columnar parts of one shape with rows of no payload between them: nulls there."""
+        names = shape.names or ()
+        try:
+            cols: dict[str, pa.Array | Const] = {}
+            for k in names:
+                arrs = []
+                typ = None
+                for p in parts:
+                    if not p._is_absent():
+                        c = p._fields[k]  # type: ignore[index]
+                        a = pa.array([c.value] * p._n) if isinstance(c, Const) else c
+                        typ = a.type
+                        arrs.append(a)
+                    else:
+                        arrs.append(None)
+                cols[k] = pa.concat_arrays([a if a is not None else pa.nulls(p._n, typ)
+                                            for a, p in zip(arrs, parts, strict=True)])
+        except (TypeError, pa.ArrowException):
+            rows: list[Any] = []
+            for p in parts:
+                rows.extend(p.rows())
+            return Payload(n, rows=rows)
+        valid = np.concatenate([np.zeros(p._n, dtype=bool) if p._is_absent() else
+                                (np.ones(p._n, dtype=bool) if p._valid is None else p._valid) for p in parts])
+        return Payload(n, fields=cols, valid=valid)
+
     def __getstate__(self) -> Any:
         return self.rows()
 
@@ -297,7 +387,20 @@ class Payload:
         self._valid = None
 
 
-def _as_column(values: Any) -> pa.Array | None:
+def _spread(col: pa.Array, present: list[bool]) -> pa.Array:
+    """``col`` (one value per present row) with nulls at the absent rows."""
+    idx = []
+    j = 0
+    for ok in present:
+        if ok:
+            idx.append(j)
+            j += 1
+        else:
+            idx.append(None)
+    return col.take(pa.array(idx, pa.int64()))
+
+
+def as_column(values: Any) -> pa.Array | None:
     """A map result as a column, when it is one plain JSON kind (else None: the payloads become dicts)."""
     if isinstance(values, np.ndarray):
         if values.dtype.kind in "if" and values.dtype.itemsize == 8:

@@ -39,8 +39,8 @@ __all__ = [
     "cti_before",
     "effective_cti",
     "format_time",
-    "insert_lifetime_reason",
     "insert_lifetime_bad",
+    "insert_lifetime_reason",
     "reach",
     "reach_batch",
     "release_point",
@@ -187,26 +187,22 @@ class FieldCheck:
         if self.empty or len(rows) == 0:
             return None
         bad: np.ndarray | None = None
-        n = len(payload)
-        whole = len(rows) == n
         for f in self.fields:
-            vals, miss = payload.column(f)
-            if miss is not None:
-                m = miss if whole else miss[rows]
-                if m.any():
-                    bad = m if bad is None else (bad | m)
+            _, miss = payload.column(f, rows)
+            if miss is not None and miss.any():
+                bad = miss if bad is None else (bad | miss)
         for tf, tp in self.typed:
             if tf is None:
-                vals = payload.rows()
-                sel = vals if whole else [vals[i] for i in rows.tolist()]
-                m = tp.bad_mask(sel)
+                allrows = payload.rows()
+                m = tp.bad_mask([allrows[i] for i in rows.tolist()])
             else:
-                vals, miss = payload.column(tf)
+                vals, miss = payload.column(tf, rows)
                 if isinstance(vals, np.ndarray):
-                    m = tp.bad_mask(vals if whole else vals[rows])
+                    m = tp.bad_mask(vals)
                 else:
-                    sel = vals if whole else [vals[i] for i in rows.tolist()]
-                    m = tp.bad_mask([0 if v is MISSING else v for v in sel])
+                    m = tp.bad_mask([0 if v is MISSING else v for v in vals])
+                if m is not None and miss is not None:
+                    m = m & ~miss
             if m is not None:
                 bad = m if bad is None else (bad | m)
         if bad is not None and not bad.any():

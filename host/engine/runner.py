@@ -22,14 +22,15 @@ from udm.host.query.graph import QueryGraph
 from udm.host.query.plan import BoundQuery
 from udm.host.temporal.elements import Cti, Element
 
-from . import rules
 from .batch import CTI, Batch
+from .build import delegated_checks, make_operator
 from .common import DeadLetter, RunStats
 from .context import Context
 from .gate import InputGate
 from .operator import Operator
 from .output import encode_batch
-from .build import delegated_checks, make_operator
+from .progress import engine_due, graph_due, hold
+from .rules import INF, NEG
 
 __all__ = ["QueryRunner"]
 
@@ -66,7 +67,7 @@ class QueryRunner:
         checks = delegated_checks(bound, self.ops)
         self.gates: dict[str, InputGate] = {}
         for name in graph.inputs:
-            check, mmt = checks.get(name, (None, rules.INF))
+            check, mmt = checks.get(name, (None, INF))
             rep = bound.spec.input_repair(name)
             self.gates[name] = InputGate(name, self.ctx, moves_t=name not in self.derived_inputs, check=check,
                                          max_memory_time=mmt, repair=None if rep is None else rep.horizon,
@@ -141,8 +142,27 @@ class QueryRunner:
         return self.ctx.reached
 
     def input_cti(self, name: str | None = None) -> int:
-        """The latest CTI input ``name`` sent (``rules.NEG`` before its first)."""
+        """The latest CTI input ``name`` sent (``NEG`` before its first)."""
         return self.gates[self.input_name(name)].cti
+
+    def live_end(self, id: str, input: str | None = None) -> int | None:
+        """The current RE of live event ``id`` of input ``input``, or None when it is not live."""
+        rec = self.gates[self.input_name(input)].live.peek(id)
+        return None if rec is None else rec.re
+
+    # -- progress (`udm.host.engine.progress`): what a CTI alone would do ----------------------------------
+    def due(self, c: int) -> int:
+        """The earliest input CTI after ``c`` at which the engine must be fed again (INF: never by a CTI)."""
+        return engine_due(self, c)
+
+    def graph_due(self, ctis: Mapping[str, int]) -> tuple[dict[str, int], int] | None:
+        """Per input, the CTI at which the engine must be fed again, and its output-CTI hold until then; None
+        when only a run can tell (semantics-notes 52)."""
+        return graph_due(self, ctis)
+
+    def hold(self, due: int) -> int | None:
+        """The output CTI after input CTI ``due - 1``, when the engine's state tells it without a run."""
+        return hold(self, due)
 
     def take_dead_letters(self) -> list[DeadLetter]:
         dl = self.ctx.dead_letters
@@ -178,7 +198,7 @@ class QueryRunner:
         """Input ``source`` of lmerge ``step`` (re)joins, carrying every event with ``RE >= at`` from now on;
         it counts once the output CTI reaches ``at`` (default: at once)."""
         m = self.merge_step(step)
-        m.attach_port(m.port_of(source), rules.NEG if at is None else at)
+        m.attach_port(m.port_of(source), NEG if at is None else at)
 
     def chattiness(self) -> dict[str, dict[str, int]]:
         """Per lmerge step, elements in and out by kind (seeds/001 Theorem 1)."""
@@ -187,8 +207,9 @@ class QueryRunner:
         return {op.name: op.chattiness() for op in self.ops if isinstance(op, LmergeStep)}
 
     # -- the route ------------------------------------------------------------------------------------------
-    def _run(self, input_name: str, raw: ElementBatch) -> Batch:
-        """One batch of one input through its gate and the plan; the query output it causes."""
+    def _run(self, input_name: str, raw: ElementBatch | list[tuple[int | None, Any]]) -> Batch:
+        """One batch of one input (columnar, or decoded ``(line, element)`` pairs) through its gate and the
+        plan; the query output it causes."""
         ctx = self.ctx
         n = len(raw)
         ctx.stats.elements_in += n
@@ -197,7 +218,7 @@ class QueryRunner:
             ctx.on_violation = self._policy(input_name)
             ctx.stats.count_input(input_name, "elements_in", n)
         gate = self.gates[input_name]
-        b = gate.process(raw)
+        b = gate.process(raw) if isinstance(raw, ElementBatch) else gate.process_elements(raw)
         starts: list[tuple[int, int, Batch]] = []
         ends_now = gate.ended and input_name not in self.ended
         if ends_now:
@@ -208,17 +229,17 @@ class QueryRunner:
             # T is over all inputs (semantics-notes 11): an input's end goes down the plan when every input
             # has ended (or at once when it reaches only lmerges: note 23)
             last = len(b) - 1
-            if last >= 0 and b.kind[last] == CTI and b.le[last] >= rules.INF:
+            if last >= 0 and b.kind[last] == CTI and b.le[last] >= INF:
                 b = b.take(_arange(last))
             if input_name in self.ends_early:
                 self.forwarded.add(input_name)
-                b = Batch.concat([b, Batch.cti(rules.INF)])
+                b = Batch.concat([b, Batch.cti(INF)])
         starts += [(k, port, b) for k, port in self.readers[input_name]] if len(b) else []
         if self.finished and ctx.multi_input:
             for name in self.inputs:
                 if name not in self.forwarded:
                     self.forwarded.add(name)
-                    starts += [(k, port, Batch.cti(rules.INF)) for k, port in self.readers[name]]
+                    starts += [(k, port, Batch.cti(INF)) for k, port in self.readers[name]]
         return self._push(starts)
 
     def _push(self, starts: list[tuple[int, int, Batch]]) -> Batch:
@@ -274,10 +295,15 @@ class QueryRunner:
             return DeferredLines(len(out), lambda: encode_batch(out))
         return encode_batch(out)
 
+    def process_items(self, items: list[tuple[int | None, Element | BadElement]], input: str | None = None
+                      ) -> list[Element]:
+        """Feed decoded ``(line, element)`` pairs of one input as one batch."""
+        return self._count(self._run(self.input_name(input), items)).to_elements()
+
     def process(self, element: Element | BadElement, line: int | None = None, input: str | None = None
                 ) -> list[Element]:
         """Feed one element of input ``input``; returns the output it caused."""
-        return self.process_batch(ElementBatch.from_elements([element], [line]), input)
+        return self.process_items([(line, element)], input)
 
     def process_many(self, elements: Iterable[Element | BadElement], lines: Iterable[int] | None = None,
                      input: str | None = None) -> list[Element]:
@@ -293,18 +319,16 @@ class QueryRunner:
         """Feed ``(input name, line, element)`` triples of several inputs, in the given order (each run of
         one input's elements as one batch)."""
         out: list[Element] = []
-        run: list[Element | BadElement] = []
-        lines: list[int | None] = []
+        run: list[tuple[int | None, Element | BadElement]] = []
         name: str | None = None
         for nm, line, el in items:
             if nm != name or len(run) >= _CHUNK:
                 if run:
-                    out.extend(self.process_batch(ElementBatch.from_elements(run, lines), name))
-                run, lines, name = [], [], nm
-            run.append(el)
-            lines.append(line)
+                    out.extend(self.process_items(run, name))
+                run, name = [], nm
+            run.append((line, el))
         if run:
-            out.extend(self.process_batch(ElementBatch.from_elements(run, lines), name))
+            out.extend(self.process_items(run, name))
         return out
 
     def run_all(self, inputs: Sequence[Element | BadElement] | Mapping[str, Iterable[Element | BadElement]]
@@ -330,7 +354,7 @@ class QueryRunner:
         for name in self.inputs:
             if name in self.ended:
                 continue
-            parts.append(self._run(name, ElementBatch.from_elements([Cti(rules.INF)], [self.ctx.line])))
+            parts.append(self._run(name, [(self.ctx.line, Cti(INF))]))
             self.ctx.stats.elements_in -= 1  # the implicit end is not an input element
             if self.ctx.multi_input:
                 self.ctx.stats.count_input(name, "elements_in", -1)
@@ -375,17 +399,23 @@ class QueryRunner:
         fresh._wire(bound.graph)
         return fresh
 
+    @property
+    def repairing(self) -> bool:
+        """Some input repairs retraction chains (semantics-notes 20): a stage that may hold retractions."""
+        return any(g.repair is not None for g in self.gates.values())
+
     def inputs_without_cti(self) -> list[str]:
         """Inputs that have sent no CTI so far (SEMANTICS §7: without CTIs state is not cleaned up)."""
-        return [name for name in self.inputs if self.gates[name].cti == rules.NEG]
+        return [name for name in self.inputs if self.gates[name].cti == NEG]
 
     def state_size(self) -> dict[str, int]:
-        """Events, windows and groups held, summed over the gates and operators (tests of bounded state)."""
-        tot = {"events": 0, "windows": 0, "groups": 0}
-        for g in self.gates.values():
-            tot["events"] += len(g.live)
+        """What the engine holds (tests of bounded state, the run's warnings): ``events``, the live input
+        events its gates know; ``held``, the events its operators keep (window members, join sides);
+        ``windows`` and ``groups`` of its window steps."""
+        tot = {"events": sum(len(g.live) for g in self.gates.values()), "held": 0, "windows": 0, "groups": 0}
         for op in self.ops:
             for k, v in op.state_size().items():
+                k = "held" if k == "events" else k
                 tot[k] = tot.get(k, 0) + v
         return tot
 

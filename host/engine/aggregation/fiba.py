@@ -533,7 +533,7 @@ class FingerBTree(Generic[S]):
                 stack.append((node, 0))
                 node = node.kids[0]
                 continue
-            yield from zip(node.keys, node.vals)
+            yield from zip(node.keys, node.vals, strict=True)
             while stack:
                 n, i = stack.pop()
                 if i < len(n.keys):

@@ -57,12 +57,12 @@ class OrderedAggregator(Protocol[S]):
         """The combine of the entries with ``lo <= key < hi``; ``None`` when there are none."""
 
     def get(self, key: int) -> S | None:
-        """The entry at ``key``, or ``None``."""
+        """The entry at ``key``, or ``None`` (partials are never ``None``: ``None`` means absent)."""
 
     def __len__(self) -> int: ...
 
     def __iter__(self) -> Iterator[tuple[int, S]]:
-        """(key, partial) in key order."""
+        """(key, partial) in key order (the aggregator must not change while it is iterated)."""
 
     def min_key(self) -> int:
         """The smallest key; `IndexError` when empty."""

@@ -87,26 +87,21 @@ class TwoStacks(Generic[S]):
 
     # ---- operations -------------------------------------------------------------------------------
     def insert(self, key: int, value: S) -> None:
-        tk = self._tk
-        if tk is not None and key == tk:
-            self._tv = self._combine(self._tv, value)
-            return
-        if tk is None or key > tk:  # the tail is None only when the aggregator is empty
-            self._push_tail()
-            self._tk, self._tv = key, value
-            return
-        self._set(key, value, True)
+        self._put(key, value, True)
 
     def replace(self, key: int, value: S) -> None:
+        self._put(key, value, False)
+
+    def _put(self, key: int, value: Any, combine: bool) -> None:
         tk = self._tk
         if tk is not None and key == tk:
-            self._tv = value
+            self._tv = self._combine(self._tv, value) if combine else value
             return
         if tk is None or key > tk:  # the tail is None only when the aggregator is empty
             self._push_tail()
             self._tk, self._tv = key, value
             return
-        self._set(key, value, False)
+        self._set(key, value, combine)
 
     def _set(self, key: int, value: Any, combine: bool) -> None:
         """An out-of-order insert or replace (``key`` is older than the tail)."""
@@ -243,8 +238,8 @@ class TwoStacks(Generic[S]):
 
     def __iter__(self) -> Iterator[tuple[int, S]]:
         h = self._head
-        yield from zip(self._fk[h:], self._fv[h:])
-        yield from zip(self._bk, self._bv)
+        yield from zip(self._fk[h:], self._fv[h:], strict=True)
+        yield from zip(self._bk, self._bv, strict=True)
         if self._tk is not None:
             yield self._tk, self._tv
 

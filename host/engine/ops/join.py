@@ -373,5 +373,10 @@ class JoinStep(Operator):
                         if partner is not None:
                             partner.outputs.pop(id, None)
 
+    def forget_at(self) -> int | None:
+        """An event is gone once both ports' CTIs pass its end (`_cleanup`)."""
+        ends = [side.ends[0][0] + 1 for side in self.sides if side.ends]
+        return min(ends, default=INF)
+
     def state_size(self) -> dict[str, int]:
         return {"events": len(self.sides[LEFT].live) + len(self.sides[RIGHT].live)}

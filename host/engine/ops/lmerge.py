@@ -161,6 +161,9 @@ class LmergeStep(Operator):
     def state_size(self) -> dict[str, int]:
         return {"events": self.core.held()}
 
+    def forget_at(self) -> int | None:
+        return None  # (its ports' progress is state that no size counts)
+
     def _transient(self) -> tuple[str, ...]:
         return ("ctx", "feeders")
 

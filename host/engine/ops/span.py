@@ -17,13 +17,13 @@ from udm.host.errors import ContractViolation
 from udm.host.input_types import step_checks
 from udm.host.query.plan import BoundStep
 
-from .. import rules
 from ..batch import CTI, Batch
 from ..context import Context
 from ..feedback import FastForward
 from ..invoke import contract
 from ..operator import Operator
 from ..payload import Payload
+from ..rules import INF, FieldCheck
 
 __all__ = ["FilterStep", "MapStep", "ProjectStep", "udf_results"]
 
@@ -34,16 +34,15 @@ def udf_results(udm: Any, label: str, args: dict[str, str], b: Batch, rows: np.n
     reports the failing row), else ``compute`` per row."""
     if len(rows) == 0:
         return []
-    whole = len(rows) == len(b)
     fn = getattr(udm, "compute_batch", None)
     if fn is not None and args:
         cols: dict[str, np.ndarray] | None = {}
         for arg, field in args.items():
-            vals, _ = b.payload.column(field)
+            vals, _ = b.payload.column(field, rows)
             if not isinstance(vals, np.ndarray):
                 cols = None
                 break
-            cols[arg] = vals if whole else vals[rows]  # type: ignore[index]
+            cols[arg] = vals
         if cols is not None:
             try:
                 res = fn(**cols)
@@ -56,10 +55,10 @@ def udf_results(udm: Any, label: str, args: dict[str, str], b: Batch, rows: np.n
                     raise contract(label, None, f"compute_batch returned {len(out)} values for {len(rows)} rows", out)
                 return out
     compute = udm.compute
-    columns = {arg: b.payload.column(field)[0] for arg, field in args.items()}
+    columns = {arg: _plain(b.payload.column(field, rows)[0]) for arg, field in args.items()}
     results = []
-    for i in rows.tolist():
-        kwargs = {a: (c[i] if not isinstance(c, np.ndarray) else c[i].item()) for a, c in columns.items()}
+    for i in range(len(rows)):
+        kwargs = {a: c[i] for a, c in columns.items()}
         try:
             results.append(compute(**kwargs))
         except ContractViolation:
@@ -69,13 +68,17 @@ def udf_results(udm: Any, label: str, args: dict[str, str], b: Batch, rows: np.n
     return results
 
 
+def _plain(vals: Any) -> list[Any]:
+    return vals.tolist() if isinstance(vals, np.ndarray) else vals  # type: ignore[no-any-return]
+
+
 class _SpanStep(Operator):
     """filter / map / project: the field checks, lmerge feedback, and the per-row mapping."""
 
     def __init__(self, name: str, ctx: Context, bs: BoundStep) -> None:
         super().__init__(name, ctx)
         self.args: dict[str, str] = dict(getattr(bs.step, "args", {}))
-        self.check = rules.FieldCheck(tuple(self.args.values()), step_checks(bs), bs.label)
+        self.check = FieldCheck(tuple(self.args.values()), step_checks(bs), bs.label)
         #: lmerge feedback (seeds/001 §V.D): inserts ending before its time are not computed
         self.feedback = FastForward()
         self.attach(ctx, bs)
@@ -104,6 +107,10 @@ class _SpanStep(Operator):
 
     def state_size(self) -> dict[str, int]:
         return {"events": len(self.feedback.skipped)}
+
+    def forget_at(self) -> int | None:
+        skipped = self.feedback.skipped
+        return min(skipped.values()) + 1 if skipped else INF
 
 
 class FilterStep(_SpanStep):
@@ -157,7 +164,7 @@ class ProjectStep(_SpanStep):
         self.drop = frozenset(step.drop)
         self.rename = dict(step.rename)
         self.set_fields = dict(step.set)
-        self.check = rules.FieldCheck(self.keep or ())
+        self.check = FieldCheck(self.keep or ())
 
     def apply(self, b: Batch) -> Batch | None:
         names = b.payload.names

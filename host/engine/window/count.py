@@ -57,6 +57,7 @@ class CountFamily(Family):
     #: a later distinct value can create or reshape a window over old members: no UDM can keep the
     #: ``time_bound`` promise here (the general liveliness rule applies)
     time_bound_ok = False
+    fifo = True
 
     def __init__(self, step: Any, spec: Any) -> None:
         super().__init__(step, spec)
@@ -81,16 +82,14 @@ class CountFamily(Family):
         return j + (self.hop - r) % self.hop
 
     # -- per event -------------------------------------------------------------------------------------
-    def _touch(self, g: Group, p: int, appeared: bool) -> None:
-        """Bucket position ``p`` changed (``appeared``: it is new or gone, so windows after it may shift)."""
+    def _touch(self, g: Group, p: int, v: int, appeared: bool) -> None:
+        """Bucket value ``v`` at position ``p`` changed (``appeared``: it is new or gone, so windows after it
+        may shift; a gone one's window goes too)."""
         d: _Data = g.data
         keys = d.buckets.keys()
         lo_pos = max(0, p - self.n + 1)
-        lo = keys[lo_pos] if lo_pos < len(keys) else (keys[-1] if keys else NEG)
-        if appeared and self.hop > 1:
-            hi = INF
-        else:
-            hi = keys[min(p, len(keys) - 1)] if keys else INF
+        lo = min(keys[lo_pos], v) if lo_pos < len(keys) else v
+        hi = INF if appeared and self.hop > 1 else max(keys[min(p, len(keys) - 1)], v) if keys else v
         if g.swept is not None and lo <= g.swept[1]:
             g.swept = None
         lo = max(lo, d.floor)
@@ -106,10 +105,10 @@ class CountFamily(Family):
         b = d.buckets.get(v)
         if b is None:
             d.buckets[v] = {ev.id: ev}
-            self._touch(g, d.buckets.index(v), True)
+            self._touch(g, d.buckets.index(v), v, True)
         else:
             b[ev.id] = ev
-            self._touch(g, d.buckets.index(v), False)
+            self._touch(g, d.buckets.index(v), v, False)
 
     def _remove(self, g: Group, v: int, ev: Ev) -> None:
         d: _Data = g.data
@@ -119,10 +118,10 @@ class CountFamily(Family):
         p = d.buckets.index(v)
         if len(b) == 1:
             del d.buckets[v]
-            self._touch(g, p, True)
+            self._touch(g, p, v, True)
         else:
             del b[ev.id]
-            self._touch(g, p, False)
+            self._touch(g, p, v, False)
 
     def change(self, g: Group, ev: Ev, old: int, new: int) -> None:
         d: _Data = g.data
@@ -133,7 +132,7 @@ class CountFamily(Family):
                 return
             ev.re = new
             if self.step.time_sensitive and ev.le in d.buckets:
-                self._touch(g, d.buckets.index(ev.le), False)
+                self._touch(g, d.buckets.index(ev.le), ev.le, False)
             return
         if old >= INF:
             d.endless.pop(ev.id, None)
@@ -253,7 +252,7 @@ class CountFamily(Family):
             keys = b.keys()
             L = len(keys)
             first_open = None  # bucket position of the first window that is not final
-            for j, k, wle, wre in self._windows(d, NEG, INF):
+            for j, _k, _wle, wre in self._windows(d, NEG, INF):
                 final = wre < c if by_end else wre <= c
                 if not final or (soe and self._holds_open(d, j, c)):
                     first_open = j
@@ -301,7 +300,7 @@ class CountFamily(Family):
             d: _Data = g.data
             a = d.buckets
             cand = None
-            for j, k, wle, wre in self._windows(d, NEG, INF):
+            for j, _k, wle, wre in self._windows(d, NEG, INF):
                 if wle >= b:
                     break
                 if (wre >= c if by_end else wre > c) or (soe and self._holds_open(d, j, c)):

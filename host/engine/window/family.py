@@ -17,12 +17,24 @@ from .state import Ev, Group
 
 __all__ = ["Family"]
 
+#: `Family.value`'s default: the state is the sweep's
+_SWEEP: Any = object()
+
 
 class Family:
     """Base of the window families (see the module docstring)."""
 
     #: does the ``time_bound`` output policy give liveliness here (SEMANTICS §7)?
     time_bound_ok = True
+    #: can `due` say exactly when a CTI alone changes something (`udm.host.engine.progress`)?
+    exact = False
+    #: does `bulk_insert` take a batch's inserts at once?
+    bulk = False
+    #: do members leave a sweep in the order they entered (a merge sweep then uses two stacks)?
+    fifo = False
+    #: does the step keep every inserted event in ``Group.events`` for this family (False: the family
+    #: keeps there the events it holds as objects, and a retraction of another one gets a stand-in)
+    tracks_events = True
 
     def __init__(self, step: Any, spec: Any) -> None:
         self.step = step
@@ -38,6 +50,15 @@ class Family:
         """``ev``'s end moves from ``old`` to ``new`` (``new == ev.le``: it is deleted); the family sets
         ``ev.re``."""
         raise NotImplementedError
+
+    def bulk_insert(self, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: list[Any],
+                    closing: int | None = None) -> None:
+        """A batch's inserts at once (row ``j`` in group ``groups[codes[j]]``); only when `bulk`."""
+        raise NotImplementedError
+
+    def bulk_held(self, g: Group) -> int:
+        """Events the group holds without an event object (inserted in bulk)."""
+        return 0
 
     def advanced(self, m: int) -> None:
         """The watermark moved to ``m``."""
@@ -67,14 +88,30 @@ class Family:
     def windows(self, g: Group) -> int:
         return len(g.out)
 
+    def after(self, out: Any, em: Any) -> None:
+        """After every group's evaluation at a flush."""
+
+    def closing(self, c: int) -> int | None:
+        """For `bulk_insert`: the last window the flush at CTI ``c`` releases and closes (None: no such
+        notion)."""
+        return None
+
+    def busy(self) -> bool:
+        """Windows wait to be evaluated again at the next flush."""
+        return False
+
+    def due(self) -> int:
+        """For an `exact` family: the earliest CTI at which cleanup (or the frontier) changes state."""
+        return INF
+
     # -- evaluation ------------------------------------------------------------------------------------
-    def value(self, g: Group, wle: int, wre: int, members: Iterable[Ev] | None) -> list[New]:
-        """The outputs of window ``[wle, wre)``: from the sweep's aggregate (``members`` None) or from the
-        members (canonical order, SEMANTICS §5)."""
+    def value(self, g: Group, wle: int, wre: int, members: Iterable[Ev] | None, state: Any = _SWEEP) -> list[New]:
+        """The outputs of window ``[wle, wre)``: from a UDM state (``state``, else the sweep's aggregate,
+        when ``members`` is None) or from the members (canonical order, SEMANTICS §5)."""
         step = self.step
         wu = step.udm
         if members is None:
-            st = g.sweep.state()
+            st = g.sweep.state() if state is _SWEEP else state
             if st is None:
                 return []
             res = wu.compute_state(st, wle, wre)

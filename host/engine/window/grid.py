@@ -21,29 +21,46 @@ from collections.abc import Iterable
 from math import gcd
 from typing import Any
 
+import numpy as np
 from sortedcontainers import SortedDict, SortedKeyList
 
 from ..rules import INF, NEG
 from .family import Family
+from .grid_columns import Fresh, column_block
 from .state import Ev, Group
 
-__all__ = ["GridFamily"]
+__all__ = ["COLUMN_PANES", "GridFamily"]
+
+#: windows of at most this many panes may be valued column-wise (`grid_columns`: a window's values are
+#: copied once per window there, so longer windows are swept, at a cost per window that does not grow)
+COLUMN_PANES = 8
 
 
 class _Pane:
-    """The short events of one pane, and their merged partial (cached until the pane changes)."""
+    """The short events of one pane. How they are held follows how windows are evaluated (`sweep`):
 
-    __slots__ = ("members", "partial")
+    * ``members`` (event objects by id) when windows are computed from their members;
+    * otherwise ``count`` values folded into ``partial`` (the UDA state of the pane, for the merge sweep),
+      and the values themselves in ``values`` while something still needs them: the running sweep (it
+      removes what leaves), or a UDA without ``remove`` whose pane a retraction may still change (dropped
+      once the CTI passes the pane: a ``min`` pane then holds one value)."""
+
+    __slots__ = ("count", "members", "partial", "values")
 
     def __init__(self) -> None:
-        self.members: dict[int, Ev] = {}
+        self.members: dict[int, Ev] | None = None
         self.partial: Any = None
+        self.count = 0
+        self.values: list[Any] | None = None
 
     def __getstate__(self) -> tuple:
-        return (self.members, self.partial)
+        return (self.members, self.partial, self.count, self.values)
 
     def __setstate__(self, s: tuple) -> None:
-        self.members, self.partial = s
+        self.members, self.partial, self.count, self.values = s
+
+    def empty(self) -> bool:
+        return not self.count and not self.members
 
 
 def _long_key(item: tuple[int, int, Ev]) -> tuple[int, int]:
@@ -53,7 +70,7 @@ def _long_key(item: tuple[int, int, Ev]) -> tuple[int, int]:
 class _Data:
     """A group's panes, long events, and how far its windows were evaluated."""
 
-    __slots__ = ("dirty", "done", "endless", "floor", "longs", "panes")
+    __slots__ = ("col", "dirty", "done", "endless", "floor", "longs", "panes", "vfloor")
 
     def __init__(self) -> None:
         self.panes: SortedDict = SortedDict()
@@ -67,17 +84,27 @@ class _Data:
         self.endless = 0
         #: windows before this one are final (cleaned up): nothing valid can change them
         self.floor = NEG
+        #: panes before this one no longer keep their values (no retraction can reach them)
+        self.vfloor = NEG
+        #: this flush's column windows (first, last, the bulk insert's record), or None
+        self.col: Any = None
 
     def __getstate__(self) -> tuple:
-        return (self.panes, list(self.longs), self.done, self.dirty, self.endless, self.floor)
+        assert self.col is None  # (a snapshot is taken between flushes)
+        return (self.panes, list(self.longs), self.done, self.dirty, self.endless, self.floor, self.vfloor)
 
     def __setstate__(self, s: tuple) -> None:
-        self.panes, longs, self.done, self.dirty, self.endless, self.floor = s
+        self.panes, longs, self.done, self.dirty, self.endless, self.floor, self.vfloor = s
+        self.col = None
         self.longs = SortedKeyList(longs, key=_long_key)
 
 
 class GridFamily(Family):
     """``tumbling{size, offset}``, ``hopping{size, hop, offset}``, ``cumulate{size, step, offset}``."""
+
+    exact = True
+    bulk = True
+    tracks_events = False
 
     def __init__(self, step: Any, spec: Any) -> None:
         super().__init__(step, spec)
@@ -94,8 +121,22 @@ class GridFamily(Family):
             self.p = gcd(self.size, self.hop)
         self.L = self.size // self.p
         self.H = self.hop // self.p
+        #: how panes hold their events (`_Pane`), after how windows are evaluated (`sweep.sweep_kind`)
+        self.kind: str = step.sweep_kind
+        self.has_remove = bool(getattr(step.udm, "invertible", False))
+        self.keep_values = self.kind == "running" or (self.kind == "merge" and not self.has_remove)
+        #: windows valued column-wise (`grid_columns`): a merge-sweep UDA with the fresh-window batch form,
+        #: released only by its end (no progressive output, no time_bound liveliness)
+        self.columns = (self.kind in ("merge", "running") and self.L <= COLUMN_PANES and step.early is None
+                        and not step.time_bound and getattr(step.udm, "compute_slices", None) is not None)
+        #: this batch's bulk-insert records, and the column windows to value at the flush
+        self.fresh: list[Fresh] = []
+        self.jobs: list[tuple[Fresh, int]] = []
         #: the window index the frontier reached: windows of endless events exist up to it
         self.frontier = NEG
+        #: windows before this one are final for every group (the CTI passed their end; a group holding
+        #: windows whose members' ends can still move keeps its own lower ``floor``)
+        self.floor_k = NEG
         #: groups holding endless events
         self.endless_groups: dict[int, Group] = {}
         #: (W.RE of a group's first window, seq, group): groups with something to clean up
@@ -115,6 +156,18 @@ class GridFamily(Family):
             return (k // self.n) * self.n, k + 1
         a = k * self.H
         return a, a + self.L
+
+    def spans(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`span` over a column of window indexes."""
+        if self.cumulate:
+            return (k // self.n) * self.n, k + 1
+        a = k * self.H
+        return a, a + self.L
+
+    def extents(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`extent` over a column of window indexes."""
+        a, b = self.spans(k)
+        return self.off + a * self.p, self.off + b * self.p
 
     def extent(self, k: int) -> tuple[int, int]:
         """Window ``k``'s ``[W.LE, W.RE)``."""
@@ -143,6 +196,9 @@ class GridFamily(Family):
             return (t - self.off) // self.p - 1  # window j ends with pane j
         return (t - self.off - self.size) // self.hop
 
+    def closing(self, c: int) -> int | None:
+        return self.last_closed(c)
+
     def last_starting_before(self, t: int) -> int:
         """The last window with ``W.LE < t``."""
         if t >= INF:
@@ -159,28 +215,56 @@ class GridFamily(Family):
 
     # -- per event -------------------------------------------------------------------------------------
     def new_group(self, g: Group) -> None:
-        g.data = _Data()
+        d = g.data = _Data()
+        # windows the CTI already closed are final for a group made now too (it may hold an event that ended
+        # exactly at the CTI, extended now: SEMANTICS §1 allows it; its old windows must not come out again)
+        d.floor = self.floor_k
+        d.done = self.floor_k - 1 if self.floor_k > NEG else NEG
 
     def _panes_of(self, ev: Ev) -> tuple[int, int]:
         s1 = self.pane(ev.le)
         s2 = INF if ev.re >= INF else self.pane(ev.re - 1)
         return s1, s2
 
+    def _pane(self, d: _Data, s: int) -> _Pane:
+        p = d.panes.get(s)
+        if p is None:
+            p = d.panes[s] = _Pane()
+            kind = self.kind
+            if kind == "members":
+                p.members = {}
+            elif self.keep_values:
+                p.values = []
+        return p
+
     def _add(self, g: Group, ev: Ev) -> tuple[int, int]:
         d: _Data = g.data
         s1, s2 = self._panes_of(ev)
+        if d.floor > NEG and s2 < self.span(d.floor)[0]:
+            return s1, s2  # (a retraction left it in final windows only: nothing can need it any more)
         if s1 == s2:
-            p = d.panes.get(s1)
-            if p is None:
-                p = d.panes[s1] = _Pane()
-            p.members[ev.id] = ev
-            p.partial = None
+            p = self._pane(d, s1)
+            if p.members is not None:
+                p.members[ev.id] = ev
+                g.events[ev.id] = ev
+            else:
+                self._fold(p, [ev.val])
         else:
             d.longs.add((s1, s2, ev))
+            g.events[ev.id] = ev
             if s2 >= INF:
                 d.endless += 1
                 self.endless_groups[id(g)] = g
         return s1, s2
+
+    def _fold(self, p: _Pane, vals: list[Any]) -> None:
+        """Values join pane ``p``."""
+        p.count += len(vals)
+        if p.values is not None:
+            p.values.extend(vals)
+        if self.kind == "merge":
+            wu = self.step.udm
+            p.partial = wu.add(p.partial if p.partial is not None else wu.initial_state(), vals, None)
 
     def _drop(self, g: Group, ev: Ev) -> tuple[int, int]:
         d: _Data = g.data
@@ -188,15 +272,187 @@ class GridFamily(Family):
         if s1 == s2:
             p = d.panes.get(s1)
             if p is not None:
-                p.members.pop(ev.id, None)
-                p.partial = None
-                if not p.members:
+                if p.members is not None:
+                    p.members.pop(ev.id, None)
+                else:
+                    self._unfold(p, ev.val)
+                if p.empty():
                     del d.panes[s1]
         else:
             d.longs.discard((s1, s2, ev))
             if s2 >= INF:
                 d.endless -= 1
         return s1, s2
+
+    def _unfold(self, p: _Pane, val: Any) -> None:
+        """Value ``val`` leaves pane ``p``: its partial loses it (``remove``, or a fold of what stays)."""
+        p.count -= 1
+        if p.values is not None:
+            p.values.remove(val)
+        elif self.kind == "merge" and not self.has_remove:
+            raise AssertionError("a retraction reached a pane closed by the CTI")
+        if self.kind != "merge":
+            return
+        wu = self.step.udm
+        if p.count == 0:
+            p.partial = None
+        elif self.has_remove:
+            p.partial = wu.remove(p.partial, [val], None)
+        else:
+            assert p.values is not None
+            p.partial = wu.add(wu.initial_state(), list(p.values), None)
+
+    def bulk_insert(self, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: list[Any],
+                    closing: int | None = None) -> None:
+        """A batch's inserts at once: short events by (group, pane) run, one ``add_batch`` call (the UDA's
+        batch form, note 35) for every pane's partial; long events one by one. ``closing``: the last window
+        the flush after this batch releases and closes, when the batch holds nothing but these inserts and
+        CTIs (the panes only such windows hold need no partial: `grid_columns`)."""
+        fin = re < INF
+        s1 = (le - self.off) // self.p
+        s2 = np.where(fin, (np.where(fin, re, 1) - 1 - self.off) // self.p, s1 - 1)
+        short = fin & (s1 == s2)
+        arr = vals if isinstance(vals, np.ndarray) else None
+        if not short.all():
+            closing = None
+            vl = vals.tolist() if arr is not None else vals
+            for j in np.flatnonzero(~short).tolist():
+                self.insert(groups[int(codes[j])], Ev(int(ids[j]), int(le[j]), int(re[j]), vl[j]))
+            sel = np.flatnonzero(short)
+            if not len(sel):
+                return
+            codes, ids, s1 = codes[sel], ids[sel], s1[sel]
+            le, re = le[sel], re[sel]
+            vals = arr[sel] if arr is not None else [vals[j] for j in sel.tolist()]
+            arr = vals if arr is not None else None
+        smin = int(s1.min())
+        key = codes * (int(s1.max()) - smin + 1) + (s1 - smin)
+        order = np.argsort(key, kind="stable")
+        skey = key[order]
+        cuts = np.flatnonzero(skey[1:] != skey[:-1]) + 1
+        starts = np.concatenate(([0], cuts))
+        ends = np.concatenate((cuts, [len(skey)]))
+        run_codes = codes[order[starts]].tolist()
+        run_panes = s1[order[starts]].tolist()
+        members = self.kind == "members"
+        svals: Any = None
+        if arr is None and len(vals) and type(vals[0]) in (int, float):
+            try:
+                a = np.asarray(vals)
+            except (OverflowError, ValueError):
+                a = None
+            if a is not None and a.dtype.kind in "if" and a.dtype.itemsize == 8:
+                arr = a
+        if arr is not None:
+            vals = arr
+        ol = order.tolist()
+        if not members:
+            if arr is not None:
+                svals = arr[order]
+            sl: Any = None if svals is not None else [vals[i] for i in ol]
+        rec = None
+        if closing is not None and svals is not None and self.columns:
+            rec = Fresh(groups, run_codes, run_panes, starts, ends, svals)
+            self._plan(rec, closing)
+        if rec is not None and any(rec.transient):
+            # transient panes are never made: their windows are valued from the batch (`after`)
+            live = [r for r, t in enumerate(rec.transient) if not t]
+            self.fresh.append(rec)
+            if not live:
+                return
+            run_codes = [run_codes[r] for r in live]
+            run_panes = [run_panes[r] for r in live]
+            starts, ends = starts[live], ends[live]
+            rec = None
+            contiguous = False
+        else:
+            contiguous = True
+        panes: list[_Pane] = []
+        for code, s in zip(run_codes, run_panes, strict=True):
+            panes.append(self._pane(groups[code].data, s))
+        if members:
+            ids_l, le_l, re_l = ids.tolist(), le.tolist(), re.tolist()
+            vl = vals.tolist() if isinstance(vals, np.ndarray) else vals
+            for p, a, b, code in zip(panes, starts.tolist(), ends.tolist(), run_codes, strict=True):
+                g = groups[code]
+                for i in ol[a:b]:
+                    ev = Ev(ids_l[i], le_l[i], re_l[i], vl[i])
+                    p.members[ev.id] = ev  # type: ignore[index]
+                    g.events[ev.id] = ev
+        else:
+            self._fold_runs(panes, sl, svals, starts, ends, contiguous)
+        for code, s in zip(run_codes, run_panes, strict=True):
+            self._touched(groups[code], s, s)
+
+    def _plan(self, rec: Fresh, closing: int) -> None:
+        """Which runs' panes are transient (`grid_columns`), and each group's column windows: a pane made
+        by this batch whose every window closes at the coming flush and covers only panes of this batch."""
+        tops: dict[int, int] = {}
+        for code, g in enumerate(rec.groups):
+            d: _Data = g.data
+            if d.longs or d.dirty:
+                tops[code] = INF  # (no column windows for it)
+            else:
+                tops[code] = d.panes.peekitem(-1)[0] if d.panes else NEG
+        cols: dict[int, list[int]] = {}
+        for r, (code, s) in enumerate(zip(rec.run_codes, rec.run_panes, strict=True)):
+            top = tops[code]
+            if top >= INF or s <= top:
+                continue
+            fw = self.first_window(s)
+            if fw <= rec.groups[code].data.done or self.last_window(s) > closing or self.span(fw)[0] <= top:
+                continue
+            rec.transient[r] = True
+            lo_hi = cols.get(code)
+            lw = self.last_window(s)
+            if lo_hi is None:
+                cols[code] = [fw, lw]
+            else:
+                lo_hi[0] = min(lo_hi[0], fw)
+                lo_hi[1] = max(lo_hi[1], lw)
+        rec.cols = {code: (a, b) for code, (a, b) in cols.items()}
+        for code, (a, b) in rec.cols.items():
+            rec.groups[code].data.col = (a, b, rec, code)
+
+    def _fold_runs(self, panes: list[_Pane], sl: list[Any], svals: Any, starts: Any, ends: Any,
+                   contiguous: bool = True) -> None:
+        """Each run ``starts[i]:ends[i]`` of the sorted values joins ``panes[i]`` (``contiguous``: the runs
+        cover the values end to end, as the batch form's offsets need)."""
+        st = starts.tolist()
+        en = ends.tolist()
+        if sl is None and (self.keep_values or self.kind != "merge"
+                           or getattr(self.step.udm, "add_batch", None) is None):
+            sl = svals.tolist()
+        for p, a, b in zip(panes, st, en, strict=True):
+            p.count += b - a
+            if p.values is not None:
+                p.values.extend(sl[a:b])
+        if self.kind != "merge":
+            return
+        wu = self.step.udm
+        add_batch = getattr(wu, "add_batch", None)
+        if add_batch is not None and svals is not None:
+            init = wu.initial_state
+            states = [p.partial if p.partial is not None else init() for p in panes]
+            if not contiguous:
+                svals = np.concatenate([svals[a:b] for a, b in zip(st, en, strict=True)])
+                ln = np.array([b - a for a, b in zip(st, en, strict=True)], dtype=np.int64)
+                starts = np.concatenate(([0], np.cumsum(ln)[:-1]))
+                ends = np.cumsum(ln)
+            offsets = np.concatenate((starts, ends[-1:])).astype(np.int64)
+            new = wu._call(add_batch, (states, svals, offsets), None, "add_batch")
+            if len(new) != len(panes):
+                from ..invoke import contract
+
+                raise contract(wu.label, None, f"add_batch returned {len(new)} states for {len(panes)} slices", new)
+            for p, state in zip(panes, new, strict=True):
+                p.partial = state
+            return
+        for p, a, b in zip(panes, st, en, strict=True):
+            p.partial = wu.add(p.partial if p.partial is not None else wu.initial_state(), sl[a:b], None)
+
+    def bulk_held(self, g: Group) -> int:
+        return sum(p.count for p in g.data.panes.values())
 
     def insert(self, g: Group, ev: Ev) -> None:
         s1, s2 = self._add(g, ev)
@@ -211,7 +467,8 @@ class GridFamily(Family):
             _, b2 = self._add(g, ev)
         else:
             b2 = a1 - 1
-        if self.step.time_sensitive:
+        if self.step.time_sensitive or old >= INF:
+            # (an endless event's windows past the frontier were held back: now that it ends they may come out)
             self._touched(g, a1, max(a2, b2))
         else:
             lo, hi = (a2, b2) if a2 < b2 else (b2, a2)
@@ -301,10 +558,34 @@ class GridFamily(Family):
 
     def evaluate(self, g: Group, out: Any, em: Any) -> None:
         d: _Data = g.data
+        col = d.col
+        if col is not None:  # window by window up to the column windows, which `after` values at once
+            d.col = None
+            lo, hi, rec, code = col
+            self._evaluate(g, out, em, lo - 1)
+            self.jobs.append((rec, code))
+            d.done = max(d.done, hi)
+        self._evaluate(g, out, em, None)
+
+    def after(self, out: Any, em: Any) -> None:
+        """After every group's evaluation: the column windows, as one block."""
+        jobs = self.jobs
+        self.fresh = []
+        if not jobs:
+            return
+        self.jobs = []
+        block = column_block(self, jobs, em)
+        if block is not None:
+            out.block(block)
+
+    def _evaluate(self, g: Group, out: Any, em: Any, limit: int | None) -> None:
+        d: _Data = g.data
         K = self._last_releasable()
+        if limit is not None:
+            K = min(K, limit)
         todo = list(d.dirty)
         d.dirty = []
-        if K > d.done:
+        if d.done < K:
             todo += self._new_windows(g, d.done + 1, K)
             d.done = K
         if not todo:
@@ -321,9 +602,14 @@ class GridFamily(Family):
                     keep.append((k, k))
                     k += 1
                     continue
-                if sweep is not None:
-                    self._sweep_to(g, k)
-                    news = self.value(g, wle, wre, None)
+                if k > self.frontier and d.endless and not self._has_finite(d, k):
+                    news = []  # (past T, never-ending events alone make no window: semantics-notes 2)
+                elif sweep is not None:
+                    if self.L == 1 and not d.longs:  # (a tumbling window is one pane: no sweep needed)
+                        news = self.value(g, wle, wre, None, self._pane_state(d, k * self.H))
+                    else:
+                        self._sweep_to(g, k)
+                        news = self.value(g, wle, wre, None)
                 else:
                     news = self.value(g, wle, wre, self._members(g, k))
                 self.put(g, k, wle, wre, news, out, em)
@@ -352,6 +638,16 @@ class GridFamily(Family):
             wle, wre = self.extent(k)
             self.step.pending(g, wre, wle)
 
+    def _pane_state(self, d: _Data, s: int) -> Any:
+        """The UDM state of pane ``s``'s events (None: it has none)."""
+        p = d.panes.get(s)
+        if p is None or not p.count:
+            return None
+        if self.kind == "merge":
+            return p.partial
+        wu = self.step.udm
+        return wu.add(wu.initial_state(), list(p.values), None)  # type: ignore[arg-type]
+
     def _sweep_to(self, g: Group, k: int) -> None:
         """Bring the group's sweep to window ``k``: forward from the window it holds, else rebuilt."""
         d: _Data = g.data
@@ -363,36 +659,42 @@ class GridFamily(Family):
             start = a
             lstart = None
         else:
-            pa, pb = self.span(prev)
+            _pa, pb = self.span(prev)
             sweep.leave_before(a)
             start = max(pb, a)
             lstart = pb
-        partials = self.step.sweep_kind == "merge"
+        partials = self.kind == "merge"
         for s in d.panes.irange(start, b - 1):
             p: _Pane = d.panes[s]
+            if not p.count:
+                continue
             if partials:
-                if p.partial is None:
-                    wu = self.step.udm
-                    p.partial = wu.add(wu.initial_state(), [e.val for e in p.members.values()], None)
                 sweep.enter_partial(s, p.partial)
             else:
-                sweep.enter(s, [e.val for e in p.members.values()])
+                sweep.enter(s, p.values)
         if d.longs:
             lo_key = (NEG, NEG) if lstart is None else (lstart, NEG)
-            for s1, s2, ev in d.longs.irange_key(lo_key, (b - 1, INF)):
+            for _s1, s2, ev in d.longs.irange_key(lo_key, (b - 1, INF)):
                 if s2 >= a:
                     sweep.enter(s2 if s2 < INF else INF, [ev.val])
         g.swept = k
+
+    def _has_finite(self, d: _Data, k: int) -> bool:
+        """Does window ``k`` hold an event that ends?"""
+        a, b = self.span(k)
+        if next(iter(d.panes.irange(a, b - 1)), None) is not None:
+            return True
+        return any(s2 >= a and s2 < INF for _s1, s2, _ev in d.longs.irange_key(max_key=(b - 1, INF)))
 
     def _members(self, g: Group, k: int) -> list[Ev]:
         d: _Data = g.data
         a, b = self.span(k)
         out: list[Ev] = []
         for s in d.panes.irange(a, b - 1):
-            out.extend(d.panes[s].members.values())
+            out.extend(d.panes[s].members.values())  # type: ignore[union-attr]
         if d.longs:
-            for s1, s2, ev in d.longs.irange_key(max_key=(b - 1, INF)):
-                if s2 >= a and (s2 < INF or k <= self.frontier):
+            for _s1, s2, ev in d.longs.irange_key(max_key=(b - 1, INF)):
+                if s2 >= a:
                     out.append(ev)
         return out
 
@@ -407,11 +709,19 @@ class GridFamily(Family):
             return list(visit.values())
         kf = self.last_closed(c)
         soe = self.step.sees_open_ends
+        # windows past the frontier that endless events will reach once T moves are not final yet (they have
+        # not come out: semantics-notes 2)
+        endless = any(g.data.endless for g in self.endless_groups.values())
+        cap = self.frontier + 1 if endless else INF
+        if not soe:
+            self.floor_k = max(self.floor_k, min(kf + 1, cap))
         for g in list(visit.values()):
             d: _Data = g.data
             k_keep = kf + 1
             if soe:
                 k_keep = self._first_open(g, kf, c)
+            if d.endless:
+                k_keep = min(k_keep, self.frontier + 1)
             a = self.span(k_keep)[0]
             out = g.out
             while out and out.peekitem(0)[0] < k_keep:
@@ -419,10 +729,17 @@ class GridFamily(Family):
             panes = d.panes
             while panes and panes.peekitem(0)[0] < a:
                 _, p = panes.popitem(0)
-                for eid in p.members:
-                    g.events.pop(eid, None)
-            if d.longs:
-                for item in [it for it in d.longs if it[1] < a]:
+                if p.members:
+                    for eid in p.members:
+                        g.events.pop(eid, None)
+            if self.kind == "merge" and self.keep_values:
+                # no retraction can reach a pane that ends before c: its partial is all it needs
+                limit = (c - 1 - self.off) // self.p
+                for s in panes.irange(max(d.vfloor, a), limit, inclusive=(True, False)):
+                    panes[s].values = None
+                d.vfloor = max(d.vfloor, limit)
+            if d.longs:  # (an event ending at c can still be extended: kept until the CTI passes it)
+                for item in [it for it in d.longs if it[1] < a and it[2].re < c]:
                     d.longs.remove(item)
                     g.events.pop(item[2].id, None)
             if g.swept is not None and g.swept < k_keep:
@@ -479,7 +796,23 @@ class GridFamily(Family):
         self.held = {}
 
     def windows(self, g: Group) -> int:
-        return len(g.out)
+        """The windows holding a member that are not final yet."""
+        d: _Data = g.data
+        spans = [(self.first_window(s), self.last_window(s)) for s in d.panes]
+        spans += [(self.first_window(s1), min(self.last_window(s2), self.frontier)) for s1, s2, _ev in d.longs]
+        n = 0
+        for lo, hi in _merged([(max(lo, d.floor), hi) for lo, hi in spans if hi >= max(lo, d.floor)]):
+            n += hi - lo + 1
+        return n
+
+    def busy(self) -> bool:
+        return any(g.data.dirty for g in self.step.groups.values())
+
+    def due(self) -> int:
+        best = self.clean[0][0] if self.clean else INF
+        if any(g.data.endless for g in self.endless_groups.values()):  # windows are made as the frontier moves
+            best = min(best, self.extent(self.frontier + 1)[0])
+        return best
 
 
 def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:

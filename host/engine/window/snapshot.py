@@ -256,7 +256,6 @@ class SnapshotFamily(Family):
         groups = list(self.step.groups.values())
         if c >= INF:
             return groups
-        ts = self.step.time_sensitive
         soe = self.step.sees_open_ends
         for g in groups:
             d: _Data = g.data
@@ -295,7 +294,7 @@ class SnapshotFamily(Family):
 
     def idle(self, g: Group) -> bool:
         d: _Data = g.data
-        return not d.eps and not d.endless
+        return not d.eps and not d.endless and not d.starts
 
     def bound(self, c: int) -> int:
         b = c

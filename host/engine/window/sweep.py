@@ -5,12 +5,13 @@ most members, so a *sweep* carries the aggregate of one window to the next: the 
 start position is reached) are added, those that leave (the window's start passed their end position) are
 taken out. Positions are the family's own (a pane index, a tick, a bucket, a row number), always ints.
 
-* `MergeSweep` — a time-insensitive incremental UDA with ``merge`` (algebraic): one partial per leave
-  position, kept in a finger B-tree (FiBA): entering is an insert at the young end (O(1) amortized, O(log d)
-  at distance ``d``), leaving an eviction at the old end (O(1) amortized), the window's value the combine of
-  all entries. It never calls ``remove``, so a UDA without one (a sketch) runs here too.
-* `RunningSweep` — an incremental UDA with ``remove`` and no ``merge``: one running state; leaving calls
-  ``remove`` with the values that entered (kept per leave position until then).
+* `RunningSweep` — an invertible UDA (incremental, with ``remove``): one running state; entering calls
+  ``add``, leaving subtracts (``remove`` with the values that entered, kept per leave position until then).
+* `MergeSweep` — a time-insensitive incremental UDA with ``merge`` but no ``remove`` (``min``, ``max``, a
+  sketch): one partial per leave position, combined in an ordered aggregator. Where members leave in the
+  order they entered (count and row windows, panes of short events) two stacks give O(1) amortized merges per
+  window; where they need not (snapshot windows, spanning events) a finger B-tree (FiBA): O(1) amortized in
+  order, O(log d) at distance ``d`` from the young end. It never calls ``remove``.
 * members (no sweep) — every other UDM (holistic UDAs, UDOs, time-sensitive ones): the family hands the
   window's members, in canonical order, to ``compute``.
 
@@ -23,18 +24,18 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from ..aggregation import FingerBTree
+from ..aggregation import FingerBTree, TwoStacks
 
 __all__ = ["MergeSweep", "RunningSweep", "Sweep", "sweep_kind"]
 
 
 def sweep_kind(wu: Any) -> str:
-    """``merge``, ``running`` or ``members``: how a window step evaluates windows of this UDM."""
+    """``running``, ``merge`` or ``members``: how a window step evaluates windows of this UDM."""
     if not wu.incremental or wu.time_sensitive:
         return "members"
-    if getattr(wu, "algebraic", False):
-        return "merge"
-    return "running"
+    if getattr(wu, "invertible", True):
+        return "running"
+    return "merge"
 
 
 class Sweep:
@@ -64,11 +65,13 @@ class Sweep:
 class MergeSweep(Sweep):
     """Partials per leave position in a FiBA; the value is their merge."""
 
-    __slots__ = ("tree", "wu")
+    __slots__ = ("fifo", "tree", "wu")
 
-    def __init__(self, wu: Any) -> None:
+    def __init__(self, wu: Any, fifo: bool = False) -> None:
         self.wu = wu
-        self.tree: FingerBTree[Any] = FingerBTree(wu.merge)
+        #: members leave in the order they enter (two stacks suffice)
+        self.fifo = fifo
+        self.tree: Any = TwoStacks(wu.merge) if fifo else FingerBTree(wu.merge)
 
     def attach(self, wu: Any) -> None:
         self.wu = wu
@@ -89,13 +92,13 @@ class MergeSweep(Sweep):
         return self.tree.query()
 
     def clear(self) -> None:
-        self.tree = FingerBTree(self.wu.merge)
+        self.tree = TwoStacks(self.wu.merge) if self.fifo else FingerBTree(self.wu.merge)
 
     def __getstate__(self) -> Any:
-        return self.tree
+        return (self.tree, self.fifo)
 
-    def __setstate__(self, tree: Any) -> None:
-        self.tree = tree
+    def __setstate__(self, s: Any) -> None:
+        self.tree, self.fifo = s
         self.wu = None
 
 
@@ -160,9 +163,9 @@ class RunningSweep(Sweep):
         self.wu = None
 
 
-def make_sweep(kind: str, wu: Any) -> Sweep | None:
+def make_sweep(kind: str, wu: Any, fifo: bool = False) -> Sweep | None:
     if kind == "merge":
-        return MergeSweep(wu)
+        return MergeSweep(wu, fifo)
     if kind == "running":
         return RunningSweep(wu)
     return None
