@@ -6,9 +6,9 @@ the rows dropped, so numbers survive cleanup). The window of yield row ``k`` (a 
 ``>= n`` unless ``partial``) is keyed by ``k``, holds rows ``max(1, k-n+1) .. k`` and spans
 ``[LE(first row), LE(row k) + 1)``; windows are implied by the rows, nothing is kept per window but what it
 emitted. Evaluated in order, a window is the previous one plus the rows that enter minus those that leave
-(the sweep: rows leave in the order they entered; a UDA with ``remove`` — every incremental one — keeps one
-running state, one add and one remove per row), so an in-order event costs O(1) UDA calls whatever ``n``;
-panes of ``gcd(n, slide)`` rows are not needed for that (semantics-notes 29).
+(the sweep: rows leave in the order they entered; a UDA with ``remove`` keeps one running state, one add and
+one remove per row, a merge-only one its partials in two stacks), so an in-order event costs O(1) UDA calls
+whatever ``n``; panes of ``gcd(n, slide)`` rows are not needed for that (semantics-notes 29).
 
 An insert that is not appended, or a full retraction, renumbers every later row: every window from its row
 on that was evaluated is *dirty* and is evaluated again, the touched range diffed as one against what it
@@ -37,7 +37,6 @@ from ..common import Ev
 from ..rules import INF
 from .family import Family
 from .state import Group
-from .sweep import MergeSweep, RunningSweep
 
 __all__ = ["RowOrderedFamily", "RowsFamily", "forget", "merged", "replace_range", "row_key"]
 
@@ -103,11 +102,6 @@ def forget(g: Group, dropped: Iterable[Ev]) -> None:
     for ev in dropped:
         if held.get(ev.id) is ev:
             del held[ev.id]
-
-
-def _invertible(wu: Any) -> bool:
-    """Does every UDA of the step have ``remove``?"""
-    return all(callable(getattr(p.udm, "remove", None)) for p in getattr(wu, "parts", None) or (wu,))
 
 
 def _rows(evs: Iterable[Ev]) -> SortedKeyList:
@@ -191,6 +185,8 @@ class RowOrderedFamily(Family):
 class RowsFamily(RowOrderedFamily):
     """``rows{n, slide, partial}``."""
 
+    #: rows leave the sweep in the order they entered it (a merge-only UDA's partials in two stacks)
+    fifo = True
     #: per CTI, visit only the groups touched since the last one or not yet settled (off: every group, the
     #: tests compare the two)
     tracks_settled = True
@@ -219,10 +215,6 @@ class RowsFamily(RowOrderedFamily):
 
     def new_group(self, g: Group) -> None:
         g.data = _Data()
-        if isinstance(g.sweep, MergeSweep) and _invertible(self.step.udm):
-            # rows leave in the order they entered: a running state costs one add and one remove per row,
-            # merged partials an initial state, an add and ~4 merges
-            g.sweep = RunningSweep(self.step.udm)
 
     # -- row numbers -------------------------------------------------------------------------------------
     def _first(self, k: int) -> int:

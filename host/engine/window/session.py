@@ -68,6 +68,9 @@ class _Data:
 class SessionFamily(RowOrderedFamily):
     """``session{gap}``."""
 
+    #: nothing leaves a session's sweep (its partials combine into one entry)
+    fifo = True
+
     def __init__(self, step: Any, spec: Any) -> None:
         super().__init__(step, spec)
         self.gap: int = spec.gap
