@@ -13,6 +13,8 @@ from udm.host.query.plan import BoundStep
 from ..context import Context
 from .count import CountFamily
 from .grid import GridFamily
+from .rows import RowsFamily
+from .session import SessionFamily
 from .snapshot import SnapshotFamily
 from .step import WindowStep
 
@@ -27,4 +29,8 @@ def make_window_step(name: str, ctx: Context, bs: BoundStep) -> WindowStep:
         return WindowStep(name, ctx, bs, SnapshotFamily)
     if t in ("count_by_start", "count_by_end"):
         return WindowStep(name, ctx, bs, CountFamily)
+    if t == "rows":
+        return WindowStep(name, ctx, bs, RowsFamily)
+    if t == "session":
+        return WindowStep(name, ctx, bs, SessionFamily)
     raise ValueError(f"window type {t!r} is not supported yet")
