@@ -126,20 +126,6 @@ def test_random_streams_agree_with_the_oracle(w: int) -> None:
     assert run_random_cases(WINDOWS[w], range(150), step=_step) == 300
 
 
-@pytest.mark.parametrize(("window", "aggs", "kind"), [
-    ({"type": "hopping", "size": 6, "hop": 2}, AGGS, "merge"),
-    ({"type": "hopping", "size": 6, "hop": 2}, [*AGGS, {"udm": "median", "input": "v", "as": "med"}], "members"),
-    ({"type": "rows", "n": 6, "slide": 2}, AGGS, "merge"),
-    ({"type": "rows", "n": 6, "slide": 2}, [{"udm": "twa", "input": "v", "as": "tw"}], "members"),
-])
-def test_shared_partials_when_every_aggregate_is_algebraic(window: dict, aggs: list, kind: str) -> None:
-    """Windows share slice partials (merged, never re-added) exactly when every UDA is algebraic and
-    time-insensitive; a holistic or time-sensitive one makes the step evaluate members."""
-    from test_engine_support import runner
-
-    assert runner(q(window, aggs)).ops[0].sweep_kind == kind
-
-
 def test_random_streams_on_hopping_panes_agree_with_the_oracle() -> None:
     algebraic = [a for a in POOL if a["udm"] in ("count", "avg", "max", "min")]
 
