@@ -53,7 +53,7 @@ def _install_line(u: UdmRecord) -> str:
 
 def index_model(catalog: RegistryCatalog) -> dict[str, Any]:
     """The index page: the latest version of every UDM, and the counts beside each filter."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, versions in versions_by_name(catalog).items():
         h = versions[-1]
         u, rel = h.udm, h.release
@@ -100,12 +100,11 @@ _BOUNDS = (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("
 
 
 def _param_rows(params: dict[str, Any]) -> list[dict[str, Any]]:
-    required = set(params.get("required", []))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for pname, prop in (params.get("properties") or {}).items():
         prop = prop if isinstance(prop, dict) else {}
         rows.append({
-            "name": pname, "type": _schema_type(prop), "required": pname in required,
+            "name": pname, "type": _schema_type(prop),
             "default": json.dumps(prop["default"]) if "default" in prop else "",
             "constraints": ", ".join(f"{sym} {prop[k]}" for k, sym in _BOUNDS if k in prop),
             "description": str(prop.get("description", "")),

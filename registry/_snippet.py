@@ -1,21 +1,19 @@
 """The query snippet on a UDM's catalog page: a query spec (YAML) that calls the UDM by name.
 
-It must be a spec `udm run` accepts once the placeholders are read (tests/test_registry_site.py parses
-every first-party UDM's snippet with the query model), so values are written as JSON, which YAML reads
-as is, and only the parameters without a default appear (with a placeholder of their type): the
-defaults are what a query gets by leaving them out, and the parameter table lists them.
+It must be a spec `udm run` accepts as it stands (tests/test_registry_site.py binds every first-party
+UDM's snippet against the installed catalog), so it names no parameter: the host requires a default for
+every one, and the page's parameter table lists them. Strings that YAML could read as something else are
+written as JSON, which YAML reads as is.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from ._records import UdmRecord
 
 __all__ = ["query_snippet"]
 
-_PLACEHOLDER = {"integer": 1, "number": 1.0, "string": "value", "boolean": True, "array": [], "object": {}}
 #: the payload field the snippet feeds the UDM (the README's examples use stock prices)
 _FIELD = "price"
 
@@ -28,26 +26,15 @@ def _scalar(name: str) -> str:
     return name if name.lower() not in _YAML_WORDS else json.dumps(name)
 
 
-def _required_params(params: dict[str, Any]) -> dict[str, Any]:
-    props = params.get("properties") or {}
-    out: dict[str, Any] = {}
-    for name in params.get("required", []):
-        prop = props.get(name) if isinstance(props.get(name), dict) else {}
-        if "enum" in prop and prop["enum"]:
-            out[name] = prop["enum"][0]
-        else:
-            t = prop.get("type")
-            out[name] = _PLACEHOLDER.get(t, None) if isinstance(t, str) else None
-    return out
-
-
 def _udf_step(u: UdmRecord) -> list[str]:
     extra = u.model_extra or {}
-    args = [a for a in extra.get("udf_args", []) if isinstance(a, str)] or ["x"]
+    names = [a for a in extra.get("udf_args", []) if isinstance(a, str)] or ["x"]
+    # one argument reads the price; several read fields named like them (rename them to yours)
+    args = {names[0]: _FIELD} if len(names) == 1 else {a: a for a in names}
     is_filter = u.output_type == "bool"
     lines = [f"  - op: {'filter' if is_filter else 'map'}", f"    udf: {_scalar(u.name)}",
              f"    version: {json.dumps('>=' + u.version)}",
-             f"    args: {json.dumps({args[0]: _FIELD})}"]
+             f"    args: {json.dumps(args)}"]
     if not is_filter:
         lines.append(f"    as: {_scalar(u.name)}")
     return lines
@@ -60,6 +47,11 @@ def _window_step(u: UdmRecord, kind: str) -> list[str]:
         lines.append(f"    input: {_FIELD}")
     if kind == "uda":
         lines.append(f"    as: {_scalar(u.name)}")
+    # a step's defaults are clip "none" and output "window": name an allowed policy when those are not
+    if u.allowed_clip and "none" not in u.allowed_clip:
+        lines.append(f"    clip: {u.allowed_clip[0]}")
+    if u.allowed_output and "window" not in u.allowed_output:
+        lines.append(f"    output: {u.allowed_output[0]}")
     return lines
 
 
@@ -71,7 +63,4 @@ def query_snippet(u: UdmRecord, kind: str) -> str:
         lines = ["  - op: flat_map", f"    udm: {_scalar(u.name)}", f"    version: {json.dumps('>=' + u.version)}"]
     else:
         lines = _window_step(u, kind)
-    required = _required_params(u.params)
-    if required:
-        lines.append(f"    params: {json.dumps(required)}")
     return "\n".join(["steps:", *lines]) + "\n"
