@@ -16,7 +16,7 @@ import html
 import json
 from pathlib import Path
 
-from ._records import RegistryCatalog
+from ._records import RegistryCatalog, Release
 from ._site import SiteBuild, SiteWriter, page_renderer, static_files
 from ._site_model import index_model, udm_models, udm_page_path
 from ._store import CATALOG_FILE
@@ -33,9 +33,9 @@ def _simple_root(projects: list[str]) -> str:
             "<title>Simple index</title></head>\n  <body>\n" + links + "\n  </body>\n</html>\n")
 
 
-def _simple_project(catalog: RegistryCatalog, project: str) -> str:
+def _simple_project(project: str, releases: list[Release]) -> str:
     rows = []
-    for rel in catalog.projects()[project]:
+    for rel in releases:
         rp = f' data-requires-python="{html.escape(rel.requires_python)}"' if rel.requires_python else ""
         href = f"../../{FILES_DIR}/{rel.filename}#sha256={rel.sha256}"
         rows.append(f'    <a href="{html.escape(href)}"{rp}>{html.escape(rel.filename)}</a><br/>')
@@ -48,8 +48,8 @@ def write_index(root: Path, catalog: RegistryCatalog) -> SiteBuild:
     """(Re)write ``simple/``, ``catalog.json`` and the catalog site under ``root``: only what changed."""
     out = SiteWriter(root)
     projects = catalog.projects()
-    for project in projects:
-        out.put_bytes(f"{SIMPLE_DIR}/{project}/index.html", _simple_project(catalog, project).encode("utf-8"))
+    for project, releases in projects.items():
+        out.put_bytes(f"{SIMPLE_DIR}/{project}/index.html", _simple_project(project, releases).encode("utf-8"))
     out.put_bytes(f"{SIMPLE_DIR}/index.html", _simple_root(sorted(projects)).encode("utf-8"))
     out.put_bytes(CATALOG_FILE, (json.dumps(catalog.to_json_dict(), indent=2) + "\n").encode("utf-8"))
     for rel, data in static_files().items():
