@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import functools
 import http.server
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -65,9 +66,12 @@ def _directory(loc: Location) -> Path:
     return root
 
 
-def refresh_site(loc: Location) -> int:
-    """Bring the registry's site up to date with its catalog; the number of files rewritten."""
+def refresh_site(loc: Location) -> int | None:
+    """Bring the registry's site up to date with its catalog: the number of files rewritten, or None for a
+    directory this user cannot write (it is then served as it is)."""
     root = _directory(loc)
+    if not os.access(root, os.W_OK):
+        return None
     with locked(root):
         return len(write_index(root, read_catalog(loc)).written)
 

@@ -17,7 +17,8 @@ __all__ = ["CHROMIUM_FLAGS", "chromium", "chromium_path"]
 
 #: flags that let Chromium run headless as root in a container, with nothing talking to the network
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--disable-dev-shm-usage"]
 
 
 def chromium_path() -> str:

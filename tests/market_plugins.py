@@ -141,35 +141,23 @@ HOSTILE_SNIPPETS = {
 HOSTILE = '''
 from pydantic import BaseModel, Field
 
-from udm.sdk import IncrementalUDA, hookimpl, udm
+from udm.sdk import UDA, hookimpl, udm
 
 
 class HostileParams(BaseModel):
     scale: float = Field(1.0, description={param!r})
 
 
-@udm(name="hostile_sum", version="{version}", algebraic=True, params=HostileParams, input_type="float",
-     output_type="float", summary={summary!r})
-class HostileSum(IncrementalUDA):
+@udm(name="hostile_sum", version="{version}", params=HostileParams, input_type="float", output_type="float",
+     summary={summary!r})
+class HostileSum(UDA):
     """Ignored first line: the decorator's summary wins.
 
     {docs}
     """
 
-    def initial_state(self):
-        return 0
-
-    def add(self, state, delta):
-        return state + len(delta)
-
-    def remove(self, state, delta):
-        return state - len(delta)
-
-    def merge(self, a, b):
-        return a + b
-
-    def compute(self, state):
-        return state * self.params.scale
+    def compute(self, payloads):
+        return sum(p for p in payloads if isinstance(p, (int, float))) * self.params.scale
 
 
 @hookimpl

@@ -90,10 +90,18 @@ def test_publish_writes_a_catalog_of_manifests(published: tuple[Location, Path])
     assert rel["checks"] and all(c["passed"] for c in rel["checks"])
 
 
-def test_publish_writes_a_browsable_catalog_page(published: tuple[Location, Path]) -> None:
-    page = (published[0].writable_dir() / "index.html").read_text()
-    assert "spread_pub" in page and "udm registry install &#39;spread_pub==0.1.0&#39;" in page
-    assert '<input type="search"' in page
+def test_publish_writes_the_catalog_site(published: tuple[Location, Path]) -> None:
+    root = published[0].writable_dir()
+    index = (root / "index.html").read_text()
+    assert '<a href="udm/spread_pub.html">spread_pub</a>' in index and '<input type="search"' in index
+    page = (root / "udm" / "spread_pub.html").read_text()
+    assert "udm registry install &#39;spread_pub==0.1.0&#39;" in page
+    [rel] = read_catalog(published[0]).releases
+    assert rel.sha256 in page and rel.readme_type == "text/markdown"
+    assert "<h1>udm-spread-pub</h1>" in page  # the generated README, rendered as Markdown
+    passed = sum(1 for c in rel.checks if not c.get("skipped"))
+    skipped = len(rel.checks) - passed
+    assert f"{passed} passed</span>, {skipped} not applicable" in page and skipped > 0
 
 
 def test_republishing_identical_contents_is_a_no_op(published: tuple[Location, Path]) -> None:

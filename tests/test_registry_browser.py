@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from browser import chromium
 from child_venv import make_venv
 from market_plugins import ALGEBRAIC_UDAS, HOSTILE_SNIPPETS, OPS, STATS, hostile_source, write_plugin
 from serve_harness import serving
+
 from udm.registry import Location, publish
 
 ALL = {"basket_total", "basket_count", "basket_median", "basket_big", "basket_top", "basket_twa"}

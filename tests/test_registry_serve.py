@@ -17,7 +17,7 @@ from child_venv import make_venv
 from market_plugins import STATS, write_plugin
 from serve_harness import UDM, serving
 
-from udm.registry import Location, publish, read_catalog
+from udm.registry import Location, publish, read_catalog, refresh_site
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +65,21 @@ def test_serve_brings_an_old_site_up_to_date(tmp_path: Path, registry: Path) -> 
     (copy / "static" / "site.css").unlink()
     with serving(copy) as url:
         assert _get(url + "static/site.css")[0] == 200
+
+
+def test_a_read_only_registry_is_served_as_it_is(tmp_path: Path, registry: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import udm.registry._serve as serve
+
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-r", str(registry), str(copy)], check=True)
+    (copy / ".udm-site.json").unlink()
+    monkeypatch.setattr(serve.os, "access", lambda path, mode: False)  # root may write anywhere: pretend
+    assert refresh_site(Location(path=copy)) is None
+    assert not (copy / ".udm-site.json").exists()
+    monkeypatch.undo()
+    written = refresh_site(Location(path=copy))  # writable again: without its state, everything is rebuilt
+    assert written == len(json.loads((copy / ".udm-site.json").read_text())["keys"]) > 0
 
 
 def _run_udm(*args: str) -> subprocess.CompletedProcess[str]:

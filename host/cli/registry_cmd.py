@@ -167,7 +167,9 @@ def cmd_serve(
     refreshed = refresh_site(loc)
     server = make_server(loc, port)
     url = f"http://127.0.0.1:{server.server_address[1]}/"
-    if refreshed:
+    if refreshed is None:
+        out.print(f"note: {loc} is read-only here: serving its site as it is", highlight=False)
+    elif refreshed:
         out.print(f"brought the site up to date ({refreshed} file(s) rewritten)", highlight=False)
     out.print(f"serving {loc} at {url} (Ctrl-C stops)\n  site:      {url}\n  pip index: {url}simple/\n"
               f"  install:   udm registry install NAME --registry {url}", highlight=False, soft_wrap=True)
