@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import site
 import subprocess
 import sys
 import tomllib
@@ -12,6 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from child_venv import make_venv
 
 from udm.host.local_plugins import load_project_catalog
 from udm.templates import NewProjectError, ProjectOptions, render_project
@@ -116,18 +116,6 @@ def test_generated_tests_pass_out_of_the_box(tmp_path: Path, opts: ProjectOption
 
 
 # -- really installing --------------------------------------------------------------------------
-
-def make_venv(where: Path) -> Path:
-    """A throwaway venv that sees this environment's packages (udmkit, pip, pydantic...) through a .pth
-    file, so installing into it needs no network and leaves the project's .venv untouched."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True, timeout=120)
-    py = where / "bin" / "python"
-    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    ours = site.getsitepackages()[0]
-    Path(purelib, "_udmkit_parent_env.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
-    return py
-
 
 @pytest.mark.slow
 def test_pip_install_generated_project_then_udm_list_shows_it(tmp_path: Path) -> None:
