@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pickle
 import random
 import sys
@@ -41,6 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.machine import load_text
 from udm.sdk import UDA, udm
 
 
@@ -52,12 +52,6 @@ class CountDistinct(UDA):
         return len(set(payloads))
 
 
-def _load() -> str:
-    try:
-        one, five, _ = os.getloadavg()
-    except OSError:
-        return "load n/a"
-    return f"load {one:.1f}/{five:.1f} on {os.cpu_count()} cpus"
 
 
 def _write_input(path: Path, n: int, distinct: int, seed: int = 1) -> None:
@@ -131,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     bound = sketch.error_bound()
     exact = _exact(n, args.distinct, width)
     print(f"{n:,} point events, {args.distinct:,} possible values, {len(exact)} tumbling window(s) of {width:,} "
-          f"ticks, {sum(len(s) for s in exact.values()) / len(exact):,.0f} distinct per window; {_load()}",
+          f"ticks, {sum(len(s) for s in exact.values()) / len(exact):,.0f} distinct per window; {load_text()}",
           flush=True)
     rc = 0
     with tempfile.TemporaryDirectory(prefix="udm-bench-sketches-") as tmp:
@@ -161,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             assert got_h == {le: len(s) for le, s in exact.items()}
             print(f"local engine, {n:,} events: approx_distinct {secs:.2f} s, snapshot before the windows close "
                   f"{held / 1e6:,.1f} MB; count_distinct (holistic) {secs_h:.2f} s, {held_h / 1e6:,.1f} MB "
-                  f"(ratio {held / held_h:.2f}: both hold the open windows' events); {_load()}", flush=True)
+                  f"(ratio {held / held_h:.2f}: both hold the open windows' events); {load_text()}", flush=True)
 
         if not args.no_spark:
             rc |= _spark(args, src, width, exact, bound)
@@ -217,7 +211,7 @@ def _spark(args: Any, src: Path, width: int, exact: dict[int, set[int]], bound: 
         assert builtin(coalesced=True) == ref
         times["coalesced"].append(time.perf_counter() - t0)
         print(f"  run {i + 1}: built-in {times['builtin'][-1]:.2f} s, udm {times['udm'][-1]:.2f} s ({path}), "
-              f"built-in on {tasks} tasks {times['coalesced'][-1]:.2f} s; {_load()}", flush=True)
+              f"built-in on {tasks} tasks {times['coalesced'][-1]:.2f} s; {load_text()}", flush=True)
     parts = els.rdd.getNumPartitions()
     spark.stop()
     b, u, c = min(times["builtin"]), min(times["udm"]), min(times["coalesced"])
@@ -227,7 +221,7 @@ def _spark(args: Any, src: Path, width: int, exact: dict[int, set[int]], bound: 
     print(f"spark {args.master}, {parts} input partitions: udm two-phase {u:.2f} s vs "
           f"approx_count_distinct {b:.2f} s on the same DataFrame, {c:.2f} s on it coalesced to the {tasks} tasks "
           f"udm's partial phase uses (best of {args.repeat}): ratio {u / b:.2f} and {u / c:.2f} (target <= 1.5); "
-          f"worst error udm {err_u:.4f}, built-in {err_b:.4f}; {_load()}", flush=True)
+          f"worst error udm {err_u:.4f}, built-in {err_b:.4f}; {load_text()}", flush=True)
     return 0 if ok else 1
 
 

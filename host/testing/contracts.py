@@ -616,6 +616,18 @@ def _indent(text: str, by: str = "  ") -> str:
     return "\n".join(by + line for line in text.splitlines())
 
 
+def _add_chunks(rng: random.Random, items: list[Any]) -> list[tuple[str, list[Any]]]:
+    """``items`` shuffled and added in chunks of 1 to 3."""
+    shuffled = rng.sample(items, len(items))
+    ops: list[tuple[str, list[Any]]] = []
+    i = 0
+    while i < len(shuffled):
+        n = rng.randint(1, 3)
+        ops.append(("add", shuffled[i:i + n]))
+        i += n
+    return ops
+
+
 def _inc_paths(h: _Harness, rng: random.Random, members: list[Any], extras: list[Any]
                ) -> list[tuple[str, list[tuple[str, list[Any]]]]]:
     """Delta sequences that all end with exactly ``members`` in the state (adds only for a UDA without
@@ -624,23 +636,9 @@ def _inc_paths(h: _Harness, rng: random.Random, members: list[Any], extras: list
     one = [("add", [m]) for m in rng.sample(members, len(members))]
     paths.append(("one at a time, arrival order", one))
     if not h.can_remove:
-        shuffled = rng.sample(members, len(members))
-        chunks: list[tuple[str, list[Any]]] = []
-        i = 0
-        while i < len(shuffled):
-            n = rng.randint(1, 3)
-            chunks.append(("add", shuffled[i:i + n]))
-            i += n
-        paths.append(("chunks, another order", chunks))
+        paths.append(("chunks, another order", _add_chunks(rng, members)))
         return paths
-    both = members + extras
-    shuffled = rng.sample(both, len(both))
-    ops: list[tuple[str, list[Any]]] = []
-    i = 0
-    while i < len(shuffled):
-        n = rng.randint(1, 3)
-        ops.append(("add", shuffled[i:i + n]))
-        i += n
+    ops = _add_chunks(rng, members + extras)
     if extras:
         ops.append(("remove", rng.sample(extras, len(extras))))
     paths.append(("chunks, extras added then removed", ops))
