@@ -46,6 +46,7 @@ def test_approx_distinct_counts_json_values_exactly_while_small() -> None:
     u = ApproxDistinct()
     assert _fold(u, [1, 1.0, 2, "2", "a", "a", 3.5, 2**70]) == 6  # 1 == 1.0; "2" is not 2
     assert _fold(u, []) == 0 and _fold(u, ["x"]) == 1
+    assert _fold(u, [""]) == 1 and _fold(u, ["", "s:"]) == 2  # (DataSketches' HLL skips "" unless told apart)
     assert _fold(u, list(range(300))) == 300
     assert isinstance(_fold(u, [1, 2]), int)
 

@@ -55,8 +55,8 @@ def random_members(estimates: str, kinds: Sequence[str], rng: random.Random, n: 
         return [round(rng.lognormvariate(0.0, 2.0), 6) for _ in range(n)]
     else:
         raw = [rng.randrange(universe) for _ in range(n)]
-    if as_text:
-        return [f"v{r}" for r in raw]
+    if as_text:  # the empty string is a value too (some sketches skip it)
+        return [f"v{r}" if r else "" for r in raw]
     return [r + 0.25 for r in raw] if fractional else raw
 
 

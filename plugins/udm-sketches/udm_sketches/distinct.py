@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from udm.sdk import ErrorBound, IncrementalUDA, udm
 
-from ._values import hash_value, hash_values
+from ._values import canonical_numbers, hash_value
 
 __all__ = ["ApproxDistinct", "DistinctParams", "relative_error"]
 
@@ -79,7 +79,7 @@ class ApproxDistinct(IncrementalUDA):
             return state
         sk = ds.hll_sketch.deserialize(state)
         up = sk.update
-        for v in hash_values(values):
+        for v in canonical_numbers(values):
             up(v)
         return sk.serialize_compact()  # type: ignore[no-any-return]
 

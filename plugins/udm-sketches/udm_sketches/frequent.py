@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from udm.sdk import ErrorBound, IncrementalUDA, udm
 
-from ._values import hash_values, item_key, item_value
+from ._values import canonical_numbers, item_key, item_value
 
 __all__ = ["FrequentItems", "FrequentParams", "frequency_error"]
 
@@ -90,7 +90,7 @@ class FrequentItems(IncrementalUDA):
         return self._fold(state, [item_key(v) for v in delta])
 
     def add_array(self, state: bytes, values: Any) -> bytes:
-        return self._fold(state, [repr(v) for v in hash_values(values)])
+        return self._fold(state, [repr(v) for v in canonical_numbers(values)])
 
     def merge(self, a: bytes, b: bytes) -> bytes:
         sk = ds.frequent_strings_sketch.deserialize(a)
