@@ -136,8 +136,6 @@ def check_udm(obj: Any, api_version: str = API_VERSION) -> list[str]:
     return problems
 
 
-
-
 def _error_bound_problems(cls: type[UDM], man: Manifest) -> list[str]:
     """An ``error_bound`` belongs to an aggregate, and its hooks agree with it (`udm.sdk.ErrorBound`)."""
     eb = man.error_bound
