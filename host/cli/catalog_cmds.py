@@ -11,6 +11,7 @@ import typer
 from udm.host.catalog import Catalog, CatalogEntry, default_catalog
 from udm.host.errors import UnknownUDM
 from udm.host.local_plugins import load_project_catalog
+from udm.sdk import ErrorBound
 
 from ._common import err, new_table, out, print_json
 
@@ -71,6 +72,8 @@ def cmd_info(
     json_: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """One UDM: manifest, parameters, allowed policies, docs."""
+    from rich.markup import escape  # (rich comes with the command: `_common`)
+
     cat = default_catalog()
     if not cat.candidates(name):
         raise UnknownUDM(f"no UDM named {name!r}; available: {', '.join(cat.names()) or '(none installed)'}")
@@ -87,7 +90,9 @@ def cmd_info(
     t.add_column()
     t.add_row("kind", man.kind)
     t.add_row("properties", ", ".join(_props(entry)) or "-")
-    t.add_row("input → output", f"{man.input_type} → {man.output_type}")
+    t.add_row("input → output", escape(f"{man.input_type} → {man.output_type}"))  # (``list[float]`` is no markup)
+    if man.error_bound is not None:
+        t.add_row("error bound", _error_text(man.error_bound))
     t.add_row("clip policies", ", ".join(man.allowed_clip) or "-")
     t.add_row("output policies", ", ".join(man.allowed_output) or "-")
     t.add_row("host API", man.host_api)
@@ -109,6 +114,17 @@ def cmd_info(
     if man.docs and man.docs != man.summary:
         out.print()
         out.print(man.docs, highlight=False, markup=False)
+
+
+_MEASURES = {"distinct_count": "relative error of the distinct count",
+             "quantile": "rank error of each quantile",
+             "frequencies": "count error per member of each listed item"}
+
+
+def _error_text(eb: ErrorBound) -> str:
+    """An approximate aggregate's declared bound in words (the measure is `udm.sdk.ErrorBound`'s)."""
+    conf = "always" if eb.confidence >= 1 else f"at {eb.confidence:.4g} confidence"
+    return f"{_MEASURES[eb.estimates]} <= {eb.bound:.4g} {conf} (default parameters)"
 
 
 def _validation_results(cat: Catalog) -> list[dict[str, Any]]:
