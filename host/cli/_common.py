@@ -5,7 +5,6 @@ The consoles are made on first use (`_LazyConsole`): importing rich costs ~30 ms
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -60,6 +59,9 @@ def new_table(*args: Any, **options: Any) -> Table:
 
 
 def print_json(data: Any) -> None:
-    """One JSON document on stdout, no colour, no wrapping (so scripts can parse it)."""
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    """One JSON document on stdout, no colour, no wrapping (so scripts can parse it): strict JSON (RFC 8259),
+    a non-finite number (a parameter default of infinity, say) spelled as the string ``"Infinity"``."""
+    from udm.host.io.strict import echo_dumps
+
+    sys.stdout.write(echo_dumps(data, indent=2, sort_keys=False, default=str) + "\n")
     sys.stdout.flush()

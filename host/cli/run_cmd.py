@@ -8,7 +8,6 @@ bar when stderr is a terminal (never with ``--quiet``); the one-line summary goe
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from typing import Any
 import typer
 
 from udm.host.errors import UdmError
+from udm.host.io.strict import echo_dumps
 from udm.host.io.table_options import TableSource
 from udm.host.query.plan import bind
 from udm.host.query.runners import KNOWN_ENGINES, ProgressFn, RunRequest, get_engine
@@ -202,7 +202,7 @@ def cmd_run(
                     and w.startswith(f"input {name!r} sent no CTI")):
                 result.warnings[i] = w + "; a table input gets CTIs with --cti-every N"
     if json_summary:
-        sys.stdout.write(json.dumps(result.to_json_dict()) + "\n")
+        sys.stdout.write(echo_dumps(result.to_json_dict()) + "\n")  # (strict JSON, SEMANTICS §1)
     elif not quiet and err.is_terminal:
         err.print(result.summary(), highlight=False, markup=False)
     elif not quiet:  # piped: plain text (rich would cost ~20 ms of imports for one unstyled line)

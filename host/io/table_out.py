@@ -17,7 +17,6 @@ as null) with ``times="timestamps"``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC
@@ -30,6 +29,7 @@ from udm.host.errors import UdmError
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 from udm.sdk import INF
 
+from .strict import dumps as strict_dumps
 from .table_options import FORMATS
 
 __all__ = ["TableSink", "TableWriter", "open_writer", "output_format", "output_sink"]
@@ -149,7 +149,7 @@ class TableWriter:
             return
         self.rows_written += len(rows)
         if self._text is not None:
-            self._text.write("".join(json.dumps(self._json_ready(r), separators=(",", ":")) + "\n" for r in rows))
+            self._text.write("".join(strict_dumps(self._json_ready(r), separators=(",", ":")) + "\n" for r in rows))
             self._text.flush()
             return
         table = self._table(rows)
