@@ -74,8 +74,9 @@ def _run_contracts(rows: list[dict[str, Any]], classes: list[Any], seed: int) ->
             row["checks"] = [{"name": "conformance kit", "passed": False,
                               "detail": f"crashed: {type(exc).__name__}: {exc}", "seed": seed, "reproducer": ""}]
             continue
-        row["checks"] = [{"name": r.name, "passed": bool(r.passed), "detail": str(r.detail or ""),
-                          "seed": r.seed, "reproducer": str(r.reproducer or "")} for r in results]
+        row["checks"] = [{"name": r.name, "passed": bool(r.passed), "skipped": bool(r.skipped),
+                          "detail": str(r.detail or ""), "seed": r.seed, "reproducer": str(r.reproducer or "")}
+                         for r in results]
     return None
 
 

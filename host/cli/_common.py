@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-__all__ = ["err", "new_table", "out", "print_json"]
+__all__ = ["check_tally", "err", "new_table", "out", "print_json"]
 
 
 class _LazyConsole:
@@ -65,3 +65,18 @@ def print_json(data: Any) -> None:
 
     sys.stdout.write(echo_dumps(data, indent=2, sort_keys=False, default=str) + "\n")
     sys.stdout.flush()
+
+
+def check_tally(checks: Any) -> str:
+    """How contract checks came out, in the one form every command prints: ``7 passed, 2 not applicable``
+    (``, 1 failed`` when one did). A check that does not apply to a UDM (``skipped``) is not counted as
+    passed; ``udm validate`` and ``udm registry publish`` count the same checks the same way."""
+    rows = list(checks)
+    failed = sum(not r["passed"] for r in rows)
+    skipped = sum(bool(r["passed"] and r.get("skipped")) for r in rows)
+    text = f"{len(rows) - failed - skipped} passed"
+    if skipped:
+        text += f", {skipped} not applicable"
+    if failed:
+        text += f", {failed} failed"
+    return text

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -33,7 +33,7 @@ from .batch import ElementBatch
 from .strict import TIME_MAX, TIME_MIN, echo_dumps, nonfinite_in
 from .table_options import FORMATS, UNITS, TableOptions, TableSource, detect_format
 
-__all__ = ["TableReader", "open_reader", "read_table_elements"]
+__all__ = ["TableReader", "microsecond_ticks", "open_reader", "read_table_elements", "time_kind", "timestamp_inputs"]
 
 _I64 = pa.int64()
 _STR = pa.string()
@@ -430,6 +430,61 @@ class _Plan:
                  re: np.ndarray, re_new: np.ndarray, reason: np.ndarray, t: np.ndarray | None = None) -> None:
         self.kind, self.src, self.line, self.ids = kind, src, line, ids
         self.le, self.re, self.re_new, self.reason, self.t = le, re, re_new, reason, t
+
+
+# ------------------------------------------------------------------------------------------ time type
+def time_kind(source: TableSource) -> str:
+    """``"timestamps"`` when the table's time column holds timestamps or dates (its ticks are then
+    microseconds since the Unix epoch, UTC), else ``"ticks"``; read off the first file's schema (Parquet) or
+    its first record batch (CSV, JSON: a first value that is not a number is an ISO timestamp). A numeric
+    column in ``s``/``ms``/``us``/``ns`` gives microsecond ticks too, but its type stays a number: ticks."""
+    opts = source.options
+    col = opts.time or opts.start or opts.edge
+    path = Path(source.path)
+    fmt = detect_format(path, opts.format)
+    first = _files(path, fmt)[0]
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        schema = pq.read_schema(first)
+        if col not in schema.names:
+            return "ticks"  # (the reader says which column is missing)
+        typ = schema.field(col).type
+        if pa.types.is_dictionary(typ):
+            typ = typ.value_type
+        return "timestamps" if pa.types.is_timestamp(typ) or pa.types.is_date(typ) else "ticks"
+    for rb, _ in _record_batches(first, fmt, opts, 1024):
+        if col not in rb.schema.names:
+            return "ticks"
+        arr = rb.column(col)
+        typ = arr.type
+        if pa.types.is_timestamp(typ) or pa.types.is_date(typ):
+            return "timestamps"
+        if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+            for v in arr.to_pylist():
+                if v is not None and v.strip():
+                    try:
+                        float(v)
+                    except ValueError:
+                        return "timestamps"
+                    return "ticks"
+            continue
+        return "ticks"
+    return "ticks"
+
+
+def timestamp_inputs(inputs: Iterable[Any]) -> bool:
+    """Do the inputs' times stand for timestamps? True when there is a table input and every table input's
+    time column holds timestamps or dates; element JSON Lines inputs carry ticks and say nothing."""
+    tables = [s for s in inputs if isinstance(s, TableSource)]
+    return bool(tables) and all(time_kind(s) == "timestamps" for s in tables)
+
+
+def microsecond_ticks(inputs: Iterable[Any]) -> bool:
+    """Are the inputs' ticks microseconds (timestamp columns, or numbers read with ``unit`` s/ms/us/ns), so a
+    span of ticks is a duration? As `timestamp_inputs`, per table input."""
+    tables = [s for s in inputs if isinstance(s, TableSource)]
+    return bool(tables) and all(s.options.unit != "ticks" or time_kind(s) == "timestamps" for s in tables)
 
 
 # ------------------------------------------------------------------------------------------ dispatch
