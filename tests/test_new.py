@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import site
 import subprocess
 import sys
 import tomllib
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from venvs import child_venv
 
 from udm.host.local_plugins import load_project_catalog
 from udm.templates import NewProjectError, ProjectOptions, render_project
@@ -258,22 +258,10 @@ def test_udm_new_project_runs_its_own_tests_and_keeps_its_docstrings_promises(tm
 
 # -- really installing --------------------------------------------------------------------------
 
-def make_venv(where: Path) -> Path:
-    """A throwaway venv that sees this environment's packages (udmkit, pip, pydantic...) through a .pth
-    file, so installing into it needs no network and leaves the project's .venv untouched."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True, timeout=120)
-    py = where / "bin" / "python"
-    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    ours = site.getsitepackages()[0]
-    Path(purelib, "_udmkit_parent_env.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
-    return py
-
-
 @pytest.mark.slow
 def test_pip_install_generated_project_then_udm_list_shows_it(tmp_path: Path) -> None:
     root = _new(tmp_path, ProjectOptions("pipped", "udo", time_sensitive=True))
-    py = make_venv(tmp_path / "venv")
+    py = child_venv(tmp_path / "venv")
     env = {**os.environ, "PIP_NO_INDEX": "1"}  # the dependency (udmkit) is already importable: no fetching
     proc = subprocess.run([str(py), "-m", "pip", "install", "--no-build-isolation", "--no-index", str(root)],
                           capture_output=True, text=True, timeout=600, env=env, check=False)

@@ -96,7 +96,7 @@ def _progress_bar(enabled: bool) -> Iterator[ProgressFn | None]:
 
 
 def cmd_run(
-    query: Path = typer.Argument(..., help="Query spec file (JSON or YAML, INTERFACES §2)."),
+    query: Path = typer.Argument(..., help="Query spec file (JSON or YAML; docs/reference.md, \"Query spec\")."),
     input_: list[str] = typer.Option(..., "--input", "-i", help="Input events, JSON Lines ('-' = stdin): PATH for "
                                      "a query with one input, NAME=PATH once per input of a query graph; with "
                                      "--engine spark-streaming a DIRECTORY is watched for event files."),
