@@ -52,6 +52,8 @@ HOSTILE = [
     ('{"kind": "insert", "id": "a", "le": 1, "re": 2, "payload": {"v": 1e999, "l": [1.5]}}', "overflows a double"),
     ('{"kind": "insert", "id": "a", "le": 1, "re": 2, "payload": {"v": 1.5, "l": [-1e400]}}', "overflows a double"),
     ('{"kind": "insert", "id": "a", "le": 1, "re": 2, "payload": {"v": 1.5, "l": [1.5], "n": {"x": NaN}}}', "NaN"),
+    ('{"kind": "insert", "id": "a", "le": 1, "re": 2, "payload": {"v": 1.5, "l": [1' + "0" * 400 + ']}}',
+     "overflows a double"),
     ('{"kind": "insert", "id": "a", "le": 1, "re": 99999999999999999999999, "payload": {"v": 1.5, "l": [1.5]}}',
      "re 99999999999999999999999 is out of range"),
     ('{"kind": "insert", "id": "a", "le": 1, "re": 9223372036854775807, "payload": {"v": 1.5, "l": [1.5]}}',
@@ -108,7 +110,9 @@ def test_typed_sources_store_inf_as_the_int64_maximum() -> None:
 
 def test_strict_loads_and_time_value_on_their_own() -> None:
     assert strict.loads(b'\xef\xbb\xbf{"a": [1, 2.5e3]}') == {"a": [1, 2500.0]}
-    for text in ("NaN", "[Infinity]", '{"a": -Infinity}', "1e999", "-1E+400"):
+    assert strict.loads("[" + "9" * 308 + "]") == [int("9" * 308)]
+    for text in ("NaN", "[Infinity]", '{"a": -Infinity}', "1e999", "-1E+400", "[" + "9" * 309 + "]",
+                 '{"a": -' + "1" * 400 + "}"):
         with pytest.raises(strict.NotStrictJSON):
             strict.loads(text)
     assert strict.time_value("INF", "re", allow_inf=True) == INF

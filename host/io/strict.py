@@ -63,16 +63,26 @@ def _short(text: str) -> str:
     return text if len(text) <= 24 else f"{text[:10]}...{text[-10:]}"
 
 
+def _int(text: str) -> int:
+    v = int(text)
+    if not -_BIG < v < _BIG:
+        raise NotStrictJSON(f"the number {_short(text)} overflows a double")
+    return v
+
+
 _DECODER = json.JSONDecoder(parse_constant=_constant, parse_float=_float)
+#: an integer literal overflows a double only with 309 digits or more: only a text that long can hold one
+_LONG = 309
+_LONG_DECODER = json.JSONDecoder(parse_constant=_constant, parse_float=_float, parse_int=_int)
 
 
 def loads(text: str | bytes) -> Any:
-    """``json.loads`` that also refuses non-finite numbers (`NotStrictJSON`, a ``ValueError``). Bytes must be
-    UTF-8 (a leading byte-order mark is allowed, as ``json.loads`` allows it): a ``UnicodeDecodeError``
-    otherwise."""
+    """``json.loads`` that also refuses non-finite numbers (`NotStrictJSON`, a ``ValueError``): ``NaN``,
+    ``Infinity``, and literals beyond a double (``1e999``, a 400-digit integer). Bytes must be UTF-8 (a
+    leading byte-order mark is allowed, as ``json.loads`` allows it): a ``UnicodeDecodeError`` otherwise."""
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8-sig" if text[:3] == b"\xef\xbb\xbf" else "utf-8")
-    return _DECODER.decode(text)
+    return (_LONG_DECODER if len(text) >= _LONG else _DECODER).decode(text)
 
 
 def time_value(value: Any, name: str, *, allow_inf: bool, inf_int: bool = False) -> int:
