@@ -219,13 +219,22 @@ def _nonfinite_reasons(batch: pa.RecordBatch, reserved: frozenset[str], reason: 
         col = batch.column(name)
         if pa.types.is_floating(typ):
             bad = ~np.asarray(pc.fill_null(pc.is_finite(col), True).to_numpy(zero_copy_only=False), dtype=bool)
-        elif pa.types.is_nested(typ):  # lists, structs: their values one by one
+        elif _holds_floats(typ):  # lists, structs of floats: their values one by one
             bad = np.array([nonfinite_in(v) is not None for v in col.to_pylist()], dtype=bool)
         else:
             continue
         if bad.any():
             reason[bad & (reason == None)] = (  # noqa: E711 (numpy elementwise)
                 f"malformed value: column {name!r} is not a finite number (NaN or an infinity)")
+
+
+def _holds_floats(typ: pa.DataType) -> bool:
+    """A nested type with a floating-point value somewhere inside (a list, a struct, a map of them)."""
+    if pa.types.is_floating(typ):
+        return True
+    if pa.types.is_nested(typ):
+        return any(_holds_floats(typ.field(i).type) for i in range(typ.num_fields))
+    return False
 
 
 def _payload(batch: pa.RecordBatch, reserved: frozenset[str]) -> pa.Array:
