@@ -23,7 +23,7 @@ install: $(STAMP)
 # -qq: pip prints errors only (setuptools' notes about editable installs and pip's index notices are
 # not errors); a failed install still shows pip's error and stops make.
 $(STAMP): pyproject.toml setup.py $(PLUGINS)
-	@echo "installing udmkit, its extras and the plugins into $(VENV) (a few minutes the first time)"
+	@echo "installing udmkit and its plugins into $(VENV) (a few minutes the first time)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -qq --upgrade pip
 	@$(BIN)/python -m pip install -qq -e ".[spark,dev,demo]" $(foreach p,$(PLUGINS),-e $(dir $(p)))

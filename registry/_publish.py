@@ -67,8 +67,8 @@ def _validated_udms(info: WheelInfo, seed: int) -> tuple[list[UdmRecord], list[d
         if not all(c["passed"] for c in row["checks"]):
             raise RegistryError(f"{who}: UDM {row['name']!r} fails the contract checks: "
                                 f"{_first_failure(row['checks'])}")
-        checks += [{"udm": row["name"], "name": c["name"], "passed": True, "seed": c.get("seed"),
-                    **({"skipped": True, "detail": c.get("detail", "")} if c.get("skipped") else {})}
+        checks += [{"udm": row["name"], "name": c["name"], "passed": True, "skipped": bool(c.get("skipped")),
+                    "seed": c.get("seed"), **({"detail": c.get("detail", "")} if c.get("skipped") else {})}
                    for c in row["checks"]]
     names = [r["name"] for r in rows]
     dupes = sorted({n for n in names if names.count(n) > 1})

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from child_venv import make_venv
+from venvs import child_venv
 
 from udm.registry import (
     Location,
@@ -277,7 +277,7 @@ def test_install_refuses_a_tampered_artifact(tmp_path: Path, published: tuple[Lo
 def test_install_with_pip_from_the_index_then_udm_list_shows_it(tmp_path: Path,
                                                                  published: tuple[Location, Path]) -> None:
     loc, _ = published
-    py = make_venv(tmp_path / "venv")
+    py = child_venv(tmp_path / "venv")
     proc = _udm("registry", "install", "spread_pub>=0.1", "--registry", str(loc), python=str(py))
     assert proc.returncode == 0, proc.stderr
     assert "installed udm-spread-pub==0.1.0" in proc.stdout and "sha256 verified" in proc.stdout

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from browser import chromium
-from child_venv import make_venv
+from venvs import child_venv
 from market_plugins import ALGEBRAIC_UDAS, HOSTILE_SNIPPETS, OPS, STATS, hostile_source, write_plugin
 from serve_harness import serving
 
@@ -142,7 +142,7 @@ def test_the_copied_install_line_installs_from_serve(page: Any, url: str, tmp_pa
     line = page.evaluate("navigator.clipboard.readText()")
     assert line == f"udm registry install 'basket_total==0.2.0' --registry {url}"
     argv = shlex.split(line)
-    py = make_venv(tmp_path / "venv")
+    py = child_venv(tmp_path / "venv")
     proc = subprocess.run([str(py), "-m", "udm.host.cli.app", *argv[1:]], capture_output=True, text=True,
                           timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr

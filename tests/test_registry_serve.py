@@ -13,7 +13,7 @@ from email.message import Message
 from pathlib import Path
 
 import pytest
-from child_venv import make_venv
+from venvs import child_venv
 from market_plugins import STATS, write_plugin
 from serve_harness import UDM, serving
 
@@ -103,7 +103,7 @@ def test_serve_refusals_are_one_line(tmp_path: Path, registry: Path) -> None:
 
 @pytest.mark.slow
 def test_pip_installs_from_the_served_index(tmp_path: Path, registry: Path) -> None:
-    py = make_venv(tmp_path / "venv")
+    py = child_venv(tmp_path / "venv")
     with serving(registry) as url:
         proc = subprocess.run([str(py), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
                                "--index-url", url + "simple/", "udm-basket-stats"],

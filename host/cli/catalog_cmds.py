@@ -13,7 +13,7 @@ from udm.host.errors import UnknownUDM
 from udm.host.local_plugins import load_project_catalog
 from udm.sdk import ErrorBound
 
-from ._common import err, new_table, out, print_json
+from ._common import check_tally, err, new_table, out, print_json
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -164,15 +164,32 @@ def _summarized(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         key = (r["udm"], r["version"])
         if key not in pending:
-            pending[key] = {**r, "check": "contracts", "passed": True, "n_pass": 0, "n_skip": 0}
+            pending[key] = {**r, "check": "contracts", "passed": True, "ok": []}
             out.append(pending[key])
         if not r["passed"]:
             out.append(r)
         else:
-            pending[key]["n_skip" if r.get("skipped") else "n_pass"] += 1
+            pending[key]["ok"].append(r)
     for s in pending.values():
-        s["detail"] = f"{s['n_pass']} passed" + (f", {s['n_skip']} not applicable" if s["n_skip"] else "")
-    return [r for r in out if r["check"] != "contracts" or r["n_pass"] + r["n_skip"]]
+        s["detail"] = check_tally(s["ok"])
+    return [r for r in out if r["check"] != "contracts" or r["ok"]]
+
+
+def _footer(rows: list[dict[str, Any]]) -> str:
+    """The last line of ``udm validate``: manifests accepted and refused, plugins that failed to load, and the
+    contract checks counted as `check_tally` counts them (the ``contracts`` rows above use the same words)."""
+    manifests = [r for r in rows if r["check"] == "manifest"]
+    refused = sum(not r["passed"] for r in manifests)
+    parts = [f"{len(manifests) - refused} manifest{'' if len(manifests) - refused == 1 else 's'} accepted"]
+    if refused:
+        parts[0] += f", {refused} refused"
+    broken = sum(r["check"].startswith("load:") for r in rows)
+    if broken:
+        parts.append(f"{broken} plugin{'s' if broken > 1 else ''} failed to load")
+    contracts = [r for r in rows if r["check"].startswith("contract:")]
+    if contracts:
+        parts.append(f"contract checks: {check_tally(contracts)}")
+    return "; ".join(parts)
 
 
 def cmd_validate(
@@ -209,8 +226,7 @@ def cmd_validate(
                 out.print(r["reproducer"], highlight=False, markup=False)
         if not rows:
             err.print("no UDMs found to validate")
-        passed = sum(r["passed"] for r in rows)
-        out.print(f"{passed} passed, {len(rows) - passed} failed", highlight=False)
+        out.print(_footer(rows), highlight=False)
     if not ok:
         sys.exit(1)
 

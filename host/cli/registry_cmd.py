@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from ._common import new_table, out, print_json
+from ._common import check_tally, new_table, out, print_json
 
 if TYPE_CHECKING:
     from udm.registry import Location
@@ -60,8 +60,7 @@ def cmd_publish(
     out.print(f"[green]{verb}[/] {rel.distribution} {rel.version} to {loc}", highlight=False)
     for u in rel.udms:
         out.print(f"  {u.name} {u.version} ({u.kind}) — {u.summary}", highlight=False)
-    out.print(f"  {rel.filename} sha256={rel.sha256}  ({len(rel.checks)} contract checks passed)",
-              highlight=False)
+    out.print(f"  {rel.filename} sha256={rel.sha256}  (contract checks: {check_tally(rel.checks)})", highlight=False)
     if res.site.written:
         out.print(f"  site: {len(res.site.written)} file(s) rewritten, {res.site.kept} unchanged; "
                   f"open {loc.url_of('index.html')} or run `udm registry serve`", highlight=False)
