@@ -42,7 +42,8 @@ demo: install
 # (publishing what is already there is a no-op). Preview: .venv/bin/udm registry serve --registry DIR
 demo-registry: install
 	@for p in $(dir $(PLUGINS)); do $(BIN)/udm registry publish $$p --registry $(DEMO_REGISTRY) --no-isolation || exit 1; done
-	@echo "demo registry: $(DEMO_REGISTRY); preview it with: $(BIN)/udm registry serve --registry $(DEMO_REGISTRY)"
+	@echo "demo registry: $(DEMO_REGISTRY)"
+	@echo "preview it: .venv/bin/udm registry serve --registry $(DEMO_REGISTRY)"
 
 # docs/img/marketplace-*.png: the demo registry's index and one UDM page, at 1280 and 390 px wide
 screenshots: demo-registry $(CHROMIUM)
