@@ -1,5 +1,6 @@
 # One command each for a newcomer on a fresh machine: `make demo`, `make test`.
 # Both install first (a virtualenv in .venv with the project, its extras and every plugins/* distribution).
+# `make demo-registry` publishes every plugins/* distribution into a local registry with its catalog site.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -7,30 +8,51 @@ BIN    := $(VENV)/bin
 PLUGINS := $(wildcard plugins/*/pyproject.toml)
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
+DEMO_REGISTRY ?= udm-demo-out/registry
+# the marketplace's browser tests drive the distribution's chromium (Playwright never downloads one)
+CHROMIUM := /usr/bin/chromium
+SUDO   := $(if $(filter 0,$(shell id -u)),,sudo)
 
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: install demo test test-fast lint bench clean
+.PHONY: install demo demo-registry screenshots test test-fast lint bench clean
 
 install: $(STAMP)
 
 # -qq: pip prints errors only (setuptools' notes about editable installs and pip's index notices are
 # not errors); a failed install still shows pip's error and stops make.
 $(STAMP): pyproject.toml setup.py $(PLUGINS)
-	@echo "installing udmkit, its extras and the plugins into $(VENV) (a few minutes the first time)"
+	@echo "installing udmkit and its plugins into $(VENV) (a few minutes the first time)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -qq --upgrade pip
 	@$(BIN)/python -m pip install -qq -e ".[spark,dev,demo]" $(foreach p,$(PLUGINS),-e $(dir $(p)))
 	@touch $(STAMP)
 
+# Only when it is missing; a failed install stops make (the browser tests never skip for want of it).
+$(CHROMIUM):
+	@echo "installing the distribution's chromium for the browser tests (apt-get)"
+	@$(SUDO) apt-get update -qq >/dev/null
+	@DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null
+
 demo: install
 	$(BIN)/udm demo
 
-test: install
+# Every plugins/* distribution, built and contract-checked, in a registry with its catalog site
+# (publishing what is already there is a no-op). Preview: .venv/bin/udm registry serve --registry DIR
+demo-registry: install
+	@for p in $(dir $(PLUGINS)); do $(BIN)/udm registry publish $$p --registry $(DEMO_REGISTRY) --no-isolation || exit 1; done
+	@echo "demo registry: $(DEMO_REGISTRY)"
+	@echo "preview it: .venv/bin/udm registry serve --registry $(DEMO_REGISTRY)"
+
+# docs/img/marketplace-*.png: the demo registry's index and one UDM page, at 1280 and 390 px wide
+screenshots: demo-registry $(CHROMIUM)
+	$(BIN)/python tests/marketplace_screenshots.py $(DEMO_REGISTRY) docs/img
+
+test: install $(CHROMIUM)
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
 
-test-fast: install
+test-fast: install $(CHROMIUM)
 	$(BIN)/python -m pytest -n 2 -m "not spark and not slow" $(PYTEST_ARGS)
 
 lint: install

@@ -33,6 +33,7 @@ from typing import Any
 from bench import bench_realistic, gen
 from bench.bench_run import QUERIES as RUN_QUERIES
 from bench.bench_run import TARGETS
+from bench.machine import load_text
 
 #: bench_run's queries, and bench_realistic's 10-group / 100-tick tumbling sum (``--queries sum100``)
 QUERIES: dict[str, Any] = {**RUN_QUERIES, "sum100": bench_realistic.QUERY}
@@ -84,12 +85,6 @@ main()
 '''
 
 
-def _load() -> str:
-    try:
-        one, five, _ = os.getloadavg()
-    except OSError:
-        return "load n/a"
-    return f"load avg {one:.1f}/{five:.1f} on {os.cpu_count()} cpus"
 
 
 def export_tree(rev: str, dest: Path) -> str:
@@ -162,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         trees = {"base": base_tree, "current": REPO}
         print(f"udm run --engine local, {n:,} elements, CTI every 1000; base = {args.base} ({sha[:10]}, "
               f"git archive in {base_tree}), current = {REPO} (working tree); {args.repeats} alternating "
-              f"repeats, median; {_load()}", flush=True)
+              f"repeats, median; {load_text()}", flush=True)
         for case in [c for c in args.cases.split(",") if c]:
             inp = tmp / f"{case}-{n}.jsonl"
             CASES[case](inp, n)
@@ -208,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
         if flag:
             failures.append(f"{case} {qname}: current {c:,.0f} el/s is {1 - ratio:.0%} slower than base {b:,.0f}")
-    print(f"{_load()}; temporary tree removed: {not tmp.exists()}", flush=True)
+    print(f"{load_text()}; temporary tree removed: {not tmp.exists()}", flush=True)
     if failures:
         print("checks not met:\n  " + "\n  ".join(failures), flush=True)
     else:

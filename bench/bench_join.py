@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import gen
+from bench.machine import load_text
 
 INPUTS = {"left": {}, "right": {}}
 QUERIES: dict[str, dict[str, Any]] = {
@@ -51,12 +52,6 @@ CHECK_SIZE = 100_000
 STATE_MAX = 10_000
 
 
-def _load() -> str:
-    try:
-        one, five, _ = os.getloadavg()
-    except OSError:
-        return "load n/a"
-    return f"load avg {one:.1f}/{five:.1f} on {os.cpu_count()} cpus"
 
 
 def run_udm(query: Path, inputs: list[str], out: Path, dl: Path) -> dict[str, Any]:
@@ -176,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp.mkdir(parents=True, exist_ok=True)
     failures: list[str] = []
     try:
-        print(f"query graphs over two inputs, {n:,} elements in all; {_load()}", flush=True)
+        print(f"query graphs over two inputs, {n:,} elements in all; {load_text()}", flush=True)
         files: dict[int, tuple[Path, Path]] = {}
         for size in sorted({n, min(n, CHECK_SIZE)}):
             lp, rp = tmp / f"left-{size}.jsonl", tmp / f"right-{size}.jsonl"
@@ -241,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"events; in process {w['elements'] / w['seconds']:,.0f} el/s", flush=True)
                 if w["max_state"] > STATE_MAX:
                     failures.append(f"{q}: state with CTIs reached {w['max_state']:,} events (> {STATE_MAX:,})")
-        print(f"\n{_load()}", flush=True)
+        print(f"\n{load_text()}", flush=True)
     finally:
         if args.keep is None:
             shutil.rmtree(tmp, ignore_errors=True)

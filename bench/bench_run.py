@@ -30,6 +30,7 @@ from typing import Any
 
 from bench import gen
 from bench.baseline import run_baseline
+from bench.machine import load_text
 
 TARGETS = {"in_order": 1_000_000, "disordered": 150_000}
 TIME_RATIO_MAX = 1.3
@@ -80,14 +81,6 @@ def reader_alone(inp: Path) -> tuple[float, float]:
     return n / (time.perf_counter() - t0), time.process_time() - c0
 
 
-def _load() -> str:
-    """The machine's load average (1 and 5 min) with its core count: wall-clock figures only mean something
-    next to it (the bench machine is shared)."""
-    try:
-        one, five, _ = os.getloadavg()
-    except OSError:
-        return "load n/a"
-    return f"load avg {one:.1f}/{five:.1f} on {os.cpu_count()} cpus"
 
 
 def _cht_equal(a: Path, b: Path) -> tuple[bool, str]:
@@ -120,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     query.write_text(json.dumps(QUERIES[args.query]))
     qstep = QUERIES[args.query]["steps"][0]
     print(f"udm run --engine local, query: tumbling({WINDOW}) group_by sym {args.query}(price); "
-          f"CTI every 1000 elements; {_load()}", flush=True)
+          f"CTI every 1000 elements; {load_text()}", flush=True)
     results: list[dict[str, Any]] = []
     failures: list[str] = []
     try:
@@ -167,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                     failures.append(f"{case}: peak RSS ratio {rr:.2f} > {RSS_RATIO_MAX}")
             ra, rcpu = reader_alone(tmp / f"{case}-{big}.jsonl")
             print(f"{case:>10} reader alone at {big:,} (JSONL -> ElementBatch, no engine): {ra:,.0f} el/s, "
-                  f"{rcpu:.2f} CPU-s; {_load()}", flush=True)
+                  f"{rcpu:.2f} CPU-s; {load_text()}", flush=True)
             results.append({"case": case, "reader_el_per_s": ra, "reader_cpu_s": rcpu})
             target = TARGETS.get(case)
             if target:

@@ -80,9 +80,14 @@ def check_udm(obj: Any, api_version: str = API_VERSION) -> list[str]:
                             f"but compute takes {got} argument(s)")
 
     if props.incremental:
-        missing = [m for m in ("initial_state", "add", "remove") if not _implemented(cls, m)]
+        # an algebraic UDA may leave out remove: the host rebuilds from the remaining members instead
+        needed = ("initial_state", "add") if props.algebraic and _implemented(cls, "merge") else \
+            ("initial_state", "add", "remove")
+        missing = [m for m in needed if not _implemented(cls, m)]
         if missing:
-            problems.append(f"incremental: declared incremental but does not implement {', '.join(missing)}")
+            why = (" (only an algebraic UDA with merge may leave out remove)"
+                   if missing == ["remove"] else "")
+            problems.append(f"incremental: declared incremental but does not implement {', '.join(missing)}{why}")
         for m in ("add", "remove"):
             if _implemented(cls, m) and _arity(getattr(cls, m)) not in (None, 2):
                 problems.append(f"incremental: {m} must take (state, delta)")
@@ -93,6 +98,8 @@ def check_udm(obj: Any, api_version: str = API_VERSION) -> list[str]:
             problems.append("algebraic: declared algebraic but does not implement merge(a, b)")
         if man.kind != "uda":
             problems.append("algebraic: only aggregates (uda) can be algebraic")
+    if man.error_bound is not None:
+        problems += _error_bound_problems(cls, man)
     if props.time_bound and not (man.kind == "udo" and props.time_sensitive):
         problems.append("time_bound: only a time-sensitive UDO can promise time-bound output")
 
@@ -129,3 +136,23 @@ def check_udm(obj: Any, api_version: str = API_VERSION) -> list[str]:
     return problems
 
 
+def _error_bound_problems(cls: type[UDM], man: Manifest) -> list[str]:
+    """An ``error_bound`` belongs to an aggregate, and its hooks agree with it (`udm.sdk.ErrorBound`)."""
+    eb = man.error_bound
+    assert eb is not None
+    problems: list[str] = []
+    if man.kind != "uda":
+        problems.append("error_bound: only an aggregate (uda) estimates a value")
+    if eb.estimates == "quantile" and not _implemented(cls, "quantile_ranks"):
+        problems.append("error_bound: estimates quantiles but does not implement quantile_ranks() "
+                        "(the ranks its value answers)")
+    if _implemented(cls, "error_bound"):
+        try:
+            at_defaults = float(cls(man.params()).error_bound())
+        except Exception as exc:
+            return [*problems, f"error_bound: error_bound() fails with the default parameters: "
+                               f"{type(exc).__name__}: {exc}"]
+        if abs(at_defaults - eb.bound) > 1e-9 * max(1.0, abs(eb.bound)):
+            problems.append(f"error_bound: the manifest declares bound {eb.bound} but error_bound() gives "
+                            f"{at_defaults} with the default parameters")
+    return problems

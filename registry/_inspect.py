@@ -57,7 +57,18 @@ def _check_one(cls: Any, plugin: str, seed: int) -> dict[str, Any]:
                            "manifest": None, "checks": []}
     if entry.valid:
         row["manifest"] = entry.manifest.to_json_dict()
+        if entry.manifest.kind == "udf":
+            row["manifest"]["udf_args"] = _udf_args(cls)
     return row
+
+
+def _udf_args(cls: Any) -> list[str]:
+    """The argument names a query's ``args`` maps payload fields to (the catalog site's query snippet
+    shows them); empty for ``compute(**fields)``."""
+    import inspect
+
+    params = [p for p in inspect.signature(cls.compute).parameters.values() if p.name != "self"]
+    return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
 def _run_contracts(rows: list[dict[str, Any]], classes: list[Any], seed: int) -> str | None:
@@ -74,8 +85,9 @@ def _run_contracts(rows: list[dict[str, Any]], classes: list[Any], seed: int) ->
             row["checks"] = [{"name": "conformance kit", "passed": False,
                               "detail": f"crashed: {type(exc).__name__}: {exc}", "seed": seed, "reproducer": ""}]
             continue
-        row["checks"] = [{"name": r.name, "passed": bool(r.passed), "detail": str(r.detail or ""),
-                          "seed": r.seed, "reproducer": str(r.reproducer or "")} for r in results]
+        row["checks"] = [{"name": r.name, "passed": bool(r.passed), "skipped": bool(getattr(r, "skipped", False)),
+                          "detail": str(r.detail or ""), "seed": r.seed, "reproducer": str(r.reproducer or "")}
+                         for r in results]
     return None
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from ._index import FILES_DIR, write_index
 from ._inspect import inspect_wheel
 from ._location import Location
 from ._records import Release, UdmRecord
+from ._site import SiteBuild
 from ._store import locked, read_catalog
 from ._wheel import WheelInfo, read_wheel
 
@@ -31,6 +32,7 @@ class PublishResult:
     release: Release
     status: str  # "published" | "unchanged"
     registry: Location
+    site: SiteBuild = field(default_factory=SiteBuild)  # the derived files this publish rewrote
 
 
 def _first_failure(checks: list[dict[str, Any]]) -> str:
@@ -65,7 +67,8 @@ def _validated_udms(info: WheelInfo, seed: int) -> tuple[list[UdmRecord], list[d
         if not all(c["passed"] for c in row["checks"]):
             raise RegistryError(f"{who}: UDM {row['name']!r} fails the contract checks: "
                                 f"{_first_failure(row['checks'])}")
-        checks += [{"udm": row["name"], "name": c["name"], "passed": True, "seed": c.get("seed")}
+        checks += [{"udm": row["name"], "name": c["name"], "passed": True, "skipped": bool(c.get("skipped")),
+                    "seed": c.get("seed"), **({"detail": c.get("detail", "")} if c.get("skipped") else {})}
                    for c in row["checks"]]
     names = [r["name"] for r in rows]
     dupes = sorted({n for n in names if names.count(n) > 1})
@@ -113,13 +116,16 @@ def publish(loc: Location, target: Path, *, isolation: bool = True, seed: int = 
             content_digest=info.content_digest, requires_python=info.requires_python,
             requires_dist=list(info.requires_dist), summary=info.summary,
             published=_dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
-            udms=udms, checks=checks,
+            udms=udms, checks=checks, readme=info.readme, readme_type=info.readme_type,
         )
+        # as catalog.json will hold it (JSON mode turns an infinite default into null), so this publish's
+        # pages are built from the same data as the next publish's, which reads them back from the file
+        release = Release.model_validate(release.model_dump(mode="json"))
         with locked(root):
             catalog = read_catalog(loc)
             same = _conflicts(release, catalog.releases)
-            if same is not None:
-                return PublishResult(same, "unchanged", loc)
+            if same is not None:  # still refresh the site: a newer udmkit may lay it out differently
+                return PublishResult(same, "unchanged", loc, write_index(root, catalog))
             dest = root / FILES_DIR / wheel.name
             if dest.exists() and dest.read_bytes() != wheel.read_bytes():
                 raise RegistryError(f"{dest} exists but is not in the catalog; remove it or repair the registry")
@@ -128,5 +134,5 @@ def publish(loc: Location, target: Path, *, isolation: bool = True, seed: int = 
             shutil.copyfile(wheel, tmp_copy)
             tmp_copy.replace(dest)
             catalog.releases.append(release)
-            write_index(root, catalog)
-    return PublishResult(release, "published", loc)
+            site = write_index(root, catalog)
+    return PublishResult(release, "published", loc, site)

@@ -12,7 +12,7 @@ from udm.sdk import API_VERSION
 from ._errors import RegistryError
 from ._records import RegistryCatalog, Release, UdmRecord
 
-__all__ = ["UdmHit", "info", "search"]
+__all__ = ["UdmHit", "info", "search", "versions_by_name"]
 
 
 @dataclass(frozen=True)
@@ -41,13 +41,12 @@ def _hits(catalog: RegistryCatalog) -> list[UdmHit]:
     return [UdmHit(u, r) for r in catalog.sorted_releases() for u in r.udms]
 
 
-def _latest_per_name(hits: list[UdmHit]) -> list[UdmHit]:
-    best: dict[str, UdmHit] = {}
-    for h in hits:
-        cur = best.get(h.udm.name)
-        if cur is None or h.release.version_key() >= cur.release.version_key():
-            best[h.udm.name] = h
-    return [best[n] for n in sorted(best)]
+def versions_by_name(catalog: RegistryCatalog) -> dict[str, list[UdmHit]]:
+    """Every published version of each UDM, oldest first (by distribution version); names sorted."""
+    out: dict[str, list[UdmHit]] = {}
+    for h in _hits(catalog):
+        out.setdefault(h.udm.name, []).append(h)
+    return {n: sorted(out[n], key=lambda h: h.release.version_key()) for n in sorted(out)}
 
 
 def search(catalog: RegistryCatalog, term: str) -> list[UdmHit]:
@@ -60,7 +59,8 @@ def search(catalog: RegistryCatalog, term: str) -> list[UdmHit]:
         return " ".join([u.name, u.summary, u.kind, " ".join(u.property_names()), h.release.distribution,
                          u.docs]).lower()
 
-    return [h for h in _latest_per_name(_hits(catalog)) if all(w in text(h) for w in words)]
+    latest = [versions[-1] for versions in versions_by_name(catalog).values()]
+    return [h for h in latest if all(w in text(h) for w in words)]
 
 
 def info(catalog: RegistryCatalog, name: str) -> list[UdmHit]:

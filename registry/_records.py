@@ -12,7 +12,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = ["CATALOG_FORMAT", "RegistryCatalog", "Release", "UdmRecord"]
 
@@ -36,6 +36,14 @@ class UdmRecord(BaseModel):
     allowed_clip: list[str] = Field(default_factory=list)
     allowed_output: list[str] = Field(default_factory=list)
     docs: str = ""
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_identifier(cls, v: str) -> str:
+        # the catalog site names a page after it: a name that is not an identifier could be a path
+        if not (v.isascii() and v.isidentifier()):
+            raise ValueError(f"UDM name {v!r} is not an identifier")
+        return v
 
     def supports_host(self, api_version: str) -> bool:
         try:
@@ -64,6 +72,8 @@ class Release(BaseModel):
     published: str = ""
     udms: list[UdmRecord] = Field(default_factory=list)
     checks: list[dict[str, Any]] = Field(default_factory=list)
+    readme: str = ""
+    readme_type: str = ""
 
     @property
     def project(self) -> str:

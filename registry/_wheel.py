@@ -11,6 +11,7 @@ import configparser
 import hashlib
 import zipfile
 from dataclasses import dataclass
+from email.message import Message
 from email.parser import HeaderParser
 from pathlib import Path
 
@@ -40,6 +41,8 @@ class WheelInfo:
     entry_points: dict[str, str]  # group "udm" only: name -> "module:attr"
     sha256: str
     content_digest: str
+    readme: str = ""  # METADATA's long description (the project's README)
+    readme_type: str = ""  # its Description-Content-Type, e.g. "text/markdown"
 
 
 def _dist_info_dir(names: list[str], path: Path) -> str:
@@ -47,6 +50,13 @@ def _dist_info_dir(names: list[str], path: Path) -> str:
     if len(dirs) != 1:
         raise RegistryError(f"{path.name}: expected exactly one .dist-info directory, found {len(dirs)}")
     return dirs.pop()
+
+
+def _long_description(meta: Message) -> str:
+    """The README as the wheel carries it: the METADATA body (metadata 2.1+) or the older header."""
+    body = meta.get_payload()
+    text = body if isinstance(body, str) and body.strip() else str(meta.get("Description", "") or "")
+    return text.strip("\n")
 
 
 def read_wheel(path: Path) -> WheelInfo:
@@ -89,4 +99,6 @@ def read_wheel(path: Path) -> WheelInfo:
         entry_points={k: v.strip() for k, v in eps.items()},
         sha256=file_sha256(path),
         content_digest=digest.hexdigest(),
+        readme=_long_description(meta),
+        readme_type=(meta.get("Description-Content-Type", "") or "").split(";")[0].strip().lower(),
     )

@@ -116,6 +116,17 @@ class IncrementalUDA(UDM):
     ``compute(state) -> value``, where ``delta`` is a sequence of payloads; for an algebraic UDA also
     ``merge(a, b) -> S``. Return the new state (mutating and returning the old one is fine).
 
+    ``remove`` is optional for an algebraic UDA (one declaring ``algebraic`` and implementing ``merge``):
+    a state that cannot forget a value (a sketch) simply leaves it out. The host then never calls
+    ``remove``: when members leave a window (a retraction, a shortened lifetime) it rebuilds that window's
+    state from the remaining members with ``initial_state``/``add``/``merge``, so it keeps a window's
+    members while the window can still change, as for a non-incremental UDA.
+
+    Optional estimator hooks, for a UDA whose manifest declares an ``error_bound`` (`ErrorBound`):
+    ``error_bound() -> float``, the bound for this instance's parameters (without it the manifest's bound
+    holds for every parameter value), and, when it estimates quantiles, ``quantile_ranks() -> list[float]``,
+    the normalized ranks its value answers, in the order of its output.
+
     Optional vectorized hook: ``add_array(state, values: numpy.ndarray) -> S``. When a UDA defines it, the
     local engine's fast path (in-order insert batches with a numeric input field) may hand it a whole
     slice of one window's new members at once as a 1-d int64 or float64 array instead of calling

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from ._bases import UDM
-from ._manifest import CLIP_POLICIES, ClipPolicy, Kind, Manifest, NoParams, OutputPolicy, Properties
+from ._manifest import CLIP_POLICIES, ClipPolicy, ErrorBound, Kind, Manifest, NoParams, OutputPolicy, Properties
 
 __all__ = ["udm"]
 
@@ -74,6 +74,7 @@ def udm(
     allowed_output: Sequence[OutputPolicy] | None = None,
     host_api: str = ">=1.0,<2",
     docs: str | None = None,
+    error_bound: ErrorBound | None = None,
 ) -> Callable[[T], T]:
     """Attach a `Manifest` to a UDM class.
 
@@ -81,6 +82,8 @@ def udm(
     base, the parameter model from a nested ``Params`` class, input/output types from ``compute``'s type
     hints, summary and docs from the docstring. Explicit arguments win, and the host still checks the
     result against the implementation, so a wrong declaration is caught at load time, not at run time.
+    ``error_bound`` (an `ErrorBound`) is for an approximate aggregate: how far its value may be from the
+    exact one, which the conformance kit checks.
     """
 
     def wrap(cls: T) -> T:
@@ -112,6 +115,7 @@ def udm(
             _default_output(the_kind, ts, time_bound),
             host_api=host_api,
             docs=docs if docs is not None else doc,
+            error_bound=error_bound,
         )
         return cls
 

@@ -12,6 +12,8 @@ __all__ = [
     "CLIP_POLICIES",
     "OUTPUT_POLICIES",
     "ClipPolicy",
+    "ErrorBound",
+    "Estimate",
     "Kind",
     "Manifest",
     "NoParams",
@@ -27,6 +29,8 @@ ClipPolicy = Literal["none", "left", "right", "full"]
 OutputPolicy = Literal["window", "unaltered", "clip", "time_bound"]
 CLIP_POLICIES: tuple[ClipPolicy, ...] = ("none", "left", "right", "full")
 OUTPUT_POLICIES: tuple[OutputPolicy, ...] = ("window", "unaltered", "clip", "time_bound")
+#: What an approximate aggregate estimates; each fixes the exact reference and the error measure.
+Estimate = Literal["distinct_count", "quantile", "frequencies"]
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -49,6 +53,34 @@ class Properties(BaseModel):
     deterministic: bool = True
 
 
+class ErrorBound(BaseModel):
+    """How far an approximate aggregate's value may be from the exact one; the conformance kit checks it
+    on random data against the exact value.
+
+    ``estimates`` says what the value estimates, which fixes the measure ``bound`` is in (``n``: the
+    window's members):
+
+    - ``distinct_count``: a number ``v``; with ``D`` the number of distinct members,
+      ``|v - D| <= bound * D``.
+    - ``quantile``: a number, or a list in the order of the UDA's ``quantile_ranks()``; each value ``x``
+      answers a normalized rank ``q``, and ``x``'s exact rank interval ``[#(< x) / n, #(<= x) / n]`` among
+      the members lies within ``bound`` of ``q``.
+    - ``frequencies``: a list of ``{"item", "estimate", "lower_bound", "upper_bound"}``; for each entry, with
+      ``f`` the item's number of occurrences, ``lower_bound <= f <= upper_bound`` and
+      ``|estimate - f| <= bound * n``.
+
+    ``bound`` is the bound at the default parameters; a UDA whose bound depends on its parameters
+    implements ``error_bound() -> float`` for an instance (the host checks the two agree at the defaults).
+    ``confidence`` is the probability that one value is within the bound (1.0: always).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    estimates: Estimate
+    bound: float = Field(gt=0)
+    confidence: float = Field(default=1.0, gt=0, le=1)
+
+
 class Manifest(BaseModel):
     """What a UDM declares about itself. Checked against the implementation when it is loaded."""
 
@@ -66,6 +98,8 @@ class Manifest(BaseModel):
     allowed_output: tuple[OutputPolicy, ...] = ("window",)
     host_api: str = ">=1.0,<2"
     docs: str = ""
+    #: declared by an approximate aggregate (None: the value is exact)
+    error_bound: ErrorBound | None = None
 
     @field_validator("name")
     @classmethod

@@ -51,6 +51,17 @@ def test_info_human_and_json() -> None:
     assert "window" in json.dumps(data)
 
 
+def test_info_shows_an_estimators_error_bound_and_bracketed_types() -> None:
+    res = runner.invoke(app, ["info", "approx_quantile"], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    assert "float → float | list[float]" in res.output  # (not eaten as rich markup)
+    assert "rank error of each quantile <= 0.01329 at 0.99 confidence" in res.output
+    data = json.loads(runner.invoke(app, ["info", "approx_distinct", "--json"]).stdout)
+    assert data["error_bound"] == {"estimates": "distinct_count", "bound": data["error_bound"]["bound"],
+                                   "confidence": 0.997} and 0.04 < data["error_bound"]["bound"] < 0.05
+    assert "error bound" not in runner.invoke(app, ["info", "median"]).output  # exact
+
+
 def test_info_version_specifier() -> None:
     res = runner.invoke(app, ["info", "median", "--version", ">=1,<2", "--json"])
     assert res.exit_code == 0 and json.loads(res.stdout)["version"] == "1.0.0"
@@ -75,7 +86,8 @@ def test_validate_installed() -> None:
     assert data["passed"] is True
     assert {r["udm"] for r in data["results"]} >= FIRST_PARTY
     res = runner.invoke(app, ["validate"])
-    assert res.exit_code == 0 and " passed, 0 failed" in res.output
+    footer = res.output.strip().splitlines()[-1]
+    assert res.exit_code == 0 and "manifests accepted; contract checks: " in footer and "failed" not in footer
 
 
 LYING = '''

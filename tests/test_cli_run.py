@@ -260,7 +260,7 @@ def test_progress_bar_on_a_terminal(capsys: Any, fake_engine: Any, files: dict[s
     assert code == 0
     text = buf.getvalue()
     assert "udm run" in text and "elements" in text and "el/s" in text  # the bar was drawn, with the rate
-    assert "4 elements in, 4 out, 1 dead-lettered" in text
+    assert "4 elements in, 4 out, 1 bad and dropped" in text  # (no --dead-letter file)
     buf.seek(0)
     buf.truncate(0)
     code, _, _ = udm(capsys, "run", str(files["q"]), "-i", str(files["in"]), "-o", str(files["out"]), "--quiet")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -28,8 +29,14 @@ def test_demo_output_fits_80_columns_without_wrapped_cells(tmp_path: Path) -> No
     # figures are whole: the input count of each query appears as one token
     for r in results:
         assert f"in {r.elements_in:,} ·" in text
-    # table cells: the window column of the corrections table is never split
-    assert "[70560, 72000)" in text or not any(r.corrections for r in results)
+    # table cells: the window column of the corrections table is never split, and it shows times, not ticks
+    # (the first corrected day-window starts 70,560 minutes after 2010-01-01 00:00)
+    start = datetime(2010, 1, 1) + timedelta(minutes=70560)
+    assert any(r.corrections for r in results)
+    assert f"{start:%Y-%m-%d %H:%M} – {start + timedelta(days=1):%m-%d %H:%M}" in text
+    assert "70560" not in text
+    # "CHT" is explained where the table first shows it
+    assert "CHT: canonical history table" in " ".join(text.split())
 
 
 @pytest.mark.spark

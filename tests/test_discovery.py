@@ -182,12 +182,14 @@ def test_bad_parameter_values_name_the_parameter() -> None:
 
 def test_first_party_plugins_come_through_entry_points() -> None:
     cat = Catalog.discover()
-    wanted = {"count", "sum", "avg", "min", "max", "variance", "median", "twa", "topk", "members", "follows"}
+    wanted = {"count", "sum", "avg", "min", "max", "variance", "median", "twa", "topk", "members", "follows",
+              "approx_distinct", "approx_quantile", "frequent_items"}
     assert wanted <= set(cat.names())
     for name in wanted:
         entry = cat.resolve(name)
         assert entry.valid, entry.problems
-        assert entry.distribution.split(" ")[0] in {"udm-stats", "udm-patterns"}
+        assert entry.distribution.split(" ")[0] in {"udm-stats", "udm-patterns", "udm-sketches"}
+    assert cat.resolve("approx_distinct").distribution.startswith("udm-sketches ")
 
 
 def test_distribution_labels_are_name_and_version_from_the_metadata() -> None:
@@ -196,7 +198,7 @@ def test_distribution_labels_are_name_and_version_from_the_metadata() -> None:
     expected = {ep.name: f"{ep.dist.metadata['Name']} {ep.dist.version}" for ep in entry_points(group="udm")
                 if ep.dist is not None}
     got = {e.plugin: e.distribution for e in Catalog.discover().entries}
-    assert {"stats", "patterns"} <= got.keys() and got == {p: expected[p] for p in got}
+    assert {"stats", "patterns", "sketches"} <= got.keys() and got == {p: expected[p] for p in got}
 
 
 def test_udm_list_reports_a_broken_plugin_without_crashing(site: Path) -> None:

@@ -1,4 +1,5 @@
-"""The eleven first-party UDMs of INTERFACES §6 as plain Python, against hand-computed values."""
+"""The first-party UDMs of INTERFACES §6 as plain Python, against hand-computed values (udm-sketches:
+`test_sketches`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from udm.host.validation import check_udm
 from udm.sdk import INF, Event, WindowDescriptor
 from udm_patterns import ALL as PATTERNS
 from udm_patterns import Follows, Members, TopK
+from udm_sketches import ALL as SKETCHES
 from udm_stats import ALL as STATS
 from udm_stats import Avg, Count, InRange, Max, Median, Min, Sum, TimeWeightedAverage, Variance
 
@@ -34,9 +36,11 @@ def test_every_first_party_udm_is_valid_and_declared_as_in_interfaces() -> None:
         "variance": ("uda", True, True, False), "median": ("uda", False, False, False),
         "twa": ("uda", False, False, True), "topk": ("udo", False, False, False),
         "members": ("udo", False, False, True), "follows": ("udo", False, False, True),
+        "approx_distinct": ("uda", True, True, False), "approx_quantile": ("uda", True, True, False),
+        "frequent_items": ("uda", True, True, False),
     }
     seen = {}
-    for cls in (*STATS, *PATTERNS):
+    for cls in (*STATS, *PATTERNS, *SKETCHES):
         assert check_udm(cls) == [], cls
         m = cls.manifest
         seen[m.name] = (m.kind, m.properties.incremental, m.properties.algebraic, m.properties.time_sensitive)

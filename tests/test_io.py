@@ -25,6 +25,7 @@ from udm.host.io.jsonl import (
     read_jsonl_batches,
     read_jsonl_elements,
 )
+from udm.host.io.strict import nonfinite_in
 from udm.host.temporal.elements import Cti, Insert, Retract, element_to_json, parse_element
 from udm.sdk import INF
 
@@ -42,21 +43,29 @@ def _norm(pairs: list[tuple[int | None, Any]]) -> list[tuple[Any, ...]]:
 
 
 def _reference(text: bytes) -> list[tuple[Any, ...]]:
-    """What the spec says: every non-blank line through json + parse_element, numbered from 1."""
+    """What the spec says: every non-blank line through json + parse_element, numbered from 1. A line that is
+    JSON only to a lenient parser (NaN, Infinity, a number overflowing a double: SEMANTICS §1) is bad, and
+    in JSON text only "inf" spells an infinite time (``json_text``)."""
     out: list[tuple[int | None, Any]] = []
     for i, raw in enumerate(text.split(b"\n"), start=1):
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw)
+            obj = json.loads(raw, parse_constant=_not_json)
+            if nonfinite_in(obj) is not None:
+                raise ValueError("a number beyond a double")
         except ValueError:
             out.append((i, BadElement("x", line=i, raw=raw.decode("utf-8", "replace").rstrip("\r"))))
             continue
         try:
-            out.append((i, parse_element(obj, line=i)))
+            out.append((i, parse_element(obj, line=i, json_text=True)))
         except BadElement as bad:
             out.append((i, bad))
     return _norm(out)
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def _read(text: bytes, **kw: Any) -> list[tuple[Any, ...]]:

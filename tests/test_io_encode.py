@@ -1,6 +1,7 @@
 """`udm.host.io.encode` builds output lines column-wise; they must be the bytes ``json.dumps`` gives for
 each element (what `JsonlWriter` writes one by one): escapes, non-ASCII text, Python's float repr,
-non-finite floats, booleans, lists, constants, infinite ends, CTIs between inserts."""
+booleans, lists, constants, infinite ends, CTIs between inserts; a non-finite float is an error on both
+(output is strict JSON, SEMANTICS §1)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
+from udm.host.errors import UdmError
 from udm.host.io.encode import Const, cti_line, insert_lines, merge_lines
 from udm.host.temporal.elements import Cti, Insert, element_to_json
 from udm.sdk import INF
 
 STRINGS = ["plain", 'q"uote', "back\\slash", "é ü", "tab\t", "ctl\x01", "del\x7f", "", "日本"]
-FLOATS = [0.1, 1e16, 123456789.0, -0.0, 1.5e-07, 2.5, math.nan, math.inf, -math.inf]
+FLOATS = [0.1, 1e16, 123456789.0, -0.0, 1.5e-07, 2.5, 5e-324, -1.7976931348623157e308, 1e-300]
 
 
 def _want(oids: list[int], le: list[int], re: list[int], payloads: list[dict]) -> list[str]:
@@ -88,7 +91,7 @@ def test_element_lines_equal_the_writer_line_by_line() -> None:
     els.append(Cti(40))
     els += [Insert(f"m{i}", i, i + 1, {"v": [1, 2.5, 1e16][i % 3]}) for i in range(MIN_RUN)]  # int/float mix
     els += [Insert(f"b{i}", i, i + 1, {"v": 2**70 if i == 3 else i, "n": {"x": i}}) for i in range(MIN_RUN)]
-    els += [Insert(f"t{i}", i, i + 1, {"ok": i % 2 == 0, "f": math.nan if i == 2 else 0.5}) for i in range(MIN_RUN)]
+    els += [Insert(f"t{i}", i, i + 1, {"ok": i % 2 == 0, "f": 1e300 if i == 2 else 0.5}) for i in range(MIN_RUN)]
     els += [Insert("q\"id", 1, 2, {}), Insert("x", 0, 1, {"a": 1})]  # short runs
     enc = element_lines(els, _line)
     assert enc.count == len(els)
@@ -97,7 +100,7 @@ def test_element_lines_equal_the_writer_line_by_line() -> None:
 
 def test_float_text_is_python_repr_over_many_magnitudes() -> None:
     """pyarrow formats the floats of a common magnitude; ``repr`` is the reference for every value, across
-    magnitudes (1e-30 .. 1e30), integral values, negative zero, subnormals and non-finite values."""
+    magnitudes (1e-30 .. 1e30), integral values, negative zero and subnormals."""
     from udm.host.io.encode import _float_text
 
     rng = np.random.default_rng(7)
@@ -107,11 +110,27 @@ def test_float_text_is_python_repr_over_many_magnitudes() -> None:
         -rng.random(n // 4) * 10.0 ** rng.integers(-6, 11, n // 4),
         rng.integers(-10**9, 10**9, n // 4).astype(float),
         rng.integers(-10**6, 10**6, n // 4) * 0.908,
-        np.array([0.0, -0.0, 1e-4, 9.999999999999999e-05, 1e9, 999999999.9999999, 5e-324, math.inf, -math.inf,
-                  math.nan, 1e16, 123456789.0]),
+        np.array([0.0, -0.0, 1e-4, 9.999999999999999e-05, 1e9, 999999999.9999999, 5e-324, 1e16, 123456789.0]),
     ])
     got = _float_text(pa.array(vals)).to_pylist()
     assert got == [json.dumps(v) for v in vals.tolist()]
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_non_finite_float_is_an_error_not_a_line(bad: float) -> None:
+    """``json.dumps`` would write ``NaN``/``Infinity``, which strict parsers refuse: every encoder path
+    (one element, a column-wise run, a column, a constant) refuses it with the field's name instead."""
+    from udm.host.io.encode import MIN_RUN, element_lines, element_text
+    from udm.host.io.jsonl import _line
+
+    with pytest.raises(UdmError, match="'f' is not a finite number"):
+        element_text(Insert("a", 0, 1, {"f": bad}))
+    with pytest.raises(UdmError, match="'f' holds a number that is not finite"):
+        element_lines([Insert(f"t{i}", i, i + 1, {"f": bad if i == 3 else 0.5}) for i in range(MIN_RUN)], _line)
+    with pytest.raises(UdmError, match="'f' holds a number that is not finite"):
+        insert_lines(np.array([1]), np.array([0]), np.array([1]), [("f", pa.array([bad]))])
+    with pytest.raises(UdmError, match="'x' is not a finite number"):
+        insert_lines(np.array([1]), np.array([0]), np.array([1]), [("c", Const({"x": bad}))])
 
 
 def test_columns_with_nulls_write_null() -> None:

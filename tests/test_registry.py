@@ -8,7 +8,6 @@ import hashlib
 import http.server
 import json
 import re
-import site
 import subprocess
 import sys
 import threading
@@ -16,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from venvs import child_venv
 
 from udm.registry import (
     Location,
@@ -90,10 +90,18 @@ def test_publish_writes_a_catalog_of_manifests(published: tuple[Location, Path])
     assert rel["checks"] and all(c["passed"] for c in rel["checks"])
 
 
-def test_publish_writes_a_browsable_catalog_page(published: tuple[Location, Path]) -> None:
-    page = (published[0].writable_dir() / "index.html").read_text()
-    assert "spread_pub" in page and "udm registry install &#39;spread_pub==0.1.0&#39;" in page
-    assert '<input type="search"' in page
+def test_publish_writes_the_catalog_site(published: tuple[Location, Path]) -> None:
+    root = published[0].writable_dir()
+    index = (root / "index.html").read_text()
+    assert '<a href="udm/spread_pub.html">spread_pub</a>' in index and '<input type="search"' in index
+    page = (root / "udm" / "spread_pub.html").read_text()
+    assert "udm registry install &#39;spread_pub==0.1.0&#39;" in page
+    [rel] = read_catalog(published[0]).releases
+    assert rel.sha256 in page and rel.readme_type == "text/markdown"
+    assert "<h1>udm-spread-pub</h1>" in page  # the generated README, rendered as Markdown
+    passed = sum(1 for c in rel.checks if not c.get("skipped"))
+    skipped = len(rel.checks) - passed
+    assert f"{passed} passed</span>, {skipped} not applicable" in page and skipped > 0
 
 
 def test_republishing_identical_contents_is_a_no_op(published: tuple[Location, Path]) -> None:
@@ -265,22 +273,11 @@ def test_install_refuses_a_tampered_artifact(tmp_path: Path, published: tuple[Lo
         install(Location(path=reg), read_catalog(Location(path=reg)), "spread_pub", python="/nonexistent")
 
 
-def _venv(where: Path) -> Path:
-    """A throwaway venv that sees this environment's packages (udmkit, pip...) through a .pth file."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True, timeout=120)
-    py = where / "bin" / "python"
-    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    Path(purelib, "_udmkit_parent_env.pth").write_text(
-        f"import site; site.addsitedir({site.getsitepackages()[0]!r})\n")
-    return py
-
-
 @pytest.mark.slow
 def test_install_with_pip_from_the_index_then_udm_list_shows_it(tmp_path: Path,
                                                                  published: tuple[Location, Path]) -> None:
     loc, _ = published
-    py = _venv(tmp_path / "venv")
+    py = child_venv(tmp_path / "venv")
     proc = _udm("registry", "install", "spread_pub>=0.1", "--registry", str(loc), python=str(py))
     assert proc.returncode == 0, proc.stderr
     assert "installed udm-spread-pub==0.1.0" in proc.stdout and "sha256 verified" in proc.stdout

@@ -10,16 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kit_fixtures.broken_udms import BROKEN, GoodCount, NoisySum
+from kit_fixtures.broken_udms import BROKEN, ExactDistinct, GoodCount, NoisySum
 from typer.testing import CliRunner
 
 from udm.host.cli.app import app
 from udm.host.testing import CHECKS, CheckResult, assert_contracts, run_contract_checks
 from udm.sdk import UDA, UDF, udm
 from udm_patterns import ALL as PATTERNS
+from udm_sketches import ALL as SKETCHES
 from udm_stats import ALL as STATS
 
-FIRST_PARTY = (*STATS, *PATTERNS)
+FIRST_PARTY = (*STATS, *PATTERNS, *SKETCHES)
 
 
 def _failed(results: list[CheckResult]) -> set[str]:
@@ -52,6 +53,19 @@ def test_the_correct_twin_passes() -> None:
     assert _failed(run_contract_checks(GoodCount, seed=0)) == set()
 
 
+def test_an_algebraic_uda_without_remove_is_checked_with_adds_only() -> None:
+    res = {r.name: r for r in run_contract_checks(ExactDistinct, seed=0)}
+    assert _failed(list(res.values())) == set(), [str(r) for r in res.values()]
+    assert "2 orders of adds" in res["incremental"].detail and not res["state_pickle"].skipped
+    assert not res["error_bound"].skipped and "0 outside" in res["error_bound"].detail
+    assert res["error_bound"].detail.startswith("25 distinct_count estimates")
+
+
+def test_exact_udms_skip_the_error_bound_check() -> None:
+    (r,) = run_contract_checks(GoodCount, checks=["error_bound"])
+    assert r.skipped and "exact" in r.detail
+
+
 @pytest.mark.parametrize(("cls_name", "needle"), [
     ("bad_remove", "incremental result"),
     ("skewed_merge", "merge is not"),
@@ -65,6 +79,8 @@ def test_the_correct_twin_passes() -> None:
     ("stateful_self", "physical history"),
     ("slices_as_floats", "compute_slices gave"),
     ("slices_skip_first", "compute_slices gave"),
+    ("skewed_distinct", "outside the declared bound 0.05 (confidence 0.99 allows"),
+    ("forgetful_count", "only an algebraic UDA with merge may leave out remove"),
 ])
 def test_failure_details_say_what_broke(cls_name: str, needle: str) -> None:
     (cls,) = [c for c in BROKEN if c.manifest.name == cls_name]
@@ -194,13 +210,14 @@ def test_udm_validate_runs_the_contract_checks() -> None:
     assert {"udm", "version", "check", "passed", "detail"} <= set(rows[0])
     failed = {(r["udm"], r["check"]) for r in rows if not r["passed"]}
     for cls, checks in BROKEN.items():
-        if cls.manifest.name == "claims_algebraic":  # refused at load: only its manifest row, no contracts
-            assert ("claims_algebraic", "manifest") in failed
-            assert not any(r["udm"] == "claims_algebraic" and r["check"].startswith("contract:") for r in rows)
+        name = cls.manifest.name
+        if name in ("claims_algebraic", "forgetful_count"):  # refused at load: only a manifest row, no contracts
+            assert (name, "manifest") in failed
+            assert not any(r["udm"] == name and r["check"].startswith("contract:") for r in rows)
             continue
         for c in checks:
-            assert (cls.manifest.name, f"contract:{c}") in failed
-    assert not any(u == "good_count" for u, _ in failed)
+            assert (name, f"contract:{c}") in failed
+    assert not any(u in ("good_count", "exact_distinct") for u, _ in failed)
     assert all(r["seed"] == 1 for r in rows if r["check"].startswith("contract:"))
     assert any(r["reproducer"] for r in rows if not r["passed"] and r["check"].startswith("contract:"))
     # human output: a summary table, failures with their seed, reproducers below

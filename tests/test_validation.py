@@ -13,6 +13,7 @@ from udm.sdk import (
     UDA,
     UDF,
     UDO,
+    ErrorBound,
     IncrementalUDA,
     Manifest,
     Properties,
@@ -72,7 +73,59 @@ def test_incremental_without_remove_is_refused() -> None:
         def compute(self, s: int) -> int:
             return s
 
-    assert "does not implement remove" in _rules(Half)
+    assert "does not implement remove (only an algebraic UDA with merge may leave out remove)" in _rules(Half)
+    Half.manifest = Half.manifest.model_copy(update={"properties": Properties(incremental=True, algebraic=True)})
+    rules = _rules(Half)  # algebraic but no merge: both pieces are missing
+    assert "does not implement merge" in rules and "does not implement remove" in rules
+
+
+def _sketchy(**kw: Any) -> type:
+    """An honest algebraic count without remove (a state that cannot forget), with decorator ``kw``."""
+
+    class S(IncrementalUDA):
+        def initial_state(self) -> int:
+            return 0
+
+        def add(self, s: int, d: Sequence[object]) -> int:
+            return s + len(d)
+
+        def merge(self, a: int, b: int) -> int:
+            return a + b
+
+        def compute(self, s: int) -> int:
+            return s
+
+    return udm(name="s", **kw)(S)
+
+
+def test_an_algebraic_uda_may_leave_out_remove() -> None:
+    assert check_udm(_sketchy(algebraic=True)) == []
+    assert "does not implement remove" in _rules(_sketchy())  # not algebraic: the host could not rebuild it
+
+
+def test_error_bound_rules() -> None:
+    eb = ErrorBound(estimates="distinct_count", bound=0.1, confidence=0.9)
+    assert check_udm(_sketchy(algebraic=True, error_bound=eb)) == []
+
+    class Tunable(_sketchy(algebraic=True, error_bound=eb)):  # type: ignore[misc]
+        def error_bound(self) -> float:
+            return 0.2  # disagrees with the manifest at the default parameters
+
+    Tunable.manifest = Tunable.__mro__[1].manifest
+    assert "declares bound 0.1 but error_bound() gives 0.2" in _rules(Tunable)
+    quantiles = ErrorBound(estimates="quantile", bound=0.01)
+    assert "does not implement quantile_ranks()" in _rules(_sketchy(algebraic=True, error_bound=quantiles))
+
+    @udm(name="op", error_bound=eb)
+    class Op(UDO):
+        def compute(self, payloads: Sequence[Any]) -> list[Any]:
+            return []
+
+    assert "error_bound: only an aggregate (uda) estimates a value" in _rules(Op)
+    with pytest.raises(ValueError, match="confidence"):
+        ErrorBound(estimates="distinct_count", bound=0.1, confidence=1.5)
+    with pytest.raises(ValueError, match="estimates"):
+        ErrorBound(estimates="average", bound=0.1)  # type: ignore[arg-type]
 
 
 def test_incremental_claimed_on_a_non_incremental_base_is_refused() -> None:

@@ -5,7 +5,6 @@ The consoles are made on first use (`_LazyConsole`): importing rich costs ~30 ms
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -14,7 +13,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-__all__ = ["err", "new_table", "out", "print_json"]
+__all__ = ["check_tally", "err", "new_table", "out", "print_json"]
 
 
 class _LazyConsole:
@@ -60,6 +59,24 @@ def new_table(*args: Any, **options: Any) -> Table:
 
 
 def print_json(data: Any) -> None:
-    """One JSON document on stdout, no colour, no wrapping (so scripts can parse it)."""
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    """One JSON document on stdout, no colour, no wrapping (so scripts can parse it): strict JSON (RFC 8259),
+    a non-finite number (a parameter default of infinity, say) spelled as the string ``"Infinity"``."""
+    from udm.host.io.strict import echo_dumps
+
+    sys.stdout.write(echo_dumps(data, indent=2, sort_keys=False, default=str) + "\n")
     sys.stdout.flush()
+
+
+def check_tally(checks: Any) -> str:
+    """How contract checks came out, in the one form every command prints: ``7 passed, 2 not applicable``
+    (``, 1 failed`` when one did). A check that does not apply to a UDM (``skipped``) is not counted as
+    passed; ``udm validate`` and ``udm registry publish`` count the same checks the same way."""
+    rows = list(checks)
+    failed = sum(not r["passed"] for r in rows)
+    skipped = sum(bool(r["passed"] and r.get("skipped")) for r in rows)
+    text = f"{len(rows) - failed - skipped} passed"
+    if skipped:
+        text += f", {skipped} not applicable"
+    if failed:
+        text += f", {failed} failed"
+    return text

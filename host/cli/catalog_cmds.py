@@ -11,8 +11,9 @@ import typer
 from udm.host.catalog import Catalog, CatalogEntry, default_catalog
 from udm.host.errors import UnknownUDM
 from udm.host.local_plugins import load_project_catalog
+from udm.sdk import ErrorBound
 
-from ._common import err, new_table, out, print_json
+from ._common import check_tally, err, new_table, out, print_json
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -71,6 +72,8 @@ def cmd_info(
     json_: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """One UDM: manifest, parameters, allowed policies, docs."""
+    from rich.markup import escape  # (rich comes with the command: `_common`)
+
     cat = default_catalog()
     if not cat.candidates(name):
         raise UnknownUDM(f"no UDM named {name!r}; available: {', '.join(cat.names()) or '(none installed)'}")
@@ -87,7 +90,9 @@ def cmd_info(
     t.add_column()
     t.add_row("kind", man.kind)
     t.add_row("properties", ", ".join(_props(entry)) or "-")
-    t.add_row("input → output", f"{man.input_type} → {man.output_type}")
+    t.add_row("input → output", escape(f"{man.input_type} → {man.output_type}"))  # (``list[float]`` is no markup)
+    if man.error_bound is not None:
+        t.add_row("error bound", _error_text(man.error_bound))
     t.add_row("clip policies", ", ".join(man.allowed_clip) or "-")
     t.add_row("output policies", ", ".join(man.allowed_output) or "-")
     t.add_row("host API", man.host_api)
@@ -109,6 +114,17 @@ def cmd_info(
     if man.docs and man.docs != man.summary:
         out.print()
         out.print(man.docs, highlight=False, markup=False)
+
+
+_MEASURES = {"distinct_count": "relative error of the distinct count",
+             "quantile": "rank error of each quantile",
+             "frequencies": "count error per member of each listed item"}
+
+
+def _error_text(eb: ErrorBound) -> str:
+    """An approximate aggregate's declared bound in words (the measure is `udm.sdk.ErrorBound`'s)."""
+    conf = "always" if eb.confidence >= 1 else f"at {eb.confidence:.4g} confidence"
+    return f"{_MEASURES[eb.estimates]} <= {eb.bound:.4g} {conf} (default parameters)"
 
 
 def _validation_results(cat: Catalog) -> list[dict[str, Any]]:
@@ -148,15 +164,32 @@ def _summarized(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         key = (r["udm"], r["version"])
         if key not in pending:
-            pending[key] = {**r, "check": "contracts", "passed": True, "n_pass": 0, "n_skip": 0}
+            pending[key] = {**r, "check": "contracts", "passed": True, "ok": []}
             out.append(pending[key])
         if not r["passed"]:
             out.append(r)
         else:
-            pending[key]["n_skip" if r.get("skipped") else "n_pass"] += 1
+            pending[key]["ok"].append(r)
     for s in pending.values():
-        s["detail"] = f"{s['n_pass']} passed" + (f", {s['n_skip']} not applicable" if s["n_skip"] else "")
-    return [r for r in out if r["check"] != "contracts" or r["n_pass"] + r["n_skip"]]
+        s["detail"] = check_tally(s["ok"])
+    return [r for r in out if r["check"] != "contracts" or r["ok"]]
+
+
+def _footer(rows: list[dict[str, Any]]) -> str:
+    """The last line of ``udm validate``: manifests accepted and refused, plugins that failed to load, and the
+    contract checks counted as `check_tally` counts them (the ``contracts`` rows above use the same words)."""
+    manifests = [r for r in rows if r["check"] == "manifest"]
+    refused = sum(not r["passed"] for r in manifests)
+    parts = [f"{len(manifests) - refused} manifest{'' if len(manifests) - refused == 1 else 's'} accepted"]
+    if refused:
+        parts[0] += f", {refused} refused"
+    broken = sum(r["check"].startswith("load:") for r in rows)
+    if broken:
+        parts.append(f"{broken} plugin{'s' if broken > 1 else ''} failed to load")
+    contracts = [r for r in rows if r["check"].startswith("contract:")]
+    if contracts:
+        parts.append(f"contract checks: {check_tally(contracts)}")
+    return "; ".join(parts)
 
 
 def cmd_validate(
@@ -193,8 +226,7 @@ def cmd_validate(
                 out.print(r["reproducer"], highlight=False, markup=False)
         if not rows:
             err.print("no UDMs found to validate")
-        passed = sum(r["passed"] for r in rows)
-        out.print(f"{passed} passed, {len(rows) - passed} failed", highlight=False)
+        out.print(_footer(rows), highlight=False)
     if not ok:
         sys.exit(1)
 

@@ -1,4 +1,4 @@
-"""`udm registry publish|search|info|install`: the marketplace commands (logic lives in udm.registry)."""
+"""`udm registry publish|search|info|install|serve`: the marketplace commands (logic lives in udm.registry)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from ._common import new_table, out, print_json
+from ._common import check_tally, new_table, out, print_json
 
 if TYPE_CHECKING:
     from udm.registry import Location
@@ -17,7 +17,7 @@ __all__ = ["register"]
 registry_app = typer.Typer(
     name="registry",
     help="Publish UDMs to a registry (a directory or http(s) URL; --registry, $UDM_REGISTRY, or a per-user "
-         "default), search it, and install from it.",
+         "default), search it, install from it, and preview its catalog site (serve).",
     no_args_is_help=True,
 )
 
@@ -60,8 +60,10 @@ def cmd_publish(
     out.print(f"[green]{verb}[/] {rel.distribution} {rel.version} to {loc}", highlight=False)
     for u in rel.udms:
         out.print(f"  {u.name} {u.version} ({u.kind}) — {u.summary}", highlight=False)
-    out.print(f"  {rel.filename} sha256={rel.sha256}  ({len(rel.checks)} contract checks passed)",
-              highlight=False)
+    out.print(f"  {rel.filename} sha256={rel.sha256}  (contract checks: {check_tally(rel.checks)})", highlight=False)
+    if res.site.written:
+        out.print(f"  site: {len(res.site.written)} file(s) rewritten, {res.site.kept} unchanged; "
+                  f"open {loc.url_of('index.html')} or run `udm registry serve`", highlight=False)
 
 
 def cmd_search(
@@ -151,9 +153,38 @@ def cmd_install(
               highlight=False)
 
 
+def cmd_serve(
+    port: int = typer.Option(8000, "--port", help="Port on 127.0.0.1 (0 picks a free one)."),
+    registry: str = typer.Option(None, "--registry", help=_REGISTRY_HELP),
+) -> None:
+    """Preview a registry directory on 127.0.0.1: its catalog site and its pip index, until Ctrl-C."""
+    import sys
+
+    from udm.registry import make_server, refresh_site
+
+    loc = _location(registry)
+    refreshed = refresh_site(loc)
+    server = make_server(loc, port)
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    if refreshed is None:
+        out.print(f"note: {loc} is read-only here: serving its site as it is", highlight=False)
+    elif refreshed:
+        out.print(f"brought the site up to date ({refreshed} file(s) rewritten)", highlight=False)
+    out.print(f"serving {loc} at {url} (Ctrl-C stops)\n  site:      {url}\n  pip index: {url}simple/\n"
+              f"  install:   udm registry install NAME --registry {url}", highlight=False, soft_wrap=True)
+    sys.stdout.flush()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
 def register(app: typer.Typer) -> None:
     registry_app.command("publish")(cmd_publish)
     registry_app.command("search")(cmd_search)
     registry_app.command("info")(cmd_info)
     registry_app.command("install")(cmd_install)
+    registry_app.command("serve")(cmd_serve)
     app.add_typer(registry_app, name="registry")

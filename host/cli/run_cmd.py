@@ -8,7 +8,6 @@ bar when stderr is a terminal (never with ``--quiet``); the one-line summary goe
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Iterator
@@ -19,9 +18,10 @@ from typing import Any
 import typer
 
 from udm.host.errors import UdmError
+from udm.host.io.strict import echo_dumps
 from udm.host.io.table_options import TableSource
 from udm.host.query.plan import bind
-from udm.host.query.runners import KNOWN_ENGINES, ProgressFn, RunRequest, get_engine
+from udm.host.query.runners import KNOWN_ENGINES, ProgressFn, RunRequest, RunResult, get_engine
 from udm.host.query.spec import load_query
 
 from . import fast_exit, startup_gc
@@ -96,7 +96,7 @@ def _progress_bar(enabled: bool) -> Iterator[ProgressFn | None]:
 
 
 def cmd_run(
-    query: Path = typer.Argument(..., help="Query spec file (JSON or YAML, INTERFACES §2)."),
+    query: Path = typer.Argument(..., help="Query spec file (JSON or YAML; docs/reference.md, \"Query spec\")."),
     input_: list[str] = typer.Option(..., "--input", "-i", help="Input events, JSON Lines ('-' = stdin): PATH for "
                                      "a query with one input, NAME=PATH once per input of a query graph; with "
                                      "--engine spark-streaming a DIRECTORY is watched for event files."),
@@ -143,9 +143,11 @@ def cmd_run(
                                       "lateness allowed ([NAME=]N).", rich_help_panel=_TABLES),
     output_format: str = typer.Option(None, "--output-format", help="elements, parquet, csv or json (default: "
                                       "by --output's name ending; .jsonl = elements).", rich_help_panel=_TABLES),
-    final: bool = typer.Option(False, "--final", help="Table output: only the final result (the output's CHT: "
-                               "le, re, payload columns), no retractions.", rich_help_panel=_TABLES),
-    times: str = typer.Option("ticks", "--times", help="Table output: le/re as ticks or timestamps.",
+    final: bool = typer.Option(False, "--final", help="Table output: only the final result, no retractions: the "
+                               "canonical history table (CHT), one row per output event with its final lifetime "
+                               "(le, re) and payload columns.", rich_help_panel=_TABLES),
+    times: str = typer.Option(None, "--times", help="Table output: le/re as ticks or timestamps (default: "
+                              "the input's type: timestamps when the table inputs' time columns are timestamps).",
                               rich_help_panel=_TABLES),
     json_summary: bool = typer.Option(False, "--json", help="Print the summary as one JSON document on stdout."),
 ) -> None:
@@ -157,7 +159,7 @@ def cmd_run(
     args = TableArgs(time=time_, start=start, end=end, edge=edge, key=key, id=id_, unit=unit, format=format_,
                      cti_every=cti_every, cti_lag=cti_lag)
     sources = table_sources(args, inputs)
-    sink = table_sink(output, output_format, final, times)
+    sink = table_sink(output, output_format, final, times, sources)
     if engine == "spark-streaming" and not isinstance(sink, str):
         raise UdmError("table output is written by --engine local and --engine spark; --engine spark-streaming "
                        "writes element JSON Lines (drop --output-format/--final, or name a .jsonl output)")
@@ -196,13 +198,9 @@ def cmd_run(
         result = run(RunRequest(bound=bound, input=source, output=sink, dead_letter=dead_letter,
                                 batch_size=batch_size, checkpoint=checkpoint, progress=update,
                                 options=options))
-    for i, w in enumerate(result.warnings):
-        for name, src in sources.items():
-            if (isinstance(src, TableSource) and src.options.cti_every is None
-                    and w.startswith(f"input {name!r} sent no CTI")):
-                result.warnings[i] = w + "; a table input gets CTIs with --cti-every N"
+    _explain(result, sources, dead_letter is not None)
     if json_summary:
-        sys.stdout.write(json.dumps(result.to_json_dict()) + "\n")
+        sys.stdout.write(echo_dumps(result.to_json_dict()) + "\n")  # (strict JSON, SEMANTICS §1)
     elif not quiet and err.is_terminal:
         err.print(result.summary(), highlight=False, markup=False)
     elif not quiet:  # piped: plain text (rich would cost ~20 ms of imports for one unstyled line)
@@ -210,6 +208,29 @@ def cmd_run(
         sys.stderr.flush()
     if engine == "local":
         fast_exit.request()
+
+
+def _explain(result: RunResult, sources: dict[str, Any], dead_letters_kept: bool) -> None:
+    """What the summary can say knowing the command line: delays as durations for timestamp inputs, bad
+    elements dropped for want of --dead-letter, the --cti-every hint for a table input that sent no CTI; no
+    CTI warning for an input whose every element was bad (nothing of it was held)."""
+    from udm.host.io.tables import microsecond_ticks
+
+    result.tick_us = microsecond_ticks(sources.values())
+    result.dead_letters_kept = dead_letters_kept
+    kept = []
+    for w in result.warnings:
+        for name, src in sources.items():
+            if not w.startswith(f"input {name!r} sent no CTI"):
+                continue
+            counts = result.inputs.get(name, {})
+            if counts.get("elements_in", 0) and counts.get("dead_lettered", 0) == counts["elements_in"]:
+                w = ""
+            elif isinstance(src, TableSource) and src.options.cti_every is None:
+                w += "; a table input gets CTIs with --cti-every N"
+        if w:
+            kept.append(w)
+    result.warnings[:] = kept
 
 
 def _inputs(values: list[str], declared: tuple[str, ...]) -> dict[str, str]:

@@ -124,6 +124,8 @@ def table_sources(args: TableArgs, inputs: dict[str, str]) -> dict[str, str | Ta
     return out
 
 
-def table_sink(output: str, fmt: str | None, final: bool, times: str) -> str | TableSink:
-    """The output as a path (element JSON Lines) or a `TableSink` (`udm.host.io.table_out.output_sink`)."""
-    return output_sink(output, fmt, final=final, times=times)
+def table_sink(output: str, fmt: str | None, final: bool, times: str | None,
+               sources: dict[str, str | TableSource]) -> str | TableSink:
+    """The output as a path (element JSON Lines) or a `TableSink` (`udm.host.io.table_out.output_sink`;
+    ``times`` None keeps the table inputs' time type)."""
+    return output_sink(output, fmt, final=final, times=times, inputs=sources.values())

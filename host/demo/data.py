@@ -10,18 +10,41 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from udm.host.errors import UdmError
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 from udm.sdk import INF
 
-__all__ = ["DAY_MIN", "Series", "load_stocks", "load_temperatures", "stock_stream", "temperature_stream"]
+__all__ = ["DAY_MIN", "Series", "load_stocks", "load_temperatures", "stock_stream", "temperature_stream",
+           "tick_text", "window_text"]
 
 #: Temperature ticks are minutes since 2010-01-01; stock ticks are days since 2000-01-01.
 DAY_MIN = 24 * 60
 _T0 = datetime(2010, 1, 1)
 _S0 = datetime(2000, 1, 1)
+
+
+#: per stream name: (time of tick 0, a tick's length, how to print a time)
+_TICKS: dict[str, tuple[datetime, timedelta, str]] = {
+    "temperature": (_T0, timedelta(minutes=1), "%Y-%m-%d %H:%M"),
+    **{name: (_S0, timedelta(days=1), "%Y-%m-%d") for name in ("stocks", "ibm", "others")},
+}
+
+
+def tick_text(stream: str, tick: int) -> str:
+    """A tick of one of the demo's streams as the date (and time) it stands for."""
+    t0, size, fmt = _TICKS[stream]
+    return (t0 + tick * size).strftime(fmt)
+
+
+def window_text(stream: str, le: int, re: int) -> str:
+    """A window ``[le, re)`` of a stream as times: ``2010-02-19 00:00 – 02-20 00:00`` (the end's year left
+    out when it is the start's)."""
+    start, end = tick_text(stream, le), tick_text(stream, re)
+    if end[:5] == start[:5]:
+        end = end[5:]
+    return f"{start} – {end}"
 
 
 @dataclass(frozen=True)

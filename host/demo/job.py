@@ -16,7 +16,15 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from udm.host.demo.data import DAY_MIN, Series, load_stocks, load_temperatures, stock_stream, temperature_stream
+from udm.host.demo.data import (
+    DAY_MIN,
+    Series,
+    load_stocks,
+    load_temperatures,
+    stock_stream,
+    temperature_stream,
+    window_text,
+)
 from udm.host.engine import QueryRunner
 from udm.host.query.plan import bind
 from udm.host.query.spec import QuerySpec, parse_query
@@ -204,6 +212,11 @@ def _rows(out: list[Element]) -> list[tuple[int, int, dict[str, Any]]]:
     return list(live.values())
 
 
+#: what the "CHT = local engine" column means, printed under the query table
+CHT_NOTE = ("CHT: canonical history table, the result once every retraction is applied (ids aside). \"yes\": "
+            "this run's output means exactly what the in-process engine's output means, however differently the "
+            "two got there.")
+
 #: Below this console width the query table becomes one block of text per query (a nine-column table
 #: squeezed into 80 columns wraps its cells letter by letter).
 WIDE = 120
@@ -218,7 +231,8 @@ def _print(console: Console, results: list[DemoResult]) -> None:
 
 
 def _query_table(console: Console, results: list[DemoResult]) -> None:
-    t = Table(title="Queries (each UDM invoked by registered name)", title_justify="left")
+    t = Table(title="Queries (each UDM invoked by registered name)", title_justify="left", caption=CHT_NOTE,
+              caption_justify="left")
     for col in ("query", "UDM", "in", "inserts out", "retractions out", "dead-lettered", "result rows",
                 "CHT = local engine", "seconds"):
         t.add_column(col)
@@ -241,6 +255,7 @@ def _query_blocks(console: Console, results: list[DemoResult]) -> None:
         console.print(f"   in {r.elements_in:,} · out {r.inserts_out:,} inserts + {r.retractions_out:,} "
                       f"retractions · dead {r.dead_lettered:,} · rows {len(r.rows):,}")
         console.print(f"   CHT = local engine: {agree} · {r.seconds:.1f} s")
+    console.print(f"[dim]{CHT_NOTE}[/]")
 
 
 def _print_details(console: Console, results: list[DemoResult]) -> None:
@@ -251,8 +266,9 @@ def _print_details(console: Console, results: list[DemoResult]) -> None:
                   title_justify="left")
         for col in ("group", "window", "speculative value", "final value"):
             c.add_column(col)
+        stream = r.query.stream if isinstance(r.query.stream, str) else next(iter(r.query.stream.values()))
         for group, le, re, first, final in r.corrections[:5]:
-            c.add_row(group or "-", f"[{le}, {re})", f"{first:.2f}", f"{final:.2f}")
+            c.add_row(group or "-", window_text(stream, le, re), f"{first:.2f}", f"{final:.2f}")
         console.print(c)
     medians = next((r for r in results if r.query.udm == "median"), None)
     if medians:

@@ -47,6 +47,8 @@ from udm.host.errors import BadElement
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 from udm.sdk import INF
 
+from .strict import echo_dumps
+
 __all__ = [
     "COLUMNS",
     "INF",
@@ -95,9 +97,11 @@ def ints_filled(arr: pa.Array | pa.ChunkedArray, fill: int) -> np.ndarray:
 
 
 def raw_json(raw: Any) -> str:
-    """JSON text for a bad element's raw value (anything json cannot encode becomes its repr string)."""
+    """JSON text for a bad element's raw value: strict JSON (a non-finite number read becomes the string
+    ``"NaN"``, ``"Infinity"``: `udm.host.io.strict.echo`); anything else json cannot encode becomes its
+    repr string."""
     try:
-        return json.dumps(raw, separators=(",", ":"), allow_nan=True)
+        return echo_dumps(raw, separators=(",", ":"))
     except (TypeError, ValueError):
         return json.dumps(repr(raw))
 

@@ -8,8 +8,9 @@ else the engine does for it; built column-wise it is a handful of array operatio
 
 A payload is a list of ``(field, column)`` pairs in payload order; a column is a pyarrow array of the
 output rows, or a `Const` (one JSON value for every row, e.g. a ``project`` ``set``). Values of a type
-this module does not format directly (lists, nested objects, non-finite floats) go through ``json`` one
-by one, so the bytes stay the same as the row path's in every case.
+this module does not format directly (lists, nested objects) go through ``json`` one by one, so the bytes
+stay the same as the row path's in every case; a non-finite float is an error on both paths (output is
+strict JSON, SEMANTICS §1: `udm.host.io.strict`).
 """
 
 from __future__ import annotations
@@ -25,13 +26,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from udm.host.errors import UdmError
 from udm.host.temporal.elements import Insert, element_to_json
 from udm.sdk import INF
+
+from .strict import dumps as strict_dumps
+from .strict import encode as _encode
 
 __all__ = ["MIN_RUN", "Const", "DeferredLines", "EncodedLines", "cti_line", "element_lines", "element_text",
            "encode_value_column", "insert_lines", "merge_lines"]
 
-_encode = json.JSONEncoder().encode  # what json.dumps uses with default arguments
+# `_encode` (`udm.host.io.strict.encode`): what json.dumps gives with default arguments, but a NaN or an
+# infinity is an error, not a line that is not JSON (SEMANTICS §1)
 _quote = json.encoder.encode_basestring_ascii
 _STR = pa.string()
 
@@ -74,7 +80,7 @@ def element_text(e: Any) -> str:
         re = e.re
         return (f'{{"kind": "insert", "id": {_quote(e.id)}, "le": {e.le}, "re": {re if re < INF else _INF_JSON}, '
                 f'"payload": {_encode(e.payload)}}}')
-    return json.dumps(element_to_json(e))
+    return strict_dumps(element_to_json(e))
 
 
 _INF_JSON = '"inf"'
@@ -207,7 +213,11 @@ def insert_lines(oids: np.ndarray | pa.Array, le: np.ndarray, re: np.ndarray,
         if isinstance(col, Const):
             parts.append(_encode(col.value))
             continue
-        text, quote = encode_value_column(col)
+        try:
+            text, quote = encode_value_column(col)
+        except UdmError:
+            raise UdmError(f"output field {name!r} holds a number that is not finite, which JSON cannot carry "
+                           f"(SEMANTICS §1: a UDM or a UDF returned NaN or an infinity)") from None
         if quote:
             parts.extend(['"', text, '"'])
         else:

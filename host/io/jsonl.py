@@ -44,6 +44,8 @@ from udm.sdk import INF
 from .arrow_pool import use_bulk_pool
 from .batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch, ints_filled, raw_json
 from .encode import MIN_RUN, DeferredLines, EncodedLines, element_lines, element_text
+from .strict import NotStrictJSON, echo_dumps
+from .strict import loads as strict_loads
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -71,7 +73,10 @@ _PLAIN_LEAVES = (pa.types.is_int64, pa.types.is_float64, pa.types.is_string, pa.
 def parse_line(text: bytes | str, line: int | None) -> Element | BadElement:
     """One line of a JSONL file -> an element, or the `BadElement` saying why it is not one."""
     try:
-        obj = json.loads(text)
+        obj = strict_loads(text)
+    except NotStrictJSON as exc:
+        raw = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+        return BadElement(f"malformed value: {exc}", line=line, raw=raw.rstrip("\r\n"))
     except UnicodeDecodeError:
         raw = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
         return BadElement("line is not valid UTF-8", line=line, raw=raw.rstrip("\r\n"))
@@ -82,7 +87,7 @@ def parse_line(text: bytes | str, line: int | None) -> Element | BadElement:
     except RecursionError:
         return BadElement("not valid JSON: nested too deeply", line=line, raw=None)
     try:
-        return parse_element(obj, line=line)
+        return parse_element(obj, line=line, json_text=True)
     except BadElement as bad:
         return bad
 
@@ -131,8 +136,19 @@ def _faithful(arr: pa.Array, parent_valid: np.ndarray, chunk: bytes) -> bool:
                 return False
         return True
     if pa.types.is_list(typ):
+        if pa.types.is_float64(typ.value_type) and not _finite(pc.list_flatten(arr)):
+            return False
         return any(p(typ.value_type) for p in _PLAIN_LEAVES)
+    if pa.types.is_float64(typ) and not _finite(arr):
+        return False  # pyarrow reads NaN and Infinity, which strict JSON has not: the per-line parser says so
     return any(p(typ) for p in _PLAIN_LEAVES)
+
+
+def _finite(arr: pa.Array) -> bool:
+    """Every (non-null) value finite (SEMANTICS §1: a payload's NaN or infinity is a malformed value)."""
+    if arr.null_count:
+        arr = arr.drop_null()
+    return bool(np.isfinite(arr.to_numpy(zero_copy_only=False)).all())
 
 
 def _has_integral(arr: pa.Array) -> bool:
@@ -307,6 +323,15 @@ def _fast_batch(chunk: bytes, n_lines: int, first_line: int) -> ElementBatch | N
     if not (np.all(le_v[ev]) and np.all(re_v[ev]) and np.all(rn_v[ret]) and np.all(t_v[cti])):
         return None
     le_np, re_np, rn_np, t_np = (ints_filled(a, 0) for a in (le, re_, re_new, t))
+    # an integer 2**63-1 is INF's internal value, not a time (only "inf" writes it): the per-line parser
+    # names it. An int64 column holds it only as that literal, unless "inf" was rewritten above (then the
+    # chunk is searched for the literal); a column of "inf" strings gives INF rightly.
+    if rewritten:
+        if _re2_found("9223372036854775807", chunk):
+            return None
+    elif any(name in tb.column_names and pa.types.is_int64(tb.column(name).type) and np.any(vals[rows] == INF)
+             for name, vals, rows in (("re", re_np, ev), ("re_new", rn_np, ret), ("t", t_np, cti))):
+        return None
     if not np.all(re_np[ev] > le_np[ev]):  # also makes le finite
         return None
     if np.any(le_np[ev] == _I64_MIN):  # parse_time: below -INF
@@ -779,9 +804,9 @@ class DeadLetterWriter(_Writer):
         for it in items:
             rec = dead_letter_record(it)
             try:
-                lines.append(json.dumps(rec))
+                lines.append(echo_dumps(rec))  # (strict JSON: a non-finite number read is quoted as a string)
             except (TypeError, ValueError):
-                lines.append(json.dumps({**rec, "element": json.loads(raw_json(rec.get("element")))}))
+                lines.append(echo_dumps({**rec, "element": json.loads(raw_json(rec.get("element")))}))
         self._write_lines(lines)
 
 

@@ -17,7 +17,6 @@ as null) with ``times="timestamps"``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC
@@ -30,6 +29,7 @@ from udm.host.errors import UdmError
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 from udm.sdk import INF
 
+from .strict import dumps as strict_dumps
 from .table_options import FORMATS
 
 __all__ = ["TableSink", "TableWriter", "open_writer", "output_format", "output_sink"]
@@ -149,7 +149,7 @@ class TableWriter:
             return
         self.rows_written += len(rows)
         if self._text is not None:
-            self._text.write("".join(json.dumps(self._json_ready(r), separators=(",", ":")) + "\n" for r in rows))
+            self._text.write("".join(strict_dumps(self._json_ready(r), separators=(",", ":")) + "\n" for r in rows))
             self._text.flush()
             return
         table = self._table(rows)
@@ -253,19 +253,26 @@ def open_writer(output: Any, *, append: bool = False) -> Any:
     return JsonlWriter(output, append=append)
 
 
-def output_sink(output: str, fmt: str | None = None, *, final: bool = False, times: str = "ticks") -> str | TableSink:
+def output_sink(output: str, fmt: str | None = None, *, final: bool = False, times: str | None = None,
+                inputs: Iterable[Any] = ()) -> str | TableSink:
     """Where a run writes: the path itself (element JSON Lines) or a `TableSink` — chosen by ``fmt``
     (``elements``/``parquet``/``csv``/``json``), else by the name ending (``.parquet``, ``.csv``); ``final``
-    asks for the CHT view (JSON Lines rows when the name says nothing else)."""
-    if times not in ("ticks", "timestamps"):
+    asks for the CHT view (JSON Lines rows when the name says nothing else). ``times`` None: a table output
+    keeps the input's time type — timestamps when every table input among ``inputs`` has a timestamp (or
+    date) time column (`udm.host.io.tables.time_kind`), else ticks."""
+    if times is not None and times not in ("ticks", "timestamps"):
         raise UdmError(f"--times {times}: choose ticks or timestamps")
     table = output_format(output, fmt)
     if table is None and final:
         table = "json"  # a final view is a table: JSON Lines rows of le, re and the payload fields
     if table is None:
-        if times != "ticks":
+        if times == "timestamps":
             raise UdmError("--times timestamps needs a table output (--output-format parquet|csv|json)")
         return output
     if output == "-":
         raise UdmError("table output must go to a file, not stdout")
+    if times is None:
+        from .tables import timestamp_inputs
+
+        times = "timestamps" if timestamp_inputs(inputs) else "ticks"
     return TableSink(Path(output), table, view="final" if final else "physical", times=times)  # type: ignore[arg-type]

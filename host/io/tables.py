@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -30,13 +30,14 @@ from udm.host.errors import UdmError
 from udm.sdk import INF
 
 from .batch import ElementBatch
+from .strict import TIME_MAX, TIME_MIN, echo_dumps, nonfinite_in
 from .table_options import FORMATS, UNITS, TableOptions, TableSource, detect_format
 
-__all__ = ["TableReader", "open_reader", "read_table_elements"]
+__all__ = ["TableReader", "microsecond_ticks", "open_reader", "read_table_elements", "time_kind", "timestamp_inputs"]
 
 _I64 = pa.int64()
 _STR = pa.string()
-_BAD = np.iinfo(np.int64).min  # a time that could not be read
+_BAD = np.iinfo(np.int64).min  # a time that could not be read (TIME_MIN: never a valid time)
 _US = pa.timestamp("us", tz="UTC")
 
 
@@ -145,7 +146,14 @@ def _scaled(v: float | int, scale: float) -> int:
 
 
 def times(arr: pa.Array, unit: str) -> np.ndarray:
-    """A time column as int64 ticks; rows that are null or unreadable get `_BAD`."""
+    """A time column as int64 ticks; rows that are null, unreadable or out of range get `_BAD` (a tick is an
+    integer in ``(-2**63, 2**63-1)``, SEMANTICS §1: `udm.host.io.strict`)."""
+    vals = _ticks(arr, unit)
+    vals[vals >= TIME_MAX] = _BAD  # (_BAD is TIME_MIN: below the range already)
+    return vals
+
+
+def _ticks(arr: pa.Array, unit: str) -> np.ndarray:
     scale = UNITS[unit]
     typ = arr.type
     if pa.types.is_dictionary(typ):
@@ -155,21 +163,27 @@ def times(arr: pa.Array, unit: str) -> np.ndarray:
                      if pa.types.is_timestamp(typ) else arr, _US, safe=False)
         return np.array(pc.fill_null(us.cast(_I64), _BAD).to_numpy(zero_copy_only=False), dtype=np.int64)
     if pa.types.is_integer(typ):
+        if pa.types.is_uint64(typ):  # (beyond int64 is out of range, not an error of the whole column)
+            arr = pc.if_else(pc.less(arr, pa.scalar(2**63 - 1, pa.uint64())), arr, pa.scalar(None, arr.type))
         vals = np.array(pc.fill_null(arr.cast(_I64), _BAD).to_numpy(zero_copy_only=False), dtype=np.int64)
         if scale != 1:
-            bad = vals == _BAD
-            vals = np.floor(vals * scale).astype(np.int64)
-            vals[bad] = _BAD
+            return _scaled_floats(np.where(vals == _BAD, np.nan, vals.astype(np.float64)), scale)
         return vals
     if pa.types.is_floating(typ) or pa.types.is_decimal(typ):
-        f = pc.fill_null(arr.cast(pa.float64()), math.nan).to_numpy(zero_copy_only=False)
-        ok = np.isfinite(f)
-        out = np.full(len(f), _BAD, dtype=np.int64)
-        out[ok] = np.floor(f[ok] * scale).astype(np.int64)
-        return out
+        return _scaled_floats(pc.fill_null(arr.cast(pa.float64()), math.nan).to_numpy(zero_copy_only=False), scale)
     if pa.types.is_string(typ) or pa.types.is_large_string(typ):
         return _text_times(arr.cast(_STR), scale)
     return np.full(len(arr), _BAD, dtype=np.int64)
+
+
+def _scaled_floats(f: np.ndarray, scale: float) -> np.ndarray:
+    """``floor(f * scale)`` as int64 ticks; `_BAD` where ``f`` is NaN/infinite or the result leaves int64."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        t = np.floor(f * scale)
+    ok = np.isfinite(t) & (t > TIME_MIN) & (t < TIME_MAX)
+    out = np.full(len(f), _BAD, dtype=np.int64)
+    out[ok] = t[ok].astype(np.int64)
+    return out
 
 
 # ------------------------------------------------------------------------------------------ payloads
@@ -193,6 +207,34 @@ def _payload_column(arr: pa.Array) -> pa.Array:
         return arr.cast(_STR)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return pa.array([None if v is None else json.dumps(v, default=str) for v in arr.to_pylist()], _STR)
+
+
+def _nonfinite_reasons(batch: pa.RecordBatch, reserved: frozenset[str], reason: np.ndarray) -> None:
+    """A row whose payload column holds NaN or an infinity is malformed (SEMANTICS §1): its reason, unless it
+    has one already."""
+    for name in batch.schema.names:
+        typ = batch.schema.field(name).type
+        if name in reserved:
+            continue
+        col = batch.column(name)
+        if pa.types.is_floating(typ):
+            bad = ~np.asarray(pc.fill_null(pc.is_finite(col), True).to_numpy(zero_copy_only=False), dtype=bool)
+        elif _holds_floats(typ):  # lists, structs of floats: their values one by one
+            bad = np.array([nonfinite_in(v) is not None for v in col.to_pylist()], dtype=bool)
+        else:
+            continue
+        if bad.any():
+            reason[bad & (reason == None)] = (  # noqa: E711 (numpy elementwise)
+                f"malformed value: column {name!r} is not a finite number (NaN or an infinity)")
+
+
+def _holds_floats(typ: pa.DataType) -> bool:
+    """A nested type with a floating-point value somewhere inside (a list, a struct, a map of them)."""
+    if pa.types.is_floating(typ):
+        return True
+    if pa.types.is_nested(typ):
+        return any(_holds_floats(typ.field(i).type) for i in range(typ.num_fields))
+    return False
 
 
 def _payload(batch: pa.RecordBatch, reserved: frozenset[str]) -> pa.Array:
@@ -263,7 +305,7 @@ class TableReader:
         le = times(rb.column(o.time or o.start or o.edge), o.unit)
         reason = np.full(n, None, dtype=object)
         tcol = o.time or o.start or o.edge
-        reason[le == _BAD] = f"column {tcol!r}: no time (null or not a time)"
+        reason[le == _BAD] = f"column {tcol!r}: no time (null, not a time, or out of range)"
         if o.shape == "point":
             re = le + 1
         elif o.shape == "interval":
@@ -272,7 +314,7 @@ class TableReader:
             null_end = np.asarray(pc.is_null(end_col).to_numpy(zero_copy_only=False), dtype=bool)
             re[null_end] = INF
             ok = reason == None  # noqa: E711 (numpy elementwise)
-            reason[ok & (re == _BAD)] = f"column {o.end!r}: not a time"
+            reason[ok & (re == _BAD)] = f"column {o.end!r}: not a time, or out of range"
             reason[ok & (re != _BAD) & (re <= le)] = f"column {o.end!r}: end is not after start"
         else:
             re = np.full(n, INF, dtype=np.int64)
@@ -283,6 +325,7 @@ class TableReader:
             null_id = np.asarray(pc.is_null(ids).to_numpy(zero_copy_only=False), dtype=bool)
             reason[ok & null_id] = f"column {o.id!r}: no id (null)"
         payload = _payload(rb, o.reserved)
+        _nonfinite_reasons(rb, o.reserved, reason)
         good = reason == None  # noqa: E711
         if o.shape == "edge":
             return self._edge_batch(rb, rows, le, ids, payload, reason, good)
@@ -340,7 +383,7 @@ class TableReader:
         if bad.any():
             bad_rows = rb.take(pa.array(src[bad])).to_pylist()
             for j, r in zip(np.flatnonzero(bad).tolist(), bad_rows, strict=True):
-                raw[j] = json.dumps(r, default=str, separators=(",", ":"))
+                raw[j] = echo_dumps(r, default=str, separators=(",", ":"))
         ids = pc.if_else(pa.array(is_ev), p.ids, pa.scalar(None, _STR))
         table = pa.table({
             "kind": pa.array(kind_txt, _STR),
@@ -396,6 +439,61 @@ class _Plan:
                  re: np.ndarray, re_new: np.ndarray, reason: np.ndarray, t: np.ndarray | None = None) -> None:
         self.kind, self.src, self.line, self.ids = kind, src, line, ids
         self.le, self.re, self.re_new, self.reason, self.t = le, re, re_new, reason, t
+
+
+# ------------------------------------------------------------------------------------------ time type
+def time_kind(source: TableSource) -> str:
+    """``"timestamps"`` when the table's time column holds timestamps or dates (its ticks are then
+    microseconds since the Unix epoch, UTC), else ``"ticks"``; read off the first file's schema (Parquet) or
+    its first record batch (CSV, JSON: a first value that is not a number is an ISO timestamp). A numeric
+    column in ``s``/``ms``/``us``/``ns`` gives microsecond ticks too, but its type stays a number: ticks."""
+    opts = source.options
+    col = opts.time or opts.start or opts.edge
+    path = Path(source.path)
+    fmt = detect_format(path, opts.format)
+    first = _files(path, fmt)[0]
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        schema = pq.read_schema(first)
+        if col not in schema.names:
+            return "ticks"  # (the reader says which column is missing)
+        typ = schema.field(col).type
+        if pa.types.is_dictionary(typ):
+            typ = typ.value_type
+        return "timestamps" if pa.types.is_timestamp(typ) or pa.types.is_date(typ) else "ticks"
+    for rb, _ in _record_batches(first, fmt, opts, 1024):
+        if col not in rb.schema.names:
+            return "ticks"
+        arr = rb.column(col)
+        typ = arr.type
+        if pa.types.is_timestamp(typ) or pa.types.is_date(typ):
+            return "timestamps"
+        if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+            for v in arr.to_pylist():
+                if v is not None and v.strip():
+                    try:
+                        float(v)
+                    except ValueError:
+                        return "timestamps"
+                    return "ticks"
+            continue
+        return "ticks"
+    return "ticks"
+
+
+def timestamp_inputs(inputs: Iterable[Any]) -> bool:
+    """Do the inputs' times stand for timestamps? True when there is a table input and every table input's
+    time column holds timestamps or dates; element JSON Lines inputs carry ticks and say nothing."""
+    tables = [s for s in inputs if isinstance(s, TableSource)]
+    return bool(tables) and all(time_kind(s) == "timestamps" for s in tables)
+
+
+def microsecond_ticks(inputs: Iterable[Any]) -> bool:
+    """Are the inputs' ticks microseconds (timestamp columns, or numbers read with ``unit`` s/ms/us/ns), so a
+    span of ticks is a duration? As `timestamp_inputs`, per table input."""
+    tables = [s for s in inputs if isinstance(s, TableSource)]
+    return bool(tables) and all(s.options.unit != "ticks" or time_kind(s) == "timestamps" for s in tables)
 
 
 # ------------------------------------------------------------------------------------------ dispatch

@@ -473,9 +473,10 @@ class Stream:
 
     def run(self, output: str | Path, *, dead_letter: str | Path | None = None, engine: str = "local",
             input: str | Path | None = None, output_format: str | None = None, final: bool = False,
-            times: str = "ticks", **options: Any) -> RunResult:
+            times: str | None = None, **options: Any) -> RunResult:
         """Run file to file, exactly as ``udm run`` does (``input`` defaults to the `from_jsonl` /
-        `from_table` source). ``output_format``/``final``/``times`` as ``udm run``'s table output options."""
+        `from_table` source). ``output_format``/``final``/``times`` as ``udm run``'s table output options
+        (``times`` None: the table inputs' time type)."""
         from udm.host.io.table_out import output_sink
         from udm.host.query.runners import RunRequest, get_engine
 
@@ -492,8 +493,9 @@ class Stream:
                 raise QuerySpecError("run() needs an input file: Stream.from_jsonl(path) or run(..., input=path)")
             src = src if not isinstance(src, (str, Path)) else str(src)
         run = get_engine(engine)
-        return run(RunRequest(bound=bound, input=src, output=output_sink(str(output), output_format, final=final,
-                                                                         times=times),
+        sink = output_sink(str(output), output_format, final=final, times=times,
+                           inputs=src.values() if isinstance(src, dict) else [src])
+        return run(RunRequest(bound=bound, input=src, output=sink,
                               dead_letter=None if dead_letter is None else str(dead_letter), options=options))
 
     def __repr__(self) -> str:

@@ -109,12 +109,18 @@ class RunResult:
     retractions_out: int = 0
     windows_emitted: int = 0
     emission_delay: int = 0
+    #: the input's ticks are microseconds (timestamp columns, or numbers read with a unit): delays print as
+    #: durations (set by the caller that knows the inputs, `udm run`)
+    tick_us: bool = False
+    #: False when the bad elements went nowhere (no dead-letter file): the summary then says so
+    dead_letters_kept: bool = True
 
     def summary(self) -> str:
-        """The one-line summary ``udm run`` prints."""
-        rate = f", {self.elements_in / self.seconds:,.0f} el/s" if self.seconds > 0 and self.elements_in else ""
+        """The summary ``udm run`` prints: one line, then a line per warning."""
+        rate = f", {_rate(self.elements_in / self.seconds)} el/s" if self.seconds > 0 and self.elements_in else ""
+        bad = "dead-lettered" if self.dead_letters_kept or not self.dead_lettered else "bad and dropped"
         line = (f"{self.elements_in:,} elements in, {self.elements_out:,} out, "
-                f"{self.dead_lettered:,} dead-lettered ({self.engine}, {self.seconds:.2f}s{rate})")
+                f"{self.dead_lettered:,} {bad} ({self.engine}, {self.seconds:.2f}s{rate})")
         if self.reasons:
             top = ", ".join(f"{r!r} ×{c}" for r, c in self.reasons.most_common(3))
             more = len(self.reasons) - 3
@@ -126,11 +132,16 @@ class RunResult:
             line += (f"; lmerge {name}: {c.get('inserts_out', 0):,} inserts + {retractions:,} retractions out "
                      f"for {c.get('inserts_in', 0):,} inserts in, {c.get('ctis_out', 0):,} CTIs out for "
                      f"{c.get('ctis_in', 0):,} in")
-        if self.retractions_out or self.windows_emitted:
+        if self.retractions_out or self.emission_delay:
             line += f"; {self.retractions_out:,} retractions out"
             if self.windows_emitted:
-                line += f", mean emission delay {self.emission_delay / self.windows_emitted:+.1f} ticks past W.RE"
-        return "\n".join([line, *(f"warning: {w}" for w in self.warnings)])
+                delay = self.emission_delay / self.windows_emitted
+                line += f", mean emission delay {_span(delay, self.tick_us)} past the window's end"
+        warnings = list(self.warnings)
+        if not self.dead_letters_kept and self.dead_lettered:
+            warnings.append(f"{self.dead_lettered:,} bad input element{'s were' if self.dead_lettered > 1 else ' was'} "
+                            f"dropped: add --dead-letter FILE to keep each with its line and reason")
+        return "\n".join([line, *(f"warning: {w}" for w in warnings)])
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
@@ -148,6 +159,32 @@ class RunResult:
             "windows_emitted": self.windows_emitted,
             "emission_delay": self.emission_delay,
         }
+
+
+def _rate(per_second: float) -> str:
+    """Elements per second, readable at any size: ``12,345``, ``84``, ``0.33`` (a Spark run of a few elements
+    spends seconds starting up)."""
+    return f"{per_second:,.0f}" if per_second >= 10 else f"{per_second:.2g}"
+
+
+#: (unit, microseconds) from the largest: a span of microsecond ticks as a duration
+_UNITS = (("d", 86_400_000_000), ("h", 3_600_000_000), ("min", 60_000_000), ("s", 1_000_000), ("ms", 1_000))
+
+
+def _span(ticks: float, microseconds: bool) -> str:
+    """A signed span of ticks in the input's units: ``+12.5 ticks``, or for microsecond ticks a duration
+    (``+3 d 4 h``, ``-2.5 s``, ``+250 ms``) in its two largest units."""
+    if not microseconds:
+        return f"{ticks:+,.1f} ticks"
+    sign = "-" if ticks < 0 else "+"
+    us = abs(ticks)
+    for i, (name, size) in enumerate(_UNITS):
+        if us >= size:
+            if name in ("s", "ms") or i + 1 == len(_UNITS):
+                return f"{sign}{us / size:.3g} {name}"
+            whole, rest = divmod(round(us / _UNITS[i + 1][1]), size // _UNITS[i + 1][1])
+            return f"{sign}{whole} {name}" + (f" {rest} {_UNITS[i + 1][0]}" if rest else "")
+    return f"{sign}{us:.3g} µs"
 
 
 Engine = Callable[[RunRequest], RunResult]
@@ -321,8 +358,11 @@ class StatePeak:
         self.windows = max(self.windows, sz.get("windows", 0))
 
     def warnings(self, runner: Any) -> list[str]:
-        """Before `finish`: one warning per input that sent no CTI."""
+        """Before `finish`: one warning per input that sent no CTI, when the engine held something because
+        of it (an input of nothing but bad lines held nothing: no warning)."""
         self.update(runner)
+        if not self.events and not self.windows:
+            return []
         silent: list[str] = getattr(runner, "inputs_without_cti", lambda: [])()
         return no_cti_warnings(runner.bound.spec, silent, f"the engine held up to {self.events:,} live events "
                                                           f"and {self.windows:,} live windows")

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from udm.host.errors import BadElement
-from udm.sdk import INF, time_json
+from udm.host.io.strict import payload_problem, time_value
+from udm.sdk import time_json
 
 __all__ = [
     "Cti",
@@ -73,22 +74,9 @@ def canonical_json(payload: Any) -> str:
     return json.dumps(payload, sort_keys=True, separators=(",", ":"))
 
 
-def parse_time(value: Any, name: str, *, allow_inf: bool) -> int:
-    if isinstance(value, bool):
-        raise BadElement(f"{name} must be an integer tick, got {value!r}")
-    if isinstance(value, int):
-        if value >= INF and not allow_inf:
-            raise BadElement(f"{name} must be finite")
-        if value < -INF:
-            raise BadElement(f"{name} is out of the int64 range")
-        return min(value, INF)
-    if isinstance(value, str) and value.lower() == "inf":
-        if not allow_inf:
-            raise BadElement(f'{name} cannot be "inf"')
-        return INF
-    if isinstance(value, float) and value.is_integer():
-        raise BadElement(f"{name} must be an integer tick, got the float {value!r}")
-    raise BadElement(f'{name} must be an integer tick or "inf", got {value!r}')
+def parse_time(value: Any, name: str, *, allow_inf: bool, inf_int: bool = True) -> int:
+    """An element time (SEMANTICS §1), or `BadElement`: the one rule is `udm.host.io.strict.time_value`."""
+    return time_value(value, name, allow_inf=allow_inf, inf_int=inf_int)
 
 
 def _id(obj: dict[str, Any]) -> str:
@@ -106,35 +94,45 @@ def _need(obj: dict[str, Any], name: str) -> Any:
     return obj[name]
 
 
-def parse_element(obj: Any, *, line: int | None = None) -> Element:
-    """Turn one decoded JSON value into an element, or raise `BadElement` naming what is wrong."""
+def parse_element(obj: Any, *, line: int | None = None, json_text: bool = False) -> Element:
+    """Turn one decoded value (a JSON object, a Spark row as a dict) into an element, or raise `BadElement`
+    naming what is wrong.
+
+    ``json_text``: ``obj`` was read from JSON text by `udm.host.io.strict.loads`, so its payload holds no
+    non-finite number (not searched for one again) and only ``"inf"`` spells an infinite time; otherwise the
+    integer ``2**63-1`` is ``INF`` too (Spark's ``long`` columns store it so) and payloads are searched."""
+    ints = not json_text
     try:
         if not isinstance(obj, dict):
             raise BadElement(f"an element must be a JSON object, got {type(obj).__name__}")
         kind = obj.get("kind")
         if kind == "insert":
-            le = parse_time(_need(obj, "le"), "le", allow_inf=False)
-            re = parse_time(_need(obj, "re"), "re", allow_inf=True)
+            le = parse_time(_need(obj, "le"), "le", allow_inf=False, inf_int=ints)
+            re = parse_time(_need(obj, "re"), "re", allow_inf=True, inf_int=ints)
             payload = obj.get("payload", {})
             if not isinstance(payload, dict):
                 raise BadElement(f"payload must be a JSON object, got {type(payload).__name__}")
             if re <= le:
                 raise BadElement(f"insert needs le < re, got [{le}, {re})")
+            if not json_text and (problem := payload_problem(payload)) is not None:
+                raise BadElement(problem)
             return Insert(_id(obj), le, re, payload)
         if kind == "retract":
-            le = parse_time(_need(obj, "le"), "le", allow_inf=False)
-            re = parse_time(_need(obj, "re"), "re", allow_inf=True)
-            re_new = parse_time(_need(obj, "re_new"), "re_new", allow_inf=True)
+            le = parse_time(_need(obj, "le"), "le", allow_inf=False, inf_int=ints)
+            re = parse_time(_need(obj, "re"), "re", allow_inf=True, inf_int=ints)
+            re_new = parse_time(_need(obj, "re_new"), "re_new", allow_inf=True, inf_int=ints)
             payload = obj.get("payload")
             if payload is not None and not isinstance(payload, dict):
                 raise BadElement(f"payload must be a JSON object, got {type(payload).__name__}")
+            if payload is not None and not json_text and (problem := payload_problem(payload)) is not None:
+                raise BadElement(problem)
             if re <= le:
                 raise BadElement(f"retract needs le < re, got [{le}, {re})")
             if re_new < le:
                 raise BadElement(f"retract needs re_new >= le, got le={le}, re_new={re_new}")
             return Retract(_id(obj), le, re, re_new, payload)
         if kind == "cti":
-            return Cti(parse_time(_need(obj, "t"), "t", allow_inf=True))
+            return Cti(parse_time(_need(obj, "t"), "t", allow_inf=True, inf_int=ints))
         raise BadElement(f"unknown element kind {kind!r} (expected insert, retract or cti)")
     except BadElement as exc:
         raise BadElement(exc.reason, line=line, raw=obj) from None

@@ -18,7 +18,8 @@ AssertionError listing every failed check with the seed and a minimal reproducer
     (different order, retractions, CTIs), evaluated through the reference oracle.
 ``incremental``
     For incremental UDMs: any sequence of ``add``/``remove`` deltas, in any order and chunking, that
-    leaves the members of a window gives what ``initial_state`` + one ``add`` of all members gives.
+    leaves the members of a window gives what ``initial_state`` + one ``add`` of all members gives (only
+    ``add`` deltas for an algebraic UDA without ``remove``, whose states the host rebuilds instead).
 ``algebraic_merge``
     For algebraic UDMs: ``merge`` is commutative and associative, has the initial state as identity,
     ``compute(merge(a, b)) == compute(state of the union)``, and does not mutate its arguments.
@@ -35,6 +36,12 @@ AssertionError listing every failed check with the seed and a minimal reproducer
 ``time_bound``
     For UDMs declaring ``time_bound``: when one element ``x`` (an insert, a shortening or extending
     retraction, a full retraction) changes the members, every output that changes has ``LE >= sync(x)``.
+``error_bound``
+    For approximate aggregates (a manifest ``error_bound``, `udm.sdk.ErrorBound`): on random data of up to
+    ~30,000 members (numbers or strings, as the input type allows; few and many repeats), folded by one
+    ``add``, by chunks, or as merged chunk states, the value is within the declared bound of the exact
+    distinct count / quantile rank / frequencies — in all but the misses its declared confidence allows
+    (`estimates.allowed_misses`, a one-in-a-million chance of failing a correct estimator).
 
 Example inputs: each check draws members from a pool that fits the manifest's ``input_type`` — numbers
 for ``float``/``int``/``any``, payload dicts ``{"type": "A"|"B"|"C", "value": number}`` for
@@ -63,6 +70,7 @@ from typing import Any
 
 from udm.host.catalog import CatalogEntry
 from udm.host.errors import ContractViolation
+from udm.host.input_types import input_type
 from udm.host.query.graph import resolve
 from udm.host.query.plan import BoundQuery, BoundStep
 from udm.host.query.spec import (
@@ -82,6 +90,7 @@ from udm.host.validation import check_udm
 from udm.sdk import INF, UDM, Event, Manifest, WindowDescriptor
 
 from .cht import CHT, format_row, stream_text
+from .estimates import allowed_misses, estimate_errors, random_members
 from .generator import StreamSpec, logical_events, physical_variants, physicalize
 from .oracle import oracle
 from .verifier import payloads_close, verify
@@ -89,7 +98,7 @@ from .verifier import payloads_close, verify
 __all__ = ["CHECKS", "CheckResult", "assert_contracts", "format_failures", "run_contract_checks"]
 
 CHECKS: tuple[str, ...] = ("manifest", "params_roundtrip", "deterministic", "physical_reordering", "incremental",
-                           "algebraic_merge", "state_pickle", "batch_forms", "time_bound")
+                           "algebraic_merge", "state_pickle", "batch_forms", "time_bound", "error_bound")
 
 
 @dataclass
@@ -195,6 +204,8 @@ class _Harness:
         self.abs_tol = abs_tol
         self.label = f"{man.name} {man.version}"
         self.family = _input_family(man.input_type)
+        #: an algebraic UDA may leave out remove (`udm.sdk.IncrementalUDA`): the checks then only add
+        self.can_remove = callable(getattr(cls, "remove", None))
         if inputs is None and callable(getattr(cls, "example_payloads", None)):
             self.inputs = cls.example_payloads  # type: ignore[attr-defined]
         self._pool_cache: dict[int, list[Any]] = {}
@@ -605,20 +616,29 @@ def _indent(text: str, by: str = "  ") -> str:
     return "\n".join(by + line for line in text.splitlines())
 
 
-def _inc_paths(h: _Harness, rng: random.Random, members: list[Any], extras: list[Any]
-               ) -> list[tuple[str, list[tuple[str, list[Any]]]]]:
-    """Delta sequences that all end with exactly ``members`` in the state."""
-    paths = []
-    one = [("add", [m]) for m in rng.sample(members, len(members))]
-    paths.append(("one at a time, arrival order", one))
-    both = members + extras
-    shuffled = rng.sample(both, len(both))
+def _add_chunks(rng: random.Random, items: list[Any]) -> list[tuple[str, list[Any]]]:
+    """``items`` shuffled and added in chunks of 1 to 3."""
+    shuffled = rng.sample(items, len(items))
     ops: list[tuple[str, list[Any]]] = []
     i = 0
     while i < len(shuffled):
         n = rng.randint(1, 3)
         ops.append(("add", shuffled[i:i + n]))
         i += n
+    return ops
+
+
+def _inc_paths(h: _Harness, rng: random.Random, members: list[Any], extras: list[Any]
+               ) -> list[tuple[str, list[tuple[str, list[Any]]]]]:
+    """Delta sequences that all end with exactly ``members`` in the state (adds only for a UDA without
+    ``remove``: the host rebuilds such a state from the remaining members instead)."""
+    paths = []
+    one = [("add", [m]) for m in rng.sample(members, len(members))]
+    paths.append(("one at a time, arrival order", one))
+    if not h.can_remove:
+        paths.append(("chunks, another order", _add_chunks(rng, members)))
+        return paths
+    ops = _add_chunks(rng, members + extras)
     if extras:
         ops.append(("remove", rng.sample(extras, len(extras))))
     paths.append(("chunks, extras added then removed", ops))
@@ -672,7 +692,7 @@ def _check_incremental(h: _Harness, rng: random.Random, examples: int) -> str:
                        if extras else extras)
             again = verdict(small, small_x) or bad
             raise _Fail(again[0], h.case_text(small, w, clip) + "\ndeltas:\n" + again[1])
-    return f"{examples} random windows, 3 delta orders each"
+    return f"{examples} random windows, {'3 delta orders' if h.can_remove else '2 orders of adds'} each"
 
 
 def _check_merge(h: _Harness, rng: random.Random, examples: int) -> str:
@@ -763,9 +783,12 @@ def _check_pickle(h: _Harness, rng: random.Random, examples: int) -> str:
         except Exception as exc:
             raise _Fail(f"the state does not survive pickling (engine snapshot/restore): {_err(exc)}",
                         h.case_text(first, w, clip) + f"\nstate after add: {st!r}") from exc
+        if not h.can_remove:
+            gone = []  # (the host rebuilds instead of removing)
         try:
-            plain = udm.remove(udm.add(st, copy.deepcopy(second)), copy.deepcopy(gone))
-            again = udm.remove(udm.add(restored, copy.deepcopy(second)), copy.deepcopy(gone))
+            plain, again = udm.add(st, copy.deepcopy(second)), udm.add(restored, copy.deepcopy(second))
+            if gone:
+                plain, again = udm.remove(plain, copy.deepcopy(gone)), udm.remove(again, copy.deepcopy(gone))
             r1, r2 = h.normal(h.finish(udm, plain, w)), h.normal(h.finish(h.new(), again, w))
         except Exception as exc:
             raise _Fail(f"a restored state fails to continue: {_err(exc)}", h.case_text(first, w, clip)) from exc
@@ -1010,7 +1033,75 @@ def _check_udf_batch(h: _Harness, rng: random.Random, examples: int) -> str:
     return f"{done} batches, compute_batch agrees with compute row by row"
 
 
+def _fold(h: _Harness, udm: Any, members: list[Any], rng: random.Random) -> tuple[str, Any]:
+    """``members`` folded into one state along a random path the engines take: one ``add``, ``add`` by
+    chunks, or (algebraic) chunk states merged; returns the path's name and the state."""
+    paths = ["one add", "chunked adds"] + (["merged chunks"] if h.props.algebraic else [])
+    path = rng.choice(paths) if len(members) > 1 else "one add"
+    if path == "one add":
+        return path, udm.add(udm.initial_state(), members)
+    cuts = sorted(rng.sample(range(1, len(members)), min(len(members) - 1, rng.randint(1, 12))))
+    chunks = [members[a:b] for a, b in zip([0, *cuts], [*cuts, len(members)], strict=True)]
+    if path == "chunked adds":
+        st = udm.initial_state()
+        for c in chunks:
+            st = udm.add(st, c)
+        return path, st
+    states = [udm.add(udm.initial_state(), c) for c in chunks]
+    while len(states) > 1:  # a random merge tree
+        i = rng.randrange(len(states) - 1)
+        states[i:i + 2] = [udm.merge(states[i], states[i + 1])]
+    return path, states[0]
+
+
+def _check_error_bound(h: _Harness, rng: random.Random, examples: int) -> str:
+    eb = h.man.error_bound
+    if eb is None:
+        raise _Skip("exact (no error_bound declared)")
+    if h.kind != "uda" or h.props.time_sensitive or not h.props.incremental:
+        raise _Fail("error_bound is checked on time-insensitive incremental aggregates; this UDM is not one")
+    udm = h.new()
+    bound = float(udm.error_bound()) if callable(getattr(udm, "error_bound", None)) else eb.bound
+    ranks = list(udm.quantile_ranks()) if eb.estimates == "quantile" else []
+    tp = input_type(h.man.input_type, h.kind)
+    kinds = tp.kinds if tp is not None else ("number",)
+    trials = max(10, examples // 2)
+    misses: list[str] = []
+    worst = 0.0
+    count = 0
+    for t in range(trials):
+        n = int(10 ** rng.uniform(0, 4.5))
+        try:
+            members = random_members(eb.estimates, kinds, rng, n)
+        except ValueError as exc:
+            raise _Skip(str(exc)) from None
+        try:
+            path, st = _fold(h, udm, members, rng)
+            value = h.normal(h.finish(udm, st, None))
+        except Exception as exc:
+            raise _Fail(f"{eb.estimates} of {n} members raised {_err(exc)}",
+                        f"{h.label}: trial {t} (the seed reproduces it), {n} members, e.g. {members[:5]!r}"
+                        ) from None
+        errs, problem = estimate_errors(eb.estimates, value, members, ranks)
+        where = f"trial {t}: {n} members ({len(set(members))} distinct), {path}"
+        if problem:
+            raise _Fail(problem, f"{h.label}: {where}")
+        for e in errs:
+            count += 1
+            worst = max(worst, e)
+            if e > bound:
+                misses.append(f"{where}: error {e:.4g}")
+    allowed = allowed_misses(count, eb.confidence)
+    if len(misses) > allowed:
+        raise _Fail(f"{len(misses)} of {count} {eb.estimates} estimates are outside the declared bound {bound} "
+                    f"(confidence {eb.confidence} allows {allowed})", f"{h.label}:\n" + "\n".join(misses[:5]))
+    return (f"{count} {eb.estimates} estimates on random data, worst error {worst:.3g} (bound {bound:.3g}), "
+            f"{len(misses)} outside (confidence {eb.confidence} allows {allowed})")
+
+
 _RUNNERS: dict[str, Callable[..., str]] = {
+    "error_bound": _check_error_bound,
+
     "batch_forms": _check_batch_forms,
     "manifest": _check_manifest,
     "params_roundtrip": _check_params,

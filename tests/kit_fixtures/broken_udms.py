@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, PlainSerializer
 
-from udm.sdk import UDA, UDF, UDM, IncrementalUDA, TimeSensitiveUDO, hookimpl, udm
+from udm.sdk import UDA, UDF, UDM, ErrorBound, IncrementalUDA, TimeSensitiveUDO, hookimpl, udm
 
 
 @udm(name="good_count", version="1.0.0", algebraic=True, input_type="any", output_type="int")
@@ -281,6 +281,54 @@ class BatchSign(UDF):
         return [0, 1, -1, 0.0, 2.5]
 
 
+# -- no remove, error_bound ------------------------------------------------------------------------
+
+
+class _SetDistinct(IncrementalUDA):
+    """An exact distinct count without remove (its state a sorted tuple), algebraic: the host rebuilds."""
+
+    def initial_state(self) -> tuple[Any, ...]:
+        return ()
+
+    def add(self, state: tuple[Any, ...], delta: Sequence[Any]) -> tuple[Any, ...]:
+        return tuple(sorted(set(state) | set(delta), key=repr))
+
+    def merge(self, a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(sorted(set(a) | set(b), key=repr))
+
+    def compute(self, state: tuple[Any, ...]) -> int:
+        return len(state)
+
+
+@udm(name="exact_distinct", version="1.0.0", algebraic=True, input_type="int | str", output_type="int",
+     error_bound=ErrorBound(estimates="distinct_count", bound=0.01))
+class ExactDistinct(_SetDistinct):
+    """A correct algebraic UDA without remove, declaring an error bound it keeps (it is exact)."""
+
+
+@udm(name="skewed_distinct", version="1.0.0", algebraic=True, input_type="int | str", output_type="int",
+     error_bound=ErrorBound(estimates="distinct_count", bound=0.05, confidence=0.99))
+class SkewedDistinct(_SetDistinct):
+    """Declares a 5 % error but overcounts by 20 %."""
+
+    def compute(self, state: tuple[Any, ...]) -> int:
+        return round(1.2 * len(state))
+
+
+@udm(name="forgetful_count", version="1.0.0", input_type="any", output_type="int")
+class ForgetfulCount(IncrementalUDA):
+    """Incremental without remove, but not algebraic: the host could not rebuild it, so it is refused."""
+
+    def initial_state(self) -> int:
+        return 0
+
+    def add(self, state: int, delta: Sequence[Any]) -> int:
+        return state + len(delta)
+
+    def compute(self, state: int) -> int:
+        return state
+
+
 BROKEN: dict[type[UDM], set[str]] = {
     LyingOutputType: {"manifest"},
     ClaimsAlgebraic: {"manifest", "algebraic_merge"},
@@ -298,9 +346,11 @@ BROKEN: dict[type[UDM], set[str]] = {
     BatchSign: {"batch_forms"},
     SlicesAsFloats: {"batch_forms"},
     SlicesSkipFirst: {"batch_forms"},
+    SkewedDistinct: {"error_bound"},
+    ForgetfulCount: {"manifest"},
 }
 
-ALL: tuple[type[UDM], ...] = (GoodCount, *BROKEN)
+ALL: tuple[type[UDM], ...] = (GoodCount, ExactDistinct, *BROKEN)
 
 
 @hookimpl

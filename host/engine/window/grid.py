@@ -421,7 +421,7 @@ class GridFamily(Family):
         st = starts.tolist()
         en = ends.tolist()
         if sl is None and (self.keep_values or self.kind != "merge"
-                           or getattr(self.step.udm, "add_batch", None) is None):
+                           or (self.step.udm.add_batch is None and self.step.udm.add_array is None)):
             sl = svals.tolist()
         for p, a, b in zip(panes, st, en, strict=True):
             p.count += b - a
@@ -447,6 +447,12 @@ class GridFamily(Family):
                 raise contract(wu.label, None, f"add_batch returned {len(new)} states for {len(panes)} slices", new)
             for p, state in zip(panes, new, strict=True):
                 p.partial = state
+            return
+        add_array = wu.add_array
+        if add_array is not None and svals is not None:  # the UDA's array form, one call per pane
+            for p, a, b in zip(panes, st, en, strict=True):
+                state = p.partial if p.partial is not None else wu.initial_state()
+                p.partial = wu._call(add_array, (state, svals[a:b]), None, "add_array")
             return
         for p, a, b in zip(panes, st, en, strict=True):
             p.partial = wu.add(p.partial if p.partial is not None else wu.initial_state(), sl[a:b], None)
