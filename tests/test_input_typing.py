@@ -86,9 +86,9 @@ def test_engine_dead_letters_wrong_types_and_goes_on(seed: int, mode: str, monke
     taken: list[int] = []
     bulk = grid.GridFamily.bulk_insert
 
-    def counting(self: Any, groups: Any, codes: Any, ids: Any, le: Any, re: Any, vals: Any) -> None:
+    def counting(self: Any, groups: Any, codes: Any, ids: Any, le: Any, re: Any, vals: Any, *rest: Any) -> None:
         taken.append(len(le))
-        bulk(self, groups, codes, ids, le, re, vals)
+        bulk(self, groups, codes, ids, le, re, vals, *rest)
 
     monkeypatch.setattr(grid.GridFamily, "bulk_insert", counting)
     if mode in ("each", "many"):

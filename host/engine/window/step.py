@@ -363,7 +363,9 @@ class WindowStep(Operator):
                 fam.evaluate(g, out, em)
         fam.after(out, em)
         c = self.effective_cti
+        held = em.out_cti < c and bool(visit)  # data may end a window that held the output CTI back
         if c > self.cleaned:
+            held = True
             self.cleaned = c
             if self.refused:
                 self.refused = {e: r for e, r in self.refused.items() if r >= c}
@@ -378,6 +380,7 @@ class WindowStep(Operator):
                 for g in gone:
                     if self.groups.get(g.key) is g and not g.events and not g.out and fam.idle(g):
                         del self.groups[g.key]
+        if held:
             t = c if c >= INF or self.time_bound else min(c, fam.bound(c))
             if t > em.out_cti:
                 em.out_cti = t
