@@ -57,6 +57,8 @@ from udm.sdk import INF
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
+    from udm.host.spark.file_source import FileScan
+
 __all__ = ["DEAD_LETTER_DDL", "OUTPUT_DDL", "SparkRun", "run_batch"]
 
 #: Output element columns (`ELEMENT_DDL` without the bad-row columns).
@@ -247,10 +249,11 @@ def _finish(spark: Any, result: DataFrame, n: int, keys: list[str], path: str, s
     return SparkRun(output, dead, n, keys, result, path, split)
 
 
-def _run_algebraic_path(spark: Any, spec: QuerySpec, df: DataFrame, n: int) -> SparkRun | None:
+def _run_algebraic_path(spark: Any, spec: QuerySpec, df: DataFrame, n: int, scan: FileScan | None = None
+                        ) -> SparkRun | None:
     from pyspark.sql import functions as F
 
-    out = run_algebraic(spec, df, n, strict=False)
+    out = run_algebraic(spec, df, n, strict=False, scan=scan)
     result = out.select(F.lit("out").alias("stream"), "*", F.lit(None).cast("string").alias("reason"),
                         F.lit(None).cast("string").alias("element"))
     try:
@@ -383,7 +386,7 @@ def _true_end(run: SparkRun, t_end: int | None) -> int | None:
 def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
               elements: DataFrame | Mapping[str, DataFrame], *,
               on_violation: str | None = None, buckets: int | None = None,
-              algebraic: bool | None = None, table: Any = None) -> SparkRun:
+              algebraic: bool | None = None, table: Any = None, scan: FileScan | None = None) -> SparkRun:
     """Run ``query`` over an element DataFrame on Spark; output CHT equals the local engine's.
 
     ``table``: the DataFrame is a user's table, not elements — column options as for ``udm run``
@@ -404,6 +407,11 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     A query graph (several inputs, or steps that are not one chain: SEMANTICS §10) takes
     ``{input name: DataFrame}`` (or one DataFrame with an ``input`` column) and runs by
     `udm.host.spark.graph.run_graph_batch`; its dead letters have an ``input`` column.
+
+    ``scan``: ``elements`` is that file read by `udm.host.spark.file_source.file_elements_df` (what
+    ``udm run --engine spark`` does). The algebraic plan then reads the file's ranges inside its first
+    phase, and the pre-pass over the input (the stream's T, whether it has retractions) is skipped
+    where the scan's `InputFacts` answer it.
     """
     from pyspark.sql import functions as F
 
@@ -423,19 +431,24 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     n = max(1, int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1)))
 
     if algebraic is not False and eligible_step(spec) is not None:
-        alg = _run_algebraic_path(spark, spec, df, n if keys else 1)
+        alg = _run_algebraic_path(spark, spec, df, n if keys else 1, scan)
         if alg is not None:
             return alg
 
     size = None if keys or n == 1 else time_split(spec)
-    finite = [F.when(F.col(c) < F.lit(INF), F.col(c)) for c in ("le", "re", "re_new", "t")]
-    kind = F.col("kind")
-    aggs = [F.max(F.when(kind.isNotNull(), F.greatest(*finite))).alias("t_end"),
-            F.count(F.when(kind == "retract", 1)).alias("retracts")]
-    if size is not None:
-        aggs.append(F.min(F.when((kind == "insert") & (F.col("le") < F.lit(INF)), F.col("le"))).alias("t_lo"))
-    stats = df.agg(*aggs).first()
-    assert stats is not None
+    facts = scan.facts if scan is not None else None
+    if size is None and facts is not None and facts.infinite is False and facts.retracts is not None:
+        # nothing to ask Spark: no lifetime to cut at T (`_true_end` runs again if a step made one)
+        stats: Any = {"t_end": None, "retracts": int(facts.retracts)}
+    else:
+        finite = [F.when(F.col(c) < F.lit(INF), F.col(c)) for c in ("le", "re", "re_new", "t")]
+        kind = F.col("kind")
+        aggs = [F.max(F.when(kind.isNotNull(), F.greatest(*finite))).alias("t_end"),
+                F.count(F.when(kind == "retract", 1)).alias("retracts")]
+        if size is not None:
+            aggs.append(F.min(F.when((kind == "insert") & (F.col("le") < F.lit(INF)), F.col("le"))).alias("t_lo"))
+        stats = df.agg(*aggs).first()
+        assert stats is not None
     t_end = stats["t_end"]
     violation = on_violation or spec.on_violation
     bounds: list[int] | None = None

@@ -27,6 +27,7 @@ __all__ = [
     "SparkExtrasMissing",
     "get_spark",
     "require_spark",
+    "resolved_master",
 ]
 
 #: Environment variable naming the master when neither ``--master`` nor ``master=`` is given.
@@ -79,6 +80,22 @@ def _resolve(master: str | None, conf: dict[str, Any]) -> tuple[str | None, str 
     if env_remote:
         return None, env_remote
     return "local[*]", None
+
+
+def resolved_master(master: str | None = None) -> str | None:
+    """The master `get_spark` (``master``) runs on: the active session's, else the one it would start
+    with; None for Spark Connect (whose executors are wherever its server's are)."""
+    if _find_spec("pyspark") is not None:
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            try:
+                return str(active.sparkContext.master)
+            except Exception:  # a Connect session has no SparkContext
+                return None
+    found, remote = _resolve(master, {})
+    return None if remote is not None else found
 
 
 #: udmkit's log4j2 configuration for the JVM it starts (errors only); ``$UDM_SPARK_LOG4J`` names another.
