@@ -26,7 +26,9 @@ instead of ``cti(T)`` on each input.
 Exactly once: a micro-batch's files are written under its batch id, replaced atomically, and only then
 does Spark commit the batch. A run stopped before the commit replays that batch with the same id, the
 same input (Spark's offset log) and the same engine state (the state store's last committed version),
-so it rewrites the same files. The final output is assembled from the parts once the stream is done.
+so it rewrites the same files. Each committed micro-batch is appended to the user's output and dead-letter
+files as soon as the driver sees its commit (`udm.host.spark.stream_output.LiveOutput`), so the output
+grows while the run goes on.
 """
 
 from __future__ import annotations
@@ -50,7 +52,14 @@ import pyarrow as pa
 from udm.host.errors import UdmError
 from udm.host.query.runners import ENGINES, RunRequest, RunResult
 from udm.host.spark.stream_dir import run_directory_stream
-from udm.host.spark.stream_output import assemble_output, batch_writer, progress_text, resumed_meta, write_atomic
+from udm.host.spark.stream_output import (
+    LiveOutput,
+    batch_writer,
+    committed_batches,
+    progress_text,
+    resumed_meta,
+    write_atomic,
+)
 from udm.host.spark.stream_stop import stop_between_batches
 from udm.host.spark.streaming import BROADCAST, END_KIND, run_stream
 from udm.sdk import INF
@@ -552,8 +561,9 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
         else:
             staged = _stage(req, run_dir, batch_size, n, keys)
         stop_after = req.options.get("stop_after_batches")
-        _run_query(spark, req, run_dir, staged, stop_after, batch_size)
-        n_out, n_dead, reasons, truncated, merges = assemble_output(run_dir, req.output, req.dead_letter, per_input)
+        live = LiveOutput(run_dir, req.output, req.dead_letter)
+        _run_query(spark, req, run_dir, staged, stop_after, batch_size, live)
+        n_out, n_dead, reasons, truncated, merges = live.summary(per_input)
         counts = _input_counts(req, run_dir, staged, per_input, n_dead) if graph else {
             req.bound.graph.inputs[0]: {"elements_in": staged.elements, "dead_lettered": n_dead}}
     finally:
@@ -613,12 +623,6 @@ def _drop_unplanned_source_entries(checkpoint: Path) -> None:
                 (log / f".{entry.name}.crc").unlink(missing_ok=True)
 
 
-def _committed(run_dir: Path) -> int:
-    """Micro-batches Spark has committed (its commit log holds one file per batch id)."""
-    commits = run_dir / "spark" / "commits"
-    return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.is_dir() else 0
-
-
 def _reached(run_dir: Path, batches: int) -> int | None:
     """The largest finite time any bucket's engine reached in the first ``batches`` micro-batches."""
     best: int | None = None
@@ -630,8 +634,9 @@ def _reached(run_dir: Path, batches: int) -> int | None:
 
 
 def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop_after: int | None,
-               batch_size: int) -> None:
-    """Run the stream until every staged micro-batch is committed; the tail is staged once the head is."""
+               batch_size: int, live: LiveOutput) -> None:
+    """Run the stream until every staged micro-batch is committed; the tail is staged once the head is.
+    Each committed micro-batch reaches the user's files as soon as the loop sees its commit (``live``)."""
     from udm.host.spark.batch import _explain
     from udm.host.spark.convert import ELEMENT_DDL
 
@@ -653,7 +658,8 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
             if query.awaitTermination(0.2):
                 query.exception()  # raises what stopped it; a clean stop here means someone stopped it
                 raise StreamStopped(_stopped_message(run_dir, req))
-            done = _committed(run_dir)
+            done = committed_batches(run_dir)
+            live.deliver(done)
             if done >= staged.head_batches and not (run_dir / "tail.done").exists():
                 _stage_tail(run_dir, staged, batch_size, _reached(run_dir, staged.head_batches))
             if done >= staged.batches:
@@ -680,6 +686,7 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
     finally:
         if query.isActive:
             query.stop()
+        live.deliver(committed_batches(run_dir))  # (a stopped run's committed batches too)
 
 
 def _stopped_message(run_dir: Path, req: RunRequest) -> str:
