@@ -1,7 +1,7 @@
 """``udm run --engine spark``: the same files and query specs as the local engine, on Spark batch.
 
 Reading: an element file the executors can see (``local[N]``, or a cluster on this machine:
-`udm.host.spark.file_source.same_machine`) is read by them in byte ranges with udmkit's own reader (same
+`udm.host.spark.session.on_this_machine`) is read by them in byte ranges with udmkit's own reader (same
 parser, same bad-row reasons and line numbers as the local engine); the driver only counts newlines,
 while Spark starts. Anything else (standard input, a user's table, a file on a remote cluster's driver) is
 read on the driver by `udm.host.io` and shipped to Spark as Arrow.
@@ -45,8 +45,7 @@ class _Input:
 
     def __init__(self, source: Any, master: str | None, batch_size: int) -> None:
         from udm.host.io.table_options import TableSource
-        from udm.host.spark.file_source import same_machine
-        from udm.host.spark.session import resolved_master
+        from udm.host.spark.session import on_this_machine, resolved_master
 
         self.source = source
         self.scan: FileScan | None = None
@@ -54,7 +53,7 @@ class _Input:
         self._error: BaseException | None = None
         self._batch_size = batch_size
         direct = (isinstance(source, (str, Path)) and not isinstance(source, TableSource) and str(source) != "-"
-                  and Path(source).is_file() and same_machine(resolved_master(master)))
+                  and Path(source).is_file() and on_this_machine(resolved_master(master)))
         self._thread: threading.Thread | None = None
         if direct:
             self._thread = threading.Thread(target=self._scan, name="udm-scan", daemon=True)

@@ -13,8 +13,8 @@ every such row would need a second look at its text. Spark's reader also parses 
 pyarrow here (1 M elements: 1.1 s against 0.4 s on two cores, `bench.bench_spark`).
 
 The ranges are read where the file is: every executor must see the same path. That holds for ``local[N]``
-and for a cluster on this machine (`same_machine`); for another cluster the CLI reads the file on the
-driver and ships it instead (docs/query-writer.md, "Running on a cluster").
+and for a cluster on this machine (`udm.host.spark.session.on_this_machine`); for another cluster the CLI
+reads the file on the driver and ships it instead (docs/query-writer.md, "Running on a cluster").
 
 `InputFacts` carries what the driver's pass learned that spares Spark a pre-pass: whether the file can
 hold a retraction, or an infinite time (the batch plan needs the stream's T only then, semantics-notes 2).
@@ -29,7 +29,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
 
 import numpy as np
 import pyarrow as pa
@@ -42,7 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from udm.host.io.batch import ElementBatch
 
 __all__ = ["FileScan", "InputFacts", "file_elements_df", "payload_texts", "range_batches", "range_tables",
-           "ranges_df", "same_machine", "scan_file"]
+           "ranges_df", "scan_file"]
 
 #: a range read by one task is at least this big (smaller files are one range)
 _MIN_RANGE = 4 << 20
@@ -125,14 +124,6 @@ def _non_blank(mm: mmap.mmap, buf: np.ndarray, nl: np.ndarray, size: int) -> int
         if not mm[a:b].strip():
             blank += 1
     return len(starts) - blank
-
-
-def same_machine(master: str | None) -> bool:
-    """Whether every executor of ``master`` runs on this machine (and so sees its files)."""
-    if not master or master.startswith("local"):
-        return True
-    host = urlparse(master).hostname or ""
-    return host in ("127.0.0.1", "localhost", "::1")
 
 
 def payload_texts(batch: ElementBatch) -> pa.Array:

@@ -50,6 +50,7 @@ def run_directory_stream(req: RunRequest, directory: Path) -> RunResult:
     """Watch ``directory`` until idle for ``req.options["until_idle"]`` seconds (or Ctrl-C)."""
     from udm.host.spark.partition import partition_keys
     from udm.host.spark.session import get_spark, require_spark
+    from udm.host.spark.stream_files import shared_run_dir
 
     require_spark(connect=True)
     if not req.bound.graph.is_linear or isinstance(req.input, dict):
@@ -59,6 +60,7 @@ def run_directory_stream(req: RunRequest, directory: Path) -> RunResult:
                        "reads the files that landed since the last micro-batch: pace it with --trigger")
     t0 = time.perf_counter()
     spark = get_spark(req.options.get("master"))
+    shared_run_dir(req)
     keys = partition_keys(req.spec)
     n = 1 if not keys else int(req.options.get("buckets") or spark.conf.get("spark.sql.shuffle.partitions") or 1)
     temp = req.checkpoint is None

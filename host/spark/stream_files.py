@@ -64,7 +64,8 @@ from udm.host.spark.stream_stop import stop_between_batches
 from udm.host.spark.streaming import BROADCAST, END_KIND, run_stream
 from udm.sdk import INF
 
-__all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "graph_routes", "progress_text", "run_spark_streaming"]
+__all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "graph_routes", "progress_text", "run_spark_streaming",
+           "shared_run_dir"]
 
 #: Elements per micro-batch without ``--batch-size``. INTERFACES §3 says 50; a micro-batch costs Spark
 #: about a second of planning and commit whatever its size, so 50 gave ~26 el/s. The output CHT does not
@@ -535,6 +536,7 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
     t0 = time.perf_counter()
     batch_size = req.batch_size or _checkpoint_batch_size(req.checkpoint) or DEFAULT_BATCH_SIZE
     spark = get_spark(req.options.get("master"))
+    shared_run_dir(req)
     graph = isinstance(req.input, dict) or not req.bound.graph.is_linear
     routing: Any = None
     stages = None
@@ -572,6 +574,18 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
     return RunResult(engine="spark-streaming", elements_in=staged.elements, elements_out=n_out,
                      dead_lettered=n_dead, reasons=reasons, truncated_at=truncated,
                      seconds=time.perf_counter() - t0, inputs=counts, lmerge=merges)
+
+
+def shared_run_dir(req: RunRequest) -> None:
+    """Refuse a run on a cluster of other machines without ``--checkpoint``: the run directory holds the
+    staged micro-batches the executors read and the state they write, so it must be on storage every
+    node sees (an NFS mount, ...); a temporary directory is only on this machine."""
+    from udm.host.spark.session import on_this_machine, resolved_master
+
+    master = resolved_master(req.options.get("master"))
+    if req.checkpoint is None and master is not None and not on_this_machine(master):
+        raise UdmError(f"--engine spark-streaming on a cluster ({master}) needs --checkpoint DIR on storage every "
+                       "node sees: the executors read the staged input and keep their state there")
 
 
 def _input_counts(req: RunRequest, run_dir: Path, staged: _Staged, dead: Counter[str], n_dead: int
