@@ -7,7 +7,9 @@ explicit schema, ``groupBy(k, window).agg(sum | median)``, written with Spark's 
 with the same settings (`udm.host.spark.session.get_spark`: shuffle partitions, UI off, logging).
 
 The two run alternately (A B, B A, ...) so that a shared machine's load falls on both alike; each
-figure is the median over ``--repeat`` runs, with the load average around the runs printed next to it.
+figure is the median over ``--repeat`` runs, wall clock and the CPU seconds of the child's whole process
+tree (`bench.child`: on a loaded machine the CPU ratio is the steadier one), with the load average around
+the runs printed next to it.
 Answers are checked against each other (same windows, values within 1e-9 relative). Targets (issue 31):
 ``sum`` ≤ 1.2×, ``median`` ≤ 1.5× native.
 
@@ -20,27 +22,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 TARGETS = {"sum": 1.2, "median": 1.5}
 _BUILTIN = {"sum": "sum", "median": "median", "avg": "avg", "count": "count"}
-
-
-def _load() -> float:
-    return os.getloadavg()[0]
-
-
-def _timed(cmd: list[str]) -> float:
-    t0 = time.perf_counter()
-    res = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
-    secs = time.perf_counter() - t0
-    if res.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd[:4])} ... failed ({res.returncode}):\n{res.stderr[-3000:]}")
-    return secs
 
 
 def _udm_answer(path: Path, name: str) -> dict[tuple[str, int], float]:
@@ -102,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     n = args.events or (200_000 if args.quick else 1_000_000)
     repeat = args.repeat or (1 if args.quick else 3)
     from bench.bench_spark import _write_input
+    from bench.child import Measured, load, run_child
 
     udm_bin = str(Path(sys.executable).with_name("udm"))
     rc = 0
@@ -111,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{n:,} point events ({src.stat().st_size / 1e6:.0f} MB), {args.keys} keys, tumbling "
               f"{args.window_us} µs, {args.master}, {os.cpu_count()} cpus; {repeat} alternating run(s) each",
               flush=True)
-        print(f"{'udm':>7} {'cli s':>7} {'native s':>9} {'ratio':>6} {'target':>7} {'runs (cli/native)':>32} "
-              f"{'load':>9}  same")
+        print(f"{'udm':>7} {'cli s':>7} {'native s':>9} {'ratio':>6} {'cli cpu':>8} {'nat cpu':>8} {'ratio':>6} "
+              f"{'target':>7} {'wall runs (cli | native)':>30} {'load':>10}  same")
         for name in args.udms.split(","):
             query = Path(d) / f"{name}.json"
             query.write_text(json.dumps({"steps": [{"op": "window", "window": {"type": "tumbling",
@@ -123,21 +111,22 @@ def main(argv: list[str] | None = None) -> int:
                    "--master", args.master, "--quiet"]
             nat = [sys.executable, "-m", "bench.bench_spark_cli", "--native-child", "--udm", name, "--input",
                    str(src), "--out", str(nat_out), "--master", args.master, "--window-us", str(args.window_us)]
-            t_cli: list[float] = []
-            t_nat: list[float] = []
-            loads = [_load()]
+            m_cli: list[Measured] = []
+            m_nat: list[Measured] = []
+            loads = [load()]
+            root = Path(__file__).resolve().parent.parent
             for r in range(repeat):
-                order: list[tuple[list[str], list[float]]] = [(cli, t_cli), (nat, t_nat)]
+                order: list[tuple[list[str], list[Measured]]] = [(cli, m_cli), (nat, m_nat)]
                 for cmd, acc in (order if r % 2 == 0 else order[::-1]):
-                    acc.append(_timed(cmd))
-                    loads.append(_load())
+                    acc.append(run_child(cmd, cwd=root))
+                    loads.append(load())
             same = _same(_udm_answer(cli_out, name), _native_answer(nat_out))
-            a, b = statistics.median(t_cli), statistics.median(t_nat)
-            ratio = a / b
+            a, b = statistics.median(m.wall_s for m in m_cli), statistics.median(m.wall_s for m in m_nat)
+            ca, cb = statistics.median(m.cpu_s for m in m_cli), statistics.median(m.cpu_s for m in m_nat)
             target = TARGETS.get(name)
-            runs = "/".join(f"{x:.1f}" for x in t_cli) + " | " + "/".join(f"{x:.1f}" for x in t_nat)
-            print(f"{name:>7} {a:7.1f} {b:9.1f} {ratio:6.2f} {target or '-':>7} {runs:>32} "
-                  f"{min(loads):4.1f}-{max(loads):<4.1f}  {same}", flush=True)
+            runs = "/".join(f"{m.wall_s:.1f}" for m in m_cli) + " | " + "/".join(f"{m.wall_s:.1f}" for m in m_nat)
+            print(f"{name:>7} {a:7.1f} {b:9.1f} {a / b:6.2f} {ca:8.1f} {cb:8.1f} {ca / cb:6.2f} {target or '-':>7} "
+                  f"{runs:>30} {min(loads):4.1f}-{max(loads):<5.1f}  {same}", flush=True)
             if not same:
                 print(f"  {name}: the CLI's answer differs from native Spark SQL's", flush=True)
                 rc = 1

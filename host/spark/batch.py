@@ -59,7 +59,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from udm.host.spark.file_source import FileScan
 
-__all__ = ["DEAD_LETTER_DDL", "OUTPUT_DDL", "SparkRun", "run_batch"]
+__all__ = ["DEAD_LETTER_DDL", "OUTPUT_DDL", "SparkRun", "ids_repeat", "run_batch"]
 
 #: Output element columns (`ELEMENT_DDL` without the bad-row columns).
 OUTPUT_DDL = "kind string, id string, le bigint, re bigint, re_new bigint, t bigint, payload string, line bigint"
@@ -89,6 +89,9 @@ class SparkRun:
 
     #: every persisted computation behind the run (a staged graph plan has one per stage)
     parts: list[DataFrame] = field(default_factory=list)
+    #: a graph plan's small rows (``ids``, ``T``, ``lmerge``) of every part, collected by the one job that
+    #: ran the plan (an Arrow table with a ``part`` column: the index in `parts`)
+    side: Any = None
 
     def __post_init__(self) -> None:
         if not self.parts:
@@ -316,13 +319,19 @@ def _optimistic_key_routing(df: DataFrame, keys: list[str], n: int, has_retracts
 def _ids_cross_buckets(result: DataFrame) -> bool:
     """Whether some insert id hash was seen by two buckets of one run (``result``: its rows with the
     ``ids`` stream) — a reused id, or a 64-bit hash collision."""
+    from pyspark.sql import functions as F
+
+    return ids_repeat([r["element"] for r in result.where(F.col("stream") == "ids").select("element").collect()])
+
+
+def ids_repeat(blobs: list[str]) -> bool:
+    """Whether a hash occurs in two of the buckets' ``ids`` blobs (base64 of each bucket's unique int64
+    id hashes)."""
     import base64
 
     import numpy as np
-    from pyspark.sql import functions as F
 
-    rows = result.where(F.col("stream") == "ids").select("element").collect()
-    parts = [np.frombuffer(base64.b64decode(r["element"]), dtype=np.int64) for r in rows]
+    parts = [np.frombuffer(base64.b64decode(b), dtype=np.int64) for b in blobs]
     if len(parts) < 2:
         return False
     allh = np.sort(np.concatenate(parts))  # each part is unique within its bucket

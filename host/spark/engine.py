@@ -189,7 +189,9 @@ def _run_graph(req: RunRequest) -> RunResult:
     inputs = {name: _Input(src, master, req.batch_size or 65536) for name, src in sources.items()}
     spark = get_spark(master)
     frames = {name: inp.frame(spark) for name, inp in inputs.items()}
-    run = run_graph_batch(req.bound, frames, on_violation=req.on_violation, buckets=req.options.get("buckets"))
+    facts = {name: inp.scan.facts for name, inp in inputs.items() if inp.scan is not None}
+    run = run_graph_batch(req.bound, frames, on_violation=req.on_violation, buckets=req.options.get("buckets"),
+                          facts=facts)
     multi = len(sources) > 1
     try:
         n_out, dead, reasons = _write_result(req, run, multi)
