@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from udm.host.io.batch import ElementBatch
 
-__all__ = ["FileScan", "InputFacts", "file_elements_df", "payload_texts", "range_batches", "range_tables",
+__all__ = ["FileScan", "InputFacts", "file_elements_df", "range_batches", "range_tables",
            "ranges_df", "scan_file"]
 
 #: a range read by one task is at least this big (smaller files are one range)
@@ -126,43 +126,6 @@ def _non_blank(mm: mmap.mmap, buf: np.ndarray, nl: np.ndarray, size: int) -> int
     return len(starts) - blank
 
 
-def payload_texts(batch: ElementBatch) -> pa.Array:
-    """The payload column as compact JSON text (null where absent), built column by column for the
-    reader's struct payloads (`udm.host.io.encode`): ``json.dumps`` per row costs ~3 s per million."""
-    import pyarrow.compute as pc
-
-    from udm.host.io.encode import encode_value_column
-
-    col = batch.table.column("payload").combine_chunks()
-    typ = col.type
-    if not pa.types.is_struct(typ):
-        return col.cast(pa.string())
-    n = len(col)
-    if n == 0:
-        return pa.array([], pa.string())
-    if typ.num_fields == 0:
-        text = pa.array(["{}"] * n, pa.string())
-    else:
-        import json
-
-        parts: list[Any] = []
-        for k in range(typ.num_fields):
-            name = json.dumps(typ.field(k).name)
-            parts.append(("{" if k == 0 else ",") + name + ":")
-            field = col.field(k)
-            if pa.types.is_struct(field.type) or pa.types.is_list(field.type):
-                field = pa.array([json.dumps(v, separators=(",", ":")) for v in field.to_pylist()], pa.string())
-                parts.append(field)
-                continue
-            value, quote = encode_value_column(field)
-            parts.extend(['"', value, '"'] if quote else [value])
-        parts.append("}")
-        text = pc.binary_join_element_wise(*parts, "")
-    if col.null_count:
-        text = pc.if_else(col.is_valid(), text, pa.scalar(None, pa.string()))
-    return text
-
-
 def range_batches(path: str, start: int, stop: int, first_line: int) -> Iterator[ElementBatch]:
     """The elements of one range as the local reader reads them, numbered by their line in the file."""
     import pyarrow.compute as pc
@@ -182,14 +145,12 @@ def range_batches(path: str, start: int, stop: int, first_line: int) -> Iterator
 
 def range_tables(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function: range rows (`_RANGE_DDL`) in, element rows (`ELEMENT_DDL`) out."""
-    from udm.host.spark.convert import ELEMENT_COLUMNS
+    from udm.host.spark.convert import batch_to_arrow
 
     for rb in batches:
         for path, start, stop, first in zip(*(rb.column(c).to_pylist() for c in range(4)), strict=True):
             for b in range_batches(path, start, stop, first):
-                tb = b.table
-                tb = tb.set_column(tb.column_names.index("payload"), "payload", payload_texts(b))
-                yield from tb.select(list(ELEMENT_COLUMNS)).to_batches()
+                yield from batch_to_arrow(b).to_batches()
 
 
 def ranges_df(spark: SparkSession, scan: FileScan) -> DataFrame:

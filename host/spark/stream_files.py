@@ -47,7 +47,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from udm.host.errors import UdmError
 from udm.host.query.runners import ENGINES, RunRequest, RunResult
@@ -248,6 +250,59 @@ def _routes(table: pa.Table, kinds: list[str | None], ts: list[int | None], keys
     return routes, row_keys
 
 
+def _as_array(values: Any, typ: pa.DataType) -> pa.Array:
+    return values.cast(typ) if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values, typ)
+
+
+def _key_routes(batches: list[Any], table: pa.Table, keys: list[str], n: int) -> tuple[Any, Any] | None:
+    """`_routes` column by column, for the usual file: no retraction and no insert id twice (so `_LiveIds`
+    never sends an insert to another insert's bucket), and every batch's payloads the reader's struct with
+    the key fields as plain columns. An insert's key is `udm.host.spark.key_state.payload_key` of its
+    payload and its bucket `_bucket_of` it (the same text, hashed), byte for byte; None when the file is
+    not that simple (the per-row routing decides)."""
+    from udm.host.io.encode import encode_value_column
+
+    kind = table.column("kind")
+    if pc.any(pc.fill_null(pc.equal(kind, "retract"), False)).as_py():
+        return None
+    ins = pc.fill_null(pc.equal(kind, "insert"), False)
+    ids = table.column("id").filter(ins)
+    if pc.count_distinct(ids, mode="all").as_py() != len(ids):
+        return None
+    key_parts: list[pa.Array] = []
+    for b in batches:
+        b_ins = pc.fill_null(pc.equal(b.table.column("kind"), "insert"), False).combine_chunks()
+        if not pc.any(b_ins).as_py():
+            key_parts.append(pa.nulls(len(b), pa.string()))
+            continue
+        typ = b.payload_type
+        if not pa.types.is_struct(typ) or any(typ.get_field_index(k) < 0 for k in keys):
+            return None
+        struct = b.table.column("payload").combine_chunks().filter(b_ins)
+        if struct.null_count:
+            return None
+        cols = {typ.field(i).name: c for i, c in enumerate(struct.flatten())}
+        pieces: list[Any] = ["["]
+        for j, k in enumerate(keys):
+            col = cols[k]
+            if col.null_count or not (pa.types.is_string(col.type) or pa.types.is_int64(col.type)
+                                      or pa.types.is_float64(col.type) or pa.types.is_boolean(col.type)):
+                return None
+            text, quote = encode_value_column(col)
+            pieces += ([","] if j else []) + (['"', text, '"'] if quote else [text])
+        pieces.append("]")
+        texts = pc.binary_join_element_wise(*pieces, "")
+        key_parts.append(pc.replace_with_mask(pa.nulls(len(b), pa.string()), b_ins, texts))
+    row_keys = pa.chunked_array(key_parts, pa.string()).combine_chunks()
+    cti = pc.fill_null(pc.equal(kind, "cti"), False).to_numpy(zero_copy_only=False)
+    routes = np.zeros(table.num_rows, dtype=np.int64)
+    routes[cti] = BROADCAST
+    ins_np = ins.to_numpy(zero_copy_only=False)
+    crc = zlib.crc32
+    routes[ins_np] = [crc(x.encode()) % n for x in row_keys.filter(ins).to_pylist()]
+    return pa.array(routes), row_keys
+
+
 def _stage(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[str]) -> _Staged:
     """Read the file, route every element, write the *head* (everything before the first ``cti(INF)``) as
     one Parquet file per micro-batch and keep the *tail* for `_stage_tail`. ``_seq`` is twice the
@@ -259,31 +314,36 @@ def _stage(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[s
 
     reader = open_reader(req.input, batch_size=65536)
     try:
-        tables = [batch_to_arrow(b) for b in reader]
+        batches = list(reader)
     finally:
         reader.close()
+    tables = [batch_to_arrow(b) for b in batches]
     schema = _schema()
     if not tables:
         base = _control("cti", None, 0).slice(0, 0)
         first_inf = 0
     else:
         table = pa.concat_tables(tables)
-        kinds = table.column("kind").to_pylist()
-        ts = table.column("t").to_pylist()
-        if keys:  # buckets and keys as one engine would see ids (`_LiveIds`): no id map in the state
+        is_cti = pc.fill_null(pc.equal(table.column("kind"), "cti"), False)
+        routes: Any
+        row_keys: Any
+        fast = _key_routes(batches, table, keys, n) if keys else None
+        if fast is not None:
+            routes, row_keys = fast
+        elif keys:  # buckets and keys as one engine would see ids (`_LiveIds`): no id map in the state
             from udm.host.spark.key_state import payload_key
 
-            routes, row_keys = _routes(table, kinds, ts, keys, n, req.on_violation or req.spec.on_violation,
-                                       key_of=payload_key)
+            routes, row_keys = _routes(table, table.column("kind").to_pylist(), table.column("t").to_pylist(),
+                                       keys, n, req.on_violation or req.spec.on_violation, key_of=payload_key)
         else:
-            routes, row_keys = [BROADCAST if k == "cti" else 0 for k in kinds], [None] * len(kinds)
-        first_inf = next((i for i, k in enumerate(kinds) if k == "cti" and ts[i] is not None and ts[i] >= INF),
-                         len(kinds))
+            routes, row_keys = pc.if_else(is_cti, BROADCAST, 0), pa.nulls(table.num_rows, pa.string())
+        ends = pc.indices_nonzero(pc.and_(is_cti, pc.fill_null(pc.greater_equal(table.column("t"), INF), False)))
+        first_inf = ends[0].as_py() if len(ends) else table.num_rows
         rows = table.num_rows
         base = (table.select(list(ELEMENT_COLUMNS))
                 .append_column("_seq", pa.array(range(1, 2 * rows + 1, 2), pa.int64()))
-                .append_column("_bucket", pa.array(routes, pa.int64()))
-                .append_column("_key", pa.array(row_keys, pa.string())).cast(schema))
+                .append_column("_bucket", _as_array(routes, pa.int64()))
+                .append_column("_key", _as_array(row_keys, pa.string())).cast(schema))
     head, tail = base.slice(0, first_inf), base.slice(first_inf)
     head_parts = _chunks(head, batch_size)
     tail_batches = max(1, -(-tail.num_rows // batch_size))

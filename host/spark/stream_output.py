@@ -30,9 +30,9 @@ __all__ = ["CRASH_ENV", "LiveOutput", "batch_writer", "committed_batches", "cras
            "resumed_meta", "write_atomic"]
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str | bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
     os.replace(tmp, path)
 
 
@@ -74,16 +74,19 @@ def crash_point(where: str, batch_id: int) -> None:
 def batch_writer(run_dir: Path, n: int, stop_after: int | None) -> Any:
     # (``n``: how many buckets report the output CTI: the last stage's when the plan has stages)
     """The ``foreachBatch`` function: one micro-batch's result rows to its files (see the module doc)."""
-    from udm.host.temporal.elements import Insert, Retract, element_to_json
+    import pyarrow.compute as pc
+
+    from udm.host.spark.convert import element_lines_of
 
     out_dir, dead_dir = run_dir / "out", run_dir / "dead"
     out_dir.mkdir(exist_ok=True)
     dead_dir.mkdir(exist_ok=True)
 
     def write(df: Any, batch_id: int) -> None:
-        rows = df.toArrow().to_pylist()
-        rows.sort(key=lambda r: (r["bucket"], r["seq"]))
-        lines: list[str] = []
+        table = df.toArrow().sort_by([("bucket", "ascending"), ("seq", "ascending")])
+        is_out = pc.equal(table.column("stream"), "out")
+        # the output rows, encoded column by column; the few others (dead letters, CTIs, stats) row by row
+        lines = element_lines_of(table.filter(is_out)).to_bytes()
         dead: list[str] = []
         ctis: dict[int, int] = {}
         reasons: Counter[str] = Counter()
@@ -91,14 +94,8 @@ def batch_writer(run_dir: Path, n: int, stop_after: int | None) -> Any:
         reached: list[int] = []
         merges: dict[str, Any] = {}  # bucket -> its lmerge counters so far
         elements = 0
-        for r in rows:
-            if r["stream"] == "out":
-                if r["kind"] == "insert":
-                    el: Any = Insert(r["id"], r["le"], r["re"], json.loads(r["payload"]))
-                else:
-                    el = Retract(r["id"], r["le"], r["re"], r["re_new"])
-                lines.append(json.dumps(element_to_json(el), separators=(",", ":")))
-            elif r["stream"] == "dead":
+        for r in table.filter(pc.invert(is_out)).to_pylist():
+            if r["stream"] == "dead":
                 element = None if r["element"] is None else json.loads(r["element"])
                 rec = {"line": r["line"], "reason": r["reason"], "element": element}
                 if r["payload"] is not None:  # a multi-input query's dead letter names its input
@@ -121,7 +118,7 @@ def batch_writer(run_dir: Path, n: int, stop_after: int | None) -> Any:
         write_atomic(out_dir / f"{name}.stats", json.dumps(
             {"reasons": dict(reasons), "truncated_at": max(truncated) if truncated else None,
              "T": max(reached) if reached else None, "lmerge": merges, "in": elements}))
-        write_atomic(out_dir / f"{name}.jsonl", "".join(x + "\n" for x in lines))
+        write_atomic(out_dir / f"{name}.jsonl", lines)
         write_atomic(dead_dir / f"{name}.jsonl", "".join(x + "\n" for x in dead))
         cti = combine_ctis(ctis, n)
         write_atomic(out_dir / f"{name}.cti", "" if cti is None else str(cti))
