@@ -50,12 +50,12 @@ def _write(path: Path, n: int, keys: int, held: int) -> list[str]:
 
 
 def _udm_answer(path: Path, until: int) -> dict[tuple[str, int], float]:
-    out: dict[tuple[str, int], float] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        el = json.loads(line)
-        if el["kind"] == "insert" and el["re"] != "inf" and el["re"] <= until and el["le"] < _FAR:
-            out[(el["payload"]["k"], el["le"])] = float(el["payload"]["sum"])
-    return out
+    """The windows of the output's CHT (retractions applied: a window first emitted early is revised)."""
+    from udm.host.temporal.elements import parse_element
+    from udm.host.testing.cht import cht
+
+    els = [parse_element(json.loads(x)) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    return {(p["k"], le): float(p["sum"]) for le, re, p in cht(els).events() if re <= until and le < _FAR}
 
 
 def _native_answer(path: Path, until: int) -> dict[tuple[str, int], float]:

@@ -89,8 +89,8 @@ class SparkRun:
 
     #: every persisted computation behind the run (a staged graph plan has one per stage)
     parts: list[DataFrame] = field(default_factory=list)
-    #: a graph plan's small rows (``ids``, ``T``, ``lmerge``) of every part, collected by the one job that
-    #: ran the plan (an Arrow table with a ``part`` column: the index in `parts`)
+    #: the small rows (``ids``, ``T``; a graph plan's ``lmerge`` too, with a ``part`` column: the index in
+    #: `parts`), collected by the one job that ran the plan (an Arrow table)
     side: Any = None
 
     def __post_init__(self) -> None:
@@ -237,19 +237,21 @@ def _finish(spark: Any, result: DataFrame, n: int, keys: list[str], path: str, s
                                   _RESULT_DDL)
     result = result.unionByName(final).persist()
     try:
-        # one job: materializes the persisted result and tells whether the plan refused its input
-        check = result.agg(F.count(F.when(F.col("kind") == INELIGIBLE, 1)).alias("refused")).first()
+        # one job: materializes the persisted result and brings back its small rows (the plan's refusal,
+        # the buckets' id hashes and T), which the checks after it read instead of running jobs of their own
+        side = result.where(F.col("stream").isin("ids", "T") | (F.col("kind") == INELIGIBLE)).select(
+            "stream", "kind", "line", "t", "le", "element").toArrow()
     except Exception:
         result.unpersist()
         raise
-    if check is not None and check["refused"]:
+    if INELIGIBLE in side.column("kind").to_pylist():
         result.unpersist()
         return None
     out_cols = [c.split(" ")[0] for c in OUTPUT_DDL.split(", ")]
     output = result.where(F.col("stream") == "out").select(*out_cols)
     dead = result.where(F.col("stream") == "dead").select("line", "reason", "element",
                                                           F.col("kind").alias("category"))
-    return SparkRun(output, dead, n, keys, result, path, split)
+    return SparkRun(output, dead, n, keys, result, path, split, side=side)
 
 
 def _run_algebraic_path(spark: Any, spec: QuerySpec, df: DataFrame, n: int, scan: FileScan | None = None
@@ -316,12 +318,15 @@ def _optimistic_key_routing(df: DataFrame, keys: list[str], n: int, has_retracts
         "_bucket", F.coalesce(F.col("_bucket"), F.lit(0))).unionByName(ctis)
 
 
-def _ids_cross_buckets(result: DataFrame) -> bool:
-    """Whether some insert id hash was seen by two buckets of one run (``result``: its rows with the
-    ``ids`` stream) — a reused id, or a 64-bit hash collision."""
-    from pyspark.sql import functions as F
+def _side_rows(run: SparkRun, stream: str) -> list[dict[str, Any]]:
+    """The run's small rows of ``stream``, collected when the run was materialized (`_finish`)."""
+    return [r for r in run.side.to_pylist() if r["stream"] == stream]
 
-    return ids_repeat([r["element"] for r in result.where(F.col("stream") == "ids").select("element").collect()])
+
+def _ids_cross_buckets(run: SparkRun) -> bool:
+    """Whether some insert id hash was seen by two buckets of one run (its ``ids`` rows) — a reused id, or
+    a 64-bit hash collision."""
+    return ids_repeat([r["element"] for r in _side_rows(run, "ids")])
 
 
 def ids_repeat(blobs: list[str]) -> bool:
@@ -384,12 +389,11 @@ def _true_end(run: SparkRun, t_end: int | None) -> int | None:
     ``t_end`` comes from a cheap pre-pass over every element, valid or not; semantics-notes 2 counts
     valid elements only. Each bucket reports the T its engine reached (valid elements and every CTI);
     their maximum is the single engine's T. Only a run that cut infinite lifetimes depends on it."""
-    from pyspark.sql import functions as F
-
-    rows = run._result.where(F.col("stream") == "T").agg(F.max("t").alias("T"), F.max("le").alias("cut")).first()
-    if rows is None or rows["T"] is None or not rows["cut"] or rows["T"] == t_end:
+    rows = _side_rows(run, "T")
+    ts = [r["t"] for r in rows if r["t"] is not None]
+    if not ts or not any(r["le"] for r in rows) or max(ts) == t_end:
         return None
-    return int(rows["T"])
+    return max(ts)
 
 
 def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
@@ -470,7 +474,7 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
         except Exception as exc:
             raise _explain(exc) from None
         assert run is not None
-        if not _ids_cross_buckets(run._result):
+        if not _ids_cross_buckets(run):
             if (exact := _true_end(run, t_end)) is None:
                 return run
             run.unpersist()  # cut at a T that only an invalid element reached: once more with the true T
