@@ -49,7 +49,7 @@ from udm.host.query.plan import BoundQuery, bind
 from udm.host.query.spec import QuerySpec, load_query, parse_query
 from udm.host.spark.algebraic import INELIGIBLE, eligible_step, run_algebraic
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
-from udm.host.spark.partition import partition_keys, python_tasks, time_split
+from udm.host.spark.partition import follow_inserts, partition_keys, python_tasks, time_split
 from udm.host.spark.rows import dead_rows, output_rows, with_struct_payloads
 from udm.host.temporal.elements import Insert, Retract
 from udm.sdk import INF
@@ -300,8 +300,8 @@ def _key_routing(spec: QuerySpec, df: DataFrame, keys: list[str], n: int,
 
 def _optimistic_key_routing(df: DataFrame, keys: list[str], n: int, has_retracts: bool) -> DataFrame:
     """Key buckets assuming no id has inserts in two buckets; each bucket reports the hashes of its insert
-    ids (``_idh``), which `run_batch` checks afterwards: cheaper than shuffling every element by id first."""
-    from pyspark.sql import Window
+    ids (``_idh``), which `run_batch` checks afterwards: cheaper than shuffling every element by id first.
+    A retraction goes to its id's insert (`follow_inserts`)."""
     from pyspark.sql import functions as F
 
     kind = F.col("kind")
@@ -309,9 +309,7 @@ def _optimistic_key_routing(df: DataFrame, keys: list[str], n: int, has_retracts
     routed = (df.withColumn("_bucket", F.when(kind == "insert", key_hash))
               .withColumn("_idh", F.when((kind == "insert") & F.col("id").isNotNull(), F.xxhash64("id"))))
     if has_retracts:
-        w = Window.partitionBy("id").orderBy("line").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        follow = F.last(F.when(kind == "insert", F.col("_bucket")), ignorenulls=True).over(w)
-        routed = routed.withColumn("_bucket", F.when(kind == "retract", follow).otherwise(F.col("_bucket")))
+        routed = follow_inserts(routed, ("id",))
     is_cti = kind == "cti"
     ctis = routed.where(is_cti).withColumn("_bucket", F.explode(F.sequence(F.lit(0), F.lit(n - 1))))
     return routed.where(~is_cti | kind.isNull()).withColumn(

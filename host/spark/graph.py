@@ -39,7 +39,7 @@ from udm.host.query.graph import resolve
 from udm.host.query.plan import BoundQuery, bind
 from udm.host.query.spec import QuerySpec, parse_query
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
-from udm.host.spark.partition import BY_ID, python_tasks
+from udm.host.spark.partition import BY_ID, follow_inserts, python_tasks
 from udm.host.spark.rows import dead_rows, exchange_rows, output_rows, with_struct_payloads
 from udm.host.spark.stages import Stage, checked_before, merge_exchange, plan_stages, read_before
 from udm.sdk import INF
@@ -201,8 +201,7 @@ def _route(df: DataFrame, routing: dict[str, list[str]] | str | None, n: int, ha
            exchanges: tuple[str, ...] = ()) -> DataFrame:
     """``_bucket`` for every row (see the module doc). Rows of an ``exchanges`` stream are routed by key
     retractions included (`exchange_rows` gives a retraction its insert's routing fields), and their ids
-    are unique, so only query inputs need the window that sends a retraction after its insert."""
-    from pyspark.sql import Window
+    are unique, so only query inputs need the join that sends a retraction after its insert."""
     from pyspark.sql import functions as F
 
     kind = F.col("kind")
@@ -224,11 +223,8 @@ def _route(df: DataFrame, routing: dict[str, list[str]] | str | None, n: int, ha
         routed = (df.withColumn("_bucket", F.when(by_key, key_hash))
                   .withColumn("_idh", F.when((kind == "insert") & F.col("id").isNotNull()
                                              & ~F.col("input").isin(*exchanges), F.xxhash64("input", "id"))))
-        if has_retracts and any(x not in exchanges for x in routing):
-            w = (Window.partitionBy("input", "id").orderBy("line")
-                 .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-            follow = F.last(F.when(kind == "insert", F.col("_bucket")), ignorenulls=True).over(w)
-            routed = routed.withColumn("_bucket", F.when(kind == "retract", follow).otherwise(F.col("_bucket")))
+        if has_retracts and any(x not in exchanges for x in routing):  # (an exchange's go by key already)
+            routed = follow_inserts(routed, ("input", "id"), ~F.col("input").isin(*exchanges) if exchanges else None)
     is_cti = kind == "cti"
     ctis = routed.where(is_cti).withColumn("_bucket", F.explode(F.sequence(F.lit(0), F.lit(n - 1))))
     return routed.where(~is_cti | kind.isNull()).withColumn(
