@@ -126,18 +126,6 @@ def test_random_streams_agree_with_the_oracle(w: int) -> None:
     assert run_random_cases(WINDOWS[w], range(150), step=_step) == 300
 
 
-@pytest.mark.parametrize(("window", "aggs", "family"), [
-    ({"type": "hopping", "size": 6, "hop": 2}, AGGS, "PaneStep"),
-    ({"type": "hopping", "size": 6, "hop": 2}, [*AGGS, {"udm": "median", "input": "v", "as": "med"}], "GridStep"),
-    ({"type": "rows", "n": 6, "slide": 2}, AGGS, "RowPaneStep"),
-    ({"type": "rows", "n": 6, "slide": 2}, [{"udm": "twa", "input": "v", "as": "tw"}], "RowsStep"),
-])
-def test_panes_when_every_aggregate_is_algebraic(window: dict, aggs: list, family: str) -> None:
-    from test_engine_support import runner
-
-    assert type(runner(q(window, aggs)).ops[0]).__name__ == family
-
-
 def test_random_streams_on_hopping_panes_agree_with_the_oracle() -> None:
     algebraic = [a for a in POOL if a["udm"] in ("count", "avg", "max", "min")]
 

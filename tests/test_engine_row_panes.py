@@ -1,18 +1,20 @@
-"""Pane evaluation of algebraic UDAs on ``rows`` windows (SEMANTICS §9, seeds/004 §5.1/§6.2): chosen only
-where it applies, the same CHT as the brute-force oracle on random streams (late and retracted rows
-renumber panes), and memory of ``n/p`` pane states instead of ``n`` rows."""
+"""How ``rows`` windows aggregate (SEMANTICS §9, seeds/004 §4): consecutive windows share one sweep, so the
+UDA work per in-order event does not grow with the window size ``n`` (each row enters once and leaves once).
+This replaced the ``gcd(n, slide)``-row panes of semantics-notes 29; the random streams that checked the
+panes (algebraic UDAs, several aggregates, late and retracted rows renumbering later windows) now check the
+sweep against the kit's oracle."""
 
 from __future__ import annotations
 
 import random
+from collections import Counter
 from typing import Any
 
 import pytest
-from test_engine_support import runner, window_query
+from test_engine_support import UDA_CALLS, CountingSum, catalog_with, cht, runner, window_query
 from window_cases import run_random_cases
 
-from udm.host.engine.window import RowPaneStep, RowsStep
-from udm.host.temporal.elements import Cti, Insert
+from udm.host.temporal.elements import Cti, Element, Insert
 
 ALGEBRAIC: list[dict[str, Any]] = [
     {"udm": "count"}, {"udm": "sum", "input": "v"}, {"udm": "avg", "input": "v"},
@@ -21,32 +23,50 @@ ALGEBRAIC: list[dict[str, Any]] = [
 ]
 
 
-@pytest.mark.parametrize(("window", "udm", "family"), [
-    ({"n": 6, "slide": 2}, {"udm": "sum", "input": "v"}, RowPaneStep),
-    ({"n": 6, "slide": 4}, {"aggregates": ALGEBRAIC[4]["aggregates"]}, RowPaneStep),
-    ({"n": 6, "slide": 1}, {"udm": "sum", "input": "v"}, RowsStep),  # one-row panes: no gain
-    ({"n": 4, "slide": 4}, {"udm": "sum", "input": "v"}, RowsStep),  # one pane a window
-    ({"n": 6, "slide": 2}, {"udm": "median", "input": "v"}, RowsStep),  # holistic
-    ({"n": 6, "slide": 2}, {"udm": "twa", "input": "v"}, RowsStep),  # time-sensitive
-])
-def test_panes_only_where_they_apply(window: dict, udm: dict, family: type) -> None:
-    r = runner({"steps": [{"op": "window", "window": {"type": "rows", **window}, **udm}]})
-    assert type(r.ops[0]) is family
+def _stream(count: int) -> list[Element]:
+    out: list[Element] = []
+    for i in range(count):
+        out.append(Insert(f"e{i}", i, i + 1, {"v": (i * 7919) % 101}))
+        if i % 50 == 49:
+            out.append(Cti(i + 1))
+    return out
 
 
-def test_memory_is_pane_states_not_rows() -> None:
-    """40-row windows sliding by 10 (seeds/004 §6.2 at 1/1000 scale): in order, with CTIs behind the data,
-    the step holds a handful of pane states and almost no rows; without panes it holds a window of rows."""
-    sizes = {}
-    for slide in (10, 40):
-        r = runner(window_query({"type": "rows", "n": 40, "slide": slide}, "sum", input="v"))
-        for i in range(2000):
-            r.process(Insert(f"e{i}", i, i + 1, {"v": i % 13}))
-            if i % 5 == 4:
-                r.process(Cti(i + 1))
-        sizes[slide] = r.ops[0].state_size()
-    assert sizes[10]["rows"] <= 5 and sizes[10]["panes"] <= 2 * (40 // 10)
-    assert sizes[40]["rows"] >= 30  # RowsStep: the rows of the open window
+def _work(n: int, slide: int, mode: str) -> Counter[str]:
+    """UDA calls (and values handed) per 1,000 in-order events of ``rows{n, slide}``, fed
+    in ``mode``, once the windows are full (the run up to there is fed as one batch and not counted); the
+    whole output is checked against the plain definition of each window's sum."""
+    r = runner(window_query({"type": "rows", "n": n, "slide": slide}, "counting_sum", input="v"),
+               catalog_with(CountingSum))
+    count = n + 1100
+    stream = _stream(count)
+    cut = next(i for i, el in enumerate(stream) if isinstance(el, Insert) and el.le == n + 100)
+    out = r.process_many(stream[:cut])
+    UDA_CALLS.clear()
+    if mode == "each":
+        out += [o for el in stream[cut:] for o in r.process(el)]
+    else:
+        out += r.process_many(stream[cut:])
+    calls = Counter(UDA_CALLS)
+    out += r.finish()
+    vals = [(i * 7919) % 101 for i in range(count)]
+    first = -(-n // slide) * slide
+    want = Counter((k - n, k, f'{{"counting_sum":{sum(vals[k - n:k])}}}') for k in range(first, count + 1, slide))
+    assert cht(out) == want
+    return calls
+
+
+@pytest.mark.parametrize("mode", ["each", "many"])
+@pytest.mark.parametrize("slide", [1, 3])
+def test_work_per_event_does_not_grow_with_n(slide: int, mode: str) -> None:
+    """rows(10,000) costs the UDA what rows(10) costs: every window is the previous one plus ``slide``
+    rows entering and ``slide`` leaving, whatever ``n`` (an algebraic UDA with ``remove`` keeps one
+    running state: one add and one remove per row, no merge)."""
+    small, big = _work(10, slide, mode), _work(10_000, slide, mode)
+    for what in ("add", "remove", "merge", "initial_state", "compute", "values"):
+        assert big[what] <= small[what] * 1.1 + 10, (what, small, big)
+    assert abs(small["compute"] - 1000 // slide) <= 10, small  # one compute per window
+    assert small["values"] <= 2000 + 10, small  # each row handed in once and out once
 
 
 @pytest.mark.parametrize("part", range(3))

@@ -12,13 +12,14 @@ import itertools
 import json
 import random
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from udm.host.engine import QueryRunner
 from udm.host.query.plan import bind
 from udm.host.query.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert, Retract, sync_time
-from udm.sdk import INF, Event, WindowDescriptor
+from udm.sdk import INF, Event, IncrementalUDA, WindowDescriptor, udm
 
 __all__ = ["apply_valid", "check_physical", "cht", "expected", "gen_stream", "run", "runner", "shuffle_physical"]
 
@@ -395,4 +396,35 @@ def ctis(out: list[Element]) -> list[int]:
     return [el.t for el in out if isinstance(el, Cti)]
 
 
-__all__ += ["catalog_with", "ctis", "rows", "table", "window_query"]
+#: what `CountingSum` was asked to do: calls by method, and ``values`` handed to add/remove
+UDA_CALLS: Counter[str] = Counter()
+
+
+@udm(name="counting_sum", version="1.0.0", algebraic=True)
+class CountingSum(IncrementalUDA):
+    """An algebraic sum that counts every call into `UDA_CALLS` (for tests of the work per event)."""
+
+    def initial_state(self) -> int:
+        UDA_CALLS["initial_state"] += 1
+        return 0
+
+    def add(self, state: int, delta: Sequence[int]) -> int:
+        UDA_CALLS["add"] += 1
+        UDA_CALLS["values"] += len(delta)
+        return state + sum(delta)
+
+    def remove(self, state: int, delta: Sequence[int]) -> int:
+        UDA_CALLS["remove"] += 1
+        UDA_CALLS["values"] += len(delta)
+        return state - sum(delta)
+
+    def merge(self, a: int, b: int) -> int:
+        UDA_CALLS["merge"] += 1
+        return a + b
+
+    def compute(self, state: int) -> int:
+        UDA_CALLS["compute"] += 1
+        return state
+
+
+__all__ += ["UDA_CALLS", "CountingSum", "catalog_with", "ctis", "rows", "table", "window_query"]

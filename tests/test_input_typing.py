@@ -84,20 +84,19 @@ def test_engine_dead_letters_wrong_types_and_goes_on(seed: int, mode: str, monke
     stream, bad = _poisoned(seed)
     assert bad
     taken: list[int] = []
-    vinsert = grid.grid_vinsert
+    bulk = grid.GridFamily.bulk_insert
 
-    def counting(*a: Any, **kw: Any) -> Any:
-        rows = vinsert(*a, **kw)
-        taken.append(len(rows))
-        return rows
+    def counting(self: Any, groups: Any, codes: Any, ids: Any, le: Any, re: Any, vals: Any, *rest: Any) -> None:
+        taken.append(len(le))
+        bulk(self, groups, codes, ids, le, re, vals, *rest)
 
-    monkeypatch.setattr(grid, "grid_vinsert", counting)
+    monkeypatch.setattr(grid.GridFamily, "bulk_insert", counting)
     if mode in ("each", "many"):
         out, r = run(SUM_V, stream, mode=mode)
     else:
         r = runner(SUM_V)
         out = r.process_batch(ElementBatch.from_elements(stream, list(range(1, len(stream) + 1)))) + r.finish()
-        assert sum(taken) > 0  # the columnar fast path took part of it
+        assert sum(taken) > 0  # the window took the batch's inserts in bulk
     check_physical(out)
     # the reference: the oracle over the stream without the poisoned events (their retractions vanish too)
     assert cht(out) == oracle(parse_query(SUM_V), _clean(stream, bad))

@@ -124,17 +124,17 @@ def test_hand_detach_and_attach_at_run_time() -> None:
     assert r.process(Cti(3), input="a") == []  # a detached: its CTI no longer counts
     r.process(Insert("y", 0, 4, {"p": 1}), input="b")
     out = r.process(Cti(2), input="b")
-    assert out == [Insert("m1", 0, INF, {"p": 1}), Cti(2)]
+    assert out == [Insert("o1", 0, INF, {"p": 1}), Cti(2)]
     # a comes back, carrying every event that ends at 8 or later; it counts once the output CTI reaches 8
     r.attach("m", "a", at=8)
     r.process(Insert("x2", 9, 12, {"p": 2}), input="a")
     assert r.process(Cti(20), input="a") == []  # still joining: its CTIs are ignored
     r.process(Insert("y2", 9, 12, {"p": 2}), input="b")
     out = r.process(Cti(8), input="b")
-    assert out == [Retract("m1", 0, INF, 4), Cti(8)]
+    assert out == [Retract("o1", 0, INF, 4), Cti(8)]
     r.detach("m", "b")  # a has joined: it alone carries the stream now
     out = r.process(Cti(30), input="a")
-    assert out == [Insert("m2", 9, 12, {"p": 2}), Cti(30)]
+    assert out == [Insert("o2", 9, 12, {"p": 2}), Cti(30)]
     with pytest.raises(ValueError, match="reads no 'zz'"):
         r.detach("m", "zz")
     with pytest.raises(ValueError, match="no lmerge step 'q'"):
@@ -150,16 +150,16 @@ def test_hand_join_at_in_the_spec() -> None:
     r.process(Insert("b2", 12, 20, {"p": 2}), input="b")
     assert r.process(Cti(15), input="b") == []  # b not joined yet
     out = r.process(Cti(11), input="a")
-    assert out == [Insert("m1", 0, 5, {"p": 1}), Cti(11)]
+    assert out == [Insert("o1", 0, 5, {"p": 1}), Cti(11)]
     r.detach("m", "a")
     out = r.process(Cti(25), input="b")
-    assert out == [Insert("m2", 12, 20, {"p": 2}), Cti(25)]
+    assert out == [Insert("o2", 12, 20, {"p": 2}), Cti(25)]
 
 
 @pytest.mark.parametrize("algorithm", ["R0", "R1", "R2"])
 def test_hand_insert_only_algorithms_dead_letter_a_retraction(algorithm: str) -> None:
     r = QueryRunner(merge_query(["a", "b"], algorithm))
-    assert r.process(Insert("x", 1, 5, {"p": 1}), input="a") == [Insert("m1", 1, 5, {"p": 1})]
+    assert r.process(Insert("x", 1, 5, {"p": 1}), input="a") == [Insert("o1", 1, 5, {"p": 1})]
     assert r.process(Insert("y", 1, 5, {"p": 1}), input="b") == []  # the same row from b: already out
     assert r.process(Retract("x", 1, 5, 3), input="a") == []
     (dl,) = r.take_dead_letters()
@@ -237,7 +237,7 @@ def test_hand_gap_follows_the_input_that_freezes_it(algorithm: str) -> None:
     # has e. x is missing from b.
     r = QueryRunner(merge_query(["a", "b"], algorithm))
     r.process(Insert("x", 5, 8, {"p": "x"}), input="a")
-    assert r.process(Cti(10), input="a") == [Insert("m1", 5, 8, {"p": "x"}), Cti(10)]  # a has x: out, final
+    assert r.process(Cti(10), input="a") == [Insert("o1", 5, 8, {"p": "x"}), Cti(10)]  # a has x: out, final
     assert r.process(Cti(12), input="b") == [Cti(12)]  # b lacks it, but x is final already
     r2 = QueryRunner(merge_query(["a", "b"], algorithm))
     r2.process(Insert("x", 5, 8, {"p": "x"}), input="a")
@@ -250,8 +250,8 @@ def test_hand_gap_in_insert_only_algorithms(algorithm: str) -> None:
     # seeds/001 §V.C: R0–R2 output an element missing from some input S as long as another input delivers
     # it before S delivers an element with a higher LE
     r = QueryRunner(merge_query(["a", "b"], algorithm))
-    assert r.process(Insert("x", 5, 8, {"p": "x"}), input="a") == [Insert("m1", 5, 8, {"p": "x"})]
-    assert r.process(Insert("w", 6, 9, {"p": "w"}), input="b") == [Insert("m2", 6, 9, {"p": "w"})]
+    assert r.process(Insert("x", 5, 8, {"p": "x"}), input="a") == [Insert("o1", 5, 8, {"p": "x"})]
+    assert r.process(Insert("w", 6, 9, {"p": "w"}), input="b") == [Insert("o2", 6, 9, {"p": "w"})]
     r2 = QueryRunner(merge_query(["a", "b"], algorithm))
-    assert r2.process(Insert("w", 6, 9, {"p": "w"}), input="b") == [Insert("m1", 6, 9, {"p": "w"})]
+    assert r2.process(Insert("w", 6, 9, {"p": "w"}), input="b") == [Insert("o1", 6, 9, {"p": "w"})]
     assert r2.process(Insert("x", 5, 8, {"p": "x"}), input="a") == []  # too late: b is past LE 5

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from udm.host.engine import QueryRunner
-from udm.host.engine.ops.span import FilterStep
+from udm.host.engine.ops import span
 from udm.host.query.plan import BoundQuery, bind
 from udm.host.query.spec import parse_query
 from udm.host.temporal.elements import Cti, Insert, Retract
@@ -45,14 +45,15 @@ def test_feedback_keeps_the_common_cht(algorithm: str) -> None:
 
 
 def calls(feedback: bool, inputs: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> tuple[int, Any]:
+    """How many inserts the filters' UDF was asked about (rows handed to it), and the run's output."""
     count = [0]
-    real = FilterStep.call
+    real = span.udf_results
 
-    def counted(self: FilterStep, payload: dict[str, Any]) -> Any:
-        count[0] += 1
-        return real(self, payload)
+    def counted(udm: Any, label: str, args: dict[str, str], b: Any, rows: Any) -> list[Any]:
+        count[0] += int((b.kind[rows] == 0).sum())
+        return real(udm, label, args, b, rows)
 
-    monkeypatch.setattr(FilterStep, "call", counted)
+    monkeypatch.setattr(span, "udf_results", counted)
     r = QueryRunner(plans(feedback))
     out = [e for name, el in interleave(inputs, ["i0", "i1"], how="sequential") for e in r.process(el, input=name)]
     out += r.finish()
@@ -79,11 +80,11 @@ def test_hand_skipped_event_extended_past_the_fast_forward_is_computed() -> None
     r.process(Insert("x", 1, 20, {"v": 50}), input="i0")
     r.process(Cti(10), input="i0")  # output CTI 10: p1 is told to skip what ends before 10
     p1 = next(op for op in r.ops if op.name == "p1")
-    assert p1.skip_below == 10
+    assert p1.feedback.skip_below == 10
     r.process(Insert("y", 1, 5, {"v": 50}), input="i1")  # ends before 10: skipped, not computed
-    assert "y" in p1.skipped
+    assert len(p1.feedback.skipped) == 1
     r.process(Retract("y", 1, 5, 20), input="i1")  # now it reaches 10: computed and passed on
-    assert "y" not in p1.skipped
+    assert not p1.feedback.skipped
     r.detach("m", "p0")
     out = r.process(Cti(INF), input="i1")  # i1 alone carries the stream: [1, 20) must be there
     assert [(e.le, e.re_new) for e in out if isinstance(e, Retract)] == [(1, 20)] and out[-1] == Cti(INF)

@@ -18,7 +18,6 @@ from udm.host.engine import QueryRunner
 from udm.host.io.batch import ElementBatch
 from udm.host.query.plan import bind
 from udm.host.query.spec import parse_query
-from udm.host.spark.key_due import engine_due
 from udm.host.spark.key_state import DictStore, KeyedBucket, KeyedResult, payload_key
 from udm.host.spark.rows import with_struct_payloads
 from udm.host.spark.stream_files import _routes
@@ -199,11 +198,11 @@ def test_due_is_the_next_window_end_and_the_events_end() -> None:
     r = QueryRunner(bound)
     r.process(Insert("a", 3, 25, {"g": "x", "v": 1.0}))
     r.process(Cti(4))
-    assert engine_due(r, 4) == 10  # the window [0, 10) is released at cti(10)
+    assert r.due(4) == 10  # the window [0, 10) is released at cti(10)
     r.process(Cti(12))
-    assert engine_due(r, 12) == 20
+    assert r.due(12) == 20
     r.process(Cti(30))
-    assert engine_due(r, 30) == INF  # the event ended (forgotten at 26) and its last window closed
+    assert r.due(30) == INF  # the event ended (forgotten at 26) and its last window closed
 
 
 def test_an_index_of_another_layout_is_refused() -> None:

@@ -4,20 +4,55 @@ oracle on the stream and a physical variant, plus every output property of SEMAN
 
 from __future__ import annotations
 
+import itertools
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from udm.host.engine import QueryRunner
 from udm.host.query.plan import BoundQuery, bind
-from udm.host.query.spec import parse_query
-from udm.host.temporal.elements import Element
+from udm.host.query.spec import QuerySpec, parse_query
+from udm.host.temporal.elements import Cti, Element
 from udm.host.testing.engine_conformance import Engine, check_engine, runner_engine
 from udm.host.testing.generator import generate
 
-__all__ = ["LOCAL", "UDMS", "random_case", "run_random_cases"]
+__all__ = ["BATCHED", "LOCAL", "UDMS", "every_udm_every_disorder", "random_case", "run_random_cases"]
 
+#: the local engine fed element by element
 LOCAL = runner_engine(QueryRunner)
+
+
+class _Traced(list[Element]):
+    """An output list with, per input element, what the runner emitted (the kit's liveliness check)."""
+
+    trace: list[list[Element]]
+
+
+def BATCHED(query: QuerySpec | BoundQuery, elements: Sequence[Element]) -> list[Element]:
+    """The local engine fed in batches (``process_many``) of 1 to 7 elements, each cut after a CTI, so the
+    output CTI each input CTI allows comes out with its batch; a batch's output is traced to its last
+    element."""
+    bq = query if isinstance(query, BoundQuery) else bind(query)
+    r = QueryRunner(bq)
+    out = _Traced()
+    out.trace = []
+    sizes = itertools.cycle([3, 1, 7, 2, 5, 4])
+    chunk: list[Element] = []
+    want = next(sizes)
+    for el in elements:
+        chunk.append(el)
+        if isinstance(el, Cti) or len(chunk) >= want:
+            emitted = r.process_many(chunk)
+            out.trace += [[] for _ in chunk[1:]] + [emitted]
+            out.extend(emitted)
+            chunk = []
+            want = next(sizes)
+    if chunk:
+        emitted = r.process_many(chunk)
+        out.trace += [[] for _ in chunk[1:]] + [emitted]
+        out.extend(emitted)
+    out.extend(r.finish())
+    return out
 
 #: every UDM shape: incremental / holistic UDA, time-insensitive UDO, time-sensitive UDA and UDO, delayed
 UDMS: list[dict[str, Any]] = [
@@ -32,6 +67,12 @@ UDMS: list[dict[str, Any]] = [
 ]
 _DURATION = ["point", "short", "long", "mixed", "infinite"]
 _DISORDER = ["in_order", "slightly", "out_of_order", "highly"]
+
+
+def every_udm_every_disorder(seed: int, rng: random.Random) -> dict[str, Any]:
+    """A `random_case` step: the UDM changes every 4 seeds, so each meets every disorder (by default the
+    UDM and the disorder both follow ``seed``, and a UDM always meets the same two)."""
+    return dict(UDMS[(seed // len(_DISORDER)) % len(UDMS)])
 
 
 def random_case(seed: int, window: Callable[[random.Random], dict[str, Any]],

@@ -26,6 +26,7 @@ from udm.host.demo.data import (
     window_text,
 )
 from udm.host.engine import QueryRunner
+from udm.host.io.interleave import interleave
 from udm.host.query.plan import bind
 from udm.host.query.spec import QuerySpec, parse_query
 from udm.host.temporal.elements import Element, Insert, Retract, canonical_json
@@ -125,8 +126,19 @@ def _corrections(elements: list[Element], field_name: str) -> list[tuple[str, in
 
 
 def _run_local(spec: QuerySpec, elements: list[Element] | dict[str, list[Element]]) -> tuple[list[Element], int]:
+    """The in-process engine fed as a live feed is: one arrival at a time, so its speculative output (and the
+    corrections late data forces) shows; a whole file in one call would be one batch with nothing to revise."""
     runner = QueryRunner(bind(spec))
-    return runner.run_all(elements), runner.stats.dead_lettered
+    out: list[Element] = []
+    if isinstance(elements, dict):
+        arrivals = interleave([(n, enumerate(elements[n], 1)) for n in runner.inputs if n in elements])
+        for name, line, el in arrivals:
+            out.extend(runner.process(el, line, name))
+    else:
+        for line, el in enumerate(elements, 1):
+            out.extend(runner.process(el, line))
+    out.extend(runner.finish())
+    return out, runner.stats.dead_lettered
 
 
 def _run_spark(spark: Any, spec: QuerySpec, elements: list[Element] | dict[str, list[Element]]

@@ -55,6 +55,7 @@ class MultiUDM:
         self.time_sensitive = any(p.time_sensitive for p in self.parts)
         self.incremental = all(p.incremental for p in self.parts)
         self.algebraic = all(p.algebraic for p in self.parts)
+        self.invertible = all(p.invertible for p in self.parts)
         self.time_bound_decl = False
         self.clip = step.clip
         self.policy = "window"  # a UDA's output lifetime is its window

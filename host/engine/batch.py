@@ -1,224 +1,220 @@
-"""Columnar batches: the vectorized fast path and the column-driven general path.
+"""`Batch`: what every operator consumes and produces — a columnar run of valid elements, CTIs in place.
 
-`run_batch` walks an `ElementBatch` once. Stretches of consecutive *insert* rows (at least `MIN_RUN`)
-go to the first step's vectorized insert (`GridStep.vinsert`) when the query qualifies
-(`plan`: the first step is a tumbling/hopping window step over a time-insensitive incremental UDA/UDO
-with a field-name input and no ``max_memory_time``); every other row (retractions, CTIs, bad rows,
-short insert stretches, rows the vectorized insert declines) takes the general path, fed from the
-columns without building element objects. So the engine uses the fast path automatically and falls back
-the moment input stops qualifying, row by row; both paths leave the same state behind.
+Trill's shape (the seeds' engines, one element at a time, cost a Python call per element per step): a batch
+is a few numpy columns and a `Payload`, and an operator handles a whole batch per call. A single element
+is a batch of one; there is no other route through the engine.
 
-Within a vectorized stretch, rows that are not plain valid inserts (late, bad lifetime, missing field,
-duplicate id, long or infinite lifetime that must spill past the frontier) are handed back and take the
-general path right after the stretch; since insert-only changes commute, the outcome (state, output
-CHT, dead letters in line order) is the one the general path gives.
+Columns, one entry per row:
+
+* ``kind``: `INSERT`, `RETRACT` or `CTI` (int8).
+* ``id``: the event's engine id (int64). Input gates number the events they accept; an operator that makes
+  events of its own (a window, a join) numbers those. Ids are never reused, so no operator after a gate
+  needs an id registry to tell events apart.
+* ``le``, ``re``: the lifetime an insert gives, or the one a retraction names; a CTI's time in both.
+* ``rn``: a retraction's new end (``RE_new``); an insert's ``re``; a CTI's time.
+* ``line``: the input line of the element the row comes from (-1 unknown), for dead letters.
+* ``payload``: the event's payload, for retractions too (a gate attaches the live event's), so a span step
+  needs no state to pass a retraction on and a window finds the group and value of what leaves it.
+* ``src``: for rows straight from a query input (through span steps only), the input's own ids: a step
+  that refuses such a row names the element as it was read.
+
+Every row of a batch is valid for the operator it enters, except for the payload fields that operator
+reads (semantics-notes 3), which it checks itself.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
-from udm.host.errors import BadElement
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
-from .columnar import Cols
-from .common import INF
-from .context import Context
-from .operator import Operator
-from .ops.span import NO_RESULT as _NO_PRE
-from .ops.span import precompute
+from .payload import Payload
+
+__all__ = ["CTI", "INSERT", "RETRACT", "Batch", "RowsOut", "out_id"]
+
+INSERT, RETRACT, CTI = 0, 1, 2
+
+_I64 = np.int64
 
 
-class BatchHost(Protocol):
-    """What the batch driver needs of the runner that calls it (`BatchHost` is one): the operators, the
-    shared context, and the runner's own steps for one element."""
-
-    ops: list[Operator]
-    ctx: Context
-    finished: bool
-
-    def push(self, k: int, els: list[Element]) -> list[Element]: ...
-
-    def flush(self) -> list[Element]: ...
-
-    def reject_bad(self, err: BadElement, line: int | None) -> None: ...
-
-    def after_end(self, el: Any) -> None: ...
-
-    def end_input(self, input_name: str) -> None: ...
-
-__all__ = ["MIN_RUN", "BatchHost", "plan", "run_batch"]
-
-#: shortest stretch of insert rows worth vectorizing
-MIN_RUN = 48
-
-_INSERT, _RETRACT, _CTI = 0, 1, 2
-_I64_MIN = -(2**63)
+def out_id(i: int) -> str:
+    """An engine id as output files spell it."""
+    return f"o{i}"
 
 
-def plan(runner: BatchHost) -> Any:
-    """The step that takes vectorized inserts, or None."""
-    st = runner.ops[0]
-    fn = getattr(st, "vector_ok", None)
-    return st if fn is not None and fn() else None
+class Batch:
+    """A columnar run of elements (see the module docstring)."""
 
+    __slots__ = ("id", "kind", "le", "line", "payload", "re", "rn", "src")
 
+    def __init__(self, kind: np.ndarray, id: np.ndarray, le: np.ndarray, re: np.ndarray, rn: np.ndarray,
+                 line: np.ndarray, payload: Payload, src: pa.Array | None = None) -> None:
+        self.kind = kind
+        self.id = id
+        self.le = le
+        self.re = re
+        self.rn = rn
+        self.line = line
+        self.payload = payload
+        self.src = src
 
-def run_batch(runner: BatchHost, batch: Any) -> list[Element]:
-    n = len(batch)
-    out: list[Element] = []
-    if n == 0:
+    # -- construction --------------------------------------------------------------------------------
+    @classmethod
+    def empty(cls) -> Batch:
+        z = np.zeros(0, dtype=_I64)
+        return cls(np.zeros(0, dtype=np.int8), z, z, z, z, z, Payload.empty(0))
+
+    @classmethod
+    def cti(cls, t: int, line: int = -1) -> Batch:
+        tt = np.array([t], dtype=_I64)
+        return cls(np.array([CTI], dtype=np.int8), np.zeros(1, dtype=_I64), tt, tt, tt,
+                   np.array([line], dtype=_I64), Payload.empty(1))
+
+    @classmethod
+    def of(cls, kind: Sequence[int], id: Sequence[int], le: Sequence[int], re: Sequence[int],
+           rn: Sequence[int], payloads: list[Any], line: Sequence[int] | None = None) -> Batch:
+        """A batch from Python lists (operators that make their rows one by one)."""
+        n = len(kind)
+        return cls(np.array(kind, dtype=np.int8), np.array(id, dtype=_I64), np.array(le, dtype=_I64),
+                   np.array(re, dtype=_I64), np.array(rn, dtype=_I64),
+                   np.array(line, dtype=_I64) if line is not None else np.full(n, -1, dtype=_I64),
+                   Payload.from_rows(payloads))
+
+    # -- views ---------------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"Batch({len(self)} rows: {self.to_elements()!r})"
+
+    @property
+    def all_inserts(self) -> bool:
+        return bool(len(self.kind)) and not bool(self.kind.any())
+
+    def take(self, idx: np.ndarray) -> Batch:
+        src = None if self.src is None else self.src.take(pa.array(idx, pa.int64()))
+        return Batch(self.kind[idx], self.id[idx], self.le[idx], self.re[idx], self.rn[idx], self.line[idx],
+                     self.payload.take(idx), src)
+
+    def with_payload(self, payload: Payload) -> Batch:
+        return Batch(self.kind, self.id, self.le, self.re, self.rn, self.line, payload, self.src)
+
+    @staticmethod
+    def concat(parts: Sequence[Batch]) -> Batch:
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return Batch.empty()
+        if len(parts) == 1:
+            return parts[0]
+        src = None
+        if all(p.src is not None for p in parts):
+            src = pa.concat_arrays([p.src for p in parts if p.src is not None])
+        return Batch(np.concatenate([p.kind for p in parts]), np.concatenate([p.id for p in parts]),
+                     np.concatenate([p.le for p in parts]), np.concatenate([p.re for p in parts]),
+                     np.concatenate([p.rn for p in parts]), np.concatenate([p.line for p in parts]),
+                     Payload.concat([p.payload for p in parts]), src)
+
+    def id_text(self, i: int) -> str:
+        """Row ``i``'s id as the element that made it was spelled (the input's own id, else the engine's)."""
+        if self.src is not None:
+            s = self.src[i].as_py()
+            if s is not None:
+                return str(s)
+        return out_id(int(self.id[i]))
+
+    def element(self, i: int) -> Element:
+        """Row ``i`` as an element (dead letters; the element API)."""
+        k = int(self.kind[i])
+        if k == CTI:
+            return Cti(int(self.le[i]))
+        if k == INSERT:
+            return Insert(self.id_text(i), int(self.le[i]), int(self.re[i]), self.payload.row(i))
+        return Retract(self.id_text(i), int(self.le[i]), int(self.re[i]), int(self.rn[i]))
+
+    def to_elements(self) -> list[Element]:
+        """Output rows as elements (ids ``o<n>``; retractions without payload), as `QueryRunner` returns them."""
+        n = len(self.kind)
+        if n == 0:
+            return []
+        kinds = self.kind.tolist()
+        ids = self.id.tolist()
+        le = self.le.tolist()
+        re = self.re.tolist()
+        if 1 not in kinds and 2 not in kinds:
+            pls = self.payload.rows()
+            return [Insert(f"o{i}", a, b, p) for i, a, b, p in zip(ids, le, re, pls, strict=True)]
+        rn = self.rn.tolist()
+        rows: list[Any] | None = self.payload.rows() if 0 in kinds else None
+        out: list[Element] = []
+        for j, k in enumerate(kinds):
+            if k == INSERT:
+                assert rows is not None
+                out.append(Insert(f"o{ids[j]}", le[j], re[j], rows[j]))
+            elif k == RETRACT:
+                out.append(Retract(f"o{ids[j]}", le[j], re[j], rn[j]))
+            else:
+                out.append(Cti(le[j]))
         return out
-    codes = batch.kind_codes()
-    cols = Cols(batch)
-    lines = batch.lines.tolist()
-    codes_l = codes.tolist()
-    st = plan(runner) if not runner.finished else None
-    done = np.zeros(n, dtype=bool)  # rows already taken by the vectorized insert
-    if st is not None:
-        # segments free of retractions and bad rows (and before an end-of-input CTI): their valid inserts
-        # commute with each other and with the CTIs between them, so they can go first, all at once
-        tcol = cols.ints_np("t")
-        ends = np.flatnonzero((codes == _CTI) & (tcol >= INF))
-        limit = int(ends[0]) if len(ends) else n  # nothing after the end of input is vectorized
-        stop = np.flatnonzero(codes[:limit] < 0).tolist()
-        start = 0
-        for pos in [*stop, limit]:
-            if pos - start >= MIN_RUN:
-                seg = slice(start, pos)
-                kinds = codes[seg]
-                rows = np.flatnonzero(kinds == _INSERT) + start
-                if len(rows) >= MIN_RUN:
-                    # the CTI in force before each row
-                    cb = np.maximum.accumulate(np.where(kinds == _CTI, tcol[seg], _I64_MIN))
-                    rets = np.flatnonzero(kinds == _RETRACT) + start
-                    taken = st.vinsert(cols, rows, cb[rows - start], rets, cb[rets - start])
-                    if len(taken):
-                        done[taken] = True
-                        runner.ctx.stats.elements_in += len(taken)
-                        # valid inserts the vectorized insert left alone (long lifetimes): they commute too,
-                        # so they go now, before the CTIs are replayed (else windows released early would
-                        # have to be revised)
-                        # (their ids were checked against the fast path's ids and each other: fresh)
-                        st.vfresh = True
-                        try:
-                            for i, re_net in st.vlater:
-                                r = _row(runner, cols, codes_l, lines, i, re_net)
-                                if r:
-                                    out.extend(r)
-                                done[i] = True
-                        finally:
-                            st.vfresh = False
-                        st.vlater = []
-            start = pos + 1
-    todo = np.flatnonzero(~done).tolist() if done.any() else range(n)
-    first = runner.ops[0]
-    pre = precompute(first, cols, n) if not runner.finished and n >= MIN_RUN else None
-    try:
-        _rows(runner, cols, codes_l, lines, todo, out, pre)
-    finally:
-        if pre is not None:
-            first.pre = _NO_PRE  # type: ignore[attr-defined]
-    out.extend(runner.flush())
-    return out
 
 
-def _rows(runner: BatchHost, cols: Cols, codes: list[int], lines: list[int], todo: Any, out: list[Element],
-          pre: tuple[list[Any], np.ndarray | None] | None) -> None:
-    """The general path over rows ``todo``: inserts inline (time columns read once per batch, no element
-    object unless the first step needs one), everything else through `_row`. With ``pre`` (a filter/map
-    whose UDF has a batch form: its results for the whole batch), each insert's result stands in for the
-    step's per-row call (rows lacking an argument still call ``compute``)."""
-    ctx = runner.ctx
-    stats = ctx.stats
-    first = runner.ops[0]
-    ins = first.ins
-    push = runner.push
-    le_l: list[int] = []
-    re_l: list[int] = []
-    started = False
-    id_at = cols.id_at  # (one by one for the first few rows, then whole columns: `Cols.id_at`)
-    payload_at = cols.payload_at
-    vals, skip = pre if pre is not None else (None, None)
-    skip_l = skip.tolist() if skip is not None else None
-    for i in todo:
-        if codes[i] != _INSERT or runner.finished:
-            r = _row(runner, cols, codes, lines, i)
-            if r:
-                out.extend(r)
-            continue
-        if not started:
-            started = True
-            le_l = cols.ints("le")
-            re_l = cols.ints("re")
-        line = lines[i]
-        ctx.line = line if line >= 0 else None
-        stats.elements_in += 1
-        p = payload_at(i)
-        if vals is not None:
-            first.pre = vals[i] if skip_l is None or not skip_l[i] else _NO_PRE  # type: ignore[attr-defined]
-        got = ins(id_at(i), le_l[i], re_l[i], {} if p is None else p)
-        if vals is not None:
-            first.pre = _NO_PRE  # type: ignore[attr-defined]
-        if got:
-            res = push(0, got)
-            if res:
-                out.extend(res)
+class RowsOut:
+    """Output an operator makes: rows one by one (a join's pairs, a window's diffs) and whole column blocks
+    (a window's windows valued at once), in order, as one `Batch`."""
 
+    __slots__ = ("blocks", "id", "kind", "le", "line", "payloads", "re", "rn")
 
-def _row(runner: BatchHost, cols: Cols, codes: list[int], lines: list[int], i: int,
-         re_net: int | None = None) -> list[Element]:
-    """One row through the general path (what `QueryRunner._one` does for an element); ``re_net``
-    replaces an insert's RE (its net lifetime after retractions already folded into it)."""
-    ctx = runner.ctx
-    line = lines[i]
-    ctx.line = line if line >= 0 else None
-    ctx.stats.elements_in += 1
-    c = codes[i]
-    if runner.finished:
-        runner.after_end(_element(cols, c, i))
-        return []
-    first = runner.ops[0]
-    if c == _INSERT:
-        p = cols.payload_at(i)
-        re = cols.ints("re")[i] if re_net is None else re_net
-        out = first.ins(cols.id_at(i), cols.ints("le")[i], re, {} if p is None else p)
-    elif c == _RETRACT:
-        out = first.ret(cols.id_at(i), cols.ints("le")[i], cols.ints("re")[i], cols.ints("re_new")[i])
-    elif c == _CTI:
-        t = cols.ints("t")[i]
-        out = first.cti(t)
-        if t >= INF:
-            runner.end_input("main")
-    else:
-        runner.reject_bad(_bad_row(cols, i, ctx.line), ctx.line)
-        return []
-    if out:
-        return runner.push(0, out)
-    return []
+    def __init__(self) -> None:
+        self.kind: list[int] = []
+        self.id: list[int] = []
+        self.le: list[int] = []
+        self.re: list[int] = []
+        self.rn: list[int] = []
+        self.payloads: list[Any] = []
+        self.line: list[int] = []
+        #: finished batches, in order, before the rows listed above
+        self.blocks: list[Batch] = []
 
+    def insert(self, eid: int, le: int, re: int, payload: Any, line: int = -1) -> None:
+        self.row(INSERT, eid, le, re, re, payload, line)
 
-def _element(cols: Cols, c: int, i: int) -> Any:
-    if c == _INSERT:
-        return Insert(cols.id_at(i), cols.ints("le")[i], cols.ints("re")[i], cols.payloads[i] or {})
-    if c == _RETRACT:
-        return Retract(cols.id_at(i), cols.ints("le")[i], cols.ints("re")[i], cols.ints("re_new")[i])
-    if c == _CTI:
-        return Cti(cols.ints("t")[i])
-    return None
+    def retract(self, eid: int, le: int, re: int, rn: int, payload: Any, line: int = -1) -> None:
+        """A retraction carries its event's payload (operators after this one read it)."""
+        self.row(RETRACT, eid, le, re, rn, payload, line)
 
+    def cti(self, t: int) -> None:
+        self.row(CTI, 0, t, t, t, {}, -1)
 
-def _bad_row(cols: Cols, i: int, line: int | None) -> BadElement:
-    tab = cols.batch.table
-    reason = tab.column("error")[i].as_py() or "bad element"
-    raw_text = tab.column("raw")[i].as_py()
-    raw: Any = None
-    if raw_text is not None:
-        try:
-            raw = json.loads(raw_text)
-        except ValueError:
-            raw = raw_text
-    return BadElement(reason, line=line, raw=raw)
+    def row(self, k: int, eid: int, le: int, re: int, rn: int, payload: Any, line: int = -1) -> None:
+        self.kind.append(k)
+        self.id.append(eid)
+        self.le.append(le)
+        self.re.append(re)
+        self.rn.append(rn)
+        self.payloads.append(payload)
+        self.line.append(line)
+
+    def block(self, b: Batch) -> None:
+        """A column block joins the output after everything so far."""
+        self._close()
+        self.blocks.append(b)
+
+    def _close(self) -> None:
+        if self.kind:
+            b = Batch.of(self.kind, self.id, self.le, self.re, self.rn, self.payloads, self.line)
+            if CTI in self.kind and all(k == CTI for k in self.kind):
+                b.payload = Payload.absent(len(self.kind))  # (CTIs only: no payload to keep as dicts)
+            self.blocks.append(b)
+            self.kind, self.id, self.le, self.re, self.rn, self.payloads, self.line = [], [], [], [], [], [], []
+
+    def __len__(self) -> int:
+        return len(self.kind) + sum(len(b) for b in self.blocks)
+
+    def batch(self) -> Batch | None:
+        self._close()
+        if not self.blocks:
+            return None
+        return Batch.concat(self.blocks)

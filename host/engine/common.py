@@ -1,4 +1,4 @@
-"""Shared pieces of the local engine: run records, the per-step event record, small helpers."""
+"""Shared pieces of the local engine: run records (dead letters, run statistics) and canonical JSON."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ __all__ = [
     "Ev",
     "RunStats",
     "cjson",
-    "floordiv",
 ]
 
 #: Below every int64 tick: "no CTI yet" / "no time seen yet".
@@ -91,37 +90,31 @@ def cjson(value: Any) -> str:
     return _dumps(value)
 
 
-def floordiv(a: int, b: int) -> int:
-    return a // b
-
-
 class Ev:
-    """A live event as one step holds it: lifetime, the value its UDM receives, its group.
+    """A live event as a window step holds it: engine id, lifetime, the value its UDM receives.
 
-    ``cj`` caches the canonical JSON of ``val`` (computed on first need: ordering ties).
-    """
+    ``cj`` caches the canonical JSON of ``val`` (made on first need: ordering ties)."""
 
-    __slots__ = ("cj", "group_key", "id", "le", "re", "val")
+    __slots__ = ("cj", "id", "le", "re", "val")
 
-    def __init__(self, id: str, le: int, re: int, val: Any, group_key: Any = None) -> None:
+    def __init__(self, id: int, le: int, re: int, val: Any) -> None:
         self.id = id
         self.le = le
         self.re = re
         self.val = val
-        self.group_key = group_key
         self.cj: str | None = None
 
     def canon(self) -> str:
         cj = self.cj
         if cj is None:
-            cj = self.cj = _dumps(self.val)
+            cj = self.cj = cjson(self.val)
         return cj
 
     def __getstate__(self) -> tuple:
-        return (self.id, self.le, self.re, self.val, self.group_key, self.cj)
+        return (self.id, self.le, self.re, self.val, self.cj)
 
     def __setstate__(self, s: tuple) -> None:
-        self.id, self.le, self.re, self.val, self.group_key, self.cj = s
+        self.id, self.le, self.re, self.val, self.cj = s
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
-        return f"Ev({self.id!r}, [{self.le}, {self.re}), {self.val!r})"
+        return f"Ev({self.id}, [{self.le}, {self.re}), {self.val!r})"

@@ -19,7 +19,7 @@ from .common import Ev, cjson
 #: payload value types whose JSON encoding cannot fail
 PLAIN_TYPES = (int, float, str, bool, type(None))
 
-__all__ = ["PLAIN_TYPES", "Kept", "Mapper", "Rebuilding", "WindowUDM", "contract"]
+__all__ = ["PLAIN_TYPES", "Mapper", "WindowUDM", "contract"]
 
 
 def contract(label: str, window: tuple[int, int] | None, what: str, value: Any) -> ContractViolation:
@@ -62,97 +62,6 @@ def _is_time(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _member_key(v: Any) -> Any:
-    """A hashable key under which a member item is kept: equal items share it (``5`` and ``5.0`` too: a
-    value read from a float column may come back as either), a boolean never meets a number."""
-    t = type(v)
-    if t is bool:
-        return ("b", v)
-    if t is int or t is float or t is str or v is None:
-        return v
-    if t is Event:
-        return ("e", v.le, v.re, cjson(v.payload))
-    return ("j", cjson(v))
-
-
-class Kept:
-    """The state of a window (or pane) under a `Rebuilding` UDA: the UDA's own state and the member items
-    it was built from, as ``key -> [item, count]`` (None for a state made by ``merge``, which the window
-    code only computes, never shrinks)."""
-
-    __slots__ = ("items", "state")
-
-    def __init__(self, state: Any, items: dict[Any, list[Any]] | None) -> None:
-        self.state = state
-        self.items = items
-
-    def __getstate__(self) -> tuple[Any, Any]:
-        return self.state, self.items
-
-    def __setstate__(self, s: tuple[Any, Any]) -> None:
-        self.state, self.items = s
-
-
-class Rebuilding:
-    """An incremental algebraic UDA without ``remove`` (`udm.sdk.IncrementalUDA`: a sketch cannot forget a
-    value), behind the interface the window code drives every incremental UDA through. Its states are
-    `Kept`: ``add`` folds items into the UDA's state and counts them, ``remove`` drops them from the count
-    and rebuilds the state from the remaining items with ``initial_state`` + ``add`` — the UDA's
-    ``remove`` is never called. (The engine being rewritten is to carry this rule, not this class.)"""
-
-    def __init__(self, udm: Any) -> None:
-        self.udm = udm
-        if callable(getattr(udm, "add_array", None)):
-            self.add_array = self._add_array
-
-    def initial_state(self) -> Kept:
-        return Kept(self.udm.initial_state(), {})
-
-    @staticmethod
-    def _count(items: dict[Any, list[Any]] | None, delta: Iterable[Any]) -> None:
-        if items is None:
-            return
-        for v in delta:
-            k = _member_key(v)
-            e = items.get(k)
-            if e is None:
-                items[k] = [v, 1]
-            else:
-                e[1] += 1
-
-    def add(self, st: Kept, delta: list[Any]) -> Kept:
-        self._count(st.items, delta)
-        st.state = self.udm.add(st.state, delta)
-        return st
-
-    def _add_array(self, st: Kept, values: Any) -> Kept:
-        self._count(st.items, values.tolist())
-        st.state = self.udm.add_array(st.state, values)
-        return st
-
-    def remove(self, st: Kept, delta: list[Any]) -> Kept:
-        items = st.items
-        if items is None:
-            raise RuntimeError("internal error: a merged state was asked to forget members")
-        for v in delta:
-            k = _member_key(v)
-            e = items.get(k)
-            if e is None:
-                raise RuntimeError(f"internal error: a window forgets a member it does not hold: {v!r}")
-            e[1] -= 1
-            if not e[1]:
-                del items[k]
-        udm = self.udm
-        st.state = udm.add(udm.initial_state(), [v for v, c in items.values() for _ in range(c)])
-        return st
-
-    def merge(self, a: Kept, b: Kept) -> Kept:
-        return Kept(self.udm.merge(a.state, b.state), None)
-
-    def compute(self, st: Kept, *window: Any) -> Any:
-        return self.udm.compute(st.state, *window)
-
-
 class WindowUDM:
     """A bound UDA/UDO of a window step with its policies; turns member sets into output events."""
 
@@ -161,25 +70,25 @@ class WindowUDM:
         man = bs.entry.manifest
         props = man.properties
         self.bs = bs
+        self.udm = bs.udm
         self.label = bs.label
         self.is_uda = man.kind == "uda"
         self.time_sensitive = props.time_sensitive
         self.incremental = props.incremental
         self.algebraic = props.algebraic and hasattr(bs.udm, "merge")
-        #: the UDA's code, or a `Rebuilding` front of it when it has no remove (never called then)
-        self.udm = Rebuilding(bs.udm) if self.incremental and not callable(getattr(bs.udm, "remove", None)) \
-            else bs.udm
+        #: an incremental UDA with ``remove`` (one without, a sketch, is merge-only)
+        self.invertible = self.incremental and callable(getattr(bs.udm, "remove", None))
         self.time_bound_decl = props.time_bound
         self.clip = step.clip
         self.policy = step.output if self.time_sensitive else "window"
         self.alias = step.alias
         self.clip_left = self.clip in ("left", "full")
         self.clip_right = self.clip in ("right", "full")
-        self.add_array = getattr(self.udm, "add_array", None) if self.incremental and not self.time_sensitive else None
+        self.add_array = getattr(bs.udm, "add_array", None) if self.incremental and not self.time_sensitive else None
         #: the batch form over many windows' slices (`udm.sdk.IncrementalUDA`), used with ``add_array``
-        self.add_batch = getattr(self.udm, "add_batch", None) if self.add_array is not None else None
+        self.add_batch = getattr(bs.udm, "add_batch", None) if self.add_array is not None else None
         #: the fresh-window values of many slices at once (`udm.sdk.IncrementalUDA`), used with ``add_batch``
-        self.compute_slices = getattr(self.udm, "compute_slices", None) if self.add_batch is not None else None
+        self.compute_slices = getattr(bs.udm, "compute_slices", None) if self.add_batch is not None else None
 
     # -- member items -------------------------------------------------------------------------
     def item(self, ev: Ev, le: int, re: int, wle: int, wre: int) -> Any:

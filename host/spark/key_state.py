@@ -26,10 +26,10 @@ elements in it and the keys due at or before its new CTI (semantics-notes 41).
   column, `udm.host.spark.stream_files`); a one-bucket DataFrame stream, whose retractions need not
   repeat the key fields, keeps an id map (``track_ids``).
 
-Due times and holds come from `udm.host.spark.key_due`. `KeyedBucket` works on any `BucketStore`: the
-Spark processor (`udm.host.spark.streaming`) backs it by a ``transformWithStateInPandas`` MapState per
-key and a ValueState for the index; `DictStore` backs it by dicts and counts reads (the tests'
-instrumented hook).
+Due times and holds come from the engine itself (`QueryRunner.due`, `graph_due`, `hold`). `KeyedBucket`
+works on any `BucketStore`: the Spark processor (`udm.host.spark.streaming`) backs it by a
+``transformWithStateInPandas`` MapState per key and a ValueState for the index; `DictStore` backs it by
+dicts and counts reads (the tests' instrumented hook).
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ from sortedcontainers import SortedList
 
 from udm.host.engine import QueryRunner
 from udm.host.engine.common import INF, NEG, DeadLetter
-from udm.host.spark.key_due import engine_due, graph_due, lone_grid
 from udm.host.temporal.elements import Cti, Element
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -186,20 +185,12 @@ def graph_key_of(payload_json: str | None, fields: list[str]) -> str:
 
 
 def _holds_nothing(runner: QueryRunner) -> bool:
-    return not any(runner.state_size().values()) and not runner.repair
+    return not any(runner.state_size().values()) and not runner.repairing
 
 
 def _live_re(runner: QueryRunner, id: str, input: str) -> int | None:
-    """The RE of live event ``id`` in the operator that reads ``input``, or None when it is not live."""
-    op: Any = runner.ops[runner.entry[runner.input_name(input)]]
-    rec = op.live.get(id)
-    if rec is not None:
-        return int(rec.re)
-    for ch in getattr(op, "chunks", ()) or ():
-        i = ch.find(id)
-        if i >= 0:
-            return int(ch.re[i])
-    return None
+    """The RE of live event ``id`` of ``input``, or None when it is not live."""
+    return runner.live_end(id, input)
 
 
 @dataclass
@@ -405,7 +396,7 @@ class KeyedBucket:
                     self._emit(live, r.process(Cti(t), None, name))
             return live
         c = self.index.cti
-        if c > NEG and r.ops[r.entry[r.inputs[0]]].input_cti < c:
+        if c > NEG and r.input_cti() < c:
             self._emit(live, r.process(Cti(c)))
         return live
 
@@ -621,16 +612,16 @@ class KeyedBucket:
             snap = r.snapshot()
             dues: dict[str, int] | None = None
             if self.graph:  # semantics-notes 52: exact per-input dues, else loaded on every CTI advance
-                got = graph_due(r, ix.ctis or {})
+                got = r.graph_due(ix.ctis or {})
                 kept: tuple[Any, ...] = (snap, live.ids, live.fed)
                 if got is None:
-                    due = INF if engine_due(r, NEG) >= INF else c + 1
+                    due = INF if r.due(NEG) >= INF else c + 1
                     hold = INF if due >= INF else live.out
                 else:
                     due, (dues, cap) = INF, got
                     hold = INF if cap >= INF else max(live.out, cap)
             else:
-                due = engine_due(r, c)
+                due = r.due(c)
                 kept = (snap, live.ids)
                 hold = self._hold(live, snap, c, due)
             ix.set(key, _Entry(due, hold, live.serial, live.out, dues or None))
@@ -661,9 +652,9 @@ class KeyedBucket:
             return INF
         if due <= c + 1:
             return now
-        grid = lone_grid(live.runner)
-        if grid is not None:  # the window's own rule (`WindowStep.flush`), without a copy of the engine
-            return max(now, min(due - 1, grid._bound(due - 1)))
+        cap = live.runner.hold(due)
+        if cap is not None:  # the window's own rule, without a copy of the engine
+            return max(now, cap)
         probe = self._restore(snap)
         cap = now
         for el in probe.process(Cti(due - 1)):

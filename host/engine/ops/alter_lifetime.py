@@ -3,119 +3,83 @@
 
 ``f`` is monotone, so the image of a CTI is a CTI: after ``cti(c)`` no later input can make an output with
 sync time below ``f(c)``. A retraction changes the image only when the duration is kept (the image end moves
-with the input's end) or when it deletes the event (the image is deleted too).
+with the input's end) or when it deletes the event (the image is deleted too, semantics-notes 15). Every
+image is a function of the row alone, so the step keeps no state and works column-wise.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import numpy as np
 
 from udm.host.query.plan import BoundStep
 from udm.host.query.spec import Const, Shift, Snap
-from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
-from ..common import INF
+from ..batch import CTI, RETRACT, Batch
 from ..context import Context
 from ..operator import Operator
+from ..rules import INF
 
 __all__ = ["AlterLifetimeStep"]
 
 
-class _Image:
-    """A live input event (its LE as accepted, its current RE) and its output image (id, LE, RE)."""
-
-    __slots__ = ("le", "out_id", "out_le", "out_re", "re")
-
-    def __init__(self, le: int, re: int, out_id: str, out_le: int, out_re: int) -> None:
-        self.le = le
-        self.re = re
-        self.out_id = out_id
-        self.out_le = out_le
-        self.out_re = out_re
-
-    def __getstate__(self) -> tuple[int, int, str, int, int]:
-        return (self.le, self.re, self.out_id, self.out_le, self.out_re)
-
-    def __setstate__(self, s: tuple[int, int, str, int, int]) -> None:
-        self.le, self.re, self.out_id, self.out_le, self.out_re = s
-
-
 class AlterLifetimeStep(Operator):
-    def __init__(self, name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> None:
-        super().__init__(name, ctx, reads_input)
+    def __init__(self, name: str, ctx: Context, bs: BoundStep) -> None:
+        super().__init__(name, ctx)
         step = bs.step
         self.shift = step.le.shift if isinstance(step.le, Shift) else 0
         self.snap_size = step.le.snap.size if isinstance(step.le, Snap) else 0
         self.snap_offset = step.le.snap.offset if isinstance(step.le, Snap) else 0
         #: "keep", "inf", or the constant duration
         self.duration: str | int = step.duration.const if isinstance(step.duration, Const) else step.duration
-        self.next_id = 0
 
-    def start(self, t: int) -> int:
-        """``f``: the new LE of an event starting at ``t`` (and the image of a CTI at ``t``)."""
-        if t >= INF:
-            return INF
+    def start(self, t: np.ndarray) -> np.ndarray:
+        """``f`` over a column: the new LE of events starting at ``t`` (and the image of CTIs at ``t``)."""
+        inf = t >= INF
         if self.snap_size:
-            return t - (t - self.snap_offset) % self.snap_size
-        return t + self.shift
+            out = t - (t - self.snap_offset) % self.snap_size
+        elif self.shift:
+            with np.errstate(over="ignore"):
+                out = t + self.shift
+            if self.shift > 0:
+                out = np.where(out < t, INF, out)  # (past int64: infinity)
+        else:
+            out = t
+        return np.where(inf, INF, out)
 
-    def end(self, le: int, re: int, new_le: int) -> int:
-        if self.duration == "inf" or (re >= INF and self.duration == "keep"):
-            return INF
-        if self.duration == "keep":
-            return new_le + (re - le)
-        return new_le + int(self.duration)
+    def _end(self, le: np.ndarray, re: np.ndarray, new_le: np.ndarray) -> np.ndarray:
+        d = self.duration
+        if d == "inf":
+            return np.full(len(le), INF, dtype=np.int64)
+        if d == "keep":
+            with np.errstate(over="ignore"):
+                out = new_le + (re - le)
+            return np.where((re >= INF) | (out < new_le), INF, out)
+        with np.errstate(over="ignore"):
+            out = new_le + int(d)
+        return np.where(out < new_le, INF, out)
 
-    def register(self, id: str, le: int, re: int, out_id: str, out_le: int, out_re: int) -> None:
-        """Record a valid insert and its image as live (what `ins` does): for the columnar span path
-        (`udm.host.engine.span_columnar`), which computes the output itself."""
-        self.live[id] = _Image(le, re, out_id, out_le, out_re)
-        self.note_re(re, id)
-
-    def feed(self, el: Element) -> list[Element]:
-        if isinstance(el, Insert):
-            return self.ins(el.id, el.le, el.re, el.payload, el) or []
-        if isinstance(el, Retract):
-            return self.ret(el.id, el.le, el.re, el.re_new, el) or []
-        return self.cti(el.t)
-
-    def ins(self, id: str, le: int, re: int, payload: Any, el: Insert | None = None) -> list[Element] | None:
-        el = el if el is not None else Insert(id, le, re, payload)
-        adjusted = self.check_insert(el)
-        if adjusted is None:
-            return None
-        if self.reads_input:
-            self.ctx.seen(adjusted, re)
-        self.next_id += 1
-        out_le = self.start(adjusted)
-        image = _Image(adjusted, re, f"o{self.next_id}", out_le, self.end(adjusted, re, out_le))
-        self.live[id] = image
-        self.note_re(re, id)
-        return [Insert(image.out_id, image.out_le, image.out_re, payload)]
-
-    def ret(self, id: str, le: int, re: int, rn: int, el: Retract | None = None) -> list[Element] | None:
-        el = el if el is not None else Retract(id, le, re, rn)
-        image = self.check_retract(el)
-        if image is None:
-            return None
-        if self.reads_input:
-            self.ctx.seen(re, rn)
-        if rn == re:
-            return None
-        if rn <= image.le:
-            del self.live[id]
-            if self.adjusted:
-                self.adjusted.pop(id, None)
-            return [Retract(image.out_id, image.out_le, image.out_re, image.out_le)]
-        image.re = rn
-        self.note_re(rn, id)
-        new_end = self.end(image.le, rn, image.out_le)
-        if new_end == image.out_re:
-            return None
-        old_end, image.out_re = image.out_re, new_end
-        return [Retract(image.out_id, image.out_le, old_end, new_end)]
-
-    def cti(self, t: int) -> list[Element]:
-        if not self.pass_cti(t):
-            return []
-        return [Cti(self.start(t))]
+    def process(self, port: int, b: Batch) -> Batch | None:
+        kind = b.kind
+        new_le = self.start(b.le)
+        end_old = self._end(b.le, b.re, new_le)
+        is_ret = kind == RETRACT
+        rn = np.where(kind == CTI, new_le, end_old)
+        keep = None
+        if is_ret.any():
+            full = is_ret & (b.rn <= b.le)
+            if self.duration == "keep":
+                moved = self._end(b.le, b.rn, new_le)
+                rn = np.where(is_ret, np.where(full, new_le, moved), rn)
+            else:
+                rn = np.where(full, new_le, rn)
+                keep = ~is_ret | full  # a shortened event keeps its image
+        ctis = kind == CTI
+        re = np.where(ctis, new_le, end_old)
+        out = Batch(kind, b.id, new_le, re, rn, b.line, b.payload, b.src)
+        if keep is not None and not keep.all():
+            out = out.take(np.flatnonzero(keep))
+        if len(out) and (out.kind == RETRACT).any():
+            same = (out.kind == RETRACT) & (out.rn == out.re)
+            if same.any():
+                out = out.take(np.flatnonzero(~same))
+        return out

@@ -28,15 +28,16 @@ from typing import Any
 
 from sortedcontainers import SortedKeyList
 
-from udm.host.errors import ContractViolation, ViolationError
+from udm.host.errors import ContractViolation
 from udm.host.query.plan import BoundStep
-from udm.host.temporal.elements import Element, Insert, Retract, element_to_json
 
-from ..common import INF, DeadLetter, cjson
+from ..batch import CTI, INSERT, Batch, RowsOut
+from ..common import cjson
 from ..context import Context
 from ..invoke import contract
-from ..operator import MISSING_FIELD, Operator
-from ._ports import PortClock
+from ..operator import Operator
+from ..rules import INF, MISSING_FIELD
+from .ports import PortClock
 
 __all__ = ["JoinStep", "join_key"]
 
@@ -62,13 +63,13 @@ def join_key(payload: dict[str, Any], fields: tuple[str, ...]) -> tuple[Any, ...
 class _JoinEvent:
     """A live event of one join side: lifetime, payload, key, and what it produces.
 
-    ``outputs`` is, for *inner*, ``{other side's id: [out_id, out_le, out_re]}`` (one pair output per
+    ``outputs`` is, for *inner*, ``{other side's id: [out_id, out_le, out_re, payload]}`` (one pair output per
     partner); for the *left* side of *left anti*, the list of ``[out_id, out_le, out_re]`` uncovered parts.
     """
 
     __slots__ = ("id", "key", "le", "outputs", "payload", "re")
 
-    def __init__(self, id: str, le: int, re: int, payload: dict[str, Any], key: tuple[Any, ...]) -> None:
+    def __init__(self, id: int, le: int, re: int, payload: dict[str, Any], key: tuple[Any, ...]) -> None:
         self.id = id
         self.le = le
         self.re = re
@@ -91,11 +92,9 @@ class _Side:
     """One input of the join: live events by id, an LE-ordered index per key, ends for cleanup."""
 
     def __init__(self) -> None:
-        self.live: dict[str, _JoinEvent] = {}
+        self.live: dict[int, _JoinEvent] = {}
         self.index: dict[tuple[Any, ...], SortedKeyList] = {}
-        self.ends: list[tuple[int, str]] = []
-        #: ids refused here (a join field missing): their later retractions are ignored
-        self.refused: dict[str, int] = {}
+        self.ends: list[tuple[int, int]] = []
 
     def add(self, ev: _JoinEvent) -> None:
         self.live[ev.id] = ev
@@ -128,10 +127,10 @@ class _Side:
 
     def __getstate__(self) -> dict[str, Any]:
         # the index holds the same objects as ``live``: rebuilt on restore instead of pickled twice
-        return {"live": self.live, "ends": self.ends, "refused": self.refused}
+        return {"live": self.live, "ends": self.ends}
 
     def __setstate__(self, s: dict[str, Any]) -> None:
-        self.live, self.ends, self.refused = s["live"], s["ends"], s["refused"]
+        self.live, self.ends = s["live"], s["ends"]
         self.index = {}
         for ev in self.live.values():
             idx = self.index.get(ev.key)
@@ -144,7 +143,7 @@ class JoinStep(Operator):
     ports = 2
 
     def __init__(self, name: str, ctx: Context, bs: BoundStep) -> None:
-        super().__init__(name, ctx, reads_input=False)
+        super().__init__(name, ctx)
         step = bs.step
         self.anti = step.type == "left_anti"
         #: the join fields of the left and of the right input
@@ -192,45 +191,41 @@ class JoinStep(Operator):
             label = self.bs.label if self.bs is not None else self.name
             raise contract(label, None, f"compute raised {type(exc).__name__} on {kwargs!r}", exc) from exc
 
-    def _new_id(self) -> str:
+    def _new_id(self) -> int:
         self.next_id += 1
-        return f"o{self.next_id}"
+        return self.next_id
 
     # -- elements ---------------------------------------------------------------------------------
-    def feed(self, el: Element) -> list[Element]:
-        return self.feed_port(0, el)
+    def process(self, port: int, b: Batch) -> Batch | None:
+        out = RowsOut()
+        kinds = b.kind.tolist()
+        fields = self.key_fields[port]
+        for i, k in enumerate(kinds):
+            if k == CTI:
+                t = self.clock.advance(port, int(b.le[i]))
+                if t is not None:
+                    out.cti(t)
+                self._cleanup()
+                continue
+            payload = b.payload.row(i)
+            try:
+                key = join_key(payload, fields)
+            except KeyError as exc:
+                if k == INSERT:  # (a refused insert's retractions carry the same payload: ignored)
+                    side = "left" if port == LEFT else "right"
+                    self.refuse(b, i, MISSING_FIELD, f"missing join field {exc.args[0]!r} in the {side} input "
+                                                     f"{self.sources[port]!r}", port)
+                continue
+            eid = int(b.id[i])
+            if k == INSERT:
+                self._insert(port, eid, int(b.le[i]), int(b.re[i]), payload, key, out)
+            else:
+                self._retract(port, eid, int(b.rn[i]), out)
+        return out.batch()
 
-    def feed_port(self, port: int, el: Element) -> list[Element]:
-        out: list[Element] = []
-        if isinstance(el, Insert):
-            self._insert(port, el, out)
-        elif isinstance(el, Retract):
-            self._retract(port, el, out)
-        else:
-            out.extend(self.clock.advance(port, el.t))
-            self._cleanup()
-        return out
-
-    def _refuse(self, port: int, el: Insert, field: str) -> None:
-        side = "left" if port == LEFT else "right"
-        reason = (f"step {self.name}: missing join field {field!r} in the {side} input "
-                  f"{self.sources[port]!r}")
-        ctx = self.ctx
-        if ctx.on_violation == "error":
-            line = f" (line {ctx.line})" if ctx.line is not None else ""
-            raise ViolationError(f"invalid element{line}: {reason}: {element_to_json(el)}")
-        source = self.input_names[port] if len(self.input_names) > port else None
-        ctx.dead(DeadLetter(ctx.line, reason, element_to_json(el), input=source), MISSING_FIELD)
-        self.sides[port].refused[el.id] = el.re
-
-    def _insert(self, port: int, el: Insert, out: list[Element]) -> None:
-        payload = el.payload
-        try:
-            key = join_key(payload, self.key_fields[port])
-        except KeyError as exc:
-            self._refuse(port, el, exc.args[0])
-            return
-        ev = _JoinEvent(el.id, el.le, el.re, payload, key)
+    def _insert(self, port: int, eid: int, le: int, re: int, payload: dict[str, Any], key: tuple[Any, ...],
+                out: RowsOut) -> None:
+        ev = _JoinEvent(eid, le, re, payload, key)
         self.sides[port].add(ev)
         if self.anti:
             if port == LEFT:
@@ -244,28 +239,24 @@ class JoinStep(Operator):
         for partner in other.overlapping(key, ev.le, ev.re):
             self._pair(ev, partner, port, out)
 
-    def _pair(self, ev: _JoinEvent, partner: _JoinEvent, port: int, out: list[Element]) -> None:
+    def _pair(self, ev: _JoinEvent, partner: _JoinEvent, port: int, out: RowsOut) -> None:
         left, right = (ev, partner) if port == LEFT else (partner, ev)
         if not self.matches(left, right):
             return
         le, re = max(ev.le, partner.le), min(ev.re, partner.re)
-        record = [self._new_id(), le, re]
+        payload = self.joined(left.payload, right.payload)
+        oid = self._new_id()
+        record = [oid, le, re, payload]
         ev.outputs[partner.id] = record
         partner.outputs[ev.id] = record
-        out.append(Insert(record[0], le, re, self.joined(left.payload, right.payload)))
+        out.insert(oid, le, re, payload)
 
-    def _retract(self, port: int, el: Retract, out: list[Element]) -> None:
+    def _retract(self, port: int, eid: int, new_re: int, out: RowsOut) -> None:
         side = self.sides[port]
-        ev = side.live.get(el.id)
+        ev = side.live.get(eid)
         if ev is None:
-            refused = side.refused
-            if el.id in refused:
-                if el.re_new <= el.le:
-                    del refused[el.id]
-                else:
-                    refused[el.id] = el.re_new
             return
-        old_re, new_re = ev.re, el.re_new
+        old_re = ev.re
         if new_re == old_re:
             return
         sync = min(old_re, new_re)
@@ -279,7 +270,7 @@ class JoinStep(Operator):
             if port == LEFT:
                 if ev.re == ev.le:
                     for record in ev.outputs:
-                        out.append(Retract(record[0], record[1], record[2], record[1]))
+                        out.retract(record[0], record[1], record[2], record[1], ev.payload)
                     ev.outputs = []
                 else:
                     self._recover(ev, sync, out)
@@ -291,12 +282,12 @@ class JoinStep(Operator):
             partner = other.live.get(partner_id)
             end = min(ev.re, partner.re) if partner is not None else ev.re
             if end <= record[1]:
-                out.append(Retract(record[0], record[1], record[2], record[1]))
+                out.retract(record[0], record[1], record[2], record[1], record[3])
                 del ev.outputs[partner_id]
                 if partner is not None:
                     del partner.outputs[ev.id]
             elif end != record[2]:
-                out.append(Retract(record[0], record[1], record[2], end))
+                out.retract(record[0], record[1], record[2], end, record[3])
                 record[2] = end
         if new_re > old_re:
             for partner in other.overlapping(ev.key, old_re, new_re):
@@ -304,7 +295,7 @@ class JoinStep(Operator):
                     self._pair(ev, partner, port, out)
 
     # -- left anti --------------------------------------------------------------------------------
-    def _recover_lefts(self, key: tuple[Any, ...], since: int, le: int, re: int, out: list[Element]) -> None:
+    def _recover_lefts(self, key: tuple[Any, ...], since: int, le: int, re: int, out: RowsOut) -> None:
         """A right event over ``[le, re)`` changed at ``since``: recompute the left events it touches."""
         for left in list(self.sides[LEFT].overlapping(key, le, re)):
             self._recover(left, since, out)
@@ -326,7 +317,7 @@ class JoinStep(Operator):
             parts.append((at, left.re))
         return parts
 
-    def _recover(self, left: _JoinEvent, since: int, out: list[Element]) -> None:
+    def _recover(self, left: _JoinEvent, since: int, out: RowsOut) -> None:
         """Recompute ``left``'s uncovered parts from ``since`` on (before it nothing can have changed)."""
         since = max(since, left.le)
         kept: list[list[Any]] = []
@@ -352,13 +343,13 @@ class JoinStep(Operator):
             record = old_by_le.pop(le, None)
             if record is None:
                 record = [self._new_id(), le, re]
-                out.append(Insert(record[0], le, re, left.payload))
+                out.insert(record[0], le, re, left.payload)
             elif record[2] != re:
-                out.append(Retract(record[0], le, record[2], re))
+                out.retract(record[0], le, record[2], re, left.payload)
                 record[2] = re
             result.append(record)
         for record in old_by_le.values():
-            out.append(Retract(record[0], record[1], record[2], record[1]))
+            out.retract(record[0], record[1], record[2], record[1], left.payload)
         left.outputs = result
 
     # -- cleanup ----------------------------------------------------------------------------------
@@ -382,8 +373,11 @@ class JoinStep(Operator):
                         partner = other.live.get(partner_id)
                         if partner is not None:
                             partner.outputs.pop(id, None)
-            if side.refused:
-                side.refused = {k: v for k, v in side.refused.items() if v >= ctis[port]}
+
+    def forget_at(self) -> int | None:
+        """An event is gone once both ports' CTIs pass its end (`_cleanup`)."""
+        ends = [side.ends[0][0] + 1 for side in self.sides if side.ends]
+        return min(ends, default=INF)
 
     def state_size(self) -> dict[str, int]:
         return {"events": len(self.sides[LEFT].live) + len(self.sides[RIGHT].live)}

@@ -15,13 +15,15 @@ dead-lettered: they are not wrong, only late).
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from udm.host.query.plan import BoundStep
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
-from ..common import NEG
+from ..batch import CTI, INSERT, Batch, RowsOut
 from ..context import Context
 from ..operator import Operator
+from ..rules import NEG
 from .lmerge_algorithms import InsertOnlyViolation, MergeCore, make_core
 
 __all__ = ["ATTACHED", "DETACHED", "JOINING", "LmergeStep"]
@@ -38,7 +40,7 @@ class LmergeStep(Operator):
     """The lmerge step: ports with their membership and counters around one algorithm core."""
 
     def __init__(self, name: str, ctx: Context, bs: BoundStep) -> None:
-        super().__init__(name, ctx, reads_input=False)
+        super().__init__(name, ctx)
         step = bs.step
         self.sources: tuple[str, ...] = tuple(step.sources)
         self.ports = len(self.sources)
@@ -55,7 +57,7 @@ class LmergeStep(Operator):
         self.port_cti = [NEG] * self.ports
         #: seeds/001 §V.D: signal lagging ports' feeders; per port the step feeding only it (set by the runner)
         self.feedback = bool(step.feedback)
-        self.feeders: list[Operator | None] = [None] * self.ports
+        self.feeders: list[Any] = [None] * self.ports
 
     # -- run-time membership (seeds/001 §V.B) ------------------------------------------------------------
     def port_of(self, source: str) -> int:
@@ -78,30 +80,34 @@ class LmergeStep(Operator):
         self.core.forget_port(port)
 
     # -- elements --------------------------------------------------------------------------------------
-    def feed(self, el: Element) -> list[Element]:
-        return self.feed_port(0, el)
-
-    def feed_port(self, port: int, el: Element) -> list[Element]:
+    def process(self, port: int, b: Batch) -> Batch | None:
+        out = RowsOut()
         counts = self.counts
-        if isinstance(el, Insert):
-            counts["inserts_in"] += 1
-            if self.status[port] == DETACHED:
-                return []
-            out = self.core.insert(port, el.id, el.le, el.re, el.payload)
-        elif isinstance(el, Retract):
-            counts["retractions_in"] += 1
-            if self.status[port] == DETACHED:
-                return []
-            try:
-                out = self.core.retract(port, el.id, el.le, el.re, el.re_new)
-            except InsertOnlyViolation as exc:
-                self.reject(el, NOT_INSERT_ONLY, f"{exc} (declare the inputs' properties truthfully or use "
-                                                 f"algorithm R3/R4)")
-                return []
-        else:
-            counts["ctis_in"] += 1
-            out = self._cti(port, el.t)
-        return self._counted(out) if out else out
+        kinds = b.kind.tolist()
+        for i, k in enumerate(kinds):
+            if k == INSERT:
+                counts["inserts_in"] += 1
+                if self.status[port] == DETACHED:
+                    continue
+                got = self.core.insert(port, str(int(b.id[i])), int(b.le[i]), int(b.re[i]), b.payload.row(i))
+            elif k == CTI:
+                counts["ctis_in"] += 1
+                got = self._cti(port, int(b.le[i]))
+            else:
+                counts["retractions_in"] += 1
+                if self.status[port] == DETACHED:
+                    continue
+                try:
+                    got = self.core.retract(port, str(int(b.id[i])), int(b.le[i]), int(b.re[i]), int(b.rn[i]))
+                except InsertOnlyViolation as exc:
+                    self.refuse(b, i, NOT_INSERT_ONLY, f"{exc} (declare the inputs' properties truthfully or use "
+                                                       f"algorithm R3/R4)", port)
+                    continue
+            if got:
+                self._counted(got)
+                for el in got:
+                    _row(out, el)
+        return out.batch()
 
     def _cti(self, port: int, t: int) -> list[Element]:
         if t > self.port_cti[port]:
@@ -155,5 +161,19 @@ class LmergeStep(Operator):
     def state_size(self) -> dict[str, int]:
         return {"events": self.core.held()}
 
+    def forget_at(self) -> int | None:
+        return None  # (its ports' progress is state that no size counts)
+
     def _transient(self) -> tuple[str, ...]:
         return ("ctx", "feeders")
+
+
+def _row(out: RowsOut, el: Element) -> None:
+    """A core's output element as a row (its ids are ``m<n>``)."""
+    if isinstance(el, Insert):
+        out.insert(int(el.id[1:]), el.le, el.re, el.payload)
+    elif isinstance(el, Retract):
+        out.retract(int(el.id[1:]), el.le, el.re, el.re_new, el.payload or {})
+    else:
+        assert isinstance(el, Cti)
+        out.cti(el.t)

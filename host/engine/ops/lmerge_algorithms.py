@@ -242,7 +242,7 @@ class _Indexed(MergeCore):
             del node.outs[oid]
         else:
             node.outs[oid] = re
-        out.append(Retract(oid, node.le, old, max(re, node.le)))
+        out.append(Retract(oid, node.le, old, max(re, node.le), node.payload))
 
     def forget_port(self, port: int) -> None:
         for node in self.nodes.values():

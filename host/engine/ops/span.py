@@ -1,313 +1,183 @@
-"""The span-based operators (semantics-notes 7, SEMANTICS §10): filter, map, project, and the gate that
-validates a multicast query input. Each maps an insert to at most one output under its own id; lifetimes
-and retractions pass through unchanged.
+"""The span-based operators (semantics-notes 7, 12, SEMANTICS §10): filter, map, project.
+
+Each maps an event to at most one event under the same engine id; lifetimes pass through unchanged. A
+retraction carries its event's payload, so it is mapped exactly as its insert was (UDFs are deterministic,
+SEMANTICS §5): a filter passes it when it passed the insert, a map gives it the insert's output payload,
+and the step keeps no state per event. A UDF with a batch form (`udm.sdk.UDF` ``compute_batch``, note 35)
+gets a whole batch's numeric argument columns in one call; otherwise ``compute`` runs per row.
 """
 
 from __future__ import annotations
 
-import heapq
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
 from udm.host.errors import ContractViolation
 from udm.host.input_types import step_checks
 from udm.host.query.plan import BoundStep
-from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
-from ..common import INF, NEG
+from ..batch import CTI, Batch
 from ..context import Context
+from ..feedback import FastForward
 from ..invoke import contract
 from ..operator import Operator
+from ..payload import Payload
+from ..rules import INF, FieldCheck
 
-#: a payload field's value: a plain value on the row path, a column on the columnar span path
-V = TypeVar("V")
+__all__ = ["FilterStep", "MapStep", "ProjectStep", "udf_results"]
 
-__all__ = ["NO_RESULT", "FilterStep", "InputGate", "MapStep", "ProjectStep", "precompute"]
 
-NO_RESULT: Any = object()  #: `_SpanStep.pre` when no result was computed ahead
+def udf_results(udm: Any, label: str, args: dict[str, str], b: Batch, rows: np.ndarray) -> list[Any]:
+    """The UDF's result for each row in ``rows`` (every argument field present): one ``compute_batch``
+    call over numeric columns where the UDF has it (a raise there falls back to ``compute``, which then
+    reports the failing row), else ``compute`` per row."""
+    if len(rows) == 0:
+        return []
+    fn = getattr(udm, "compute_batch", None)
+    if fn is not None and args:
+        cols: dict[str, np.ndarray] = {}
+        for arg, field in args.items():
+            vals, _ = b.payload.column(field, rows)
+            if not isinstance(vals, np.ndarray):
+                break
+            cols[arg] = vals
+        if len(cols) == len(args):
+            try:
+                res = fn(**cols)
+            except Exception:
+                res = None
+            if res is not None:
+                out = res.tolist() if isinstance(res, np.ndarray) else [
+                    v.item() if isinstance(v, np.generic) else v for v in res]
+                if len(out) != len(rows):
+                    raise contract(label, None, f"compute_batch returned {len(out)} values for {len(rows)} rows", out)
+                return out
+    compute = udm.compute
+    columns = {arg: _plain(b.payload.column(field, rows)[0]) for arg, field in args.items()}
+    results = []
+    for i in range(len(rows)):
+        kwargs = {a: c[i] for a, c in columns.items()}
+        try:
+            results.append(compute(**kwargs))
+        except ContractViolation:
+            raise
+        except Exception as exc:
+            raise contract(label, None, f"compute raised {type(exc).__name__} on {kwargs!r}", exc) from exc
+    return results
+
+
+def _plain(vals: Any) -> list[Any]:
+    out: list[Any] = vals.tolist() if isinstance(vals, np.ndarray) else vals
+    return out
 
 
 class _SpanStep(Operator):
-    """filter / map / project / input gate: span-based, lifetimes and retractions pass through unchanged
-    (semantics-notes 7); `apply` rewrites (or drops) each insert."""
+    """filter / map / project: the field checks, lmerge feedback, and the per-row mapping."""
 
-    def __init__(self, name: str, ctx: Context, bs: BoundStep | None, reads_input: bool = True) -> None:
-        super().__init__(name, ctx, reads_input)
-        self.args = dict(getattr(bs.step, "args", {})) if bs is not None else {}
-        self.fields = tuple(self.args.values())
-        if bs is not None:
-            self.typed = step_checks(bs)
-            self.typed_label = bs.label
-        self.oid = 0
-        #: the UDF's result for the element being fed, computed ahead by its batch form (`precompute`)
-        self.pre: Any = NO_RESULT
-        #: fast-forward (seeds/001 §V.D): inserts ending before this are registered but not computed
-        self.skip_below = NEG
-        #: payloads of the inserts skipped so, in case a retraction extends one past ``skip_below``
-        self.skipped: dict[str, Any] = {}
+    def __init__(self, name: str, ctx: Context, bs: BoundStep) -> None:
+        super().__init__(name, ctx)
+        self.args: dict[str, str] = dict(getattr(bs.step, "args", {}))
+        self.check = FieldCheck(tuple(self.args.values()), step_checks(bs), bs.label)
+        #: lmerge feedback (seeds/001 §V.D): inserts ending before its time are not computed
+        self.feedback = FastForward()
         self.attach(ctx, bs)
 
     def _transient(self) -> tuple[str, ...]:
-        return ("ctx", "bs", "udm", "pre")
+        return ("ctx", "bs", "udm")
 
     def attach(self, ctx: Context, bs: BoundStep | None) -> None:
         self.ctx = ctx
         self.bs = bs
         self.udm = bs.udm if bs is not None else None
-        self.pre = NO_RESULT
-
-    def call(self, payload: dict[str, Any]) -> Any:
-        pre = self.pre
-        if pre is not NO_RESULT:
-            self.pre = NO_RESULT
-            return pre
-        kwargs = {a: payload[f] for a, f in self.args.items()}
-        try:
-            return self.udm.compute(**kwargs)  # type: ignore[union-attr]
-        except ContractViolation:
-            raise
-        except Exception as exc:
-            raise contract(self.bs.label, None, f"compute raised {type(exc).__name__} on {kwargs!r}",  # type: ignore[union-attr]
-                           exc) from exc
-
-    def ins(self, id: str, le: int, re: int, payload: Any, el: Insert | None = None) -> list[Element] | None:
-        """An insert from raw fields: the common valid case inline (what `feed` does for it, without its
-        dispatch and `check_insert`'s calls); anything else goes through `feed`, which dead-letters it."""
-        if (type(payload) is not dict or not le < re or le >= INF or le < self.effective_cti or id in self.live
-                or re < self.skip_below):
-            return self.feed(el if el is not None else Insert(id, le, re, payload))
-        for f in self.fields:
-            if f not in payload:
-                return self.feed(el if el is not None else Insert(id, le, re, payload))
-        for tf, tp in self.typed:
-            if not tp.accepts(payload if tf is None else payload[tf]):
-                return self.feed(el if el is not None else Insert(id, le, re, payload))
-        if self.reads_input:
-            ctx = self.ctx
-            t = re if re < INF else le
-            if t > ctx.reached:
-                ctx.reached = t
-        self.oid += 1
-        oid = f"o{self.oid}"
-        out = self.apply(el if el is not None else Insert(id, le, re, payload), le, oid)
-        self.live[id] = _Rec(le, re, oid if out is not None else None)
-        if re < INF:
-            heapq.heappush(self.end_heap, (re, id))
-        return [out] if out is not None else []
-
-    def feed(self, el: Element) -> list[Element]:
-        if isinstance(el, Insert):
-            le = self.check_insert(el)
-            if le is None:
-                return []
-            if self.reads_input:
-                self.ctx.seen(le, el.re)
-            if el.re < self.skip_below:  # fast-forwarded: nothing before skip_below is wanted downstream
-                self.live[el.id] = _Rec(le, el.re, None)
-                self.skipped[el.id] = el.payload
-                self.note_re(el.re, el.id)
-                return []
-            self.oid += 1
-            oid = f"o{self.oid}"  # own ids: an input id may be reused once its event is closed
-            out = self.apply(el, le, oid)
-            rec = _Rec(le, el.re, oid if out is not None else None)
-            self.live[el.id] = rec
-            self.note_re(el.re, el.id)
-            return [out] if out is not None else []
-        if isinstance(el, Retract):
-            rec = self.check_retract(el)
-            if rec is None:
-                return []
-            rn = el.re_new
-            if self.reads_input:
-                self.ctx.seen(el.re, rn)
-            if rn == el.re:
-                return []
-            if self.skipped and el.id in self.skipped:
-                return self._unskip(el.id, rec, rn)
-            old = rec.re
-            if rn <= rec.le:
-                rn = rec.le
-                del self.live[el.id]
-                if self.adjusted:
-                    self.adjusted.pop(el.id, None)
-            else:
-                rec.re = rn
-                self.note_re(rn, el.id)
-            if rec.oid is None:
-                return []
-            return [Retract(rec.oid, rec.le, old, rn)]
-        # CTI
-        t = el.t
-        if not self.pass_cti(t):
-            return []
-        return [Cti(t)]
-
-    def apply(self, el: Insert, le: int, oid: str) -> Insert | None:
-        raise NotImplementedError
-
-    def register(self, id: str, le: int, re: int, oid: str | None) -> None:
-        """Record a valid insert as live (what `ins` does after `apply`): for the columnar span path
-        (`udm.host.engine.span_columnar`), which computes the output itself."""
-        self.live[id] = _Rec(le, re, oid)
-        if re < INF:
-            heapq.heappush(self.end_heap, (re, id))
 
     def fast_forward(self, t: int) -> None:
-        """The lmerge this step feeds no longer needs anything before ``t`` (seeds/001 §V.D): inserts that
-        end before ``t`` are validated and registered (their retractions stay valid) but not computed."""
-        if t > self.skip_below:
-            self.skip_below = t
+        self.feedback.signal(t)
 
-    def _unskip(self, id: str, rec: _Rec, rn: int) -> list[Element]:
-        """A skipped insert whose end a retraction moves: computed now, as ``[LE, rn)``, if that reaches
-        ``skip_below`` (the lmerge may need it), else it stays skipped (and is forgotten once deleted)."""
-        if rn <= rec.le:
-            del self.live[id]
-            del self.skipped[id]
-            return []
-        rec.re = rn
-        self.note_re(rn, id)
-        if rn < self.skip_below:
-            return []
-        payload = self.skipped.pop(id)
-        self.oid += 1
-        oid = f"o{self.oid}"
-        out = self.apply(Insert(id, rec.le, rn, payload), rec.le, oid)
-        rec.oid = oid if out is not None else None
-        return [out] if out is not None else []
+    def process(self, port: int, b: Batch) -> Batch | None:
+        b = self.checked(b, self.check)
+        if len(b) == 0:
+            return None
+        if self.feedback.active:
+            b = self.feedback.apply(b)
+        return self.apply(b)
 
-    def forget_closed(self, c: int) -> list[Any]:
-        gone = super().forget_closed(c)
-        if self.skipped:
-            for id in [i for i in self.skipped if i not in self.live]:
-                del self.skipped[id]
-        return gone
+    def apply(self, b: Batch) -> Batch | None:
+        raise NotImplementedError
+
+    def state_size(self) -> dict[str, int]:
+        return {"events": len(self.feedback.skipped)}
+
+    def forget_at(self) -> int | None:
+        skipped = self.feedback.skipped
+        return min(skipped.values()) + 1 if skipped else INF
 
 
-def precompute(op: Any, cols: Any, n: int) -> tuple[list[Any], np.ndarray | None] | None:
-    """The UDF results of a filter/map step for every row of a columnar batch, from the UDF's batch form
-    (`udm.sdk.UDF` ``compute_batch``), when it has one and every argument column is numeric: (results,
-    rows to leave to ``compute``: those lacking an argument). None when the batch form does not apply."""
-    if not isinstance(op, (FilterStep, MapStep)):
-        return None
-    fn = getattr(op.udm, "compute_batch", None)
-    if fn is None or not op.args:
-        return None
-    columns = {}
-    skip = None
-    for arg, field in op.args.items():
-        vals, miss = cols.field(field, 0, n)
-        if not isinstance(vals, np.ndarray):
-            vals = _numeric(vals, miss)
-            if vals is None:
-                return None
-        columns[arg] = vals
-        if miss is not None:
-            skip = miss if skip is None else (skip | miss)
-    try:
-        res = fn(**columns)
-    except Exception:
-        return None  # the row-by-row path reports what is wrong, on the row where it is
-    # plain Python values, as ``compute`` would return them (numpy scalars do not serialize to JSON)
-    out = res.tolist() if isinstance(res, np.ndarray) else [v.item() if isinstance(v, np.generic) else v
-                                                            for v in res]
-    if len(out) != n:
-        where = op.bs.label if op.bs is not None else op.name
-        raise contract(where, None, f"compute_batch returned {len(out)} values for {n} rows", out)
-    return out, skip
+class FilterStep(_SpanStep):
+    """Keeps the events whose UDF result is truthy."""
+
+    def apply(self, b: Batch) -> Batch | None:
+        data = np.flatnonzero(b.kind != CTI)
+        if len(data) == 0:
+            return b
+        res = udf_results(self.udm, self.bs.label, self.args, b, data)  # type: ignore[union-attr]
+        keep = np.ones(len(b), dtype=bool)
+        keep[data] = np.fromiter((bool(v) for v in res), dtype=bool, count=len(res))
+        return b if keep.all() else b.take(np.flatnonzero(keep))
 
 
-def _numeric(vals: list[Any], miss: np.ndarray | None) -> np.ndarray | None:
-    """A list column (rows lacking the field masked by ``miss``) as int64 / float64, if uniformly so."""
-    present = vals if miss is None else [v for v, m in zip(vals, miss.tolist(), strict=True) if not m]
-    kinds = set(map(type, present))
-    if kinds not in ({int}, {float}):
-        return None
-    dtype = np.int64 if kinds == {int} else np.float64
-    try:
-        if miss is None:
-            return np.array(vals, dtype=dtype)
-        return np.array([0 if m else v for v, m in zip(vals, miss.tolist(), strict=True)], dtype=dtype)
-    except OverflowError:
-        return None
+class MapStep(_SpanStep):
+    """Sets ``payload[as]`` to the UDF result."""
 
+    def __init__(self, name: str, ctx: Context, bs: BoundStep) -> None:
+        super().__init__(name, ctx, bs)
+        self.as_: str = bs.step.as_
 
-class _Rec:
-    """A live input event of a span step: its lifetime and the id of its output (None: filtered out)."""
-
-    __slots__ = ("le", "oid", "re")
-
-    def __init__(self, le: int, re: int, oid: str | None) -> None:
-        self.le = le
-        self.re = re
-        self.oid = oid
-
-    def __getstate__(self) -> tuple:
-        return (self.le, self.re, self.oid)
-
-    def __setstate__(self, s: tuple) -> None:
-        self.le, self.re, self.oid = s
-
-
-class InputGate(_SpanStep):
-    """Validates one query input (SEMANTICS §1, with that input's policy) when it is multicast or read by a
-    multi-input operator, and passes its valid elements on under ids of its own."""
-
-    def __init__(self, name: str, ctx: Context, reads_input: bool = True) -> None:
-        super().__init__(name, ctx, None, reads_input)
-
-    def apply(self, el: Insert, le: int, oid: str) -> Insert | None:
-        return Insert(oid, le, el.re, el.payload)
+    def apply(self, b: Batch) -> Batch | None:
+        data = np.flatnonzero(b.kind != CTI)
+        if len(data) == 0:
+            return b
+        res = udf_results(self.udm, self.bs.label, self.args, b, data)  # type: ignore[union-attr]
+        if len(data) == len(b):
+            values: Any = res
+        else:
+            values = [None] * len(b)
+            for j, v in zip(data.tolist(), res, strict=True):
+                values[j] = v
+            if b.payload.columnar:  # CTI rows hold nulls: a column of one kind stays one
+                fill = next((v for v in res if v is not None), None)
+                if fill is not None:
+                    values = [fill if v is None else v for v in values]
+                    for j in np.flatnonzero(b.kind == CTI).tolist():
+                        values[j] = fill
+        return b.with_payload(b.payload.with_field(self.as_, values))
 
 
 class ProjectStep(_SpanStep):
-    """``project`` (SEMANTICS §10): ``keep`` (a missing kept field is a malformed payload), ``drop``,
+    """``project`` (semantics-notes 12): ``keep`` (a missing kept field is a malformed payload), ``drop``,
     ``rename``, ``set``, in that order."""
 
-    def __init__(self, name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> None:
-        super().__init__(name, ctx, bs, reads_input)
+    def __init__(self, name: str, ctx: Context, bs: BoundStep) -> None:
+        super().__init__(name, ctx, bs)
         step = bs.step
         self.keep: tuple[str, ...] | None = tuple(step.keep) if step.keep is not None else None
         self.drop = frozenset(step.drop)
         self.rename = dict(step.rename)
         self.set_fields = dict(step.set)
-        self.fields = self.keep or ()
+        self.check = FieldCheck(self.keep or ())
 
-    def apply(self, el: Insert, le: int, oid: str) -> Insert | None:
-        return Insert(oid, le, el.re, self.reshape(el.payload, self.set_fields))
+    def apply(self, b: Batch) -> Batch | None:
+        names = b.payload.names
+        if b.all_inserts or (names is not None and (self.keep is None or set(self.keep) <= set(names))):
+            p = b.payload.reshape(self.keep, self.drop, self.rename, self.set_fields)
+            return b.with_payload(p)
+        # CTI rows carry empty payloads that have no kept field: reshape the data rows only
+        data = np.flatnonzero(b.kind != CTI)
+        rows = b.payload.rows()
+        sub = Payload.from_rows([rows[i] for i in data.tolist()]).reshape(
+            self.keep, self.drop, self.rename, self.set_fields).rows()
+        out = list(rows)
+        for j, p in zip(data.tolist(), sub, strict=True):
+            out[j] = p
+        return b.with_payload(Payload.from_rows(out))
 
-    def reshape(self, payload: dict[str, V], set_values: dict[str, V]) -> dict[str, V]:
-        """The projected payload: keep, drop, rename, then ``set_values`` (the step's ``set`` as values of
-        the payload's kind: plain values here, constant columns on the columnar span path)."""
-        if self.keep is not None:
-            payload = {f: payload[f] for f in self.keep}
-        if self.drop:
-            payload = {k: v for k, v in payload.items() if k not in self.drop}
-        if self.rename:
-            rename = self.rename
-            # a renamed field overwrites a field of the target name; a target whose source is absent stays
-            moved = {rename[k]: v for k, v in payload.items() if k in rename}
-            payload = {k: v for k, v in payload.items() if k not in rename and k not in moved}
-            payload.update(moved)
-        if set_values:
-            payload = {**payload, **set_values}
-        return payload
-
-
-class FilterStep(_SpanStep):
-    def apply(self, el: Insert, le: int, oid: str) -> Insert | None:
-        if self.call(el.payload):
-            return Insert(oid, le, el.re, el.payload)
-        return None
-
-
-class MapStep(_SpanStep):
-    def __init__(self, name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> None:
-        super().__init__(name, ctx, bs, reads_input)
-        self.as_ = bs.step.as_
-
-    def apply(self, el: Insert, le: int, oid: str) -> Insert | None:
-        v = self.call(el.payload)
-        return Insert(oid, le, el.re, {**el.payload, self.as_: v})

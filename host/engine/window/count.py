@@ -1,223 +1,323 @@
-"""Count windows (SEMANTICS §3): ``count_by_start`` and ``count_by_end`` over distinct LE / RE values."""
+"""Count windows (SEMANTICS §3): ``count_by_start`` and ``count_by_end`` over distinct LE / finite RE values.
+
+A group keeps its events in *buckets*, one per distinct value (LE for count_by_start, finite RE for
+count_by_end; an event that never ends belongs to no count_by_end window). The windows are implied: every
+``hop``-th run of ``n`` consecutive buckets, keyed by its first bucket's value; ``purged`` counts the leading
+buckets dropped, so the ``hop`` alignment survives cleanup. Evaluated in order, a window is the previous one
+plus the buckets that enter minus those that leave (the sweep), so each event costs O(1) whatever ``n``.
+
+A change in a bucket touches the windows holding it; a bucket that appears or vanishes re-derives the
+windows from ``n - 1`` buckets before it (with ``hop > 1``, every later one: the alignment shifts). Windows
+already evaluated there are *dirty* and are evaluated again, as one diff against what they emitted.
+"""
 
 from __future__ import annotations
 
-from itertools import chain
+from collections.abc import Iterable, Iterator
+from itertools import chain, takewhile
 from typing import Any
 
 from sortedcontainers import SortedDict
 
-from udm.host.query.plan import BoundStep
+from ..common import Ev
+from ..rules import INF, NEG
+from .family import Family
+from .state import Group
 
-from ..common import INF, Ev
-from ..context import Context
-from .base import WindowStep
-from .state import Group, Window
-
-__all__ = ["CountByEndStep", "CountByStartStep"]
+__all__ = ["CountFamily"]
 
 
-class _CountStep(WindowStep):
-    """Count windows over distinct bucket values (LE for count_by_start, finite RE for count_by_end).
+class _Data:
+    __slots__ = ("buckets", "dirty", "done", "endless", "floor", "purged")
 
-    Per group: ``a`` = buckets (SortedDict value -> {id: Ev}), ``wins`` = SortedDict first value -> Window,
-    ``base`` = how many leading distinct values were purged (keeps the ``hop`` alignment), ``b`` = events
-    with an infinite RE (count_by_end only: they belong to no window).
-    """
+    def __init__(self) -> None:
+        #: value -> {id: event}
+        self.buckets: SortedDict = SortedDict()
+        #: count_by_end: events that never end (members of no window)
+        self.endless: dict[int, Ev] = {}
+        #: how many leading distinct values were dropped (keeps the ``hop`` alignment)
+        self.purged = 0
+        #: windows keyed at or below this were evaluated
+        self.done = NEG
+        #: (lo, hi): windows keyed in [lo, hi] to evaluate again
+        self.dirty: list[tuple[int, int]] = []
+        #: windows keyed below this are final (cleaned up)
+        self.floor = NEG
 
-    by_end = False
+    def __getstate__(self) -> tuple:
+        return (self.buckets, self.endless, self.purged, self.done, self.dirty, self.floor)
 
-    def attach(self, ctx: Context, bs: BoundStep | None) -> None:
-        """Count windows come into existence (or change extent) when a *later* distinct value arrives
-        (a window needs ``n`` values; count_by_end membership follows RE, which retractions move), so
-        outputs before the CTI can change whatever the UDM promises: no UDM can keep the
-        ``time_bound`` promise here. Liveliness and release use the general rule for count windows
-        (output stays correct and never violates a CTI)."""
-        super().attach(ctx, bs)
-        self.time_bound = False
+    def __setstate__(self, s: tuple) -> None:
+        self.buckets, self.endless, self.purged, self.done, self.dirty, self.floor = s
 
-    def __init__(self, name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> None:
-        super().__init__(name, ctx, bs, reads_input)
-        win = bs.step.window
-        self.width: int = win.n
-        self.hop_n: int = win.hop
 
-    def _new_group(self, key: Any, fields: dict[str, Any] | None) -> Group:
-        g = Group(key, fields)
-        g.windows = SortedDict()
-        g.buckets = SortedDict()
-        g.endless = {}
-        return g
+class CountFamily(Family):
+    """``count_by_start{n, hop}`` and ``count_by_end{n, hop}``."""
 
-    def _group_idle(self, g: Group) -> bool:
-        return not g.buckets and not g.endless
+    #: a later distinct value can create or reshape a window over old members: no UDM can keep the
+    #: ``time_bound`` promise here (the general liveliness rule applies)
+    time_bound_ok = False
+    fifo = True
+
+    def __init__(self, step: Any, spec: Any) -> None:
+        super().__init__(step, spec)
+        self.by_end = spec.type == "count_by_end"
+        self.n: int = spec.n
+        self.hop: int = spec.hop
+
+    def new_group(self, g: Group) -> None:
+        g.data = _Data()
 
     def _bounds(self, first: int, last: int) -> tuple[int, int]:
         if self.by_end:
             return first - 1, last
         return first, last + 1
 
-    def _members(self, w: Window) -> Any:
-        g = w.group
-        a = g.buckets
-        i = a.index(w.key)
-        keys = a.keys()
-        return chain.from_iterable(a[keys[j]].values() for j in range(i, i + self.width))
+    def _value(self, ev: Ev) -> int:
+        return ev.re if self.by_end else ev.le
 
-    def _holds_open(self, w: Window, c: int) -> bool:
-        return any(ev.re >= c for ev in self._members(w))
+    def _start(self, d: _Data, j: int) -> int:
+        """The first window start at or after bucket position ``j``."""
+        r = (d.purged + j) % self.hop
+        return j + (self.hop - r) % self.hop
 
-    def _windows_at(self, g: Group, p: int) -> list[Window]:
-        """Existing windows that contain bucket position ``p``."""
-        a = g.buckets
-        n, hop, base = self.width, self.hop_n, g.purged
-        L = len(a)
-        keys = a.keys()
-        out = []
-        j = max(0, p - n + 1)
-        r = (base + j) % hop
-        if r:
-            j += hop - r
-        wins = g.windows
-        while j <= p and j + n - 1 < L:
-            w = wins.get(keys[j])
-            if w is not None:
-                out.append(w)
-            j += hop
-        return out
+    # -- per event -------------------------------------------------------------------------------------
+    def _touch(self, g: Group, p: int, v: int, appeared: bool) -> None:
+        """Bucket value ``v`` at position ``p`` changed (``appeared``: it is new or gone, so windows after it
+        may shift; a gone one's window goes too)."""
+        d: _Data = g.data
+        keys = d.buckets.keys()
+        lo_pos = max(0, p - self.n + 1)
+        lo = min(keys[lo_pos], v) if lo_pos < len(keys) else v
+        hi = INF if appeared and self.hop > 1 else max(keys[min(p, len(keys) - 1)], v) if keys else v
+        if g.swept is not None and lo <= g.swept[1]:
+            g.swept = None
+        lo = max(lo, d.floor)
+        if lo <= d.done:
+            d.dirty.append((lo, min(hi, d.done)))
 
-    def _restructure(self, g: Group, p: int, v: int) -> None:
-        """Bucket value ``v`` appeared at (or vanished from) position ``p``: re-derive the windows whose
-        extent may change (those reaching position ``p``; with ``hop > 1`` every later one shifts too)."""
-        a = g.buckets
-        n, hop, base = self.width, self.hop_n, g.purged
-        L = len(a)
-        keys = a.keys()
-        wins = g.windows
-        lo = max(0, p - n + 1)
-        lo_key = min(keys[lo], v) if lo < L else v
-        if hop == 1:
-            hi = min(p, L - n)
-            hi_key = keys[p] if p < L else INF
-            old = {k: wins[k] for k in list(wins.irange(lo_key, hi_key))}
-        else:
-            hi = L - n
-            old = {k: wins[k] for k in list(wins.irange(minimum=lo_key))}
-        j = lo
-        r = (base + j) % hop
-        if r:
-            j += hop - r
-        created = []
-        while j <= hi:
-            first, last = keys[j], keys[j + n - 1]
-            le, re = self._bounds(first, last)
-            w = old.get(first)
-            if w is not None and w.re == re:
-                del old[first]
-            else:
-                nw = Window(g, first, le, re, None)
-                nw.count = sum(len(a[keys[i]]) for i in range(j, j + n))
-                if w is not None:
-                    nw.emitted = w.emitted
-                    del old[first]
-                    self._destroy(w)
-                    if wins.get(first) is w:
-                        del wins[first]
-                created.append(nw)
-            j += hop
-        for k, w in old.items():
-            self._destroy(w)
-            if wins.get(k) is w:
-                del wins[k]
-        for nw in created:
-            wins[nw.key] = nw
-            nw.rebuild = True
-            self._touch(nw)
-
-    def _bucket_add(self, g: Group, key: int, ev: Ev) -> None:
-        a = g.buckets
-        b = a.get(key)
+    def insert(self, g: Group, ev: Ev) -> None:
+        d: _Data = g.data
+        if self.by_end and ev.re >= INF:
+            d.endless[ev.id] = ev
+            return
+        v = self._value(ev)
+        b = d.buckets.get(v)
         if b is None:
-            a[key] = {ev.id: ev}
-            self._restructure(g, a.index(key), key)
+            d.buckets[v] = {ev.id: ev}
+            self._touch(g, d.buckets.index(v), v, True)
         else:
             b[ev.id] = ev
-            for w in self._windows_at(g, a.index(key)):
-                self._add(w, ev)
+            self._touch(g, d.buckets.index(v), v, False)
 
-    def _bucket_remove(self, g: Group, key: int, ev: Ev, le: int, re: int) -> None:
-        a = g.buckets
-        b = a.get(key)
+    def _remove(self, g: Group, v: int, ev: Ev) -> None:
+        d: _Data = g.data
+        b = d.buckets.get(v)
         if b is None or ev.id not in b:
-            return  # purged bucket: its windows are closed
+            return  # a purged bucket: its windows are final
+        p = d.buckets.index(v)
         if len(b) == 1:
-            p = a.index(key)
-            del a[key]
-            self._restructure(g, p, key)
+            del d.buckets[v]
+            self._touch(g, p, v, True)
         else:
             del b[ev.id]
-            for w in self._windows_at(g, a.index(key)):
-                self._remove(w, ev, le, re)
+            self._touch(g, p, v, False)
 
-    def _cleanup(self, c: int) -> None:
-        ts_noright = self.sees_open_ends
-        by_end = self.by_end
-        for g in list(self.groups.values()):
-            wins = g.windows
-            a = g.buckets
-            while wins:
-                k, w = wins.peekitem(0)
-                final = w.re < c if by_end else w.re <= c
-                if not final or (ts_noright and self._holds_open(w, c)):
-                    break
-                del wins[k]
-                w.alive = False
-            # drop leading buckets no remaining or future window can use
-            if wins:
-                first = a.index(wins.peekitem(0)[0])
+    def change(self, g: Group, ev: Ev, old: int, new: int) -> None:
+        d: _Data = g.data
+        if not self.by_end:
+            if new == ev.le:
+                self._remove(g, ev.le, ev)
+                ev.re = new
+                return
+            ev.re = new
+            if self.step.time_sensitive and ev.le in d.buckets:
+                self._touch(g, d.buckets.index(ev.le), ev.le, False)
+            return
+        if old >= INF:
+            d.endless.pop(ev.id, None)
+        else:
+            self._remove(g, old, ev)
+        ev.re = new
+        if new == ev.le:
+            return
+        self.insert(g, ev)
+
+    # -- evaluation ------------------------------------------------------------------------------------
+    def _windows(self, d: _Data, lo: int, hi: int) -> Iterator[tuple[int, int, int, int]]:
+        """(first bucket position, key, W.LE, W.RE) of the windows keyed in ``[lo, hi]``, in order."""
+        keys = d.buckets.keys()
+        L = len(keys)
+        j = self._start(d, d.buckets.bisect_left(lo))
+        while j + self.n - 1 < L:
+            k = keys[j]
+            if k > hi:
+                break
+            wle, wre = self._bounds(k, keys[j + self.n - 1])
+            yield j, k, wle, wre
+            j += self.hop
+
+    def evaluate(self, g: Group, out: Any, em: Any) -> None:
+        d: _Data = g.data
+        todo = list(d.dirty)
+        d.dirty = []
+        new = list(takewhile(lambda w: self.step.releasable(w[2], w[3], False),
+                             self._windows(d, d.done + 1 if d.done > NEG else NEG, INF)))
+        if new:
+            todo.append((new[0][1], new[-1][1]))
+            d.done = max(d.done, new[-1][1])
+        keep = []
+        for lo, hi in _merged(todo):
+            rest = self._range(g, lo, hi, out, em)
+            if rest is not None:
+                keep.append((rest, hi))
+        d.dirty = keep
+        self._pending(g)
+
+    def _range(self, g: Group, lo: int, hi: int, out: Any, em: Any) -> int | None:
+        d: _Data = g.data
+        step = self.step
+        news = []
+        stop = None
+        keys = d.buckets.keys()
+        for j, k, wle, wre in self._windows(d, lo, hi):
+            if not step.releasable(wle, wre, k in g.out):
+                stop = k
+                break
+            if g.sweep is not None:
+                self._sweep_to(g, j)
+                vals = self.value(g, wle, wre, None)
             else:
-                L = len(a)
-                j = max(0, L - self.width + 1)
-                r = (g.purged + j) % self.hop_n
+                vals = self.value(g, wle, wre, self._members(d, j))
+            news.append((k, wle, wre, vals))
+        top = hi if stop is None else stop - 1
+        olds = []
+        for key in list(g.out.irange(lo, top)):
+            olds.extend(g.out.pop(key))
+        if not olds:
+            for key, wle, wre, vals in news:
+                self.put(g, key, wle, wre, vals, out, em)
+        else:
+            em.emit(step, g, olds, news, out)
+        del keys
+        return stop
+
+    def _members(self, d: _Data, j: int) -> Iterable[Ev]:
+        b = d.buckets
+        keys = b.keys()
+        return chain.from_iterable(b[keys[i]].values() for i in range(j, j + self.n))
+
+    def _sweep_to(self, g: Group, j: int) -> None:
+        d: _Data = g.data
+        b = d.buckets
+        keys = b.keys()
+        sweep = g.sweep
+        first, last = keys[j], keys[j + self.n - 1]
+        prev = g.swept
+        if prev is None or prev[0] > first:
+            sweep.clear()
+            start = j
+        else:
+            sweep.leave_before(first)
+            start = max(j, b.bisect_right(prev[1]))
+        for i in range(start, j + self.n):
+            v = keys[i]
+            sweep.enter(v, [ev.val for ev in b[v].values()])
+        g.swept = (first, last)
+
+    def _pending(self, g: Group) -> None:
+        d: _Data = g.data
+        w = next(self._windows(d, d.done + 1 if d.done > NEG else NEG, INF), None)
+        if w is not None:
+            self.step.pending(g, w[3], w[2])
+        if d.dirty:
+            w = next(self._windows(d, d.dirty[0][0], d.dirty[0][1]), None)
+            if w is not None:
+                self.step.pending(g, w[3], w[2])
+
+    # -- cleanup, output CTI ------------------------------------------------------------------------------
+    def _holds_open(self, d: _Data, j: int, c: int) -> bool:
+        return any(ev.re >= c for ev in self._members(d, j))
+
+    def cleanup(self, c: int) -> Iterable[Group]:
+        groups = list(self.step.groups.values())
+        if c >= INF:
+            return groups
+        soe = self.step.sees_open_ends
+        by_end = self.by_end
+        n, hop = self.n, self.hop
+        for g in groups:
+            d: _Data = g.data
+            b = d.buckets
+            keys = b.keys()
+            L = len(keys)
+            first_open = None  # bucket position of the first window that is not final
+            for j, _k, _wle, wre in self._windows(d, NEG, INF):
+                final = wre < c if by_end else wre <= c
+                if not final or (soe and self._holds_open(d, j, c)):
+                    first_open = j
+                    break
+            if first_open is None:
+                j = max(0, L - n + 1)
+                r = (d.purged + j) % hop
                 if r:
-                    j += self.hop_n - r
-                first = min(j, L)
+                    j += hop - r
+                first_open = min(j, L)
             drop = 0
-            keys = a.keys()
-            while drop < first and (not by_end or keys[drop] < c):
+            while drop < first_open and (not by_end or keys[drop] < c):
                 drop += 1
             if drop:
-                for k in list(keys[:drop]):
-                    del a[k]
-                g.purged += drop
-            if not wins and g.event_count <= 0:
-                self._drop_group_if_empty(g)
+                cut = keys[drop] if drop < L else INF
+                for v in list(keys[:drop]):
+                    for eid in b[v]:
+                        g.events.pop(eid, None)
+                    del b[v]
+                d.purged += drop
+                for key in list(g.out.irange(maximum=cut, inclusive=(True, False))):
+                    del g.out[key]
+                if g.swept is not None and g.swept[0] < cut:
+                    g.sweep.clear()
+                    g.swept = None
+                d.dirty = [(max(lo, cut), hi) for lo, hi in d.dirty if hi >= cut]
+                d.floor = max(d.floor, min(cut, c))
+            elif b and first_open < L:
+                k0 = keys[first_open]
+                for key in list(g.out.irange(maximum=k0, inclusive=(True, False))):
+                    del g.out[key]
+                d.floor = max(d.floor, min(k0, c))
+        return groups
 
-    def _bound(self, c: int) -> int:
+    def idle(self, g: Group) -> bool:
+        d: _Data = g.data
+        return not d.buckets and not d.endless
+
+    def bound(self, c: int) -> int:
         b = c
-        n, hop = self.width, self.hop_n
-        for g in self.groups.values():
-            wins = g.windows
-            a = g.buckets
+        n, hop = self.n, self.hop
+        by_end = self.by_end
+        soe = self.step.sees_open_ends
+        for g in self.step.groups.values():
+            d: _Data = g.data
+            a = d.buckets
             cand = None
-            for w in wins.values():
-                if w.le >= b:
+            for j, _k, wle, wre in self._windows(d, NEG, INF):
+                if wle >= b:
                     break
-                if (w.re >= c if self.by_end else w.re > c) or (self.sees_open_ends and self._holds_open(w, c)):
-                    cand = w.le
+                if (wre >= c if by_end else wre > c) or (soe and self._holds_open(d, j, c)):
+                    cand = wle
                     break
             if cand is None:
                 L = len(a)
                 j = max(0, L - n + 1)
-                r = (g.purged + j) % hop
+                r = (d.purged + j) % hop
                 if r:
                     j += hop - r
                 if j < L:
                     cand = self._bounds(a.keys()[j], a.keys()[j])[0]
             if cand is not None and cand < b:
                 b = cand
-            if self.by_end and b >= c:
-                if any(ev.le < c for ev in g.endless.values()):
+            if by_end and b >= c:
+                if any(ev.le < c for ev in d.endless.values()):
                     b = c - 1
                 else:
                     for k in a.irange(minimum=c, inclusive=(False, True)):
@@ -226,45 +326,18 @@ class _CountStep(WindowStep):
                             break
         return b
 
-
-class CountByStartStep(_CountStep):
-    by_end = False
-
-    def _on_insert(self, g: Group, ev: Ev) -> None:
-        self._bucket_add(g, ev.le, ev)
-
-    def _on_change(self, g: Group, ev: Ev, old: int, new: int) -> None:
-        if new == ev.le:
-            self._bucket_remove(g, ev.le, ev, ev.le, old)
-            return
-        if not self.time_sensitive:
-            return
-        a = g.buckets
-        if ev.le not in a:
-            return
-        for w in self._windows_at(g, a.index(ev.le)):
-            self._update(w, ev, ev.le, old, new)
+    def windows(self, g: Group) -> int:
+        d: _Data = g.data
+        return sum(1 for _ in self._windows(d, NEG, INF))
 
 
-class CountByEndStep(_CountStep):
-    by_end = True
-
-    def _on_insert(self, g: Group, ev: Ev) -> None:
-        if ev.re >= INF:
-            g.endless[ev.id] = ev
-            return
-        self._bucket_add(g, ev.re, ev)
-
-    def _on_change(self, g: Group, ev: Ev, old: int, new: int) -> None:
-        le = ev.le
-        if old >= INF:
-            g.endless.pop(ev.id, None)
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    ranges = sorted(ranges)
+    out: list[tuple[int, int]] = []
+    for lo, hi in ranges:
+        if out and lo <= out[-1][1]:
+            if hi > out[-1][1]:
+                out[-1] = (out[-1][0], hi)
         else:
-            self._bucket_remove(g, old, ev, le, old)
-        if new == le:
-            return
-        ev.re = new
-        if new >= INF:
-            g.endless[ev.id] = ev
-        else:
-            self._bucket_add(g, new, ev)
+            out.append((lo, hi))
+    return out

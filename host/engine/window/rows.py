@@ -1,337 +1,472 @@
 """Row windows (SEMANTICS §9): ``rows{n, slide, partial}``, SQL/ESL ``ROWS n-1 PRECEDING SLIDE slide``.
 
-The group's events are numbered 1, 2, ... in canonical order (LE, RE, canonical value JSON; the id only
-makes the sort total). The window of yield row ``k`` (a multiple of ``slide``) is keyed by ``k`` and lists
-rows ``max(1, k-n+1) .. k``; its interval is ``[LE(first row), LE(row k) + 1)``. A window keeps no member
-map: its members are a slice of the group's sorted rows, so memory is one entry per row, not per
-(row, window).
+A group keeps its events as *rows* in canonical order (LE, RE, canonical JSON of the value; the id only
+makes the order total: semantics-notes 26), numbered 1, 2, ... from its first row ever (``purged`` counts
+the rows dropped, so numbers survive cleanup). The window of yield row ``k`` (a multiple of ``slide``, and
+``>= n`` unless ``partial``) is keyed by ``k``, holds rows ``max(1, k-n+1) .. k`` and spans
+``[LE(first row), LE(row k) + 1)``; windows are implied by the rows, nothing is kept per window but what it
+emitted. Evaluated in order, a window is the previous one plus the rows that enter minus those that leave
+(the sweep: rows leave in the order they entered; a UDA with ``remove`` keeps one running state, one add and
+one remove per row, a merge-only one its partials in two stacks), so an in-order event costs O(1) UDA calls
+whatever ``n``; panes of ``gcd(n, slide)`` rows are not needed for that (semantics-notes 29).
 
-An element changes rows from some position on: an insert or a full retraction renumbers every later row
-(every later window is re-derived), a changed end moves a row only inside its block of equal LEs (only
-the windows reaching that block are re-derived). Re-derived windows replace the old ones; the base
-operator's minimal-diff output then retracts only outputs that really changed.
+An insert that is not appended, or a full retraction, renumbers every later row: every window from its row
+on that was evaluated is *dirty* and is evaluated again, the touched range diffed as one against what it
+emitted (minimal diffs keep what did not change), and the sweep is rebuilt if it had taken in a renumbered
+row. A changed end moves a row only inside its block of equal LEs: only the windows holding part of the
+rows between its old and new place change (every window holding it, for a time-sensitive UDM).
 
-Frozen prefix at CTI ``c``: a future insert has ``LE >= c``, so it lands after every row with ``LE < c``;
-a future end change needs ``RE >= c`` and moves its row only inside its LE block. Rows before the first
-such position can no longer move: windows ending there are final, rows no remaining window lists are
-dropped, and the output CTI is the first LE of the earliest window that can still change.
+Frozen prefix at CTI ``c``: a future insert has ``LE >= c``, so it lands after every row with ``LE < c``; a
+future end change needs ``RE >= c`` and moves its row only inside its LE block. Rows before the first block
+holding such an open row can no longer move: windows ending there are final, rows no remaining window lists
+are dropped, and the output CTI is SEMANTICS §7's, lowered to the first LE of the earliest window holding
+part of a block where a row can still move (semantics-notes 26; ``_contribution``). A group whose rows are
+all fixed contributes the same at every later CTI until an element touches it: it leaves the per-CTI visit
+list for a heap of settled contributions, so the per-CTI work does not grow with the number of groups.
 """
 
 from __future__ import annotations
 
-import copy
 import heapq
+from collections.abc import Iterable
 from typing import Any
 
-from sortedcontainers import SortedDict, SortedKeyList
+from sortedcontainers import SortedKeyList
 
-from udm.host.query.plan import BoundStep
+from ..common import Ev
+from ..rules import INF
+from .family import Family
+from .state import Group
 
-from ..common import INF, Ev
-from ..context import Context
-from .base import WindowStep
-from .state import Group, Window
-
-__all__ = ["RowOrderedStep", "RowsStep", "row_key"]
+__all__ = ["RowOrderedFamily", "RowsFamily", "forget", "merged", "replace_range", "row_key"]
 
 
-def row_key(ev: Ev) -> tuple[int, int, str, str]:
-    """Canonical row order (SEMANTICS §5/§9, semantics-notes 5); the id only breaks exact ties."""
-    return (ev.le, ev.re, ev.canon(), ev.id)
+class _Tie:
+    """The part of a row's key after (LE, RE): the canonical JSON of its value, then its id. Made only when
+    two rows share (LE, RE), so in-order rows never serialize their values."""
+
+    __slots__ = ("ev",)
+
+    def __init__(self, ev: Ev) -> None:
+        self.ev = ev
+
+    def _key(self) -> tuple[str, int]:
+        return (self.ev.canon(), self.ev.id)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Tie) and (self.ev is other.ev or self._key() == other._key())
+
+    def __lt__(self, other: _Tie) -> bool:
+        return self._key() < other._key()
+
+    __hash__ = None  # type: ignore[assignment]
 
 
-class RowOrderedStep(WindowStep):
-    """What the row-ordered families (``rows``, ``session``) share: per group, ``rows`` = the events in
-    canonical order (a SortedKeyList) and ``windows`` = a SortedDict of its windows."""
-
-    def attach(self, ctx: Context, bs: BoundStep | None) -> None:
-        """A late row renumbers every later row (``rows``, as for count windows), and a late bridging event
-        merges a session that started before the CTI into an earlier one (``session``): an output before
-        the CTI can change whatever the UDM promises, so no UDM keeps ``time_bound`` liveliness here."""
-        super().attach(ctx, bs)
-        self.time_bound = False
-
-    def _new_group(self, key: Any, fields: dict[str, Any] | None) -> Group:
-        g = Group(key, fields)
-        g.windows = SortedDict()
-        g.rows = SortedKeyList(key=row_key)
-        return g
-
-    def state_size(self) -> dict[str, int]:
-        out = super().state_size()
-        out["rows"] = sum(len(g.rows) for g in self.groups.values())
-        return out
+def row_key(ev: Ev, re: int | None = None) -> tuple[int, int, _Tie]:
+    """Canonical row order (SEMANTICS §5/§9, semantics-notes 5 and 26): (LE, RE), the canonical JSON of the
+    value; the id only breaks exact ties. ``re``: the key the row had with that end."""
+    return (ev.le, ev.re if re is None else re, _Tie(ev))
 
 
-class RowsStep(RowOrderedStep):
-    """Per group: ``rows`` = the events in canonical order (a SortedKeyList), ``purged`` = how many
-    leading rows were dropped (row numbers stay global), ``windows`` = SortedDict yield row -> Window."""
-
-    def __init__(self, name: str, ctx: Context, bs: BoundStep, reads_input: bool = True) -> None:
-        super().__init__(name, ctx, bs, reads_input)
-        win = bs.step.window
-        self.n: int = win.n
-        self.slide: int = win.slide
-        self.partial: bool = win.partial
-
-    def _group_idle(self, g: Group) -> bool:
-        """A group without rows may go when a new group (numbering from 1) would number its future rows
-        alike: every remaining window lists rows after the purged ones, so only the ``slide`` alignment
-        of the purged count matters."""
-        return not g.rows and g.purged % self.slide == 0
-
-    def _first(self, k: int) -> int:
-        return k - self.n + 1 if k > self.n else 1
-
-    def _row_le(self, g: Group, r: int) -> int:
-        """LE of row number ``r`` (a row that is still held)."""
-        return g.rows[r - 1 - g.purged].le
-
-    def _members(self, w: Window) -> Any:
-        g = w.group
-        return g.rows[self._first(w.key) - 1 - g.purged: w.key - g.purged]
-
-    def _holds_open(self, w: Window, c: int) -> bool:
-        return any(ev.re >= c for ev in self._members(w))
-
-    def _rederive(self, g: Group, lo: int, hi: int = INF, cut: tuple[int, int] | None = None) -> None:
-        """Rows from list position ``lo`` on changed: replace the windows whose yield row is in
-        ``[purged + lo + 1, purged + hi]`` (and drop those past the last row). ``cut``: only the rows at
-        list positions ``cut[0]..cut[1]`` were permuted, so only windows holding part of them change."""
-        base = g.purged
-        rows = g.rows
-        last = base + len(rows)
-        s, n = self.slide, self.n
-        k0 = base + lo + 1
-        k = -(-k0 // s) * s
-        top = min(last, base + hi) if hi < INF else last
-        wins = g.windows
-        old = {kk: wins[kk] for kk in list(wins.irange(k0, None if hi >= INF else base + hi))}
-        while k <= top:
-            if cut is not None and self._holds_all_or_none(k, base + cut[0] + 1, base + cut[1] + 1):
-                old.pop(k, None)  # same members: kept as it is
-            elif k >= n or self.partial:
-                first = self._first(k)
-                nw = Window(g, k, self._row_le(g, first), rows[k - 1 - base].le + 1, None)
-                nw.count = k - first + 1
-                w = old.pop(k, None)
-                if w is not None:
-                    nw.emitted = w.emitted
-                    self._destroy(w)
-                nw.rebuild = True
-                wins[k] = nw
-                self._touch(nw)
-            k += s
-        for kk, w in old.items():
-            self._destroy(w)
-            if wins.get(kk) is w:
-                del wins[kk]
-
-    def _holds_all_or_none(self, k: int, a: int, b: int) -> bool:
-        """Does the window of yield row ``k`` hold every row numbered ``a..b``, or none of them?"""
-        f = self._first(k)
-        return (f <= a and k >= b) or k < a or f > b
-
-    #: derive a new window's state from the previous window's (incremental UDAs, in-order appends)
-    slides = True
-
-    def _on_insert(self, g: Group, ev: Ev) -> None:
-        self._touched(g)
-        rows = g.rows
-        rows.add(ev)
-        pos = rows.bisect_key_left(row_key(ev))
-        if pos == len(rows) - 1 and self._slide(g):
-            return
-        self._rederive(g, pos)
-
-    def _slide(self, g: Group) -> bool:
-        """A row appended at the end renumbers nothing: at most the window of the new last row appears.
-        For a time-insensitive incremental UDA its state is the previous window's state with the rows
-        that left removed and the new rows added (seeds/004 §4: ``O(slide)`` per window, not ``O(n)``);
-        the previous window keeps a copy while it still has to be output."""
-        base = g.purged
-        k = base + len(g.rows)
-        s = self.slide
-        if k % s:
-            return True  # not a yield row: no window changes
-        if k < self.n and not self.partial:
-            return True
-        prev = g.windows.get(k - s)
-        if (not self.slides or not self.incremental or self.time_sensitive or s >= self.n or prev is None
-                or prev.pending or not prev.alive):
-            return False  # (windows that share no rows are simply built)
-        if prev.rebuild:  # not computed yet (a batch of appends): compute it now, once
-            self._apply(prev)
-        if prev.state is None:
-            return False
-        wu = self.udm
-        rows = g.rows
-        first = self._first(k)
-        win = (self._row_le(g, first), rows[k - 1 - base].le + 1)
-        if prev.dirty:  # still to be output: it keeps its state (a UDA may update states in place)
-            st = copy.deepcopy(prev.state)
+def merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted ``(lo, hi)`` key ranges with the overlapping ones merged."""
+    ranges = sorted(ranges)
+    out: list[tuple[int, int]] = []
+    for lo, hi in ranges:
+        if out and lo <= out[-1][1]:
+            if hi > out[-1][1]:
+                out[-1] = (out[-1][0], hi)
         else:
-            st = prev.state
-            prev.state = None
-        gone = rows[self._first(k - s) - 1 - base: first - 1 - base]
-        if gone:
-            st = wu.remove(st, wu.ordered(gone, *win), win)
-        st = wu.add(st, wu.ordered(rows[k - s - base: k - base], *win), win)
-        nw = Window(g, k, win[0], win[1], None)
-        nw.count = k - first + 1
-        nw.state = st
-        g.windows[k] = nw
-        self._touch(nw)
-        return True
+            out.append((lo, hi))
+    return out
 
-    def _on_change(self, g: Group, ev: Ev, old: int, new: int) -> None:
-        self._touched(g)
-        rows = g.rows
-        p = rows.bisect_key_left((ev.le, old, ev.canon(), ev.id))
-        if p >= len(rows) or rows[p] is not ev:
-            return  # a dropped row: it was final (RE < CTI), so no valid element reaches it
-        del rows[p]
-        if new == ev.le:  # full retraction: every later row is renumbered
-            self._rederive(g, p)
-            return
+
+def replace_range(fam: Family, g: Group, lo: int, top: int, news: list[tuple[Any, int, int, list]], out: Any,
+                  em: Any) -> None:
+    """The windows keyed in ``[lo, top]`` are now ``news`` — (key, W.LE, W.RE, outputs): one minimal diff
+    against everything windows keyed there emitted (a window that vanished or was renumbered included)."""
+    olds = []
+    for key in list(g.out.irange(lo, top)):
+        olds.extend(g.out.pop(key))
+    if not olds:
+        for key, wle, wre, vals in news:
+            fam.put(g, key, wle, wre, vals, out, em)
+    else:
+        em.emit(fam.step, g, olds, news, out)
+
+
+def forget(g: Group, dropped: Iterable[Ev]) -> None:
+    """Rows dropped by cleanup leave the group's events (unless an insert reused the id of a closed one:
+    semantics-notes 63)."""
+    held = g.events
+    for ev in dropped:
+        if held.get(ev.id) is ev:
+            del held[ev.id]
+
+
+def _rows(evs: Iterable[Ev]) -> SortedKeyList:
+    return SortedKeyList(evs, key=row_key)
+
+
+class _Data:
+    __slots__ = ("dirty", "done", "fixed", "floor", "purged", "rows", "settled")
+
+    def __init__(self) -> None:
+        #: the group's rows in canonical order; row number of list position ``i``: ``purged + i + 1``
+        self.rows: SortedKeyList = _rows(())
+        #: how many leading rows were dropped
+        self.purged = 0
+        #: windows with a yield row at or below this were evaluated
+        self.done = 0
+        #: (lo, hi): windows with a yield row in [lo, hi] to evaluate again
+        self.dirty: list[tuple[int, int]] = []
+        #: windows with a yield row below this are final (cleaned up)
+        self.floor = 0
+        #: leading list positions that can no longer move (at the last CTI)
+        self.fixed = 0
+        #: the stamp of its entry in the family's settled heap (None: visited at every CTI)
+        self.settled: int | None = None
+
+    def __getstate__(self) -> tuple:
+        return (list(self.rows), self.purged, self.done, self.dirty, self.floor, self.fixed, self.settled)
+
+    def __setstate__(self, s: tuple) -> None:
+        rows, self.purged, self.done, self.dirty, self.floor, self.fixed, self.settled = s
+        self.rows = _rows(rows)
+
+
+class RowOrderedFamily(Family):
+    """What the row-ordered families (``rows``, ``session``) share: a group's windows are keyed by an int,
+    evaluated in order up to ``done``; changed ones are ``dirty`` key ranges (clipped to ``floor``, the
+    first key cleanup kept) evaluated again, each range as one diff."""
+
+    #: a late row renumbers later rows (``rows``) or merges a session that started before the CTI into an
+    #: earlier one (``session``): an output before the CTI can change whatever the UDM promises
+    time_bound_ok = False
+
+    def _dirty(self, d: Any, lo: int, hi: int) -> None:
+        """Windows keyed in ``[lo, hi]`` changed: those already evaluated are evaluated again."""
+        lo = max(lo, d.floor)
+        hi = min(hi, d.done)
+        if lo <= hi:
+            d.dirty.append((lo, hi))
+
+    def _take_out(self, d: Any, ev: Ev, old: int, new: int) -> int | None:
+        """Take ``ev`` (its end was ``old``) out of the group's rows and give it end ``new``; returns its
+        list position (None: cleanup dropped it, as final — RE < CTI — so no valid element reaches it)."""
+        rows = d.rows
+        p: int = rows.bisect_key_left(row_key(ev, old))
         ev.re = new
-        rows.add(ev)
-        q = rows.bisect_key_left(row_key(ev))
-        lo, hi = (p, q) if p <= q else (q, p)
-        if self.time_sensitive:
-            self._rederive(g, lo, hi + self.n)  # every window holding it: its end may matter
-        elif q != p:  # permuted within its block of equal LEs: windows holding all of them keep members
-            self._rederive(g, lo, hi + self.n, (lo, hi))
+        if p >= len(rows) or rows[p] is not ev:
+            return None
+        del rows[p]
+        return p
 
-    # ---------------------------------------------------------------------------------------------
-    # frozen prefix, cleanup, output CTI
-    # ---------------------------------------------------------------------------------------------
-    def _movable(self, g: Group, c: int) -> int:
-        """First list position a valid element can still change after CTI ``c`` (see the module doc)."""
-        rows = g.rows
-        pm = rows.bisect_key_left((c,))
-        for ev in rows.islice(0, pm):
-            if ev.re >= c:
-                return rows.bisect_key_left((ev.le,))
-        return pm
+    def _evaluate(self, g: Group, d: Any, todo: list[tuple[int, int]], out: Any, em: Any) -> None:
+        """Evaluate the key ranges ``todo``; the parts not released yet stay dirty."""
+        keep = []
+        for lo, hi in merged(todo):
+            rest = self._range(g, d, lo, hi, out, em)
+            if rest is not None:
+                keep.append((rest, hi))
+        d.dirty = keep
+        self._pending(g, d)
 
-    def _first_open(self, g: Group, c: int) -> int:
-        """The yield row of the earliest window that can still change or appear."""
-        k0 = g.purged + self._movable(g, c) + 1
-        return -(-k0 // self.slide) * self.slide
+    def _range(self, g: Group, d: Any, lo: int, hi: int, out: Any, em: Any) -> int | None:
+        """Evaluate the windows keyed in ``[lo, hi]``; returns the first key not released yet (None: all
+        were)."""
+        raise NotImplementedError
 
-    #: per CTI, visit only the groups touched since the last one or not yet settled (`_settle`); a
-    #: subclass with its own `_cleanup` scans every group instead
+    def _pending(self, g: Group, d: Any) -> None:
+        """Register the group's first window still to release with the step."""
+        raise NotImplementedError
+
+
+class RowsFamily(RowOrderedFamily):
+    """``rows{n, slide, partial}``."""
+
+    #: rows leave the sweep in the order they entered it (a merge-only UDA's partials in two stacks)
+    fifo = True
+    #: per CTI, visit only the groups touched since the last one or not yet settled (off: every group, the
+    #: tests compare the two)
     tracks_settled = True
 
-    def _touched(self, g: Group) -> None:
-        act = self.__dict__.get("_active")
-        if act is not None:
-            act[id(g)] = g
-            g.settled = None
+    def __init__(self, step: Any, spec: Any) -> None:
+        super().__init__(step, spec)
+        self.n: int = spec.n
+        self.slide: int = spec.slide
+        self.partial: bool = spec.partial
+        #: groups to visit at the next CTI, by id
+        self._active: dict[int, Group] = {}
+        #: (bound contribution, stamp, group) of settled groups
+        self._quiet: list[tuple[int, int, Group]] = []
+        self._stamp = 0
+        #: compact ``_quiet`` when it is longer than this (stale entries below its top pile up otherwise)
+        self._quiet_cap = 64
 
+    def __getstate__(self) -> dict[str, Any]:
+        s = dict(self.__dict__)
+        s["_active"] = list(self._active.values())  # (ids change across a restore)
+        return s
+
+    def __setstate__(self, s: dict[str, Any]) -> None:
+        s["_active"] = {id(g): g for g in s["_active"]}
+        self.__dict__.update(s)
+
+    def new_group(self, g: Group) -> None:
+        g.data = _Data()
+
+    # -- row numbers -------------------------------------------------------------------------------------
+    def _first(self, k: int) -> int:
+        """The first row of the window of yield row ``k``."""
+        return k - self.n + 1 if k > self.n else 1
+
+    def _up(self, x: int) -> int:
+        """The smallest multiple of ``slide`` at or above ``x``."""
+        return -(-x // self.slide) * self.slide
+
+    def _yield_at(self, x: int) -> int:
+        """The first window at or after row ``x``."""
+        return self._up(max(x, 1 if self.partial else self.n))
+
+    def _le(self, d: _Data, r: int) -> int:
+        return d.rows[r - 1 - d.purged].le
+
+    def _extent(self, d: _Data, k: int) -> tuple[int, int]:
+        return self._le(d, self._first(k)), self._le(d, k) + 1
+
+    # -- per event -------------------------------------------------------------------------------------
+    def _touch(self, g: Group, d: _Data) -> None:
+        self._active[id(g)] = g
+        d.settled = None
+
+    def _moved(self, g: Group, d: _Data, r: int, hi: int) -> None:
+        """Rows from number ``r`` on changed (windows up to yield row ``hi`` hold them)."""
+        if g.swept is not None and r <= g.swept[1]:
+            g.swept = None  # the sweep took in a row that is no longer where it was
+        self._dirty(d, r, hi)
+
+    def insert(self, g: Group, ev: Ev) -> None:
+        d: _Data = g.data
+        self._touch(g, d)
+        rows = d.rows
+        rows.add(ev)
+        if rows[-1] is ev:
+            return  # appended: no row is renumbered, at most a new last window appears
+        self._moved(g, d, d.purged + rows.bisect_key_left(row_key(ev)) + 1, INF)
+
+    def change(self, g: Group, ev: Ev, old: int, new: int) -> None:
+        d: _Data = g.data
+        self._touch(g, d)
+        p = self._take_out(d, ev, old, new)
+        if p is None:
+            return
+        rows = d.rows
+        if new == ev.le:  # full retraction: every later row is renumbered
+            self._moved(g, d, d.purged + p + 1, INF)
+            d.done = min(d.done, d.purged + len(rows))
+            return
+        rows.add(ev)
+        q = rows.bisect_key_left(row_key(ev))
+        if q == p and not self.step.time_sensitive:
+            return  # same place, and the UDM does not see ends: no window changes
+        a, b = (p, q) if p <= q else (q, p)
+        # (moved inside its LE block: only the windows holding part of rows a..b change; those holding all
+        # of them are evaluated again too, and their outputs stay)
+        self._moved(g, d, d.purged + a + 1, d.purged + b + self.n)
+
+    # -- evaluation ------------------------------------------------------------------------------------
+    def evaluate(self, g: Group, out: Any, em: Any) -> None:
+        d: _Data = g.data
+        step = self.step
+        todo = d.dirty
+        d.dirty = []
+        total = d.purged + len(d.rows)
+        k0 = self._yield_at(max(d.done + 1, d.floor))
+        # released by the release point: the windows whose last row has LE < rp (one bisection)
+        k = max(k0, self._up(d.purged + d.rows.bisect_key_left((step.rp,)) + 1))
+        while k <= total and step.releasable(*self._extent(d, k), False):  # (progressive output)
+            k += self.slide
+        if k > k0:
+            todo.append((k0, k - self.slide))
+            d.done = k - self.slide
+        self._evaluate(g, d, todo, out, em)
+
+    def _range(self, g: Group, d: _Data, lo: int, hi: int, out: Any, em: Any) -> int | None:
+        step = self.step
+        news = []
+        stop = None
+        top_k = min(hi, d.purged + len(d.rows))
+        k = self._yield_at(lo)
+        while k <= top_k:
+            wle, wre = self._extent(d, k)
+            if not step.releasable(wle, wre, k in g.out):
+                stop = k
+                break
+            if g.sweep is not None:
+                self._sweep_to(g, d, k)
+                vals = self.value(g, wle, wre, None)
+            else:
+                vals = self.value(g, wle, wre, self._members(d, k))
+            news.append((k, wle, wre, vals))
+            k += self.slide
+        replace_range(self, g, lo, hi if stop is None else stop - 1, news, out, em)
+        return stop
+
+    def _members(self, d: _Data, k: int) -> list[Ev]:
+        return list(d.rows.islice(self._first(k) - 1 - d.purged, k - d.purged))
+
+    def _sweep_to(self, g: Group, d: _Data, k: int) -> None:
+        """Bring the sweep to window ``k``: the rows before its first leave, the rows after the last window
+        swept enter (rebuilt when it went back). A row enters at the last row of its *class* — the rows
+        that leave at the same window — so one eviction takes out whole classes."""
+        sweep = g.sweep
+        f = self._first(k)
+        prev = g.swept
+        if prev is None or prev[1] > k:
+            sweep.clear()
+            start = f
+        else:
+            sweep.leave_before(f)
+            start = max(prev[1] + 1, f)
+        if start <= k:
+            vals = [ev.val for ev in d.rows.islice(start - 1 - d.purged, k - d.purged)]
+            n = self.n
+            i = 0
+            r = start
+            while r <= k:
+                pos = self._up(r + n) - n  # row r leaves at the window of yield row pos + n
+                e = min(pos, k)
+                sweep.enter(pos, vals[i:i + e - r + 1])
+                i += e - r + 1
+                r = e + 1
+        g.swept = (f, k)
+
+    def _pending(self, g: Group, d: _Data) -> None:
+        total = d.purged + len(d.rows)
+        k = self._yield_at(max(d.done + 1, d.floor))
+        if k <= total:
+            wle, wre = self._extent(d, k)
+            self.step.pending(g, wre, wle)
+        if d.dirty:
+            k = self._yield_at(d.dirty[0][0])
+            if k <= total:
+                wle, wre = self._extent(d, k)
+                self.step.pending(g, wre, wle)
+
+    # -- cleanup, output CTI ------------------------------------------------------------------------------
     def _candidates(self) -> list[Group]:
-        """Groups whose cleanup or output-CTI contribution can change (all of them for a step restored
-        from a snapshot that predates the bookkeeping)."""
-        act = self.__dict__.get("_active")
-        if act is None or not self.tracks_settled:
-            if act is None:
-                self._active: dict[int, Group] = {}
-                self._quiet: list[tuple[int, int, Group]] = []  # (bound contribution, stamp, settled group)
-                self._stamp = 0
-            return list(self.groups.values())
-        groups = self.groups
-        out: list[Group] = []
-        for g in act.values():
-            live = groups.get(g.key)
-            if live is not None and live is g:
-                out.append(live)
-        return out
+        """Groups whose cleanup or output-CTI contribution can change."""
+        groups = self.step.groups
+        if not self.tracks_settled:
+            return list(groups.values())
+        return [g for g in self._active.values() if groups.get(g.key) is g]
 
-    def _cleanup(self, c: int) -> None:
+    def _fix(self, d: _Data, c: int) -> None:
+        """Set ``d.fixed`` to the first list position a valid element can still change after CTI ``c``: the
+        start of the first LE block holding a row with ``RE >= c``, else the first row with ``LE >= c``.
+        Rows before the last such position are not looked at again."""
+        rows = d.rows
+        pm = rows.bisect_key_left((c,))
+        for ev in rows.islice(min(d.fixed, pm), pm):
+            if ev.re >= c:
+                d.fixed = rows.bisect_key_left((ev.le,))
+                return
+        d.fixed = pm
+
+    def cleanup(self, c: int) -> Iterable[Group]:
+        if c >= INF:
+            return list(self.step.groups.values())
         visit = self._candidates()
         self._active = {}
         for g in visit:
-            pm = self._movable(g, c)
-            k_open = -(-(g.purged + pm + 1) // self.slide) * self.slide
-            wins = g.windows
-            while wins and wins.peekitem(0)[0] < k_open:
-                wins.popitem(0)[1].alive = False
-            drop = min(pm, self._first(k_open) - 1 - g.purged)
+            d: _Data = g.data
+            self._fix(d, c)
+            base = d.purged
+            k_open = self._up(base + d.fixed + 1)  # the earliest window that can still change or appear
+            out = g.out
+            while out and out.peekitem(0)[0] < k_open:
+                out.popitem(0)
+            drop = min(d.fixed, self._first(k_open) - 1 - base)
             if drop > 0:
-                del g.rows[:drop]
-                g.purged += drop
-            if not wins and g.event_count <= 0:
-                self._drop_group_if_empty(g)
-            if self.groups.get(g.key) is g:
-                self._settle(g, c, pm - max(drop, 0))
+                forget(g, d.rows.islice(0, drop))
+                del d.rows[:drop]
+                d.purged += drop
+                d.fixed -= drop
+            if k_open > d.floor:
+                d.floor = k_open
+                d.dirty = [(max(lo, k_open), hi) for lo, hi in d.dirty if hi >= k_open]
+            if self.tracks_settled and d.fixed == len(d.rows):
+                # every row fixed: it cleans up and bounds the output CTI alike until an element touches it
+                self._stamp += 1
+                d.settled = self._stamp
+                heapq.heappush(self._quiet, (self._contribution(d, c), self._stamp, g))
+                if len(self._quiet) > self._quiet_cap:
+                    self._quiet = [e for e in self._quiet if self._settled(*e)]
+                    heapq.heapify(self._quiet)
+                    self._quiet_cap = 2 * len(self._quiet) + 64
+            else:
+                d.settled = None
+                self._active[id(g)] = g
+        return visit
 
-    def _settle(self, g: Group, c: int, movable: int) -> None:
-        """A group all of whose rows have ``LE < c`` and ``RE < c`` (nothing movable) cleans up and bounds
-        the output CTI the same way at every later CTI until an element touches it: it leaves the visit
-        list, its bound contribution goes to the ``_quiet`` heap. Any other group is visited again."""
-        rows = g.rows
-        if movable == len(rows) and (not rows or rows[-1].le < c) and all(ev.re < c for ev in rows):
-            self._stamp += 1
-            g.settled = self._stamp
-            heapq.heappush(self._quiet, (self._contribution(g, c), self._stamp, g))
-        else:
-            g.settled = None
-            self._active[id(g)] = g
+    def _part_holder(self, s0: int, e0: int, held: int) -> int | None:
+        """The earliest window (yield row) holding part, not all, of rows ``s0..e0`` (``s0 < e0``)."""
+        k = self._yield_at(s0)
+        if k < e0:
+            return k  # it holds row k of the block, not row e0
+        k = self._up(max(k, s0 + self.n))  # the first one past k that lost row s0
+        return k if k <= e0 + self.n - 1 and k <= held else None
 
-    def _contribution(self, g: Group, c: int) -> int:
-        """The smallest LE group ``g`` lets the output CTI reach at input CTI ``c`` (``INF``: none)."""
-        slide = self.slide
-        rows = g.rows
-        base = g.purged
+    def _contribution(self, d: _Data, c: int) -> int:
+        """The smallest LE the group lets the output CTI reach at input CTI ``c`` (``INF``: none), with
+        ``d.fixed`` as ``cleanup`` left it for ``c`` (semantics-notes 26)."""
+        rows = d.rows
+        base = d.purged
         held = base + len(rows)
-        if self.sees_open_ends:
-            r = self._first(self._first_open(g, c))
+        if self.step.sees_open_ends:  # every window from the first row that can still change
+            r = self._first(self._up(base + d.fixed + 1))
         else:
             pm = rows.bisect_key_left((c,))
-            r = self._first(-(-(base + pm + 1) // slide) * slide)
-            done = None
-            for ev in rows.islice(0, pm):
-                if ev.re < c or ev.le == done:
+            r = self._first(self._up(base + pm + 1))  # a new row lands after the rows with LE < c
+            last = None
+            for ev in rows.islice(d.fixed, pm):
+                if ev.re < c or ev.le == last:
                     continue
-                done = ev.le
-                s0 = base + rows.bisect_key_left((ev.le,)) + 1  # the block's row numbers: s0..e0
+                last = ev.le
+                s0 = base + rows.bisect_key_left((ev.le,)) + 1  # its block's row numbers: s0..e0
                 e0 = base + rows.bisect_key_left((ev.le + 1,))
-                if e0 == s0:
-                    continue  # alone in its block: it cannot move
-                k = -(-max(s0, 1 if self.partial else self.n) // slide) * slide
-                while k <= held and self._first(k) <= e0:
-                    if not self._holds_all_or_none(k, s0, e0):
+                if e0 > s0:
+                    k = self._part_holder(s0, e0, held)
+                    if k is not None:
                         r = min(r, self._first(k))
-                        break
-                    k += slide
-        return self._row_le(g, r) if r <= held else INF
+        return self._le(d, r) if r <= held else INF
 
-    def _bound(self, c: int) -> int:
-        """For a time-sensitive UDM without right clipping, the frozen prefix's bound. Otherwise (the UDM
-        sees members, not ends past the window), SEMANTICS §7's: the first LE of the earliest window with ``W.RE > c``,
-        held back only where a row with ``RE >= c`` can still move inside its block of equal LEs — the
-        first LE of the earliest window holding part of that block (one holding all of it keeps its
-        members). Settled groups' contributions come from the ``_quiet`` heap (stale entries popped)."""
+    def idle(self, g: Group) -> bool:
+        """A group without rows may go when a new group (numbering from 1) would number its future rows
+        alike: only the ``slide`` alignment of the dropped rows matters."""
+        d: _Data = g.data
+        return not d.rows and d.purged % self.slide == 0
+
+    def _settled(self, le: int, stamp: int, g: Group) -> bool:
+        """Is this `_quiet` entry still its group's?"""
+        return g.data.settled == stamp and self.step.groups.get(g.key) is g
+
+    def bound(self, c: int) -> int:
         b = c
-        if not self.tracks_settled or "_active" not in self.__dict__:
-            groups = list(self.groups.values())
-        else:
-            groups = self._candidates()
-            quiet = self._quiet
-            live = self.groups
-            while quiet:
-                le, stamp, g = quiet[0]
-                if g.settled == stamp and live.get(g.key) is g:
-                    b = min(b, le)
-                    break
-                heapq.heappop(quiet)
-        for g in groups:
-            le = self._contribution(g, c)
+        quiet = self._quiet
+        while quiet:
+            le, stamp, g = quiet[0]
+            if self._settled(le, stamp, g):
+                b = min(b, le)
+                break
+            heapq.heappop(quiet)
+        for g in self._candidates():
+            le = self._contribution(g.data, c)
             if le < b:
                 b = le
         return b
 
-    def _final_state(self) -> None:
+    def final_state(self) -> None:
         self._active = {}
         self._quiet = []

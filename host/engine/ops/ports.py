@@ -2,15 +2,11 @@
 
 SEMANTICS §10: the output CTI of a multi-input operator never exceeds the minimum of its inputs' CTIs (an
 input that has sent no CTI holds it back), and ``cti(INF)`` comes out only when every input has ended.
-Inputs reach these operators through a gate or an upstream operator, so their elements are valid by
-construction (ids, lifetimes, CTIs); only payload fields can still be refused here.
 """
 
 from __future__ import annotations
 
-from udm.host.temporal.elements import Cti, Element
-
-from ..common import NEG
+from ..rules import NEG
 
 __all__ = ["PortClock"]
 
@@ -25,15 +21,15 @@ class PortClock:
         #: the latest output CTI
         self.out = NEG
 
-    def advance(self, port: int, t: int) -> list[Element]:
-        """Record ``cti(t)`` on ``port``; returns the output CTI it releases (if the minimum moved)."""
+    def advance(self, port: int, t: int) -> int | None:
+        """Record ``cti(t)`` on ``port``; returns the output CTI it releases (when the minimum moved)."""
         if t > self.ctis[port]:
             self.ctis[port] = t
         low = min(self.ctis)
         if low > self.out:
             self.out = low
-            return [Cti(low)]
-        return []
+            return low
+        return None
 
     def __getstate__(self) -> tuple[list[int], int]:
         return (self.ctis, self.out)

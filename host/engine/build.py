@@ -1,0 +1,64 @@
+"""Building a run's operators from a bound query: one operator per step, and which step's payload checks
+its input's gate takes over (an input read by one single-input step is checked at the gate, so a refused
+element reads as an input element did: semantics-notes 3)."""
+
+from __future__ import annotations
+
+from udm.host.query.plan import BoundQuery
+
+from .context import Context
+from .operator import Operator
+from .rules import INF, FieldCheck
+
+__all__ = ["delegated_checks", "make_operator"]
+
+#: ops whose single input the gate may check for them
+_SINGLE = ("filter", "map", "window", "project", "alter_lifetime")
+
+
+def make_operator(bound: BoundQuery, name: str, ctx: Context) -> Operator:
+    from .ops.alter_lifetime import AlterLifetimeStep
+    from .ops.join import JoinStep
+    from .ops.lmerge import LmergeStep
+    from .ops.span import FilterStep, MapStep, ProjectStep
+    from .ops.union import UnionStep
+    from .window import make_window_step
+
+    bs = bound.step(name)
+    op = bs.step.op
+    if op == "filter":
+        return FilterStep(name, ctx, bs)
+    if op == "map":
+        return MapStep(name, ctx, bs)
+    if op == "project":
+        return ProjectStep(name, ctx, bs)
+    if op == "alter_lifetime":
+        return AlterLifetimeStep(name, ctx, bs)
+    if op == "union":
+        return UnionStep(name, ctx, bs)
+    if op == "join":
+        return JoinStep(name, ctx, bs)
+    if op == "lmerge":
+        return LmergeStep(name, ctx, bs)
+    if op == "window":
+        return make_window_step(name, ctx, bs)
+    raise ValueError(f"no operator for op {op!r}")  # bind() refuses every other op
+
+
+def delegated_checks(bound: BoundQuery, ops: list[Operator]) -> dict[str, tuple[FieldCheck | None, int]]:
+    """Per input read by exactly one single-input step: that step's payload checks and ``max_memory_time``,
+    which the input's gate applies instead (the step's own check is emptied)."""
+    graph = bound.graph
+    by_name = {op.name: op for op in ops}
+    out: dict[str, tuple[FieldCheck | None, int]] = {}
+    for name in graph.inputs:
+        readers = graph.consumers(name)
+        if len(readers) != 1 or readers[0][0].op not in _SINGLE:
+            continue
+        op = by_name[readers[0][0].name]
+        check = getattr(op, "check", None)
+        mmt = getattr(op, "max_memory_time", INF)
+        if check is not None:
+            op.check = FieldCheck()  # type: ignore[attr-defined]
+        out[name] = (check, mmt)
+    return out

@@ -1,0 +1,476 @@
+"""`InputGate`: where one query input enters the engine. It validates the input (SEMANTICS §1, with that
+input's ``on_violation``) and hands the operators after it a `Batch` of valid elements only.
+
+Every input has one. It numbers the events it accepts (engine ids), keeps the live ones (`LiveEvents`:
+what retractions may name, and the payload a retraction carries on), tracks the input's CTI and T
+(semantics-notes 2), and dead-letters everything else with the reason `rules` gives. When one step reads
+the input and nothing else does, the gate also checks the payload fields that step reads (semantics-notes
+3, 17) and applies its ``max_memory_time`` (note 8): such an element is refused as an input element is,
+so its dead letter reads as it always did, and its later retractions name an unknown id.
+
+A batch is validated column-wise when its outcome cannot depend on row order beyond what the columns
+show: inserts and CTIs, ids proved new (`span_ids.ids_new`), no ``max_memory_time``. Any other batch
+(retractions, ids that repeat, Finalize) goes row by row through the same rules (`_Rows`); the two give the
+same result (tests/test_engine_gate.py holds them to it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from udm.host.errors import BadElement, ViolationError
+from udm.host.io.batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch
+from udm.host.temporal.elements import Element, Insert, Retract, element_to_json
+
+from .batch import CTI, INSERT, RETRACT, Batch
+from .common import DeadLetter
+from .context import Context
+from .feedback import FastForward
+from .live import LiveEvents
+from .payload import Payload
+from .repair import ChainRepair
+from .rules import (
+    BAD_LIFETIME,
+    CTI_VIOLATION,
+    DUPLICATE_ID,
+    I64_MIN,
+    INF,
+    MALFORMED,
+    MISMATCH,
+    NEG,
+    UNKNOWN_ID,
+    FieldCheck,
+    cti_before,
+    cti_reason,
+    effective_cti,
+    format_time,
+    insert_lifetime_bad,
+    insert_lifetime_reason,
+    reach,
+    reach_batch,
+    retract_lifetime_bad,
+    retract_lifetime_reason,
+)
+from .span_ids import ids_new
+
+__all__ = ["InputGate"]
+
+_I64 = np.int64
+_ENDED = "CTI violation: input already ended (cti inf)"
+
+
+class InputGate:
+    """Validates one query input; see the module docstring."""
+
+    def __init__(self, name: str, ctx: Context, *, moves_t: bool = True, check: FieldCheck | None = None,
+                 max_memory_time: int = INF, repair: int | None = None,
+                 policy: Callable[[], str] | None = None) -> None:
+        self.name = name
+        self.ctx = ctx
+        #: a derived input (a Spark stage's exchange stream) is validated but does not move T
+        self.moves_t = moves_t
+        #: the field checks of the one step that reads this input, if it is the only reader
+        self.check = check if check is not None and not check.empty else None
+        self.max_memory_time = max_memory_time
+        self.live = LiveEvents()
+        #: the latest CTI of the input, and the CTI validity is judged against (Finalize may raise it)
+        self.cti = NEG
+        self.effective = NEG
+        #: the largest LE of an accepted insert (the Finalize watermark's other half)
+        self.max_le = NEG
+        #: the input sent cti(INF): every later element is refused
+        self.ended = False
+        self.repair = ChainRepair(repair) if repair is not None else None
+        #: lmerge feedback when the input feeds one lmerge port directly (semantics-notes 25)
+        self.feedback = FastForward()
+
+    def __getstate__(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d.pop("ctx", None)
+        return d
+
+    def attach(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def fast_forward(self, t: int) -> None:
+        self.feedback.signal(t)
+
+    def forget_at(self) -> int:
+        """The earliest CTI at which this gate forgets a live event (INF: none ends)."""
+        e = self.live.min_end()
+        return e + 1 if e < INF else INF
+
+    # -- dead letters ---------------------------------------------------------------------------------
+    def _reject(self, line: int, category: str, reason: str, element: dict[str, Any] | None) -> None:
+        ctx = self.ctx
+        ln = line if line >= 0 else None
+        if ctx.on_violation == "error":
+            where = f" (line {ln})" if ln is not None else ""
+            src = f" of input {self.name!r}" if ctx.multi_input else ""
+            if element is None:
+                raise ViolationError(f"invalid element{where}{src}: {reason}")
+            raise ViolationError(f"invalid element{where}: {reason}: {element}")
+        ctx.dead(DeadLetter(ln, reason, element, input=self.name), category)
+
+    def _bad_row(self, raw: ElementBatch, i: int, line: int) -> None:
+        tab = raw.table
+        reason = tab.column("error")[i].as_py() or "bad element"
+        text = tab.column("raw")[i].as_py()
+        value: Any = None
+        if text is not None:
+            import json
+
+            try:
+                value = json.loads(text)
+            except ValueError:
+                value = text
+        element = value if isinstance(value, dict) else ({"raw": value} if value is not None else None)
+        self._reject(line, MALFORMED, reason, element)
+
+    # -- T ----------------------------------------------------------------------------------------------
+    def _reach(self, *times: int) -> None:
+        if self.moves_t:
+            self.ctx.reached = reach(self.ctx.reached, *times)
+
+    def _set_cti(self, t: int) -> None:
+        self.cti = t
+        if t > self.effective:
+            self.effective = t
+        if self.max_memory_time < INF:
+            wm = max(self.cti, self.max_le)
+            self.effective = max(self.effective, effective_cti(t, wm, self.max_memory_time))
+        self.live.close(self.effective)
+
+    def _saw_le(self, le: int) -> None:
+        if le > self.max_le:
+            self.max_le = le
+            if self.max_memory_time < INF:
+                e = effective_cti(self.cti, max(self.cti, le), self.max_memory_time)
+                if e > self.effective:
+                    self.effective = e
+                    self.live.close(e)
+
+    # -- entry ------------------------------------------------------------------------------------------
+    def process(self, raw: ElementBatch) -> Batch:
+        """The valid elements of ``raw`` (one batch of this input), in order; the rest dead-lettered."""
+        n = len(raw)
+        if n == 0:
+            return Batch.empty()
+        out = None
+        if self.repair is not None:
+            out = self._repaired(raw)
+        elif not self.ended:
+            out = self._columns(raw)
+        if out is None:
+            out = _Rows(self, raw, None).run()
+        if self.feedback.active:
+            out = self.feedback.apply(out)
+        return out
+
+    def process_elements(self, items: list[tuple[int | None, Any]]) -> Batch:
+        """`process` for ``(line, element)`` pairs already decoded (a few elements of one input, read side
+        by side with other inputs, or one at a time): the row path, with no columnar batch built."""
+        if self.repair is not None:
+            return self._repaired_items(items)
+        out = _Rows(self, None, items).run()
+        if self.feedback.active:
+            out = self.feedback.apply(out)
+        return out
+
+    def _repaired(self, raw: ElementBatch) -> Batch:
+        return self._repaired_items(raw.to_elements())
+
+    def _repaired_items(self, items: list[tuple[int | None, Any]]) -> Batch:
+        """Retraction-chain repair (semantics-notes 20) in front of validation: element by element."""
+        rep = self.repair
+        assert rep is not None
+        parts: list[Batch] = []
+        for line, el in items:
+            got = rep.push(el, line)
+            if got:
+                parts.append(_Rows(self, None, got).run())
+            for dl, category in rep.take_dead():
+                if self.ctx.on_violation == "error":
+                    raise ViolationError(f"invalid element (line {dl.line}): {dl.reason}: {dl.element}")
+                dl.input = self.name
+                self.ctx.dead(dl, category)
+        return Batch.concat(parts)
+
+    # -- the column-wise path ----------------------------------------------------------------------
+    def _columns(self, raw: ElementBatch) -> Batch | None:
+        """The batch validated column-wise, or None (nothing done) when only the row path can decide."""
+        if self.max_memory_time < INF:
+            return None
+        codes = raw.kind_codes()
+        if (codes == KIND_RETRACT).any():
+            return None
+        len(codes)
+        le = raw.column("le")
+        re = raw.column("re")
+        t = raw.column("t")
+        is_cti = codes == KIND_CTI
+        if is_cti.any() and bool((t[is_cti][:-1] >= INF).any() if is_cti[-1] else (t[is_cti] >= INF).any()):
+            return None  # rows after the end of input: refused in place by the row path
+        ins = np.flatnonzero(codes == KIND_INSERT)
+        bad_rows = np.flatnonzero(codes == KIND_BAD)
+        cb = cti_before(is_cti, t, self.effective)
+        payload = _payload(raw)
+        if payload is None:
+            return None
+        reason = np.zeros(len(ins), dtype=np.int8)  # 0 ok, 1 lifetime, 2 fields, 3 CTI
+        ile, ire = le[ins], re[ins]
+        reason[insert_lifetime_bad(ile, ire)] = 1
+        if self.check is not None:
+            fb = self.check.bad_rows(payload, ins)
+            if fb is not None:
+                reason[(reason == 0) & fb] = 2
+        cand = ins[reason == 0]
+        ids = raw.table.column("id")
+        ids = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
+        if ids.null_count and len(cand) and ids.take(pa.array(cand)).null_count:
+            return None
+        if not ids_new(ids, cand, self.live.held_ids()):
+            return None  # an id repeats or is live: order decides (`_Rows`)
+        icb = cb[ins]
+        late = (reason == 0) & (ile < icb)
+        adjusted = None
+        if late.any():
+            if self.ctx.on_violation == "adjust":
+                adj = late & (ire > icb)
+                reason[late & ~adj] = 3
+                if adj.any():
+                    adjusted = adj
+            else:
+                reason[late] = 3
+        ok = reason == 0
+        good = ins[ok]
+        # CTIs that advance, in row order
+        cti_rows = np.flatnonzero(is_cti)
+        adv = cti_rows[:0]
+        if len(cti_rows):
+            ct = t[cti_rows]
+            prev = np.maximum.accumulate(np.concatenate(([max(self.cti, I64_MIN)], ct[:-1])))
+            adv = cti_rows[ct > prev]
+            if self.cti > I64_MIN:
+                adv = adv[t[adv] > self.cti]
+        if len(bad_rows) or not ok.all():
+            self._column_dead_letters(raw, ins, reason, icb, bad_rows)
+        new_le = ile[ok]
+        ole = None
+        if adjusted is not None:
+            a = adjusted[ok]
+            ole = new_le.copy()
+            new_le = np.where(a, icb[ok], new_le)
+        new_re = ire[ok]
+        rows = np.sort(np.concatenate((good, adv))) if len(adv) else good
+        sub = payload.take(good)
+        src = ids.take(pa.array(good, pa.int64()))
+        eid = self.live.add_chunk(src, new_le, ole, new_re, sub)
+        if len(good):
+            m = int(new_le.max())
+            if m > self.max_le:
+                self.max_le = m
+            if self.moves_t:
+                self.ctx.reached = reach_batch(self.ctx.reached, new_le, new_re)
+        if len(adv):
+            last = int(t[adv[-1]])
+            if self.moves_t:
+                self.ctx.reached = reach_batch(self.ctx.reached, t[adv])
+            self._set_cti(last)
+            if last >= INF:
+                self.ended = True
+        # the output, in row order
+        m = len(rows)
+        kind = np.full(m, CTI, dtype=np.int8)
+        oid = np.zeros(m, dtype=_I64)
+        ole_out = t[rows].copy()
+        ore = ole_out.copy()
+        at = np.searchsorted(rows, good) if len(adv) else np.arange(len(good))
+        kind[at] = INSERT
+        oid[at] = eid
+        ole_out[at] = new_le
+        ore[at] = new_re
+        lines = raw.lines[rows]
+        out_payload = sub if not len(adv) else payload.take(rows)
+        out_src = src if not len(adv) else ids.take(pa.array(rows, pa.int64()))
+        return Batch(kind, oid, ole_out, ore, ore, lines, out_payload, out_src)
+
+    def _column_dead_letters(self, raw: ElementBatch, ins: np.ndarray, reason: np.ndarray, icb: np.ndarray,
+                             bad_rows: np.ndarray) -> None:
+        """The refused rows of a column-wise batch, in row order, with the row path's reasons."""
+        lines = raw.lines
+        sel = reason > 0
+        events: list[tuple[int, int, int]] = list(zip(ins[sel].tolist(), reason[sel].tolist(), icb[sel].tolist(),
+                                                      strict=True))
+        events += [(r, -1, 0) for r in bad_rows.tolist()]
+        events.sort()
+        els = None
+        for r, k, c in events:
+            line = int(lines[r])
+            if k < 0:
+                self._bad_row(raw, r, line)
+                continue
+            if els is None:
+                els = raw.to_elements()
+            el = els[r][1]
+            assert isinstance(el, Insert)
+            if k == 1:
+                self._reject(line, BAD_LIFETIME, insert_lifetime_reason(el.le, el.re),
+                             element_to_json(el))
+            elif k == 2:
+                assert self.check is not None
+                got = self.check.reason(el.payload)
+                assert got is not None
+                self._reject(line, got[0], got[1], element_to_json(el))
+            else:
+                self._reject(line, CTI_VIOLATION, cti_reason(el.le, c), element_to_json(el))
+
+
+def _payload(raw: ElementBatch) -> Payload | None:
+    """The batch's payloads (None when one is not a JSON object: the row path refuses it in place)."""
+    col = raw.table.column("payload")
+    if raw.payload_is_struct:
+        return Payload.from_struct(col)
+    pls = raw.payloads()
+    codes = raw.kind_codes()
+    for p, k in zip(pls, codes.tolist(), strict=True):
+        if k == KIND_INSERT and p is not None and type(p) is not dict:
+            return None
+    return Payload.from_rows([{} if p is None else p for p in pls])
+
+
+class _Rows:
+    """The row-by-row path of `InputGate.process`: each element through the rules in order."""
+
+    def __init__(self, gate: InputGate, raw: ElementBatch | None, items: list[tuple[int | None, Any]] | None
+                 ) -> None:
+        self.gate = gate
+        self.items = items if items is not None else raw.to_elements()  # type: ignore[union-attr]
+        self.kind: list[int] = []
+        self.id: list[int] = []
+        self.le: list[int] = []
+        self.re: list[int] = []
+        self.rn: list[int] = []
+        self.line: list[int] = []
+        self.payloads: list[Any] = []
+        self.src: list[str | None] = []
+
+    def _emit(self, kind: int, eid: int, le: int, re: int, rn: int, line: int, payload: Any,
+              src: str | None) -> None:
+        self.kind.append(kind)
+        self.id.append(eid)
+        self.le.append(le)
+        self.re.append(re)
+        self.rn.append(rn)
+        self.line.append(line)
+        self.payloads.append(payload)
+        self.src.append(src)
+
+    def run(self) -> Batch:
+        g = self.gate
+        for line, el in self.items:
+            ln = -1 if line is None else line
+            if isinstance(el, BadElement):
+                if g.ended:
+                    g._reject(ln, CTI_VIOLATION, _ENDED, None)
+                else:
+                    g._reject(ln, MALFORMED, el.reason,
+                              el.raw if isinstance(el.raw, dict) else
+                              ({"raw": el.raw} if el.raw is not None else None))
+                continue
+            if g.ended:
+                if not _is_cti(el):
+                    g._reject(ln, CTI_VIOLATION, _ENDED, element_to_json(el))
+                continue
+            if isinstance(el, Insert):
+                self._insert(el, ln)
+            elif isinstance(el, Retract):
+                self._retract(el, ln)
+            else:
+                self._cti(el.t, ln)
+        n = len(self.kind)
+        if n == 0:
+            return Batch.empty()
+        b = Batch.of(self.kind, self.id, self.le, self.re, self.rn, self.payloads, self.line)
+        b.src = pa.array(self.src, pa.string())
+        return b
+
+    def _insert(self, el: Insert, line: int) -> None:
+        g = self.gate
+        le, re, payload = el.le, el.re, el.payload
+        if type(payload) is not dict:
+            g._reject(line, MALFORMED, f"payload must be a JSON object, got {type(payload).__name__}",
+                      element_to_json(el))
+            return
+        if insert_lifetime_bad(le, re):
+            g._reject(line, BAD_LIFETIME, insert_lifetime_reason(le, re), element_to_json(el))
+            return
+        if g.check is not None:
+            got = g.check.reason(payload)
+            if got is not None:
+                g._reject(line, got[0], got[1], element_to_json(el))
+                return
+        if g.live.contains(el.id):
+            g._reject(line, DUPLICATE_ID, f"duplicate live id {el.id!r}", element_to_json(el))
+            return
+        c = g.effective
+        ole = le
+        if le < c:
+            if g.ctx.on_violation == "adjust" and re > c:
+                le = c
+            else:
+                g._reject(line, CTI_VIOLATION, cti_reason(le, c), element_to_json(el))
+                return
+        eid = g.live.add(el.id, le, ole, re, payload)
+        g._reach(le, re)
+        self._emit(INSERT, eid, le, re, re, line, payload, el.id)
+        g._saw_le(le)
+
+    def _retract(self, el: Retract, line: int) -> None:
+        g = self.gate
+        le, re, rn = el.le, el.re, el.re_new
+        if retract_lifetime_bad(le, re, rn):
+            g._reject(line, BAD_LIFETIME, retract_lifetime_reason(le, re, rn), element_to_json(el))
+            return
+        sync = re if re < rn else rn
+        if sync < g.effective:
+            g._reject(line, CTI_VIOLATION, cti_reason(sync, g.effective), element_to_json(el))
+            return
+        rec = g.live.get(el.id)
+        if rec is None:
+            g._reject(line, UNKNOWN_ID, f"retraction of unknown id {el.id!r}", element_to_json(el))
+            return
+        if rec.ole != le or rec.re != re:
+            g._reject(line, MISMATCH,
+                      f"retraction of {el.id!r} says [{format_time(le)}, {format_time(re)}) but the "
+                      f"live event is [{format_time(rec.ole)}, {format_time(rec.re)})",
+                      element_to_json(el))
+            return
+        g._reach(le, re, rn)
+        if rn == re:
+            return
+        if rn <= rec.le:
+            rn = rec.le
+            g.live.remove(el.id)
+        else:
+            rec.re = rn
+            g.live.moved(el.id, rec)
+        self._emit(RETRACT, rec.eid, rec.le, re, rn, line, rec.payload, el.id)
+
+    def _cti(self, t: int, line: int) -> None:
+        g = self.gate
+        if t <= g.cti:
+            return
+        g._reach(t)
+        g._set_cti(t)
+        if t >= INF:
+            g.ended = True
+        self._emit(CTI, 0, t, t, t, line, {}, None)
+
+
+def _is_cti(el: Element) -> bool:
+    return not isinstance(el, (Insert, Retract))

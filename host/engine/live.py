@@ -1,0 +1,225 @@
+"""`LiveEvents`: the live events of one query input, as its gate holds them (SEMANTICS §1).
+
+For each live event: its engine id, its lifetime (LE as accepted, and the LE the input gave when ``adjust``
+moved it: later retractions quote that one), and its payload, which a retraction carries downstream.
+
+Events a batch inserts in bulk stay columnar (`_Chunk`: the batch's id column, numpy lifetimes, the
+payload rows): on an in-order stream nothing ever looks them up one by one, and a CTI closes them with one
+comparison. An event a retraction names is looked up (a chunk builds its id map the first time) and moved
+to a plain dict, where it changes. Ids of events closed by the CTI in force (``RE < c``) are forgotten
+(semantics-notes 63): nothing can name them any more, and keeping them would let state grow without bound.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from udm.sdk import INF
+
+from .payload import Payload
+
+__all__ = ["LiveEvents", "Record"]
+
+#: a chunk with fewer live rows than this fraction of its length is compacted at a CTI
+_COMPACT = 0.25
+
+
+class Record:
+    """One live event looked up by id."""
+
+    __slots__ = ("eid", "le", "ole", "payload", "re")
+
+    def __init__(self, eid: int, le: int, ole: int, re: int, payload: dict[str, Any]) -> None:
+        self.eid = eid
+        self.le = le
+        self.ole = ole
+        self.re = re
+        self.payload = payload
+
+    def __getstate__(self) -> tuple:
+        return (self.eid, self.le, self.ole, self.re, self.payload)
+
+    def __setstate__(self, s: tuple) -> None:
+        self.eid, self.le, self.ole, self.re, self.payload = s
+
+
+class _Chunk:
+    """Events one batch inserted: ids (a string array), engine ids, lifetimes and payloads, row-aligned."""
+
+    __slots__ = ("alive", "eid", "ids", "le", "maxre", "nalive", "ole", "payload", "pos", "re")
+
+    def __init__(self, ids: pa.Array, eid: np.ndarray, le: np.ndarray, ole: np.ndarray | None, re: np.ndarray,
+                 payload: Payload) -> None:
+        self.ids = ids
+        self.eid = eid
+        self.le = le
+        self.ole = ole
+        self.re = re
+        self.payload = payload
+        self.alive = np.ones(len(eid), dtype=bool)
+        self.nalive = len(eid)
+        self.maxre = int(re.max()) if len(re) else -INF
+        self.pos: dict[str, int] | None = None
+
+    def find(self, id: str) -> int:
+        pos = self.pos
+        if pos is None:
+            pos = self.pos = {k: i for i, k in enumerate(self.ids.to_pylist())}
+        i = pos.get(id, -1)
+        return i if i >= 0 and self.alive[i] else -1
+
+    def close(self, c: int) -> None:
+        """Forget rows with ``RE < c``."""
+        gone = self.alive & (self.re < c)
+        if gone.any():
+            self.alive &= ~gone
+            self.nalive -= int(gone.sum())
+
+    def compacted(self) -> _Chunk:
+        keep = np.flatnonzero(self.alive)
+        ole = None if self.ole is None else self.ole[keep]
+        return _Chunk(self.ids.take(pa.array(keep)), self.eid[keep], self.le[keep], ole, self.re[keep],
+                      self.payload.take(keep))
+
+    def __getstate__(self) -> tuple:
+        c = self.compacted() if self.nalive < len(self.eid) else self
+        return (c.ids.to_pylist(), c.eid, c.le, c.ole, c.re, c.payload)
+
+    def __setstate__(self, s: tuple) -> None:
+        ids, eid, le, ole, re, payload = s
+        self.__init__(pa.array(ids, pa.string()), eid, le, ole, re, payload)  # type: ignore[misc]
+
+
+class LiveEvents:
+    """The live events of one input (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.chunks: list[_Chunk] = []
+        self.single: dict[str, Record] = {}
+        #: (RE, id) of `single` records, to forget them once closed
+        self.ends: list[tuple[int, str]] = []
+        #: the next engine id
+        self.next_eid = 1
+
+    def __len__(self) -> int:
+        return len(self.single) + sum(ch.nalive for ch in self.chunks)
+
+    def new_ids(self, n: int) -> np.ndarray:
+        first = self.next_eid
+        self.next_eid += n
+        return np.arange(first, first + n, dtype=np.int64)
+
+    def add_chunk(self, ids: pa.Array, le: np.ndarray, ole: np.ndarray | None, re: np.ndarray,
+                  payload: Payload) -> np.ndarray:
+        """Register a batch's valid inserts (row-aligned columns); returns their engine ids."""
+        eid = self.new_ids(len(le))
+        if len(le):
+            self.chunks.append(_Chunk(ids, eid, le, ole, re, payload))
+        return eid
+
+    def add(self, id: str, le: int, ole: int, re: int, payload: dict[str, Any]) -> int:
+        eid = self.next_eid
+        self.next_eid += 1
+        self.single[id] = Record(eid, le, ole, re, payload)
+        if re < INF:
+            heapq.heappush(self.ends, (re, id))
+        return eid
+
+    def get(self, id: str) -> Record | None:
+        """The live event ``id`` (moved out of its chunk, so it can change), or None."""
+        rec = self.single.get(id)
+        if rec is not None:
+            return rec
+        for ch in self.chunks:
+            i = ch.find(id)
+            if i >= 0:
+                ch.alive[i] = False
+                ch.nalive -= 1
+                le = int(ch.le[i])
+                rec = Record(int(ch.eid[i]), le, le if ch.ole is None else int(ch.ole[i]), int(ch.re[i]),
+                             ch.payload.row(i))
+                self.single[id] = rec
+                if rec.re < INF:
+                    heapq.heappush(self.ends, (rec.re, id))
+                return rec
+        return None
+
+    def contains(self, id: str) -> bool:
+        return self.get(id) is not None
+
+    def peek(self, id: str) -> Record | None:
+        """The live event ``id`` without moving it out of its chunk (a read)."""
+        rec = self.single.get(id)
+        if rec is not None:
+            return rec
+        for ch in self.chunks:
+            i = ch.find(id)
+            if i >= 0:
+                le = int(ch.le[i])
+                return Record(int(ch.eid[i]), le, le if ch.ole is None else int(ch.ole[i]), int(ch.re[i]), {})
+        return None
+
+    def moved(self, id: str, rec: Record) -> None:
+        """``rec``'s end changed (still live)."""
+        if rec.re < INF:
+            heapq.heappush(self.ends, (rec.re, id))
+
+    def remove(self, id: str) -> None:
+        self.single.pop(id, None)
+
+    def held_ids(self) -> pa.Array | None:
+        """Every live id (for the batch id checks), or None when there is none."""
+        parts: list[pa.Array] = []
+        for ch in self.chunks:
+            if ch.nalive == len(ch.eid):
+                parts.append(ch.ids)
+            elif ch.nalive:
+                parts.append(ch.ids.filter(pa.array(ch.alive)))
+        if self.single:
+            parts.append(pa.array(list(self.single), pa.string()))
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+
+    def min_end(self) -> int:
+        """The smallest RE of a live event (INF: none ends)."""
+        best = INF
+        for ch in self.chunks:
+            if ch.nalive:
+                best = min(best, int(ch.re[ch.alive].min()))
+        h = self.ends
+        while h and (h[0][1] not in self.single or self.single[h[0][1]].re != h[0][0]):
+            heapq.heappop(h)
+        if h:
+            best = min(best, h[0][0])
+        return best
+
+    def close(self, c: int) -> None:
+        """Forget events with ``RE < c`` (everything at ``c = INF``)."""
+        if c >= INF:
+            self.chunks = []
+            self.single = {}
+            self.ends = []
+            return
+        keep = []
+        for ch in self.chunks:
+            if ch.maxre < c:
+                continue
+            ch.close(c)
+            if ch.nalive == 0:
+                continue
+            if ch.nalive < _COMPACT * len(ch.eid) and len(ch.eid) > 64:
+                ch = ch.compacted()
+            keep.append(ch)
+        self.chunks = keep
+        h = self.ends
+        single = self.single
+        while h and h[0][0] < c:
+            re, id = heapq.heappop(h)
+            rec = single.get(id)
+            if rec is not None and rec.re == re:
+                del single[id]

@@ -1,0 +1,430 @@
+"""`Payload`: the payloads of a batch's rows, as columns or as dicts.
+
+A batch read by the fast JSON reader carries its payloads as one pyarrow column per field (every row has
+every field; a null is a JSON ``null``): span steps then work on whole columns (a filter's batch form, a
+projection, the output encoder) and no payload ever becomes a Python dict. Anything that cannot stay
+columnar (payloads of different shapes, a UDF that returns objects, rows built one by one) holds a list of
+dicts instead. Both forms give the same values through `column` and `rows`; an operator asks for what it
+needs and the conversion happens once, lazily.
+
+Rows that carry no payload (CTIs) hold an empty dict / nulls: nobody reads them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["MISSING", "Const", "Payload", "as_column"]
+
+#: what `Payload.column` puts where a row lacks the field (rows form only)
+MISSING: Any = object()
+
+
+class Const:
+    """One JSON value for every row of a payload column (``project``'s ``set``)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Const) and type(other.value) is type(self.value) and other.value == self.value
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(self.value, sort_keys=True))
+
+    def __getstate__(self) -> Any:
+        return self.value
+
+    def __setstate__(self, v: Any) -> None:
+        self.value = v
+
+
+_BUILDERS: dict[tuple[str, ...], Any] = {}
+
+
+def _dict_builder(names: tuple[str, ...]) -> Any:
+    """A compiled ``zip(*cols) -> [{name0: c0, ...}, ...]`` (much faster than ``dict(zip(...))`` per row)."""
+    fn = _BUILDERS.get(names)
+    if fn is None:
+        args = ", ".join(f"c{i}" for i in range(len(names)))
+        body = ", ".join(f"{name!r}: c{i}" for i, name in enumerate(names))
+        src = f"def build(cols):\n    return [{{{body}}} for {args}, in zip(*cols)]\n"
+        ns: dict[str, Any] = {}
+        exec(compile(src, "<udm.host.engine.payload>", "exec"), ns)
+        fn = _BUILDERS[names] = ns["build"]
+    return fn
+
+
+def _to_py(col: pa.Array | Const, n: int) -> list[Any]:
+    if isinstance(col, Const):
+        return [col.value] * n
+    if pa.types.is_struct(col.type) or pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+        return col.to_pylist()
+    return col.to_pylist()
+
+
+def _numeric(col: pa.Array) -> np.ndarray | None:
+    """An int64/float64 column without nulls as numpy (zero copy), else None."""
+    t = col.type
+    if col.null_count == 0 and (pa.types.is_int64(t) or pa.types.is_float64(t)):
+        return col.to_numpy(zero_copy_only=False)
+    return None
+
+
+class Payload:
+    """Row-aligned payloads: ``fields`` (name -> pyarrow array or `Const`, in payload order) or ``rows``."""
+
+    __slots__ = ("_fields", "_n", "_rows", "_valid")
+
+    def __init__(self, n: int, fields: dict[str, pa.Array | Const] | None = None,
+                 rows: list[Any] | None = None, valid: np.ndarray | None = None) -> None:
+        self._n = n
+        self._fields = fields
+        self._rows = rows
+        #: columns form: rows whose payload is present (None: all); an absent payload reads as ``{}``
+        self._valid = valid
+
+    # -- construction ------------------------------------------------------------------------------
+    @classmethod
+    def from_rows(cls, rows: list[Any]) -> Payload:
+        return cls(len(rows), rows=rows)
+
+    @classmethod
+    def empty(cls, n: int) -> Payload:
+        return cls(n, fields={})
+
+    @classmethod
+    def absent(cls, n: int) -> Payload:
+        """``n`` rows without a payload (CTIs): they take any shape in a concatenation."""
+        return cls(n, fields={}, valid=np.zeros(n, dtype=bool))
+
+    @classmethod
+    def from_struct(cls, arr: pa.Array | pa.ChunkedArray) -> Payload:
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+        typ = arr.type
+        fields = {typ.field(k).name: arr.field(k) for k in range(typ.num_fields)}
+        valid = None
+        if arr.null_count:
+            valid = arr.is_valid().to_numpy(zero_copy_only=False)
+        return cls(len(arr), fields=fields, valid=valid)
+
+    @classmethod
+    def from_json(cls, texts: Sequence[str | None]) -> Payload:
+        loads = json.loads
+        return cls(len(texts), rows=[{} if s is None else loads(s) for s in texts])
+
+    # -- views ---------------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def columnar(self) -> bool:
+        """True when the payloads are held as columns (every data row has the same fields)."""
+        return self._fields is not None
+
+    @property
+    def fields(self) -> dict[str, pa.Array | Const] | None:
+        return self._fields
+
+    @property
+    def valid(self) -> np.ndarray | None:
+        """Columns form: the rows that carry a payload (None: all)."""
+        return self._valid
+
+    @property
+    def names(self) -> tuple[str, ...] | None:
+        return tuple(self._fields) if self._fields is not None else None
+
+    def rows(self) -> list[Any]:
+        """Every row's payload as a dict (built once)."""
+        r = self._rows
+        if r is None:
+            f = self._fields
+            assert f is not None
+            n = self._n
+            if not f:
+                r = [{} for _ in range(n)]
+            else:
+                names = tuple(f)
+                r = _dict_builder(names)([_to_py(c, n) for c in f.values()])
+            if self._valid is not None:
+                for i in np.flatnonzero(~self._valid).tolist():
+                    r[i] = {}
+            self._rows = r
+        return r
+
+    def row(self, i: int) -> dict[str, Any]:
+        r = self._rows
+        if r is not None:
+            row: dict[str, Any] = r[i]
+            return row
+        f = self._fields
+        assert f is not None
+        if self._valid is not None and not self._valid[i]:
+            return {}
+        return {k: (c.value if isinstance(c, Const) else c[i].as_py()) for k, c in f.items()}
+
+    def column(self, name: str, rows: np.ndarray | None = None) -> tuple[Any, np.ndarray | None]:
+        """Field ``name`` of every row (of ``rows`` only, when given): (values, mask of rows lacking it or
+        None). Values are an int64 / float64 numpy array when the field is uniformly so, else a list
+        (`MISSING` where absent)."""
+        f = self._fields
+        n = self._n if rows is None else len(rows)
+        if f is not None:
+            col = f.get(name)
+            if col is None:
+                return [MISSING] * n, np.ones(n, dtype=bool)
+            valid = self._valid
+            if rows is not None and valid is not None:
+                valid = valid[rows]
+            miss = None if valid is None or valid.all() else ~valid
+            if isinstance(col, Const):
+                vals: Any = [col.value] * n
+            else:
+                if rows is not None and (len(rows) != self._n or col.null_count):
+                    col = col.take(pa.array(rows, pa.int64()))
+                num = _numeric(col)
+                vals = num if num is not None else col.to_pylist()
+            return vals, miss
+        allrows = self._rows
+        assert allrows is not None
+        src = allrows if rows is None else [allrows[i] for i in rows.tolist()]
+        vals = [p.get(name, MISSING) if type(p) is dict else MISSING for p in src]
+        if MISSING in vals:
+            return vals, np.fromiter((v is MISSING for v in vals), dtype=bool, count=len(vals))
+        kinds = set(map(type, vals))
+        if kinds == {int}:
+            try:
+                return np.array(vals, dtype=np.int64), None
+            except OverflowError:
+                return vals, None
+        if kinds == {float}:
+            return np.array(vals, dtype=np.float64), None
+        return vals, None
+
+    def arrow(self, name: str) -> pa.Array | Const | None:
+        """The columns form's field ``name`` (None: rows form, or no such field)."""
+        f = self._fields
+        return None if f is None else f.get(name)
+
+    # -- reshaping -----------------------------------------------------------------------------------
+    def take(self, idx: np.ndarray) -> Payload:
+        if len(idx) == self._n and (self._n == 0 or (idx[0] == 0 and bool(np.all(np.diff(idx) == 1)))):
+            return self
+        f = self._fields
+        if f is not None:
+            ia = pa.array(idx, pa.int64())
+            nf = {k: (c if isinstance(c, Const) else c.take(ia)) for k, c in f.items()}
+            valid = None if self._valid is None else self._valid[idx]
+            out = Payload(len(idx), fields=nf, valid=valid)
+            if self._rows is not None:
+                r = self._rows
+                out._rows = [r[i] for i in idx.tolist()]
+            return out
+        rs = self._rows
+        assert rs is not None
+        return Payload(len(idx), rows=[rs[i] for i in idx.tolist()])
+
+    def with_field(self, name: str, values: Any) -> Payload:
+        """Every row's payload plus ``name: values[i]`` (an existing field of that name is replaced)."""
+        f = self._fields
+        if f is not None and self._valid is None:
+            col = as_column(values)
+            if col is not None:
+                nf = {k: v for k, v in f.items() if k != name}
+                nf[name] = col
+                return Payload(self._n, fields=nf)
+        vals = values.tolist() if isinstance(values, np.ndarray) else list(values)
+        return Payload(self._n, rows=[{**p, name: v} for p, v in zip(self.rows(), vals, strict=True)])
+
+    def reshape(self, keep: tuple[str, ...] | None, drop: frozenset[str], rename: dict[str, str],
+                set_values: dict[str, Any]) -> Payload:
+        """``project`` (semantics-notes 12): keep, drop, rename, then set. Columns stay columns."""
+        f = self._fields
+        if f is not None:
+            cols: dict[str, pa.Array | Const] = {k: f[k] for k in keep} if keep is not None else dict(f)
+            if drop:
+                cols = {k: v for k, v in cols.items() if k not in drop}
+            if rename:
+                moved = {rename[k]: v for k, v in cols.items() if k in rename}
+                cols = {k: v for k, v in cols.items() if k not in rename and k not in moved}
+                cols.update(moved)
+            for k, v in set_values.items():
+                cols.pop(k, None)
+                cols[k] = Const(v)
+            return Payload(self._n, fields=cols, valid=self._valid)
+        out = []
+        for p in self.rows():
+            if keep is not None:
+                p = {k: p[k] for k in keep}
+            if drop:
+                p = {k: v for k, v in p.items() if k not in drop}
+            if rename:
+                moved = {rename[k]: v for k, v in p.items() if k in rename}
+                p = {k: v for k, v in p.items() if k not in rename and k not in moved}
+                p.update(moved)
+            if set_values:
+                p = {**p, **set_values}
+            out.append(p)
+        return Payload(self._n, rows=out)
+
+    @staticmethod
+    def concat(parts: Sequence[Payload]) -> Payload:
+        parts = [p for p in parts if p._n]
+        if not parts:
+            return Payload.empty(0)
+        if len(parts) == 1:
+            return parts[0]
+        n = sum(p._n for p in parts)
+        if any(p._fields is not None and p._fields for p in parts):
+            # a few rows made one by one beside column blocks: as columns too when they have the same shape
+            parts = [p._columnized() if p._fields is None else p for p in parts]
+        shaped = [p for p in parts if not p._is_absent()]
+        if shaped and len(shaped) < len(parts) and shaped[0].names is not None \
+                and all(p.names == shaped[0].names for p in shaped):
+            return Payload._with_absent(parts, shaped[0], n)
+        names = parts[0].names
+        if names is not None and all(p.names == names and p._valid is None for p in parts):
+            try:
+                cols: dict[str, pa.Array | Const] = {}
+                for k in names:
+                    cs = [p._fields[k] for p in parts]  # type: ignore[index]
+                    if all(isinstance(c, Const) for c in cs) and len({json.dumps(c.value) for c in cs}) == 1:
+                        cols[k] = cs[0]
+                        continue
+                    arrs = [pa.array([c.value] * p._n) if isinstance(c, Const) else c
+                            for c, p in zip(cs, parts, strict=True)]
+                    if len({a.type for a in arrs}) != 1:
+                        raise TypeError
+                    cols[k] = pa.concat_arrays(arrs)
+                return Payload(n, fields=cols)
+            except (TypeError, pa.ArrowException):
+                pass
+        rows: list[Any] = []
+        for p in parts:
+            rows.extend(p.rows())
+        return Payload(n, rows=rows)
+
+    def _columnized(self) -> Payload:
+        """The rows form as columns when every row has the same keys, in order, of plain kinds (else self).
+        Rows without a payload (CTIs: empty dicts) become absent rows."""
+        rows = self._rows
+        assert rows is not None
+        keys = None
+        present = []
+        for r in rows:
+            if type(r) is not dict:
+                return self
+            if not r:
+                present.append(False)
+                continue
+            present.append(True)
+            k = tuple(r)
+            if keys is None:
+                keys = k
+            elif k != keys:
+                return self
+        if keys is None:
+            return Payload.absent(self._n)
+        sel = [r for r, ok in zip(rows, present, strict=True) if ok]
+        cols: dict[str, pa.Array | Const] = {}
+        full = len(sel) == len(rows)
+        for k in keys:
+            vals = [r[k] for r in sel]
+            col = as_column(vals)
+            if col is None:
+                return self
+            if not full:
+                col = _spread(col, present)
+            cols[k] = col
+        return Payload(self._n, fields=cols, valid=None if full else np.array(present, dtype=bool))
+
+    def _is_absent(self) -> bool:
+        return self._fields == {} and self._valid is not None and not self._valid.any()
+
+    @staticmethod
+    def _with_absent(parts: Sequence[Payload], shape: Payload, n: int) -> Payload:
+        """Columnar parts of one shape with rows of no payload between them: nulls there."""
+        names = shape.names or ()
+        try:
+            cols: dict[str, pa.Array | Const] = {}
+            for k in names:
+                arrs = []
+                typ = None
+                for p in parts:
+                    if not p._is_absent():
+                        c = p._fields[k]  # type: ignore[index]
+                        a = pa.array([c.value] * p._n) if isinstance(c, Const) else c
+                        typ = a.type
+                        arrs.append(a)
+                    else:
+                        arrs.append(None)
+                cols[k] = pa.concat_arrays([a if a is not None else pa.nulls(p._n, typ)
+                                            for a, p in zip(arrs, parts, strict=True)])
+        except (TypeError, pa.ArrowException):
+            rows: list[Any] = []
+            for p in parts:
+                rows.extend(p.rows())
+            return Payload(n, rows=rows)
+        valid = np.concatenate([np.zeros(p._n, dtype=bool) if p._is_absent() else
+                                (np.ones(p._n, dtype=bool) if p._valid is None else p._valid) for p in parts])
+        return Payload(n, fields=cols, valid=valid)
+
+    def __getstate__(self) -> Any:
+        return self.rows()
+
+    def __setstate__(self, rows: Any) -> None:
+        self._n = len(rows)
+        self._rows = rows
+        self._fields = None
+        self._valid = None
+
+
+def _spread(col: pa.Array, present: list[bool]) -> pa.Array:
+    """``col`` (one value per present row) with nulls at the absent rows."""
+    idx: list[int | None] = []
+    j = 0
+    for ok in present:
+        if ok:
+            idx.append(j)
+            j += 1
+        else:
+            idx.append(None)
+    return col.take(pa.array(idx, pa.int64()))
+
+
+def as_column(values: Any) -> pa.Array | None:
+    """A map result as a column, when it is one plain JSON kind (else None: the payloads become dicts)."""
+    if isinstance(values, np.ndarray):
+        if values.dtype.kind in "if" and values.dtype.itemsize == 8:
+            if values.dtype.kind == "f" and not np.isfinite(values).all():
+                return None
+            return pa.array(values)
+        if values.dtype.kind == "b":
+            return pa.array(values)
+        values = values.tolist()
+    kinds = set(map(type, values))
+    if len(kinds) != 1:
+        return None
+    kind = kinds.pop()
+    try:
+        if kind is int:
+            return pa.array(values, pa.int64())
+        if kind is float:
+            arr = pa.array(values, pa.float64())
+            return arr if np.isfinite(arr.to_numpy(zero_copy_only=False)).all() else None
+        if kind is str:
+            return pa.array(values, pa.string())
+        if kind is bool:
+            return pa.array(values, pa.bool_())
+    except (OverflowError, pa.ArrowException):
+        return None
+    return None

@@ -1,0 +1,242 @@
+"""The engine's rules, each written once, in a scalar form and a vector form side by side.
+
+Every operator calls these; nothing else in the engine restates them. The scalar form takes one element's
+values, the vector form numpy columns of a batch, and the two are tested equal (tests/test_engine_rules.py).
+
+* validity of inserts, retractions and CTIs (SEMANTICS §1) and the reasons a dead letter gives;
+* sync time, and the CTI in force before each row of a batch;
+* T, the largest finite time the valid input reached (semantics-notes 2);
+* the effective CTI under ``max_memory_time`` (semantics-notes 8) and a window's release point (§7);
+* the payload fields a step reads and their declared types (semantics-notes 3, 17);
+* tumbling/hopping/cumulate window assignment (§3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from udm.host.input_types import InputType, type_reason
+from udm.sdk import INF
+
+from .payload import MISSING, Payload
+
+__all__ = [
+    "BAD_LIFETIME",
+    "CTI_VIOLATION",
+    "DUPLICATE_ID",
+    "I64_MIN",
+    "INF",
+    "MALFORMED",
+    "MISMATCH",
+    "MISSING_FIELD",
+    "NEG",
+    "UNKNOWN_ID",
+    "FieldCheck",
+    "Grid",
+    "cti_before",
+    "effective_cti",
+    "format_time",
+    "insert_lifetime_bad",
+    "insert_lifetime_reason",
+    "reach",
+    "reach_batch",
+    "release_point",
+    "retract_lifetime_bad",
+    "retract_lifetime_reason",
+    "sync_time",
+    "sync_times",
+]
+
+#: Below every int64 tick: "no CTI yet" / "no time seen yet".
+NEG: int = -(2**64)
+I64_MIN: int = -(2**63)
+
+# dead-letter categories (RunStats.reasons)
+CTI_VIOLATION = "cti_violation"
+DUPLICATE_ID = "duplicate_id"
+UNKNOWN_ID = "unknown_id"
+MISMATCH = "lifetime_mismatch"
+BAD_LIFETIME = "invalid_lifetime"
+MALFORMED = "malformed"
+MISSING_FIELD = "missing_field"
+
+
+def format_time(t: int) -> str:
+    """A tick as messages show it (``inf`` for +infinity)."""
+    return "inf" if t >= INF else str(t)
+
+
+# -- sync time and CTIs -----------------------------------------------------------------------------
+def sync_time(kind: int, le: int, re: int, rn: int) -> int:
+    """SEMANTICS §1: insert -> LE, retract -> min(RE, RE_new), CTI -> t (held in ``le``)."""
+    if kind == 1:
+        return re if re < rn else rn
+    return le
+
+
+def sync_times(kind: np.ndarray, le: np.ndarray, re: np.ndarray, rn: np.ndarray) -> np.ndarray:
+    return np.where(kind == 1, np.minimum(re, rn), le)
+
+
+def cti_before(is_cti: np.ndarray, t: np.ndarray, current: int) -> np.ndarray:
+    """The CTI in force before each row: ``current`` raised by every CTI row above it (a lower CTI is
+    ignored: SEMANTICS §1). int64; ``current`` below int64 reads as its minimum."""
+    base = current if current > I64_MIN else I64_MIN
+    n = len(t)
+    out = np.full(n, base, dtype=np.int64)
+    if n > 1 and is_cti.any():
+        ts = np.where(is_cti, t, I64_MIN)
+        np.maximum.accumulate(ts, out=ts)
+        out[1:] = np.maximum(ts[:-1], base)
+    return out
+
+
+# -- lifetimes -----------------------------------------------------------------------------------------
+def insert_lifetime_bad(le: Any, re: Any) -> Any:
+    """An insert needs a finite LE below its RE (scalar or vector)."""
+    return (re <= le) | (le >= INF)
+
+
+def insert_lifetime_reason(le: int, re: int) -> str:
+    return f"insert needs a finite le < re, got [{format_time(le)}, {format_time(re)})"
+
+
+def retract_lifetime_bad(le: Any, re: Any, rn: Any) -> Any:
+    """A retraction needs LE < RE, RE_new >= LE and a finite LE (scalar or vector)."""
+    return (re <= le) | (rn < le) | (le >= INF)
+
+
+def retract_lifetime_reason(le: int, re: int, rn: int) -> str:
+    return (f"retract needs le < re and re_new >= le, got le={format_time(le)}, re={format_time(re)}, "
+            f"re_new={format_time(rn)}")
+
+
+def cti_reason(sync: int, c: int) -> str:
+    return f"CTI violation: sync time {sync} < CTI {format_time(c)}"
+
+
+# -- T (semantics-notes 2) ------------------------------------------------------------------------------
+def reach(T: int, *times: int) -> int:
+    """T after an element with these times: the largest finite one."""
+    for t in times:
+        if T < t < INF:
+            T = t
+    return T
+
+
+def reach_batch(T: int, *cols: np.ndarray) -> int:
+    """`reach` over whole columns (rows already restricted to the valid ones)."""
+    for c in cols:
+        if len(c):
+            fin = c[c < INF]
+            if len(fin):
+                m = int(fin.max())
+                if m > T:
+                    T = m
+    return T
+
+
+# -- effective CTI, release ------------------------------------------------------------------------------
+def effective_cti(cti: int, watermark: int, max_memory_time: int) -> int:
+    """Finalize (semantics-notes 8): the CTI validity is judged against."""
+    if max_memory_time < INF and watermark - max_memory_time > cti:
+        return watermark - max_memory_time
+    return cti
+
+
+def release_point(ceff: int, watermark: int, max_delay: int) -> int:
+    """SEMANTICS §7: a window is output once its end is at or below this (the CTI, or ``max_delay`` ticks
+    behind the watermark, whichever is later)."""
+    rp = watermark - max_delay if max_delay < INF else NEG
+    return rp if rp > ceff else ceff
+
+
+# -- payload fields ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FieldCheck:
+    """The payload fields a step reads (semantics-notes 3) and the declared types of what its UDM
+    receives (note 17): a failing row is a malformed payload of that step."""
+
+    fields: tuple[str, ...] = ()
+    typed: tuple[tuple[str | None, InputType], ...] = ()
+    label: str = ""
+
+    @property
+    def empty(self) -> bool:
+        return not self.fields and not self.typed
+
+    def reason(self, payload: Any) -> tuple[str, str] | None:
+        """(category, reason) for a payload this step refuses, else None."""
+        if type(payload) is not dict:
+            return MALFORMED, f"payload must be a JSON object, got {type(payload).__name__}"
+        for f in self.fields:
+            if f not in payload:
+                return MISSING_FIELD, f"missing field {f!r}"
+        for tf, tp in self.typed:
+            v = payload if tf is None else payload[tf]
+            if not tp.accepts(v):
+                return MALFORMED, type_reason(tf, self.label, tp, v)
+        return None
+
+    def bad_rows(self, payload: Payload, rows: np.ndarray) -> np.ndarray | None:
+        """The rows among ``rows`` this step refuses (a bool mask over ``rows``), or None for none; the
+        reason of each is `reason` of its payload."""
+        if self.empty or len(rows) == 0:
+            return None
+        bad: np.ndarray | None = None
+        for f in self.fields:
+            _, miss = payload.column(f, rows)
+            if miss is not None and miss.any():
+                bad = miss if bad is None else (bad | miss)
+        for tf, tp in self.typed:
+            if tf is None:
+                allrows = payload.rows()
+                m = tp.bad_mask([allrows[i] for i in rows.tolist()])
+            else:
+                vals, miss = payload.column(tf, rows)
+                if isinstance(vals, np.ndarray):
+                    m = tp.bad_mask(vals)
+                else:
+                    m = tp.bad_mask([0 if v is MISSING else v for v in vals])
+                if m is not None and miss is not None:
+                    m = m & ~miss
+            if m is not None:
+                bad = m if bad is None else (bad | m)
+        if bad is not None and not bad.any():
+            return None
+        return bad
+
+
+# -- tumbling / hopping / cumulate (SEMANTICS §3) -----------------------------------------------------
+@dataclass(frozen=True)
+class Grid:
+    """Windows ``[off + k*hop, off + k*hop + size)`` (tumbling: ``hop = size``)."""
+
+    size: int
+    hop: int
+    off: int = 0
+
+    def le(self, k: Any) -> Any:
+        return self.off + k * self.hop
+
+    def k_lo(self, le: Any) -> Any:
+        """First window an event starting at ``le`` belongs to (scalar or vector)."""
+        return (le - self.size - self.off) // self.hop + 1
+
+    def k_hi(self, re: int) -> int:
+        """Last window with ``W.LE < re`` (INF for an infinite end)."""
+        if re >= INF:
+            return INF
+        return -((self.off - re) // self.hop) - 1
+
+    def k_hi_v(self, re: np.ndarray) -> np.ndarray:
+        """`k_hi` over a column (an infinite end gives a huge index: callers mask such rows)."""
+        r = np.where(re < INF, re, 0)
+        return np.where(re < INF, -((self.off - r) // self.hop) - 1, np.iinfo(np.int64).max)
+
+    def frontier(self, m: int) -> int:
+        """The last window starting at or before ``m``."""
+        return (m - self.off) // self.hop

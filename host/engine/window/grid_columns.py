@@ -1,0 +1,167 @@
+"""The grid family's column-wise evaluation: windows that a batch both fills and closes, valued as arrays.
+
+On an in-order stream most tumbling/hopping windows are born, filled, released and closed by the CTIs of one
+batch. Their members are then all in that batch, contiguous in its rows sorted by (group, pane), so the UDA's
+fresh-window batch form ``compute_slices(values, offsets)`` (note 62) values all of them in one call, and they
+go out as one column block, with no window, pane state or output record ever made for them. It is the
+scalar evaluation's vector form (tests/test_grid_columns.py holds the two to the same output): a window comes
+here only when every pane it covers was made by this batch, nothing else changed the group in the batch, and
+the CTI that follows the batch closes it; everything else is evaluated window by window.
+
+`Fresh` records one bulk insert's sorted runs; `plan` marks the panes no window will need a partial for
+(*transient*: every window holding them is released and closed at this flush); `windows` values the column
+windows of every group and writes them as one block.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+from ..batch import INSERT, Batch
+from ..invoke import PLAIN_TYPES
+from ..payload import Payload, as_column
+from ..rules import INF
+from .state import Group
+
+__all__ = ["Fresh", "column_block"]
+
+
+class Fresh:
+    """One bulk insert's runs: (group, pane) each, with its rows in the sorted values."""
+
+    __slots__ = ("codes_arr", "cols", "ends", "groups", "panes_arr", "run_codes", "run_panes", "starts", "svals",
+                 "transient")
+
+    def __init__(self, groups: list[Group], run_codes: list[int], run_panes: list[int], starts: np.ndarray,
+                 ends: np.ndarray, svals: np.ndarray) -> None:
+        self.groups = groups
+        self.run_codes = run_codes
+        self.run_panes = run_panes
+        self.codes_arr = np.array(run_codes, dtype=np.int64)
+        self.panes_arr = np.array(run_panes, dtype=np.int64)
+        self.starts = starts
+        self.ends = ends
+        self.svals = svals
+        #: per run: its pane is transient (see the module doc)
+        self.transient: list[bool] = [False] * len(run_codes)
+        #: per group code: (first, last) column window
+        self.cols: dict[int, tuple[int, int]] = {}
+
+
+def column_block(fam: Any, jobs: list[tuple[Fresh, int]], em: Any) -> Batch | None:
+    """The column windows of ``jobs`` (a record and a group code each) as one block of output inserts."""
+    if not jobs:
+        return None
+    step = fam.step
+    wu = step.udm
+    kk_parts: list[np.ndarray] = []
+    gg_parts: list[np.ndarray] = []
+    r0_parts: list[np.ndarray] = []
+    r1_parts: list[np.ndarray] = []
+    for jn, (rec, code) in enumerate(jobs):
+        lo, hi = rec.cols[code]
+        x0 = int(np.searchsorted(rec.codes_arr, code, side="left"))  # (runs are sorted by group code)
+        x1 = int(np.searchsorted(rec.codes_arr, code, side="right"))
+        panes = rec.panes_arr[x0:x1]
+        st = rec.starts[x0:x1]
+        en = rec.ends[x0:x1]
+        ks = np.arange(lo, hi + 1, dtype=np.int64)
+        a, b = fam.spans(ks)
+        i0 = np.searchsorted(panes, a, side="left")
+        i1 = np.searchsorted(panes, b, side="left")
+        has = i1 > i0
+        if not has.any():
+            continue
+        ks, i0, i1 = ks[has], i0[has], i1[has]
+        kk_parts.append(ks)
+        gg_parts.append(np.full(len(ks), jn, dtype=np.int64))
+        r0_parts.append(st[i0])
+        r1_parts.append(en[i1 - 1])
+    if not kk_parts:
+        return None
+    kv = np.concatenate(kk_parts)
+    gv = np.concatenate(gg_parts)
+    r0 = np.concatenate(r0_parts)
+    r1 = np.concatenate(r1_parts)
+    lens = r1 - r0
+    # every record's values end to end (a job's rows are offsets into its own record's values)
+    recs: list[Fresh] = []
+    base: dict[int, int] = {}
+    for rec, _ in jobs:
+        if id(rec) not in base:
+            base[id(rec)] = sum(len(r.svals) for r in recs)
+            recs.append(rec)
+    allv = recs[0].svals if len(recs) == 1 else np.concatenate([r.svals for r in recs])
+    shift = np.array([base[id(jobs[j][0])] for j in range(len(jobs))], dtype=np.int64)[gv]
+    r0 = r0 + shift
+    total = int(lens.sum())
+    if total == len(allv) and bool((r0[1:] == (r0 + lens)[:-1]).all()) and (len(r0) == 0 or r0[0] == 0):
+        values = allv  # (tumbling: the windows are the rows, in order, with nothing between)
+    else:
+        starts = np.repeat(r0 - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
+        values = allv[np.arange(total, dtype=np.int64) + starts]
+    offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+    results = _slices(wu, values, offsets)
+    n = len(kv)
+    le, re = fam.extents(kv)
+    kk = kv
+    gg = gv.tolist()
+    first = em.oid + 1
+    em.oid += n
+    ids = np.arange(first, first + n, dtype=np.int64)
+    stats = step.ctx.stats
+    wm = step.watermark
+    if wm < INF:
+        fin = re < INF
+        stats.windows_emitted += int(fin.sum())
+        stats.emission_delay += int((wm - re[fin]).sum())
+    fields: dict[str, Any] = {}
+    gb = step.group_by
+    for f in gb:
+        per_job = [jobs[j][0].groups[jobs[j][1]].fields[f] for j in range(len(jobs))]  # type: ignore[index]
+        fields[f] = [per_job[j] for j in gg]
+    fields[wu.alias] = results
+    payload = _payload(fields, n)
+    del kk
+    return Batch(np.full(n, INSERT, dtype=np.int8), ids, le, re, re, np.full(n, -1, dtype=np.int64), payload)
+
+
+def _slices(wu: Any, values: np.ndarray, offsets: np.ndarray) -> Any:
+    """Each slice's value: the UDA's ``compute_slices`` when it gives one plain JSON kind of the right length,
+    else its scalar forms (so an error is reported for its window, as always)."""
+    fn = getattr(wu, "compute_slices", None)
+    n = len(offsets) - 1
+    if fn is not None:
+        try:
+            got = fn(values, offsets)
+        except Exception:
+            got = None
+        if got is not None and len(got) == n:
+            if isinstance(got, np.ndarray):
+                if got.dtype.kind in "if" and got.dtype.itemsize == 8:
+                    return got
+            else:
+                kinds = set(map(type, got))
+                if len(kinds) == 1 and next(iter(kinds)) in PLAIN_TYPES:
+                    return list(got)
+    out = []
+    vl = values.tolist()
+    ol = offsets.tolist()
+    for a, b in itertools.pairwise(ol):
+        out.append(wu.compute_state(wu.add(wu.initial_state(), vl[a:b], None), 0, 0))
+    return out
+
+
+def _payload(fields: dict[str, Any], n: int) -> Payload:
+    cols = {}
+    for name, vals in fields.items():
+        col = as_column(vals)
+        if col is None:
+            rows = [dict(zip(fields, t, strict=True)) for t in zip(*(
+                (v.tolist() if isinstance(v, np.ndarray) else v) for v in fields.values()), strict=True)]
+            return Payload.from_rows(rows)
+        cols[name] = col
+    return Payload(n, fields=cols)

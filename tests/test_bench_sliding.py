@@ -1,0 +1,59 @@
+"""`bench.bench_sliding` checks every cell against its own numpy computation of the windows; that
+computation must itself be right. It is compared here with the project's oracle (`udm.host.testing.oracle`,
+SEMANTICS word by word) on small streams: in order, grouped, and disordered (ties of LE included, where
+rows order by the canonical JSON of the UDA's input). And a cell run end to end reports a checked figure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bench import bench_sliding as bs
+from udm.host.io.batch import ElementBatch
+from udm.host.query.plan import bind
+from udm.host.query.spec import parse_query
+from udm.host.temporal.elements import Insert
+from udm.host.testing.oracle import oracle
+
+
+def oracle_rows(row: str, size: int, uda: str, s: bs.Stream) -> list[tuple[Any, ...]]:
+    spec = bs.query_spec(row, size, uda, s.groups > 1)
+    els = [e for _, e in ElementBatch.from_table(s.table).to_elements()]
+    if row == "range":  # the oracle takes one window step: apply the alter_lifetime here
+        spec["steps"] = spec["steps"][1:]
+        els = [Insert(e.id, e.le, e.le + size, e.payload) if isinstance(e, Insert) else e for e in els]
+    got = oracle(bind(parse_query(spec)), els)
+    return sorted((p.get("g"), le, re, p[uda]) for le, re, p in got.events())
+
+
+@pytest.mark.parametrize("row", bs.ROWS)
+@pytest.mark.parametrize(("ticks", "groups", "d"), [(120, 1, 0), (50, 3, 0), (150, 1, 4)])
+def test_the_bench_computation_equals_the_oracle(row: str, ticks: int, groups: int, d: int) -> None:
+    s = bs.make_stream(ticks, groups, d)
+    for uda, size in (("sum", 7), ("avg", 1), ("min", 12), ("max", 7), ("count", 30)):
+        mine = bs.expected(row, size, uda, s, len(s.le))
+        assert mine, "every case has windows"
+        assert bs.same(mine, oracle_rows(row, size, uda, s)), (row, uda, size)
+
+
+def test_a_prefix_is_the_query_over_the_events_fed() -> None:
+    """A cell stopped by its budget is checked over the events it fed: the computation of a prefix must
+    differ from the whole stream's (or the check of a cut cell would prove nothing)."""
+    s = bs.make_stream(200, 1, 3)
+    assert bs.expected("rows", 5, "sum", s, 100) != bs.expected("rows", 5, "sum", s, len(s.le))
+
+
+def test_a_cell_runs_and_is_checked() -> None:
+    s = bs.make_stream(300, 2, 0)
+    cell = bs.run_cell("hopping", 20, "max", s, budget=5.0)
+    assert cell.ok is True and cell.complete and cell.slid and cell.us > 0
+    assert cell.text()[0].isdigit()
+
+
+def test_a_wrong_answer_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check is live: a computation that disagrees with the engine marks the cell WRONG."""
+    real = bs.expected
+    monkeypatch.setattr(bs, "expected", lambda *a: [(g, le, re, v + 1) for g, le, re, v in real(*a)])
+    cell = bs.run_cell("rows", 5, "sum", bs.make_stream(100, 1, 0), budget=5.0)
+    assert cell.ok is False and cell.text() == "WRONG"
