@@ -1,10 +1,12 @@
-"""Engine-only throughput (no JSON reading or writing): ``python -m bench.bench_engine_micro [N]``.
+"""Engine-only throughput (no JSON reading or writing): ``python -m bench.bench_engine_micro [N] [--quick]``.
 
-Inputs are built in memory like ``bench.gen`` writes them (insert-only in order, or disordered with ~20%
-retractions; a CTI every 1000 elements; payload ``{"sym", "price"}``), as pyarrow struct batches of 65536
-rows (what the fast JSON reader hands the engine), then fed to `QueryRunner.process_batch`. The general
-path is measured too (`process_many` over element objects). Figures are CPU seconds of this process,
-with the garbage-collector setting of ``udm run`` (`udm.host.query.runners.quiet_gc`).
+Inputs (``N`` elements, default 200 k; ``--quick`` 20 k) are built in memory like ``bench.gen`` writes them
+(insert-only in order, or disordered with ~20% retractions; a CTI every 1000 elements; payload
+``{"sym", "price"}``) and fed to the engine three ways: `QueryRunner.process_batch` on pyarrow struct
+batches of 65536 rows (what the JSON reader hands the engine), `process_many` over element objects (the
+engine makes batches of them), and `process`, one element per call: the baseline, measured in the same run,
+that every line's ratio is against. Figures are CPU seconds of this process, with the garbage-collector
+setting of ``udm run`` (`udm.host.query.runners.quiet_gc`).
 """
 
 from __future__ import annotations
@@ -91,7 +93,8 @@ def query(udm: str, window: dict[str, Any]) -> Any:
                                         "input": "price"}]}))
 
 
-def measure(label: str, bound: Any, feed: Any, n: int) -> None:
+def measure(label: str, bound: Any, feed: Any, n: int, base: float | None) -> float:
+    """Run ``feed`` on a fresh runner and print its el/s (and its ratio to ``base`` el/s); returns el/s."""
     from udm.host.query.runners import quiet_gc  # the GC setting `udm run` uses
 
     r = QueryRunner(bound)
@@ -100,22 +103,32 @@ def measure(label: str, bound: Any, feed: Any, n: int) -> None:
         out = feed(r)
         out += r.finish()
         dt = time.process_time() - t0
-    print(f"  {label:<44} {n / dt:>12,.0f} el/s  ({dt:.2f}s CPU, {len(out):,} out)")
+    rate = n / dt
+    vs = f"x{rate / base:>6.1f}" if base else "baseline"
+    print(f"  {label:<48} {rate:>12,.0f} el/s {vs:>8}  ({dt:.2f}s CPU, {len(out):,} out)", flush=True)
+    return rate
 
 
 def main(argv: list[str]) -> None:
-    n = int(argv[1]) if len(argv) > 1 else 1_000_000
+    args = [a for a in argv[1:] if a != "--quick"]
+    n = int(args[0]) if args else 20_000 if "--quick" in argv else 200_000
     data = {"in_order": in_order(n), "disordered": disordered(n)}
     batches = {k: struct_batches(v) for k, v in data.items()}
+    print(f"engine only, {n:,} elements; ratios against one element per call", flush=True)
     for udm, window in (("avg", {"type": "tumbling", "size": 1000}), ("median", {"type": "tumbling", "size": 1000}),
                         ("sum", {"type": "hopping", "size": 1000, "hop": 250})):
         bound = query(udm, window)
         print(f"{udm} over {window}:")
         for name in ("in_order", "disordered"):
-            measure(f"{name} process_batch (fast path)", bound,
-                    lambda r, name=name: [o for b in batches[name] for o in r.process_batch(b)], n)
-            measure(f"{name} process_many (general path)", bound,
-                    lambda r, name=name: r.process_many(data[name]), n)
+            base = measure(f"{name} process (one element per call)", bound,
+                           lambda r, name=name: [o for el in data[name] for o in r.process(el)], n, None)
+            measure(f"{name} process_many (element objects)", bound,
+                    lambda r, name=name: r.process_many(data[name]), n, base)
+            measure(f"{name} process_batch (65,536-row batches)", bound,
+                    lambda r, name=name: [o for b in batches[name] for o in r.process_batch(b)], n, base)
+    from bench.machine import load_text
+
+    print(load_text())
 
 
 if __name__ == "__main__":

@@ -8,9 +8,10 @@ input. For each query it reports:
 - from the real ``udm run --input left=… --input right=…`` in a child process (`bench.bench_run.run_udm`'s
   way): elements/s over `RunResult.seconds`, wall time including interpreter start-up, peak RSS, output rows;
 - in process (`QueryRunner.process_interleaved`, inputs merged as ``udm run`` merges them,
-  `udm.host.io.interleave`): the largest ``state_size()["events"]``, sampled every 10 k elements, against the
-  number of events in the inputs — with the CTIs, and with every CTI removed (the end of input is then the
-  only one) for contrast: state bounded under CTIs means the first stays a small, size-independent number;
+  `udm.host.io.interleave`): the most events held, sampled every 10 k elements (`QueryRunner.state_size`:
+  ``events``, the live events the input gates know, plus ``held``, the events the operators keep), against
+  the number of events in the inputs — with the CTIs, and with every CTI removed (the end of input is then
+  the only one) for contrast: state bounded under CTIs means the first stays a small, size-independent number;
 - at 100 k elements, that the output CHT equals an independent brute-force evaluation over the two inputs'
   CHTs (nested loop per key);
 - the union's el/s against a single-input pass-through (``project drop: ["_absent"]``, a field no event has)
@@ -89,7 +90,8 @@ def _stream(path: Path, *, ctis: bool = True) -> Iterator[tuple[int | None, Any]
 
 
 def state_profile(spec: dict[str, Any], left: Path, right: Path, *, ctis: bool) -> dict[str, Any]:
-    """Run the query in process; the largest ``state_size()["events"]`` seen every `SAMPLE_EVERY` elements."""
+    """Run the query in process; the most events held (input gates + operators, and the operators' alone)
+    seen every `SAMPLE_EVERY` elements."""
     from udm.host.engine import QueryRunner
     from udm.host.io.interleave import interleave
     from udm.host.query import plan
@@ -98,7 +100,6 @@ def state_profile(spec: dict[str, Any], left: Path, right: Path, *, ctis: bool) 
     runner = QueryRunner(plan.bind(parse_query(spec)))
     items = interleave([("left", _stream(left, ctis=ctis)), ("right", _stream(right, ctis=ctis))])
     peak, peak_op, n, n_out = 0, 0, 0, 0
-    last = runner.ops[-1]
     t0 = time.perf_counter()
     while True:
         chunk = list(itertools.islice(items, SAMPLE_EVERY))
@@ -106,11 +107,12 @@ def state_profile(spec: dict[str, Any], left: Path, right: Path, *, ctis: bool) 
             break
         n += len(chunk)
         n_out += len(runner.process_interleaved(chunk))
-        peak = max(peak, runner.state_size()["events"])
-        peak_op = max(peak_op, last.state_size().get("events", 0))
+        size = runner.state_size()
+        peak = max(peak, size["events"] + size["held"])
+        peak_op = max(peak_op, size["held"])
     n_out += len(runner.finish())
     return {"max_state": peak, "max_state_op": peak_op, "elements": n, "out": n_out,
-            "seconds": time.perf_counter() - t0, "final_state": runner.state_size()["events"]}
+            "seconds": time.perf_counter() - t0, "final_state": sum(runner.state_size()[k] for k in ("events", "held"))}
 
 
 # -- brute force ---------------------------------------------------------------------------------------------
@@ -224,8 +226,9 @@ def main(argv: list[str] | None = None) -> int:
                 failures.append(f"{q} {cs}: output CHT differs from the brute force: {diff}")
 
         if not args.no_state:
-            print(f"\nstate held in process at {n:,} (max of state_size()['events'] every {SAMPLE_EVERY:,} elements: "
-                  f"input gates + operator; the operator's own in brackets; bound {STATE_MAX:,}):", flush=True)
+            print(f"\nstate held in process at {n:,} (max of state_size() events + held every {SAMPLE_EVERY:,} "
+                  f"elements: input gates + operator; the operator's own in brackets; bound {STATE_MAX:,}):",
+                  flush=True)
             for q in queries:
                 w = state_profile(QUERIES[q], lp, rp, ctis=True)
                 wo = state_profile(QUERIES[q], lp, rp, ctis=False)

@@ -1,14 +1,18 @@
-"""``python -m bench.nexmark._child QUERY_JSON INPUT OUTPUT ENGINE``: one run through `run_local` (``rows``:
-with the columnar span path off) or the Spark batch engine, with the benchmark's UDFs in the catalog;
-prints one JSON line: the run's seconds (`RunResult.seconds`: first byte read to last byte written), the
-CPU seconds of all its threads over the run (the per-core figure), wall time from interpreter start,
-elements in and out, and peak RSS (VmHWM, the process's own; see `bench._udm_child`)."""
+"""``python -m bench.nexmark._child QUERY_JSON INPUT OUTPUT ENGINE``: one run, with the benchmark's UDFs in
+the catalog, through `run_local` (``local``, what ``udm run`` does), the same engine fed one element per
+call (``el``: the file read by the same reader, each batch decoded into elements and every element handed
+to `QueryRunner.process`, the output written by `JsonlWriter`), or the Spark batch engine; prints one JSON
+line: the run's seconds (first byte read to last byte written, as `RunResult.seconds`), the CPU seconds of
+all its threads over the run (the per-core figure), wall time from interpreter start, elements in and out,
+and peak RSS (VmHWM, the process's own; see `bench._udm_child`)."""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
+from types import SimpleNamespace
+from typing import Any
 
 T_START = time.perf_counter()
 
@@ -35,12 +39,7 @@ def main(argv: list[str]) -> int:
     bound = bind(spec, Catalog.discover(plugins=[udfs]))
     names = list(bound.graph.inputs)
     source = {n: inp for n in names} if len(names) > 1 or names != ["main"] else inp
-    if engine == "rows":  # the local engine with the columnar span path off: the row path's baseline
-        from udm.host.engine import span_columnar
-
-        span_columnar.ENABLED = False
-        engine = "local"
-    run = get_engine(engine)
+    run = _one_by_one if engine == "el" else get_engine(engine)
     import udm.host.engine  # noqa: F401  (imports and warm-up outside the CPU clock, as out of RunResult.seconds)
     from udm.host.query.runners import _warm_up
 
@@ -51,6 +50,27 @@ def main(argv: list[str]) -> int:
     print(json.dumps({"seconds": res.seconds, "cpu": cpu, "wall": time.perf_counter() - T_START, "in": res.elements_in,
                       "out": res.elements_out, "dead": res.dead_lettered, "rss_mb": _vmhwm_kb() / 1024}))
     return 0
+
+
+def _one_by_one(req: Any) -> Any:
+    """`run_local`'s reading, writing and dead letters, the engine fed one element per call."""
+    from udm.host.engine import QueryRunner
+    from udm.host.io.jsonl import DeadLetterWriter, JsonlReader, JsonlWriter
+    from udm.host.query.runners import READER_OPTIONS, quiet_gc
+
+    runner = QueryRunner(req.bound)
+    (name, path), = req.inputs.items()
+    t0 = time.perf_counter()
+    with quiet_gc(), JsonlWriter(req.output) as out, DeadLetterWriter(req.dead_letter) as dl:
+        for batch in JsonlReader(path, **READER_OPTIONS):
+            for line, el in batch.to_elements():
+                out.write(runner.process(el, line, name))
+            dl.write(runner.take_dead_letters())
+        out.write(runner.finish())
+        dl.write(runner.take_dead_letters())
+    st = runner.stats
+    return SimpleNamespace(seconds=time.perf_counter() - t0, elements_in=st.elements_in,
+                           elements_out=st.elements_out, dead_lettered=st.dead_lettered)
 
 
 def _native(q: str, inp: str, out: str) -> int:
