@@ -42,6 +42,14 @@ class CatalogEntry:
         return man.version if isinstance(man, Manifest) else "?"
 
     @property
+    def kind_label(self) -> str:
+        """udf / uda / udo, or ``span udo`` for an operator a ``flat_map`` step runs once per event."""
+        man = getattr(self.cls, "manifest", None)
+        if not isinstance(man, Manifest):
+            return "?"
+        return "span udo" if man.span else man.kind
+
+    @property
     def valid(self) -> bool:
         return not self.problems
 
@@ -66,7 +74,7 @@ class CatalogEntry:
             "problems": list(self.problems),
         }
         if isinstance(man, Manifest):
-            out.update(kind=man.kind, summary=man.summary, properties=man.properties.model_dump())
+            out.update(kind=man.kind, span=man.span, summary=man.summary, properties=man.properties.model_dump())
         return out
 
 
@@ -146,8 +154,10 @@ class Catalog:
                              f"available {kind}s: {', '.join(self.names_of_kind(kind)) or '(none)'}")
         return best
 
-    def names_of_kind(self, kind: str) -> list[str]:
-        return sorted({e.name for e in self.entries if e.valid and e.manifest.kind == kind})
+    def names_of_kind(self, kind: str, span: bool | None = None) -> list[str]:
+        """Valid UDM names of ``kind`` (``span``: only span UDOs, True, or only the others, False)."""
+        return sorted({e.name for e in self.entries if e.valid and e.manifest.kind == kind
+                       and (span is None or e.manifest.span == span)})
 
     def instantiate(self, entry: CatalogEntry, params: Mapping[str, Any] | None = None) -> UDM:
         """Validate ``params`` against the UDM's parameter model and create the UDM."""

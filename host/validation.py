@@ -66,9 +66,17 @@ def check_udm(obj: Any, api_version: str = API_VERSION) -> list[str]:
     if props.incremental != cls._sdk_incremental:
         problems.append(f"incremental: manifest says {props.incremental} but the class derives from "
                         f"{base.__name__}")
+    if man.span != cls._sdk_span:
+        problems.append(f"span: manifest says {man.span} but the class derives from {base.__name__}")
 
     if not _implemented(cls, "compute"):
         problems.append("compute: the class does not implement compute()")
+    elif man.span:
+        got = _arity(cls.compute)
+        shape = "compute(event)" if props.time_sensitive else "compute(payload)"
+        if got is not None and got != 1:
+            problems.append(f"signature: a {'time-sensitive' if props.time_sensitive else 'time-insensitive'} "
+                            f"span UDO needs {shape}, but compute takes {got} argument(s)")
     elif man.kind != "udf":
         want = 2 if props.time_sensitive else 1
         got = _arity(cls.compute)
@@ -103,10 +111,18 @@ def check_udm(obj: Any, api_version: str = API_VERSION) -> list[str]:
     if props.time_bound and not (man.kind == "udo" and props.time_sensitive):
         problems.append("time_bound: only a time-sensitive UDO can promise time-bound output")
 
+    if man.span and props.incremental:
+        problems.append("span: a span UDO is called once per event and keeps no window state; it cannot be "
+                        "incremental")
+
     # Policies consistent with the kind (SEMANTICS §5).
     if man.kind == "udf":
         if man.allowed_output or man.allowed_clip:
             problems.append("policies: a UDF is span-based and takes no clipping/output policy")
+    elif man.span:
+        if man.allowed_output or man.allowed_clip:
+            problems.append("policies: a span UDO runs once per event (no window) and takes no clipping/output "
+                            "policy")
     else:
         if not man.allowed_clip:
             problems.append("policies: allowed_clip is empty")

@@ -15,6 +15,9 @@ plugin's ``register_udms`` hook::
     def register_udms(register):
         register(MyAvg)
 
+A span UDO (`SpanUDO`, `TimeSensitiveSpanUDO`) is run by a query's ``flat_map`` step once per event and
+gives zero or more events for it (``explode``); it raises `MalformedPayload` for an event it cannot read.
+
 Importing this package never imports pyspark or `udm.host`.
 """
 
@@ -28,10 +31,13 @@ from ._bases import (
     IncrementalUDA,
     IncrementalUDO,
     OutputEvent,
+    SpanUDO,
+    TimeSensitiveSpanUDO,
     TimeSensitiveUDA,
     TimeSensitiveUDO,
 )
 from ._decorator import udm
+from ._errors import MalformedPayload
 from ._hooks import PROJECT, hookimpl
 from ._manifest import (
     API_VERSION,
@@ -67,11 +73,14 @@ __all__ = [
     "IncrementalUDA",
     "IncrementalUDO",
     "Kind",
+    "MalformedPayload",
     "Manifest",
     "NoParams",
     "OutputEvent",
     "OutputPolicy",
     "Properties",
+    "SpanUDO",
+    "TimeSensitiveSpanUDO",
     "TimeSensitiveUDA",
     "TimeSensitiveUDO",
     "WindowDescriptor",

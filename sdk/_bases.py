@@ -25,6 +25,8 @@ __all__ = [
     "IncrementalUDA",
     "IncrementalUDO",
     "OutputEvent",
+    "SpanUDO",
+    "TimeSensitiveSpanUDO",
     "TimeSensitiveUDA",
     "TimeSensitiveUDO",
 ]
@@ -46,6 +48,8 @@ class UDM:
     _sdk_kind: ClassVar[Kind | None] = None
     _sdk_time_sensitive: ClassVar[bool] = False
     _sdk_incremental: ClassVar[bool] = False
+    #: a span-based UDO (`SpanUDO`, `TimeSensitiveSpanUDO`): run once per event by a ``flat_map`` step
+    _sdk_span: ClassVar[bool] = False
 
     def __init__(self, params: BaseModel | None = None) -> None:
         model = type(self).manifest.params if hasattr(type(self), "manifest") else type(self).Params
@@ -174,3 +178,42 @@ class IncrementalTimeSensitiveUDO(UDM):
     _sdk_kind = "udo"
     _sdk_time_sensitive = True
     _sdk_incremental = True
+
+
+class SpanUDO(UDM):
+    """Span-based operator, run by a ``flat_map`` step once per event: ``compute(payload) -> iterable of
+    payloads``. Each output keeps the event's lifetime; zero outputs drop the event.
+
+    ``payload`` is the event's whole payload (a dict; treat it as read-only). When it lacks what the UDO
+    needs (a missing field, a value of the wrong kind), raise `MalformedPayload` with the reason: the host
+    sends the event to the dead-letter output instead of failing the run. Any other exception is a contract
+    violation that stops the run, naming the UDM. A retraction of the event retracts (or shortens) exactly
+    its outputs, so ``compute`` must be deterministic: the host may call it again for the same payload.
+    """
+
+    _sdk_kind = "udo"
+    _sdk_span = True
+
+    def compute(self, payload: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
+        raise NotImplementedError
+
+
+class TimeSensitiveSpanUDO(UDM):
+    """Time-sensitive span-based operator, run by a ``flat_map`` step once per event:
+    ``compute(event) -> iterable of Event or (le, re, payload)``, each output inside the event's lifetime
+    (``event.le <= le < re <= event.re``; anything else is a contract violation naming the UDM).
+
+    When a retraction changes the event's lifetime, the host calls ``compute`` again for the new lifetime
+    and emits only the difference. Raise `MalformedPayload` for an event whose payload lacks what the UDO
+    needs (it is dead-lettered). Declaring ``time_bound`` promises that the outputs a lifetime change
+    alters all start at or after the change's sync time (``min(RE, RE_new)``), which lets the step pass the
+    input's CTIs on at once; without it, the step holds its output CTI at the start of the earliest event
+    that can still change.
+    """
+
+    _sdk_kind = "udo"
+    _sdk_span = True
+    _sdk_time_sensitive = True
+
+    def compute(self, event: Event) -> Iterable[OutputEvent]:
+        raise NotImplementedError

@@ -48,8 +48,8 @@ def _hint_names(cls: type, incremental: bool) -> tuple[str, str]:
     return _type_name(first), _type_name(hints.get("return", inspect.Parameter.empty))
 
 
-def _default_output(kind: Kind, time_sensitive: bool, time_bound: bool) -> tuple[OutputPolicy, ...]:
-    if kind == "udf":
+def _default_output(kind: Kind, time_sensitive: bool, time_bound: bool, span: bool) -> tuple[OutputPolicy, ...]:
+    if kind == "udf" or span:
         return ()
     if kind == "udo" and time_sensitive:
         return ("window", "unaltered", "clip", "time_bound") if time_bound else ("window", "unaltered", "clip")
@@ -82,6 +82,7 @@ def udm(
     base, the parameter model from a nested ``Params`` class, input/output types from ``compute``'s type
     hints, summary and docs from the docstring. Explicit arguments win, and the host still checks the
     result against the implementation, so a wrong declaration is caught at load time, not at run time.
+    A span UDO (`udm.sdk.SpanUDO`) takes no clipping or output policy.
     ``error_bound`` (an `ErrorBound`) is for an approximate aggregate: how far its value may be from the
     exact one, which the conformance kit checks.
     """
@@ -93,11 +94,15 @@ def udm(
             raise TypeError(f"{cls.__qualname__}: cannot tell the UDM kind; derive from an udm.sdk base class")
         ts = cls._sdk_time_sensitive if time_sensitive is None else time_sensitive
         inc = cls._sdk_incremental if incremental is None else incremental
+        span = cls._sdk_span and the_kind == "udo"
+        # a UDF and a span UDO run once per event: no window, so no clipping or output policy
+        per_event = the_kind == "udf" or span
         hin, hout = _hint_names(cls, inc)
         cls.manifest = Manifest(
             name=name or cls.__name__.lower(),
             version=version,
             kind=the_kind,
+            span=span,
             summary=summary if summary is not None else (doc.splitlines()[0] if doc else ""),
             properties=Properties(
                 incremental=inc,
@@ -110,9 +115,9 @@ def udm(
             input_type=input_type or hin,
             output_type=output_type or hout,
             allowed_clip=tuple(allowed_clip) if allowed_clip is not None else
-            (() if the_kind == "udf" else CLIP_POLICIES),
+            (() if per_event else CLIP_POLICIES),
             allowed_output=tuple(allowed_output) if allowed_output is not None else
-            _default_output(the_kind, ts, time_bound),
+            _default_output(the_kind, ts, time_bound, span),
             host_api=host_api,
             docs=docs if docs is not None else doc,
             error_bound=error_bound,

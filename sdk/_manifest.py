@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
     "API_VERSION",
@@ -89,6 +89,9 @@ class Manifest(BaseModel):
     name: str
     version: str = "0.1.0"
     kind: Kind
+    #: a span-based UDO: a ``flat_map`` step runs it once per event (no window, no clipping or output
+    #: policy); False for every UDM a window step runs
+    span: bool = False
     summary: str = ""
     properties: Properties = Field(default_factory=Properties)
     params: type[BaseModel] = NoParams
@@ -128,6 +131,12 @@ class Manifest(BaseModel):
         except InvalidSpecifier as exc:
             raise ValueError(f"host_api {v!r} is not a PEP 440 version specifier") from exc
         return v
+
+    @model_validator(mode="after")
+    def _span_is_an_operator(self) -> Manifest:
+        if self.span and self.kind != "udo":
+            raise ValueError(f"span: only an operator (udo) can be span-based, not a {self.kind}")
+        return self
 
     @field_validator("params")
     @classmethod

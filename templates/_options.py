@@ -33,6 +33,8 @@ _BASES: dict[tuple[Kind, bool, bool], str] = {
     ("udo", False, True): "TimeSensitiveUDO",
     ("udo", True, True): "IncrementalTimeSensitiveUDO",
 }
+#: span UDOs (``--span``), by time sensitivity: run once per event by a ``flat_map`` step
+_SPAN_BASES: dict[bool, str] = {False: "SpanUDO", True: "TimeSensitiveSpanUDO"}
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ class ProjectOptions:
     kind: Kind
     incremental: bool = False
     time_sensitive: bool = False
+    #: a span UDO (``--span``): a ``flat_map`` step runs it once per event
+    span: bool = False
 
     def __post_init__(self) -> None:
         n = self.name
@@ -64,6 +68,12 @@ class ProjectOptions:
         if self.kind == "udf" and self.time_sensitive:
             raise NewProjectError("--time-sensitive does not apply to --kind udf: a UDF is span-based and its "
                                   "output keeps the input's lifetime; use --kind uda or --kind udo")
+        if self.span and self.kind != "udo":
+            raise NewProjectError(f"--span applies to --kind udo only: a span UDO turns each event into zero or "
+                                  f"more events (a flat_map step); a {self.kind.upper()} has no span form")
+        if self.span and self.incremental:
+            raise NewProjectError("--incremental does not apply to --span: a span UDO is called once per event "
+                                  "and keeps no window state")
 
     @property
     def distribution(self) -> str:
@@ -80,17 +90,25 @@ class ProjectOptions:
 
     @property
     def base(self) -> str:
-        """The udm.sdk base class for this kind × incrementality × time sensitivity."""
+        """The udm.sdk base class for this kind × incrementality × time sensitivity (× span)."""
+        if self.span:
+            return _SPAN_BASES[self.time_sensitive]
         return _BASES[(self.kind, self.incremental, self.time_sensitive)]
 
     @property
     def variant(self) -> str:
         """A short label such as ``uda-incremental-time_sensitive`` (used in tests and the answers file)."""
-        parts = [self.kind] + (["incremental"] if self.incremental else []) + (
+        parts = [self.kind] + (["span"] if self.span else []) + (["incremental"] if self.incremental else []) + (
             ["time_sensitive"] if self.time_sensitive else [])
         return "-".join(parts)
+
+    @property
+    def example(self) -> str:
+        """The example template: the kind's (``udf``, ``uda``, ``udo``), or ``span_udo``."""
+        return "span_udo" if self.span else self.kind
 
     @classmethod
     def all_variants(cls, name: str = "example") -> list[ProjectOptions]:
         """Every valid combination of kind and flags."""
-        return [cls(name, kind, inc, ts) for (kind, inc, ts) in _BASES]
+        return [*(cls(name, kind, inc, ts) for (kind, inc, ts) in _BASES),
+                *(cls(name, "udo", False, ts, span=True) for ts in _SPAN_BASES)]

@@ -26,7 +26,7 @@ from ._options import NewProjectError, ProjectOptions
 __all__ = ["TEMPLATE_VERSION", "render_project", "template_context"]
 
 #: Bumped whenever the generated project changes shape; recorded in every project's answers file.
-TEMPLATE_VERSION = "1"
+TEMPLATE_VERSION = "2"
 
 _ROOT = Path(__file__).resolve().parent
 _PROJECT = "project"
@@ -38,8 +38,11 @@ _SUMMARIES = {
     ("uda", True): "Value of the window member that started last",
     ("udo", False): "The window members whose value is above the window's mean",
     ("udo", True): "A point event at the start of each window member",
+    ("span_udo", False): "One event per word of a text field",
+    ("span_udo", True): "Point events sampling each event's lifetime",
 }
-_KIND_LABELS = {"udf": "function (UDF)", "uda": "aggregate (UDA)", "udo": "operator (UDO)"}
+_KIND_LABELS = {"udf": "function (UDF)", "uda": "aggregate (UDA)", "udo": "operator (UDO)",
+                "span_udo": "span operator (span UDO)"}
 
 
 def _udmkit_version() -> str:
@@ -66,17 +69,20 @@ def template_context(opts: ProjectOptions, *, version: str = "0.1.0") -> dict[st
     if opts.kind == "uda" and opts.incremental and not opts.time_sensitive:
         summary = "Arithmetic mean of the input values (incremental, algebraic)"
     else:
-        summary = _SUMMARIES[(opts.kind, opts.time_sensitive)]
+        summary = _SUMMARIES[(opts.example, opts.time_sensitive)]
     props = [p for p, on in (("incremental", opts.incremental), ("algebraic", opts.kind == "uda" and
-             opts.incremental and not opts.time_sensitive), ("time_sensitive", opts.time_sensitive)) if on]
+             opts.incremental and not opts.time_sensitive), ("time_sensitive", opts.time_sensitive),
+             ("time_bound", opts.span and opts.time_sensitive)) if on]
     udmkit = _udmkit_version()
     answers = {"template": "udm.templates/project", "template_version": TEMPLATE_VERSION,
                "udmkit_version": udmkit, "name": opts.name, "kind": opts.kind,
-               "incremental": opts.incremental, "time_sensitive": opts.time_sensitive}
+               "incremental": opts.incremental, "time_sensitive": opts.time_sensitive, "span": opts.span}
     return {
         "name": opts.name,
         "kind": opts.kind,
-        "kind_label": _KIND_LABELS[opts.kind],
+        "kind_label": _KIND_LABELS[opts.example],
+        "span": opts.span,
+        "example": opts.example,
         "incremental": opts.incremental,
         "time_sensitive": opts.time_sensitive,
         "package": opts.package,

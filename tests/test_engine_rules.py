@@ -24,6 +24,17 @@ def test_sync_time_vector_equals_scalar(rows: list[tuple[int, int, int, int]]) -
 
 
 @settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(TIMES, TIMES), min_size=1, max_size=40))
+def test_closed_vector_equals_scalar_and_no_retraction_can_follow(rows: list[tuple[int, int]]) -> None:
+    re, c = (np.array([r[i] for r in rows], dtype=np.int64) for i in (0, 1))
+    got = rules.closed(re, c).tolist()
+    assert got == [bool(rules.closed(a, b)) for a, b in rows]
+    for (r, t), shut in zip(rows, got, strict=True):
+        # open: some retraction (an extension to INF, or one to r itself) has sync time >= t (SEMANTICS §1)
+        assert shut == (t >= INF or not any(rules.sync_time(1, -60, r, rn) >= t for rn in (r, INF)))
+
+
+@settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.booleans(), FINITE), min_size=1, max_size=40), st.one_of(st.just(NEG), FINITE))
 def test_cti_before_vector_equals_a_running_maximum(rows: list[tuple[bool, int]], start: int) -> None:
     is_cti = np.array([r[0] for r in rows], dtype=bool)

@@ -20,7 +20,7 @@ from udm.templates import NewProjectError, ProjectOptions, render_project
 
 REPO = Path(__file__).resolve().parent.parent
 # Distinct names: each project's package is imported into this process, and module names must not clash.
-VARIANTS = [ProjectOptions(f"ex_{v.variant.replace('-', '_')}", v.kind, v.incremental, v.time_sensitive)
+VARIANTS = [ProjectOptions(f"ex_{v.variant.replace('-', '_')}", v.kind, v.incremental, v.time_sensitive, v.span)
             for v in ProjectOptions.all_variants()]
 CLI = [sys.executable, "-m", "udm.host.cli.app"]
 
@@ -51,9 +51,21 @@ def test_udf_flags_are_refused(flags: dict[str, bool], word: str) -> None:
         ProjectOptions("f", "udf", **flags)
 
 
+@pytest.mark.parametrize(("kind", "flags", "word"), [("uda", {}, "--kind udo only"), ("udf", {}, "--kind udo only"),
+                                                     ("udo", {"incremental": True}, "--incremental")])
+def test_span_flag_combinations_are_refused(kind: str, flags: dict[str, bool], word: str) -> None:
+    with pytest.raises(NewProjectError, match=word):
+        ProjectOptions("f", kind, span=True, **flags)  # type: ignore[arg-type]
+
+
+def test_span_variants_use_the_span_bases() -> None:
+    spans = {v.variant: v.base for v in ProjectOptions.all_variants() if v.span}
+    assert spans == {"udo-span": "SpanUDO", "udo-span-time_sensitive": "TimeSensitiveSpanUDO"}
+
+
 def test_cli_refuses_in_one_line_and_writes_nothing(tmp_path: Path) -> None:
     for args in (["new", "Bad-Name", "--kind", "uda"], ["new", "ok", "--kind", "udx"],
-                 ["new", "ok", "--kind", "udf", "--time-sensitive"]):
+                 ["new", "ok", "--kind", "udf", "--time-sensitive"], ["new", "ok", "--kind", "uda", "--span"]):
         proc = _udm(*args, cwd=tmp_path)
         assert proc.returncode == 1, proc
         assert proc.stderr.startswith("error:") and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
@@ -99,7 +111,7 @@ def test_variant_declares_entry_point_sdk_dependency_and_validates(tmp_path: Pat
     [entry] = cat.entries
     assert entry.valid, entry.problems
     man = entry.manifest
-    assert (man.name, man.kind) == (opts.name, opts.kind)
+    assert (man.name, man.kind, man.span) == (opts.name, opts.kind, opts.span)
     assert man.properties.incremental == opts.incremental
     assert man.properties.time_sensitive == opts.time_sensitive
     assert entry.cls.__mro__[1].__name__ == opts.base
@@ -162,6 +174,8 @@ def _events(tmp_path: Path, payloads: list[Any]) -> Path:
 
 
 def _query(opts: ProjectOptions, mapped: bool) -> dict[str, Any]:
+    if opts.span:
+        return {"steps": [{"op": "flat_map", "udm": opts.name}]}
     if opts.kind == "udf":
         return {"steps": [{"op": "map", "udf": opts.name, "args": {"value": "price"}, "as": "scaled"}]}
     step: dict[str, Any] = {"op": "window", "window": {"type": "tumbling", "size": 10}, "group_by": ["sym"],
@@ -179,7 +193,14 @@ _EXPECTED: dict[str, list[tuple[int, int, dict[str, Any]]]] = {
     **{f"udo{v}": [(0, 10, {"sym": "A", "value": 6, "mean": 3.0})] for v in ("", "-incremental")},  # above mean
     **{f"udo{v}-time_sensitive": [(0, 10, {"sym": "A", "value": p, "start": t}) for t, p in _PRICES]
        for v in ("", "-incremental")},  # a point at each start, stamped with the window (output "window")
+    # span UDOs, per event: a sample at the start of each (point) event, `at` 0 ticks after its start
+    "udo-span-time_sensitive": [(t, t + 1, {"sym": "A", "price": p, "at": 0}) for t, p in _PRICES],
+    # one event per word of `text` (the events of `_WORDS`), the word in `word`
+    "udo-span": [(1, 2, {"sym": "A", "word": "buy"}), (1, 2, {"sym": "A", "word": "sell"}),
+                 (2, 3, {"sym": "A", "word": "hold"})],
 }
+#: the time-insensitive span UDO's events: texts at ticks 1, 2 and one without a text (a dead letter)
+_WORDS = [{"sym": "A", "text": "buy sell"}, {"sym": "A", "text": "hold"}, {"sym": "A", "price": 2}]
 
 
 def _run(tmp_path: Path, env: dict[str, str], query: dict[str, Any], events: Path) -> tuple[int, dict[str, Any],
@@ -214,7 +235,7 @@ def test_udm_new_project_runs_its_own_tests_and_keeps_its_docstrings_promises(tm
     say: a float-typed UDM sees numbers (a string, or a whole payload without ``input``, is a dead letter
     of the step, "wrong type"); an untyped one takes a payload's ``value`` field without ``input``."""
     flags = [*(["--incremental"] if opts.incremental else []), *(["--time-sensitive"] if opts.time_sensitive
-                                                                 else [])]
+                                                                 else []), *(["--span"] if opts.span else [])]
     proc = _udm("new", opts.name, "--kind", opts.kind, *flags, "--dir", str(tmp_path / "p"))
     assert proc.returncode == 0, proc.stderr
     root = tmp_path / "p"
@@ -229,6 +250,14 @@ def test_udm_new_project_runs_its_own_tests_and_keeps_its_docstrings_promises(tm
                             check=False)
     rows = {r["name"]: r for r in json.loads(listed.stdout)["udms"]}
     assert rows[opts.name]["status"] == "ok", rows.get(opts.name)
+    if opts.span:  # a flat_map step: each event becomes its outputs; an event it cannot read is a dead letter
+        words = opts.variant == "udo-span"
+        src = _events(tmp_path, _WORDS if words else [{"sym": "A", "price": p} for _, p in _PRICES])
+        code, summary, got, dead = _run(tmp_path, env, _query(opts, mapped=False), src)
+        assert code == 0, dead
+        assert summary["dead_lettered"] == (1 if words else 0) and _same(got, _EXPECTED[opts.variant]), (got, dead)
+        assert not words or "'text' is missing" in dead, dead
+        return
     priced = _events(tmp_path, [{"sym": "A", "price": p} for _, p in _PRICES])
     code, summary, got, err = _run(tmp_path, env, _query(opts, mapped=True), priced)
     assert code == 0, err

@@ -37,7 +37,7 @@ def _entries_table(cat: Catalog, title: str) -> Table:
     for col in ("name", "version", "kind", "properties", "distribution", "status"):
         t.add_column(col)
     for e in sorted(cat.entries, key=lambda e: (e.name, e.version)):
-        kind = getattr(getattr(e.cls, "manifest", None), "kind", "?")
+        kind = e.kind_label
         status = "[green]ok[/]" if e.valid else f"[red]refused[/]: {'; '.join(e.problems)}"
         t.add_row(e.name, e.version, kind, ", ".join(_props(e)), e.distribution, status)
     return t
@@ -88,7 +88,7 @@ def cmd_info(
     t = new_table(show_header=False, box=None)
     t.add_column(style="bold")
     t.add_column()
-    t.add_row("kind", man.kind)
+    t.add_row("kind", entry.kind_label)
     t.add_row("properties", ", ".join(_props(entry)) or "-")
     t.add_row("input → output", escape(f"{man.input_type} → {man.output_type}"))  # (``list[float]`` is no markup)
     if man.error_bound is not None:

@@ -17,6 +17,8 @@ def cmd_new(
     incremental: bool = typer.Option(False, "--incremental", help="add/remove state instead of recomputing."),
     time_sensitive: bool = typer.Option(False, "--time-sensitive",
                                         help="the UDM sees event lifetimes and the window."),
+    span: bool = typer.Option(False, "--span", help="with --kind udo: a span UDO, run once per event by a "
+                              "flat_map step (each event becomes zero or more events)."),
     directory: Path = typer.Option(None, "--dir", help="Project directory to create (default: ./udm-NAME)."),
     version: str = typer.Option("0.1.0", "--version", help="Initial version of the UDM and distribution."),
 ) -> None:
@@ -26,7 +28,7 @@ def cmd_new(
     from udm.templates import NewProjectError, ProjectOptions, render_project
 
     opts = ProjectOptions(name=name, kind=kind.lower(), incremental=incremental,
-                          time_sensitive=time_sensitive)
+                          time_sensitive=time_sensitive, span=span)
     try:
         version = str(Version(version))
     except InvalidVersion:

@@ -18,6 +18,7 @@ _SINGLE = ("filter", "map", "window", "project", "alter_lifetime")
 
 def make_operator(bound: BoundQuery, name: str, ctx: Context) -> Operator:
     from .ops.alter_lifetime import AlterLifetimeStep
+    from .ops.flat_map import FlatMapStep
     from .ops.join import JoinStep
     from .ops.lmerge import LmergeStep
     from .ops.span import FilterStep, MapStep, ProjectStep
@@ -42,6 +43,8 @@ def make_operator(bound: BoundQuery, name: str, ctx: Context) -> Operator:
         return LmergeStep(name, ctx, bs)
     if op == "window":
         return make_window_step(name, ctx, bs)
+    if op == "flat_map":
+        return FlatMapStep(name, ctx, bs)
     raise ValueError(f"no operator for op {op!r}")  # bind() refuses every other op
 
 

@@ -6,6 +6,7 @@ values, the vector form numpy columns of a batch, and the two are tested equal (
 * validity of inserts, retractions and CTIs (SEMANTICS §1) and the reasons a dead letter gives;
 * sync time, and the CTI in force before each row of a batch;
 * T, the largest finite time the valid input reached (semantics-notes 2);
+* when a CTI closes an event (it can no longer be retracted);
 * the effective CTI under ``max_memory_time`` (semantics-notes 8) and a window's release point (§7);
 * the payload fields a step reads and their declared types (semantics-notes 3, 17);
 * tumbling/hopping/cumulate window assignment (§3).
@@ -36,6 +37,7 @@ __all__ = [
     "UNKNOWN_ID",
     "FieldCheck",
     "Grid",
+    "closed",
     "cti_before",
     "effective_cti",
     "format_time",
@@ -116,6 +118,13 @@ def retract_lifetime_reason(le: int, re: int, rn: int) -> str:
 
 def cti_reason(sync: int, c: int) -> str:
     return f"CTI violation: sync time {sync} < CTI {format_time(c)}"
+
+
+def closed(re: Any, c: Any) -> Any:
+    """Whether CTI ``c`` closes an event ending at ``re`` (scalar or vector): no valid retraction can
+    follow, since its sync time ``min(RE, RE_new) <= RE`` would be below ``c``. An event ending exactly at
+    ``c`` is still open (it can be extended); at ``c = INF`` every event is closed."""
+    return (re < c) | (c >= INF)
 
 
 # -- T (semantics-notes 2) ------------------------------------------------------------------------------

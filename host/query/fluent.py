@@ -41,6 +41,7 @@ from udm.host.query.spec import (
     CountByEnd,
     CountByStart,
     FilterStep,
+    FlatMapStep,
     Hopping,
     JoinStep,
     LmergeStep,
@@ -234,6 +235,12 @@ class Stream:
         """Set payload field ``as_`` to UDF ``udf``'s result."""
         return self._add(_build(MapStep, op="map", udf=udf, version=version, args=dict(args or {}),
                                 params=dict(params or {}), **{"as": as_}), "map")
+
+    def flat_map(self, udm: str, *, params: Mapping[str, Any] | None = None, version: str | None = None) -> Stream:
+        """Run span UDO ``udm`` once per event: each event becomes zero or more events (``explode``), each
+        inside its lifetime; a retraction of the event changes exactly its outputs."""
+        return self._add(_build(FlatMapStep, op="flat_map", udm=udm, version=version, params=dict(params or {})),
+                         "flat_map")
 
     # ------------------------------------------------------------------ temporal operators (SEMANTICS §10)
     def project(self, keep: Sequence[str] | None = None, *, drop: Sequence[str] = (),

@@ -9,7 +9,16 @@ from typing import Any
 from udm.host.catalog import Catalog, CatalogEntry, default_catalog
 from udm.host.errors import ParamError, PolicyError, QuerySpecError
 from udm.host.query.graph import QueryGraph, resolve
-from udm.host.query.spec import FilterStep, JoinStep, LmergeStep, MapStep, QuerySpec, UdfCall, WindowStep
+from udm.host.query.spec import (
+    FilterStep,
+    FlatMapStep,
+    JoinStep,
+    LmergeStep,
+    MapStep,
+    QuerySpec,
+    UdfCall,
+    WindowStep,
+)
 from udm.host.query.stream_properties import choose_algorithm, derive_properties
 from udm.sdk import UDM
 
@@ -79,6 +88,8 @@ def _bind_step(step: Any, cat: Catalog, index: int, name: str) -> BoundStep:
         return BoundStep(step, entry, cat.instantiate(entry, step.where.params), name)
     if isinstance(step, LmergeStep):
         return BoundStep(step, None, None, name)  # its algorithm is resolved once the graph is bound
+    if isinstance(step, FlatMapStep):
+        return _bind_flat_map(step, cat, where, name)
     if not isinstance(step, WindowStep):
         return BoundStep(step, None, None, name)
     if step.aggregates is not None:
@@ -93,13 +104,26 @@ def _bind_step(step: Any, cat: Catalog, index: int, name: str) -> BoundStep:
     return _bind_window(step, cat, where, name)
 
 
+def _bind_flat_map(step: FlatMapStep, cat: Catalog, where: str, name: str) -> BoundStep:
+    entry = cat.resolve(step.udm, step.version)
+    if not entry.manifest.span:
+        spans = ", ".join(cat.names_of_kind("udo", span=True)) or "(none)"
+        raise PolicyError(f"{where}: {step.udm!r} is a {entry.kind_label.upper()}; a flat_map step runs a span "
+                          f"UDO once per event (span UDOs: {spans})")
+    return BoundStep(step, entry, cat.instantiate(entry, step.params), name)
+
+
 def _bind_window(step: WindowStep, cat: Catalog, where: str, name: str) -> BoundStep:
     assert step.udm is not None
     entry = cat.resolve(step.udm, step.version)
     man = entry.manifest
     if man.kind == "udf":
         raise PolicyError(f"{where}: {step.udm!r} is a UDF; a window step needs a UDA or UDO "
-                          f"(UDAs: {', '.join(cat.names_of_kind('uda'))}; UDOs: {', '.join(cat.names_of_kind('udo'))})")
+                          f"(UDAs: {', '.join(cat.names_of_kind('uda'))}; UDOs: "
+                          f"{', '.join(cat.names_of_kind('udo', span=False))})")
+    if man.span:
+        raise PolicyError(f"{where}: {step.udm!r} is a span UDO, run once per event: use it in a flat_map step "
+                          f"(window UDOs: {', '.join(cat.names_of_kind('udo', span=False)) or '(none)'})")
     if step.clip not in man.allowed_clip:
         raise PolicyError(f"{where}: UDM {entry.name!r} does not allow clip {step.clip!r}; "
                           f"allowed: {', '.join(man.allowed_clip)}")

@@ -17,6 +17,7 @@ __all__ = [
     "CountByEnd",
     "CountByStart",
     "FilterStep",
+    "FlatMapStep",
     "Hopping",
     "InputSpec",
     "JoinStep",
@@ -144,6 +145,15 @@ class MapStep(_StepBase):
     args: dict[str, str] = Field(default_factory=dict)
     params: dict[str, Any] = Field(default_factory=dict)
     as_: str = Field(alias="as")
+
+
+class FlatMapStep(_StepBase):
+    """Run a span UDO once per event: zero or more output events each (SEMANTICS §10 ``flat_map``)."""
+
+    op: Literal["flat_map"] = "flat_map"
+    udm: str
+    version: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
 
 
 class AggregateSpec(_Strict):
@@ -324,12 +334,13 @@ class LmergeStep(_StepBase):
 
 
 Step = Annotated[
-    FilterStep | MapStep | WindowStep | ProjectStep | AlterLifetimeStep | UnionStep | JoinStep | LmergeStep,
+    FilterStep | MapStep | WindowStep | ProjectStep | AlterLifetimeStep | UnionStep | JoinStep | LmergeStep
+    | FlatMapStep,
     Field(discriminator="op"),
 ]
 
 #: ops that read exactly one stream
-SINGLE_INPUT_OPS = frozenset({"filter", "map", "window", "project", "alter_lifetime"})
+SINGLE_INPUT_OPS = frozenset({"filter", "map", "window", "project", "alter_lifetime", "flat_map"})
 
 
 class RepairSpec(_Strict):

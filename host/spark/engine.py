@@ -109,7 +109,9 @@ def run_spark(req: RunRequest) -> RunResult:
 
     if req.checkpoint is not None:
         raise UdmError("--checkpoint is only supported by --engine spark-streaming")
-    if not req.bound.graph.is_linear:
+    from udm.host.spark.graph import is_graph
+
+    if is_graph(req.spec):
         return _run_graph(req)
     t0 = time.perf_counter()
     master = req.options.get("master")

@@ -61,8 +61,11 @@ _RESULT_ARROW = pa.schema([(name, pa.int64() if typ == "bigint" else pa.string()
 
 
 def is_graph(spec: QuerySpec) -> bool:
-    """Whether ``spec`` needs the graph plans (anything but one input and a chain of steps)."""
-    return not resolve(spec).is_linear
+    """Whether ``spec`` needs the graph plans: anything but one input and a chain of steps, and a chain with
+    a ``flat_map`` (the chain plans key a query by its windows' group fields, which a flat_map's UDO may
+    rewrite, so they would run it in one bucket; the graph plans route it by id or cut it into stages)."""
+    graph = resolve(spec)
+    return not graph.is_linear or any(n.op == "flat_map" for n in graph.nodes)
 
 
 def key_value(field: str) -> Column:

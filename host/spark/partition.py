@@ -145,7 +145,7 @@ def routing_of(nodes: Sequence[GraphNode], inputs: Sequence[str]) -> dict[str, l
 
     Returns ``{input: [field, ...]}`` (every input hashed by its own fields, slot by slot, into the same
     buckets), `BY_ID` (no step needs rows of different ids together: union/project/alter_lifetime/filter/
-    map only) or None (the graph must run in one bucket).
+    map/flat_map only) or None (the graph must run in one bucket).
 
     Fields are tracked as (stream, field) pairs joined into classes wherever a step passes a value on
     unchanged: filter/alter_lifetime/union pass every field, map every field but ``as``, project what it
@@ -154,9 +154,10 @@ def routing_of(nodes: Sequence[GraphNode], inputs: Sequence[str]) -> dict[str, l
     stream that feeds a stateful step (window, join, distinct union; all their ancestors too) has exactly
     one field in it, each window's input has one of its group fields in it, and each join's left input one
     of its ``on`` fields: rows that must meet then have equal values in every slot, and every derived row
-    carries its input row's value. lmerge, keyless windows and anything else give None.
+    carries its input row's value. lmerge, keyless windows and anything else give None. A flat_map passes
+    no field (its UDO may rewrite any), but needs no rows together: an event's outputs depend on it alone.
     """
-    from udm.host.query.spec import AlterLifetimeStep, FilterStep, JoinStep, ProjectStep, UnionStep
+    from udm.host.query.spec import AlterLifetimeStep, FilterStep, FlatMapStep, JoinStep, ProjectStep, UnionStep
 
     universe: set[str] = set()
     for node in nodes:
@@ -195,6 +196,8 @@ def routing_of(nodes: Sequence[GraphNode], inputs: Sequence[str]) -> dict[str, l
         elif isinstance(s, MapStep):
             for f in universe - {s.as_}:
                 link((src[0], f), (name, f))
+        elif isinstance(s, FlatMapStep):
+            pass  # span-based and per event (routed by id, it runs anywhere), but no field is known to pass
         elif isinstance(s, ProjectStep):
             targets = [s.rename.get(f, f) for f in universe]
             for f in universe:

@@ -9,7 +9,7 @@ outputs of earlier stages, which Spark shuffles to it by *its* key (an exchange)
 
 How stages are formed (`plan_stages`), walking the steps from the output backwards: a step joins the
 stage of its consumers when all its consumers are in one stage and that stage, with it, still has a
-routing (`routing_of`); a stateless step (filter, map, project, alter_lifetime, union all) also joins a
+routing (`routing_of`); a stateless step (filter, map, project, alter_lifetime, flat_map, union all) also joins a
 consumer stage that must run in one bucket anyway. Otherwise the step is the *sink* of a new stage. So
 every stage has exactly one output stream read outside it (its sink), the stages form a DAG in the order
 they are listed, and a graph with one valid partitioning is one stage, planned exactly as before.
@@ -35,8 +35,9 @@ from udm.host.spark.partition import routing_of
 
 __all__ = ["STATELESS_OPS", "Stage", "checked_before", "merge_exchange", "plan_stages", "read_before"]
 
-#: ops whose output element depends on one input element only (a union without ``distinct`` too)
-STATELESS_OPS = frozenset({"filter", "map", "project", "alter_lifetime"})
+#: ops whose output elements depend on one input event only (a union without ``distinct`` too; a flat_map
+#: keeps a record per event, which any routing keeps together: an event's elements go to one bucket)
+STATELESS_OPS = frozenset({"filter", "map", "project", "alter_lifetime", "flat_map"})
 
 
 def _stateless(node: GraphNode) -> bool:

@@ -53,6 +53,7 @@ import pyarrow.compute as pc
 
 from udm.host.errors import UdmError
 from udm.host.query.runners import ENGINES, RunRequest, RunResult
+from udm.host.spark.graph import is_graph
 from udm.host.spark.stream_dir import run_directory_stream
 from udm.host.spark.stream_output import (
     LiveOutput,
@@ -548,7 +549,7 @@ def _prepare(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list
     from udm.host.io.table_options import TableSource
 
     meta_path = run_dir / "run.json"
-    graph = isinstance(req.input, dict) or not req.bound.graph.is_linear
+    graph = isinstance(req.input, dict) or is_graph(req.spec)
     if graph:
         srcs = req.inputs
         paths = {k: (v if isinstance(v, TableSource) else Path(str(v))) for k, v in srcs.items()
@@ -597,7 +598,7 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
     batch_size = req.batch_size or _checkpoint_batch_size(req.checkpoint) or DEFAULT_BATCH_SIZE
     spark = get_spark(req.options.get("master"))
     shared_run_dir(req)
-    graph = isinstance(req.input, dict) or not req.bound.graph.is_linear
+    graph = isinstance(req.input, dict) or is_graph(req.spec)
     routing: Any = None
     stages = None
     if graph:

@@ -43,6 +43,13 @@ AssertionError listing every failed check with the seed and a minimal reproducer
     distinct count / quantile rank / frequencies — in all but the misses its declared confidence allows
     (`estimates.allowed_misses`, a one-in-a-million chance of failing a correct estimator).
 
+Span UDOs (`udm.sdk.SpanUDO`, `udm.sdk.TimeSensitiveSpanUDO`: a ``flat_map`` step runs them once per
+event) are checked the same way on one event at a time: ``manifest`` (outputs are payload objects; a
+time-sensitive one's lifetimes lie inside the event's; a `udm.sdk.MalformedPayload` refusal is allowed, but
+not of every example), ``params_roundtrip``, ``deterministic``, ``physical_reordering`` (a ``flat_map``
+query through the oracle) and ``time_bound`` (a retraction that shortens, extends or deletes the event
+changes no output starting before its sync time); the others do not apply.
+
 Example inputs: each check draws members from a pool that fits the manifest's ``input_type`` — numbers
 for ``float``/``int``/``any``, payload dicts ``{"type": "A"|"B"|"C", "value": number}`` for
 ``payload``/``event``/``dict``, strings for ``str``. A UDM needing other inputs supplies them, first match
@@ -76,6 +83,7 @@ from udm.host.query.plan import BoundQuery, BoundStep
 from udm.host.query.spec import (
     CountByEnd,
     CountByStart,
+    FlatMapStep,
     Hopping,
     MapStep,
     QuerySpec,
@@ -87,7 +95,7 @@ from udm.host.query.spec import (
 )
 from udm.host.temporal.elements import Element, canonical_json
 from udm.host.validation import check_udm
-from udm.sdk import INF, UDM, Event, Manifest, WindowDescriptor
+from udm.sdk import INF, UDM, Event, MalformedPayload, Manifest, WindowDescriptor
 
 from .cht import CHT, format_row, stream_text
 from .estimates import allowed_misses, estimate_errors, random_members
@@ -198,6 +206,8 @@ class _Harness:
         self.man: Manifest = man
         self.props = man.properties
         self.kind = man.kind
+        #: a span UDO: called on one event (its payload, or the `Event` when time-sensitive), no window
+        self.span = man.span
         self.params = dict(params or {})
         self.inputs = inputs
         self.rel_tol = rel_tol
@@ -229,6 +239,27 @@ class _Harness:
         if not pool:
             raise _Fail("the example inputs are empty")
         return [copy.deepcopy(rng.choice(pool)) for _ in range(k)]
+
+    def span_arg(self, rng: random.Random) -> Any:
+        """What a span UDO is called with: a payload object (a non-object example ``v`` as ``{"value": v}``),
+        in an `Event` with a random lifetime when time-sensitive."""
+        v = self.values(rng, 1)[0]
+        payload = dict(v) if isinstance(v, Mapping) else {"value": v}
+        if not self.props.time_sensitive:
+            return payload
+        le = rng.randint(0, 20)
+        return Event(le, INF if rng.random() < 0.08 else le + rng.randint(1, 15), payload)
+
+    def case(self, rng: random.Random, most: int) -> tuple[WindowDescriptor | None, str | None, list[Any]]:
+        """One random call: (window, clip, members) — a UDF's arguments or a span UDO's one event
+        (no window), else up to ``most`` members of a random window."""
+        if self.kind == "udf":
+            return None, None, self.values(rng, len(self.udf_args()))
+        if self.span:
+            return None, None, [self.span_arg(rng)]
+        w = self.window(rng)
+        clip = self.clip(rng)
+        return w, clip, self.members(rng, rng.randint(1, most), w, clip)
 
     def dict_inputs(self) -> bool:
         if self.inputs is None:
@@ -284,8 +315,13 @@ class _Harness:
         return names or ["x"]
 
     def compute(self, udm: Any, members: list[Any], w: WindowDescriptor | None) -> Any:
-        """The non-incremental definition: one call (or one add of everything), raw result."""
-        members = copy.deepcopy(members)
+        """The non-incremental definition: one call (or one add of everything), raw result (on a copy)."""
+        return self.call(udm, copy.deepcopy(members), w)
+
+    def call(self, udm: Any, members: list[Any], w: WindowDescriptor | None) -> Any:
+        """`compute` on ``members`` themselves (a UDM mutating its input is caught by comparing them)."""
+        if self.span:
+            return udm.compute(members[0])
         if self.kind == "udf":
             names = self.udf_args()
             return udm.compute(**dict(zip(names, members, strict=False)))
@@ -320,7 +356,8 @@ class _Harness:
             head += f" clip={clip}"
         if self.params:
             head += f" params={_show(self.params)}"
-        lines = [f"{self.label}: {head}", "members (canonical order):" if self.kind != "udf" else "arguments:"]
+        what = "arguments:" if self.kind == "udf" else "event:" if self.span else "members (canonical order):"
+        lines = [f"{self.label}: {head}", what]
         lines += [f"  {_member_text(m)}" for m in members]
         return "\n".join(lines)
 
@@ -361,27 +398,75 @@ def _check_manifest(h: _Harness, rng: random.Random, examples: int) -> str:
         raise _Fail("manifest does not match the implementation: " + "; ".join(problems))
     udm = h.new()
     out_t = h.man.output_type.lower()
-    for _ in range(max(3, examples // 3)):
-        w = h.window(rng) if h.kind != "udf" else None
-        clip = h.clip(rng) if h.kind != "udf" else None
-        k = len(h.udf_args()) if h.kind == "udf" else rng.randint(1, 6)
-        members = h.members(rng, k, w, clip) if w is not None else h.values(rng, k)  # type: ignore[arg-type]
+    tries = max(3, examples // 3)
+    refused = 0
+    for _ in range(tries):
+        w, clip, members = h.case(rng, 6)
 
         def problem(ms: list[Any], w: WindowDescriptor | None = w) -> str | None:
             try:
                 res = h.compute(udm, ms, w)
                 if h.kind == "udo":
                     res = list(res)
+            except MalformedPayload:
+                if h.span:
+                    return None  # a refusal (a dead letter of the step), counted below
+                raise
             except Exception as exc:
                 return (f"compute raised {_err(exc)} on inputs of its declared input_type "
                         f"{h.man.input_type!r} (supply example inputs if it needs others)")
-            return _output_problem(h, res, out_t, w)
+            return _span_output_problem(h, res, ms[0]) if h.span else _output_problem(h, res, out_t, w)
 
-        p = problem(members)
+        try:
+            p = problem(members)
+        except MalformedPayload as exc:
+            p = (f"compute raised {_err(exc)}, which only a span UDO may raise (its event is then "
+                 f"dead-lettered); a {h.kind.upper()} reports bad input through its declared input_type")
         if p:
-            small = members if h.kind == "udf" else _shrink(members, lambda ms: problem(ms) is not None)
+            small = members if h.kind == "udf" or h.span else _shrink(members, lambda ms: problem(ms) is not None)
             raise _Fail(p, h.case_text(small, w, clip))
+        if h.span and _refuses(h, udm, members[0]):
+            refused += 1
+    if refused == tries:
+        raise _Fail(f"compute refused every example input (MalformedPayload) of its declared input_type "
+                    f"{h.man.input_type!r}: supply example inputs it accepts (example_payloads or inputs=...)")
     return "manifest consistent; outputs match output_type " + repr(h.man.output_type)
+
+
+def _refuses(h: _Harness, udm: Any, arg: Any) -> bool:
+    try:
+        list(h.compute(udm, [arg], None))
+    except MalformedPayload:
+        return True
+    except Exception:
+        return False
+    return False
+
+
+def _span_output_problem(h: _Harness, res: Any, arg: Any) -> str | None:
+    """A span UDO's outputs for one event: payload objects, JSON; a time-sensitive one's lifetimes inside
+    the event's (SEMANTICS §10)."""
+    for item in res:
+        if h.props.time_sensitive:
+            if isinstance(item, Event):
+                le, re, payload = item.le, item.re, item.payload
+            elif isinstance(item, tuple) and len(item) == 3:
+                le, re, payload = item
+            else:
+                return f"a time-sensitive span UDO yields Event or (le, re, payload), got {item!r}"
+            if (not isinstance(le, int) or not isinstance(re, int) or isinstance(le, bool)
+                    or isinstance(re, bool) or not arg.le <= le < re <= arg.re):
+                return (f"an output lifetime must lie inside the event's [{_ts(arg.le)}, {_ts(arg.re)}) with "
+                        f"le < re, got {item!r}")
+        else:
+            payload = item
+        if not isinstance(payload, Mapping):
+            return f"an output payload must be an object, got {payload!r}"
+        try:
+            canonical_json(payload)
+        except (TypeError, ValueError):
+            return f"yielded {payload!r}, which is not JSON-serializable"
+    return None
 
 
 def _type_ok(value: Any, t: str) -> bool:
@@ -462,10 +547,7 @@ def _check_params(h: _Harness, rng: random.Random, examples: int) -> str:
     except Exception as exc:
         raise _Fail(f"cannot instantiate from round-tripped parameters: {_err(exc)}") from exc
     for _ in range(max(2, examples // 10)):
-        w = h.window(rng) if h.kind != "udf" else None
-        clip = h.clip(rng) if h.kind != "udf" else None
-        k = len(h.udf_args()) if h.kind == "udf" else rng.randint(1, 6)
-        ms = h.members(rng, k, w, clip) if w is not None else h.values(rng, k)  # type: ignore[arg-type]
+        w, clip, ms = h.case(rng, 6)
         try:
             a, b = h.normal(h.compute(u1, ms, w)), h.normal(h.compute(u2, ms, w))
             if not h.same(a, h.normal(h.compute(u1, ms, w))):
@@ -482,22 +564,13 @@ def _check_deterministic(h: _Harness, rng: random.Random, examples: int) -> str:
     if not h.props.deterministic:
         raise _Skip("declared nondeterministic")
     for _ in range(examples):
-        w = h.window(rng) if h.kind != "udf" else None
-        clip = h.clip(rng) if h.kind != "udf" else None
-        k = len(h.udf_args()) if h.kind == "udf" else rng.randint(1, 8)
-        ms = h.members(rng, k, w, clip) if w is not None else h.values(rng, k)  # type: ignore[arg-type]
+        w, clip, ms = h.case(rng, 8)
 
         def verdict(ms: list[Any], w: WindowDescriptor | None = w) -> str | None:
             before = copy.deepcopy(ms)
             udm = h.new()
             try:
-                if h.kind == "udf":
-                    r1 = udm.compute(**dict(zip(h.udf_args(), ms, strict=False)))
-                elif h.props.incremental:
-                    r1 = h.finish(udm, udm.add(udm.initial_state(), ms), w)
-                else:
-                    r1 = udm.compute(ms, w) if h.props.time_sensitive else udm.compute(ms)
-                r1 = h.normal(r1)
+                r1 = h.normal(h.call(udm, ms, w))
             except Exception:
                 return None  # reported by the manifest check
             if _normal(ms) != _normal(before) or ms != before:
@@ -515,7 +588,7 @@ def _check_deterministic(h: _Harness, rng: random.Random, examples: int) -> str:
 
         p = verdict(ms)
         if p:
-            small = ms if h.kind == "udf" else _shrink(ms, lambda xs: verdict(xs) is not None, budget=20)
+            small = ms if h.kind == "udf" or h.span else _shrink(ms, lambda xs: verdict(xs) is not None, budget=20)
             raise _Fail(p, h.case_text(small, w, clip))
     return f"{examples} examples, same output every time, members untouched"
 
@@ -524,6 +597,8 @@ def _query_for(h: _Harness, rng: random.Random, dict_in: bool) -> tuple[QuerySpe
     if h.kind == "udf":
         names = h.udf_args()
         step: Any = MapStep(udf=h.man.name, args={n: f"v{i}" for i, n in enumerate(names)}, **{"as": "out"})
+    elif h.span:
+        step = FlatMapStep(udm=h.man.name, params=h.params)
     else:
         window = rng.choice([
             Tumbling(size=rng.randint(2, 8), offset=rng.randint(0, 3)),
@@ -558,7 +633,7 @@ def _query_for(h: _Harness, rng: random.Random, dict_in: bool) -> tuple[QuerySpe
 def _check_reordering(h: _Harness, rng: random.Random, examples: int, seed: int) -> str:
     if not h.props.deterministic:
         raise _Skip("declared nondeterministic")
-    dict_in = h.kind != "udf" and h.dict_inputs()
+    dict_in = h.kind != "udf" and not h.span and h.dict_inputs()
     streams = max(2, examples // 10)
     for s in range(streams):
         spec, bq = _query_for(h, rng, dict_in)
@@ -575,6 +650,9 @@ def _check_reordering(h: _Harness, rng: random.Random, examples: int, seed: int)
             if h.kind == "udf":
                 vals = h.values(rng, len(h.udf_args()))
                 payload = {"g": p["g"], **{f"v{i}": v for i, v in enumerate(vals)}}
+            elif h.span:
+                arg = h.span_arg(rng)
+                payload = arg.payload if isinstance(arg, Event) else arg
             elif dict_in:
                 payload = dict(h.values(rng, 1)[0])
             else:
@@ -799,7 +877,7 @@ def _check_pickle(h: _Harness, rng: random.Random, examples: int) -> str:
     return "states pickle and restore to equal behaviour"
 
 
-def _rows(h: _Harness, res: Any, w: WindowDescriptor) -> Counter[tuple[int, int, str]]:
+def _rows(h: _Harness, res: Any, w: Any) -> Counter[tuple[int, int, str]]:
     out: Counter[tuple[int, int, str]] = Counter()
     for item in list(res):
         if isinstance(item, Event):
@@ -829,6 +907,26 @@ def _time_bound_problem(h: _Harness, w: WindowDescriptor, clip: str, others: lis
         after = _rows(h, udm.compute(members(after_raw), w), w)
     except Exception:
         return None  # reported by the manifest check
+    return _changed_before(before, after, sync)
+
+
+def _span_time_bound_problem(h: _Harness, x: Event, change: str, new_re: int | None) -> tuple[str, int] | None:
+    """A time-sensitive span UDO's outputs for event ``x`` before and after ``change`` to its lifetime."""
+    sync = x.le if change == "delete" or new_re is None else min(x.re, new_re)
+    try:
+        udm = h.new()
+        before = _rows(h, udm.compute(x), x)
+        after = Counter() if change == "delete" or new_re is None else \
+            _rows(h, udm.compute(Event(x.le, new_re, x.payload)), x)
+    except Exception:
+        return None  # reported by the manifest check
+    return _changed_before(before, after, sync)
+
+
+def _changed_before(before: Counter[tuple[int, int, str]], after: Counter[tuple[int, int, str]], sync: int
+                    ) -> tuple[str, int] | None:
+    """The output changes from ``before`` to ``after`` (an output whose end moved is one change) that start
+    before ``sync``, described; None when there are none."""
     removed, added = before - after, after - before
     bad: list[str] = []
     for row in list(removed.elements()):
@@ -850,6 +948,8 @@ def _check_time_bound(h: _Harness, rng: random.Random, examples: int) -> str:
         raise _Skip("no time_bound promise")
     if not (h.kind == "udo" and h.props.time_sensitive):
         raise _Fail("time_bound is declared, but only a time-sensitive UDO can promise it")
+    if h.span:
+        return _check_span_time_bound(h, rng, examples)
     for _ in range(examples):
         w = h.window(rng)
         clip = h.clip(rng)
@@ -885,6 +985,30 @@ def _check_time_bound(h: _Harness, rng: random.Random, examples: int) -> str:
             raise _Fail(f"declared time_bound, but {what} (sync time {bad[1]}) changed outputs starting "
                         f"before it: {bad[0]}", repro)
     return f"{examples} single-element changes, outputs never start before the change"
+
+
+def _check_span_time_bound(h: _Harness, rng: random.Random, examples: int) -> str:
+    for _ in range(examples):
+        x = h.span_arg(rng)
+        change = rng.choice(["delete", "shorten", "extend"])
+        new_re: int | None = None
+        if change == "shorten":
+            if x.re - x.le < 2:
+                change = "delete"
+            else:
+                new_re = rng.randint(x.le + 1, min(x.re - 1, x.le + 30))
+        elif change == "extend":
+            if x.re >= INF:
+                change, new_re = "shorten", x.le + rng.randint(1, 30)
+            else:
+                new_re = x.re + rng.randint(1, 10) if rng.random() < 0.9 else INF
+        bad = _span_time_bound_problem(h, x, change, new_re)
+        if bad:
+            what = (f"full retraction of [{x.le}, {_ts(x.re)})" if change == "delete" else
+                    f"retraction of [{x.le}, {_ts(x.re)}) to re_new {_ts(new_re or 0)}")
+            raise _Fail(f"declared time_bound, but the {what} (sync time {bad[1]}) changed outputs starting "
+                        f"before it: {bad[0]}", f"{h.label}: event [{x.le}, {_ts(x.re)}) {_show(x.payload)}; {what}")
+    return f"{examples} lifetime changes of one event, outputs never change before the change"
 
 
 def _numeric_column(values: list[Any]) -> Any:

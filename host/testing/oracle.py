@@ -476,7 +476,8 @@ def oracle_run(query: QuerySpec | BoundQuery, elements: Inputs, catalog: Any = N
     bq = _bound(query, catalog)
     spec = bq.spec
     graph = bq.graph
-    if isinstance(elements, Mapping) or not graph.is_linear or spec.inputs is not None:
+    other_ops = any(not isinstance(bs.step, (FilterStep, MapStep, WindowStep)) for bs in bq.steps)
+    if isinstance(elements, Mapping) or not graph.is_linear or spec.inputs is not None or other_ops:
         from .oracle_graph import graph_oracle_run
 
         if not isinstance(elements, Mapping):

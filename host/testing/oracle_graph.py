@@ -14,6 +14,9 @@ output from its sources' outputs:
   ``where``, if any, holds on the joined payload);
 - ``lmerge``: the common CHT of its inputs (SEMANTICS §8; those in ``join_at`` carry only a suffix and are
   not consulted). Inputs that are not logically equivalent have no common CHT: `OracleUndecidable`;
+- ``flat_map``: per row of the node's input CHT, the span UDO's outputs (time-insensitive: each payload
+  with the row's lifetime; time-sensitive: the ``(LE, RE, payload)`` it gives for ``Event(LE, RE, payload)``,
+  which must lie inside it); a row whose payload it refuses (`udm.sdk.MalformedPayload`) gives none;
 - ``filter``/``map``/``window``: as in `oracle`, on the node's input.
 
 A node's output is kept as a physical stream while that is cheap and exact (inputs, filter, map, project:
@@ -37,6 +40,7 @@ from udm.host.query.spec import (
     AlterLifetimeStep,
     Const,
     FilterStep,
+    FlatMapStep,
     JoinStep,
     LmergeStep,
     MapStep,
@@ -47,7 +51,7 @@ from udm.host.query.spec import (
     WindowStep,
 )
 from udm.host.temporal.elements import Element, Insert, Retract, canonical_json
-from udm.sdk import INF
+from udm.sdk import INF, Event, MalformedPayload
 
 from .cht import CHT, Row, StreamState, apply_stream
 from .repair import repair_stream
@@ -142,6 +146,45 @@ def _alter_rows(step: AlterLifetimeStep, rows: list[Row]) -> list[Row]:
         else:
             nre = nle + (re - le)
         out.append((nle, nre, text))
+    return out
+
+
+def _flat_map_rows(bs: BoundStep, rows: list[Row]) -> list[Row]:
+    """SEMANTICS §10 ``flat_map``: the multiset union over the input rows of the span UDO's outputs."""
+    props = bs.entry.manifest.properties
+
+    def bad(le: int, re: int, p: Any, what: str) -> ContractViolation:
+        re_text = "inf" if re >= INF else re
+        return ContractViolation(f"UDM {bs.label} on event [{le}, {re_text}) {p!r}: {what}")
+
+    out: list[Row] = []
+    for le, re, text in rows:
+        p = json.loads(text)  # a fresh object per call: a mutating UDO cannot corrupt the rows
+        try:
+            items = list(bs.udm.compute(Event(le, re, p) if props.time_sensitive else p))
+        except MalformedPayload:
+            continue  # dead-lettered by the step
+        except Exception as exc:
+            raise bad(le, re, p, f"raised {type(exc).__name__}: {exc}") from exc
+        for item in items:
+            if props.time_sensitive:
+                if isinstance(item, Event):
+                    a, b, q = item.le, item.re, item.payload
+                elif isinstance(item, tuple) and len(item) == 3:
+                    a, b, q = item
+                else:
+                    raise bad(le, re, p, f"yields Event or (le, re, payload), got {item!r}")
+                if (isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, int) or not isinstance(b, int)
+                        or not le <= a < b <= re):
+                    raise bad(le, re, p, f"output {item!r} does not lie inside the event")
+            else:
+                a, b, q = le, re, item
+            if not isinstance(q, Mapping):
+                raise bad(le, re, p, f"an output payload must be an object, got {q!r}")
+            try:
+                out.append((a, b, canonical_json(dict(q))))
+            except (TypeError, ValueError):
+                raise bad(le, re, p, f"output {q!r} is not JSON-serializable") from None
     return out
 
 
@@ -308,6 +351,8 @@ def graph_oracle_run(bq: BoundQuery, inputs: Mapping[str, Sequence[Element]]) ->
             out = (True, _project_physical(step, val)) if phys else (False, _project_rows(step, val))
         elif isinstance(step, AlterLifetimeStep):
             out = (False, _alter_rows(step, _rows_of(srcs[0][1], srcs[0][0])))
+        elif isinstance(step, FlatMapStep):
+            out = (False, _flat_map_rows(bs, _rows_of(srcs[0][1], srcs[0][0])))
         elif isinstance(step, UnionStep):
             out = (False, _union_rows(step, [_rows_of(v, p) for p, v in srcs]))
         elif isinstance(step, JoinStep):

@@ -9,8 +9,9 @@
 - **prefix finality** at every output ``cti(t)``: output events with ``RE < t`` are final, and the set
   of ``(LE, payload)`` of output events with ``LE < t`` is final;
 - **liveliness** (SEMANTICS §7) where it is decidable from the query: tumbling/hopping/snapshot windows
-  of a query with one window step, the ``time_bound`` output policy, span-only queries — checked when a
-  ``trace`` says which outputs each input element produced;
+  of a query with one window step, the ``time_bound`` output policy, span-only queries (a time-sensitive
+  ``flat_map`` without ``time_bound``: the earliest LE of an event that can still change, `_flat_map_bound`)
+  — checked when a ``trace`` says which outputs each input element produced;
 - **final CTI**: ``cti(INF)`` in (or a finished run) gives ``cti(INF)`` out, as the last CTI.
 """
 
@@ -26,6 +27,7 @@ from typing import Any
 from udm.host.query.plan import BoundQuery
 from udm.host.query.spec import (
     FilterStep,
+    FlatMapStep,
     Hopping,
     MapStep,
     QuerySpec,
@@ -36,9 +38,9 @@ from udm.host.query.spec import (
     WindowStep,
 )
 from udm.host.temporal.elements import Cti, Element, Insert, Retract, sync_time
-from udm.sdk import INF
+from udm.sdk import INF, Event, MalformedPayload
 
-from .cht import StreamState, format_time
+from .cht import StreamState, apply_stream, format_time
 from .oracle import _MISSING, _span_physical, _window_input, canonical_rows, group_windows, step_value  # kit-internal
 
 __all__ = ["check_properties", "liveliness_bound"]
@@ -283,7 +285,7 @@ def liveliness_bound(query: QuerySpec | BoundQuery, input_prefix: Sequence[Eleme
     bq = _bound(query, catalog)
     windows = [bs for bs in bq.steps if isinstance(bs.step, WindowStep)]
     if not windows:
-        return c  # span-based steps pass CTIs through
+        return _flat_map_bound(bq, input_prefix, c)  # other span-based steps pass CTIs through
     if len(windows) > 1:
         return None
     st = StreamState(on_violation=bq.spec.on_violation)
@@ -295,7 +297,8 @@ def liveliness_bound(query: QuerySpec | BoundQuery, input_prefix: Sequence[Eleme
             stream = _span_physical(bs, stream)
             continue
         step = bs.step
-        assert isinstance(step, WindowStep)
+        if not isinstance(step, WindowStep):
+            return None  # (what reaches the window depends on that step: not decided here)
         wst = _window_input(bs, stream, bq.spec.on_violation)
         groups: dict[str, list[tuple[int, int, Any]]] = {}
         for le, re, p in wst.events():
@@ -307,6 +310,46 @@ def liveliness_bound(query: QuerySpec | BoundQuery, input_prefix: Sequence[Eleme
                  if bs.parts else bs.entry.manifest.properties)
         return _window_bound(step, props, c, groups, wst.max_finite)
     return None
+
+
+def _holds(bs: Any) -> bool:
+    """A ``flat_map`` whose output CTI is held: its time-sensitive UDO may change any output of an event
+    that can still change (no ``time_bound`` promise)."""
+    props = bs.entry.manifest.properties
+    return isinstance(bs.step, FlatMapStep) and props.time_sensitive and not props.time_bound
+
+
+def _flat_map_bound(bq: BoundQuery, input_prefix: Sequence[Element], c: int) -> int | None:
+    """A span-only query: ``c``, or with a time-sensitive ``flat_map`` without ``time_bound`` (reading the
+    input through filter/map steps) the earliest LE of an event it reads that a retraction can still change
+    (``RE >= c``: one ending at ``c`` can be extended), when that is lower. None when undecided here."""
+    holding = [bs for bs in bq.steps if _holds(bs)]
+    if not holding:
+        return c
+    if len(holding) > 1 or not bq.graph.is_linear:
+        return None
+    st = StreamState(on_violation=bq.spec.on_violation)
+    for el in input_prefix:
+        st.apply(el)
+    stream = list(st.accepted)
+    for bs in bq.steps:
+        if bs is holding[0]:
+            break
+        if not isinstance(bs.step, (FilterStep, MapStep)):
+            return None
+        stream = _span_physical(bs, stream)
+    bound = c
+    for le, re, p in apply_stream(stream).events():
+        if re < c or le >= bound:
+            continue
+        try:
+            holding[0].udm.compute(Event(le, re, p))
+        except MalformedPayload:
+            continue  # refused by the step: it holds nothing for it
+        except Exception:
+            pass  # the oracle reports a UDO that fails; the event is held all the same
+        bound = le
+    return bound
 
 
 def _liveliness(input: Sequence[Any], trace: Sequence[Sequence[Any]], query: Any, catalog: Any,

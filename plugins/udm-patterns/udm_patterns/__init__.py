@@ -6,11 +6,12 @@ from collections.abc import Callable
 
 from udm.sdk import UDM, hookimpl
 
+from .explode import Explode
 from .operators import Follows, Members, TopK
 
-__all__ = ["ALL", "Follows", "Members", "TopK", "register_udms"]
+__all__ = ["ALL", "Explode", "Follows", "Members", "TopK", "register_udms"]
 
-ALL: tuple[type[UDM], ...] = (TopK, Members, Follows)
+ALL: tuple[type[UDM], ...] = (TopK, Members, Follows, Explode)
 
 
 @hookimpl
