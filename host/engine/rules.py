@@ -38,6 +38,7 @@ __all__ = [
     "Grid",
     "cti_before",
     "effective_cti",
+    "final",
     "format_time",
     "insert_lifetime_bad",
     "insert_lifetime_reason",
@@ -46,6 +47,7 @@ __all__ = [
     "release_point",
     "retract_lifetime_bad",
     "retract_lifetime_reason",
+    "speculation_point",
     "sync_time",
     "sync_times",
 ]
@@ -147,11 +149,22 @@ def effective_cti(cti: int, watermark: int, max_memory_time: int) -> int:
     return cti
 
 
+def speculation_point(watermark: int, max_delay: int) -> int:
+    """SEMANTICS §7 Align: ``max_delay`` ticks behind the watermark (``NEG`` for ``max_delay`` INF: never)."""
+    return watermark - max_delay if max_delay < INF else NEG
+
+
 def release_point(ceff: int, watermark: int, max_delay: int) -> int:
     """SEMANTICS §7: a window is output once its end is at or below this (the CTI, or ``max_delay`` ticks
     behind the watermark, whichever is later)."""
-    rp = watermark - max_delay if max_delay < INF else NEG
+    rp = speculation_point(watermark, max_delay)
     return rp if rp > ceff else ceff
+
+
+def final(re: Any, c: Any) -> Any:
+    """SEMANTICS §7 prefix finality: an event ending before CTI ``c`` can no longer change (scalar or vector;
+    ``c`` INF: the input ended, everything is final)."""
+    return (re < c) | (c >= INF)
 
 
 # -- payload fields ----------------------------------------------------------------------------------

@@ -37,10 +37,12 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from udm.host.errors import PolicyError, QuerySpecError, UdmError
 from udm.host.query.plan import BoundQuery, bind
 from udm.host.query.spec import (
+    AlignStep,
     AlterLifetimeStep,
     CountByEnd,
     CountByStart,
     FilterStep,
+    FinalizeStep,
     Hopping,
     JoinStep,
     LmergeStep,
@@ -272,6 +274,17 @@ class Stream:
         merged, heads = self._merged(others, "lmerge")
         step = _build(LmergeStep, op="lmerge", algorithm=algorithm, feedback=feedback)
         return merged._append(step, "lmerge", heads)
+
+    def align(self, max_delay: int | str = 0, *, max_wait: int | str | None = None) -> Stream:
+        """Hold output until the CTI makes it final, or until it is ``max_delay`` ticks behind the watermark
+        (``"inf"``: strong consistency); ``max_wait`` (``"2s"``, or microseconds) bounds the hold in
+        wall-clock time (SEMANTICS §7, §10; docs/consistency.md)."""
+        return self._add(_build(AlignStep, op="align", max_delay=max_delay, max_wait=max_wait), "align")
+
+    def finalize(self, max_memory_time: int | str) -> Stream:
+        """Treat ``watermark - max_memory_time`` as a CTI from here on: steps after it forget older state, and
+        corrections older than that are dead-lettered (SEMANTICS §7, §10; docs/consistency.md)."""
+        return self._add(_build(FinalizeStep, op="finalize", max_memory_time=max_memory_time), "finalize")
 
     def left_anti_join(self, other: Stream, on: str | Sequence[str | tuple[str, str] | list[str]], *,
                        where: str | Mapping[str, Any] | None = None) -> Stream:

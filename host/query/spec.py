@@ -6,17 +6,28 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    StrictInt,
+    ValidationError,
+    model_validator,
+)
 
 from udm.host.errors import QuerySpecError
 from udm.sdk import INF, ClipPolicy, OutputPolicy
 
 __all__ = [
     "AggregateSpec",
+    "AlignStep",
     "AlterLifetimeStep",
     "CountByEnd",
     "CountByStart",
     "FilterStep",
+    "FinalizeStep",
     "Hopping",
     "InputSpec",
     "JoinStep",
@@ -323,13 +334,46 @@ class LmergeStep(_StepBase):
     feedback: bool = False
 
 
+def _wall_duration(v: Any) -> Any:
+    """``max_wait``: a duration ``"2s"``, ``"250ms"``, ``"1m"`` (units us, ms, s, m, h), or an integer number
+    of microseconds (what it is held as)."""
+    if isinstance(v, str):
+        import re
+
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(us|ms|s|m|h)\s*", v)
+        if m is None:
+            raise ValueError(f"max_wait {v!r}: expected a duration like '2s', '250ms', '1m' (units us, ms, s, m, h)")
+        return round(float(m.group(1)) * {"us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000,
+                                            "h": 3_600_000_000}[m.group(2)])
+    return v
+
+
+class AlignStep(_StepBase):
+    """Align (seeds/003 §4.5, SEMANTICS §7, §10): hold output until the CTI makes it final, or until it
+    is ``max_delay`` ticks behind the watermark; ``max_wait`` (wall clock, microseconds) bounds the hold.
+    CHT-transparent."""
+
+    op: Literal["align"] = "align"
+    max_delay: Time = 0
+    max_wait: Annotated[StrictInt, BeforeValidator(_wall_duration), Field(ge=0)] | None = None
+
+
+class FinalizeStep(_StepBase):
+    """Finalize (seeds/003 §4.6, SEMANTICS §7, §10): ``m - max_memory_time`` is a CTI for what follows;
+    corrections older than that are dead-lettered."""
+
+    op: Literal["finalize"] = "finalize"
+    max_memory_time: Time = INF
+
+
 Step = Annotated[
-    FilterStep | MapStep | WindowStep | ProjectStep | AlterLifetimeStep | UnionStep | JoinStep | LmergeStep,
+    FilterStep | MapStep | WindowStep | ProjectStep | AlterLifetimeStep | UnionStep | JoinStep | LmergeStep
+    | AlignStep | FinalizeStep,
     Field(discriminator="op"),
 ]
 
 #: ops that read exactly one stream
-SINGLE_INPUT_OPS = frozenset({"filter", "map", "window", "project", "alter_lifetime"})
+SINGLE_INPUT_OPS = frozenset({"filter", "map", "window", "project", "alter_lifetime", "align", "finalize"})
 
 
 class RepairSpec(_Strict):
@@ -404,6 +448,7 @@ class QuerySpec(_Strict):
             for key in ("max_delay", "max_memory_time"):
                 if step.get(key) is not None and step[key] >= INF:
                     step[key] = "inf"
+
         return data
 
 

@@ -476,7 +476,8 @@ def oracle_run(query: QuerySpec | BoundQuery, elements: Inputs, catalog: Any = N
     bq = _bound(query, catalog)
     spec = bq.spec
     graph = bq.graph
-    if isinstance(elements, Mapping) or not graph.is_linear or spec.inputs is not None:
+    if (isinstance(elements, Mapping) or not graph.is_linear or spec.inputs is not None
+            or any(not isinstance(s, (FilterStep, MapStep, WindowStep)) for s in spec.steps)):
         from .oracle_graph import graph_oracle_run
 
         if not isinstance(elements, Mapping):
