@@ -23,12 +23,13 @@ import numpy as np
 import pyarrow as pa
 
 from udm.host.errors import BadElement, ViolationError
-from udm.host.io.batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch
-from udm.host.temporal.elements import Element, Insert, Retract, element_to_json
+from udm.host.io.batch import KIND_BAD, KIND_CTI, KIND_ECTI, KIND_INSERT, KIND_RETRACT, ElementBatch
+from udm.host.temporal.elements import Cti, Element, Insert, Retract, element_to_json
 
 from .batch import CTI, INSERT, RETRACT, Batch
 from .common import DeadLetter
 from .context import Context
+from .ecti import EctiLedger
 from .feedback import FastForward
 from .live import LiveEvents
 from .payload import Payload
@@ -37,6 +38,7 @@ from .rules import (
     BAD_LIFETIME,
     CTI_VIOLATION,
     DUPLICATE_ID,
+    ECTI,
     I64_MIN,
     INF,
     MALFORMED,
@@ -87,6 +89,8 @@ class InputGate:
         self.repair = ChainRepair(repair) if repair is not None else None
         #: lmerge feedback when the input feeds one lmerge port directly (semantics-notes 25)
         self.feedback = FastForward()
+        #: external CTIs (SEMANTICS §11), in front of everything else
+        self.ledger = EctiLedger()
 
     def __getstate__(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -160,6 +164,8 @@ class InputGate:
         n = len(raw)
         if n == 0:
             return Batch.empty()
+        if not self._ecti_free(raw):
+            return self.process_elements(raw.to_elements())
         out = None
         if self.repair is not None:
             out = self._repaired(raw)
@@ -171,9 +177,30 @@ class InputGate:
             out = self.feedback.apply(out)
         return out
 
+    def _ecti_free(self, raw: ElementBatch) -> bool:
+        """No ECTI in ``raw`` and none of its elements counts toward an open ECTI range: the ledger only notes
+        its data elements' sync times (`EctiLedger.note`), and the batch takes the columnar path."""
+        led = self.ledger
+        if led.cti >= INF:
+            return True
+        codes = raw.kind_codes()
+        if (codes == KIND_ECTI).any():
+            return False
+        le, re, rn = raw.column("le"), raw.column("re"), raw.column("re_new")
+        data = (((codes == KIND_INSERT) & ~insert_lifetime_bad(le, re))
+                | ((codes == KIND_RETRACT) & ~retract_lifetime_bad(le, re, rn)))
+        is_cti = codes == KIND_CTI
+        sync = raw.sync_times()
+        if not led.unaffected(sync[data], bool(is_cti.any())):
+            return False
+        t = raw.column("t")
+        led.note(sync[data], cti_before(is_cti, t, led.cti)[data], int(t[is_cti].max()) if is_cti.any() else NEG)
+        return True
+
     def process_elements(self, items: list[tuple[int | None, Any]]) -> Batch:
         """`process` for ``(line, element)`` pairs already decoded (a few elements of one input, read side
         by side with other inputs, or one at a time): the row path, with no columnar batch built."""
+        items = self.ledger.items(items, self._reject)
         if self.repair is not None:
             return self._repaired_items(items)
         out = _Rows(self, None, items).run()
@@ -182,7 +209,7 @@ class InputGate:
         return out
 
     def _repaired(self, raw: ElementBatch) -> Batch:
-        return self._repaired_items(raw.to_elements())
+        return self._repaired_items(raw.to_elements())  # (the ledger has noted ``raw``: `_ecti_free`)
 
     def _repaired_items(self, items: list[tuple[int | None, Any]]) -> Batch:
         """Retraction-chain repair (semantics-notes 20) in front of validation: element by element."""
@@ -390,8 +417,10 @@ class _Rows:
                 self._insert(el, ln)
             elif isinstance(el, Retract):
                 self._retract(el, ln)
-            else:
+            elif isinstance(el, Cti):
                 self._cti(el.t, ln)
+            else:  # (an ECTI: the ledger takes every one before the input ends)
+                g._reject(ln, ECTI, "an ECTI is not expected here", element_to_json(el))
         n = len(self.kind)
         if n == 0:
             return Batch.empty()
@@ -473,4 +502,4 @@ class _Rows:
 
 
 def _is_cti(el: Element) -> bool:
-    return not isinstance(el, (Insert, Retract))
+    return isinstance(el, Cti)

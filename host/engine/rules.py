@@ -7,6 +7,7 @@ values, the vector form numpy columns of a batch, and the two are tested equal (
 * sync time, and the CTI in force before each row of a batch;
 * T, the largest finite time the valid input reached (semantics-notes 2);
 * the effective CTI under ``max_memory_time`` (semantics-notes 8) and a window's release point (§7);
+* external CTIs (SEMANTICS §11): which range a sync time falls in, and the dead-letter reasons;
 * the payload fields a step reads and their declared types (semantics-notes 3, 17);
 * tumbling/hopping/cumulate window assignment (§3).
 """
@@ -27,16 +28,20 @@ __all__ = [
     "BAD_LIFETIME",
     "CTI_VIOLATION",
     "DUPLICATE_ID",
+    "ECTI",
     "I64_MIN",
     "INF",
     "MALFORMED",
     "MISMATCH",
     "MISSING_FIELD",
     "NEG",
+    "SURPLUS",
     "UNKNOWN_ID",
     "FieldCheck",
     "Grid",
     "cti_before",
+    "ecti_range",
+    "ecti_ranges",
     "effective_cti",
     "final",
     "format_time",
@@ -64,6 +69,10 @@ MISMATCH = "lifetime_mismatch"
 BAD_LIFETIME = "invalid_lifetime"
 MALFORMED = "malformed"
 MISSING_FIELD = "missing_field"
+#: an ``ecti`` that overlaps an earlier one, starts below the effective CTI, or counts fewer elements than
+#: have arrived in its range; a data element in a range already complete (SEMANTICS §11)
+ECTI = "ecti"
+SURPLUS = "ecti_surplus"
 
 
 def format_time(t: int) -> str:
@@ -139,6 +148,23 @@ def reach_batch(T: int, *cols: np.ndarray) -> int:
                 if m > T:
                     T = m
     return T
+
+
+# -- external CTIs (SEMANTICS §11) ------------------------------------------------------------------------
+def ecti_range(sync: int, starts: Any, ends: Any) -> int:
+    """The index of the range ``[starts[i], ends[i])`` holding ``sync`` (ranges sorted and disjoint), or -1."""
+    import bisect
+
+    i = bisect.bisect_right(starts, sync) - 1
+    return i if i >= 0 and sync < ends[i] else -1
+
+
+def ecti_ranges(sync: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """`ecti_range` over a column."""
+    i = np.searchsorted(starts, sync, side="right") - 1
+    ok = i >= 0
+    ok[ok] = sync[ok] < ends[i[ok]]
+    return np.where(ok, i, -1)
 
 
 # -- effective CTI, release ------------------------------------------------------------------------------
