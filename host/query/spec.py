@@ -48,6 +48,7 @@ __all__ = [
     "UnionStep",
     "WindowSpec",
     "WindowStep",
+    "duration_ticks",
     "format_validation_error",
     "load_query",
     "parse_query",
@@ -334,18 +335,25 @@ class LmergeStep(_StepBase):
     feedback: bool = False
 
 
-def _wall_duration(v: Any) -> Any:
-    """``max_wait``: a duration ``"2s"``, ``"250ms"``, ``"1m"`` (units us, ms, s, m, h), or an integer number
-    of microseconds (what it is held as)."""
-    if isinstance(v, str):
-        import re
+_DURATION = r"\s*(\d+(?:\.\d+)?)\s*(us|ms|s|m|h|d)?\s*"
+_MICROS = {None: 1, "us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000, "d": 86_400_000_000}
 
-        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(us|ms|s|m|h)\s*", v)
-        if m is None:
-            raise ValueError(f"max_wait {v!r}: expected a duration like '2s', '250ms', '1m' (units us, ms, s, m, h)")
-        return round(float(m.group(1)) * {"us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000,
-                                            "h": 3_600_000_000}[m.group(2)])
-    return v
+
+def duration_ticks(text: str) -> int:
+    """``"500"`` → 500 ticks; ``"10s"``, ``"5m"``, ``"1h"``, ``"250ms"``, ``"1.5s"`` → microsecond ticks (the
+    time of timestamp inputs, and of the wall clock); ValueError otherwise."""
+    import re
+
+    m = re.fullmatch(_DURATION, text)
+    if m is None or (m.group(2) is None and "." in m.group(1)):
+        raise ValueError(f"{text!r}: expected a number of ticks or a duration like 10s, 5m, 1h, 250ms")
+    return round(float(m.group(1)) * _MICROS[m.group(2)])
+
+
+def _wall_duration(v: Any) -> Any:
+    """``max_wait``: a duration ``"2s"``, ``"250ms"``, ``"1m"``, or an integer number of microseconds (what it
+    is held as)."""
+    return duration_ticks(v) if isinstance(v, str) else v
 
 
 class AlignStep(_StepBase):

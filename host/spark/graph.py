@@ -377,7 +377,7 @@ def run_graph_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     else:
         finite = [F.when(F.col(c) < F.lit(INF), F.col(c)) for c in ("le", "re", "re_new", "t")]
         kind = F.col("kind")
-        stats = df.agg(F.max(F.when(kind.isNotNull(), F.greatest(*finite))).alias("t_end"),
+        stats = df.agg(F.max(F.when(kind.isin("insert", "retract", "cti"), F.greatest(*finite))).alias("t_end"),
                        F.count(F.when(kind == "retract", 1)).alias("retracts")).first()
         assert stats is not None
         t_end, retracts = stats["t_end"], bool(stats["retracts"])

@@ -23,11 +23,11 @@ State: the held events; bounded while CTIs advance (each is held until its end p
 from __future__ import annotations
 
 import heapq
-import time
 from typing import Any
 
 import numpy as np
 
+from udm.host.io.arrival import wall_micros
 from udm.host.query.plan import BoundStep
 
 from ..batch import CTI, INSERT, RETRACT, Batch, RowsOut
@@ -35,12 +35,7 @@ from ..context import Context
 from ..operator import Operator
 from ..rules import I64_MIN, INF, NEG, final, speculation_point
 
-__all__ = ["AlignStep", "wall_micros"]
-
-
-def wall_micros() -> int:
-    """The wall clock in microseconds since the Unix epoch (``max_wait`` and arrival time)."""
-    return time.time_ns() // 1000
+__all__ = ["AlignStep"]
 
 
 class _Held:
