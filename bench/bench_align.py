@@ -2,12 +2,14 @@
 the consistency spectrum's trade of latency for retractions, as a curve.
 
 Workload: one stream of short interval events over 8 groups (``generate``: disorder ``out_of_order``, i.e.
-elements up to ~20 ticks late; 30 % speculative inserts later revised, retraction chains; lazy CTIs), fed 8 elements per batch (the window step
-speculates between batches). The query is a speculating ``tumbling(10)`` ``sum`` per group (``max_delay: 0``)
-followed by ``align {max_delay: d}``; the baseline, measured in the same run, is the same window step with no
-align. For each ``d``: the output retractions (and their ratio to the baseline's), the output inserts, the
-mean emission lag (the input watermark when an output insert goes out, minus its LE: what holding costs in
-latency), and elements per second. ``"inf"`` is strong consistency: final output only.
+elements up to ~20 ticks late; 30 % speculative inserts later revised, retraction chains; lazy CTIs), fed 8
+elements per batch (the window step speculates between batches). The query is a speculating
+``tumbling(10)`` ``sum`` per group (``max_delay: 0``) followed by ``align {max_delay: d}``; the baseline,
+measured in the same run, is the same window step with no align. For each ``d``: the output retractions (and
+their ratio to the baseline's), the output inserts, the mean emission lag (the input watermark when an output
+insert goes out, minus its LE: what holding costs in latency), and elements per second. ``"inf"`` is strong
+consistency: final output only. Align's watermark moves in window starts (steps of 10 here), so the curve
+falls in steps of the window size.
 """
 
 from __future__ import annotations

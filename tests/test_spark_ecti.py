@@ -43,8 +43,8 @@ def with_ectis(els: list[Element], width: int, seed: int) -> list[Element]:
     for k in range(min(syncs) // width, max(syncs) // width + 1):
         a = k * width
         n = sum(1 for s in syncs if a <= s < a + width)
-        first = next((i for i, e in enumerate(out) if isinstance(e, (Insert, Retract)) and a <= sync_time(e) < a + width),
-                     len(out))
+        first = next((i for i, e in enumerate(out)
+                      if isinstance(e, (Insert, Retract)) and a <= sync_time(e) < a + width), len(out))
         out.insert(rng.randint(0, first), Ecti(a, a + width, n if k % 4 else max(0, n - 1)))
     return [*out, Cti(INF)]
 

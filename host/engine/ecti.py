@@ -8,8 +8,9 @@ arrived as a plain ``cti`` right after the element that completed it".
 
 * Each ECTI is a range with ``count`` expected and ``received`` so far. Data elements that arrive before
   any ECTI covers them are remembered by sync time (*loose*); an ECTI takes the loose ones in its range.
-* A data element (a valid insert or retraction: one a file could hold) counts unless it is below the CTI (plain or effective: it is a CTI violation, which the
-  gate refuses) or its range is complete (a *surplus* element: dead-lettered here).
+* A data element (a valid insert or retraction: one a file could hold) counts unless it is below the CTI
+  (plain or effective: it is a CTI violation, which the gate refuses) or its range is complete (a *surplus*
+  element: dead-lettered here).
 * The effective CTI: from ``s``, the smallest LE of the ECTIs received (or from the CTI, once past it), as far
   as complete, contiguous ranges reach; never lowered; a plain CTI of the input counts too (the larger wins).
 * Dead letters (`rules.ECTI`): an ECTI overlapping an earlier one, or starting below the effective CTI, or

@@ -167,7 +167,15 @@ def routing_of(nodes: Sequence[GraphNode], inputs: Sequence[str]) -> dict[str, l
     of its ``on`` fields: rows that must meet then have equal values in every slot, and every derived row
     carries its input row's value. lmerge, keyless windows and anything else give None.
     """
-    from udm.host.query.spec import AlignStep, AlterLifetimeStep, FilterStep, FinalizeStep, JoinStep, ProjectStep, UnionStep
+    from udm.host.query.spec import (
+        AlignStep,
+        AlterLifetimeStep,
+        FilterStep,
+        FinalizeStep,
+        JoinStep,
+        ProjectStep,
+        UnionStep,
+    )
 
     universe: set[str] = set()
     for node in nodes:

@@ -193,7 +193,8 @@ class StreamState:
 
     def _ecti(self, e: Ecti) -> bool:
         if self.cti is not None and e.le < self.cti:
-            self._reject(e, f"ECTI [{e.le}, {format_time(e.re)}) starts below the effective CTI {format_time(self.cti)}")
+            self._reject(e, f"ECTI [{e.le}, {format_time(e.re)}) starts below the effective CTI "
+                            f"{format_time(self.cti)}")
             return False
         if any(le < e.re and e.le < re for le, re, _ in self.ectis):
             self._reject(e, f"ECTI [{e.le}, {format_time(e.re)}) overlaps an earlier ECTI")
