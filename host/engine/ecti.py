@@ -97,13 +97,12 @@ class EctiLedger:
         starts = np.fromiter(self.ranges.keys(), dtype=np.int64, count=len(self.ranges))
         return bool((ecti_ranges(sync, starts, ends) < 0).all())
 
-    def note(self, sync: np.ndarray, cti_before: np.ndarray, last_cti: int) -> None:
-        """A batch `unaffected` by the ranges: remember its data elements' sync times (``sync``; those below
-        the CTI in force, ``cti_before``, are CTI violations and count for nothing), then take its last CTI."""
+    def note(self, sync: np.ndarray, last_cti: int) -> None:
+        """A batch `unaffected` by the ranges: remember its data elements' sync times, then take its last CTI.
+        (An element below the CTI in force is a CTI violation and must count for nothing: it can never fall in
+        a range, which starts at or above that CTI, and the CTI's rise forgets it.)"""
         if len(sync):
-            keep = sync[sync >= cti_before]
-            if len(keep):
-                self.loose.append(keep.astype(np.int64, copy=True))
+            self.loose.append(sync)
         self._plain(last_cti)
 
     # -- the row path --------------------------------------------------------------------------------------

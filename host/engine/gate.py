@@ -8,6 +8,10 @@ the input and nothing else does, the gate also checks the payload fields that st
 3, 17) and applies its ``max_memory_time`` (note 8): such an element is refused as an input element is,
 so its dead letter reads as it always did, and its later retractions name an unknown id.
 
+External CTIs (SEMANTICS §11) come first: the input's `EctiLedger` takes its ``ecti`` elements, counts its
+data elements and puts each effective CTI right after the element that completes it; a batch that holds no
+ECTI and touches no open range only has its sync times noted (`_ecti_free`).
+
 A batch is validated column-wise when its outcome cannot depend on row order beyond what the columns
 show: inserts and CTIs, ids proved new (`span_ids.ids_new`), no ``max_memory_time``. Any other batch
 (retractions, ids that repeat, Finalize) goes row by row through the same rules (`_Rows`); the two give the
@@ -186,15 +190,20 @@ class InputGate:
         codes = raw.kind_codes()
         if (codes == KIND_ECTI).any():
             return False
-        le, re, rn = raw.column("le"), raw.column("re"), raw.column("re_new")
-        data = (((codes == KIND_INSERT) & ~insert_lifetime_bad(le, re))
-                | ((codes == KIND_RETRACT) & ~retract_lifetime_bad(le, re, rn)))
+        le, re = raw.column("le"), raw.column("re")
+        ins = codes == KIND_INSERT
         is_cti = codes == KIND_CTI
-        sync = raw.sync_times()
-        if not led.unaffected(sync[data], bool(is_cti.any())):
+        has_cti = bool(is_cti.any())
+        if (codes == KIND_RETRACT).any():
+            rn = raw.column("re_new")
+            data = (ins & ~insert_lifetime_bad(le, re)) | ((codes == KIND_RETRACT) & ~retract_lifetime_bad(le, re, rn))
+            sync = raw.sync_times()[data]
+        else:
+            bad = insert_lifetime_bad(le, re)
+            sync = le if not bad.any() and ins.all() else le[ins & ~bad]
+        if not led.unaffected(sync, has_cti):
             return False
-        t = raw.column("t")
-        led.note(sync[data], cti_before(is_cti, t, led.cti)[data], int(t[is_cti].max()) if is_cti.any() else NEG)
+        led.note(sync, int(raw.column("t")[is_cti].max()) if has_cti else NEG)
         return True
 
     def process_elements(self, items: list[tuple[int | None, Any]]) -> Batch:
