@@ -105,3 +105,37 @@ def test_grid_assignment_vector_equals_scalar_and_membership(size: int, hop: int
         ks = [k for k in range(-30, 60) if g.le(k) < b and g.le(k) + size > a]
         lo, hi = g.k_lo(a), g.k_hi(b)
         assert ks == [k for k in range(lo, hi + 1) if -30 <= k < 60]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(FINITE, st.integers(1, 10)), max_size=8), st.lists(TIMES, min_size=1, max_size=40))
+def test_ecti_range_vector_equals_scalar_and_membership(spans: list[tuple[int, int]], syncs: list[int]) -> None:
+    # disjoint sorted ranges [a, a + w) from the spans (SEMANTICS §11: ECTIs never overlap)
+    starts, ends, at = [], [], -100
+    for a, w in sorted(spans):
+        a = max(a, at)
+        starts.append(a)
+        ends.append(a + w)
+        at = a + w
+    got = rules.ecti_ranges(np.array(syncs, dtype=np.int64), np.array(starts, dtype=np.int64),
+                            np.array(ends, dtype=np.int64)).tolist()
+    assert got == [rules.ecti_range(s, starts, ends) for s in syncs]
+    for s, i in zip(syncs, got, strict=True):
+        inside = [k for k in range(len(starts)) if starts[k] <= s < ends[k]]
+        assert inside == ([i] if i >= 0 else [])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(TIMES, TIMES), min_size=1, max_size=40))
+def test_final_vector_equals_scalar(rows: list[tuple[int, int]]) -> None:
+    re = np.array([r[0] for r in rows], dtype=np.int64)
+    c = np.array([r[1] for r in rows], dtype=np.int64)
+    assert rules.final(re, c).tolist() == [bool(rules.final(*r)) for r in rows]
+    # SEMANTICS §7 prefix finality: RE < t; and at the end of input everything is final
+    assert [bool(rules.final(*r)) for r in rows] == [r[0] < r[1] or r[1] >= INF for r in rows]
+
+
+def test_speculation_point_is_the_release_point_without_a_cti() -> None:
+    assert rules.speculation_point(50, 10) == 40 == rules.release_point(NEG, 50, 10)
+    assert rules.speculation_point(50, INF) == NEG
+    assert rules.release_point(45, 50, 10) == 45

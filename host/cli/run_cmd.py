@@ -18,6 +18,7 @@ from typing import Any
 import typer
 
 from udm.host.errors import UdmError
+from udm.host.io.arrival import ArrivalSource
 from udm.host.io.strict import echo_dumps
 from udm.host.io.table_options import TableSource
 from udm.host.query.plan import bind
@@ -119,7 +120,8 @@ def cmd_run(
     progress: bool = typer.Option(False, "--progress", help="Show the progress bar even when stderr is not a "
                                   "terminal."),
     time_: list[str] = typer.Option([], "--time", help="Table input: point events at column COL "
-                                    "([NAME=]COL).", rich_help_panel=_TABLES),
+                                    "([NAME=]COL); @arrival: a live input's elements take the wall-clock time "
+                                    "they are read at (microseconds).", rich_help_panel=_TABLES),
     start: list[str] = typer.Option([], "--start", help="Table input: interval start column ([NAME=]COL).",
                                     rich_help_panel=_TABLES),
     end: list[str] = typer.Option([], "--end", help="Table input: interval end column ([NAME=]COL; null = inf).",
@@ -137,8 +139,9 @@ def cmd_run(
                                       "(default: by name ending and options) ([NAME=]FMT).",
                                       rich_help_panel=_TABLES),
     cti_every: list[str] = typer.Option([], "--cti-every", help="Table input: a CTI each time the largest time "
-                                        "minus --cti-lag crosses a multiple of this (ticks, or 10s/5m/1h) "
-                                        "([NAME=]N).", rich_help_panel=_TABLES),
+                                        "minus --cti-lag crosses a multiple of this (ticks, or 10s/5m/1h); "
+                                        "with --time @arrival: each time the clock does ([NAME=]N).",
+                                        rich_help_panel=_TABLES),
     cti_lag: list[str] = typer.Option([], "--cti-lag", help="How far CTIs trail the largest time seen: the "
                                       "lateness allowed ([NAME=]N).", rich_help_panel=_TABLES),
     output_format: str = typer.Option(None, "--output-format", help="elements, parquet, csv or json (default: "
@@ -173,8 +176,8 @@ def cmd_run(
             raise UdmError(f"--until-idle is a --engine spark-streaming option (this run uses --engine {engine})")
         options["until_idle"] = until_idle
     for name, path in inputs.items():
-        if isinstance(sources[name], TableSource):
-            continue  # checked by table_sources (a directory of files is fine)
+        if isinstance(sources[name], (TableSource, ArrivalSource)):
+            continue  # checked by table_sources (a directory of files is fine; a live input may be a pipe)
         if engine == "spark-streaming" and len(inputs) == 1 and Path(path).is_dir():
             continue  # a directory that event files land in (`udm.host.spark.stream_dir`)
         if path != "-" and not Path(path).is_file():

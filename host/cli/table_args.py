@@ -19,22 +19,19 @@ import re
 from pathlib import Path
 
 from udm.host.errors import UdmError
+from udm.host.io.arrival import ARRIVAL, ArrivalSource
 from udm.host.io.table_options import FORMATS, TableOptions, TableSource
 from udm.host.io.table_out import TableSink, output_sink
+from udm.host.query.spec import duration_ticks
 
 __all__ = ["TableArgs", "parse_duration", "parse_trigger", "table_sink", "table_sources"]
 
-_DURATION = re.compile(r"^\s*(\d+)\s*(us|ms|s|m|h|d)?\s*$")
-_MICROS = {None: 1, "us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000,
-           "d": 86_400_000_000}
-
-
 def parse_duration(text: str, option: str) -> int:
     """``"500"`` → 500 ticks; ``"10s"``, ``"5m"``, ``"1h"``, ``"250ms"`` → microsecond ticks (timestamp inputs)."""
-    m = _DURATION.match(text)
-    if not m:
-        raise UdmError(f"{option} {text}: expected a number of ticks or a duration like 10s, 5m, 1h, 250ms")
-    return int(m.group(1)) * _MICROS[m.group(2)]
+    try:
+        return duration_ticks(text)
+    except ValueError:
+        raise UdmError(f"{option} {text}: expected a number of ticks or a duration like 10s, 5m, 1h, 250ms") from None
 
 
 _TRIGGER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hours?)\s*$",
@@ -82,15 +79,24 @@ def _flag(option: str) -> str:
     return option.replace("_", "-")
 
 
-def table_sources(args: TableArgs, inputs: dict[str, str]) -> dict[str, str | TableSource]:
-    """Each input as a path (element JSON Lines) or a `TableSource`, or a one-line error."""
+def table_sources(args: TableArgs, inputs: dict[str, str]) -> dict[str, str | TableSource | ArrivalSource]:
+    """Each input as a path (element JSON Lines), a `TableSource`, or an `ArrivalSource` (``--time @arrival``:
+    element JSON Lines stamped with their arrival time, SEMANTICS §11); or a one-line error."""
     names = tuple(inputs)
     opt = {o: args.per_input(o, names) for o in ("time", "start", "end", "edge", "key", "id", "unit", "format",
                                                  "cti_every", "cti_lag")}
-    out: dict[str, str | TableSource] = {}
+    out: dict[str, str | TableSource | ArrivalSource] = {}
     for name, path in inputs.items():
         where = f"--input {path}" if len(names) == 1 else f"input {name!r}"
         fmt = opt["format"].get(name)
+        if opt["time"].get(name) == ARRIVAL:
+            extra = [o for o in ("start", "end", "edge", "key", "id", "unit", "cti_lag") if name in opt[o]]
+            if extra or fmt not in (None, "elements"):
+                raise UdmError(f"--{_flag(extra[0]) if extra else 'format'} does not go with --time {ARRIVAL} "
+                               f"({where}: element JSON Lines stamped as they are read; CTIs follow the clock)")
+            cti = opt["cti_every"].get(name)
+            out[name] = ArrivalSource(path, None if cti is None else parse_duration(cti, "--cti-every"))
+            continue
         if fmt is not None and fmt != "elements" and fmt not in FORMATS:
             raise UdmError(f"--format {fmt}: unknown format for {where}; formats: elements, {', '.join(FORMATS)}")
         shaped = any(name in opt[o] for o in ("time", "start", "end", "edge"))
@@ -125,7 +131,7 @@ def table_sources(args: TableArgs, inputs: dict[str, str]) -> dict[str, str | Ta
 
 
 def table_sink(output: str, fmt: str | None, final: bool, times: str | None,
-               sources: dict[str, str | TableSource]) -> str | TableSink:
+               sources: dict[str, str | TableSource | ArrivalSource]) -> str | TableSink:
     """The output as a path (element JSON Lines) or a `TableSink` (`udm.host.io.table_out.output_sink`;
     ``times`` None keeps the table inputs' time type)."""
     return output_sink(output, fmt, final=final, times=times, inputs=sources.values())

@@ -17,8 +17,10 @@ _SINGLE = ("filter", "map", "window", "project", "alter_lifetime")
 
 
 def make_operator(bound: BoundQuery, name: str, ctx: Context) -> Operator:
+    from .ops.align import AlignStep
     from .ops.alter_lifetime import AlterLifetimeStep
     from .ops.flat_map import FlatMapStep
+    from .ops.finalize import FinalizeStep
     from .ops.join import JoinStep
     from .ops.lmerge import LmergeStep
     from .ops.span import FilterStep, MapStep, ProjectStep
@@ -45,6 +47,10 @@ def make_operator(bound: BoundQuery, name: str, ctx: Context) -> Operator:
         return make_window_step(name, ctx, bs)
     if op == "flat_map":
         return FlatMapStep(name, ctx, bs)
+    if op == "align":
+        return AlignStep(name, ctx, bs)
+    if op == "finalize":
+        return FinalizeStep(name, ctx, bs)
     raise ValueError(f"no operator for op {op!r}")  # bind() refuses every other op
 
 

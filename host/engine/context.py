@@ -3,6 +3,7 @@ being read, the current input line, dead letters and counters, and T (semantics-
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .common import INF, NEG, DeadLetter, RunStats
@@ -23,11 +24,17 @@ class Context:
         self.dead_letters: list[DeadLetter] = []
         self.stats = RunStats()
         self.reached = NEG  # largest finite time the (valid) input reached, over all inputs (semantics-notes 2)
+        #: the wall clock (microseconds since the Unix epoch) of ``align``'s ``max_wait``; None: the real one.
+        #: Not part of a snapshot (a test's clock is its own).
+        self.clock: Callable[[], int] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        d = dict(self.__dict__)
+        d.pop("clock", None)
+        return d
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        self.clock = None
         self.__dict__.update(state)
 
     def dead(self, dl: DeadLetter, category: str) -> None:

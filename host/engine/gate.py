@@ -8,6 +8,10 @@ the input and nothing else does, the gate also checks the payload fields that st
 3, 17) and applies its ``max_memory_time`` (note 8): such an element is refused as an input element is,
 so its dead letter reads as it always did, and its later retractions name an unknown id.
 
+External CTIs (SEMANTICS §11) come first: the input's `EctiLedger` takes its ``ecti`` elements, counts its
+data elements and puts each effective CTI right after the element that completes it; a batch that holds no
+ECTI and touches no open range only has its sync times noted (`_ecti_free`).
+
 A batch is validated column-wise when its outcome cannot depend on row order beyond what the columns
 show: inserts and CTIs, ids proved new (`span_ids.ids_new`), no ``max_memory_time``. Any other batch
 (retractions, ids that repeat, Finalize) goes row by row through the same rules (`_Rows`); the two give the
@@ -23,12 +27,13 @@ import numpy as np
 import pyarrow as pa
 
 from udm.host.errors import BadElement, ViolationError
-from udm.host.io.batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch
-from udm.host.temporal.elements import Element, Insert, Retract, element_to_json
+from udm.host.io.batch import KIND_BAD, KIND_CTI, KIND_ECTI, KIND_INSERT, KIND_RETRACT, ElementBatch
+from udm.host.temporal.elements import Cti, Element, Insert, Retract, element_to_json
 
 from .batch import CTI, INSERT, RETRACT, Batch
 from .common import DeadLetter
 from .context import Context
+from .ecti import EctiLedger
 from .feedback import FastForward
 from .live import LiveEvents
 from .payload import Payload
@@ -37,6 +42,7 @@ from .rules import (
     BAD_LIFETIME,
     CTI_VIOLATION,
     DUPLICATE_ID,
+    ECTI,
     I64_MIN,
     INF,
     MALFORMED,
@@ -87,6 +93,8 @@ class InputGate:
         self.repair = ChainRepair(repair) if repair is not None else None
         #: lmerge feedback when the input feeds one lmerge port directly (semantics-notes 25)
         self.feedback = FastForward()
+        #: external CTIs (SEMANTICS §11), in front of everything else
+        self.ledger = EctiLedger()
 
     def __getstate__(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -160,6 +168,8 @@ class InputGate:
         n = len(raw)
         if n == 0:
             return Batch.empty()
+        if not self._ecti_free(raw):
+            return self.process_elements(raw.to_elements())
         out = None
         if self.repair is not None:
             out = self._repaired(raw)
@@ -171,9 +181,35 @@ class InputGate:
             out = self.feedback.apply(out)
         return out
 
+    def _ecti_free(self, raw: ElementBatch) -> bool:
+        """No ECTI in ``raw`` and none of its elements counts toward an open ECTI range: the ledger only notes
+        its data elements' sync times (`EctiLedger.note`), and the batch takes the columnar path."""
+        led = self.ledger
+        if led.cti >= INF:
+            return True
+        codes = raw.kind_codes()
+        if (codes == KIND_ECTI).any():
+            return False
+        le, re = raw.column("le"), raw.column("re")
+        ins = codes == KIND_INSERT
+        is_cti = codes == KIND_CTI
+        has_cti = bool(is_cti.any())
+        if (codes == KIND_RETRACT).any():
+            rn = raw.column("re_new")
+            data = (ins & ~insert_lifetime_bad(le, re)) | ((codes == KIND_RETRACT) & ~retract_lifetime_bad(le, re, rn))
+            sync = raw.sync_times()[data]
+        else:
+            bad = insert_lifetime_bad(le, re)
+            sync = le if not bad.any() and ins.all() else le[ins & ~bad]
+        if not led.unaffected(sync, has_cti):
+            return False
+        led.note(sync, int(raw.column("t")[is_cti].max()) if has_cti else NEG)
+        return True
+
     def process_elements(self, items: list[tuple[int | None, Any]]) -> Batch:
         """`process` for ``(line, element)`` pairs already decoded (a few elements of one input, read side
         by side with other inputs, or one at a time): the row path, with no columnar batch built."""
+        items = self.ledger.items(items, self._reject)
         if self.repair is not None:
             return self._repaired_items(items)
         out = _Rows(self, None, items).run()
@@ -182,7 +218,7 @@ class InputGate:
         return out
 
     def _repaired(self, raw: ElementBatch) -> Batch:
-        return self._repaired_items(raw.to_elements())
+        return self._repaired_items(raw.to_elements())  # (the ledger has noted ``raw``: `_ecti_free`)
 
     def _repaired_items(self, items: list[tuple[int | None, Any]]) -> Batch:
         """Retraction-chain repair (semantics-notes 20) in front of validation: element by element."""
@@ -390,8 +426,10 @@ class _Rows:
                 self._insert(el, ln)
             elif isinstance(el, Retract):
                 self._retract(el, ln)
-            else:
+            elif isinstance(el, Cti):
                 self._cti(el.t, ln)
+            else:  # (an ECTI: the ledger takes every one before the input ends)
+                g._reject(ln, ECTI, "an ECTI is not expected here", element_to_json(el))
         n = len(self.kind)
         if n == 0:
             return Batch.empty()
@@ -473,4 +511,4 @@ class _Rows:
 
 
 def _is_cti(el: Element) -> bool:
-    return not isinstance(el, (Insert, Retract))
+    return isinstance(el, Cti)

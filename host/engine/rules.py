@@ -8,6 +8,7 @@ values, the vector form numpy columns of a batch, and the two are tested equal (
 * T, the largest finite time the valid input reached (semantics-notes 2);
 * when a CTI closes an event (it can no longer be retracted);
 * the effective CTI under ``max_memory_time`` (semantics-notes 8) and a window's release point (§7);
+* external CTIs (SEMANTICS §11): which range a sync time falls in, and the dead-letter reasons;
 * the payload fields a step reads and their declared types (semantics-notes 3, 17);
 * tumbling/hopping/cumulate window assignment (§3).
 """
@@ -28,18 +29,23 @@ __all__ = [
     "BAD_LIFETIME",
     "CTI_VIOLATION",
     "DUPLICATE_ID",
+    "ECTI",
     "I64_MIN",
     "INF",
     "MALFORMED",
     "MISMATCH",
     "MISSING_FIELD",
     "NEG",
+    "SURPLUS",
     "UNKNOWN_ID",
     "FieldCheck",
     "Grid",
     "closed",
     "cti_before",
+    "ecti_range",
+    "ecti_ranges",
     "effective_cti",
+    "final",
     "format_time",
     "insert_lifetime_bad",
     "insert_lifetime_reason",
@@ -48,6 +54,7 @@ __all__ = [
     "release_point",
     "retract_lifetime_bad",
     "retract_lifetime_reason",
+    "speculation_point",
     "sync_time",
     "sync_times",
 ]
@@ -64,6 +71,10 @@ MISMATCH = "lifetime_mismatch"
 BAD_LIFETIME = "invalid_lifetime"
 MALFORMED = "malformed"
 MISSING_FIELD = "missing_field"
+#: an ``ecti`` that overlaps an earlier one, starts below the effective CTI, or counts fewer elements than
+#: have arrived in its range; a data element in a range already complete (SEMANTICS §11)
+ECTI = "ecti"
+SURPLUS = "ecti_surplus"
 
 
 def format_time(t: int) -> str:
@@ -148,6 +159,23 @@ def reach_batch(T: int, *cols: np.ndarray) -> int:
     return T
 
 
+# -- external CTIs (SEMANTICS §11) ------------------------------------------------------------------------
+def ecti_range(sync: int, starts: Any, ends: Any) -> int:
+    """The index of the range ``[starts[i], ends[i])`` holding ``sync`` (ranges sorted and disjoint), or -1."""
+    import bisect
+
+    i = bisect.bisect_right(starts, sync) - 1
+    return i if i >= 0 and sync < ends[i] else -1
+
+
+def ecti_ranges(sync: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """`ecti_range` over a column."""
+    i = np.searchsorted(starts, sync, side="right") - 1
+    ok = i >= 0
+    ok[ok] = sync[ok] < ends[i[ok]]
+    return np.where(ok, i, -1)
+
+
 # -- effective CTI, release ------------------------------------------------------------------------------
 def effective_cti(cti: int, watermark: int, max_memory_time: int) -> int:
     """Finalize (semantics-notes 8): the CTI validity is judged against."""
@@ -156,11 +184,22 @@ def effective_cti(cti: int, watermark: int, max_memory_time: int) -> int:
     return cti
 
 
+def speculation_point(watermark: int, max_delay: int) -> int:
+    """SEMANTICS §7 Align: ``max_delay`` ticks behind the watermark (``NEG`` for ``max_delay`` INF: never)."""
+    return watermark - max_delay if max_delay < INF else NEG
+
+
 def release_point(ceff: int, watermark: int, max_delay: int) -> int:
     """SEMANTICS §7: a window is output once its end is at or below this (the CTI, or ``max_delay`` ticks
     behind the watermark, whichever is later)."""
-    rp = watermark - max_delay if max_delay < INF else NEG
+    rp = speculation_point(watermark, max_delay)
     return rp if rp > ceff else ceff
+
+
+def final(re: Any, c: Any) -> Any:
+    """SEMANTICS §7 prefix finality: an event ending before CTI ``c`` can no longer change (scalar or vector;
+    ``c`` INF: the input ended, everything is final)."""
+    return (re < c) | (c >= INF)
 
 
 # -- payload fields ----------------------------------------------------------------------------------

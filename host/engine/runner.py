@@ -11,7 +11,7 @@ fluent API, Spark's executors, the conformance kit — drives this loop through 
 from __future__ import annotations
 
 import pickle
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from udm.host.errors import BadElement
@@ -51,7 +51,7 @@ class QueryRunner:
     """
 
     def __init__(self, bound: BoundQuery, *, on_violation: str | None = None,
-                 derived_inputs: Collection[str] = ()) -> None:
+                 derived_inputs: Collection[str] = (), clock: Callable[[], int] | None = None) -> None:
         for policy in (on_violation, bound.spec.on_violation):
             if policy is not None and policy not in ("dead_letter", "adjust", "error"):
                 raise ValueError(f"on_violation must be dead_letter, adjust or error, got {policy!r}")
@@ -62,6 +62,8 @@ class QueryRunner:
         #: output): validated like any input but they do not move T (semantics-notes 2, 11)
         self.derived_inputs = frozenset(derived_inputs)
         self.ctx = Context(self._policy(graph.inputs[0]), multi_input=len(graph.inputs) > 1)
+        #: the wall clock of ``align``'s ``max_wait`` (microseconds; None: the real one)
+        self.ctx.clock = clock
         #: operators in topological order; the last is the output
         self.ops: list[Operator] = [make_operator(bound, node.name, self.ctx) for node in graph.nodes]
         checks = delegated_checks(bound, self.ops)
@@ -346,6 +348,13 @@ class QueryRunner:
             out = self.process_batch(ElementBatch.from_elements(els, list(range(1, len(els) + 1))))
         return out + self.finish()
 
+    def tick(self) -> list[Element]:
+        """No input, but the wall clock moved: every step flushes (``align``'s ``max_wait`` releases what has
+        waited long enough); the output that causes."""
+        if self.finished:
+            return []
+        return self._count(self._push([])).to_elements()
+
     def finish_batch(self) -> Batch:
         """`finish` as a `Batch`."""
         if self.finished:
@@ -375,7 +384,7 @@ class QueryRunner:
 
     @classmethod
     def restore(cls, data: bytes, bound: BoundQuery, *, on_violation: str | None = None,
-                derived_inputs: Collection[str] = ()) -> QueryRunner:
+                derived_inputs: Collection[str] = (), clock: Callable[[], int] | None = None) -> QueryRunner:
         state = pickle.loads(data)
         if not isinstance(state, dict) or state.get("v") != _SNAPSHOT_VERSION:
             found = state.get("v") if isinstance(state, dict) else None
@@ -387,6 +396,7 @@ class QueryRunner:
             raise ValueError(f"snapshot was taken for a query with other steps ({', '.join(state['order'])}; "
                              f"this query: {', '.join(op.name for op in fresh.ops)})")
         fresh.ctx = state["ctx"]
+        fresh.ctx.clock = clock
         fresh.ops = [state["ops"][name] for name in state["order"]]
         fresh.gates = state["gates"]
         fresh.ended = set(state["ended"])

@@ -5,12 +5,12 @@ Columns (every batch has all of them, in this order):
 =========  ==========================  =====================================================================
 column     type                        meaning
 =========  ==========================  =====================================================================
-kind       string                      ``"insert"``, ``"retract"``, ``"cti"``; **null for a bad row**
+kind       string                      ``"insert"``, ``"retract"``, ``"cti"``, ``"ecti"``; **null for a bad row**
 id         string                      event id (insert/retract), else null
-le         int64                       insert/retract, else null
-re         int64                       insert/retract, else null; ``INF`` (= ``udm.sdk.INF`` = 2**63-1) for "inf"
+le         int64                       insert/retract/ecti, else null
+re         int64                       insert/retract/ecti, else null; ``INF`` (= ``udm.sdk.INF`` = 2**63-1) for "inf"
 re_new     int64                       retract only, else null
-t          int64                       cti only, else null
+t          int64                       cti: its time; ecti: its count; else null
 payload    struct<...> **or** string   see below; null when absent (a retraction without payload, a bad row)
 line       int64                       1-based line number in the source file (null when unknown)
 error      string                      null for a valid row; the `BadElement` reason for a bad row
@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from udm.host.errors import BadElement
-from udm.host.temporal.elements import Cti, Element, Insert, Retract
+from udm.host.temporal.elements import Cti, Ecti, Element, Insert, Retract
 from udm.sdk import INF
 
 from .strict import echo_dumps
@@ -54,6 +54,7 @@ __all__ = [
     "INF",
     "KIND_BAD",
     "KIND_CTI",
+    "KIND_ECTI",
     "KIND_INSERT",
     "KIND_RETRACT",
     "SCHEMA_BASE",
@@ -63,7 +64,7 @@ __all__ = [
 ]
 
 #: Codes of `ElementBatch.kind_codes`.
-KIND_INSERT, KIND_RETRACT, KIND_CTI, KIND_BAD = 0, 1, 2, -1
+KIND_INSERT, KIND_RETRACT, KIND_CTI, KIND_ECTI, KIND_BAD = 0, 1, 2, 3, -1
 
 _I64 = pa.int64()
 _STR = pa.string()
@@ -222,6 +223,8 @@ class ElementBatch:
                 payload[i] = _payload_text(e.payload)
             elif isinstance(e, Cti):
                 kind[i], t[i] = "cti", e.t
+            elif isinstance(e, Ecti):
+                kind[i], le[i], re[i], t[i] = "ecti", e.le, e.re, e.count
             elif isinstance(e, BadElement):
                 error[i], raw[i] = e.reason, raw_json(e.raw)
             else:
@@ -281,12 +284,13 @@ class ElementBatch:
         return ints_filled(self.table.column(name), 0)
 
     def kind_codes(self) -> np.ndarray:
-        """int8 numpy array: `KIND_INSERT`, `KIND_RETRACT`, `KIND_CTI`, or `KIND_BAD` per row."""
+        """int8 numpy array: `KIND_INSERT`, `KIND_RETRACT`, `KIND_CTI`, `KIND_ECTI` or `KIND_BAD` per row."""
         if self._kind_codes is None:
             kinds = self.table.column("kind")
             codes = np.full(len(self), KIND_BAD, dtype=np.int8)
             if len(self):
-                for name, code in (("insert", KIND_INSERT), ("retract", KIND_RETRACT), ("cti", KIND_CTI)):
+                for name, code in (("insert", KIND_INSERT), ("retract", KIND_RETRACT), ("cti", KIND_CTI),
+                                   ("ecti", KIND_ECTI)):
                     mask = pc.fill_null(pc.equal(kinds, name), False).to_numpy(zero_copy_only=False)
                     codes[mask] = code
             self._kind_codes = codes
@@ -300,7 +304,7 @@ class ElementBatch:
     def sync_times(self) -> np.ndarray:
         """Each row's sync time (SEMANTICS §1): insert ``le``, retract ``min(re, re_new)``, cti ``t``.
 
-        Bad rows get the smallest int64 (they never move time)."""
+        Bad rows and ECTIs get the smallest int64 (they never move time)."""
         codes = self.kind_codes()
         le, re, re_new, t = (self.column(c) for c in ("le", "re", "re_new", "t"))
         out = np.where(codes == KIND_INSERT, le, np.iinfo(np.int64).min)
@@ -396,6 +400,8 @@ class ElementBatch:
                 append((lines[i], Cti(ts[i])))
             elif code == KIND_RETRACT:
                 append((lines[i], Retract(ids[i], les[i], res[i], re_news[i], payloads[i])))
+            elif code == KIND_ECTI:
+                append((lines[i], Ecti(les[i], res[i], ts[i])))
             else:
                 assert errs is not None and raws is not None
                 r = raws[i]

@@ -37,10 +37,12 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from udm.host.errors import PolicyError, QuerySpecError, UdmError
 from udm.host.query.plan import BoundQuery, bind
 from udm.host.query.spec import (
+    AlignStep,
     AlterLifetimeStep,
     CountByEnd,
     CountByStart,
     FilterStep,
+    FinalizeStep,
     FlatMapStep,
     Hopping,
     JoinStep,
@@ -55,6 +57,7 @@ from udm.host.query.spec import (
     UnionStep,
     WindowSpec,
     WindowStep,
+    duration_ticks,
     format_validation_error,
     parse_query,
 )
@@ -73,10 +76,12 @@ _Window: TypeAlias = Tumbling | Hopping | Snapshot | CountByStart | CountByEnd |
 
 @dataclass(frozen=True)
 class _Source:
-    kind: str  # "events" | "jsonl" | "table" | "none"
+    kind: str  # "events" | "jsonl" | "table" | "arrival" | "none"
     events: tuple[Any, ...] = ()
     path: str | None = None
     table: Any = None  # a `udm.host.io.table_options.TableSource` (kind "table")
+    live: Any = None  # a `udm.host.io.arrival.ArrivalSource` (kind "arrival")
+    clock: Any = None  # its clock (tests)
 
     def reader(self) -> Any:
         """The batches of a file source (element JSON Lines or a table)."""
@@ -91,7 +96,7 @@ class _Source:
     @property
     def file(self) -> Any:
         """What `RunRequest.input` takes for this source."""
-        return self.table if self.kind == "table" else self.path
+        return self.table if self.kind == "table" else self.live if self.kind == "arrival" else self.path
 
 
 def _coerce_elements(events: Iterable[Any]) -> tuple[Any, ...]:
@@ -155,6 +160,19 @@ class Stream:
                             cti_every=cti_every, cti_lag=cti_lag, format=format).check(str(path))
         source = _Source("table", path=str(path), table=TableSource(Path(path), opts))
         return cls(((name, source),), _head=name, _catalog=catalog)
+
+    @classmethod
+    def from_live(cls, source: str | Path | Any = "-", *, cti_every: int | str | None = None,
+                  clock: Any = None, name: str = "main", catalog: Catalog | None = None) -> Stream:
+        """A live input read with arrival time (SEMANTICS §11, ``udm run --time @arrival``): element JSON Lines
+        from ``source`` (``"-"``: stdin, a path such as a named pipe, or a binary stream), each stamped with
+        the wall-clock time it is read at, in microseconds; ``cti_every`` (``"1s"``, or microseconds): a CTI
+        each time the clock passes a multiple of it. ``clock``: a function giving microseconds (tests)."""
+        from udm.host.io.arrival import ArrivalSource
+
+        every = duration_ticks(cti_every) if isinstance(cti_every, str) else cti_every
+        live = ArrivalSource(source if not isinstance(source, Path) else str(source), every)
+        return cls(((name, _Source("arrival", live=live, clock=clock)),), _head=name, _catalog=catalog)
 
     @classmethod
     def query(cls, *, catalog: Catalog | None = None) -> Stream:
@@ -279,6 +297,17 @@ class Stream:
         merged, heads = self._merged(others, "lmerge")
         step = _build(LmergeStep, op="lmerge", algorithm=algorithm, feedback=feedback)
         return merged._append(step, "lmerge", heads)
+
+    def align(self, max_delay: int | str = 0, *, max_wait: int | str | None = None) -> Stream:
+        """Hold output until the CTI makes it final, or until it is ``max_delay`` ticks behind the watermark
+        (``"inf"``: strong consistency); ``max_wait`` (``"2s"``, or microseconds) bounds the hold in
+        wall-clock time (SEMANTICS §7, §10; docs/consistency.md)."""
+        return self._add(_build(AlignStep, op="align", max_delay=max_delay, max_wait=max_wait), "align")
+
+    def finalize(self, max_memory_time: int | str) -> Stream:
+        """Treat ``watermark - max_memory_time`` as a CTI from here on: steps after it forget older state, and
+        corrections older than that are dead-lettered (SEMANTICS §7, §10; docs/consistency.md)."""
+        return self._add(_build(FinalizeStep, op="finalize", max_memory_time=max_memory_time), "finalize")
 
     def left_anti_join(self, other: Stream, on: str | Sequence[str | tuple[str, str] | list[str]], *,
                        where: str | Mapping[str, Any] | None = None) -> Stream:
@@ -456,6 +485,9 @@ class Stream:
             return run_elements(bound, self._source.events, dead_letters=dead_letters)
         from udm.host.query.runners import make_runner, quiet_gc
 
+        if self._source.kind == "arrival":
+            return _run_live(bound, self._source, dead_letters)
+
         runner = make_runner(bound, None)
         out: list[Element] = []
         with quiet_gc():
@@ -507,7 +539,7 @@ class Stream:
 
     def __repr__(self) -> str:
         srcs = [{"none": "query", "events": f"events[{len(s.events)}]", "jsonl": f"jsonl({s.path!r})",
-                 "table": f"table({s.path!r})"}[s.kind]
+                 "table": f"table({s.path!r})", "arrival": f"live({s.live})"}[s.kind]
                 for _, s in self._inputs]
         parts = [" + ".join(srcs), *(f"{m}({_step_name(s)})" for m, s in zip(self._methods, self._steps, strict=True))]
         if self._group_by is not None:
@@ -545,6 +577,27 @@ def _run_sources(bound: BoundQuery, inputs: Sequence[tuple[str, _Source]], dead_
         out = runner.process_interleaved(interleave([(n, numbered(given[n])) for n in names])) + runner.finish()
     _collect(runner, dead_letters)
     return out
+
+
+def _run_live(bound: BoundQuery, src: _Source, dead_letters: list[Any] | None) -> list[Element]:
+    """A live source with arrival time, locally, until it ends (`udm.host.query.runners` feeds it)."""
+    from udm.host.query.runners import RunRequest, _feed_arrival, make_runner, quiet_gc
+
+    class _Collect:
+        def __init__(self) -> None:
+            self.out: list[Element] = []
+
+        def write(self, els: Iterable[Element]) -> None:
+            self.out.extend(els)
+
+    runner = make_runner(bound, None)
+    sink = _Collect()
+    req = RunRequest(bound=bound, input=src.live, output=None, options={"clock": src.clock} if src.clock else {})
+    with quiet_gc():
+        _feed_arrival(req, runner, src.live, sink, lambda: _collect(runner, dead_letters))
+        sink.out.extend(runner.finish())
+        _collect(runner, dead_letters)
+    return sink.out
 
 
 def _build(model: Any, **data: Any) -> Any:

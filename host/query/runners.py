@@ -309,7 +309,15 @@ def run_local(req: RunRequest) -> RunResult:
 
     with quiet_gc(), open_writer(req.output, append=resume) as out:
         try:
-            if ck is not None:
+            from udm.host.io.arrival import ArrivalSource
+
+            live = [n for n, s in sources.items() if isinstance(s, ArrivalSource)]
+            if live and (len(sources) > 1 or ck is not None):
+                raise UdmError(f"input {live[0]!r}: arrival time (--time @arrival) is for a query with a single "
+                               f"input and no --checkpoint")
+            if live:
+                _feed_arrival(req, runner, sources[live[0]], out, dead_letters)
+            elif ck is not None:
                 _feed_checkpointed(req, runner, next(iter(sources.values())), out, dlw, ck, mark, peak)
             elif len(sources) == 1:
                 _feed_one(req, runner, next(iter(sources.values())), out, dead_letters)
@@ -409,6 +417,46 @@ def _feed_one(req: RunRequest, runner: Any, source: Source, out: Any, dead_lette
         if behind is not None:
             behind.close(raise_errors=ok)
         reader.close()
+
+
+def _feed_arrival(req: RunRequest, runner: Any, source: Any, out: Any, dead_letters: Callable[[], None]) -> None:
+    """A live input read with arrival time (`udm.host.io.arrival`): each line stamped as it comes and fed at
+    once; while the source is quiet the engine still gets the clock's CTIs (``--cti-every``) and ``align``'s
+    ``max_wait`` releases (`QueryRunner.tick`), every ``options["tick"]`` seconds (default 0.05). Output is
+    flushed as it is made. ``options["clock"]``: the clock (microseconds), for tests."""
+    from udm.host.io.arrival import ArrivalStamper, LiveLines
+
+    clock = req.options.get("clock")
+    stamper = ArrivalStamper(clock, source.cti_every)
+    runner.ctx.clock = stamper.now
+    wait = float(req.options.get("tick", 0.05))
+    lines = LiveLines(source.path)
+    line = 0
+    flush = getattr(out, "flush", None)
+    try:
+        while not lines.done:
+            items: list[tuple[int | None, Any]] = []
+            raw = lines.get(wait)
+            while raw is not None and len(items) < _CHUNK:
+                line += 1
+                if raw.strip():
+                    items += stamper.stamp(raw, line)
+                raw = lines.get(0)
+            if raw is not None:
+                line += 1
+                if raw.strip():
+                    items += stamper.stamp(raw, line)
+            items += [(None, c) for c in stamper.due()]
+            if items:
+                out.write(runner.process_items(items))
+            out.write(runner.tick())
+            if flush is not None:
+                flush()
+            dead_letters()
+            if req.progress is not None:
+                req.progress(0, None, line)
+    finally:
+        lines.close()
 
 
 def _local_checkpoint(req: RunRequest, sources: dict[str, Source]) -> Any:

@@ -6,17 +6,28 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    StrictInt,
+    ValidationError,
+    model_validator,
+)
 
 from udm.host.errors import QuerySpecError
 from udm.sdk import INF, ClipPolicy, OutputPolicy
 
 __all__ = [
     "AggregateSpec",
+    "AlignStep",
     "AlterLifetimeStep",
     "CountByEnd",
     "CountByStart",
     "FilterStep",
+    "FinalizeStep",
     "FlatMapStep",
     "Hopping",
     "InputSpec",
@@ -38,6 +49,7 @@ __all__ = [
     "UnionStep",
     "WindowSpec",
     "WindowStep",
+    "duration_ticks",
     "format_validation_error",
     "load_query",
     "parse_query",
@@ -333,14 +345,54 @@ class LmergeStep(_StepBase):
     feedback: bool = False
 
 
+_DURATION = r"\s*(\d+(?:\.\d+)?)\s*(us|ms|s|m|h|d)?\s*"
+_MICROS = {None: 1, "us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000, "d": 86_400_000_000}
+
+
+def duration_ticks(text: str) -> int:
+    """``"500"`` → 500 ticks; ``"10s"``, ``"5m"``, ``"1h"``, ``"250ms"``, ``"1.5s"`` → microsecond ticks (the
+    time of timestamp inputs, and of the wall clock); ValueError otherwise."""
+    import re
+
+    m = re.fullmatch(_DURATION, text)
+    if m is None or (m.group(2) is None and "." in m.group(1)):
+        raise ValueError(f"{text!r}: expected a number of ticks or a duration like 10s, 5m, 1h, 250ms")
+    return round(float(m.group(1)) * _MICROS[m.group(2)])
+
+
+def _wall_duration(v: Any) -> Any:
+    """``max_wait``: a duration ``"2s"``, ``"250ms"``, ``"1m"``, or an integer number of microseconds (what it
+    is held as)."""
+    return duration_ticks(v) if isinstance(v, str) else v
+
+
+class AlignStep(_StepBase):
+    """Align (seeds/003 §4.5, SEMANTICS §7, §10): hold output until the CTI makes it final, or until it
+    is ``max_delay`` ticks behind the watermark; ``max_wait`` (wall clock, microseconds) bounds the hold.
+    CHT-transparent."""
+
+    op: Literal["align"] = "align"
+    max_delay: Time = 0
+    max_wait: Annotated[StrictInt, BeforeValidator(_wall_duration), Field(ge=0)] | None = None
+
+
+class FinalizeStep(_StepBase):
+    """Finalize (seeds/003 §4.6, SEMANTICS §7, §10): ``m - max_memory_time`` is a CTI for what follows;
+    corrections older than that are dead-lettered."""
+
+    op: Literal["finalize"] = "finalize"
+    max_memory_time: Time = INF
+
+
 Step = Annotated[
     FilterStep | MapStep | WindowStep | ProjectStep | AlterLifetimeStep | UnionStep | JoinStep | LmergeStep
-    | FlatMapStep,
+    | FlatMapStep | AlignStep | FinalizeStep,
     Field(discriminator="op"),
 ]
 
 #: ops that read exactly one stream
-SINGLE_INPUT_OPS = frozenset({"filter", "map", "window", "project", "alter_lifetime", "flat_map"})
+SINGLE_INPUT_OPS = frozenset({"filter", "map", "window", "project", "alter_lifetime", "flat_map", "align",
+                              "finalize"})
 
 
 class RepairSpec(_Strict):
@@ -415,6 +467,7 @@ class QuerySpec(_Strict):
             for key in ("max_delay", "max_memory_time"):
                 if step.get(key) is not None and step[key] >= INF:
                     step[key] = "inf"
+
         return data
 
 

@@ -454,7 +454,7 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     else:
         finite = [F.when(F.col(c) < F.lit(INF), F.col(c)) for c in ("le", "re", "re_new", "t")]
         kind = F.col("kind")
-        aggs = [F.max(F.when(kind.isNotNull(), F.greatest(*finite))).alias("t_end"),
+        aggs = [F.max(F.when(kind.isin("insert", "retract", "cti"), F.greatest(*finite))).alias("t_end"),
                 F.count(F.when(kind == "retract", 1)).alias("retracts")]
         if size is not None:
             aggs.append(F.min(F.when((kind == "insert") & (F.col("le") < F.lit(INF)), F.col("le"))).alias("t_lo"))

@@ -1,7 +1,8 @@
 """Physical elements as Spark DataFrames, and back.
 
 An *element DataFrame* has the columns of `udm.host.io.batch.ElementBatch` with a JSON-text payload:
-``kind, id, le, re, re_new, t, payload, line, error, raw`` (`ELEMENT_DDL`). ``line`` is the element's
+``kind, id, le, re, re_new, t, payload, line, error, raw`` (`ELEMENT_DDL`; an ``ecti`` row holds its range in
+``le``/``re`` and its count in ``t``). ``line`` is the element's
 position in the physical stream (its line number in a file): Spark rows have no order, so every
 consumer that needs arrival order sorts by it. ``INF`` is ``2**63-1`` in the LongType time columns.
 A bad input row has ``kind`` null and ``error`` set (it is dead-lettered at its place in the stream).
@@ -21,7 +22,7 @@ import pyarrow as pa
 
 from udm.host.errors import UdmError
 from udm.host.io.batch import ElementBatch
-from udm.host.temporal.elements import Cti, Element, Insert, Retract
+from udm.host.temporal.elements import Cti, Ecti, Element, Insert, Retract
 from udm.sdk import INF
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -258,6 +259,8 @@ def elements_of(table: pa.Table) -> list[Element]:
             out.append(Retract(id_, le, re, re_new, payload))
         elif kind == "cti":
             out.append(Cti(t))
+        elif kind == "ecti":
+            out.append(Ecti(le, re, t))
     return out
 
 

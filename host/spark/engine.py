@@ -93,6 +93,15 @@ class _Input:
             return self.scan.elements
         return sum(len(b) for b in self.batches or ())
 
+    def has_ecti(self) -> bool:
+        """Whether the input may hold an external CTI: its ranges count the whole input, so the query runs in
+        one bucket (SEMANTICS §11; a bucket would see part of the data and never complete a range)."""
+        from udm.host.io.batch import KIND_ECTI
+
+        if self.scan is not None:
+            return self.scan.ectis
+        return any(bool((b.kind_codes() == KIND_ECTI).any()) for b in self.batches or ())
+
     def sent_cti(self) -> bool:
         """Whether the input holds a CTI (SEMANTICS §7: without one no state is cleaned up)."""
         from udm.host.io.batch import KIND_CTI
@@ -118,7 +127,9 @@ def run_spark(req: RunRequest) -> RunResult:
     inp = _Input(req.input, master, req.batch_size or 65536)
     spark = get_spark(master)
     frame = inp.frame(spark)
-    run = run_batch(req.bound, frame, on_violation=req.on_violation, scan=inp.scan)
+    whole = inp.has_ecti()
+    run = run_batch(req.bound, frame, on_violation=req.on_violation, scan=inp.scan, buckets=1 if whole else None,
+                    algebraic=False if whole else None)
     name = req.bound.graph.inputs[0]
     try:
         n_out, dead, reasons = _write_result(req, run, multi=False)
@@ -192,8 +203,9 @@ def _run_graph(req: RunRequest) -> RunResult:
     spark = get_spark(master)
     frames = {name: inp.frame(spark) for name, inp in inputs.items()}
     facts = {name: inp.scan.facts for name, inp in inputs.items() if inp.scan is not None}
-    run = run_graph_batch(req.bound, frames, on_violation=req.on_violation, buckets=req.options.get("buckets"),
-                          facts=facts)
+    whole = any(inp.has_ecti() for inp in inputs.values())
+    run = run_graph_batch(req.bound, frames, on_violation=req.on_violation,
+                          buckets=1 if whole else req.options.get("buckets"), facts=facts)
     multi = len(sources) > 1
     try:
         n_out, dead, reasons = _write_result(req, run, multi)

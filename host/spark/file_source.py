@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from udm.host.io.batch import ElementBatch
 
-__all__ = ["FileScan", "InputFacts", "file_elements_df", "range_batches", "range_tables",
+__all__ = ["FileScan", "InputFacts", "file_elements_df", "may_hold_ecti", "range_batches", "range_tables",
            "ranges_df", "scan_file"]
 
 #: a range read by one task is at least this big (smaller files are one range)
@@ -76,6 +76,9 @@ class FileScan:
     #: whether a line spells a CTI (``"kind": "cti"``; one inside a payload counts too): the run summary
     #: warns about an input without one
     ctis: bool = False
+    #: whether a line may hold an external CTI (``"ecti"`` anywhere): its ranges count the whole input, so
+    #: the query then runs in one bucket (SEMANTICS §11)
+    ectis: bool = False
 
 
 def scan_file(path: str | Path, parts: int, *, min_bytes: int = _MIN_RANGE) -> FileScan:
@@ -97,6 +100,7 @@ def scan_file(path: str | Path, parts: int, *, min_bytes: int = _MIN_RANGE) -> F
             retracts = mm.find(b'"retract"') >= 0
             infinite = any(mm.find(s) >= 0 for s in _MAYBE_INF)
             ctis = mm.find(b'"cti"') >= 0 and _CTI_KIND.search(mm) is not None
+            ectis = mm.find(b'"ecti"') >= 0
             del buf  # (the mmap cannot close while a view of it lives)
     k = max(1, min(parts, size // max(1, min_bytes)))
     cuts = [0]
@@ -107,7 +111,19 @@ def scan_file(path: str | Path, parts: int, *, min_bytes: int = _MIN_RANGE) -> F
     cuts.append(size)
     first_lines = [1 + int(np.searchsorted(nl, c)) for c in cuts[:-1]]  # newlines before the cut, plus one
     ranges = tuple((a, b, ln) for a, b, ln in zip(cuts, cuts[1:], first_lines, strict=False) if b > a)
-    return FileScan(str(p.resolve()), ranges, elements, InputFacts(retracts, infinite), ctis)
+    return FileScan(str(p.resolve()), ranges, elements, InputFacts(retracts, infinite), ctis, ectis)
+
+
+def may_hold_ecti(source: object) -> bool:
+    """Whether an input file may hold an external CTI (``"ecti"`` anywhere in it; a payload string counts
+    too). Standard input and streams cannot be looked at ahead: False."""
+    if not isinstance(source, (str, Path)) or str(source) == "-" or not Path(source).is_file():
+        return False
+    with open(source, "rb") as f:
+        if Path(source).stat().st_size == 0:
+            return False
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            return mm.find(b'"ecti"') >= 0
 
 
 def _non_blank(mm: mmap.mmap, buf: np.ndarray, nl: np.ndarray, size: int) -> int:

@@ -39,7 +39,7 @@ from udm.host.query.graph import resolve
 from udm.host.query.plan import BoundQuery, bind
 from udm.host.query.spec import QuerySpec, parse_query
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
-from udm.host.spark.partition import BY_ID, follow_inserts, python_tasks
+from udm.host.spark.partition import BY_ID, follow_inserts, python_tasks, whole_input
 from udm.host.spark.rows import dead_rows, exchange_rows, output_rows, with_struct_payloads
 from udm.host.spark.stages import Stage, checked_before, merge_exchange, plan_stages, read_before
 from udm.sdk import INF
@@ -117,6 +117,7 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
     stage's, so this stage drops its copies and one engine's single dead letter is reported once."""
     spec_json = stage.spec.to_json_dict()
     exchanges = stage.exchanges(query_inputs)
+    ordered = whole_input(stage.spec)
     multi = len(query_inputs) > 1
     origins = {name: (next(iter(o)) if len(o) == 1 else None) for name, o in stage.origins.items()}
 
@@ -143,6 +144,7 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
         runner = QueryRunner(bind(parse_query(spec_json)), on_violation=on_violation, derived_inputs=exchanges)
         out: list[Any] = []
         tails = []
+        heads = []
         for name in stage.inputs:
             if name in exchanges:
                 continue
@@ -153,8 +155,17 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
             hits = pc.indices_nonzero(pc.fill_null(ends, False))
             cut = hits[0].as_py() if len(hits) else part.num_rows
             if cut:
-                out += runner.process_batch(ElementBatch.from_table(part.slice(0, cut)), name)
+                heads.append((name, ElementBatch.from_table(part.slice(0, cut))))
             tails.append((name, part.slice(cut)))
+        if ordered and len(heads) > 1:
+            # the stage's result follows the inputs' physical interleaving (a finite finalize): the
+            # documented order of `udm.host.io.interleave`, as the local engine reads them
+            from udm.host.io.interleave import interleave
+
+            out += runner.process_interleaved(interleave([(n, b.to_elements()) for n, b in heads]))
+        else:
+            for name, batch in heads:
+                out += runner.process_batch(batch, name)
         reached = runner.ctx.reached  # T as this bucket's real inputs gave it
         if t_end is not None:
             # the plan-wide T (semantics-notes 2, 10) for the truncation at cti(INF). Not as a cti(T) on the
@@ -369,7 +380,7 @@ def run_graph_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     else:
         finite = [F.when(F.col(c) < F.lit(INF), F.col(c)) for c in ("le", "re", "re_new", "t")]
         kind = F.col("kind")
-        stats = df.agg(F.max(F.when(kind.isNotNull(), F.greatest(*finite))).alias("t_end"),
+        stats = df.agg(F.max(F.when(kind.isin("insert", "retract", "cti"), F.greatest(*finite))).alias("t_end"),
                        F.count(F.when(kind == "retract", 1)).alias("retracts")).first()
         assert stats is not None
         t_end, retracts = stats["t_end"], bool(stats["retracts"])

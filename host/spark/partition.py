@@ -19,9 +19,18 @@ from udm.host.query.spec import FilterStep, Hopping, MapStep, QuerySpec, Tumblin
 if TYPE_CHECKING:  # pragma: no cover
     from udm.host.query.graph import GraphNode
 
-__all__ = ["BY_ID", "follow_inserts", "graph_routing", "partition_keys", "python_tasks", "routing_of", "time_split"]
+__all__ = ["BY_ID", "follow_inserts", "graph_routing", "partition_keys", "python_tasks", "routing_of", "time_split",
+           "whole_input"]
 
 _INF = 2**63 - 1
+
+
+def whole_input(spec: QuerySpec) -> bool:
+    """The query must see each input whole, in one bucket: a horizon measured on an input's watermark
+    (retraction-chain repair, semantics-notes 20) or on a stream's (a ``finalize`` with a finite
+    ``max_memory_time``: which corrections it refuses follows the largest LE of everything it reads, which a
+    bucket does not know)."""
+    return spec.uses_repair or any(s.op == "finalize" and s.max_memory_time < _INF for s in spec.steps)
 
 
 def partition_keys(spec: QuerySpec) -> list[str]:
@@ -29,8 +38,9 @@ def partition_keys(spec: QuerySpec) -> list[str]:
 
     A chain with any other op than filter/map/window (project, alter_lifetime, ...) is planned as a graph
     (`graph_routing`), which knows what they do to fields. An input with retraction-chain repair runs
-    in one bucket: its horizon is measured on the whole input's watermark (semantics-notes 20)."""
-    if spec.uses_repair:
+    in one bucket: its horizon is measured on the whole input's watermark (semantics-notes 20); so does a
+    finite ``finalize`` (`whole_input`)."""
+    if whole_input(spec):
         return []
     if any(not isinstance(s, (FilterStep, MapStep, WindowStep)) for s in spec.steps):
         routing = graph_routing(spec)
@@ -73,7 +83,7 @@ def time_split(spec: QuerySpec) -> int | None:
     stream would.
     """
     *before, last = spec.steps
-    if spec.uses_repair:
+    if whole_input(spec):
         return None  # one bucket (see `partition_keys`)
     if not isinstance(last, WindowStep) or any(not isinstance(s, (FilterStep, MapStep)) for s in before):
         return None
@@ -133,7 +143,7 @@ def graph_routing(spec: QuerySpec) -> dict[str, list[str]] | str | None:
     partitioning is valid for the whole graph (`routing_of` its steps)."""
     from udm.host.query.graph import resolve
 
-    if spec.uses_repair:
+    if whole_input(spec):
         return None  # one bucket (see `partition_keys`)
     graph = resolve(spec)
     return routing_of(graph.nodes, graph.inputs)
@@ -150,14 +160,24 @@ def routing_of(nodes: Sequence[GraphNode], inputs: Sequence[str]) -> dict[str, l
     Fields are tracked as (stream, field) pairs joined into classes wherever a step passes a value on
     unchanged: filter/alter_lifetime/union pass every field, map every field but ``as``, project what it
     keeps (renamed), a window its group fields (not its alias), a join its left fields (prefixed) and
-    joins ``(left, l)`` with ``(right, r)`` for each ``on`` pair. A class can be a routing slot when every
+    joins ``(left, l)`` with ``(right, r)`` for each ``on`` pair, align and finalize every field (they pass
+    elements on or hold them back, payloads untouched). A class can be a routing slot when every
     stream that feeds a stateful step (window, join, distinct union; all their ancestors too) has exactly
     one field in it, each window's input has one of its group fields in it, and each join's left input one
     of its ``on`` fields: rows that must meet then have equal values in every slot, and every derived row
     carries its input row's value. lmerge, keyless windows and anything else give None. A flat_map passes
     no field (its UDO may rewrite any), but needs no rows together: an event's outputs depend on it alone.
     """
-    from udm.host.query.spec import AlterLifetimeStep, FilterStep, FlatMapStep, JoinStep, ProjectStep, UnionStep
+    from udm.host.query.spec import (
+        AlignStep,
+        AlterLifetimeStep,
+        FilterStep,
+        FinalizeStep,
+        FlatMapStep,
+        JoinStep,
+        ProjectStep,
+        UnionStep,
+    )
 
     universe: set[str] = set()
     for node in nodes:
@@ -187,7 +207,7 @@ def routing_of(nodes: Sequence[GraphNode], inputs: Sequence[str]) -> dict[str, l
     needs: list[tuple[str, list[str]]] = []  # (stream, fields): each slot must hold one of them
     for node in nodes:
         s, name, src = node.step, node.name, node.sources
-        if isinstance(s, (FilterStep, AlterLifetimeStep, UnionStep)):
+        if isinstance(s, (FilterStep, AlterLifetimeStep, UnionStep, AlignStep, FinalizeStep)):
             for f in universe:
                 for x in src:
                     link((x, f), (name, f))

@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from udm.host.query.graph import GraphNode, resolve
 from udm.host.query.spec import QuerySpec, parse_query
-from udm.host.spark.partition import routing_of
+from udm.host.spark.partition import routing_of, whole_input
 
 __all__ = ["STATELESS_OPS", "Stage", "checked_before", "merge_exchange", "plan_stages", "read_before"]
 
@@ -73,7 +73,7 @@ def plan_stages(spec: QuerySpec, *, split: bool = True) -> list[Stage]:
     whole = routing_of(graph.nodes, graph.inputs)
     groups: list[list[GraphNode]] = []
     stage_of: dict[str, int] = {}
-    if spec.uses_repair:  # retraction-chain repair runs in one bucket (`partition_keys`)
+    if whole_input(spec):  # retraction-chain repair, a finite finalize: one bucket (`partition_keys`)
         return [Stage(0, graph.nodes, graph.inputs, graph.output, None, spec,
                       {name: frozenset({name}) for name in graph.inputs})]
     if whole is not None or not split:

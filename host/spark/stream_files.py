@@ -588,6 +588,7 @@ def _checkpoint_batch_size(checkpoint: Any) -> int | None:
 
 
 def run_spark_streaming(req: RunRequest) -> RunResult:
+    from udm.host.spark.file_source import may_hold_ecti
     from udm.host.spark.partition import partition_keys
     from udm.host.spark.session import get_spark, require_spark
 
@@ -613,6 +614,9 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
     else:
         keys = partition_keys(req.spec)
         n = 1 if not keys else int(req.options.get("buckets") or spark.conf.get("spark.sql.shuffle.partitions") or 1)
+    if any(may_hold_ecti(src) for src in (req.input.values() if isinstance(req.input, dict) else [req.input])):
+        # external CTIs count the whole input: one bucket sees all of it (SEMANTICS §11)
+        keys, routing, stages, n = [], None, None, 1
     temp = req.checkpoint is None
     run_dir = Path(tempfile.mkdtemp(prefix="udm-stream-")) if temp else Path(req.checkpoint)
     per_input: Counter[str] = Counter()

@@ -17,6 +17,7 @@ from udm.sdk import time_json
 
 __all__ = [
     "Cti",
+    "Ecti",
     "Element",
     "Insert",
     "Retract",
@@ -57,7 +58,17 @@ class Cti:
     t: int
 
 
-Element = Insert | Retract | Cti
+@dataclass(frozen=True, slots=True)
+class Ecti:
+    """External CTI (SEMANTICS §11, seeds/003 Finalize): exactly ``count`` data elements of this input have
+    sync time in ``[le, re)``; it may arrive before, between or after them."""
+
+    le: int
+    re: int
+    count: int
+
+
+Element = Insert | Retract | Cti | Ecti
 
 
 def sync_time(el: Element) -> int:
@@ -66,6 +77,8 @@ def sync_time(el: Element) -> int:
         return el.le
     if isinstance(el, Retract):
         return min(el.re, el.re_new)
+    if isinstance(el, Ecti):
+        return el.le
     return el.t
 
 
@@ -133,7 +146,16 @@ def parse_element(obj: Any, *, line: int | None = None, json_text: bool = False)
             return Retract(_id(obj), le, re, re_new, payload)
         if kind == "cti":
             return Cti(parse_time(_need(obj, "t"), "t", allow_inf=True, inf_int=ints))
-        raise BadElement(f"unknown element kind {kind!r} (expected insert, retract or cti)")
+        if kind == "ecti":
+            le = parse_time(_need(obj, "le"), "le", allow_inf=False, inf_int=ints)
+            re = parse_time(_need(obj, "re"), "re", allow_inf=True, inf_int=ints)
+            count = _need(obj, "count")
+            if type(count) is not int or not 0 <= count < 2**63:
+                raise BadElement(f"ecti count must be an integer >= 0, got {count!r}")
+            if re <= le:
+                raise BadElement(f"ecti needs le < re, got [{le}, {time_to_json(re)})")
+            return Ecti(le, re, count)
+        raise BadElement(f"unknown element kind {kind!r} (expected insert, retract, cti or ecti)")
     except BadElement as exc:
         raise BadElement(exc.reason, line=line, raw=obj) from None
 
@@ -155,4 +177,6 @@ def element_to_json(el: Element) -> dict[str, Any]:
         if el.payload is not None:
             out["payload"] = el.payload
         return out
+    if isinstance(el, Ecti):
+        return {"kind": "ecti", "le": el.le, "re": time_to_json(el.re), "count": el.count}
     return {"kind": "cti", "t": time_to_json(el.t)}

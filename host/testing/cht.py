@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from udm.host.errors import ViolationError
-from udm.host.temporal.elements import Cti, Element, Insert, Retract, canonical_json
+from udm.host.temporal.elements import Cti, Ecti, Element, Insert, Retract, canonical_json
 from udm.sdk import INF
 
 __all__ = [
@@ -128,6 +128,11 @@ class StreamState:
 
     ``max_memory_time`` (semantics-notes 8) raises the effective CTI to ``m - max_memory_time`` with
     ``m = max(latest CTI, max LE seen)``. ``on_violation`` decides what a CTI violation does.
+
+    External CTIs (SEMANTICS §11), by brute force: every accepted ``ecti`` and the sync time of every data
+    element that counted are kept; after each element the effective CTI is recomputed from scratch (complete,
+    contiguous ranges from ``max(CTI, smallest ECTI LE)``) and, when it rose, goes into ``accepted`` as a
+    plain ``cti`` right after that element.
     """
 
     on_violation: Violation = "dead_letter"
@@ -140,6 +145,8 @@ class StreamState:
     rejected: list[Rejected] = field(default_factory=list)
     accepted: list[Element] = field(default_factory=list)  # valid elements as applied (after adjust)
     count: int = 0
+    ectis: list[tuple[int, int, int]] = field(default_factory=list)  # accepted ECTIs (le, re, count)
+    counted: list[int] = field(default_factory=list)  # sync times of the data elements ECTIs count
 
     # -- helpers ------------------------------------------------------------------------------
     def watermark(self) -> int | None:
@@ -169,9 +176,70 @@ class StreamState:
     def apply(self, el: Any) -> bool:
         """Apply one element; False (and a `Rejected` entry) when it is invalid."""
         try:
-            return self._apply(el)
+            if isinstance(el, Ecti):
+                ok = self._ecti(el)
+            elif not self._counts(el):
+                return False
+            else:
+                ok = self._apply(el)
+            self._ecti_cti()
+            return ok
         finally:
             self.count += 1
+
+    # -- external CTIs (SEMANTICS §11) -------------------------------------------------------------------
+    def _in(self, le: int, re: int) -> int:
+        return sum(1 for x in self.counted if le <= x < re)
+
+    def _ecti(self, e: Ecti) -> bool:
+        if self.cti is not None and e.le < self.cti:
+            self._reject(e, f"ECTI [{e.le}, {format_time(e.re)}) starts below the effective CTI "
+                            f"{format_time(self.cti)}")
+            return False
+        if any(le < e.re and e.le < re for le, re, _ in self.ectis):
+            self._reject(e, f"ECTI [{e.le}, {format_time(e.re)}) overlaps an earlier ECTI")
+            return False
+        if self._in(e.le, e.re) > e.count:
+            self._reject(e, f"ECTI [{e.le}, {format_time(e.re)}) counts fewer elements than have arrived")
+            return False
+        self.ectis.append((e.le, e.re, e.count))
+        return True
+
+    def _counts(self, el: Any) -> bool:
+        """Count a data element for the ECTI holding its sync time; False (rejected) when that range has all
+        its elements already. Elements below the CTI count for nothing (they are CTI violations)."""
+        if not isinstance(el, (Insert, Retract)) or not self._times_ok(el.le, el.re) or (
+                isinstance(el, Retract) and not self._times_ok(el.re_new)):
+            return True
+        if el.le >= INF or el.re <= el.le or (isinstance(el, Retract) and el.re_new < el.le):
+            return True  # not a data element (no file could hold it: its line is a bad line)
+        sync = el.le if isinstance(el, Insert) else min(el.re, el.re_new)
+        if self.cti is not None and sync < self.cti:
+            return True
+        for le, re, n in self.ectis:
+            if le <= sync < re:
+                if self._in(le, re) >= n:
+                    self._reject(el, f"surplus for the ECTI [{le}, {format_time(re)})")
+                    return False
+                break
+        self.counted.append(sync)
+        return True
+
+    def _ecti_cti(self) -> None:
+        if not self.ectis:
+            return
+        start = min(le for le, _, _ in self.ectis)
+        base = start if self.cti is None or self.cti < start else self.cti
+        t = base
+        while True:
+            nxt = [re for le, re, n in self.ectis if le <= t < re and self._in(le, re) >= n]
+            if not nxt:
+                break
+            t = nxt[0]
+        if t > base:
+            self.cti = t
+            self._reach(t)
+            self.accepted.append(Cti(t))
 
     def _apply(self, el: Any) -> bool:
         if isinstance(el, Cti):

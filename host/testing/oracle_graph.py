@@ -17,7 +17,11 @@ output from its sources' outputs:
 - ``flat_map``: per row of the node's input CHT, the span UDO's outputs (time-insensitive: each payload
   with the row's lifetime; time-sensitive: the ``(LE, RE, payload)`` it gives for ``Event(LE, RE, payload)``,
   which must lie inside it); a row whose payload it refuses (`udm.sdk.MalformedPayload`) gives none;
-- ``filter``/``map``/``window``: as in `oracle`, on the node's input.
+- ``filter``/``map``/``window``: as in `oracle`, on the node's input;
+- ``align``: its input's CHT (it only holds output back, SEMANTICS §10);
+- ``finalize``: on a physical stream, the elements valid against ``max(CTI, m - max_memory_time)`` (as a
+  window step's ``max_memory_time``); on a CHT, the CHT itself with ``max_memory_time: "inf"`` and
+  `OracleUndecidable` otherwise (which corrections come too late depends on the physical stream).
 
 A node's output is kept as a physical stream while that is cheap and exact (inputs, filter, map, project:
 they keep lifetimes and ids), so a window step's ``max_memory_time`` on such a stream is exact; anything
@@ -37,9 +41,11 @@ from typing import Any
 from udm.host.errors import ContractViolation
 from udm.host.query.plan import BoundQuery, BoundStep
 from udm.host.query.spec import (
+    AlignStep,
     AlterLifetimeStep,
     Const,
     FilterStep,
+    FinalizeStep,
     FlatMapStep,
     JoinStep,
     LmergeStep,
@@ -360,6 +366,20 @@ def graph_oracle_run(bq: BoundQuery, inputs: Mapping[str, Sequence[Element]]) ->
         elif isinstance(step, LmergeStep):
             out = (False, _lmerge_rows(node.name, step, node.sources, [_rows_of(v, p) for p, v in srcs],
                                        OracleUndecidable))
+        elif isinstance(step, AlignStep):
+            out = (False, _rows_of(srcs[0][1], srcs[0][0]))
+        elif isinstance(step, FinalizeStep):
+            phys, val = srcs[0]
+            if phys:
+                fst = apply_stream(val, max_memory_time=step.max_memory_time)
+                result.rejected.extend(fst.rejected)
+                out = (True, list(fst.accepted))
+            elif step.max_memory_time < INF:
+                raise OracleUndecidable(
+                    f"max_memory_time={step.max_memory_time} on finalize step {node.name!r}, fed by a step whose "
+                    "physical output the oracle does not model; the oracle only knows its CHT")
+            else:
+                out = (False, list(val))
         elif isinstance(step, WindowStep):
             phys, val = srcs[0]
             if phys:

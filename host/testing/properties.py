@@ -26,7 +26,9 @@ from typing import Any
 
 from udm.host.query.plan import BoundQuery
 from udm.host.query.spec import (
+    AlignStep,
     FilterStep,
+    FinalizeStep,
     FlatMapStep,
     Hopping,
     MapStep,
@@ -284,8 +286,11 @@ def liveliness_bound(query: QuerySpec | BoundQuery, input_prefix: Sequence[Eleme
         return INF
     bq = _bound(query, catalog)
     windows = [bs for bs in bq.steps if isinstance(bs.step, WindowStep)]
+    aligns = [bs.step for bs in bq.steps if isinstance(bs.step, AlignStep)]
+    if aligns:
+        return _align_bound(bq, input_prefix, c) if not windows and len(aligns) == 1 else None
     if not windows:
-        return _flat_map_bound(bq, input_prefix, c)  # other span-based steps pass CTIs through
+        return _flat_map_bound(bq, input_prefix, c)  # other span-based steps (finalize too) pass CTIs through
     if len(windows) > 1:
         return None
     st = StreamState(on_violation=bq.spec.on_violation)
@@ -350,6 +355,35 @@ def _flat_map_bound(bq: BoundQuery, input_prefix: Sequence[Element], c: int) -> 
             pass  # the oracle reports a UDO that fails; the event is held all the same
         bound = le
     return bound
+
+
+def _align_bound(bq: BoundQuery, input_prefix: Sequence[Element], c: int) -> int | None:
+    """``align`` after span steps (SEMANTICS §7, seeds/003 §4.5): the output CTI is ``c`` held at the LE of
+    every event align still holds — alive, not final (``RE >= c``) and less than ``max_delay`` behind the
+    watermark ``m = max(c, max LE seen)``. (``max_wait`` releases sooner: this stays a lower bound.)"""
+    if any(not isinstance(bs.step, (FilterStep, MapStep, AlignStep, FinalizeStep)) for bs in bq.steps):
+        return None
+    st = StreamState(on_violation=bq.spec.on_violation)
+    for el in input_prefix:
+        st.apply(el)
+    stream: list[Any] = list(st.accepted)
+    for bs in bq.steps:
+        step = bs.step
+        if isinstance(step, (FilterStep, MapStep)):
+            stream = _span_physical(bs, stream)
+        elif isinstance(step, FinalizeStep):
+            if step.max_memory_time < INF:
+                return None
+        elif isinstance(step, AlignStep):
+            at = StreamState()
+            les = [el.le for el in stream if isinstance(el, Insert)]
+            m = max([c, *les])
+            for el in stream:
+                at.apply(el)
+            held = [le for le, re, _ in at.events()
+                    if re >= c and (step.max_delay >= INF or le > m - step.max_delay)]
+            return min([c, *held])
+    return c
 
 
 def _liveliness(input: Sequence[Any], trace: Sequence[Sequence[Any]], query: Any, catalog: Any,
