@@ -31,6 +31,8 @@ class Geometry:
     off: int
     p: int
     width: int
+    #: does every window extend the one before it, except where a new run starts (`span` start moves)?
+    grows = False
 
     def pane(self, t: Any) -> Any:
         """The pane holding time ``t`` (an int or a column)."""
@@ -106,6 +108,8 @@ class HopGeometry(Geometry):
 
 class CumulateGeometry(Geometry):
     """``cumulate{size, step, offset}``: each period's running windows, one per step."""
+
+    grows = True
 
     def __init__(self, size: int, step: int, off: int) -> None:
         self.size = size

@@ -26,6 +26,7 @@ from .geometry import geometry_of
 from .grid_columns import Fresh, column_block
 from .grid_intake import bulk_insert
 from .grid_panes import GroupPanes, PaneFill, merged
+from .prefix_sweep import PrefixSweep
 from .state import Ev, Group
 
 __all__ = ["COLUMN_PANES", "GridFamily"]
@@ -79,6 +80,8 @@ class GridFamily(Family):
         # exactly at the CTI, extended now: SEMANTICS §1 allows it; its old windows must not come out again)
         d.floor = self.floor_k
         d.done = self.floor_k - 1 if self.floor_k > NEG else NEG
+        if self.geo.grows and g.sweep is not None:  # (windows only grow within a period)
+            g.sweep = PrefixSweep(self.step.udm, self.fill.kind == "merge")
 
     def _add(self, g: Group, ev: Ev) -> tuple[int, int]:
         s1, s2 = g.data.add(g, self.geo, self.fill, ev)
@@ -99,8 +102,7 @@ class GridFamily(Family):
 
     def change(self, g: Group, ev: Ev, old: int, new: int) -> None:
         a1, a2 = g.data.drop(self.geo, self.fill, ev)
-        if g.swept is not None and a1 < self.geo.span(g.swept)[1]:
-            g.swept = None  # the sweep took the event in as it was
+        self._unsweep(g, a1)  # (the sweep took the event in as it was)
         ev.re = new
         if new > ev.le:
             _, b2 = self._add(g, ev)
@@ -118,8 +120,7 @@ class GridFamily(Family):
         """Panes ``[s1, s2]`` changed: windows already evaluated that hold them are dirty."""
         d: GroupPanes = g.data
         geo = self.geo
-        if g.swept is not None and s1 < geo.span(g.swept)[1]:
-            g.swept = None  # the sweep already took in what changed: rebuilt at the next evaluation
+        self._unsweep(g, s1)
         lo = max(geo.first_window(s1), d.floor)
         if lo <= d.done:
             hi = min(geo.last_window(s2), d.done)
@@ -127,6 +128,19 @@ class GridFamily(Family):
                 d.dirty.append((lo, hi))
         self.seq += 1
         heapq.heappush(self.clean, (geo.extent(lo)[1], self.seq, g))
+
+    def _unsweep(self, g: Group, s: int) -> None:
+        """Pane ``s`` changed (or an event first in it): a sweep that took it in as it was goes back to
+        before it, where windows only grow (`PrefixSweep.rewind`); otherwise it is rebuilt at the next
+        evaluation."""
+        geo = self.geo
+        swept = g.swept
+        if swept is None or s >= geo.span(swept)[1]:
+            return
+        if geo.grows and s > geo.span(swept)[0]:
+            g.swept = g.sweep.rewind(geo.first_window(s) - 1)
+        else:
+            g.swept = None
 
     def advanced(self, m: int) -> None:
         target = min(m, self.step.ctx.reached)
@@ -237,11 +251,14 @@ class GridFamily(Family):
     def _sweep_to(self, g: Group, k: int) -> None:
         """Bring the group's sweep to window ``k``: forward from the window it holds, else rebuilt."""
         prev = g.swept
-        if prev is None or prev > k:
-            g.sweep.clear()
+        geo = self.geo
+        if prev is None or prev > k or (geo.grows and geo.span(prev)[0] != geo.span(k)[0]):
+            g.sweep.clear()  # (a growing window's sweep starts again with each run: nothing ever leaves it)
             prev = None
-        g.data.feed(g.sweep, self.geo, prev, k, self.fill.kind == "merge")
+        g.data.feed(g.sweep, geo, prev, k, self.fill.kind == "merge")
         g.swept = k
+        if geo.grows:
+            g.sweep.mark(k)
 
     # -- cleanup, output CTI ------------------------------------------------------------------------------
     def cleanup(self, c: int) -> Iterable[Group]:

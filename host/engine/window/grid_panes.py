@@ -307,8 +307,13 @@ class GroupPanes:
             sweep.leave_before(a)
             start = max(pb, a)
             lstart = pb
-        for s in self.panes.irange(start, b - 1):
-            p: Pane = self.panes[s]
+        panes = self.panes
+        if start == b - 1:  # (one pane enters: a window one pane past the last, as in order)
+            one = panes.get(start)
+            entering: Any = () if one is None else ((start, one),)
+        else:
+            entering = ((s, panes[s]) for s in panes.irange(start, b - 1))
+        for s, p in entering:
             if not p.count:
                 continue
             if partials:
@@ -353,7 +358,7 @@ class GroupPanes:
             for item in [it for it in self.longs if it[1] < a and it[2].re < c]:
                 self.longs.remove(item)
                 g.events.pop(item[2].id, None)
-        if g.swept is not None and g.swept < k_keep:
+        if g.swept is not None and geo.span(g.swept)[0] < a:  # (the sweep holds panes that are gone)
             g.sweep.clear()
             g.swept = None
         self.dirty = [(max(lo, k_keep), hi) for lo, hi in self.dirty if hi >= k_keep]
