@@ -144,7 +144,7 @@ def expected(window: dict[str, Any], uda: str, s: Stream) -> list[tuple[Any, ...
             hi = np.searchsorted(le[a:b], ends)  # members: LE < W.RE (and >= the period start)
             has = hi > 0
             out += [(key, start, int(e), int(run[h - 1])) for e, h in zip(ends[has], hi[has], strict=True)]
-    return sorted(out, key=lambda r: (str(r[0]), r[1], r[2]))
+    return sorted(out, key=lambda r: (str(r[0]), r[1], r[2], r[3]))
 
 
 class Observed:
@@ -168,7 +168,7 @@ class Observed:
 
     def rows(self) -> list[tuple[Any, ...]]:
         """The final CHT as sorted (group, le, re, value)."""
-        return sorted(self.live.values(), key=lambda r: (str(r[0]), r[1], r[2]))
+        return sorted(self.live.values(), key=lambda r: (str(r[0]), r[1], r[2], r[3]))
 
 
 # ---- one cell ----------------------------------------------------------------------------------------------
