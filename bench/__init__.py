@@ -15,6 +15,9 @@ Local engine (`QueryRunner`, one route: every operator on columnar batches):
 - `bench.bench_sliding`: µs per event of sliding windows (hopping hop 1, count_by_start, rows, RANGE) at
   window sizes 10 to 10,000 and under disorder, every cell checked against an independent computation;
   the ordered aggregators alone against a sorted-fold baseline.
+- `bench.bench_cumulate`: cumulate windows, step 60 against step 3,600 of a day (µs per event, the ratio),
+  and running aggregates (``rows`` unbounded) at 100 k and 1 M events; outputs checked against numpy
+  (itself checked against the oracle: tests/test_bench_cumulate.py).
 - `bench.bench_join`: join (inner, left_anti) and union over two inputs against a single-input
   pass-through; state held with and without CTIs; answers against a brute force.
 - `bench.bench_lmerge`: lmerge's algorithms R0–R4 against a union (throughput, state) and output size

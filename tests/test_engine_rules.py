@@ -1,5 +1,6 @@
 """The engine's rules (`udm.host.engine.rules`): each scalar form and its vector form give the same answer,
-row by row, on random values (hypothesis), and the scalar forms say what SEMANTICS §1, §3, §7 say."""
+row by row, on random values (hypothesis), and the scalar forms say what SEMANTICS §1, §7 say (window
+assignment, §3, is tests/test_grid_geometry.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from udm.host.engine import rules
-from udm.host.engine.rules import INF, NEG, Grid
+from udm.host.engine.rules import INF, NEG
 
 TIMES = st.one_of(st.integers(-50, 50), st.just(INF))
 FINITE = st.integers(-50, 50)
@@ -88,23 +89,6 @@ def test_release_point_and_finalize() -> None:
     assert rules.effective_cti(10, 100, INF) == 10
     assert rules.effective_cti(10, 100, 30) == 70  # Finalize: m - max_memory_time
     assert rules.effective_cti(80, 100, 30) == 80
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.integers(1, 12), st.integers(1, 12), st.integers(-5, 5),
-       st.lists(st.tuples(st.integers(-40, 40), st.integers(1, 30)), min_size=1, max_size=20))
-def test_grid_assignment_vector_equals_scalar_and_membership(size: int, hop: int, off: int,
-                                                             events: list[tuple[int, int]]) -> None:
-    g = Grid(size, hop, off)
-    le = np.array([e[0] for e in events], dtype=np.int64)
-    re = le + np.array([e[1] for e in events], dtype=np.int64)
-    assert g.k_lo(le).tolist() == [g.k_lo(int(x)) for x in le]
-    assert g.k_hi_v(re).tolist() == [g.k_hi(int(x)) for x in re]
-    for a, b in zip(le.tolist(), re.tolist(), strict=True):
-        # the windows between k_lo and k_hi are exactly those the event overlaps (SEMANTICS §3)
-        ks = [k for k in range(-30, 60) if g.le(k) < b and g.le(k) + size > a]
-        lo, hi = g.k_lo(a), g.k_hi(b)
-        assert ks == [k for k in range(lo, hi + 1) if -30 <= k < 60]
 
 
 @settings(max_examples=300, deadline=None)

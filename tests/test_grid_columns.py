@@ -1,8 +1,8 @@
 """The grid family's column-wise evaluation (`udm.host.engine.window.grid_columns`) is the vector form of its
 window-by-window evaluation: the same output CHT, dead letters and run statistics on generated streams
-(many groups, CTIs inside batches, hopping windows, late and bad elements, retractions that send a batch the
-window-by-window way), with the column form really taking part; and when the UDA's fresh-window form
-declines (raises, a wrong length) its scalar forms give the same values."""
+(many groups, CTIs inside batches, hopping and cumulate windows, late and bad elements, retractions that
+send a batch the window-by-window way), with the column form really taking part; and when the UDA's
+fresh-window form declines (raises, a wrong length) its scalar forms give the same values."""
 
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ def _run(q: Any, stream: list[Element], chunk: int) -> tuple[Any, ...]:
 
 
 @pytest.mark.parametrize("window", [{"type": "tumbling", "size": 10}, {"type": "hopping", "size": 30, "hop": 10},
-                                    {"type": "tumbling", "size": 7, "offset": 3}])
+                                    {"type": "tumbling", "size": 7, "offset": 3},
+                                    {"type": "cumulate", "size": 30, "step": 10, "offset": 5}])
 @pytest.mark.parametrize("udm", ["sum", "count", "avg"])
 def test_columns_equal_window_by_window(window: dict, udm: str, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = {"steps": [{"op": "window", "window": window, "group_by": ["g"], "udm": udm, "input": "v"}]}

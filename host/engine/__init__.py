@@ -16,7 +16,8 @@ Choices the engine makes where the documents leave room (all also followed by th
   matters to time-sensitive UDMs without right clipping; and a snapshot window ending at the CTI can
   still merge with the next one, which matters to time-sensitive UDMs. On count windows a later value
   can create or reshape a window over old members, so ``time_bound`` does not give output CTI = input
-  CTI there (the general rule applies; ``time_bound`` is honoured on tumbling/hopping/snapshot windows).
+  CTI there (the general rule applies; ``time_bound`` is honoured on tumbling/hopping/cumulate/snapshot
+  windows).
 * **Speculation**: a window is output once the watermark passes its end (``max_delay`` ticks later, or
   at the CTI for ``max_delay: inf``); after that, every change is output at once, as a minimal diff.
   ``time_bound`` windows are also output as soon as they start before the CTI.
@@ -24,7 +25,7 @@ Choices the engine makes where the documents leave room (all also followed by th
   events with ``RE < c`` (they can never be retracted again). An id may therefore be reused once its
   event is closed by a CTI. At the end of input all state is dropped.
 * **T** (semantics-notes 2) is one value per run, from what the first step accepts; endless members of
-  tumbling/hopping windows stop at ``W.LE <= T`` (reported as ``RunStats.truncated_at``), members with
+  tumbling/hopping/cumulate windows stop at ``W.LE <= T`` (reported as ``RunStats.truncated_at``), members with
   a finite end always give all their windows.
 * **Adjust**: an insert moved to ``[c, RE)`` is still named by its original LE in later retractions.
 * **Floats**: incremental states (add/remove chains), pane merges and the vectorized ``add_array`` /

@@ -10,7 +10,8 @@ values, the vector form numpy columns of a batch, and the two are tested equal (
 * the effective CTI under ``max_memory_time`` (semantics-notes 8) and a window's release point (§7);
 * external CTIs (SEMANTICS §11): which range a sync time falls in, and the dead-letter reasons;
 * the payload fields a step reads and their declared types (semantics-notes 3, 17);
-* tumbling/hopping/cumulate window assignment (§3).
+* not here: tumbling/hopping/cumulate window assignment (§3) is `window.geometry`, in panes (its arithmetic
+  takes an int or a column alike; tests/test_grid_geometry.py).
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ __all__ = [
     "SURPLUS",
     "UNKNOWN_ID",
     "FieldCheck",
-    "Grid",
     "closed",
     "cti_before",
     "ecti_range",
@@ -256,35 +256,3 @@ class FieldCheck:
         if bad is not None and not bad.any():
             return None
         return bad
-
-
-# -- tumbling / hopping / cumulate (SEMANTICS §3) -----------------------------------------------------
-@dataclass(frozen=True)
-class Grid:
-    """Windows ``[off + k*hop, off + k*hop + size)`` (tumbling: ``hop = size``)."""
-
-    size: int
-    hop: int
-    off: int = 0
-
-    def le(self, k: Any) -> Any:
-        return self.off + k * self.hop
-
-    def k_lo(self, le: Any) -> Any:
-        """First window an event starting at ``le`` belongs to (scalar or vector)."""
-        return (le - self.size - self.off) // self.hop + 1
-
-    def k_hi(self, re: int) -> int:
-        """Last window with ``W.LE < re`` (INF for an infinite end)."""
-        if re >= INF:
-            return INF
-        return -((self.off - re) // self.hop) - 1
-
-    def k_hi_v(self, re: np.ndarray) -> np.ndarray:
-        """`k_hi` over a column (an infinite end gives a huge index: callers mask such rows)."""
-        r = np.where(re < INF, re, 0)
-        return np.where(re < INF, -((self.off - r) // self.hop) - 1, np.iinfo(np.int64).max)
-
-    def frontier(self, m: int) -> int:
-        """The last window starting at or before ``m``."""
-        return (m - self.off) // self.hop

@@ -41,6 +41,7 @@ from udm.host.query.spec import (
     AlterLifetimeStep,
     CountByEnd,
     CountByStart,
+    Cumulate,
     FilterStep,
     FinalizeStep,
     FlatMapStep,
@@ -71,7 +72,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Stream", "run_elements"]
 
-_Window: TypeAlias = Tumbling | Hopping | Snapshot | CountByStart | CountByEnd | Rows | Session
+_Window: TypeAlias = Tumbling | Hopping | Cumulate | Snapshot | CountByStart | CountByEnd | Rows | Session
 
 
 @dataclass(frozen=True)
@@ -338,6 +339,10 @@ class Stream:
 
     def hopping(self, size: int, hop: int, offset: int = 0) -> Stream:
         return self.window({"type": "hopping", "size": size, "hop": hop, "offset": offset})
+
+    def cumulate(self, size: int, step: int, offset: int = 0) -> Stream:
+        """Each period of ``size`` ticks, its running windows one per ``step`` ("so far today, every minute")."""
+        return self.window({"type": "cumulate", "size": size, "step": step, "offset": offset})
 
     def snapshot(self) -> Stream:
         return self.window({"type": "snapshot"})

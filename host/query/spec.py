@@ -26,6 +26,7 @@ __all__ = [
     "AlterLifetimeStep",
     "CountByEnd",
     "CountByStart",
+    "Cumulate",
     "FilterStep",
     "FinalizeStep",
     "FlatMapStep",
@@ -85,6 +86,23 @@ class Hopping(_Strict):
     offset: int = 0
 
 
+class Cumulate(_Strict):
+    """Each period's running windows, one per step (SEMANTICS §3): ``[offset + k*size, offset + k*size +
+    i*step)`` for ``i = 1 .. size/step`` ("so far today, every minute")."""
+
+    type: Literal["cumulate"] = "cumulate"
+    size: PositiveInt
+    step: PositiveInt
+    offset: int = 0
+
+    @model_validator(mode="after")
+    def _step_divides_size(self) -> Cumulate:
+        if self.size % self.step:
+            raise ValueError(f"cumulate: step {self.step} must divide size {self.size} "
+                             f"(size/step running windows per period)")
+        return self
+
+
 class Snapshot(_Strict):
     type: Literal["snapshot"] = "snapshot"
 
@@ -118,7 +136,7 @@ class Session(_Strict):
     gap: int = Field(ge=0)
 
 
-WindowSpec = Annotated[Tumbling | Hopping | Snapshot | CountByStart | CountByEnd | Rows | Session,
+WindowSpec = Annotated[Tumbling | Hopping | Cumulate | Snapshot | CountByStart | CountByEnd | Rows | Session,
                        Field(discriminator="type")]
 
 

@@ -1,19 +1,21 @@
-"""Algebraic UDAs on tumbling/hopping windows as a two-phase Spark aggregate (SEMANTICS §9, seeds/004);
-with ``aggregates``, every UDA algebraic, their states travel together (one state tuple per pane).
+"""Algebraic UDAs on tumbling/hopping/cumulate windows as a two-phase Spark aggregate (SEMANTICS §9,
+seeds/004); with ``aggregates``, every UDA algebraic, their states travel together (one state tuple per pane).
 
 One Spark job, no pre-passes:
 
 Phase 1 (partial, ``mapInArrow``: one Python call per input partition, no shuffle before it; small
 partitions are coalesced first, `python_tasks`) reads the whole element DataFrame, folds each insert into
-the state of its (group, pane) with the UDA's ``add``/``add_array`` (panes are ``gcd(size, hop)`` wide)
+the state of its (group, pane) with the UDA's ``add``/``add_array`` (panes are ``gcd(size, hop)`` wide, a
+cumulate window's ``step``: the engine's `geometry`)
 and, per key bucket, emits one row holding all that bucket's pane states (one pickle per bucket, not per
 state), one row of id hashes, and one row of *facts* (is this partition simple, its range of insert
 lines, its least insert LE, and each of its CTIs with the least LE of its own inserts after it).
 Phase 2 (final, ``groupBy(bucket).applyInArrow``: one call per key bucket) receives every partition's facts
 (they are copied into each bucket) and decides eligibility itself: every partition simple, no CTI that an
 insert after it could violate, no id hash seen twice (ids hash to buckets, so equal ids meet in one
-bucket). It then merges the pane states of each (group, pane), each window's ``size / pane`` pane states,
-and calls ``compute`` once per non-empty window inside that one call. No group or window is ever
+bucket). It then merges the pane states of each (group, pane), each window's ``size / pane`` pane states
+(a cumulate window: the window before it and its new pane), and calls ``compute`` once per non-empty window
+inside that one call. No group or window is ever
 materialized as a list of members, and no Python UDF runs per window.
 
 This is the engine's answer only when nothing depends on physical order or validity: inserts only, no bad
@@ -39,7 +41,7 @@ import pyarrow as pa
 from udm.host.input_types import InputType, step_checks
 from udm.host.io.jsonl import struct_payloads
 from udm.host.query.plan import bind
-from udm.host.query.spec import Hopping, QuerySpec, Tumbling, WindowStep, parse_query
+from udm.host.query.spec import Cumulate, Hopping, QuerySpec, Tumbling, WindowStep, parse_query
 from udm.host.spark.partition import python_tasks
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,7 +72,7 @@ def eligible_step(spec: QuerySpec) -> WindowStep | None:
     if len(spec.steps) != 1 or not isinstance(spec.steps[0], WindowStep) or spec.uses_repair:
         return None
     step = spec.steps[0]
-    if not isinstance(step.window, (Tumbling, Hopping)) or step.max_memory_time < _INF:
+    if not isinstance(step.window, (Tumbling, Hopping, Cumulate)) or step.max_memory_time < _INF:
         return None
     bs = bind(spec).steps[0]
     for part in bs.parts or (bs,):  # every UDA of ``aggregates``
@@ -114,11 +116,38 @@ def _uda_and_input(bs: Any) -> tuple[Any, Any]:
     return bs.udm, step.input
 
 
-def _geometry(step: WindowStep) -> tuple[int, int, int, int]:
-    """(pane width, size, hop, offset)."""
-    w = step.window
-    size, hop = (w.size, w.size) if isinstance(w, Tumbling) else (w.size, w.hop)
-    return math.gcd(size, hop), size, hop, w.offset
+def _geometry(step: WindowStep) -> Any:
+    """The window step's panes and windows (`udm.host.engine.window.geometry`, the engine's own)."""
+    from udm.host.engine.window.geometry import geometry_of
+
+    return geometry_of(step.window)
+
+
+def _window_states(geo: Any, panes: dict[int, Any], merge: Callable[[Any, Any], Any]) -> list[tuple[int, Any]]:
+    """(window index, merged state) of every window holding a pane state, in window order. A window that
+    extends the one before it by a pane (cumulate, within a period) is that one's state merged with the new
+    pane's: one merge per window, whatever the period's length; any other window merges its panes."""
+    if geo.width == 1:  # (every window is one pane)
+        return [(k, st) for s, st in sorted(panes.items()) for k in range(geo.first_window(s), geo.last_window(s) + 1)]
+    windows: set[int] = set()
+    for s in panes:
+        windows.update(range(geo.first_window(s), geo.last_window(s) + 1))
+    out: list[tuple[int, Any]] = []
+    prev_k, prev_span, prev_state = None, (0, 0), None
+    for k in sorted(windows):
+        a, b = geo.span(k)
+        if prev_k == k - 1 and prev_span == (a, b - 1):
+            q = panes.get(b - 1)
+            state = prev_state if q is None else q if prev_state is None else merge(prev_state, q)
+        else:
+            state = None
+            for q in range(a, b):
+                if q in panes:
+                    state = panes[q] if state is None else merge(state, panes[q])
+        prev_k, prev_span, prev_state = k, (a, b), state
+        if state is not None:
+            out.append((k, state))
+    return out
 
 
 def key_bucket(kj: str, n: int) -> int:
@@ -341,7 +370,8 @@ def _fold_partition(spec_json: dict[str, Any], n: int, tables: Iterator[pa.Table
     uda, field = _uda_and_input(bound)
     # declared input types (semantics-notes 17): one per UDA (a list for ``aggregates``)
     tp: Any = ([_input_check(p) for p in bound.parts] if bound.parts else _input_check(bound))
-    pane_w, _, _, off = _geometry(step)
+    geo = _geometry(step)
+    pane_w, off = geo.p, geo.off
     keys = step.group_by
     folded: dict[tuple[str, int], Any] = {}
     ids: list[np.ndarray] = []
@@ -478,7 +508,7 @@ def _final(spec_json: dict[str, Any], strict: bool) -> Callable[[pa.Table], pa.T
         step = spec.steps[0]
         assert isinstance(step, WindowStep)
         uda, _ = _uda_and_input(bind(spec).steps[0])
-        pane_w, size, hop, off = _geometry(step)
+        geo = _geometry(step)
         tags = table.column("tag").to_pylist()
         blobs = table.column("blob").to_pylist()
         facts = [pickle.loads(b) for t, b in zip(tags, blobs, strict=True) if t == _FACTS]
@@ -502,9 +532,8 @@ def _final(spec_json: dict[str, Any], strict: bool) -> Callable[[pa.Table], pa.T
                 if panes is None:
                     panes = per_key[kj] = {}
                 panes[pane] = merge(panes[pane], st) if pane in panes else st
-        n_panes, hop_panes = size // pane_w, hop // pane_w
         ids: list[str] = []
-        les: list[int] = []
+        les: list[int] = []  # (window indexes)
         payloads: list[str] = []
         alias = json.dumps(step.alias)
         compute = uda.compute
@@ -515,26 +544,11 @@ def _final(spec_json: dict[str, Any], strict: bool) -> Callable[[pa.Table], pa.T
                 prefix = "{" + "".join(f"{json.dumps(k)}:{json.dumps(v, separators=(',', ':'))},"
                                        for k, v in zip(step.group_by, key_vals, strict=True)
                                        if k != step.alias) + alias + ":"
-                if n_panes == 1 and hop_panes == 1:  # tumbling with pane == window: no merging at all
-                    items = sorted(panes.items())
-                else:
-                    windows: set[int] = set()
-                    for pane in panes:  # window k covers panes [k*hop_panes, k*hop_panes + n_panes)
-                        lo = -((n_panes - 1 - pane) // hop_panes)  # ceil((pane - n_panes + 1) / hop_panes)
-                        windows.update(range(lo, pane // hop_panes + 1))
-                    items = []
-                    for k in sorted(windows):
-                        first = k * hop_panes
-                        state = None
-                        for q in range(first, first + n_panes):
-                            if q in panes:
-                                state = panes[q] if state is None else merge(state, panes[q])
-                        if state is not None:
-                            items.append((k, state))
+                items = _window_states(geo, panes, merge)
                 for k, state in items:
                     value = compute(state)
                     ids.append(f"a{len(ids)}:{kj}")
-                    les.append(off + k * hop)
+                    les.append(k)
                     if step.aggregates is not None:  # {**keys, alias_1: v_1, ...} (aliases are not keys)
                         payloads.append(json.dumps({**dict(zip(step.group_by, key_vals, strict=True)),
                                                     **dict(zip(step.aliases, value, strict=True))},
@@ -544,9 +558,9 @@ def _final(spec_json: dict[str, Any], strict: bool) -> Callable[[pa.Table], pa.T
         except Exception:  # the engine path reports the UDM's failure with its full context
             return ineligible()
         m = len(ids)
-        le_arr = np.asarray(les, dtype=np.int64)
+        le_arr, re_arr = geo.extent(np.asarray(les, dtype=np.int64))
         return pa.table({"kind": pa.array(["insert"] * m, pa.string()), "id": pa.array(ids, pa.string()),
-                         "le": le_arr, "re": le_arr + size, "re_new": pa.nulls(m, pa.int64()),
+                         "le": le_arr, "re": re_arr, "re_new": pa.nulls(m, pa.int64()),
                          "t": pa.nulls(m, pa.int64()), "payload": pa.array(payloads, pa.string()),
                          "line": np.arange(m, dtype=np.int64)}, schema=_OUT_ARROW)
 

@@ -1,6 +1,6 @@
 """The Spark batch path: the local engine (`QueryRunner`) run inside executors, one per bucket.
 
-Algebraic UDAs on tumbling/hopping windows first try the two-phase partial + final plan
+Algebraic UDAs on tumbling/hopping/cumulate windows first try the two-phase partial + final plan
 (`udm.host.spark.algebraic`): one job, which validates its own input and, when the input is not simple
 enough, says so instead of answering; only then does the engine path below run.
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from udm.host.query.spec import FilterStep, Hopping, MapStep, QuerySpec, Tumbling, WindowStep
+from udm.host.query.spec import Cumulate, FilterStep, Hopping, MapStep, QuerySpec, Tumbling, WindowStep
 
 if TYPE_CHECKING:  # pragma: no cover
     from udm.host.query.graph import GraphNode
@@ -65,11 +65,13 @@ def time_split(spec: QuerySpec) -> int | None:
     Sound only when every piece of the answer can be computed from the events near it, and attributed to
     exactly one range:
 
-    - the query ends with its only window step, a `tumbling` or `hopping` one: such a window is fixed in
-      time (``[offset + k*hop, ... + size)``), so a range owning the windows with ``W.LE`` in ``[a, b)``
-      needs exactly the events overlapping ``[a, b - 1 + size)``. Snapshot windows are cut at *every*
-      event endpoint of the group and count windows at every n-th start/end, so which windows exist near
-      a time depends on the whole stream: a range would see other windows than the whole stream has;
+    - the query ends with its only window step, a `tumbling`, `hopping` or `cumulate` one: such a window
+      is fixed in time (``[offset + k*hop, ... + size)``; a cumulate window lies inside its period
+      ``[offset + k*size, ... + size)`` and starts where it does), so a range owning the windows with
+      ``W.LE`` in ``[a, b)`` needs exactly the events overlapping ``[a, b - 1 + size)``. Snapshot windows
+      are cut at *every* event endpoint of the group and count windows at every n-th start/end, so which
+      windows exist near a time depends on the whole stream: a range would see other windows than the whole
+      stream has;
     - its output policy is ``window``: every output then has ``LE = W.LE``, which says which window, hence
       which range, it belongs to (a retraction quotes the same ``LE``). Other policies give lifetimes
       that do not name their window. Steps *after* a window step would see, and possibly dead-letter,
@@ -87,7 +89,8 @@ def time_split(spec: QuerySpec) -> int | None:
         return None  # one bucket (see `partition_keys`)
     if not isinstance(last, WindowStep) or any(not isinstance(s, (FilterStep, MapStep)) for s in before):
         return None
-    if not isinstance(last.window, (Tumbling, Hopping)) or last.output != "window" or last.max_memory_time < _INF:
+    if (not isinstance(last.window, (Tumbling, Hopping, Cumulate)) or last.output != "window"
+            or last.max_memory_time < _INF):
         return None
     return last.window.size
 

@@ -8,7 +8,7 @@ clip, sort canonically, call the UDM non-incrementally (an incremental UDM gets 
 ``add`` of all members, ``compute``), and stamp the outputs per the output policy.
 
 Where the result depends on the physical stream rather than on its CHT (``max_memory_time``; T, the
-largest finite time the input reached, which cuts endless events on tumbling/hopping windows — one T
+largest finite time the input reached, which cuts endless events on tumbling/hopping/cumulate windows — one T
 per run, taken from what the query's first step accepts), the oracle follows the physical input up to
 the first window step; after a window step only the CHT is known, so a finite ``max_memory_time``
 there is undecidable and raises `OracleUndecidable`.
@@ -28,6 +28,7 @@ from udm.host.query.plan import BoundQuery, BoundStep, bind
 from udm.host.query.spec import (
     CountByEnd,
     CountByStart,
+    Cumulate,
     FilterStep,
     Hopping,
     MapStep,
@@ -134,7 +135,7 @@ def _session_windows(spec: Session, events: Sequence[tuple[int, int, Any]]) -> l
 
 def group_windows(spec: Any, events: Sequence[tuple[int, int, Any]], reached: int | None) -> list[Window]:
     """Every window the group's events define. ``reached`` is T of semantics-notes 2 (for endless events
-    on tumbling/hopping windows: only windows with ``W.LE <= T``). Rows and session windows list their
+    on tumbling/hopping/cumulate windows: only windows with ``W.LE <= T``). Rows and session windows list their
     members as positions in `canonical_rows` of ``events``."""
     if isinstance(spec, Rows):
         return _rows_windows(spec, events)
@@ -155,6 +156,23 @@ def group_windows(spec: Any, events: Sequence[tuple[int, int, Any]], reached: in
                 k_last = (reached - off) // hop  # W.LE <= T
             ks.update(range(k_first, k_last + 1))
         return [Window(off + k * hop, off + k * hop + size) for k in sorted(ks)]
+    if isinstance(spec, Cumulate):
+        # every period an event (or, for an endless one, the stretch up to T) overlaps, with all its
+        # windows [off + k*size, off + k*size + i*step), i = 1..size/step; members are tested by overlap later
+        periods: set[int] = set()
+        for le, re, _ in events:
+            end = re
+            if re >= INF:
+                if reached is None:
+                    continue
+                end = reached + 1  # W.LE <= T
+            k = (le - spec.offset) // spec.size  # the period holding le
+            while spec.offset + k * spec.size < end:
+                periods.add(k)
+                k += 1
+        n = spec.size // spec.step
+        return [Window(spec.offset + k * spec.size, spec.offset + k * spec.size + i * spec.step)
+                for k in sorted(periods) for i in range(1, n + 1)]
     if isinstance(spec, Snapshot):
         points = sorted({le for le, _, _ in events} | {re for _, re, _ in events if re < INF})
         wins = [Window(a, b) for a, b in itertools.pairwise(points)]
@@ -333,7 +351,7 @@ def _window_step(bs: BoundStep, events: Iterable[tuple[int, int, Any]], reached:
     cut = False
     for gid in sorted(groups):
         keys, evs = groups[gid]
-        if isinstance(step.window, (Tumbling, Hopping)) and any(re >= INF for _, re, _ in evs):
+        if isinstance(step.window, (Tumbling, Hopping, Cumulate)) and any(re >= INF for _, re, _ in evs):
             cut = True
         ordered = canonical_rows(evs)
         for w in group_windows(step.window, evs, reached):

@@ -27,6 +27,7 @@ from typing import Any
 from udm.host.query.plan import BoundQuery
 from udm.host.query.spec import (
     AlignStep,
+    Cumulate,
     FilterStep,
     FinalizeStep,
     FlatMapStep,
@@ -171,6 +172,19 @@ def _prefix_finality(output: Sequence[Any], incs: list[_Incarnation], problems: 
 # liveliness
 
 
+def _grid(win: Any) -> tuple[int, int] | None:
+    """(size, hop) of the windows whose starts decide the bound: tumbling and hopping as given; a cumulate
+    period's windows all start at the period's start and the last one spans it, so for the earliest
+    start a window with ``W.RE > t`` (or holding an event) can have, cumulate is tumbling by its period."""
+    if isinstance(win, Tumbling):
+        return win.size, win.size
+    if isinstance(win, Hopping):
+        return win.size, win.hop
+    if isinstance(win, Cumulate):
+        return win.size, win.size
+    return None
+
+
 def _window_bound(step: WindowStep, props: Any, c: int, groups: dict[str, list[tuple[int, int, Any]]],
                   reached: int | None) -> int | None:
     """Least output CTI SEMANTICS §7 demands after input cti(c); None when undecidable.
@@ -187,16 +201,17 @@ def _window_bound(step: WindowStep, props: Any, c: int, groups: dict[str, list[t
         return _session_bound(win, c, groups)
     if isinstance(win, Rows):
         return _rows_bound(win, props.time_sensitive and step.clip in ("none", "left"), c, groups)
-    if not isinstance(win, (Tumbling, Hopping, Snapshot)):
+    if not isinstance(win, (Tumbling, Hopping, Cumulate, Snapshot)):
         # count and rows windows: a later start can still *create* (or renumber) a window over old
         # members, so even a time_bound UDM's output may start before c; the kit does not decide a bound
         return None
     if step.output == "time_bound":
         return c
     bound = c
-    if isinstance(win, (Tumbling, Hopping)):
-        hop = win.size if isinstance(win, Tumbling) else win.hop
-        k = (c - win.offset - win.size) // hop + 1  # first window with W.RE > c (any can get members)
+    grid = _grid(win)
+    if grid is not None:
+        size, hop = grid
+        k = (c - win.offset - size) // hop + 1  # first window with W.RE > c (any can get members)
         bound = min(bound, win.offset + k * hop)
     elif isinstance(win, Snapshot):
         for evs in groups.values():
@@ -211,9 +226,9 @@ def _window_bound(step: WindowStep, props: Any, c: int, groups: dict[str, list[t
             for le, re, _ in evs:
                 if re < c:
                     continue
-                if isinstance(win, (Tumbling, Hopping)):
-                    hop = win.size if isinstance(win, Tumbling) else win.hop
-                    k = (le - win.size - win.offset) // hop + 1  # earliest window holding the event
+                if grid is not None:
+                    size, hop = grid
+                    k = (le - size - win.offset) // hop + 1  # earliest window holding the event
                     bound = min(bound, win.offset + k * hop)
                 else:
                     bound = min(bound, le)

@@ -69,7 +69,7 @@ def column_block(fam: Any, jobs: list[tuple[Fresh, int]], em: Any) -> Batch | No
         st = rec.starts[x0:x1]
         en = rec.ends[x0:x1]
         ks = np.arange(lo, hi + 1, dtype=np.int64)
-        a, b = fam.spans(ks)
+        a, b = fam.geo.span(ks)
         i0 = np.searchsorted(panes, a, side="left")
         i1 = np.searchsorted(panes, b, side="left")
         has = i1 > i0
@@ -106,7 +106,7 @@ def column_block(fam: Any, jobs: list[tuple[Fresh, int]], em: Any) -> Batch | No
     offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
     results = _slices(wu, values, offsets)
     n = len(kv)
-    le, re = fam.extents(kv)
+    le, re = fam.geo.extent(kv)
     kk = kv
     gg = gv.tolist()
     first = em.oid + 1

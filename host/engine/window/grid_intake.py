@@ -1,0 +1,136 @@
+"""A batch's inserts into a grid family at once: short events by (group, pane) run, long ones one by one.
+
+Inserts commute, so a batch's short events (inside one pane) are sorted by (group, pane) and each run joins
+its pane in one call (`grid_panes.PaneFill.fold_runs`: the UDA's ``add_batch``, ``add_array`` or ``add``).
+When the flush after the batch closes windows whose every pane the batch made (`plan_columns`), those panes
+are never made: the windows are valued from the sorted values at the flush (`grid_columns`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..rules import INF, NEG
+from .grid_columns import Fresh
+from .grid_panes import GroupPanes, Pane
+from .state import Ev, Group
+
+__all__ = ["bulk_insert", "plan_columns"]
+
+
+def bulk_insert(fam: Any, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: Any,
+                closing: int | None = None) -> None:
+    """`GridFamily.bulk_insert`: row ``j`` in group ``groups[codes[j]]``. ``closing``: the last window the
+    flush after this batch releases and closes, when the batch holds nothing but these inserts and CTIs
+    (the panes only such windows hold need no partial: `grid_columns`)."""
+    geo = fam.geo
+    fin = re < INF
+    s1 = geo.pane(le)
+    s2 = np.where(fin, geo.pane(np.where(fin, re, 1) - 1), s1 - 1)
+    short = fin & (s1 == s2)
+    arr = vals if isinstance(vals, np.ndarray) else None
+    if not short.all():
+        closing = None
+        vl = vals.tolist() if arr is not None else vals
+        for j in np.flatnonzero(~short).tolist():
+            fam.insert(groups[int(codes[j])], Ev(int(ids[j]), int(le[j]), int(re[j]), vl[j]))
+        sel = np.flatnonzero(short)
+        if not len(sel):
+            return
+        codes, ids, s1 = codes[sel], ids[sel], s1[sel]
+        le, re = le[sel], re[sel]
+        vals = arr[sel] if arr is not None else [vals[j] for j in sel.tolist()]
+        arr = vals if arr is not None else None
+    smin = int(s1.min())
+    key = codes * (int(s1.max()) - smin + 1) + (s1 - smin)
+    order = np.argsort(key, kind="stable")
+    skey = key[order]
+    cuts = np.flatnonzero(skey[1:] != skey[:-1]) + 1
+    starts = np.concatenate(([0], cuts))
+    ends = np.concatenate((cuts, [len(skey)]))
+    run_codes = codes[order[starts]].tolist()
+    run_panes = s1[order[starts]].tolist()
+    fill = fam.fill
+    members = fill.kind == "members"
+    svals: Any = None
+    sl: Any = None
+    if arr is None and len(vals) and type(vals[0]) in (int, float):
+        try:
+            a = np.asarray(vals)
+        except (OverflowError, ValueError):
+            a = None
+        if a is not None and a.dtype.kind in "if" and a.dtype.itemsize == 8:
+            arr = a
+    if arr is not None:
+        vals = arr
+    ol = order.tolist()
+    if not members:
+        if arr is not None:
+            svals = arr[order]
+        sl = None if svals is not None else [vals[i] for i in ol]
+    rec = None
+    if closing is not None and svals is not None and fam.columns:
+        rec = Fresh(groups, run_codes, run_panes, starts, ends, svals)
+        plan_columns(fam, rec, closing)
+    if rec is not None and any(rec.transient):
+        # transient panes are never made: their windows are valued from the batch (`GridFamily.after`)
+        live = [r for r, t in enumerate(rec.transient) if not t]
+        fam.fresh.append(rec)
+        if not live:
+            return
+        run_codes = [run_codes[r] for r in live]
+        run_panes = [run_panes[r] for r in live]
+        starts, ends = starts[live], ends[live]
+        contiguous = False
+    else:
+        contiguous = True
+    panes: list[Pane] = []
+    for code, s in zip(run_codes, run_panes, strict=True):
+        panes.append(groups[code].data.pane(fill, s))
+    if members:
+        ids_l, le_l, re_l = ids.tolist(), le.tolist(), re.tolist()
+        vl = vals.tolist() if isinstance(vals, np.ndarray) else vals
+        for p, a, b, code in zip(panes, starts.tolist(), ends.tolist(), run_codes, strict=True):
+            g = groups[code]
+            for i in ol[a:b]:
+                ev = Ev(ids_l[i], le_l[i], re_l[i], vl[i])
+                p.members[ev.id] = ev  # type: ignore[index]
+                g.events[ev.id] = ev
+    else:
+        fill.fold_runs(panes, sl, svals, starts, ends, contiguous)
+    for code, s in zip(run_codes, run_panes, strict=True):
+        fam.touch(groups[code], s, s)
+
+
+def plan_columns(fam: Any, rec: Fresh, closing: int) -> None:
+    """Which runs' panes are transient (`grid_columns`), and each group's column windows: a pane made by
+    this batch whose every window closes at the coming flush and covers only panes of this batch."""
+    geo = fam.geo
+    tops: dict[int, int] = {}
+    for code, g in enumerate(rec.groups):
+        d: GroupPanes = g.data
+        if d.longs or d.dirty:
+            tops[code] = INF  # (no column windows for it)
+        else:
+            tops[code] = d.panes.peekitem(-1)[0] if d.panes else NEG
+    cols: dict[int, list[int]] = {}
+    for r, (code, s) in enumerate(zip(rec.run_codes, rec.run_panes, strict=True)):
+        top = tops[code]
+        if top >= INF or s <= top:
+            continue
+        fw = geo.first_window(s)
+        lw = geo.last_window(s)
+        if fw <= rec.groups[code].data.done or lw > closing or geo.span(fw)[0] <= top:
+            continue
+        rec.transient[r] = True
+        lo_hi = cols.get(code)
+        if lo_hi is None:
+            cols[code] = [fw, lw]
+        else:
+            lo_hi[0] = min(lo_hi[0], fw)
+            lo_hi[1] = max(lo_hi[1], lw)
+    rec.cols = {code: (a, b) for code, (a, b) in cols.items()}
+    for code, (a, b) in rec.cols.items():
+        rec.groups[code].data.col = (a, b, rec, code)

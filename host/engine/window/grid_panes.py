@@ -1,0 +1,393 @@
+"""A grid group's panes: what each pane holds, and which windows of the group hold something.
+
+An event inside one pane is kept in that pane once, whatever the number of windows it belongs to; an event
+spanning panes (a *long* event, or one that never ends) is kept aside, by first pane, and enters a window's
+sweep at its first pane and leaves after its last. How a pane holds its short events follows how windows
+are evaluated (`sweep.sweep_kind`), which `PaneFill` decides once per step:
+
+* ``members`` (event objects by id) when windows are computed from their members;
+* otherwise ``count`` values folded into ``partial`` (the UDA state of the pane, for the merge sweep), and
+  the values themselves in ``values`` while something still needs them: the running sweep (it removes what
+  leaves), or a UDA without ``remove`` whose pane a retraction may still change (dropped once the CTI passes
+  the pane: a ``min`` pane then holds one value).
+
+`GroupPanes` answers, for a `geometry.Geometry`, the questions the family asks of one group: which windows
+in a range hold a member, a window's members, what enters a sweep moving to a window, the first window still
+to release.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sortedcontainers import SortedDict, SortedKeyList
+
+from ..rules import INF, NEG
+from .geometry import Geometry
+from .state import Ev, Group
+
+__all__ = ["GroupPanes", "Pane", "PaneFill", "merged", "panes_of"]
+
+
+class Pane:
+    """The short events of one pane (see the module docstring)."""
+
+    __slots__ = ("count", "members", "partial", "values")
+
+    def __init__(self) -> None:
+        self.members: dict[int, Ev] | None = None
+        self.partial: Any = None
+        self.count = 0
+        self.values: list[Any] | None = None
+
+    def __getstate__(self) -> tuple:
+        return (self.members, self.partial, self.count, self.values)
+
+    def __setstate__(self, s: tuple) -> None:
+        self.members, self.partial, self.count, self.values = s
+
+    def empty(self) -> bool:
+        return not self.count and not self.members
+
+
+class PaneFill:
+    """How the panes of a window step hold their events, and how values join and leave them."""
+
+    def __init__(self, step: Any) -> None:
+        self.step = step
+        self.kind: str = step.sweep_kind
+        self.has_remove = bool(getattr(step.udm, "invertible", False))
+        self.keep_values = self.kind == "running" or (self.kind == "merge" and not self.has_remove)
+
+    def new(self) -> Pane:
+        p = Pane()
+        if self.kind == "members":
+            p.members = {}
+        elif self.keep_values:
+            p.values = []
+        return p
+
+    def fold(self, p: Pane, vals: list[Any]) -> None:
+        """Values join pane ``p``."""
+        p.count += len(vals)
+        if p.values is not None:
+            p.values.extend(vals)
+        if self.kind == "merge":
+            wu = self.step.udm
+            p.partial = wu.add(p.partial if p.partial is not None else wu.initial_state(), vals, None)
+
+    def unfold(self, p: Pane, val: Any) -> None:
+        """Value ``val`` leaves pane ``p``: its partial loses it (``remove``, or a fold of what stays)."""
+        p.count -= 1
+        if p.values is not None:
+            p.values.remove(val)
+        elif self.kind == "merge" and not self.has_remove:
+            raise AssertionError("a retraction reached a pane closed by the CTI")
+        if self.kind != "merge":
+            return
+        wu = self.step.udm
+        if p.count == 0:
+            p.partial = None
+        elif self.has_remove:
+            p.partial = wu.remove(p.partial, [val], None)
+        else:
+            assert p.values is not None
+            p.partial = wu.add(wu.initial_state(), list(p.values), None)
+
+    def fold_runs(self, panes: list[Pane], sl: list[Any] | None, svals: Any, starts: Any, ends: Any,
+                  contiguous: bool = True) -> None:
+        """Each run ``starts[i]:ends[i]`` of the sorted values (``svals`` a column, or ``sl`` a list) joins
+        ``panes[i]`` (``contiguous``: the runs cover the values end to end, as the batch form's offsets need):
+        one ``add_batch`` call for every pane's partial (the UDA's batch form, semantics-notes 35), else one
+        ``add_array`` or ``add`` call per pane."""
+        st = starts.tolist()
+        en = ends.tolist()
+        wu = self.step.udm
+        if sl is None and (self.keep_values or self.kind != "merge"
+                           or (wu.add_batch is None and wu.add_array is None)):
+            sl = svals.tolist()
+        for p, a, b in zip(panes, st, en, strict=True):
+            p.count += b - a
+            if p.values is not None:
+                p.values.extend(sl[a:b])  # type: ignore[index]
+        if self.kind != "merge":
+            return
+        add_batch = getattr(wu, "add_batch", None)
+        if add_batch is not None and svals is not None:
+            init = wu.initial_state
+            states = [p.partial if p.partial is not None else init() for p in panes]
+            if not contiguous:
+                svals = np.concatenate([svals[a:b] for a, b in zip(st, en, strict=True)])
+                ln = np.array([b - a for a, b in zip(st, en, strict=True)], dtype=np.int64)
+                starts = np.concatenate(([0], np.cumsum(ln)[:-1]))
+                ends = np.cumsum(ln)
+            offsets = np.concatenate((starts, ends[-1:])).astype(np.int64)
+            new = wu._call(add_batch, (states, svals, offsets), None, "add_batch")
+            if len(new) != len(panes):
+                from ..invoke import contract
+
+                raise contract(wu.label, None, f"add_batch returned {len(new)} states for {len(panes)} slices", new)
+            for p, state in zip(panes, new, strict=True):
+                p.partial = state
+            return
+        add_array = wu.add_array
+        if add_array is not None and svals is not None:  # the UDA's array form, one call per pane
+            for p, a, b in zip(panes, st, en, strict=True):
+                state = p.partial if p.partial is not None else wu.initial_state()
+                p.partial = wu._call(add_array, (state, svals[a:b]), None, "add_array")
+            return
+        for p, a, b in zip(panes, st, en, strict=True):
+            p.partial = wu.add(p.partial if p.partial is not None else wu.initial_state(), sl[a:b], None)  # type: ignore[index]
+
+    def state(self, p: Pane | None) -> Any:
+        """The UDM state of a pane's events (None: it has none)."""
+        if p is None or not p.count:
+            return None
+        if self.kind == "merge":
+            return p.partial
+        wu = self.step.udm
+        return wu.add(wu.initial_state(), list(p.values), None)  # type: ignore[arg-type]
+
+
+def _long_key(item: tuple[int, int, Ev]) -> tuple[int, int]:
+    return (item[0], item[2].id)
+
+
+class GroupPanes:
+    """A group's panes, long events, and how far its windows were evaluated."""
+
+    __slots__ = ("col", "dirty", "done", "endless", "floor", "longs", "panes", "vfloor")
+
+    def __init__(self) -> None:
+        self.panes: SortedDict = SortedDict()
+        #: (first pane, last pane or INF, event) of events spanning panes, by first pane
+        self.longs: SortedKeyList = SortedKeyList(key=_long_key)
+        #: the last window evaluated in order
+        self.done = NEG
+        #: windows at or before ``done`` to evaluate again: (lo, hi) index ranges
+        self.dirty: list[tuple[int, int]] = []
+        #: how many of the long events never end
+        self.endless = 0
+        #: windows before this one are final (cleaned up): nothing valid can change them
+        self.floor = NEG
+        #: panes before this one no longer keep their values (no retraction can reach them)
+        self.vfloor = NEG
+        #: this flush's column windows (first, last, the bulk insert's record, group code), or None
+        self.col: Any = None
+
+    def __getstate__(self) -> tuple:
+        assert self.col is None  # (a snapshot is taken between flushes)
+        return (self.panes, list(self.longs), self.done, self.dirty, self.endless, self.floor, self.vfloor)
+
+    def __setstate__(self, s: tuple) -> None:
+        self.panes, longs, self.done, self.dirty, self.endless, self.floor, self.vfloor = s
+        self.col = None
+        self.longs = SortedKeyList(longs, key=_long_key)
+
+    def pane(self, fill: PaneFill, s: int) -> Pane:
+        """Pane ``s``, made empty when the group has none there."""
+        p = self.panes.get(s)
+        if p is None:
+            p = self.panes[s] = fill.new()
+        return p
+
+    # -- events ------------------------------------------------------------------------------------------
+    def add(self, g: Group, geo: Geometry, fill: PaneFill, ev: Ev) -> tuple[int, int]:
+        """Event ``ev`` of group ``g`` joins its pane, or the long events; returns its panes (first, last)."""
+        s1, s2 = panes_of(geo, ev)
+        if self.floor > NEG and s2 < geo.span(self.floor)[0]:
+            return s1, s2  # (a retraction left it in final windows only: nothing can need it any more)
+        if s1 == s2:
+            p = self.pane(fill, s1)
+            if p.members is not None:
+                p.members[ev.id] = ev
+                g.events[ev.id] = ev
+            else:
+                fill.fold(p, [ev.val])
+        else:
+            self.longs.add((s1, s2, ev))
+            g.events[ev.id] = ev
+            if s2 >= INF:
+                self.endless += 1
+        return s1, s2
+
+    def drop(self, geo: Geometry, fill: PaneFill, ev: Ev) -> tuple[int, int]:
+        """Event ``ev`` leaves (its lifetime as held); returns its panes (first, last)."""
+        s1, s2 = panes_of(geo, ev)
+        if s1 == s2:
+            p = self.panes.get(s1)
+            if p is not None:
+                if p.members is not None:
+                    p.members.pop(ev.id, None)
+                else:
+                    fill.unfold(p, ev.val)
+                if p.empty():
+                    del self.panes[s1]
+        else:
+            self.longs.discard((s1, s2, ev))
+            if s2 >= INF:
+                self.endless -= 1
+        return s1, s2
+
+    # -- windows of the group ----------------------------------------------------------------------------
+    def windows_with_members(self, geo: Geometry, lo: int, hi: int, frontier: int) -> list[tuple[int, int]]:
+        """Index ranges of the windows in ``[lo, hi]`` that hold a member (endless events reach windows up to
+        ``frontier`` only)."""
+        ranges: list[tuple[int, int]] = []
+        a = geo.span(lo)[0]
+        b = geo.span(hi)[1]
+        for s in self.panes.irange(a, b - 1):
+            r0 = max(lo, geo.first_window(s))
+            r1 = min(hi, geo.last_window(s))
+            if r0 > r1:
+                continue
+            if ranges and r0 <= ranges[-1][1] + 1:
+                if r1 > ranges[-1][1]:
+                    ranges[-1] = (ranges[-1][0], r1)
+            else:
+                ranges.append((r0, r1))
+        if self.longs:
+            for s1, s2, _ev in self.longs.irange_key(max_key=(b, INF)):
+                r1 = min(hi, geo.last_window(s2))
+                if s2 >= INF:
+                    r1 = min(r1, frontier)
+                r0 = max(lo, geo.first_window(s1))
+                if r0 <= r1:
+                    ranges.append((r0, r1))
+            ranges = merged(ranges)
+        return ranges
+
+    def first_pending(self, geo: Geometry, frontier: int) -> int | None:
+        """The first window after ``done`` that holds a member or waits to be evaluated again (None: none)."""
+        done = self.done
+        k = None
+        s = next(iter(self.panes.irange(geo.span(done + 1)[0], None)), None) if self.panes else None
+        if s is not None:
+            k = max(done + 1, geo.first_window(s))
+        for s1, s2, _ev in self.longs:
+            if geo.last_window(s2) > done:
+                kk = max(done + 1, geo.first_window(s1))
+                if s2 >= INF and kk > frontier:
+                    kk = frontier + 1
+                k = kk if k is None else min(k, kk)
+                break
+        for lo, _hi in self.dirty:
+            k = lo if k is None else min(k, lo)
+        return k
+
+    def has_finite(self, geo: Geometry, k: int) -> bool:
+        """Does window ``k`` hold an event that ends?"""
+        a, b = geo.span(k)
+        if next(iter(self.panes.irange(a, b - 1)), None) is not None:
+            return True
+        return any(s2 >= a and s2 < INF for _s1, s2, _ev in self.longs.irange_key(max_key=(b - 1, INF)))
+
+    def members(self, geo: Geometry, k: int) -> list[Ev]:
+        """Window ``k``'s members (the pane kind ``members``)."""
+        a, b = geo.span(k)
+        out: list[Ev] = []
+        for s in self.panes.irange(a, b - 1):
+            out.extend(self.panes[s].members.values())
+        if self.longs:
+            for _s1, s2, ev in self.longs.irange_key(max_key=(b - 1, INF)):
+                if s2 >= a:
+                    out.append(ev)
+        return out
+
+    def feed(self, sweep: Any, geo: Geometry, prev: int | None, k: int, partials: bool) -> None:
+        """Bring ``sweep`` from window ``prev`` (None: an empty sweep) to window ``k > prev``: what leaves
+        between them leaves, what enters (panes and long events not in ``prev``) enters."""
+        a, b = geo.span(k)
+        if prev is None:
+            start = a
+            lstart = None
+        else:
+            pb = geo.span(prev)[1]
+            sweep.leave_before(a)
+            start = max(pb, a)
+            lstart = pb
+        panes = self.panes
+        if start == b - 1:  # (one pane enters: a window one pane past the last, as in order)
+            one = panes.get(start)
+            entering: Any = () if one is None else ((start, one),)
+        else:
+            entering = ((s, panes[s]) for s in panes.irange(start, b - 1))
+        for s, p in entering:
+            if not p.count:
+                continue
+            if partials:
+                sweep.enter_partial(s, p.partial)
+            else:
+                sweep.enter(s, p.values)
+        if self.longs:
+            lo_key = (NEG, NEG) if lstart is None else (lstart, NEG)
+            for _s1, s2, ev in self.longs.irange_key(lo_key, (b - 1, INF)):
+                if s2 >= a:
+                    sweep.enter(s2 if s2 < INF else INF, [ev.val])
+
+    def count_windows(self, geo: Geometry, frontier: int) -> int:
+        """How many windows at or after ``floor`` hold a member."""
+        spans = [(geo.first_window(s), geo.last_window(s)) for s in self.panes]
+        spans += [(geo.first_window(s1), min(geo.last_window(s2), frontier)) for s1, s2, _ev in self.longs]
+        n = 0
+        for lo, hi in merged([(max(lo, self.floor), hi) for lo, hi in spans if hi >= max(lo, self.floor)]):
+            n += hi - lo + 1
+        return n
+
+    def prune(self, g: Group, geo: Geometry, fill: PaneFill, k_keep: int, c: int) -> None:
+        """Cleanup at CTI ``c`` (group ``g`` holds these panes): windows before ``k_keep`` are final, so their
+        outputs, the panes only they hold and the long events that ended before ``c`` go; panes that end
+        before ``c`` keep only their partial (no retraction can reach them)."""
+        a = geo.span(k_keep)[0]
+        out = g.out
+        while out and out.peekitem(0)[0] < k_keep:
+            out.popitem(0)
+        panes = self.panes
+        while panes and panes.peekitem(0)[0] < a:
+            _, p = panes.popitem(0)
+            if p.members:
+                for eid in p.members:
+                    g.events.pop(eid, None)
+        if fill.kind == "merge" and fill.keep_values:
+            limit = geo.pane(c - 1)
+            for s in panes.irange(max(self.vfloor, a), limit, inclusive=(True, False)):
+                panes[s].values = None
+            self.vfloor = max(self.vfloor, limit)
+        if self.longs:  # (an event ending at c can still be extended: kept until the CTI passes it)
+            for item in [it for it in self.longs if it[1] < a and it[2].re < c]:
+                self.longs.remove(item)
+                g.events.pop(item[2].id, None)
+        if g.swept is not None and geo.span(g.swept)[0] < a:  # (the sweep holds panes that are gone)
+            g.sweep.clear()
+            g.swept = None
+        self.dirty = [(max(lo, k_keep), hi) for lo, hi in self.dirty if hi >= k_keep]
+        self.floor = max(self.floor, k_keep)
+
+    def first_pane(self) -> int:
+        """The first pane holding something (a pane or a long event's first; INF: none)."""
+        first = self.panes.peekitem(0)[0] if self.panes else INF
+        if self.longs:
+            first = min(first, self.longs[0][0])
+        return first
+
+
+def panes_of(geo: Geometry, ev: Ev) -> tuple[int, int]:
+    """An event's first and last pane (INF: it never ends)."""
+    return geo.pane(ev.le), INF if ev.re >= INF else geo.pane(ev.re - 1)
+
+
+def merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted, merged index ranges."""
+    if len(ranges) <= 1:
+        return ranges
+    ranges = sorted(ranges)
+    out = [ranges[0]]
+    for lo, hi in ranges[1:]:
+        plo, phi = out[-1]
+        if lo <= phi + 1:
+            if hi > phi:
+                out[-1] = (plo, hi)
+        else:
+            out.append((lo, hi))
+    return out
