@@ -19,8 +19,8 @@ _SINGLE = ("filter", "map", "window", "project", "alter_lifetime")
 def make_operator(bound: BoundQuery, name: str, ctx: Context) -> Operator:
     from .ops.align import AlignStep
     from .ops.alter_lifetime import AlterLifetimeStep
-    from .ops.flat_map import FlatMapStep
     from .ops.finalize import FinalizeStep
+    from .ops.flat_map import FlatMapStep
     from .ops.join import JoinStep
     from .ops.lmerge import LmergeStep
     from .ops.span import FilterStep, MapStep, ProjectStep
