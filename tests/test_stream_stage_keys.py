@@ -25,6 +25,7 @@ from udm.host.testing.cht import cht
 from udm.host.testing.generator import generate_related
 from udm.host.testing.oracle import oracle_run
 from udm.host.testing.verifier import verify
+from udm.sdk import INF
 
 #: counted per k, the counts unioned with b, then counted per v over hopping windows (union then window)
 UNION_THEN_WINDOW = {"inputs": TWO, "steps": [
@@ -253,3 +254,21 @@ def test_an_unroutable_retraction_is_dead_lettered_as_by_one_engine() -> None:
     assert got[True] == got[False]
     (dead, reasons) = got[True]
     assert [d[1] for d in dead] == [3] and "'k'" in dead[0][2] and reasons == [{"unroutable": 1}]
+
+
+@pytest.mark.parametrize("seed", [7, 8, 9])
+def test_endless_events_behind_an_id_routed_stage_end_and_match_the_oracle(seed: int) -> None:
+    """An id-routed stage, then a keyed tumbling window, with events that never end (re inf): the window's
+    frontier first moves after its groups evaluated windows, which once re-evaluated every window from the
+    start of time (the run never ended). Now the staged plan ends, equal to whole buckets and the oracle."""
+    query = {"steps": [{"op": "project", "set": {"tag": "x"}},
+                       {"op": "window", "window": {"type": "tumbling", "size": 10}, "group_by": ["tag"],
+                        "udm": "count"}]}
+    from udm.host.testing.generator import generate
+
+    streams = {"main": generate(seed=seed, events=30, groups=3, duration="mixed", speculation=0.4,
+                                disorder="slightly", cti="regular", bad=0.05)}
+    assert any(isinstance(e, Insert) and e.re >= INF for e in streams["main"])  # endless events
+    results, _keyed = _both(query, _rows(streams), 9, n=2)
+    verdict = verify(_stream(results), oracle_run(bind(parse_query(query)), streams).cht)
+    assert verdict, str(verdict)

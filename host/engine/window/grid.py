@@ -156,8 +156,8 @@ class GridFamily(Family):
         self.frontier = k
         for g in self.endless_groups.values():
             d: GroupPanes = g.data
-            if d.endless and old < d.done:
-                d.dirty.append((max(old + 1, d.floor), min(k, d.done)))
+            if d.endless and old < d.done:  # (only windows holding a member: ``old`` may be NEG)
+                d.dirty.extend(self._new_windows(g, max(old + 1, d.floor), min(k, d.done)))
                 g.swept = None
                 self.step.touched[id(g)] = g
 
