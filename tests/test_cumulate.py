@@ -59,7 +59,8 @@ def test_the_spec_requires_a_step_that_divides_the_size() -> None:
     for window, says in [(cumulate(10, 3), "steps[0].window: Value error, cumulate: step 3 must divide size 10"),
                          ({"type": "cumulate", "size": 10, "step": 0}, "steps[0].window.step: Input should be"),
                          ({"type": "cumulate", "size": 10}, "steps[0].window.step: Field required"),
-                         ({"type": "cumulate", "size": 10, "step": 5, "hop": 5}, "steps[0].window.hop: unknown")]:
+                         ({"type": "cumulate", "size": 10, "step": 5, "hop": 5}, "steps[0].window.hop: unknown"),
+                         (cumulate(10**30, 10**30), "steps[0].window.size: Input should be less than")]:
         with pytest.raises(QuerySpecError) as err:
             parse_query(window_query(window, "count"))
         assert says in str(err.value), str(err.value)
