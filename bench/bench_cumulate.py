@@ -36,8 +36,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
+from bench.bench_sliding import Stream, point_table
 from bench.machine import load_text
 from udm.host.engine import QueryRunner
 from udm.host.io.batch import ElementBatch
@@ -54,15 +54,6 @@ RUNNING_N = 10**12
 FLAT_TARGET = 1.5
 
 
-@dataclass
-class Stream:
-    le: np.ndarray
-    v: np.ndarray
-    g: np.ndarray
-    table: pa.Table
-    groups: int
-
-
 def make_stream(n: int, groups: int, ticks: int, seed: int = 7) -> Stream:
     """``n`` point events spread evenly over ``[0, ticks)`` (several may share a tick) with an int ``v``,
     event ``i`` in group ``i % groups``, and a CTI after every `CTI_EVERY` events at the next event's LE."""
@@ -73,34 +64,8 @@ def make_stream(n: int, groups: int, ticks: int, seed: int = 7) -> Stream:
     g = pos % groups
     after = pos[(pos + 1) % CTI_EVERY == 0]
     after = after[after < n - 1]
-    m = n + len(after)
-    event_rows = pos + np.searchsorted(after, pos, side="left")
-    is_cti = np.zeros(m, bool)
-    is_cti[after + np.arange(1, len(after) + 1)] = True
-    col_le = np.zeros(m, np.int64)
-    col_le[event_rows] = le
-    col_t = np.zeros(m, np.int64)
-    col_t[is_cti] = le[after + 1]
-    ids = np.full(m, None, object)
-    ids[event_rows] = [f"e{i}" for i in range(n)]
-    col_v = np.zeros(m, np.int64)
-    col_v[event_rows] = v
-    fields = [pa.array(col_v, pa.int64())]
-    names = ["v"]
-    if groups > 1:
-        col_g = np.full(m, "", object)
-        col_g[event_rows] = [f"g{k}" for k in g]
-        fields.insert(0, pa.array(col_g, pa.string()))
-        names.insert(0, "g")
-    payload = pa.StructArray.from_arrays(fields, names=names, mask=pa.array(is_cti))
-    table = pa.table({
-        "kind": pa.array(np.where(is_cti, "cti", "insert"), pa.string()), "id": pa.array(ids, pa.string()),
-        "le": pa.array(col_le, pa.int64(), mask=is_cti), "re": pa.array(col_le + 1, pa.int64(), mask=is_cti),
-        "re_new": pa.nulls(m, pa.int64()), "t": pa.array(col_t, pa.int64(), mask=~is_cti), "payload": payload,
-        "line": pa.array(np.arange(1, m + 1), pa.int64()), "error": pa.nulls(m, pa.string()),
-        "raw": pa.nulls(m, pa.string()),
-    })
-    return Stream(le, v, g, table, groups)
+    table, event_rows = point_table(le, v, g, groups, after, le[after + 1])
+    return Stream(le, v, g, table, event_rows, groups)
 
 
 def query_spec(window: dict[str, Any], uda: str, grouped: bool) -> dict[str, Any]:

@@ -98,21 +98,12 @@ class Stream:
     groups: int
 
 
-def make_stream(ticks: int, groups: int, d: int, seed: int = 4) -> Stream:
-    """``ticks`` ticks of ``groups`` events each; with ``d > 0`` (one group) each LE is its arrival
-    position minus up to ``d``."""
-    rng = np.random.default_rng(seed + d)
-    n = ticks * groups
+def point_table(le: np.ndarray, v: np.ndarray, g: np.ndarray, groups: int, after: np.ndarray, cti_t: np.ndarray
+                ) -> tuple[pa.Table, np.ndarray]:
+    """The batch table of point events ``[le, le + 1)`` with payload ``{"v"}`` (``{"g", "v"}`` with several
+    groups, ``g`` as ``"g<k>"``) and a CTI at ``cti_t[j]`` after event ``after[j]``; and each event's row."""
+    n = len(le)
     pos = np.arange(n)
-    le = pos // groups if d == 0 else np.maximum(0, pos - rng.integers(0, d + 1, n))
-    v = rng.integers(0, 1000, n)
-    g = pos % groups
-    every = CTI_EVERY * groups if d == 0 else CTI_EVERY
-    # a CTI after every `every` events, at the smallest LE still to come (nothing is late)
-    after = pos[(pos + 1) % every == 0]
-    after = after[after < n - 1]
-    later_min = np.minimum.accumulate(le[::-1])[::-1]
-    cti_t = later_min[after + 1]
     m = n + len(after)
     event_rows = pos + np.searchsorted(after, pos, side="left")
     is_cti = np.zeros(m, bool)
@@ -139,6 +130,24 @@ def make_stream(ticks: int, groups: int, d: int, seed: int = 4) -> Stream:
         "line": pa.array(np.arange(1, m + 1), pa.int64()), "error": pa.nulls(m, pa.string()),
         "raw": pa.nulls(m, pa.string()),
     })
+    return table, event_rows
+
+
+def make_stream(ticks: int, groups: int, d: int, seed: int = 4) -> Stream:
+    """``ticks`` ticks of ``groups`` events each; with ``d > 0`` (one group) each LE is its arrival
+    position minus up to ``d``."""
+    rng = np.random.default_rng(seed + d)
+    n = ticks * groups
+    pos = np.arange(n)
+    le = pos // groups if d == 0 else np.maximum(0, pos - rng.integers(0, d + 1, n))
+    v = rng.integers(0, 1000, n)
+    g = pos % groups
+    every = CTI_EVERY * groups if d == 0 else CTI_EVERY
+    # a CTI after every `every` events, at the smallest LE still to come (nothing is late)
+    after = pos[(pos + 1) % every == 0]
+    after = after[after < n - 1]
+    later_min = np.minimum.accumulate(le[::-1])[::-1]
+    table, event_rows = point_table(le, v, g, groups, after, later_min[after + 1])
     return Stream(le, v, g, table, event_rows, groups)
 
 

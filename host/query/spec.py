@@ -91,9 +91,10 @@ class Cumulate(_Strict):
     i*step)`` for ``i = 1 .. size/step`` ("so far today, every minute")."""
 
     type: Literal["cumulate"] = "cumulate"
-    size: PositiveInt
-    step: PositiveInt
-    offset: int = 0
+    #: ticks, within int64 (the engine's times)
+    size: int = Field(gt=0, lt=INF)
+    step: int = Field(gt=0, lt=INF)
+    offset: int = Field(default=0, gt=-INF, lt=INF)
 
     @model_validator(mode="after")
     def _step_divides_size(self) -> Cumulate:

@@ -4,14 +4,16 @@ Every window is a run of consecutive panes (`geometry`: hopping window ``k`` cov
 cumulate window ``j`` of period ``P = j // n`` covers ``[P*n, j + 1)``, so it extends its predecessor by one
 pane). A group keeps each short event in its pane once and each event spanning panes aside (`grid_panes`),
 so an insert costs O(1), and the windows of a group are evaluated in order by the sweep (`sweep`): window
-``k + 1`` is window ``k`` plus the panes that enter minus those that leave (for cumulate, one pane enters
-and nothing leaves within a period). A batch's inserts come in at once (`grid_intake`); windows a batch both
-fills and closes are valued as arrays (`grid_columns`).
+``k + 1`` is window ``k`` plus the panes that enter minus those that leave. Cumulate windows only grow within
+a period (one pane enters, nothing leaves), so their sweep is one state (`prefix_sweep`), started again with
+each period and taken back to an earlier window when a late change reaches a pane it holds. A batch's
+inserts come in at once (`grid_intake`); windows a batch both fills and closes are valued as arrays
+(`grid_columns`).
 
 Windows are evaluated when released; an element that touches a window already evaluated marks it *dirty*,
-and the next flush evaluates it again (the sweep is rebuilt there). Endless events give windows only up to
-the watermark, never past T (semantics-notes 2): at the end of input up to ``W.LE <= T``, and the run
-reports the truncation.
+and the next flush evaluates it again (the sweep is rebuilt there, or taken back for cumulate). Endless
+events give windows only up to the watermark, never past T (semantics-notes 2): at the end of input up to
+``W.LE <= T``, and the run reports the truncation.
 """
 
 from __future__ import annotations
