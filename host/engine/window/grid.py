@@ -159,7 +159,7 @@ class GridFamily(Family):
         for g in self.endless_groups.values():
             d: GroupPanes = g.data
             if d.endless and old < d.done:  # (only windows holding a member: ``old`` may be NEG)
-                d.dirty.extend(self._new_windows(g, max(old + 1, d.floor), min(k, d.done)))
+                d.dirty.extend(d.windows_with_members(self.geo, max(old + 1, d.floor), min(k, d.done), k))
                 g.swept = None
                 self.step.touched[id(g)] = g
 
