@@ -286,8 +286,8 @@ def liveliness_bound(query: QuerySpec | BoundQuery, input_prefix: Sequence[Eleme
     windows = [bs for bs in bq.steps if isinstance(bs.step, WindowStep)]
     if not windows:
         return _flat_map_bound(bq, input_prefix, c)  # other span-based steps pass CTIs through
-    if len(windows) > 1:
-        return None
+    if len(windows) > 1 or any(_holds(bs) for bs in bq.steps):
+        return None  # (a held flat_map after the window lowers its bound by what the window emits)
     st = StreamState(on_violation=bq.spec.on_violation)
     for el in input_prefix:
         st.apply(el)
