@@ -315,8 +315,10 @@ def liveliness_bound(query: QuerySpec | BoundQuery, input_prefix: Sequence[Eleme
 def _holds(bs: Any) -> bool:
     """A ``flat_map`` whose output CTI is held: its time-sensitive UDO may change any output of an event
     that can still change (no ``time_bound`` promise)."""
+    if not isinstance(bs.step, FlatMapStep):
+        return False
     props = bs.entry.manifest.properties
-    return isinstance(bs.step, FlatMapStep) and props.time_sensitive and not props.time_bound
+    return bool(props.time_sensitive and not props.time_bound)
 
 
 def _flat_map_bound(bq: BoundQuery, input_prefix: Sequence[Element], c: int) -> int | None:
