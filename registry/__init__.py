@@ -22,6 +22,7 @@ from ._query import UdmHit, info, search
 from ._records import RegistryCatalog, Release, UdmRecord
 from ._serve import make_server, refresh_site
 from ._site import SiteBuild
+from ._site_model import kind_label
 from ._store import read_catalog
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "default_registry_dir",
     "info",
     "install",
+    "kind_label",
     "make_server",
     "plan_install",
     "publish",

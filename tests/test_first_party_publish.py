@@ -20,7 +20,9 @@ def test_first_party_plugins_publish_to_a_registry(tmp_path: Path) -> None:
     catalog = read_catalog(loc)
     names = {hit.udm.name for hit in search(catalog, "")}
     assert {"count", "sum", "avg", "min", "max", "variance", "median", "twa", "topk", "members", "follows",
-            "approx_distinct", "approx_quantile", "frequent_items"} <= names
+            "explode", "approx_distinct", "approx_quantile", "frequent_items"} <= names
+    patterns = next(r for r in catalog.releases if r.distribution == "udm-patterns")
+    assert next(u for u in patterns.udms if u.name == "explode").model_dump()["span"] is True
     sketches = [r for r in catalog.releases if r.distribution == "udm-sketches"]
     assert sketches and {c["name"] for c in sketches[0].checks} >= {"error_bound", "incremental", "algebraic_merge"}
     bounds = {u.name: u.model_dump().get("error_bound") for u in sketches[0].udms}

@@ -36,6 +36,7 @@ def test_every_first_party_udm_is_valid_and_declared_as_in_interfaces() -> None:
         "variance": ("uda", True, True, False), "median": ("uda", False, False, False),
         "twa": ("uda", False, False, True), "topk": ("udo", False, False, False),
         "members": ("udo", False, False, True), "follows": ("udo", False, False, True),
+        "explode": ("udo", False, False, False),
         "approx_distinct": ("uda", True, True, False), "approx_quantile": ("uda", True, True, False),
         "frequent_items": ("uda", True, True, False),
     }
@@ -47,6 +48,7 @@ def test_every_first_party_udm_is_valid_and_declared_as_in_interfaces() -> None:
     for name, want in table.items():
         assert seen[name] == want, name
     assert Follows.manifest.properties.time_bound and "time_bound" in Follows.manifest.allowed_output
+    assert [c.manifest.name for c in (*STATS, *PATTERNS, *SKETCHES) if c.manifest.span] == ["explode"]
 
 
 def test_count_sum_avg() -> None:

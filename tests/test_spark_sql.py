@@ -31,6 +31,7 @@ def test_registration_lists_kinds(registered: Any) -> None:
     assert "in_range" in registered.functions
     assert "topk" in registered.table_functions
     assert "twa" in registered.skipped and "members" in registered.skipped
+    assert "flat_map" in registered.skipped["explode"] and "udm_explode" not in registered.table_functions
 
 
 def test_window_group_by_matches_builtins(spark: Any, registered: Any) -> None:

@@ -48,7 +48,7 @@ def cmd_publish(
     json_: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """Build, validate the manifest, run the contract checks, then add the wheel to the index."""
-    from udm.registry import publish
+    from udm.registry import kind_label, publish
 
     loc = _location(registry)
     res = publish(loc, target, isolation=isolation, seed=seed)
@@ -59,7 +59,7 @@ def cmd_publish(
     verb = "published" if res.status == "published" else "already published (identical contents)"
     out.print(f"[green]{verb}[/] {rel.distribution} {rel.version} to {loc}", highlight=False)
     for u in rel.udms:
-        out.print(f"  {u.name} {u.version} ({u.kind}) — {u.summary}", highlight=False)
+        out.print(f"  {u.name} {u.version} ({kind_label(u)}) — {u.summary}", highlight=False)
     out.print(f"  {rel.filename} sha256={rel.sha256}  (contract checks: {check_tally(rel.checks)})", highlight=False)
     if res.site.written:
         out.print(f"  site: {len(res.site.written)} file(s) rewritten, {res.site.kept} unchanged; "
@@ -72,7 +72,7 @@ def cmd_search(
     json_: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """Find UDMs in the registry's catalog (latest version of each); nothing is installed."""
-    from udm.registry import read_catalog, search
+    from udm.registry import kind_label, read_catalog, search
 
     loc = _location(registry)
     hits = search(read_catalog(loc), term)
@@ -87,7 +87,7 @@ def cmd_search(
         t.add_column(col)
     for h in hits:
         api = h.udm.host_api + ("" if h.supported() else " [red](not this host)[/]")
-        t.add_row(h.udm.name, h.udm.version, h.udm.kind, ", ".join(h.udm.property_names()), h.udm.summary,
+        t.add_row(h.udm.name, h.udm.version, kind_label(h.udm), ", ".join(h.udm.property_names()), h.udm.summary,
                   f"{h.release.distribution} {h.release.version}", api)
     out.print(t)
 
@@ -98,7 +98,7 @@ def cmd_info(
     json_: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """A published UDM's manifest and versions, from the catalog (no install needed)."""
-    from udm.registry import info, read_catalog
+    from udm.registry import info, kind_label, read_catalog
 
     loc = _location(registry)
     hits = info(read_catalog(loc), name)
@@ -111,7 +111,7 @@ def cmd_info(
     t = new_table(show_header=False, box=None)
     t.add_column(style="bold")
     t.add_column()
-    t.add_row("kind", u.kind)
+    t.add_row("kind", kind_label(u))
     t.add_row("properties", ", ".join(u.property_names()) or "-")
     t.add_row("input → output", f"{u.input_type} → {u.output_type}")
     t.add_row("clip policies", ", ".join(u.allowed_clip) or "-")

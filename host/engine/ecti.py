@@ -14,7 +14,7 @@ arrived as a plain ``cti`` right after the element that completed it".
 * The effective CTI: from ``s``, the smallest LE of the ECTIs received (or from the CTI, once past it), as far
   as complete, contiguous ranges reach; never lowered; a plain CTI of the input counts too (the larger wins).
 * Dead letters (`rules.ECTI`): an ECTI overlapping an earlier one, or starting below the effective CTI, or
-  (semantics-notes 67) counting fewer elements than its range already received.
+  (semantics-notes 69) counting fewer elements than its range already received.
 
 State: the ranges the effective CTI has not passed, and the sync times of loose elements above it (kept as
 numpy chunks, so an input that never sends an ECTI pays one array reference per batch).

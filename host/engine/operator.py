@@ -23,7 +23,7 @@ from .common import DeadLetter
 from .context import Context
 from .rules import INF, UNKNOWN_ID, FieldCheck
 
-__all__ = ["Operator"]
+__all__ = ["Operator", "UdmOperator"]
 
 
 class Operator:
@@ -110,3 +110,19 @@ class Operator:
         keep = np.ones(len(b), dtype=bool)
         keep[rows] = False
         return b.take(np.flatnonzero(keep))
+
+
+class UdmOperator(Operator):
+    """An operator calling its step's UDM (``udm``, bound with ``bs``): a snapshot pickles neither, and
+    `attach` binds them again on restore."""
+
+    bs: BoundStep | None
+    udm: Any
+
+    def _transient(self) -> tuple[str, ...]:
+        return ("ctx", "bs", "udm")
+
+    def attach(self, ctx: Context, bs: BoundStep | None) -> None:
+        self.ctx = ctx
+        self.bs = bs
+        self.udm = bs.udm if bs is not None else None

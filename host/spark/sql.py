@@ -11,7 +11,8 @@
   as a second PARTITION BY expression). Output is one ``payload`` column of canonical JSON unless a schema is given.
 
 Time-sensitive UDAs/UDOs need lifetimes and windows that SQL groups do not have; they run through the
-batch/streaming paths (`udm.host.spark.batch`) instead and are not registered here.
+batch/streaming paths (`udm.host.spark.batch`) instead and are not registered here. Neither are span UDOs
+(``explode``): a query's ``flat_map`` step runs them, with a dead-letter output for the events they refuse.
 """
 
 from __future__ import annotations
@@ -173,6 +174,9 @@ def register_sql(spark: SparkSession, catalog: Catalog | None = None, *, replace
         man = entry.manifest
         if man.properties.time_sensitive:
             done.skipped[entry.name] = "time-sensitive: needs lifetimes; use the batch/streaming paths"
+            continue
+        if man.span:  # a TABLE partition is a window here; a span UDO reads one event (with a dead letter)
+            done.skipped[entry.name] = "span UDO: run it in a flat_map step (udm run, run_batch, run_stream)"
             continue
         sql_name = prefix + entry.name
         if sql_name.lower() in builtins:

@@ -443,29 +443,45 @@ def _refuses(h: _Harness, udm: Any, arg: Any) -> bool:
     return False
 
 
+def _timed(item: Any) -> tuple[Any, Any, Any] | None:
+    """A time-sensitive operator's output as ``(le, re, payload)`` (an `Event` or a triple), else None."""
+    if isinstance(item, Event):
+        return item.le, item.re, item.payload
+    if isinstance(item, (tuple, list)) and len(item) == 3:
+        return item[0], item[1], item[2]
+    return None
+
+
+def _lifetime_ok(le: Any, re: Any) -> bool:
+    return (isinstance(le, int) and isinstance(re, int) and not isinstance(le, bool) and not isinstance(re, bool)
+            and le < re and le < INF)
+
+
+def _json_problem(payload: Any) -> str | None:
+    try:
+        canonical_json(payload)
+    except (TypeError, ValueError):
+        return f"yielded {payload!r}, which is not JSON-serializable"
+    return None
+
+
 def _span_output_problem(h: _Harness, res: Any, arg: Any) -> str | None:
     """A span UDO's outputs for one event: payload objects, JSON; a time-sensitive one's lifetimes inside
     the event's (SEMANTICS §10)."""
     for item in res:
+        payload = item
         if h.props.time_sensitive:
-            if isinstance(item, Event):
-                le, re, payload = item.le, item.re, item.payload
-            elif isinstance(item, tuple) and len(item) == 3:
-                le, re, payload = item
-            else:
+            t = _timed(item)
+            if t is None:
                 return f"a time-sensitive span UDO yields Event or (le, re, payload), got {item!r}"
-            if (not isinstance(le, int) or not isinstance(re, int) or isinstance(le, bool)
-                    or isinstance(re, bool) or not arg.le <= le < re <= arg.re):
+            le, re, payload = t
+            if not _lifetime_ok(le, re) or not arg.le <= le < re <= arg.re:
                 return (f"an output lifetime must lie inside the event's [{_ts(arg.le)}, {_ts(arg.re)}) with "
                         f"le < re, got {item!r}")
-        else:
-            payload = item
         if not isinstance(payload, Mapping):
             return f"an output payload must be an object, got {payload!r}"
-        try:
-            canonical_json(payload)
-        except (TypeError, ValueError):
-            return f"yielded {payload!r}, which is not JSON-serializable"
+        if (bad := _json_problem(payload)) is not None:
+            return bad
     return None
 
 
@@ -494,14 +510,11 @@ def _output_problem(h: _Harness, res: Any, out_t: str, w: WindowDescriptor | Non
         return None
     for item in res:
         if h.props.time_sensitive:
-            if isinstance(item, Event):
-                le, re, payload = item.le, item.re, item.payload
-            elif isinstance(item, (tuple, list)) and len(item) == 3:
-                le, re, payload = item
-            else:
+            t = _timed(item)
+            if t is None:
                 return f"a time-sensitive UDO yields Event or (le, re, payload), got {item!r}"
-            if (not isinstance(le, int) or not isinstance(re, int) or isinstance(le, bool)
-                    or isinstance(re, bool) or re <= le or le >= INF):
+            le, re, payload = t
+            if not _lifetime_ok(le, re):
                 return f"output lifetime must be integer ticks with le < re, got {item!r}"
             if out_t in ("event", "payload") and not isinstance(payload, Mapping):
                 return f"declares output_type {h.man.output_type!r} but yielded payload {payload!r}"
@@ -509,10 +522,8 @@ def _output_problem(h: _Harness, res: Any, out_t: str, w: WindowDescriptor | Non
             payload = item
             if not _type_ok(payload, out_t):
                 return f"declares output_type {h.man.output_type!r} but yielded {payload!r}"
-        try:
-            canonical_json(payload)
-        except (TypeError, ValueError):
-            return f"yielded {payload!r}, which is not JSON-serializable"
+        if (bad := _json_problem(payload)) is not None:
+            return bad
     return None
 
 

@@ -306,8 +306,8 @@ def liveliness_bound(query: QuerySpec | BoundQuery, input_prefix: Sequence[Eleme
         return _align_bound(bq, input_prefix, c) if not windows and len(aligns) == 1 else None
     if not windows:
         return _flat_map_bound(bq, input_prefix, c)  # other span-based steps (finalize too) pass CTIs through
-    if len(windows) > 1:
-        return None
+    if len(windows) > 1 or any(_holds(bs) for bs in bq.steps):
+        return None  # (a held flat_map after the window lowers its bound by what the window emits)
     st = StreamState(on_violation=bq.spec.on_violation)
     for el in input_prefix:
         st.apply(el)
@@ -335,8 +335,10 @@ def liveliness_bound(query: QuerySpec | BoundQuery, input_prefix: Sequence[Eleme
 def _holds(bs: Any) -> bool:
     """A ``flat_map`` whose output CTI is held: its time-sensitive UDO may change any output of an event
     that can still change (no ``time_bound`` promise)."""
+    if not isinstance(bs.step, FlatMapStep):
+        return False
     props = bs.entry.manifest.properties
-    return isinstance(bs.step, FlatMapStep) and props.time_sensitive and not props.time_bound
+    return bool(props.time_sensitive and not props.time_bound)
 
 
 def _flat_map_bound(bq: BoundQuery, input_prefix: Sequence[Element], c: int) -> int | None:

@@ -7,12 +7,25 @@ plugin file (`register_udms`), so `udm validate tests/kit_fixtures/broken_udms.p
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, PlainSerializer
 
-from udm.sdk import UDA, UDF, UDM, ErrorBound, IncrementalUDA, TimeSensitiveUDO, hookimpl, udm
+from udm.sdk import (
+    UDA,
+    UDF,
+    UDM,
+    ErrorBound,
+    Event,
+    IncrementalUDA,
+    MalformedPayload,
+    SpanUDO,
+    TimeSensitiveSpanUDO,
+    TimeSensitiveUDO,
+    hookimpl,
+    udm,
+)
 
 
 @udm(name="good_count", version="1.0.0", algebraic=True, input_type="any", output_type="int")
@@ -329,6 +342,44 @@ class ForgetfulCount(IncrementalUDA):
         return state
 
 
+# -- span UDOs (flat_map) ---------------------------------------------------------------------------
+
+
+@udm(name="span_outside", version="1.0.0", input_type="event", output_type="event")
+class SpanOutside(TimeSensitiveSpanUDO):
+    """Yields an output that starts before its event (the oracle refuses it too)."""
+
+    def compute(self, event: Event) -> Iterator[tuple[int, int, dict[str, Any]]]:
+        yield event.le - 1, event.le + 1, dict(event.payload)
+
+
+@udm(name="span_liar", version="1.0.0", time_bound=True, input_type="event", output_type="event")
+class SpanLiar(TimeSensitiveSpanUDO):
+    """Declares time_bound, but its output at the event's start carries the event's end."""
+
+    def compute(self, event: Event) -> Iterator[tuple[int, int, dict[str, Any]]]:
+        yield event.le, event.le + 1, {"re": -1 if event.re >= 2**63 - 1 else event.re}
+
+
+@udm(name="span_noisy", version="1.0.0", input_type="payload", output_type="payload")
+class SpanNoisy(SpanUDO):
+    """A random number of outputs per event, each with a random ``noise``."""
+
+    def compute(self, payload: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        for i in range(random.randint(1, 3)):
+            yield {**payload, "i": i, "noise": random.random()}
+
+
+@udm(name="span_picky", version="1.0.0", input_type="payload", output_type="payload")
+class SpanPicky(SpanUDO):
+    """Refuses every payload without a ``text``, i.e. every example input of its declared type."""
+
+    def compute(self, payload: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        if "text" not in payload:
+            raise MalformedPayload("no text")
+        yield dict(payload)
+
+
 BROKEN: dict[type[UDM], set[str]] = {
     LyingOutputType: {"manifest"},
     ClaimsAlgebraic: {"manifest", "algebraic_merge"},
@@ -348,6 +399,10 @@ BROKEN: dict[type[UDM], set[str]] = {
     SlicesSkipFirst: {"batch_forms"},
     SkewedDistinct: {"error_bound"},
     ForgetfulCount: {"manifest"},
+    SpanOutside: {"manifest", "physical_reordering"},
+    SpanLiar: {"time_bound"},
+    SpanNoisy: {"deterministic", "physical_reordering"},
+    SpanPicky: {"manifest"},
 }
 
 ALL: tuple[type[UDM], ...] = (GoodCount, ExactDistinct, *BROKEN)

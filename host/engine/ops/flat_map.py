@@ -39,7 +39,7 @@ from ..batch import CTI, INSERT, Batch, RowsOut
 from ..common import cjson
 from ..context import Context
 from ..invoke import PLAIN_TYPES
-from ..operator import Operator
+from ..operator import UdmOperator
 from ..rules import INF, MALFORMED, NEG, UNKNOWN_ID, closed, format_time
 
 __all__ = ["FlatMapStep"]
@@ -52,7 +52,7 @@ def _life(le: int, re: int) -> str:
     return f"[{format_time(le)}, {format_time(re)})"
 
 
-class FlatMapStep(Operator):
+class FlatMapStep(UdmOperator):
     def __init__(self, name: str, ctx: Context, bs: BoundStep) -> None:
         super().__init__(name, ctx)
         assert bs.entry is not None
@@ -71,14 +71,6 @@ class FlatMapStep(Operator):
         self.input_cti = NEG
         self.emitted = NEG
         self.attach(ctx, bs)
-
-    def _transient(self) -> tuple[str, ...]:
-        return ("ctx", "bs", "udm")
-
-    def attach(self, ctx: Context, bs: BoundStep | None) -> None:
-        self.ctx = ctx
-        self.bs = bs
-        self.udm = bs.udm if bs is not None else None
 
     # -- calling the UDO ---------------------------------------------------------------------------
     def _label(self) -> str:

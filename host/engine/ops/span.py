@@ -21,7 +21,7 @@ from ..batch import CTI, Batch
 from ..context import Context
 from ..feedback import FastForward
 from ..invoke import contract
-from ..operator import Operator
+from ..operator import UdmOperator
 from ..payload import Payload
 from ..rules import INF, FieldCheck
 
@@ -72,7 +72,7 @@ def _plain(vals: Any) -> list[Any]:
     return out
 
 
-class _SpanStep(Operator):
+class _SpanStep(UdmOperator):
     """filter / map / project: the field checks, lmerge feedback, and the per-row mapping."""
 
     def __init__(self, name: str, ctx: Context, bs: BoundStep) -> None:
@@ -82,14 +82,6 @@ class _SpanStep(Operator):
         #: lmerge feedback (seeds/001 §V.D): inserts ending before its time are not computed
         self.feedback = FastForward()
         self.attach(ctx, bs)
-
-    def _transient(self) -> tuple[str, ...]:
-        return ("ctx", "bs", "udm")
-
-    def attach(self, ctx: Context, bs: BoundStep | None) -> None:
-        self.ctx = ctx
-        self.bs = bs
-        self.udm = bs.udm if bs is not None else None
 
     def fast_forward(self, t: int) -> None:
         self.feedback.signal(t)
