@@ -588,7 +588,6 @@ def _checkpoint_batch_size(checkpoint: Any) -> int | None:
 
 
 def run_spark_streaming(req: RunRequest) -> RunResult:
-    from udm.host.spark.file_source import may_hold_ecti
     from udm.host.spark.partition import partition_keys
     from udm.host.spark.session import get_spark, require_spark
 
@@ -614,8 +613,7 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
     else:
         keys = partition_keys(req.spec)
         n = 1 if not keys else int(req.options.get("buckets") or spark.conf.get("spark.sql.shuffle.partitions") or 1)
-    if any(may_hold_ecti(src) for src in (req.input.values() if isinstance(req.input, dict) else [req.input])):
-        # external CTIs count the whole input: one bucket sees all of it (SEMANTICS §11)
+    if _holds_ecti(req):  # external CTIs count the whole input: one engine sees all of it (SEMANTICS §11)
         keys, routing, stages, n = [], None, None, 1
     temp = req.checkpoint is None
     run_dir = Path(tempfile.mkdtemp(prefix="udm-stream-")) if temp else Path(req.checkpoint)
@@ -639,6 +637,14 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
     return RunResult(engine="spark-streaming", elements_in=staged.elements, elements_out=n_out,
                      dead_lettered=n_dead, reasons=reasons, truncated_at=truncated,
                      seconds=time.perf_counter() - t0, inputs=counts, lmerge=merges)
+
+
+def _holds_ecti(req: RunRequest) -> bool:
+    """Some input file may hold an external CTI: its ranges count the whole input, so the run keeps one engine
+    (one bucket, no engine per key) that sees all of it (SEMANTICS §11, semantics-notes 69)."""
+    from udm.host.spark.file_source import may_hold_ecti
+
+    return any(may_hold_ecti(src) for src in (req.input.values() if isinstance(req.input, dict) else [req.input]))
 
 
 def shared_run_dir(req: RunRequest) -> None:
@@ -725,7 +731,8 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
     source = (spark.readStream.schema(ddl)
               .option("maxFilesPerTrigger", 1).parquet(str(run_dir / "input")))
     _drop_unplanned_source_entries(run_dir / "spark")
-    result = run_stream(req.bound, source, on_violation=req.on_violation, buckets=staged.buckets)
+    result = run_stream(req.bound, source, on_violation=req.on_violation, buckets=staged.buckets,
+                        per_key=not _holds_ecti(req))
     writer = result.writeStream.foreachBatch(batch_writer(run_dir, staged.sink_width or staged.buckets, stop_after))
     trigger = req.options.get("trigger")
     if trigger:
@@ -740,7 +747,10 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
             done = committed_batches(run_dir)
             live.deliver(done)
             if done >= staged.head_batches and not (run_dir / "tail.done").exists():
-                _stage_tail(run_dir, staged, batch_size, _reached(run_dir, staged.head_batches))
+                # (one engine over an input with ECTIs knows T itself; a cti(T) would be an input CTI the
+                # local engine never sees, and one that may complete an ECTI chain: semantics-notes 69)
+                t_end = None if _holds_ecti(req) else _reached(run_dir, staged.head_batches)
+                _stage_tail(run_dir, staged, batch_size, t_end)
             if done >= staged.batches:
                 break
             if req.progress is not None:  # (bytes done is estimated from the batches done)
