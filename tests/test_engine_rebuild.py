@@ -102,7 +102,7 @@ def test_aggregates_mix_a_rebuilt_uda_with_one_that_removes() -> None:
                                    {"udm": "count", "as": "n"}, {"udm": "sum", "input": "v", "as": "s"}]}]}
     for seed in range(8):
         stream = gen_stream(random.Random(seed), n=40, p_retract=0.4)
-        out, r = run(q, stream, CAT, mode="each" if seed % 2 else "many")
+        out, _ = run(q, stream, CAT, mode="each" if seed % 2 else "many")
         check_physical(out)
         verdict = verify(out, oracle(bind(parse_query(q), CAT), stream), rel_tol=0.0, abs_tol=0.0)
         assert verdict.ok, f"seed {seed}: {verdict.diff}"

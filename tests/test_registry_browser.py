@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 from browser import chromium
-from venvs import child_venv
 from market_plugins import ALGEBRAIC_UDAS, HOSTILE_SNIPPETS, OPS, STATS, hostile_source, write_plugin
 from serve_harness import serving
+from venvs import child_venv
 
 from udm.registry import Location, publish
 

@@ -13,9 +13,9 @@ from email.message import Message
 from pathlib import Path
 
 import pytest
-from venvs import child_venv
 from market_plugins import STATS, write_plugin
 from serve_harness import UDM, serving
+from venvs import child_venv
 
 from udm.registry import Location, publish, read_catalog, refresh_site
 

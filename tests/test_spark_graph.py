@@ -162,7 +162,8 @@ def test_streaming_graph_restart_from_checkpoint_is_exactly_once(spark: Any, tmp
                                                                   files: dict[str, Path]) -> None:
     """A two-input graph on spark-streaming stopped after micro-batch 3 wrote its output but before Spark
     committed it, then run again with the same checkpoint: output and dead letters are byte for byte those
-    of an uninterrupted run, and the CHT is the oracle's."""
+    of an uninterrupted run, and the CHT is the oracle's. The stopped run's output file holds the
+    micro-batches committed before the stop, which the resumed run continues."""
     from udm.host.spark.stream_files import StreamStopped
 
     bound = bind(parse_query(JOIN_AFTER_WINDOW))
@@ -176,8 +177,9 @@ def test_streaming_graph_restart_from_checkpoint_is_exactly_once(spark: Any, tmp
     ck = tmp_path / "ck"
     with pytest.raises(StreamStopped, match="run the same command again"):
         run(tmp_path / "a.jsonl", checkpoint=ck, stop_after_batches=3)
-    assert not (tmp_path / "a.jsonl").exists()
+    before = (tmp_path / "a.jsonl").read_bytes()
     resumed = run(tmp_path / "a.jsonl", checkpoint=ck)
+    assert (tmp_path / "a.jsonl").read_bytes().startswith(before)
     whole = run(tmp_path / "b.jsonl")
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
     assert (tmp_path / "a.dl.jsonl").read_bytes() == (tmp_path / "b.dl.jsonl").read_bytes()

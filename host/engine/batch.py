@@ -112,7 +112,7 @@ class Batch:
             return parts[0]
         src = None
         if all(p.src is not None for p in parts):
-            src = pa.concat_arrays([p.src for p in parts])  # type: ignore[misc]
+            src = pa.concat_arrays([p.src for p in parts if p.src is not None])
         return Batch(np.concatenate([p.kind for p in parts]), np.concatenate([p.id for p in parts]),
                      np.concatenate([p.le for p in parts]), np.concatenate([p.re for p in parts]),
                      np.concatenate([p.rn for p in parts]), np.concatenate([p.line for p in parts]),
@@ -148,11 +148,12 @@ class Batch:
             pls = self.payload.rows()
             return [Insert(f"o{i}", a, b, p) for i, a, b, p in zip(ids, le, re, pls, strict=True)]
         rn = self.rn.tolist()
-        pls = self.payload.rows() if 0 in kinds else None
+        rows: list[Any] | None = self.payload.rows() if 0 in kinds else None
         out: list[Element] = []
         for j, k in enumerate(kinds):
             if k == INSERT:
-                out.append(Insert(f"o{ids[j]}", le[j], re[j], pls[j]))  # type: ignore[index]
+                assert rows is not None
+                out.append(Insert(f"o{ids[j]}", le[j], re[j], rows[j]))
             elif k == RETRACT:
                 out.append(Retract(f"o{ids[j]}", le[j], re[j], rn[j]))
             else:

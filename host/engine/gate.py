@@ -391,7 +391,7 @@ class _Rows:
             elif isinstance(el, Retract):
                 self._retract(el, ln)
             else:
-                self._cti(el.t, ln)  # type: ignore[union-attr]
+                self._cti(el.t, ln)
         n = len(self.kind)
         if n == 0:
             return Batch.empty()

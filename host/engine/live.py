@@ -72,19 +72,6 @@ class _Chunk:
         i = pos.get(id, -1)
         return i if i >= 0 and self.alive[i] else -1
 
-    def min_end(self) -> int:
-        """The smallest RE of a live event (INF: none ends)."""
-        best = INF
-        for ch in self.chunks:
-            if ch.nalive:
-                best = min(best, int(ch.re[ch.alive].min()))
-        h = self.ends
-        while h and (h[0][1] not in self.single or self.single[h[0][1]].re != h[0][0]):
-            heapq.heappop(h)
-        if h:
-            best = min(best, h[0][0])
-        return best
-
     def close(self, c: int) -> None:
         """Forget rows with ``RE < c``."""
         gone = self.alive & (self.re < c)

@@ -164,7 +164,8 @@ class Payload:
     def row(self, i: int) -> dict[str, Any]:
         r = self._rows
         if r is not None:
-            return r[i]  # type: ignore[no-any-return]
+            row: dict[str, Any] = r[i]
+            return row
         f = self._fields
         assert f is not None
         if self._valid is not None and not self._valid[i]:
@@ -228,9 +229,9 @@ class Payload:
                 r = self._rows
                 out._rows = [r[i] for i in idx.tolist()]
             return out
-        r = self._rows
-        assert r is not None
-        return Payload(len(idx), rows=[r[i] for i in idx.tolist()])
+        rs = self._rows
+        assert rs is not None
+        return Payload(len(idx), rows=[rs[i] for i in idx.tolist()])
 
     def with_field(self, name: str, values: Any) -> Payload:
         """Every row's payload plus ``name: values[i]`` (an existing field of that name is replaced)."""
@@ -389,7 +390,7 @@ class Payload:
 
 def _spread(col: pa.Array, present: list[bool]) -> pa.Array:
     """``col`` (one value per present row) with nulls at the absent rows."""
-    idx = []
+    idx: list[int | None] = []
     j = 0
     for ok in present:
         if ok:

@@ -139,11 +139,11 @@ def graph_due(runner: Any, ctis: Mapping[str, int]) -> tuple[dict[str, int], int
         if f < INF:
             wait(name, f)
     for op in runner.ops:
-        if op is window:
-            d = op.due(op.input_cti)
+        if window is not None and op is window:
+            d = window.due(window.input_cti)
             if d < INF:
-                wait(op.name, d)
-                held = min(d - 1, op.out_bound(d - 1))
+                wait(window.name, d)
+                held = min(d - 1, window.out_bound(d - 1))
             continue
         f = op.forget_at()
         if f is None:

@@ -172,7 +172,7 @@ class QueryRunner:
     def input_name(self, name: str | None) -> str:
         """The declared input ``name`` stands for: itself, or (``None``/``"main"``) the only input."""
         if name in self.gates:
-            return name  # type: ignore[return-value]
+            return name
         inputs = self.inputs
         if name in (None, "main") and len(inputs) == 1:
             return inputs[0]

@@ -155,10 +155,11 @@ class ElementBatch:
     __slots__ = ("_elements", "_ints", "_kind_codes", "_lines", "_payloads", "table")
 
     def __init__(self, table: pa.Table, *, _elements: list[tuple[int | None, Element | BadElement]] | None = None):
-        missing = [c for c in COLUMNS if c not in table.column_names]
+        names = table.column_names  # (a new list per access: the streaming path builds ~10^4 batches a second)
+        missing = [c for c in COLUMNS if c not in names]
         if missing:
             raise ValueError(f"ElementBatch table lacks columns {missing}")
-        if table.column_names != list(COLUMNS):
+        if names != list(COLUMNS):
             table = table.select(list(COLUMNS))
         self.table: pa.Table = table
         self._elements = _elements

@@ -45,7 +45,9 @@ from udm.host.spark.partition import python_tasks
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
-__all__ = ["INELIGIBLE", "NotEligible", "eligible_step", "is_not_eligible", "run_algebraic"]
+    from udm.host.spark.file_source import FileScan
+
+__all__ = ["INELIGIBLE", "NotEligible", "eligible_step", "id_hashes", "is_not_eligible", "run_algebraic"]
 
 _PARTIAL_DDL = "_bucket int, tag tinyint, blob binary"
 _PARTIAL_ARROW = pa.schema([("_bucket", pa.int32()), ("tag", pa.int8()), ("blob", pa.binary())])
@@ -133,9 +135,12 @@ def _columns(rb: pa.RecordBatch | pa.Table, names: list[str]) -> list[Any] | Non
         return None
     if len(texts) == 0:
         return [pa.chunked_array([], pa.null()) for _ in names]
-    struct = struct_payloads(texts)
+    # (a file read in the same task brings the reader's own struct, faithful by construction)
+    struct = texts if pa.types.is_struct(texts.type) else struct_payloads(texts)
     if struct is None:
         return None
+    if isinstance(struct, pa.ChunkedArray):
+        struct = struct.combine_chunks()
     out = []
     for name in names:
         if struct.type.get_field_index(name) < 0:
@@ -223,7 +228,7 @@ def _fold_rows(tb: pa.Table, keys: list[str], field: Any, pane_w: int, off: int,
     for le, re, text in zip(tb.column("le").to_pylist(), tb.column("re").to_pylist(),
                             tb.column("payload").to_pylist(), strict=True):
         try:
-            p = json.loads(text) if text else {}
+            p = text if isinstance(text, dict) else json.loads(text) if text else {}
         except ValueError:
             return False
         if not isinstance(p, dict) or any(k not in p for k in keys):
@@ -270,93 +275,146 @@ def _fold_rows(tb: pa.Table, keys: list[str], field: Any, pane_w: int, off: int,
 
 
 def _partial(spec_json: dict[str, Any], n: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow.compute as pc
+    """Phase 1 over element rows from Spark (JSON-text payloads, ``idh`` hashed by Spark)."""
 
-        spec = parse_query(spec_json)
-        step = spec.steps[0]
-        assert isinstance(step, WindowStep)
-        bound = bind(spec).steps[0]
-        uda, field = _uda_and_input(bound)
-        # declared input types (semantics-notes 17): one per UDA (a list for ``aggregates``)
-        tp: Any = ([_input_check(p) for p in bound.parts] if bound.parts else _input_check(bound))
-        pane_w, _, _, off = _geometry(step)
-        keys = step.group_by
-        folded: dict[tuple[str, int], Any] = {}
-        ids: list[np.ndarray] = []
-        ctis: list[tuple[int, int]] = []
-        ins_lines: list[np.ndarray] = []
-        ins_les: list[np.ndarray] = []
-        ok = True
-        for rb in batches:
-            if not ok:
-                continue  # drain: the answer is already "not eligible"
-            tb = pa.Table.from_batches([rb])
-            kind = tb.column("kind")
-            if tb.column("error").null_count != tb.num_rows or kind.null_count:
-                ok = False  # bad rows: the engine dead-letters them
-                continue
-            is_ins = pc.equal(kind, "insert")
-            is_cti = pc.equal(kind, "cti")
-            if not pc.all(pc.or_(is_ins, is_cti)).as_py():
-                ok = False  # retractions
-                continue
-            if pc.any(is_cti).as_py():
-                c = tb.filter(is_cti)
-                if c.column("t").null_count:
-                    ok = False
-                    continue
-                ctis.extend(zip(c.column("line").to_pylist(), c.column("t").to_pylist(), strict=True))
-                tb = tb.filter(is_ins)
-            if tb.num_rows == 0:
-                continue
-            le, re = tb.column("le"), tb.column("re")
-            if le.null_count or re.null_count or tb.column("idh").null_count:
-                ok = False
-                continue
-            le_np, re_np = le.to_numpy(), re.to_numpy()
-            if not (bool((re_np > le_np).all()) and bool((re_np < _INF).all())):
-                ok = False  # invalid or infinite lifetimes: the engine's rules (dead letters, truncation)
-                continue
-            ins_lines.append(tb.column("line").to_numpy())
-            ins_les.append(le_np)
-            ids.append(tb.column("idh").to_numpy())
-            done = (_fold_vectorized(tb, keys, field, pane_w, off, uda, folded, tp)
-                    if isinstance(field, str) else False)
-            if done is None or (done is False and not _fold_rows(tb, keys, field, pane_w, off, uda, folded, tp)):
-                ok = False
-        buckets: list[int] = []
-        tags: list[int] = []
-        blobs: list[bytes] = []
-        facts = pickle.dumps(_facts(ok, ins_lines, ins_les, ctis))
-        for b in range(n):
-            buckets.append(b)
-            tags.append(_FACTS)
-            blobs.append(facts)
-        if ok:
-            per_bucket: dict[int, dict[tuple[str, int], Any]] = {}
-            bucket_of: dict[str, int] = {}
-            for k, state in folded.items():
-                kb = bucket_of.get(k[0])
-                if kb is None:
-                    kb = bucket_of[k[0]] = key_bucket(k[0], n)
-                per_bucket.setdefault(kb, {})[k] = state
-            for b, states in per_bucket.items():
-                buckets.append(b)
-                tags.append(_STATES)
-                blobs.append(pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL))
-            if ids:
-                allh = np.concatenate(ids).astype(np.int64)
-                hb = allh % n
-                for b in range(n):
-                    part = allh[hb == b]
-                    if len(part):
-                        buckets.append(b)
-                        tags.append(_IDS)
-                        blobs.append(part.tobytes())
-        yield pa.RecordBatch.from_pydict({"_bucket": buckets, "tag": tags, "blob": blobs}, schema=_PARTIAL_ARROW)
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield _fold_partition(spec_json, n, (pa.Table.from_batches([rb]) for rb in batches))
 
     return run
+
+
+def _range_partial(spec_json: dict[str, Any], n: int
+                   ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Phase 1 fused with the read of a file's byte ranges (`udm.host.spark.file_source`): the elements
+    never cross to the JVM and back, and their payloads stay the reader's structs."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from udm.host.spark.file_source import range_batches
+
+        def tables(path: str, start: int, stop: int, first: int) -> Iterator[pa.Table]:
+            for b in range_batches(path, start, stop, first):
+                tb = b.table
+                mask = tb.column("id").is_null().to_numpy(zero_copy_only=False)
+                yield tb.append_column("idh", pa.array(id_hashes(tb.column("id")), pa.int64(), mask=mask))
+
+        for rb in batches:  # (each range its own facts: `_ctis_respected` compares runs of lines)
+            for path, start, stop, first in zip(*(rb.column(c).to_pylist() for c in range(4)), strict=True):
+                yield _fold_partition(spec_json, n, tables(path, start, stop, first))
+
+    return run
+
+
+def id_hashes(ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A 64-bit FNV-1a hash of each string (null: an arbitrary value), vectorized over the bytes: the
+    fused read has no Spark ``xxhash64``, and only equal ids must meet (any stable 64-bit hash does)."""
+    arr = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
+    n = len(arr)
+    h = np.full(n, 0xCBF29CE484222325, dtype=np.uint64)
+    if n == 0:
+        return h.view(np.int64)
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int32)[arr.offset: arr.offset + n + 1].astype(np.int64)
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(1, np.uint8)
+    start, length = offsets[:-1], offsets[1:] - offsets[:-1]
+    prime = np.uint64(0x100000001B3)
+    with np.errstate(over="ignore"):
+        for j in range(int(length.max())):
+            longer = length > j
+            if longer.all():
+                h = (h ^ data[start + j].astype(np.uint64)) * prime
+            else:
+                idx = np.flatnonzero(longer)
+                h[idx] = (h[idx] ^ data[start[idx] + j].astype(np.uint64)) * prime
+        h = (h ^ length.astype(np.uint64)) * prime  # ("a" + "" and "" + "a" differ by length)
+    return h.view(np.int64)
+
+
+def _fold_partition(spec_json: dict[str, Any], n: int, tables: Iterator[pa.Table]) -> pa.RecordBatch:
+    """One partition's phase 1: its (group, pane) states per key bucket, id hashes and facts (module doc).
+    ``tables``: element rows (``payload`` as JSON text or the reader's struct) with ``idh``."""
+    import pyarrow.compute as pc
+
+    spec = parse_query(spec_json)
+    step = spec.steps[0]
+    assert isinstance(step, WindowStep)
+    bound = bind(spec).steps[0]
+    uda, field = _uda_and_input(bound)
+    # declared input types (semantics-notes 17): one per UDA (a list for ``aggregates``)
+    tp: Any = ([_input_check(p) for p in bound.parts] if bound.parts else _input_check(bound))
+    pane_w, _, _, off = _geometry(step)
+    keys = step.group_by
+    folded: dict[tuple[str, int], Any] = {}
+    ids: list[np.ndarray] = []
+    ctis: list[tuple[int, int]] = []
+    ins_lines: list[np.ndarray] = []
+    ins_les: list[np.ndarray] = []
+    ok = True
+    for tb in tables:
+        if not ok:
+            continue  # drain: the answer is already "not eligible"
+        kind = tb.column("kind")
+        if tb.column("error").null_count != tb.num_rows or kind.null_count:
+            ok = False  # bad rows: the engine dead-letters them
+            continue
+        is_ins = pc.equal(kind, "insert")
+        is_cti = pc.equal(kind, "cti")
+        if not pc.all(pc.or_(is_ins, is_cti)).as_py():
+            ok = False  # retractions
+            continue
+        if pc.any(is_cti).as_py():
+            c = tb.filter(is_cti)
+            if c.column("t").null_count:
+                ok = False
+                continue
+            ctis.extend(zip(c.column("line").to_pylist(), c.column("t").to_pylist(), strict=True))
+            tb = tb.filter(is_ins)
+        if tb.num_rows == 0:
+            continue
+        le, re = tb.column("le"), tb.column("re")
+        if le.null_count or re.null_count or tb.column("idh").null_count:
+            ok = False
+            continue
+        le_np, re_np = le.to_numpy(), re.to_numpy()
+        if not (bool((re_np > le_np).all()) and bool((re_np < _INF).all())):
+            ok = False  # invalid or infinite lifetimes: the engine's rules (dead letters, truncation)
+            continue
+        ins_lines.append(tb.column("line").to_numpy())
+        ins_les.append(le_np)
+        ids.append(tb.column("idh").to_numpy())
+        done = (_fold_vectorized(tb, keys, field, pane_w, off, uda, folded, tp)
+                if isinstance(field, str) else False)
+        if done is None or (done is False and not _fold_rows(tb, keys, field, pane_w, off, uda, folded, tp)):
+            ok = False
+    buckets: list[int] = []
+    tags: list[int] = []
+    blobs: list[bytes] = []
+    facts = pickle.dumps(_facts(ok, ins_lines, ins_les, ctis))
+    for b in range(n):
+        buckets.append(b)
+        tags.append(_FACTS)
+        blobs.append(facts)
+    if ok:
+        per_bucket: dict[int, dict[tuple[str, int], Any]] = {}
+        bucket_of: dict[str, int] = {}
+        for k, state in folded.items():
+            kb = bucket_of.get(k[0])
+            if kb is None:
+                kb = bucket_of[k[0]] = key_bucket(k[0], n)
+            per_bucket.setdefault(kb, {})[k] = state
+        for b, states in per_bucket.items():
+            buckets.append(b)
+            tags.append(_STATES)
+            blobs.append(pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL))
+        if ids:
+            allh = np.concatenate(ids).astype(np.int64)
+            hb = allh % n
+            for b in range(n):
+                part = allh[hb == b]
+                if len(part):
+                    buckets.append(b)
+                    tags.append(_IDS)
+                    blobs.append(part.tobytes())
+    return pa.RecordBatch.from_pydict({"_bucket": buckets, "tag": tags, "blob": blobs}, schema=_PARTIAL_ARROW)
 
 
 _Facts = tuple[bool, int, int, int, np.ndarray]
@@ -495,15 +553,23 @@ def _final(spec_json: dict[str, Any], strict: bool) -> Callable[[pa.Table], pa.T
     return run
 
 
-def run_algebraic(spec: QuerySpec, elements: DataFrame, n_buckets: int, *, strict: bool = True) -> DataFrame:
+def run_algebraic(spec: QuerySpec, elements: DataFrame, n_buckets: int, *, strict: bool = True,
+                  scan: FileScan | None = None) -> DataFrame:
     """Output elements (without the final CTI) of the two-phase plan over an element DataFrame.
 
     ``strict``: the job raises `NotEligible` when the input does not fit the plan; otherwise it returns a
-    single row of kind `INELIGIBLE` (which the caller checks when it materializes the result)."""
+    single row of kind `INELIGIBLE` (which the caller checks when it materializes the result).
+    ``scan``: ``elements`` is that file's (`udm.host.spark.file_source`); phase 1 then reads the file's
+    ranges itself (`_range_partial`) instead of taking rows from the JVM."""
     from pyspark.sql import functions as F
 
     n = max(1, n_buckets)
     js = spec.to_json_dict()
+    if scan is not None:
+        from udm.host.spark.file_source import ranges_df
+
+        partial = ranges_df(elements.sparkSession, scan).mapInArrow(_range_partial(js, n), _PARTIAL_DDL)
+        return partial.groupBy("_bucket").applyInArrow(_final(js, strict), _OUT_DDL)
     cols = [F.col(c) if c in elements.columns else F.lit(None).cast(t).alias(c)
             for c, t in (("kind", "string"), ("le", "bigint"), ("re", "bigint"), ("t", "bigint"),
                          ("payload", "string"), ("line", "bigint"), ("error", "string"))]

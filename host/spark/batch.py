@@ -49,7 +49,7 @@ from udm.host.query.plan import BoundQuery, bind
 from udm.host.query.spec import QuerySpec, load_query, parse_query
 from udm.host.spark.algebraic import INELIGIBLE, eligible_step, run_algebraic
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
-from udm.host.spark.partition import partition_keys, python_tasks, time_split
+from udm.host.spark.partition import follow_inserts, partition_keys, python_tasks, time_split
 from udm.host.spark.rows import dead_rows, output_rows, with_struct_payloads
 from udm.host.temporal.elements import Insert, Retract
 from udm.sdk import INF
@@ -57,7 +57,9 @@ from udm.sdk import INF
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["DEAD_LETTER_DDL", "OUTPUT_DDL", "SparkRun", "run_batch"]
+    from udm.host.spark.file_source import FileScan
+
+__all__ = ["DEAD_LETTER_DDL", "OUTPUT_DDL", "SparkRun", "ids_repeat", "run_batch"]
 
 #: Output element columns (`ELEMENT_DDL` without the bad-row columns).
 OUTPUT_DDL = "kind string, id string, le bigint, re bigint, re_new bigint, t bigint, payload string, line bigint"
@@ -87,6 +89,9 @@ class SparkRun:
 
     #: every persisted computation behind the run (a staged graph plan has one per stage)
     parts: list[DataFrame] = field(default_factory=list)
+    #: the small rows (``ids``, ``T``; a graph plan's ``lmerge`` too, with a ``part`` column: the index in
+    #: `parts`), collected by the one job that ran the plan (an Arrow table)
+    side: Any = None
 
     def __post_init__(self) -> None:
         if not self.parts:
@@ -232,25 +237,28 @@ def _finish(spark: Any, result: DataFrame, n: int, keys: list[str], path: str, s
                                   _RESULT_DDL)
     result = result.unionByName(final).persist()
     try:
-        # one job: materializes the persisted result and tells whether the plan refused its input
-        check = result.agg(F.count(F.when(F.col("kind") == INELIGIBLE, 1)).alias("refused")).first()
+        # one job: materializes the persisted result and brings back its small rows (the plan's refusal,
+        # the buckets' id hashes and T), which the checks after it read instead of running jobs of their own
+        side = result.where(F.col("stream").isin("ids", "T") | (F.col("kind") == INELIGIBLE)).select(
+            "stream", "kind", "line", "t", "le", "element").toArrow()
     except Exception:
         result.unpersist()
         raise
-    if check is not None and check["refused"]:
+    if INELIGIBLE in side.column("kind").to_pylist():
         result.unpersist()
         return None
     out_cols = [c.split(" ")[0] for c in OUTPUT_DDL.split(", ")]
     output = result.where(F.col("stream") == "out").select(*out_cols)
     dead = result.where(F.col("stream") == "dead").select("line", "reason", "element",
                                                           F.col("kind").alias("category"))
-    return SparkRun(output, dead, n, keys, result, path, split)
+    return SparkRun(output, dead, n, keys, result, path, split, side=side)
 
 
-def _run_algebraic_path(spark: Any, spec: QuerySpec, df: DataFrame, n: int) -> SparkRun | None:
+def _run_algebraic_path(spark: Any, spec: QuerySpec, df: DataFrame, n: int, scan: FileScan | None = None
+                        ) -> SparkRun | None:
     from pyspark.sql import functions as F
 
-    out = run_algebraic(spec, df, n, strict=False)
+    out = run_algebraic(spec, df, n, strict=False, scan=scan)
     result = out.select(F.lit("out").alias("stream"), "*", F.lit(None).cast("string").alias("reason"),
                         F.lit(None).cast("string").alias("element"))
     try:
@@ -292,8 +300,8 @@ def _key_routing(spec: QuerySpec, df: DataFrame, keys: list[str], n: int,
 
 def _optimistic_key_routing(df: DataFrame, keys: list[str], n: int, has_retracts: bool) -> DataFrame:
     """Key buckets assuming no id has inserts in two buckets; each bucket reports the hashes of its insert
-    ids (``_idh``), which `run_batch` checks afterwards: cheaper than shuffling every element by id first."""
-    from pyspark.sql import Window
+    ids (``_idh``), which `run_batch` checks afterwards: cheaper than shuffling every element by id first.
+    A retraction goes to its id's insert (`follow_inserts`)."""
     from pyspark.sql import functions as F
 
     kind = F.col("kind")
@@ -301,25 +309,32 @@ def _optimistic_key_routing(df: DataFrame, keys: list[str], n: int, has_retracts
     routed = (df.withColumn("_bucket", F.when(kind == "insert", key_hash))
               .withColumn("_idh", F.when((kind == "insert") & F.col("id").isNotNull(), F.xxhash64("id"))))
     if has_retracts:
-        w = Window.partitionBy("id").orderBy("line").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        follow = F.last(F.when(kind == "insert", F.col("_bucket")), ignorenulls=True).over(w)
-        routed = routed.withColumn("_bucket", F.when(kind == "retract", follow).otherwise(F.col("_bucket")))
+        routed = follow_inserts(routed, ("id",))
     is_cti = kind == "cti"
     ctis = routed.where(is_cti).withColumn("_bucket", F.explode(F.sequence(F.lit(0), F.lit(n - 1))))
     return routed.where(~is_cti | kind.isNull()).withColumn(
         "_bucket", F.coalesce(F.col("_bucket"), F.lit(0))).unionByName(ctis)
 
 
-def _ids_cross_buckets(result: DataFrame) -> bool:
-    """Whether some insert id hash was seen by two buckets of one run (``result``: its rows with the
-    ``ids`` stream) — a reused id, or a 64-bit hash collision."""
+def _side_rows(run: SparkRun, stream: str) -> list[dict[str, Any]]:
+    """The run's small rows of ``stream``, collected when the run was materialized (`_finish`)."""
+    return [r for r in run.side.to_pylist() if r["stream"] == stream]
+
+
+def _ids_cross_buckets(run: SparkRun) -> bool:
+    """Whether some insert id hash was seen by two buckets of one run (its ``ids`` rows) — a reused id, or
+    a 64-bit hash collision."""
+    return ids_repeat([r["element"] for r in _side_rows(run, "ids")])
+
+
+def ids_repeat(blobs: list[str]) -> bool:
+    """Whether a hash occurs in two of the buckets' ``ids`` blobs (base64 of each bucket's unique int64
+    id hashes)."""
     import base64
 
     import numpy as np
-    from pyspark.sql import functions as F
 
-    rows = result.where(F.col("stream") == "ids").select("element").collect()
-    parts = [np.frombuffer(base64.b64decode(r["element"]), dtype=np.int64) for r in rows]
+    parts = [np.frombuffer(base64.b64decode(b), dtype=np.int64) for b in blobs]
     if len(parts) < 2:
         return False
     allh = np.sort(np.concatenate(parts))  # each part is unique within its bucket
@@ -372,18 +387,17 @@ def _true_end(run: SparkRun, t_end: int | None) -> int | None:
     ``t_end`` comes from a cheap pre-pass over every element, valid or not; semantics-notes 2 counts
     valid elements only. Each bucket reports the T its engine reached (valid elements and every CTI);
     their maximum is the single engine's T. Only a run that cut infinite lifetimes depends on it."""
-    from pyspark.sql import functions as F
-
-    rows = run._result.where(F.col("stream") == "T").agg(F.max("t").alias("T"), F.max("le").alias("cut")).first()
-    if rows is None or rows["T"] is None or not rows["cut"] or rows["T"] == t_end:
+    rows = _side_rows(run, "T")
+    ts = [r["t"] for r in rows if r["t"] is not None]
+    if not ts or not any(r["le"] for r in rows) or max(ts) == t_end:
         return None
-    return int(rows["T"])
+    return max(ts)
 
 
 def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
               elements: DataFrame | Mapping[str, DataFrame], *,
               on_violation: str | None = None, buckets: int | None = None,
-              algebraic: bool | None = None, table: Any = None) -> SparkRun:
+              algebraic: bool | None = None, table: Any = None, scan: FileScan | None = None) -> SparkRun:
     """Run ``query`` over an element DataFrame on Spark; output CHT equals the local engine's.
 
     ``table``: the DataFrame is a user's table, not elements — column options as for ``udm run``
@@ -404,6 +418,11 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     A query graph (several inputs, or steps that are not one chain: SEMANTICS §10) takes
     ``{input name: DataFrame}`` (or one DataFrame with an ``input`` column) and runs by
     `udm.host.spark.graph.run_graph_batch`; its dead letters have an ``input`` column.
+
+    ``scan``: ``elements`` is that file read by `udm.host.spark.file_source.file_elements_df` (what
+    ``udm run --engine spark`` does). The algebraic plan then reads the file's ranges inside its first
+    phase, and the pre-pass over the input (the stream's T, whether it has retractions) is skipped
+    where the scan's `InputFacts` answer it.
     """
     from pyspark.sql import functions as F
 
@@ -423,19 +442,24 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     n = max(1, int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1)))
 
     if algebraic is not False and eligible_step(spec) is not None:
-        alg = _run_algebraic_path(spark, spec, df, n if keys else 1)
+        alg = _run_algebraic_path(spark, spec, df, n if keys else 1, scan)
         if alg is not None:
             return alg
 
     size = None if keys or n == 1 else time_split(spec)
-    finite = [F.when(F.col(c) < F.lit(INF), F.col(c)) for c in ("le", "re", "re_new", "t")]
-    kind = F.col("kind")
-    aggs = [F.max(F.when(kind.isNotNull(), F.greatest(*finite))).alias("t_end"),
-            F.count(F.when(kind == "retract", 1)).alias("retracts")]
-    if size is not None:
-        aggs.append(F.min(F.when((kind == "insert") & (F.col("le") < F.lit(INF)), F.col("le"))).alias("t_lo"))
-    stats = df.agg(*aggs).first()
-    assert stats is not None
+    facts = scan.facts if scan is not None else None
+    if size is None and facts is not None and facts.infinite is False and facts.retracts is not None:
+        # nothing to ask Spark: no lifetime to cut at T (`_true_end` runs again if a step made one)
+        stats: Any = {"t_end": None, "retracts": int(facts.retracts)}
+    else:
+        finite = [F.when(F.col(c) < F.lit(INF), F.col(c)) for c in ("le", "re", "re_new", "t")]
+        kind = F.col("kind")
+        aggs = [F.max(F.when(kind.isNotNull(), F.greatest(*finite))).alias("t_end"),
+                F.count(F.when(kind == "retract", 1)).alias("retracts")]
+        if size is not None:
+            aggs.append(F.min(F.when((kind == "insert") & (F.col("le") < F.lit(INF)), F.col("le"))).alias("t_lo"))
+        stats = df.agg(*aggs).first()
+        assert stats is not None
     t_end = stats["t_end"]
     violation = on_violation or spec.on_violation
     bounds: list[int] | None = None
@@ -448,7 +472,7 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
         except Exception as exc:
             raise _explain(exc) from None
         assert run is not None
-        if not _ids_cross_buckets(run._result):
+        if not _ids_cross_buckets(run):
             if (exact := _true_end(run, t_end)) is None:
                 return run
             run.unpersist()  # cut at a T that only an invalid element reached: once more with the true T

@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
 import pyarrow as pa
 
 from udm.host.errors import UdmError
@@ -32,9 +33,12 @@ __all__ = [
     "batch_to_arrow",
     "cht_df",
     "collect_elements",
+    "element_lines_of",
     "elements_df",
+    "elements_of",
     "events_from_df",
     "normalize_elements",
+    "payload_texts",
     "ticks_to_timestamp",
 ]
 
@@ -46,12 +50,47 @@ Shape = Literal["point", "interval", "edge"]
 
 
 def batch_to_arrow(batch: ElementBatch) -> pa.Table:
-    """An `ElementBatch` as an Arrow table with a JSON-text payload (a struct payload is re-encoded)."""
+    """An `ElementBatch` as an Arrow table with a JSON-text payload (a struct payload is re-encoded,
+    column by column: `payload_texts`)."""
     tb = batch.table
     if batch.payload_is_struct:
-        texts = [None if p is None else json.dumps(p, separators=(",", ":")) for p in batch.payloads()]
-        tb = tb.set_column(tb.column_names.index("payload"), "payload", pa.array(texts, pa.string()))
+        tb = tb.set_column(tb.column_names.index("payload"), "payload", payload_texts(batch))
     return tb.select(list(ELEMENT_COLUMNS))
+
+
+def payload_texts(batch: ElementBatch) -> pa.Array:
+    """The payload column as compact JSON text (null where absent), built column by column for the
+    reader's struct payloads (`udm.host.io.encode`): ``json.dumps`` per row costs ~3 s per million. A
+    field holding objects or lists is encoded value by value."""
+    import pyarrow.compute as pc
+
+    from udm.host.io.encode import encode_value_column
+
+    col = batch.table.column("payload").combine_chunks()
+    typ = col.type
+    if not pa.types.is_struct(typ):
+        return col.cast(pa.string())
+    n = len(col)
+    valid = col.is_valid()
+    sub = col.filter(valid) if col.null_count else col  # (CTIs and bare retractions have none)
+    if len(sub) == 0:
+        return pa.nulls(n, pa.string())
+    if typ.num_fields == 0:
+        text = pa.array(["{}"] * len(sub), pa.string())
+    else:
+        parts: list[Any] = []
+        for k, field in enumerate(sub.flatten()):  # (children with the array's offset applied)
+            parts.append(("{" if k == 0 else ",") + json.dumps(typ.field(k).name) + ":")
+            if pa.types.is_struct(field.type) or pa.types.is_list(field.type):
+                parts.append(pa.array([json.dumps(v, separators=(",", ":")) for v in field.to_pylist()], pa.string()))
+                continue
+            value, quote = encode_value_column(field)
+            parts.extend(['"', value, '"'] if quote else [value])
+        parts.append("}")
+        text = pc.binary_join_element_wise(*parts, "")
+    if col.null_count:
+        text = pc.replace_with_mask(pa.nulls(n, pa.string()), valid, text)
+    return text
 
 
 def elements_df(spark: SparkSession, source: Iterable[Element] | Iterable[ElementBatch],
@@ -203,8 +242,12 @@ def cht_df(elements: DataFrame, *, timestamps: bool = False, payload_schema: str
 def collect_elements(df: DataFrame) -> list[Element]:
     """Bring an element DataFrame to the driver as elements, in ``line`` order (for output files and
     tests; large outputs should be written by Spark instead)."""
+    return elements_of(df.select("kind", "id", "le", "re", "re_new", "t", "payload", "line").orderBy("line").toArrow())
+
+
+def elements_of(table: pa.Table) -> list[Element]:
+    """Element rows (``kind, id, le, re, re_new, t, payload`` text), in their order, as elements."""
     out: list[Element] = []
-    table = df.select("kind", "id", "le", "re", "re_new", "t", "payload", "line").orderBy("line").toArrow()
     loads = json.loads
     for kind, id_, le, re, re_new, t, text in zip(*(table.column(c).to_pylist() for c in (
             "kind", "id", "le", "re", "re_new", "t", "payload")), strict=True):
@@ -216,3 +259,44 @@ def collect_elements(df: DataFrame) -> list[Element]:
         elif kind == "cti":
             out.append(Cti(t))
     return out
+
+
+def _time_text(col: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """A time column as JSON text: the number, ``"inf"`` for `INF`, ``""`` where null."""
+    import pyarrow.compute as pc
+
+    text = pc.cast(col, pa.string())
+    text = pc.if_else(pc.fill_null(pc.greater_equal(col, INF), False), pa.scalar('"inf"'), text)
+    return pc.fill_null(text, "")
+
+
+def element_lines_of(table: pa.Table) -> Any:
+    """Element rows (``kind, id, le, re, re_new, t, payload`` JSON text), in their order, as the JSON
+    Lines `udm.host.io.jsonl.JsonlWriter` writes for them (`udm.host.io.encode.EncodedLines`), built column
+    by column: the rows of a Spark result go straight to the output file without an element object or a
+    ``json.loads`` each. A payload's text is written as it came (compact, from the engine's rows)."""
+    import pyarrow.compute as pc
+
+    from udm.host.io.encode import EncodedLines, encode_value_column
+
+    n = table.num_rows
+    if n == 0:
+        return EncodedLines((), 0)
+    kind = pc.fill_null(table.column("kind"), "").combine_chunks()
+    ids = pc.fill_null(table.column("id"), "").combine_chunks()
+    id_text, quote = encode_value_column(ids)
+    if quote:
+        id_text = pc.binary_join_element_wise('"', id_text, '"', "")
+    le, re, re_new, t = (_time_text(table.column(c)) for c in ("le", "re", "re_new", "t"))
+    payload = pc.fill_null(table.column("payload"), "{}")
+    insert = pc.binary_join_element_wise('{"kind": "insert", "id": ', id_text, ', "le": ', le, ', "re": ', re,
+                                         ', "payload": ', payload, "}\n", "")
+    retract = pc.binary_join_element_wise('{"kind": "retract", "id": ', id_text, ', "le": ', le, ', "re": ', re,
+                                          ', "re_new": ', re_new, "}\n", "")
+    cti = pc.binary_join_element_wise('{"kind": "cti", "t": ', t, "}\n", "")
+    lines = pc.if_else(pc.equal(kind, "insert"), insert, pc.if_else(pc.equal(kind, "retract"), retract, cti))
+    if isinstance(lines, pa.ChunkedArray):
+        lines = lines.combine_chunks()
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset: lines.offset + n + 1]
+    data = memoryview(lines.buffers()[2])[int(offsets[0]): int(offsets[-1])]
+    return EncodedLines((data,), n)

@@ -1,30 +1,110 @@
 """``udm run --engine spark``: the same files and query specs as the local engine, on Spark batch.
 
-The event file is read on the driver by `udm.host.io` (same parser, same bad-row reasons and line
-numbers as the local engine), shipped to Spark as Arrow, run by `run_batch`, and the output and dead
-letters written back as JSONL. The master comes from ``request.options["master"]`` (``--master``), else
-``$UDM_SPARK_MASTER`` / ``$SPARK_REMOTE``, else ``local[*]``.
+Reading: an element file the executors can see (``local[N]``, or a cluster on this machine:
+`udm.host.spark.session.on_this_machine`) is read by them in byte ranges with udmkit's own reader (same
+parser, same bad-row reasons and line numbers as the local engine); the driver only counts newlines,
+while Spark starts. Anything else (standard input, a user's table, a file on a remote cluster's driver) is
+read on the driver by `udm.host.io` and shipped to Spark as Arrow.
+
+Planning: `run_batch` (or `udm.host.spark.graph.run_graph_batch`) once. Writing: the result rows come
+back in one Arrow collect of the persisted result (output and dead letters together), ordered on the
+driver, and element JSON Lines are encoded column by column (`element_lines_of`); a table output
+(``--output-format``, ``--final``) takes the element path of `udm.host.io.table_out`.
+
+The master comes from ``request.options["master"]`` (``--master``), else ``$UDM_SPARK_MASTER`` /
+``$SPARK_REMOTE``, else ``local[*]``.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import threading
 import time
 from collections import Counter
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from udm.host.query.runners import ENGINES, RunRequest, RunResult, no_cti_warnings
 
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+    from udm.host.spark.batch import SparkRun
+    from udm.host.spark.file_source import FileScan
+
 __all__ = ["run_spark"]
+
+#: what a Spark run's warning about an input without CTIs says the engines kept
+_HELD = "each bucket's engine held its live events and windows"
+
+
+class _Input:
+    """One query input on its way to Spark: a file the executors read (`FileScan`, planned in a thread
+    while Spark starts), or batches read on the driver."""
+
+    def __init__(self, source: Any, master: str | None, batch_size: int) -> None:
+        from udm.host.io.table_options import TableSource
+        from udm.host.spark.session import on_this_machine, resolved_master
+
+        self.source = source
+        self.scan: FileScan | None = None
+        self.batches: list[Any] | None = None
+        self._error: BaseException | None = None
+        self._batch_size = batch_size
+        direct = (isinstance(source, (str, Path)) and not isinstance(source, TableSource) and str(source) != "-"
+                  and Path(source).is_file() and on_this_machine(resolved_master(master)))
+        self._thread: threading.Thread | None = None
+        if direct:
+            self._thread = threading.Thread(target=self._scan, name="udm-scan", daemon=True)
+            self._thread.start()
+
+    def _scan(self) -> None:
+        from udm.host.spark.file_source import scan_file
+
+        try:
+            self.scan = scan_file(self.source, 2 * (os.cpu_count() or 1))
+        except BaseException as exc:  # raised in the caller's thread by `frame`
+            self._error = exc
+
+    def frame(self, spark: Any) -> Any:
+        """The input's element DataFrame."""
+        from udm.host.spark.convert import elements_df
+        from udm.host.spark.file_source import file_elements_df
+
+        if self._thread is not None:
+            self._thread.join()
+            if self._error is not None:
+                raise self._error
+            assert self.scan is not None
+            return file_elements_df(spark, self.scan)
+        from udm.host.io.tables import open_reader
+
+        reader = open_reader(self.source, batch_size=self._batch_size)
+        try:
+            self.batches = list(reader)
+        finally:
+            reader.close()
+        return elements_df(spark, self.batches)
+
+    @property
+    def elements(self) -> int:
+        if self.scan is not None:
+            return self.scan.elements
+        return sum(len(b) for b in self.batches or ())
+
+    def sent_cti(self) -> bool:
+        """Whether the input holds a CTI (SEMANTICS §7: without one no state is cleaned up)."""
+        from udm.host.io.batch import KIND_CTI
+
+        if self.scan is not None:
+            return self.scan.ctis
+        return any(bool((b.kind_codes() == KIND_CTI).any()) for b in self.batches or ())
 
 
 def run_spark(req: RunRequest) -> RunResult:
     from udm.host.errors import UdmError
-    from udm.host.io.jsonl import DeadLetterWriter
-    from udm.host.io.table_out import open_writer
-    from udm.host.io.tables import open_reader
     from udm.host.spark.batch import run_batch
-    from udm.host.spark.convert import collect_elements, elements_df
     from udm.host.spark.session import get_spark
 
     if req.checkpoint is not None:
@@ -32,99 +112,100 @@ def run_spark(req: RunRequest) -> RunResult:
     if not req.bound.graph.is_linear:
         return _run_graph(req)
     t0 = time.perf_counter()
-    spark = get_spark(req.options.get("master"))
-    reader = open_reader(req.input, batch_size=req.batch_size or 65536)
+    master = req.options.get("master")
+    inp = _Input(req.input, master, req.batch_size or 65536)
+    spark = get_spark(master)
+    frame = inp.frame(spark)
+    run = run_batch(req.bound, frame, on_violation=req.on_violation, scan=inp.scan)
+    name = req.bound.graph.inputs[0]
     try:
-        batches = list(reader)
-    finally:
-        reader.close()
-    n_in = sum(len(b) for b in batches)
-    silent = [] if _sent_cti(batches) else [req.bound.graph.inputs[0]]
-    run = run_batch(req.bound, elements_df(spark, batches), on_violation=req.on_violation)
-    try:
-        out = collect_elements(run.output)
-        with open_writer(req.output) as w:
-            w.write(out)
-        rows = run.dead_letters.orderBy("line").collect()
-        dead = [{"line": r["line"], "reason": r["reason"],
-                 "element": None if r["element"] is None else json.loads(r["element"])} for r in rows]
-        reasons = Counter(r["category"] or "other" for r in rows)
+        n_out, dead, reasons = _write_result(req, run, multi=False)
     finally:
         run.unpersist()
-    if req.dead_letter is not None:
-        with DeadLetterWriter(req.dead_letter) as dlw:
-            dlw.write(dead)
-    return RunResult(engine="spark", elements_in=n_in, elements_out=len(out), dead_lettered=len(dead),
+    silent = [] if inp.sent_cti() else [name]
+    return RunResult(engine="spark", elements_in=inp.elements, elements_out=n_out, dead_lettered=len(dead),
                      reasons=reasons, seconds=time.perf_counter() - t0,
-                     inputs={req.bound.graph.inputs[0]: {"elements_in": n_in, "dead_lettered": len(dead)}},
+                     inputs={name: {"elements_in": inp.elements, "dead_lettered": len(dead)}},
                      warnings=no_cti_warnings(req.bound.spec, silent, _HELD))
 
 
-#: what a Spark run's warning about an input without CTIs says the engines kept
-_HELD = "each bucket's engine held its live events and windows"
+def _collect(run: SparkRun) -> tuple[pa.Table, pa.Table]:
+    """(output rows, dead-letter rows), each in ``line`` order, from one collect of the persisted result."""
+    import pyarrow.compute as pc
+    from pyspark.sql import functions as F
+
+    cols = ["stream", "kind", "id", "le", "re", "re_new", "t", "payload", "line", "reason", "element"]
+    result = run._result
+    if "input" in result.columns:
+        cols.append("input")
+    parts = [p.where(F.col("stream") == "dead") for p in run.parts if p is not result]
+    whole = result.where(F.col("stream").isin("out", "dead")).select(*cols)
+    for p in parts:
+        whole = whole.unionByName(p.select(*cols))
+    table = whole.toArrow()
+    out = table.filter(pc.equal(table.column("stream"), "out")).sort_by("line")
+    dead = table.filter(pc.equal(table.column("stream"), "dead"))
+    keys = [("line", "ascending")] + ([("input", "ascending")] if "input" in cols else [])
+    return out, dead.sort_by(keys)
 
 
-def _sent_cti(batches: list[Any]) -> bool:
-    """Whether an input read on the driver holds a CTI (SEMANTICS §7: without one no state is cleaned up)."""
-    from udm.host.io.batch import KIND_CTI
+def _write_result(req: RunRequest, run: SparkRun, multi: bool) -> tuple[int, list[dict[str, Any]], Counter[str]]:
+    """Write the output and the dead letters; (elements out, dead-letter records, counts by category)."""
+    from udm.host.io.jsonl import DeadLetterWriter, JsonlWriter
+    from udm.host.io.table_out import TableSink, open_writer
+    from udm.host.spark.convert import element_lines_of, elements_of
 
-    return any(bool((b.kind_codes() == KIND_CTI).any()) for b in batches)
+    out, dead_rows = _collect(run)
+    if isinstance(req.output, TableSink):
+        with open_writer(req.output) as tw:
+            tw.write(elements_of(out))
+    else:
+        with JsonlWriter(req.output) as w:
+            w.write_encoded(element_lines_of(out))
+    dead = []
+    inputs = dead_rows.column("input").to_pylist() if "input" in dead_rows.column_names else [None] * len(dead_rows)
+    for line, reason, element, name in zip(dead_rows.column("line").to_pylist(), dead_rows.column("reason").to_pylist(),
+                                           dead_rows.column("element").to_pylist(), inputs, strict=True):
+        rec = {"line": line, "reason": reason, "element": None if element is None else json.loads(element)}
+        if multi and name is not None:
+            rec["input"] = name
+        dead.append(rec)
+    reasons = Counter(k or "other" for k in dead_rows.column("kind").to_pylist())
+    if req.dead_letter is not None:
+        with DeadLetterWriter(req.dead_letter) as dlw:
+            dlw.write(dead)
+    return out.num_rows, dead, reasons
 
 
 def _run_graph(req: RunRequest) -> RunResult:
-    """A query graph (`udm.host.spark.graph`): every ``--input NAME=PATH`` read on the driver, one
-    DataFrame each, run together; dead letters of a multi-input query name their input."""
-    from udm.host.io.jsonl import DeadLetterWriter
-    from udm.host.io.table_out import open_writer
-    from udm.host.io.tables import open_reader
-    from udm.host.spark.convert import collect_elements, elements_df
+    """A query graph (`udm.host.spark.graph`): every ``--input NAME=PATH`` its own DataFrame, run
+    together; dead letters of a multi-input query name their input."""
     from udm.host.spark.graph import lmerge_counts, run_graph_batch
     from udm.host.spark.session import get_spark
 
     sources = req.inputs
     t0 = time.perf_counter()
-    spark = get_spark(req.options.get("master"))
-    frames = {}
-    counts: dict[str, dict[str, int]] = {}
-    silent: list[str] = []
-    for name, src in sources.items():
-        reader = open_reader(src, batch_size=req.batch_size or 65536)
-        try:
-            batches = list(reader)
-        finally:
-            reader.close()
-        counts[name] = {"elements_in": sum(len(b) for b in batches), "dead_lettered": 0}
-        if not _sent_cti(batches):
-            silent.append(name)
-        frames[name] = elements_df(spark, batches)
-    run = run_graph_batch(req.bound, frames, on_violation=req.on_violation,
-                          buckets=req.options.get("buckets"))
+    master = req.options.get("master")
+    inputs = {name: _Input(src, master, req.batch_size or 65536) for name, src in sources.items()}
+    spark = get_spark(master)
+    frames = {name: inp.frame(spark) for name, inp in inputs.items()}
+    facts = {name: inp.scan.facts for name, inp in inputs.items() if inp.scan is not None}
+    run = run_graph_batch(req.bound, frames, on_violation=req.on_violation, buckets=req.options.get("buckets"),
+                          facts=facts)
     multi = len(sources) > 1
     try:
-        out = collect_elements(run.output)
-        with open_writer(req.output) as w:
-            w.write(out)
-        rows = run.dead_letters.orderBy("line", "input").collect()
-        dead = []
-        for r in rows:
-            rec = {"line": r["line"], "reason": r["reason"],
-                   "element": None if r["element"] is None else json.loads(r["element"])}
-            if multi and r["input"] is not None:
-                rec["input"] = r["input"]
-            dead.append(rec)
-            if r["input"] in counts:
-                counts[r["input"]]["dead_lettered"] += 1
-            elif not multi:
-                counts[next(iter(counts))]["dead_lettered"] += 1
-        reasons = Counter(r["category"] or "other" for r in rows)
+        n_out, dead, reasons = _write_result(req, run, multi)
         merges = lmerge_counts(run)
     finally:
         run.unpersist()
-    if req.dead_letter is not None:
-        with DeadLetterWriter(req.dead_letter) as dlw:
-            dlw.write(dead)
+    counts = {name: {"elements_in": inp.elements, "dead_lettered": 0} for name, inp in inputs.items()}
+    for rec in dead:
+        name = rec.get("input") if multi else next(iter(counts))
+        if name in counts:
+            counts[name]["dead_lettered"] += 1
+    silent = [name for name, inp in inputs.items() if not inp.sent_cti()]
     return RunResult(engine="spark", elements_in=sum(c["elements_in"] for c in counts.values()),
-                     elements_out=len(out), dead_lettered=len(dead), reasons=reasons,
+                     elements_out=n_out, dead_lettered=len(dead), reasons=reasons,
                      seconds=time.perf_counter() - t0, inputs=counts, lmerge=merges,
                      warnings=no_cti_warnings(req.bound.spec, silent, _HELD))
 

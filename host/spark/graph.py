@@ -39,7 +39,7 @@ from udm.host.query.graph import resolve
 from udm.host.query.plan import BoundQuery, bind
 from udm.host.query.spec import QuerySpec, parse_query
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
-from udm.host.spark.partition import BY_ID, python_tasks
+from udm.host.spark.partition import BY_ID, follow_inserts, python_tasks
 from udm.host.spark.rows import dead_rows, exchange_rows, output_rows, with_struct_payloads
 from udm.host.spark.stages import Stage, checked_before, merge_exchange, plan_stages, read_before
 from udm.sdk import INF
@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
     from udm.host.spark.batch import SparkRun
+    from udm.host.spark.file_source import InputFacts
 
 __all__ = ["GRAPH_RESULT_DDL", "graph_elements", "is_graph", "key_value", "run_graph_batch"]
 
@@ -200,8 +201,7 @@ def _route(df: DataFrame, routing: dict[str, list[str]] | str | None, n: int, ha
            exchanges: tuple[str, ...] = ()) -> DataFrame:
     """``_bucket`` for every row (see the module doc). Rows of an ``exchanges`` stream are routed by key
     retractions included (`exchange_rows` gives a retraction its insert's routing fields), and their ids
-    are unique, so only query inputs need the window that sends a retraction after its insert."""
-    from pyspark.sql import Window
+    are unique, so only query inputs need the join that sends a retraction after its insert."""
     from pyspark.sql import functions as F
 
     kind = F.col("kind")
@@ -223,11 +223,8 @@ def _route(df: DataFrame, routing: dict[str, list[str]] | str | None, n: int, ha
         routed = (df.withColumn("_bucket", F.when(by_key, key_hash))
                   .withColumn("_idh", F.when((kind == "insert") & F.col("id").isNotNull()
                                              & ~F.col("input").isin(*exchanges), F.xxhash64("input", "id"))))
-        if has_retracts and any(x not in exchanges for x in routing):
-            w = (Window.partitionBy("input", "id").orderBy("line")
-                 .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-            follow = F.last(F.when(kind == "insert", F.col("_bucket")), ignorenulls=True).over(w)
-            routed = routed.withColumn("_bucket", F.when(kind == "retract", follow).otherwise(F.col("_bucket")))
+        if has_retracts and any(x not in exchanges for x in routing):  # (an exchange's go by key already)
+            routed = follow_inserts(routed, ("input", "id"), ~F.col("input").isin(*exchanges) if exchanges else None)
     is_cti = kind == "cti"
     ctis = routed.where(is_cti).withColumn("_bucket", F.explode(F.sequence(F.lit(0), F.lit(n - 1))))
     return routed.where(~is_cti | kind.isNull()).withColumn(
@@ -282,12 +279,20 @@ def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation:
         result = result.persist()
         results.append(result)
         by_sink[stage.sink] = result
-        try:
-            result.count()
-        except Exception as exc:
-            for r in results:
-                r.unpersist()
-            raise _explain(exc) from None
+    # one job runs every stage (each persisted as the next reads it) and brings back their small rows;
+    # no job per stage, nothing else goes to the driver between stages
+    side = None
+    for k, r in enumerate(results):
+        rows = r.where(F.col("stream").isin("ids", "T", "lmerge")).select(
+            "stream", "line", "t", "le", "element", F.lit(k).alias("part"))
+        side = rows if side is None else side.unionByName(rows)
+    assert side is not None
+    try:
+        side_rows = side.toArrow()
+    except Exception as exc:
+        for r in results:
+            r.unpersist()
+        raise _explain(exc) from None
     out_cols = [c.split(" ")[0] for c in OUTPUT_DDL.split(", ")]
     output = results[-1].where(F.col("stream") == "out").select(*out_cols)
     dead = None
@@ -304,17 +309,27 @@ def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation:
         split = "staged"
     else:
         split = "ids" if first == BY_ID else ("keys" if first is not None else "single")
-    return SparkRun(output, dead, n if split != "single" else 1, keys, results[-1], "engine", split, results)
+    return SparkRun(output, dead, n if split != "single" else 1, keys, results[-1], "engine", split, results,
+                    side_rows)
+
+
+def _side(run: SparkRun, stream: str, part: int | None = None) -> pa.Table:
+    """The run's collected small rows of ``stream`` (of one part, or all)."""
+    import pyarrow.compute as pc
+
+    mask = pc.equal(run.side.column("stream"), stream)
+    if part is not None:
+        mask = pc.and_(mask, pc.equal(run.side.column("part"), part))
+    return run.side.filter(mask)
 
 
 def lmerge_counts(run: SparkRun) -> dict[str, dict[str, int]]:
     """The lmerge counters of a graph run (`RunResult.lmerge`), summed over its buckets (of every stage)."""
-    from pyspark.sql import functions as F
-
     total: dict[str, dict[str, int]] = {}
-    rows = [r for part in run.parts for r in part.where(F.col("stream") == "lmerge").select("element").collect()]
-    for r in rows:
-        for step, counts in json.loads(r["element"]).items():
+    if run.side is None:  # (not a graph plan's run)
+        return total
+    for element in _side(run, "lmerge").column("element").to_pylist():
+        for step, counts in json.loads(element).items():
             acc = total.setdefault(step, {})
             for k, v in counts.items():
                 acc[k] = acc.get(k, 0) + int(v)
@@ -323,16 +338,19 @@ def lmerge_counts(run: SparkRun) -> dict[str, dict[str, int]]:
 
 def run_graph_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
                     elements: DataFrame | Mapping[str, DataFrame], *, on_violation: str | None = None,
-                    buckets: int | None = None, staged: bool = True) -> SparkRun:
+                    buckets: int | None = None, staged: bool = True,
+                    facts: Mapping[str, InputFacts] | None = None) -> SparkRun:
     """Run a query graph over ``{input name: element DataFrame}`` (or one DataFrame with an ``input``
     column); output CHT equals the local engine's. ``staged=False`` keeps a graph with no single
     partitioning in one bucket instead of cutting it into stages. ``SparkRun.dead_letters`` has an ``input`` column;
     ``SparkRun.split`` is ``"keys"`` (one partitioning for the whole graph), ``"staged"`` (stages with
     partitionings of their own, `udm.host.spark.stages`), ``"ids"`` or ``"single"``; ``SparkRun.keys``
-    are the routing fields of the first input in the first stage."""
+    are the routing fields of the first input in the first stage. ``facts``: what a pass over each input's
+    file proved (`udm.host.spark.file_source.InputFacts`, ``udm run`` knows them); with every input's, the
+    pre-pass over the inputs (the stream's T, retractions) is skipped where they answer it."""
     from pyspark.sql import functions as F
 
-    from udm.host.spark.batch import _ids_cross_buckets, _spec_of
+    from udm.host.spark.batch import _spec_of, ids_repeat
 
     spec = _spec_of(query)
     bind(spec)
@@ -341,27 +359,30 @@ def run_graph_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     spark = df.sparkSession
     df = df.coalesce(python_tasks(spark))
     n = max(1, int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1)))
-    finite = [F.when(F.col(c) < F.lit(INF), F.col(c)) for c in ("le", "re", "re_new", "t")]
-    kind = F.col("kind")
-    stats = df.agg(F.max(F.when(kind.isNotNull(), F.greatest(*finite))).alias("t_end"),
-                   F.count(F.when(kind == "retract", 1)).alias("retracts")).first()
-    assert stats is not None
-    t_end = stats["t_end"]
+    known = [facts.get(x) for x in inputs] if facts is not None else []
+    if known and all(f is not None and f.infinite is False and f.retracts is not None for f in known):
+        # nothing to ask Spark: no lifetime to cut at T (the T rows below run it again if a step made one)
+        t_end, retracts = None, any(bool(f.retracts) for f in known if f is not None)
+    else:
+        finite = [F.when(F.col(c) < F.lit(INF), F.col(c)) for c in ("le", "re", "re_new", "t")]
+        kind = F.col("kind")
+        stats = df.agg(F.max(F.when(kind.isNotNull(), F.greatest(*finite))).alias("t_end"),
+                       F.count(F.when(kind == "retract", 1)).alias("retracts")).first()
+        assert stats is not None
+        t_end, retracts = stats["t_end"], bool(stats["retracts"])
     violation = on_violation or spec.on_violation
-    retracts = bool(stats["retracts"])
     stages = plan_stages(spec, split=staged and n > 1)
     run = _run(df, stages, inputs, violation, t_end, n, retracts)
-    if run.split in ("keys", "staged") and any(_ids_cross_buckets(r) for r in run.parts):
+    if run.split in ("keys", "staged") and any(
+            ids_repeat(_side(run, "ids", k).column("element").to_pylist()) for k in range(len(run.parts))):
         run.unpersist()  # an (input, id) reused under another key: one bucket sees them all
         stages = plan_stages(spec, split=False)
         n = 1
         run = _run(df, stages, inputs, violation, t_end, n, retracts)
-    rows = None
-    for part in run.parts:
-        r = part.where(F.col("stream") == "T").agg(F.max("t").alias("T"), F.max("le").alias("cut")).first()
-        if r is not None and r["T"] is not None:
-            rows = r if rows is None else {"T": max(rows["T"], r["T"]), "cut": max(rows["cut"] or 0, r["cut"] or 0)}
-    if rows is not None and rows["cut"] and rows["T"] != t_end:
+    reached = _side(run, "T")
+    ts = [t for t in reached.column("t").to_pylist() if t is not None]
+    cut = any(reached.column("le").to_pylist())
+    if ts and cut and max(ts) != t_end:
         run.unpersist()  # cut at a T that only an invalid element reached: once more with the true T
-        run = _run(df, stages, inputs, violation, int(rows["T"]), n, retracts)
+        run = _run(df, stages, inputs, violation, max(ts), n, retracts)
     return run

@@ -26,10 +26,10 @@ elements in it and the keys due at or before its new CTI (semantics-notes 41).
   column, `udm.host.spark.stream_files`); a one-bucket DataFrame stream, whose retractions need not
   repeat the key fields, keeps an id map (``track_ids``).
 
-Due times and holds come from the engine itself (`QueryRunner.due`, `graph_due`, `hold`). `KeyedBucket` works on any `BucketStore`: the
-Spark processor (`udm.host.spark.streaming`) backs it by a ``transformWithStateInPandas`` MapState per
-key and a ValueState for the index; `DictStore` backs it by dicts and counts reads (the tests'
-instrumented hook).
+Due times and holds come from the engine itself (`QueryRunner.due`, `graph_due`, `hold`). `KeyedBucket`
+works on any `BucketStore`: the Spark processor (`udm.host.spark.streaming`) backs it by a
+``transformWithStateInPandas`` MapState per key and a ValueState for the index; `DictStore` backs it by
+dicts and counts reads (the tests' instrumented hook).
 """
 
 from __future__ import annotations

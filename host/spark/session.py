@@ -26,7 +26,9 @@ __all__ = [
     "ROCKSDB_PROVIDER",
     "SparkExtrasMissing",
     "get_spark",
+    "on_this_machine",
     "require_spark",
+    "resolved_master",
 ]
 
 #: Environment variable naming the master when neither ``--master`` nor ``master=`` is given.
@@ -79,6 +81,34 @@ def _resolve(master: str | None, conf: dict[str, Any]) -> tuple[str | None, str 
     if env_remote:
         return None, env_remote
     return "local[*]", None
+
+
+def on_this_machine(master: str | None) -> bool:
+    """Whether every executor of ``master`` runs on this machine (and so sees its files): ``local[N]``, or
+    a cluster whose master is at a loopback address."""
+    from urllib.parse import urlparse
+
+    if not master:
+        return False
+    if master.startswith("local"):
+        return True
+    return (urlparse(master).hostname or "") in ("127.0.0.1", "localhost", "::1")
+
+
+def resolved_master(master: str | None = None) -> str | None:
+    """The master `get_spark` (``master``) runs on: the active session's, else the one it would start
+    with; None for Spark Connect (whose executors are wherever its server's are)."""
+    if _find_spec("pyspark") is not None:
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            try:
+                return str(active.sparkContext.master)
+            except Exception:  # a Connect session has no SparkContext
+                return None
+    found, remote = _resolve(master, {})
+    return None if remote is not None else found
 
 
 #: udmkit's log4j2 configuration for the JVM it starts (errors only); ``$UDM_SPARK_LOG4J`` names another.
@@ -187,9 +217,11 @@ def get_spark(master: str | None = None, *, app_name: str = "udmkit", shuffle_pa
             "spark.ui.enabled": "false",
             "spark.ui.showConsoleProgress": "false",
         })
-        if master.startswith("local"):  # type: ignore[union-attr]
+        if on_this_machine(master):
             # Bind and advertise the same loopback address: large task results are fetched from the
-            # driver's block manager at spark.driver.host, which must be the address it listens on.
+            # driver's block manager at spark.driver.host, which must be the address it listens on; and
+            # executors of a cluster on this machine (spark://127.0.0.1:...) must reach the driver there,
+            # not at an interface address they may have no route to.
             local_ip = os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")
             defaults.update({"spark.driver.bindAddress": local_ip, "spark.driver.host": local_ip})
     if remote is None or not remote.startswith("sc://"):

@@ -5,8 +5,8 @@ when that is all it holds at the start; an empty directory is watched for JSON L
 `run_stream(order=FILE_ORDER)` (semantics-notes 44): each file keeps its own order, retractions are routed
 by the group-key fields they repeat (there is no driver-side routing: the files are not read up front).
 Each micro-batch's output goes to the run directory as for a file (`udm.host.spark.stream_output`: same
-writer, same exactly-once replay), and the output file is assembled when the watch stops: after
-``--until-idle`` seconds without a new row, or on Ctrl-C. The stream has no end of input, so engines are
+writer, same exactly-once replay), and reaches the output file as soon as it commits; the watch stops
+after ``--until-idle`` seconds without a new row, or on Ctrl-C. The stream has no end of input, so engines are
 not finished: output is what the CTIs read so far made final plus what is still speculative, and infinite
 lifetimes are not cut at T (rule 2 needs the end of the input).
 
@@ -25,7 +25,7 @@ from typing import Any
 
 from udm.host.errors import UdmError
 from udm.host.query.runners import RunRequest, RunResult
-from udm.host.spark.stream_output import assemble_output, batch_writer, progress_text, resumed_meta
+from udm.host.spark.stream_output import LiveOutput, batch_writer, committed_batches, progress_text, resumed_meta
 from udm.host.spark.stream_sources import FILE_ORDER, event_files
 from udm.host.spark.stream_stop import stop_between_batches
 from udm.host.spark.streaming import run_stream
@@ -50,6 +50,7 @@ def run_directory_stream(req: RunRequest, directory: Path) -> RunResult:
     """Watch ``directory`` until idle for ``req.options["until_idle"]`` seconds (or Ctrl-C)."""
     from udm.host.spark.partition import partition_keys
     from udm.host.spark.session import get_spark, require_spark
+    from udm.host.spark.stream_files import shared_run_dir
 
     require_spark(connect=True)
     if not req.bound.graph.is_linear or isinstance(req.input, dict):
@@ -59,6 +60,7 @@ def run_directory_stream(req: RunRequest, directory: Path) -> RunResult:
                        "reads the files that landed since the last micro-batch: pace it with --trigger")
     t0 = time.perf_counter()
     spark = get_spark(req.options.get("master"))
+    shared_run_dir(req)
     keys = partition_keys(req.spec)
     n = 1 if not keys else int(req.options.get("buckets") or spark.conf.get("spark.sql.shuffle.partitions") or 1)
     temp = req.checkpoint is None
@@ -75,18 +77,19 @@ def run_directory_stream(req: RunRequest, directory: Path) -> RunResult:
         if req.options.get("trigger"):
             writer = writer.trigger(processingTime=req.options["trigger"])
         query = writer.option("checkpointLocation", str(run_dir / "spark")).start()
+        live = LiveOutput(run_dir, req.output, req.dead_letter)
         seen: set[int] = set()
         last_input = begun = time.monotonic()  # (idle counts once a first micro-batch ran, or after 30 s)
         try:
             while not query.awaitTermination(0.2):
+                live.deliver(committed_batches(run_dir))
                 for p in query.recentProgress:
                     if p["batchId"] not in seen:
                         seen.add(p["batchId"])
-                        if p["numInputRows"]:
-                            elements += int(p["numInputRows"])
+                        if p["numInputRows"]:  # (rows of the file source: whole files)
                             last_input = time.monotonic()
                 if req.progress is not None:
-                    req.progress(len(seen), None, elements)
+                    req.progress(len(seen), None, live.inputs)
                     status = getattr(req.progress, "status", None)  # a display that shows a status line
                     if status is not None:
                         text = progress_text(query.lastProgress, len(seen), None)
@@ -103,7 +106,9 @@ def run_directory_stream(req: RunRequest, directory: Path) -> RunResult:
         finally:
             if query.isActive:
                 stop_between_batches(query)  # (Ctrl-C: the micro-batch under way is committed first)
-        n_out, n_dead, reasons, truncated, merges = assemble_output(run_dir, req.output, req.dead_letter)
+            live.deliver(committed_batches(run_dir))
+        n_out, n_dead, reasons, truncated, merges = live.summary()
+        elements = live.inputs
     finally:
         if temp:
             shutil.rmtree(run_dir, ignore_errors=True)

@@ -26,7 +26,9 @@ instead of ``cti(T)`` on each input.
 Exactly once: a micro-batch's files are written under its batch id, replaced atomically, and only then
 does Spark commit the batch. A run stopped before the commit replays that batch with the same id, the
 same input (Spark's offset log) and the same engine state (the state store's last committed version),
-so it rewrites the same files. The final output is assembled from the parts once the stream is done.
+so it rewrites the same files. Each committed micro-batch is appended to the user's output and dead-letter
+files as soon as the driver sees its commit (`udm.host.spark.stream_output.LiveOutput`), so the output
+grows while the run goes on.
 """
 
 from __future__ import annotations
@@ -45,17 +47,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from udm.host.errors import UdmError
 from udm.host.query.runners import ENGINES, RunRequest, RunResult
 from udm.host.spark.stream_dir import run_directory_stream
-from udm.host.spark.stream_output import assemble_output, batch_writer, progress_text, resumed_meta, write_atomic
+from udm.host.spark.stream_output import (
+    LiveOutput,
+    batch_writer,
+    committed_batches,
+    progress_text,
+    resumed_meta,
+    write_atomic,
+)
 from udm.host.spark.stream_stop import stop_between_batches
 from udm.host.spark.streaming import BROADCAST, END_KIND, run_stream
 from udm.sdk import INF
 
-__all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "graph_routes", "progress_text", "run_spark_streaming"]
+__all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "graph_routes", "progress_text", "run_spark_streaming",
+           "shared_run_dir"]
 
 #: Elements per micro-batch without ``--batch-size``. INTERFACES §3 says 50; a micro-batch costs Spark
 #: about a second of planning and commit whatever its size, so 50 gave ~26 el/s. The output CHT does not
@@ -238,6 +250,59 @@ def _routes(table: pa.Table, kinds: list[str | None], ts: list[int | None], keys
     return routes, row_keys
 
 
+def _as_array(values: Any, typ: pa.DataType) -> pa.Array:
+    return values.cast(typ) if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values, typ)
+
+
+def _key_routes(batches: list[Any], table: pa.Table, keys: list[str], n: int) -> tuple[Any, Any] | None:
+    """`_routes` column by column, for the usual file: no retraction and no insert id twice (so `_LiveIds`
+    never sends an insert to another insert's bucket), and every batch's payloads the reader's struct with
+    the key fields as plain columns. An insert's key is `udm.host.spark.key_state.payload_key` of its
+    payload and its bucket `_bucket_of` it (the same text, hashed), byte for byte; None when the file is
+    not that simple (the per-row routing decides)."""
+    from udm.host.io.encode import encode_value_column
+
+    kind = table.column("kind")
+    if pc.any(pc.fill_null(pc.equal(kind, "retract"), False)).as_py():
+        return None
+    ins = pc.fill_null(pc.equal(kind, "insert"), False)
+    ids = table.column("id").filter(ins)
+    if pc.count_distinct(ids, mode="all").as_py() != len(ids):
+        return None
+    key_parts: list[pa.Array] = []
+    for b in batches:
+        b_ins = pc.fill_null(pc.equal(b.table.column("kind"), "insert"), False).combine_chunks()
+        if not pc.any(b_ins).as_py():
+            key_parts.append(pa.nulls(len(b), pa.string()))
+            continue
+        typ = b.payload_type
+        if not pa.types.is_struct(typ) or any(typ.get_field_index(k) < 0 for k in keys):
+            return None
+        struct = b.table.column("payload").combine_chunks().filter(b_ins)
+        if struct.null_count:
+            return None
+        cols = {typ.field(i).name: c for i, c in enumerate(struct.flatten())}
+        pieces: list[Any] = ["["]
+        for j, k in enumerate(keys):
+            col = cols[k]
+            if col.null_count or not (pa.types.is_string(col.type) or pa.types.is_int64(col.type)
+                                      or pa.types.is_float64(col.type) or pa.types.is_boolean(col.type)):
+                return None
+            text, quote = encode_value_column(col)
+            pieces += ([","] if j else []) + (['"', text, '"'] if quote else [text])
+        pieces.append("]")
+        texts = pc.binary_join_element_wise(*pieces, "")
+        key_parts.append(pc.replace_with_mask(pa.nulls(len(b), pa.string()), b_ins, texts))
+    row_keys = pa.chunked_array(key_parts, pa.string()).combine_chunks()
+    cti = pc.fill_null(pc.equal(kind, "cti"), False).to_numpy(zero_copy_only=False)
+    routes = np.zeros(table.num_rows, dtype=np.int64)
+    routes[cti] = BROADCAST
+    ins_np = ins.to_numpy(zero_copy_only=False)
+    crc = zlib.crc32
+    routes[ins_np] = [crc(x.encode()) % n for x in row_keys.filter(ins).to_pylist()]
+    return pa.array(routes), row_keys
+
+
 def _stage(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[str]) -> _Staged:
     """Read the file, route every element, write the *head* (everything before the first ``cti(INF)``) as
     one Parquet file per micro-batch and keep the *tail* for `_stage_tail`. ``_seq`` is twice the
@@ -249,31 +314,36 @@ def _stage(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[s
 
     reader = open_reader(req.input, batch_size=65536)
     try:
-        tables = [batch_to_arrow(b) for b in reader]
+        batches = list(reader)
     finally:
         reader.close()
+    tables = [batch_to_arrow(b) for b in batches]
     schema = _schema()
     if not tables:
         base = _control("cti", None, 0).slice(0, 0)
         first_inf = 0
     else:
         table = pa.concat_tables(tables)
-        kinds = table.column("kind").to_pylist()
-        ts = table.column("t").to_pylist()
-        if keys:  # buckets and keys as one engine would see ids (`_LiveIds`): no id map in the state
+        is_cti = pc.fill_null(pc.equal(table.column("kind"), "cti"), False)
+        routes: Any
+        row_keys: Any
+        fast = _key_routes(batches, table, keys, n) if keys else None
+        if fast is not None:
+            routes, row_keys = fast
+        elif keys:  # buckets and keys as one engine would see ids (`_LiveIds`): no id map in the state
             from udm.host.spark.key_state import payload_key
 
-            routes, row_keys = _routes(table, kinds, ts, keys, n, req.on_violation or req.spec.on_violation,
-                                       key_of=payload_key)
+            routes, row_keys = _routes(table, table.column("kind").to_pylist(), table.column("t").to_pylist(),
+                                       keys, n, req.on_violation or req.spec.on_violation, key_of=payload_key)
         else:
-            routes, row_keys = [BROADCAST if k == "cti" else 0 for k in kinds], [None] * len(kinds)
-        first_inf = next((i for i, k in enumerate(kinds) if k == "cti" and ts[i] is not None and ts[i] >= INF),
-                         len(kinds))
+            routes, row_keys = pc.if_else(is_cti, BROADCAST, 0), pa.nulls(table.num_rows, pa.string())
+        ends = pc.indices_nonzero(pc.and_(is_cti, pc.fill_null(pc.greater_equal(table.column("t"), INF), False)))
+        first_inf = ends[0].as_py() if len(ends) else table.num_rows
         rows = table.num_rows
         base = (table.select(list(ELEMENT_COLUMNS))
                 .append_column("_seq", pa.array(range(1, 2 * rows + 1, 2), pa.int64()))
-                .append_column("_bucket", pa.array(routes, pa.int64()))
-                .append_column("_key", pa.array(row_keys, pa.string())).cast(schema))
+                .append_column("_bucket", _as_array(routes, pa.int64()))
+                .append_column("_key", _as_array(row_keys, pa.string())).cast(schema))
     head, tail = base.slice(0, first_inf), base.slice(first_inf)
     head_parts = _chunks(head, batch_size)
     tail_batches = max(1, -(-tail.num_rows // batch_size))
@@ -526,6 +596,7 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
     t0 = time.perf_counter()
     batch_size = req.batch_size or _checkpoint_batch_size(req.checkpoint) or DEFAULT_BATCH_SIZE
     spark = get_spark(req.options.get("master"))
+    shared_run_dir(req)
     graph = isinstance(req.input, dict) or not req.bound.graph.is_linear
     routing: Any = None
     stages = None
@@ -552,8 +623,9 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
         else:
             staged = _stage(req, run_dir, batch_size, n, keys)
         stop_after = req.options.get("stop_after_batches")
-        _run_query(spark, req, run_dir, staged, stop_after, batch_size)
-        n_out, n_dead, reasons, truncated, merges = assemble_output(run_dir, req.output, req.dead_letter, per_input)
+        live = LiveOutput(run_dir, req.output, req.dead_letter)
+        _run_query(spark, req, run_dir, staged, stop_after, batch_size, live)
+        n_out, n_dead, reasons, truncated, merges = live.summary(per_input)
         counts = _input_counts(req, run_dir, staged, per_input, n_dead) if graph else {
             req.bound.graph.inputs[0]: {"elements_in": staged.elements, "dead_lettered": n_dead}}
     finally:
@@ -562,6 +634,18 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
     return RunResult(engine="spark-streaming", elements_in=staged.elements, elements_out=n_out,
                      dead_lettered=n_dead, reasons=reasons, truncated_at=truncated,
                      seconds=time.perf_counter() - t0, inputs=counts, lmerge=merges)
+
+
+def shared_run_dir(req: RunRequest) -> None:
+    """Refuse a run on a cluster of other machines without ``--checkpoint``: the run directory holds the
+    staged micro-batches the executors read and the state they write, so it must be on storage every
+    node sees (an NFS mount, ...); a temporary directory is only on this machine."""
+    from udm.host.spark.session import on_this_machine, resolved_master
+
+    master = resolved_master(req.options.get("master"))
+    if req.checkpoint is None and master is not None and not on_this_machine(master):
+        raise UdmError(f"--engine spark-streaming on a cluster ({master}) needs --checkpoint DIR on storage every "
+                       "node sees: the executors read the staged input and keep their state there")
 
 
 def _input_counts(req: RunRequest, run_dir: Path, staged: _Staged, dead: Counter[str], n_dead: int
@@ -613,12 +697,6 @@ def _drop_unplanned_source_entries(checkpoint: Path) -> None:
                 (log / f".{entry.name}.crc").unlink(missing_ok=True)
 
 
-def _committed(run_dir: Path) -> int:
-    """Micro-batches Spark has committed (its commit log holds one file per batch id)."""
-    commits = run_dir / "spark" / "commits"
-    return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.is_dir() else 0
-
-
 def _reached(run_dir: Path, batches: int) -> int | None:
     """The largest finite time any bucket's engine reached in the first ``batches`` micro-batches."""
     best: int | None = None
@@ -630,8 +708,9 @@ def _reached(run_dir: Path, batches: int) -> int | None:
 
 
 def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop_after: int | None,
-               batch_size: int) -> None:
-    """Run the stream until every staged micro-batch is committed; the tail is staged once the head is."""
+               batch_size: int, live: LiveOutput) -> None:
+    """Run the stream until every staged micro-batch is committed; the tail is staged once the head is.
+    Each committed micro-batch reaches the user's files as soon as the loop sees its commit (``live``)."""
     from udm.host.spark.batch import _explain
     from udm.host.spark.convert import ELEMENT_DDL
 
@@ -653,7 +732,8 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
             if query.awaitTermination(0.2):
                 query.exception()  # raises what stopped it; a clean stop here means someone stopped it
                 raise StreamStopped(_stopped_message(run_dir, req))
-            done = _committed(run_dir)
+            done = committed_batches(run_dir)
+            live.deliver(done)
             if done >= staged.head_batches and not (run_dir / "tail.done").exists():
                 _stage_tail(run_dir, staged, batch_size, _reached(run_dir, staged.head_batches))
             if done >= staged.batches:
@@ -680,6 +760,7 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
     finally:
         if query.isActive:
             query.stop()
+        live.deliver(committed_batches(run_dir))  # (a stopped run's committed batches too)
 
 
 def _stopped_message(run_dir: Path, req: RunRequest) -> str:

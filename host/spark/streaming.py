@@ -70,6 +70,7 @@ __all__ = [
     "STREAM_RESULT_DDL",
     "UNROUTABLE",
     "combine_ctis",
+    "elements_in",
     "run_stream",
 ]
 
@@ -164,6 +165,8 @@ def _processor_class() -> type:
             self._keys = keys
             self._watermark_ctis = watermark_ctis
             self._bound: BoundQuery | None = None
+            #: input elements of the call under way (`elements_in`), for the stats row
+            self._elements_in = 0
 
         def init(self, handle: Any) -> None:
             self._handle = handle
@@ -263,6 +266,8 @@ def _processor_class() -> type:
             merges = runner.chattiness()
             if merges:  # lmerge's Theorem 1 counters so far (cumulative: the driver keeps each bucket's last)
                 stats["lmerge"] = merges
+            if self._elements_in:
+                stats["in"] = self._elements_in
             self._state.update((runner.snapshot(), cti))
             if self._watermark_ctis:
                 self._rearm(timer_values, fired)
@@ -276,12 +281,20 @@ def _processor_class() -> type:
             frames = list(rows)
             pdf = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
             schema = _GRAPH_INPUT_ARROW if self._graph else self._input_arrow
+            parts = "udm_part" in pdf.columns  # a stream ordered per source partition (`stream_order`)
+            if parts:
+                schema = schema.append(pa.field("udm_part", pa.int64()))
             table = pa.Table.from_pandas(pdf, schema=schema, preserve_index=False)
             for c in _TIME_COLUMNS:  # NULL_TICK back to null
                 col = table.column(c)
                 table = table.set_column(table.column_names.index(c), c,
                                          pc.if_else(pc.equal(col, NULL_TICK), None, col))
             table = table.sort_by("udm_seq")
+            if parts:  # each CTI in place within its own partition (semantics-notes 44)
+                from udm.host.spark.stream_order import partition_cti_order
+
+                table = partition_cti_order(table).drop_columns(["udm_part"])
+            self._elements_in = elements_in(table, int(key[0]))
             # (a graph's inputs have payloads of their own shapes: per run, in _run)
             if not self._graph and self.struct_payloads:
                 table = with_struct_payloads(table)
@@ -289,6 +302,7 @@ def _processor_class() -> type:
 
         def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any
                                ) -> Iterator[pd.DataFrame]:
+            self._elements_in = 0
             yield from self._run(int(key[0]), None, timerValues, int(expiredTimerInfo.getExpiryTimeInMs()))
 
         def close(self) -> None:
@@ -392,6 +406,8 @@ def _keyed_processor_class() -> type:
                 raise UdmError(str(e)) from None
             # (a graph's rows are prepared per input by the bucket: `KeyedBucket.run`)
             res = kb.run(table, feed, self._watermark(timer_values), unroutable, END_KIND, UNROUTABLE, prepare)
+            if self._elements_in:
+                res.stats["in"] = self._elements_in
             if self._watermark_ctis:
                 self._rearm(timer_values, fired)
             yield _emit_rows(bucket, [], res.dead, res.cti, res.stats, keyed=res.out)
@@ -538,7 +554,8 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
             if sorted(elements) != sorted(names):
                 raise UdmError(f"the query reads inputs {', '.join(names)}; got DataFrames for "
                                f"{', '.join(elements) or 'none'}")
-            frames = [normalize_elements(elements[x], keep=("_bucket", "_seq", "_stage")).withColumn("input", F.lit(x))
+            frames = [normalize_elements(elements[x], keep=("_bucket", "_seq", "_stage", "_part"))
+                      .withColumn("input", F.lit(x))
                       for x in names]
             frame = frames[0]
             for fr in frames[1:]:
@@ -568,7 +585,8 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
         n = 1 if not keys else int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
     if "line" not in frame.columns and "_seq" not in frame.columns:
         raise UdmError(_NO_LINE + ", ".join(frame.columns))
-    df = normalize_elements(frame, keep=("_bucket", "_seq", "input") if graph else ("_bucket", "_seq", "_key"))
+    df = normalize_elements(frame, keep=("_bucket", "_seq", "_part", "input") if graph
+                            else ("_bucket", "_seq", "_part", "_key"))
     if "_bucket" not in frame.columns:
         df = _route_graph(df, routing, n) if graph else _route(df, keys, n)
     if "_seq" not in frame.columns:
@@ -588,6 +606,7 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
                    F.col("udm_bucket").cast("bigint").alias("udm_bucket"),
                    *([F.col("input").alias("udm_input")] if graph else []),
                    *([F.col("_key").alias("udm_key")] if driver_keys else []),
+                   *([F.col("_part").alias("udm_part")] if "_part" in df.columns else []),
                    salt_column(n).alias("udm_salt"))
     args = (spec.to_json_dict(), on_violation or spec.on_violation, keys, ctis_from_watermark, graph)
     # the id map (a state write per insert) only where a retraction may come without its key fields:
@@ -604,6 +623,20 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     return df.groupBy("udm_bucket", "udm_salt").transformWithStateInPandas(
         statefulProcessor=processor, outputStructType=STREAM_RESULT_DDL, outputMode="Append",
         timeMode="EventTime" if ctis_from_watermark else "None")
+
+
+def elements_in(table: pa.Table, bucket: int) -> int:
+    """How many input elements of a micro-batch a bucket's rows stand for: its own rows, and the CTIs
+    every bucket receives counted once (by bucket 0); control rows (`END_KIND`) are not elements. The
+    stats rows carry it (``"in"``), so that a source read as whole files still counts its elements."""
+    import pyarrow.compute as pc
+
+    route = table.column("udm_route")
+    own = pc.sum(pc.not_equal(route, BROADCAST)).as_py() or 0
+    if bucket == 0:
+        shared = pc.and_(pc.equal(route, BROADCAST), pc.fill_null(pc.equal(table.column("kind"), "cti"), False))
+        own += pc.sum(shared).as_py() or 0
+    return int(own)
 
 
 def combine_ctis(ctis: dict[int, int], n: int) -> int | None:

@@ -245,10 +245,11 @@ class JoinStep(Operator):
             return
         le, re = max(ev.le, partner.le), min(ev.re, partner.re)
         payload = self.joined(left.payload, right.payload)
-        record = [self._new_id(), le, re, payload]
+        oid = self._new_id()
+        record = [oid, le, re, payload]
         ev.outputs[partner.id] = record
         partner.outputs[ev.id] = record
-        out.insert(record[0], le, re, payload)
+        out.insert(oid, le, re, payload)
 
     def _retract(self, port: int, eid: int, new_re: int, out: RowsOut) -> None:
         side = self.sides[port]

@@ -36,14 +36,13 @@ def udf_results(udm: Any, label: str, args: dict[str, str], b: Batch, rows: np.n
         return []
     fn = getattr(udm, "compute_batch", None)
     if fn is not None and args:
-        cols: dict[str, np.ndarray] | None = {}
+        cols: dict[str, np.ndarray] = {}
         for arg, field in args.items():
             vals, _ = b.payload.column(field, rows)
             if not isinstance(vals, np.ndarray):
-                cols = None
                 break
             cols[arg] = vals
-        if cols is not None:
+        if len(cols) == len(args):
             try:
                 res = fn(**cols)
             except Exception:
@@ -69,7 +68,8 @@ def udf_results(udm: Any, label: str, args: dict[str, str], b: Batch, rows: np.n
 
 
 def _plain(vals: Any) -> list[Any]:
-    return vals.tolist() if isinstance(vals, np.ndarray) else vals  # type: ignore[no-any-return]
+    out: list[Any] = vals.tolist() if isinstance(vals, np.ndarray) else vals
+    return out
 
 
 class _SpanStep(Operator):

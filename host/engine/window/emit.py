@@ -57,7 +57,7 @@ class Emitter:
         later: list[tuple[list[OutputRecord], int, int, New]] = []
         per: list[tuple[Any, list[OutputRecord]]] = []
         for key, wle, wre, outs in news:
-            recs: list[OutputRecord] = []
+            recs = []
             for o in outs:
                 le, re, p, pj = o
                 lst = by_key.get((le, pj if pj is not None else cjson(p)))

@@ -123,7 +123,7 @@ class Family:
                 res = wu.compute_state(wu.add(wu.initial_state(), items, (wle, wre)), wle, wre)
             else:
                 res = wu.compute_items(items, wle, wre)
-        return wu.outputs(res, wle, wre, g.fields)  # type: ignore[no-any-return]
+        return wu.outputs(res, wle, wre, g.fields)
 
     def put(self, g: Group, key: Any, wle: int, wre: int, news: list[New], out: Any, em: Any) -> None:
         """Window ``key``'s outputs become ``news`` (minimal diff against what it emitted)."""

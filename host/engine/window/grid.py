@@ -344,7 +344,7 @@ class GridFamily(Family):
             if a is not None and a.dtype.kind in "if" and a.dtype.itemsize == 8:
                 arr = a
         if arr is not None:
-            vals = arr
+            vals = arr  # type: ignore[assignment]
         ol = order.tolist()
         if not members:
             if arr is not None:
@@ -652,7 +652,7 @@ class GridFamily(Family):
         if self.kind == "merge":
             return p.partial
         wu = self.step.udm
-        return wu.add(wu.initial_state(), list(p.values), None)  # type: ignore[arg-type]
+        return wu.add(wu.initial_state(), list(p.values), None)
 
     def _sweep_to(self, g: Group, k: int) -> None:
         """Bring the group's sweep to window ``k``: forward from the window it holds, else rebuilt."""
@@ -697,7 +697,7 @@ class GridFamily(Family):
         a, b = self.span(k)
         out: list[Ev] = []
         for s in d.panes.irange(a, b - 1):
-            out.extend(d.panes[s].members.values())  # type: ignore[union-attr]
+            out.extend(d.panes[s].members.values())
         if d.longs:
             for _s1, s2, ev in d.longs.irange_key(max_key=(b - 1, INF)):
                 if s2 >= a:

@@ -71,19 +71,19 @@ class SnapshotFamily(Family):
         eps = d.eps
         i = eps.bisect_right(x)
         if i < len(eps):
-            return eps.peekitem(i)[0]  # type: ignore[no-any-return]
+            return eps.peekitem(i)[0]
         return INF if d.endless else None
 
     def _window_at(self, d: _Data, t: int) -> int:
         """The start of the window holding time ``t`` (``t`` itself when no endpoint precedes it)."""
         i = d.eps.bisect_right(t) - 1
-        return d.eps.peekitem(i)[0] if i >= 0 else t  # type: ignore[no-any-return]
+        return d.eps.peekitem(i)[0] if i >= 0 else t
 
     def _before(self, d: _Data, t: int) -> int:
         """The start of the window ending at or holding ``t``: the last endpoint below ``t`` (an endpoint
         that goes away at ``t`` merges that window with the next)."""
         i = d.eps.bisect_left(t) - 1
-        return d.eps.peekitem(i)[0] if i >= 0 else t  # type: ignore[no-any-return]
+        return d.eps.peekitem(i)[0] if i >= 0 else t
 
     def _touch(self, g: Group, lo: int, hi: int) -> None:
         """Times ``[lo, hi]`` changed (``lo`` already an endpoint or about to become one)."""

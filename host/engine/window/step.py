@@ -169,7 +169,7 @@ class WindowStep(Operator):
         if sub is not None:
             enc = pc.dictionary_encode(sub)
             codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-            groups = []
+            groups: list[Group] = []
             first: Any = None
             for j, v in enumerate(enc.dictionary.to_pylist()):
                 k = group_key(v)
@@ -183,7 +183,7 @@ class WindowStep(Operator):
         keys = self._keys(b, rows)
         index: dict[Any, int] = {}
         codes = np.fromiter((index.setdefault(k, len(index)) for k in keys), dtype=np.int64, count=len(keys))
-        groups: list[Group] = []
+        groups = []
         first = {}
         for j, code in enumerate(codes.tolist()):
             if code not in first:
@@ -231,9 +231,8 @@ class WindowStep(Operator):
         refused = self.refused
         for j, (k, eid, le, re, rn, key, val) in enumerate(zip(kinds.tolist(), ids, les, res, rns, keys, vals,
                                                                 strict=True)):
-            g = self.groups.get(key)
-            if g is None:
-                g = self.group(key, pls.row(int(rows[j])))
+            found = self.groups.get(key)
+            g = found if found is not None else self.group(key, pls.row(int(rows[j])))
             touched[id(g)] = g
             if k == INSERT:
                 ev = Ev(eid, le, re, val)
@@ -252,9 +251,9 @@ class WindowStep(Operator):
                 else:
                     refused[eid] = rn
                 continue
-            ev = g.events.get(eid)
-            if ev is None:
-                ev = Ev(eid, le, re, val)  # (inserted in bulk: the row says all the family needs)
+            held = g.events.get(eid)
+            # (inserted in bulk when not held: the row says all the family needs)
+            ev = held if held is not None else Ev(eid, le, re, val)
             if rn == ev.re:
                 continue
             old = ev.re
@@ -354,7 +353,7 @@ class WindowStep(Operator):
             for g in self.groups.values():
                 visit[id(g)] = g
         if self.tick:
-            self.early_next = self.watermark + early if early else self.watermark  # type: ignore[operator]
+            self.early_next = self.watermark + early if early else self.watermark
         groups = self.groups
         fam = self.family
         em = self.emitter
