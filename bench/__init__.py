@@ -27,9 +27,11 @@ Local engine (`QueryRunner`, one route: every operator on columnar batches):
 - `python -m bench.nexmark`: Nexmark-shaped queries end to end beside Flink 1.13's per-core figures and the
   same engine fed one element per call; `python -m bench.nexmark.stages`: a span query's CPU by stage.
 
-Spark: `bench.bench_spark` (batch engine against Spark built-ins), `bench.bench_stages` (staged graphs),
+Spark: `bench.bench_spark` (batch engine against Spark built-ins), `bench.bench_spark_cli` (``udm run
+--engine spark`` against native Spark SQL end to end), `bench.bench_stages` (staged graphs),
 `bench.bench_streaming` and `bench.bench_stream_sources` (Structured Streaming against the local engine
-and native streaming), `bench.bench_stream_graph` (per-key against whole-bucket state),
+and native streaming), `bench.bench_streaming_cli` (``udm run --engine spark-streaming`` against native
+Structured Streaming end to end), `bench.bench_stream_graph` (per-key against whole-bucket state),
 `bench.bench_sketches` (HLL against exact and Spark's ``approx_count_distinct``). Registry:
 `bench.bench_registry_site`.
 """

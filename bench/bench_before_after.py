@@ -11,8 +11,13 @@ current tree is this checkout. Each ``udm run`` is a child process started throu
 go through the same bootstrap, so start-up costs the same.
 
 Runs alternate (base, current, base, current, ...) ``--repeats`` times (default 3) per shape and query; the
-table shows the median el/s (over `RunResult.seconds`) of each tree and their ratio, flagging a current
-tree more than 5 % slower. Both trees' outputs are checked to have the same CHT.
+table shows the median el/s (over `RunResult.seconds`) of each tree and their ratio (and the ratio of their
+elements per CPU-second of the child, start-up included: the steadier one on a loaded machine), flagging a current
+tree more than 5 % slower. Both trees' outputs are checked to have the same CHT. Shapes (``--cases``):
+``in_order``, ``disordered`` (`bench.gen`), ``realistic_in_order``, ``realistic_disordered``
+(`bench.bench_realistic`), ``nexmark`` (the bids of `bench.nexmark.gen`); queries (``--queries``): ``avg``,
+``median`` (`bench.bench_run`), ``sum100`` (`bench.bench_realistic`), and the Nexmark queries without a
+benchmark UDF (q0, q5, q6, q7, q7j, q11: `bench.nexmark.queries`).
 """
 
 from __future__ import annotations
@@ -34,12 +39,27 @@ from bench import bench_realistic, gen
 from bench.bench_run import QUERIES as RUN_QUERIES
 from bench.bench_run import TARGETS
 from bench.machine import load_text
+from bench.nexmark.gen import generate
+from bench.nexmark.queries import BENCH_UDFS
+from bench.nexmark.queries import QUERIES as NEXMARK
 
-#: bench_run's queries, and bench_realistic's 10-group / 100-tick tumbling sum (``--queries sum100``)
-QUERIES: dict[str, Any] = {**RUN_QUERIES, "sum100": bench_realistic.QUERY}
-#: bench.gen's shapes, and bench_realistic's 10-group ones (``--cases realistic_in_order,...``)
+#: bench_run's queries, bench_realistic's 10-group / 100-tick tumbling sum (``--queries sum100``), and the
+#: Nexmark queries that call no benchmark UDF (``--cases nexmark --queries q5,q6,...``: the CLI loads only
+#: installed UDMs)
+QUERIES: dict[str, Any] = {**RUN_QUERIES, "sum100": bench_realistic.QUERY,
+                           **{q: NEXMARK[q] for q in NEXMARK if q not in BENCH_UDFS}}
+
+
+def nexmark_bids(path: Path, n: int) -> None:
+    """About ``n`` Nexmark bid elements (`bench.nexmark.gen`: 46 of every 50 events are bids)."""
+    streams = generate(path.parent / f"{path.stem}-nexmark", max(1, n * 50 // 46))
+    streams.bids.replace(path)
+    shutil.rmtree(streams.bids.parent, ignore_errors=True)
+
+
+#: bench.gen's shapes, bench_realistic's 10-group ones (``--cases realistic_in_order,...``) and the Nexmark bids
 CASES = {"in_order": gen.in_order, "disordered": gen.disordered, "realistic_in_order": bench_realistic.in_order,
-         "realistic_disordered": bench_realistic.disordered}
+         "realistic_disordered": bench_realistic.disordered, "nexmark": nexmark_bids}
 
 REPO = Path(__file__).resolve().parent.parent
 SLOWER = 0.05
@@ -148,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     n = args.size or (100_000 if args.quick else 1_000_000)
     tmp = Path(tempfile.mkdtemp(prefix="udm-bench-ba-"))
     failures: list[str] = []
-    rows: list[tuple[str, str, float, float, float, float, float]] = []
+    rows: list[tuple[str, str, float, float, float, float, float, float]] = []
     try:
         base_tree = tmp / "base"
         sha = export_tree(args.base, base_tree)
@@ -184,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
                 if not same:
                     failures.append(f"{case} {qname}: outputs of the two trees differ: {diff}")
                 b, c = statistics.median(eps["base"]), statistics.median(eps["current"])
-                rows.append((case, qname, b, c, c / b, statistics.median(rss["base"]),
+                cpu_ratio = statistics.median(cps["current"]) / statistics.median(cps["base"])
+                rows.append((case, qname, b, c, c / b, cpu_ratio, statistics.median(rss["base"]),
                              statistics.median(rss["current"])))
                 print(f"  {case} {qname}: base {', '.join(f'{x:,.0f}' for x in eps['base'])}; current "
                       f"{', '.join(f'{x:,.0f}' for x in eps['current'])} el/s; same output CHT: "
@@ -194,13 +215,13 @@ def main(argv: list[str] | None = None) -> int:
             inp.unlink()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"\n{'shape':>10} {'query':>7} {'base el/s':>11} {'current el/s':>13} {'ratio':>6} "
+    print(f"\n{'shape':>10} {'query':>7} {'base el/s':>11} {'current el/s':>13} {'ratio':>6} {'per CPU-s':>9} "
           f"{'RSS base/cur MiB':>17}  (target)", flush=True)
-    for case, qname, b, c, ratio, rb, rc in rows:
+    for case, qname, b, c, ratio, cpu_ratio, rb, rc in rows:
         flag = "  SLOWER" if ratio < 1 - SLOWER else ""
         tgt = f"  ({TARGETS[case]:,})" if case in TARGETS else ""
-        print(f"{case:>10} {qname:>7} {b:>11,.0f} {c:>13,.0f} {ratio:>6.2f} {rb:>8.1f}/{rc:<8.1f}{tgt}{flag}",
-              flush=True)
+        print(f"{case:>10} {qname:>7} {b:>11,.0f} {c:>13,.0f} {ratio:>6.2f} {cpu_ratio:>9.2f} {rb:>8.1f}/{rc:<8.1f}"
+              f"{tgt}{flag}", flush=True)
         if flag:
             failures.append(f"{case} {qname}: current {c:,.0f} el/s is {1 - ratio:.0%} slower than base {b:,.0f}")
     print(f"{load_text()}; temporary tree removed: {not tmp.exists()}", flush=True)

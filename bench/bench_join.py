@@ -6,7 +6,9 @@ ticks out of arrival order, ~5 % of the events later shortened or deleted, a CTI
 input. For each query it reports:
 
 - from the real ``udm run --input left=… --input right=…`` in a child process (`bench.bench_run.run_udm`'s
-  way): elements/s over `RunResult.seconds`, wall time including interpreter start-up, peak RSS, output rows;
+  way): elements/s over `RunResult.seconds`, elements per CPU-second of the child (start-up included, all
+  threads: the figure a loaded machine inflates least), wall time including interpreter start-up, peak RSS,
+  output rows;
 - in process (`QueryRunner.process_interleaved`, inputs merged as ``udm run`` merges them,
   `udm.host.io.interleave`): the most events held, sampled every 10 k elements (`QueryRunner.state_size`:
   ``events``, the live events the input gates know, plus ``held``, the events the operators keep), against
@@ -56,7 +58,8 @@ STATE_MAX = 10_000
 
 
 def run_udm(query: Path, inputs: list[str], out: Path, dl: Path) -> dict[str, Any]:
-    """One ``udm run`` in a child process (`bench._udm_child`): its JSON summary, wall time, peak RSS (MiB)."""
+    """One ``udm run`` in a child process (`bench._udm_child`): its JSON summary, wall time, CPU seconds (all
+    threads), peak RSS (MiB)."""
     cmd = [sys.executable, "-m", "bench._udm_child", "run", str(query)]
     for spec in inputs:
         cmd += ["--input", spec]
@@ -74,6 +77,7 @@ def run_udm(query: Path, inputs: list[str], out: Path, dl: Path) -> dict[str, An
         raise RuntimeError(f"udm run failed ({rc}): {stderr.strip()[-2000:]}")
     summary = json.loads(stdout.strip().splitlines()[-1])
     summary["wall"] = wall
+    summary["cpu"] = usage.ru_utime + usage.ru_stime
     hwm = [int(x.split("=", 1)[1]) for x in stderr.splitlines() if x.startswith("UDM_BENCH_VMHWM_KB=")]
     summary["rss_mib"] = (hwm[-1] if hwm else usage.ru_maxrss) / 1024
     return summary
@@ -186,10 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         (tmp / "pass.json").write_text(json.dumps(PASS_THROUGH))
         r = run_udm(tmp / "pass.json", [str(single)], tmp / "pass.out.jsonl", tmp / "pass.dl.jsonl")
         pass_eps = r["elements_in"] / r["seconds"]
-        print(f"\n{'query':>10} {'el/s':>11} {'us/el':>7} {'run s':>6} {'wall s':>6} {'RSS MiB':>8} {'out rows':>10}",
-              flush=True)
-        print(f"{'pass-thru':>10} {pass_eps:>11,.0f} {1e6 / pass_eps:>7.2f} {r['seconds']:>6.2f} {r['wall']:>6.2f} "
-              f"{r['rss_mib']:>8.1f} {r['elements_out']:>10,}", flush=True)
+        print(f"\n{'query':>10} {'el/s':>11} {'us/el':>7} {'el/cpu-s':>9} {'run s':>6} {'wall s':>6} {'RSS MiB':>8} "
+              f"{'out rows':>10}", flush=True)
+        print(f"{'pass-thru':>10} {pass_eps:>11,.0f} {1e6 / pass_eps:>7.2f} {r['elements_in'] / r['cpu']:>9,.0f} "
+              f"{r['seconds']:>6.2f} {r['wall']:>6.2f} {r['rss_mib']:>8.1f} {r['elements_out']:>10,}", flush=True)
         results: dict[str, dict[str, Any]] = {}
         lp, rp = files[n]
         for q in queries:
@@ -199,8 +203,8 @@ def main(argv: list[str] | None = None) -> int:
             r = run_udm(qf, [f"left={lp}", f"right={rp}"], out, tmp / f"{q}.dl.jsonl")
             r["el_per_s"] = r["elements_in"] / r["seconds"]
             results[q] = r
-            print(f"{q:>10} {r['el_per_s']:>11,.0f} {1e6 / r['el_per_s']:>7.2f} {r['seconds']:>6.2f} "
-                  f"{r['wall']:>6.2f} {r['rss_mib']:>8.1f} {r['elements_out']:>10,}", flush=True)
+            print(f"{q:>10} {r['el_per_s']:>11,.0f} {1e6 / r['el_per_s']:>7.2f} {r['elements_in'] / r['cpu']:>9,.0f} "
+                  f"{r['seconds']:>6.2f} {r['wall']:>6.2f} {r['rss_mib']:>8.1f} {r['elements_out']:>10,}", flush=True)
             if r["dead_lettered"]:
                 failures.append(f"{q}: {r['dead_lettered']} elements dead-lettered (expected none)")
         if "union" in results:

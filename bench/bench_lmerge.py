@@ -2,15 +2,16 @@
 Fig. 2 and 3), and output size against disorder with and without LMerge (Fig. 4), printed next to the shapes
 the paper reports.
 
-Workload (the paper's generator, scaled down): events with an integer field in [0, 400] and a 100-byte
-string, strictly increasing LE (gaps 1–20 ticks), lifetimes keeping ~1000 events active, a CTI after ~1 %
-of the elements. Fig. 2/3 use the ordered insert-only stream (every algorithm is valid), fed as 2–10 copies
-with other ids, copy ``i`` lagging ``5 * i`` elements behind the first, fed in arrival order through
-`QueryRunner.process_interleaved` (one element per call: the copies take turns element by element); the
-baseline measured in the same run is a plain ``union`` query over the same inputs (the cheapest
-multi-input operator: renames ids and passes everything on). Memory, sampled every 2000 elements (peak):
-the events the operator holds (`QueryRunner.state_size` ``held``) and the engine's snapshot bytes
-(`QueryRunner.snapshot`) beyond the union query's at the same point: what lmerge keeps that a union does
+Workload (the paper's generator, scaled down): events with an integer field in [0, 400] and a 100-byte string,
+strictly increasing LE (gaps 1–20 ticks), lifetimes keeping ~1000 events active, a CTI after ~1 % of the
+elements (``--events`` per input). Fig. 2/3 use the ordered insert-only stream (every algorithm is valid), fed
+as 2–10 copies (``--inputs``) with other ids, copy ``i`` lagging ``5 * i`` elements behind the first, fed in
+arrival order through `QueryRunner.process_interleaved` (one element per call: the copies take turns element
+by element); the baseline measured in the same run is a plain ``union`` query over the same inputs (the
+cheapest multi-input operator: renames ids and passes everything on). Throughput is elements per CPU-second of
+this process (a shared machine's load inflates CPU time far less than wall time). Memory, sampled every 2000
+elements (peak): the events the operator holds (`QueryRunner.state_size` ``held``) and the engine's snapshot
+bytes (`QueryRunner.snapshot`) beyond the union query's at the same point: what lmerge keeps that a union does
 not (the input gates' live events, the same for both, cancel out).
 
 Fig. 4: a sub-query producing retractions (a speculative tumbling count per ``k % 10`` over a disordered
@@ -28,6 +29,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from bench.machine import load_text
 from udm.host.engine import QueryRunner
 from udm.host.query.plan import bind
 from udm.host.query.spec import parse_query
@@ -95,19 +97,19 @@ SAMPLE = 2000
 
 def drive(bound: Any, feed: Sequence[tuple[str, None, Element]], sample: bool
           ) -> tuple[float, list[int], int, int]:
-    """Seconds, snapshot bytes at every sample, peak events held by the operators, elements out."""
+    """CPU seconds, snapshot bytes at every sample, peak events held by the operators, elements out."""
     runner = QueryRunner(bound)
     snaps: list[int] = []
     rows = out = 0
     step = SAMPLE if sample else len(feed)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for a in range(0, len(feed), step):
         out += len(runner.process_interleaved(feed[a:a + step]))
         if sample:
             snaps.append(len(runner.snapshot()))
             rows = max(rows, runner.state_size()["held"])
     out += len(runner.finish())
-    return time.perf_counter() - t0, snaps, rows, out
+    return time.process_time() - t0, snaps, rows, out
 
 
 def _bound(names: list[str], op: dict[str, Any]) -> Any:
@@ -117,7 +119,7 @@ def _bound(names: list[str], op: dict[str, Any]) -> Any:
 def fig_2_3(n_events: int, widths: Sequence[int]) -> None:
     evs = events(n_events, 1)
     print(f"Fig. 2/3: ordered insert-only stream, {n_events:,} events per input, copies lagging 5 elements each")
-    print(f"{'inputs':>6} {'alg':>5} {'el/s':>11} {'vs union':>9} {'state KB over union':>20} {'peak rows':>9} "
+    print(f"{'inputs':>6} {'alg':>5} {'el/CPU-s':>11} {'vs union':>9} {'state KB over union':>20} {'peak rows':>9} "
           f"{'out':>7}")
     for n in widths:
         copies = [ordered_copy(evs, c, 1) for c in range(n)]
@@ -170,9 +172,14 @@ def fig_4(n_events: int, disorders: Sequence[float]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.bench_lmerge", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller inputs (a short smoke run)")
+    ap.add_argument("--events", type=int, default=None, help="events per input (default 20,000; --quick 3,000)")
+    ap.add_argument("--inputs", default=None, help="comma list of input counts (default 2,4,6,8,10; --quick 2,4)")
     args = ap.parse_args(argv)
-    fig_2_3(3_000 if args.quick else 20_000, (2, 4) if args.quick else (2, 4, 6, 8, 10))
-    fig_4(3_000 if args.quick else 20_000, (0.0, 0.2, 0.5) if args.quick else (0.0, 0.1, 0.2, 0.4, 0.6, 0.8))
+    n = args.events or (3_000 if args.quick else 20_000)
+    widths = [int(x) for x in args.inputs.split(",")] if args.inputs else [2, 4] if args.quick else [2, 4, 6, 8, 10]
+    print(f"lmerge, QueryRunner in process, CPU time; {load_text()}", flush=True)
+    fig_2_3(n, widths)
+    fig_4(n, (0.0, 0.2, 0.5) if args.quick else (0.0, 0.1, 0.2, 0.4, 0.6, 0.8))
     return 0
 
 
