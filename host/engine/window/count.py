@@ -264,7 +264,7 @@ class CountFamily(Family):
                     j += hop - r
                 first_open = min(j, L)
             drop = 0
-            while drop < first_open and (not by_end or keys[drop] < c):
+            while drop < first_open and keys[drop] < c:  # (a value at or after c can still go away)
                 drop += 1
             if drop:
                 cut = keys[drop] if drop < L else INF
@@ -288,8 +288,10 @@ class CountFamily(Family):
         return groups
 
     def idle(self, g: Group) -> bool:
+        """A group without values may go when a new group (counting from its first value) would align its
+        windows alike: only the ``hop`` alignment of the dropped values matters."""
         d: _Data = g.data
-        return not d.buckets and not d.endless
+        return not d.buckets and not d.endless and d.purged % self.hop == 0
 
     def bound(self, c: int) -> int:
         b = c
