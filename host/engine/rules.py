@@ -6,7 +6,8 @@ values, the vector form numpy columns of a batch, and the two are tested equal (
 * validity of inserts, retractions and CTIs (SEMANTICS §1) and the reasons a dead letter gives;
 * sync time, and the CTI in force before each row of a batch;
 * T, the largest finite time the valid input reached (semantics-notes 2);
-* the effective CTI under ``max_memory_time`` (semantics-notes 8) and a window's release point (§7);
+* the effective CTI under ``max_memory_time`` (semantics-notes 8) and a window's release point (§7), with
+  what strong consistency (``max_delay`` INF) waits for: member ends that can still move;
 * the payload fields a step reads and their declared types (semantics-notes 3, 17);
 * tumbling/hopping/cumulate window assignment (§3).
 """
@@ -38,6 +39,8 @@ __all__ = [
     "Grid",
     "cti_before",
     "effective_cti",
+    "final_end",
+    "final_ends",
     "format_time",
     "insert_lifetime_bad",
     "insert_lifetime_reason",
@@ -46,6 +49,7 @@ __all__ = [
     "release_point",
     "retract_lifetime_bad",
     "retract_lifetime_reason",
+    "strong",
     "sync_time",
     "sync_times",
 ]
@@ -149,9 +153,29 @@ def effective_cti(cti: int, watermark: int, max_memory_time: int) -> int:
 
 def release_point(ceff: int, watermark: int, max_delay: int) -> int:
     """SEMANTICS §7: a window is output once its end is at or below this (the CTI, or ``max_delay`` ticks
-    behind the watermark, whichever is later)."""
+    behind the watermark, whichever is later). Under `strong` consistency the CTI releases only windows
+    that are final there (`final_end`, and each family's own conditions)."""
     rp = watermark - max_delay if max_delay < INF else NEG
     return rp if rp > ceff else ceff
+
+
+def strong(max_delay: int) -> bool:
+    """SEMANTICS §7: ``max_delay`` INF is strong consistency — no output retraction for in-order input, so a
+    window comes out only once no valid element can change its output (semantics-notes 67)."""
+    return max_delay >= INF
+
+
+def final_end(c: int, le: int, re: int) -> int:
+    """Strong consistency, for a UDM that sees member ends (time-sensitive without right clipping): the
+    largest ``W.RE`` a window may have and be final at CTI ``c`` as far as member ``[le, re)`` goes. An end at
+    or after ``c`` can still move (a retraction's sync time ``min(RE, RE_new)`` may be ``c``, and any
+    ``RE_new >= c`` is valid), so every window the event overlaps — those ending after ``le`` — waits."""
+    return le if re >= c and le < c else c
+
+
+def final_ends(c: int, le: np.ndarray, re: np.ndarray) -> np.ndarray:
+    """`final_end` of each row; a group's windows are final up to the least (``c`` for no row)."""
+    return np.where((re >= c) & (le < c), le, c)
 
 
 # -- payload fields ----------------------------------------------------------------------------------
