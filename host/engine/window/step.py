@@ -125,6 +125,8 @@ class WindowStep(Operator):
         #: does a member end that can still move hold the output CTI back (`Family.bound`)? Not under the
         #: ``time_bound`` promise, which covers end changes, unless windows wait for them (strong)
         self.ends_hold_cti = self.sees_open_ends and not (self.policy_time_bound and not self.strong)
+        self.__dict__.setdefault("waiting", {})  # (a snapshot taken before strong consistency existed)
+        self.__dict__.setdefault("waited_at", NEG)
         self.sweep_kind = sweep_kind(udm)
         for g in self.__dict__.get("groups", {}).values():
             if g.sweep is not None:
