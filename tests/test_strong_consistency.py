@@ -144,7 +144,7 @@ FAMILIES: dict[str, list[dict[str, Any]]] = {
     "count_by_start": [{"type": "count_by_start", "n": 2}, {"type": "count_by_start", "n": 3, "hop": 2},
                        {"type": "count_by_start", "n": 1, "hop": 3}],
     "count_by_end": [{"type": "count_by_end", "n": 2}, {"type": "count_by_end", "n": 1},
-                     {"type": "count_by_end", "n": 3, "hop": 2}],
+                     {"type": "count_by_end", "n": 3, "hop": 2}, {"type": "count_by_end", "n": 1, "hop": 2}],
     "rows": [{"type": "rows", "n": 3, "slide": 2}, {"type": "rows", "n": 2, "partial": True},
              {"type": "rows", "n": 1, "slide": 3}],
     "session": [{"type": "session", "gap": 2}, {"type": "session", "gap": 0}],

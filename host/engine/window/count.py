@@ -337,7 +337,9 @@ class CountFamily(Family):
                     cand = self._bounds(a.keys()[j], a.keys()[j])[0]
             if cand is not None and cand < b:
                 b = cand
-            if by_end and b >= c:
+            # count_by_end: an event starting before c may still end at c, making a window [c - 1, ...) if
+            # one starts at that value's position
+            if by_end and b >= c and (d.purged + a.bisect_left(c)) % hop == 0:
                 if any(ev.le < c for ev in d.endless.values()):
                     b = c - 1
                 else:
