@@ -49,6 +49,14 @@ def test_liveliness_snapshot() -> None:
     assert got[-1] == [5]  # the earliest non-empty window with W.RE > 7 is [5, 10)
 
 
+def test_liveliness_count_by_end_follows_the_hop() -> None:
+    """a (ending after 10) may still end at 10, but with hop 2 no window starts at that second RE: the
+    output CTI is 10, not 9 (one at [9, 10) would need the RE at an aligned position)."""
+    stream = [Insert("x", 0, 3, {}), Insert("a", 1, 30, {}), Cti(10)]
+    assert out_ctis(window_query({"type": "count_by_end", "n": 1, "hop": 2}, "count"), stream)[-1] == [10]
+    assert out_ctis(window_query({"type": "count_by_end", "n": 1}, "count"), stream)[-1] == [9]
+
+
 def test_output_ctis_never_violated_and_prefix_final_on_random_streams() -> None:
     wins = [TUMBLE10, {"type": "hopping", "size": 6, "hop": 4}, {"type": "snapshot"},
             {"type": "count_by_start", "n": 2}, {"type": "count_by_end", "n": 2}]

@@ -123,3 +123,21 @@ def test_speculation_point_is_the_release_point_without_a_cti() -> None:
     assert rules.speculation_point(50, 10) == 40 == rules.release_point(NEG, 50, 10)
     assert rules.speculation_point(50, INF) == NEG
     assert rules.release_point(45, 50, 10) == 45
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(FINITE, TIMES), max_size=30), FINITE)
+def test_final_end_vector_equals_scalar(pairs: list[tuple[int, int]], c: int) -> None:
+    le = np.array([p[0] for p in pairs], dtype=np.int64)
+    re = np.array([p[1] for p in pairs], dtype=np.int64)
+    assert rules.final_ends(c, le, re).tolist() == [rules.final_end(c, a, b) for a, b in pairs]
+
+
+def test_final_end_is_strong_consistency() -> None:
+    """SEMANTICS §7, max_delay INF: a window is final at CTI c only once no member end it sees can move."""
+    assert rules.strong(INF) and not rules.strong(0) and not rules.strong(10**6)
+    assert rules.final_end(10, 1, 20) == 1  # RE 20 can still move (to anything >= 10): windows past 1 wait
+    assert rules.final_end(10, 1, 10) == 1  # RE == c: an extension has sync time 10, still valid
+    assert rules.final_end(10, 1, 9) == 10  # RE < c is final
+    assert rules.final_end(10, 1, INF) == 1  # an endless event can still end
+    assert rules.final_end(10, 12, 20) == 10  # starts after c: in no window ending by c

@@ -115,6 +115,20 @@ def test_count_by_start_with_hop() -> None:
     assert table(out) == rows((1, 4, {"count": 3}), (7, 10, {"count": 2}))
 
 
+def test_count_by_start_hop_alignment_survives_cleanup() -> None:
+    """Positions count from the group's first LE ever: a group emptied by cleanup keeps its alignment, and a
+    value at the CTI is not dropped (its event can still be deleted: the positions after it shift)."""
+    q = window_query({"type": "count_by_start", "n": 1, "hop": 3}, "count")
+    # LEs 62, 84: windows at positions 0, 3, ... -> only [62, 63), though cti(84) emptied the group
+    out, _ = run(q, [ev("a", 62, 71), Cti(84), ev("b", 84, 90)], mode="each")
+    assert table(out) == rows((62, 63, {"count": 1}))
+    # LEs 0, 2, 3 at cti(3); the event at 3 is deleted after it: LEs 0, 2, 8 -> only [0, 1)
+    stream = [ev("a", 0, INF), ev("b", 2, 4), ev("p", 3, 5), Cti(3), Retract("p", 3, 5, 3), ev("c", 8, 9)]
+    out, _ = run(q, stream, mode="each")
+    assert table(out) == rows((0, 1, {"count": 1}))
+    check_physical(out)
+
+
 def test_count_by_start_out_of_order_value_reshapes_windows() -> None:
     stream = [ev("a", 1, 2), ev("c", 5, 6), ev("d", 7, 8), ev("b", 3, 4)]  # 3 arrives last
     out, _ = run(window_query({"type": "count_by_start", "n": 2}, "count"), stream)

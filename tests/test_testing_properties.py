@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from udm.host.catalog import Catalog
-from udm.host.query.spec import CountByStart, FilterStep, Hopping, QuerySpec, Snapshot, Tumbling, WindowStep
+from udm.host.query.spec import CountByEnd, CountByStart, FilterStep, Hopping, QuerySpec, Snapshot, Tumbling, WindowStep
 from udm.host.temporal.elements import Cti, Insert, Retract
 from udm.host.testing import check_properties, liveliness_bound
 from udm.sdk import INF
@@ -114,12 +114,19 @@ def test_liveliness_bounds_per_semantics(cat: Catalog) -> None:
     edge2 = [ins("a", 2, 15, v=1), ins("b", 5, 15, v=1), Cti(15)]
     assert liveliness_bound(q(Snapshot(), "count"), edge2, 15, cat) == 15
     assert liveliness_bound(q(Snapshot(), "twa", input="v", clip="full"), edge2, 15, cat) == 5
-    # count windows: a later start can create a window over old members, even for time_bound output
-    assert liveliness_bound(q(CountByStart(n=2), "follows", output="time_bound"), prefix, 15, cat) is None
-    # span-only queries pass CTIs through; count windows are not decided; cti(inf) -> inf
+    # count windows: LEs 2, 12 below 15; the next window, [12, next LE + 1), can still be made over b
+    assert liveliness_bound(q(CountByStart(n=2)), prefix, 15, cat) == 12
+    # ... even for time_bound output (a new LE makes a window over old members: semantics-notes 72), which
+    # only lifts the wait for a's open end (twa, seeing ends, waits from a's window [2, 13) on)
+    assert liveliness_bound(q(CountByStart(n=2), "follows", output="time_bound"), prefix, 15, cat) == 12
+    assert liveliness_bound(q(CountByStart(n=2), "twa", input="v"), prefix, 15, cat) == 2
+    # count_by_end: finite REs 13, 30; 13 < 15 is final, the window [12, 30) is not
+    assert liveliness_bound(q(CountByEnd(n=2)), prefix, 15, cat) == 12
+    # ... one RE below c: a's RE can still become 15, making a window [14, ...) over b
+    assert liveliness_bound(q(CountByEnd(n=1)), prefix, 15, cat) == 14
+    # span-only queries pass CTIs through; cti(inf) -> inf
     span = QuerySpec(steps=[FilterStep(udf="in_range", args={"field": "v"})])
     assert liveliness_bound(span, prefix, 15, cat) == 15
-    assert liveliness_bound(q(CountByStart(n=2)), prefix, 15, cat) is None
     assert liveliness_bound(q(CountByStart(n=2)), prefix, INF, cat) == INF
 
 

@@ -14,13 +14,16 @@ Choices the engine makes where the documents leave room (all also followed by th
 * **Output CTIs** are the largest safe value. Two boundary cases are treated as "can still change": an
   event whose RE equals the CTI can still be *extended* (its retraction has sync time = CTI), which
   matters to time-sensitive UDMs without right clipping; and a snapshot window ending at the CTI can
-  still merge with the next one, which matters to time-sensitive UDMs. On count windows a later value
-  can create or reshape a window over old members, so ``time_bound`` does not give output CTI = input
-  CTI there (the general rule applies; ``time_bound`` is honoured on tumbling/hopping/cumulate/snapshot
-  windows).
-* **Speculation**: a window is output once the watermark passes its end (``max_delay`` ticks later, or
-  at the CTI for ``max_delay: inf``); after that, every change is output at once, as a minimal diff.
-  ``time_bound`` windows are also output as soon as they start before the CTI.
+  still merge with the next one, which matters to time-sensitive UDMs. On count and rows windows a later
+  value can make a window over members before the CTI, so ``time_bound`` does not give output CTI = input
+  CTI there (the time-insensitive rule applies; ``time_bound`` gives it on tumbling/hopping/cumulate/
+  snapshot/session windows: semantics-notes 72).
+* **Speculation**: a window is output once the watermark passes its end (``max_delay`` ticks later);
+  after that, every change is output at once, as a minimal diff. ``time_bound`` windows are also output
+  as soon as they start before the CTI.
+* **Strong consistency** (``max_delay: inf``, semantics-notes 72): a window is output at the CTI that
+  makes it final (no member end it sees can still move, no endpoint at the CTI can still go), never
+  before, so the output has no retraction; ``time_bound`` gives nothing early then.
 * **Cleanup**: at every CTI ``c`` windows that can no longer change are dropped, and so are the ids of
   events with ``RE < c`` (they can never be retracted again). An id may therefore be reused once its
   event is closed by a CTI. At the end of input all state is dropped.

@@ -7,7 +7,8 @@ values, the vector form numpy columns of a batch, and the two are tested equal (
 * sync time, and the CTI in force before each row of a batch;
 * T, the largest finite time the valid input reached (semantics-notes 2);
 * when a CTI closes an event (it can no longer be retracted);
-* the effective CTI under ``max_memory_time`` (semantics-notes 8) and a window's release point (§7);
+* the effective CTI under ``max_memory_time`` (semantics-notes 8) and a window's release point (§7), with
+  what strong consistency (``max_delay`` INF) waits for: member ends that can still move;
 * external CTIs (SEMANTICS §11): which range a sync time falls in, and the dead-letter reasons;
 * the payload fields a step reads and their declared types (semantics-notes 3, 17);
 * not here: tumbling/hopping/cumulate window assignment (§3) is `window.geometry`, in panes (its arithmetic
@@ -46,6 +47,8 @@ __all__ = [
     "ecti_ranges",
     "effective_cti",
     "final",
+    "final_end",
+    "final_ends",
     "format_time",
     "insert_lifetime_bad",
     "insert_lifetime_reason",
@@ -55,6 +58,7 @@ __all__ = [
     "retract_lifetime_bad",
     "retract_lifetime_reason",
     "speculation_point",
+    "strong",
     "sync_time",
     "sync_times",
 ]
@@ -191,7 +195,8 @@ def speculation_point(watermark: int, max_delay: int) -> int:
 
 def release_point(ceff: int, watermark: int, max_delay: int) -> int:
     """SEMANTICS §7: a window is output once its end is at or below this (the CTI, or ``max_delay`` ticks
-    behind the watermark, whichever is later)."""
+    behind the watermark, whichever is later). Under `strong` consistency the CTI releases only windows
+    that are final there (`final_end`, and each family's own conditions)."""
     rp = speculation_point(watermark, max_delay)
     return rp if rp > ceff else ceff
 
@@ -200,6 +205,25 @@ def final(re: Any, c: Any) -> Any:
     """SEMANTICS §7 prefix finality: an event ending before CTI ``c`` can no longer change (scalar or vector;
     ``c`` INF: the input ended, everything is final)."""
     return (re < c) | (c >= INF)
+
+
+def strong(max_delay: int) -> bool:
+    """SEMANTICS §7: ``max_delay`` INF is strong consistency — no output retraction for in-order input, so a
+    window comes out only once no valid element can change its output (semantics-notes 72)."""
+    return max_delay >= INF
+
+
+def final_end(c: int, le: int, re: int) -> int:
+    """Strong consistency, for a UDM that sees member ends (time-sensitive without right clipping): the
+    largest ``W.RE`` a window may have and be final at CTI ``c`` as far as member ``[le, re)`` goes. An end at
+    or after ``c`` can still move (a retraction's sync time ``min(RE, RE_new)`` may be ``c``, and any
+    ``RE_new >= c`` is valid), so every window the event overlaps — those ending after ``le`` — waits."""
+    return le if re >= c and le < c else c
+
+
+def final_ends(c: int, le: np.ndarray, re: np.ndarray) -> np.ndarray:
+    """`final_end` of each row; a group's windows are final up to the least (``c`` for no row)."""
+    return np.where((re >= c) & (le < c), le, c)
 
 
 # -- payload fields ----------------------------------------------------------------------------------

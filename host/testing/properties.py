@@ -8,10 +8,11 @@
 - **CTIs non-decreasing**;
 - **prefix finality** at every output ``cti(t)``: output events with ``RE < t`` are final, and the set
   of ``(LE, payload)`` of output events with ``LE < t`` is final;
-- **liveliness** (SEMANTICS §7) where it is decidable from the query: tumbling/hopping/snapshot windows
-  of a query with one window step, the ``time_bound`` output policy, span-only queries (a time-sensitive
-  ``flat_map`` without ``time_bound``: the earliest LE of an event that can still change, `_flat_map_bound`)
-  — checked when a ``trace`` says which outputs each input element produced;
+- **liveliness** (SEMANTICS §7) where it is decidable from the query: every window family of a query with
+  one window step (with ``time_bound`` and under strong consistency, ``max_delay`` INF: semantics-notes 72),
+  span-only queries (a time-sensitive ``flat_map`` without ``time_bound``: the earliest LE of an event that
+  can still change, `_flat_map_bound`) — checked when a ``trace`` says which outputs each input element
+  produced;
 - **final CTI**: ``cti(INF)`` in (or a finished run) gives ``cti(INF)`` out, as the last CTI.
 """
 
@@ -27,6 +28,8 @@ from typing import Any
 from udm.host.query.plan import BoundQuery
 from udm.host.query.spec import (
     AlignStep,
+    CountByEnd,
+    CountByStart,
     Cumulate,
     FilterStep,
     FinalizeStep,
@@ -189,24 +192,30 @@ def _window_bound(step: WindowStep, props: Any, c: int, groups: dict[str, list[t
                   reached: int | None) -> int | None:
     """Least output CTI SEMANTICS §7 demands after input cti(c); None when undecidable.
 
-    Read as a lower bound a correct engine can always meet, which makes two boundary cases explicit: an
-    event whose RE equals c can still be *extended* (its retraction has sync time ``min(RE, RE_new) = c``),
-    so for time-sensitive UDMs without right clipping the events "with RE > c" include RE == c, and a
-    snapshot window ending at c can still grow (its payload changes when members are clipped on the
-    right, so time-sensitive UDMs count snapshot windows with ``W.RE >= c``). Count windows are not
-    decided (see below).
+    Read as a lower bound a correct engine can always meet, which makes boundary cases explicit: an event
+    whose RE equals c can still be *extended* (its retraction has sync time ``min(RE, RE_new) = c``), so for
+    time-sensitive UDMs without right clipping the events "with RE > c" include RE == c, and a snapshot
+    window ending at c can still grow (its payload changes when members are clipped on the right, so
+    time-sensitive UDMs count snapshot windows with ``W.RE >= c``).
+
+    ``time_bound`` (semantics-notes 72) gives c where an element at or after c changes windows only as the
+    UDM's promise covers: tumbling, hopping, snapshot and session windows. Count and rows windows can make a
+    window over members before c, so there the promise only lifts the wait for member ends (the
+    time-insensitive rule). Strong consistency (``max_delay`` INF) outputs a window only once it is final:
+    ``time_bound`` gives nothing early, and a snapshot window ending at c waits whatever the UDM.
     """
     win = step.window
+    strong = step.max_delay >= INF
+    tb = step.output == "time_bound" and not strong
+    sees_ends = props.time_sensitive and step.clip in ("none", "left")
+    if tb and isinstance(win, (Tumbling, Hopping, Cumulate, Snapshot, Session)):
+        return c
     if isinstance(win, Session):
         return _session_bound(win, c, groups)
     if isinstance(win, Rows):
-        return _rows_bound(win, props.time_sensitive and step.clip in ("none", "left"), c, groups)
-    if not isinstance(win, (Tumbling, Hopping, Cumulate, Snapshot)):
-        # count and rows windows: a later start can still *create* (or renumber) a window over old
-        # members, so even a time_bound UDM's output may start before c; the kit does not decide a bound
-        return None
-    if step.output == "time_bound":
-        return c
+        return _rows_bound(win, sees_ends and not tb, c, groups)
+    if isinstance(win, (CountByStart, CountByEnd)):
+        return _count_bound(win, sees_ends and not tb, c, groups)
     bound = c
     grid = _grid(win)
     if grid is not None:
@@ -216,12 +225,12 @@ def _window_bound(step: WindowStep, props: Any, c: int, groups: dict[str, list[t
     elif isinstance(win, Snapshot):
         for evs in groups.values():
             for w in group_windows(win, evs, reached):
-                reaches = w.re >= c if props.time_sensitive else w.re > c
+                reaches = w.re >= c if props.time_sensitive or strong else w.re > c
                 if reaches and any(w.holds(le, re) for le, re, _ in evs):
                     bound = min(bound, w.le)
     else:
-        return None
-    if props.time_sensitive and step.clip in ("none", "left"):
+        return None  # (a window type this kit does not know)
+    if sees_ends:
         for evs in groups.values():
             for le, re, _ in evs:
                 if re < c:
@@ -232,6 +241,38 @@ def _window_bound(step: WindowStep, props: Any, c: int, groups: dict[str, list[t
                     bound = min(bound, win.offset + k * hop)
                 else:
                     bound = min(bound, le)
+    return bound
+
+
+def _count_bound(win: CountByStart | CountByEnd, sees_ends: bool, c: int,
+                 groups: dict[str, list[tuple[int, int, Any]]]) -> int:
+    """SEMANTICS §7 for count windows. The distinct values below c are final (a new event starts at or
+    after c, an event starting before c cannot be deleted, an end before c cannot move or appear); a window
+    whose last value is below c is final, and every later window — one that exists, or one that values to
+    come will complete — can still change: the first of them (``hop``-aligned, positions from the first
+    value) bounds the CTI by its start. ``count_by_end`` windows start one tick before their first RE: one
+    starting at an RE that is, or can become, c (an event starting before c may end at c) gives ``c - 1``.
+    A UDM seeing member ends also waits for every window holding an event that ends at or after c."""
+    n, hop = win.n, win.hop
+    bound = c
+    by_end = isinstance(win, CountByEnd)
+    for evs in groups.values():
+        vals = sorted({re for _, re, _ in evs if re < INF} if by_end else {le for le, _, _ in evs})
+        m = sum(1 for v in vals if v < c)
+        i = max(0, m - n + 1)
+        i += (-i) % hop  # the first aligned window whose last position is at or past m
+        if i < m:
+            bound = min(bound, vals[i] - 1 if by_end else vals[i])
+        elif by_end and i == m and any(le < c <= re for le, re, _ in evs):
+            bound = min(bound, c - 1)
+        if sees_ends and not by_end:  # (count_by_end: such an event is only in windows counted above)
+            for le, re, _ in evs:
+                if re >= c and le < c:
+                    p = vals.index(le)
+                    j = max(0, p - n + 1)
+                    j += (-j) % hop  # the first aligned window holding position p
+                    if j <= p:
+                        bound = min(bound, vals[j])
     return bound
 
 

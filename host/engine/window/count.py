@@ -54,8 +54,9 @@ class _Data:
 class CountFamily(Family):
     """``count_by_start{n, hop}`` and ``count_by_end{n, hop}``."""
 
-    #: a later distinct value can create or reshape a window over old members: no UDM can keep the
-    #: ``time_bound`` promise here (the general liveliness rule applies)
+    #: a later distinct value can create a window over members before the CTI, or take one away: a UDM
+    #: that keeps the ``time_bound`` promise window by window may still change output before the CTI
+    #: there (semantics-notes 72); the promise only lifts the hold of member ends that can still move
     time_bound_ok = False
     fifo = True
 
@@ -236,6 +237,22 @@ class CountFamily(Family):
                 self.step.pending(g, w[3], w[2])
 
     # -- cleanup, output CTI ------------------------------------------------------------------------------
+    def final_point(self, g: Group, c: int) -> int:
+        # count_by_end: a window ending at c ends at a member's RE, which can still move; a window ending
+        # before c holds members ending before c only. count_by_start: up to the first window holding a
+        # member whose end the UDM sees and can still move (with hop > n, a member may sit in no window)
+        if self.by_end:
+            return c - 1
+        if not self.step.sees_open_ends:
+            return c
+        d: _Data = g.data
+        for j, _k, _wle, wre in self._windows(d, NEG, INF):
+            if wre > c:
+                break
+            if self._holds_open(d, j, c):
+                return wre - 1
+        return c
+
     def _holds_open(self, d: _Data, j: int, c: int) -> bool:
         return any(ev.re >= c for ev in self._members(d, j))
 
@@ -264,7 +281,7 @@ class CountFamily(Family):
                     j += hop - r
                 first_open = min(j, L)
             drop = 0
-            while drop < first_open and (not by_end or keys[drop] < c):
+            while drop < first_open and keys[drop] < c:  # (a value at or after c can still go away)
                 drop += 1
             if drop:
                 cut = keys[drop] if drop < L else INF
@@ -288,22 +305,26 @@ class CountFamily(Family):
         return groups
 
     def idle(self, g: Group) -> bool:
+        """A group without values may go when a new group (counting from its first value) would align its
+        windows alike: only the ``hop`` alignment of the dropped values matters."""
         d: _Data = g.data
-        return not d.buckets and not d.endless
+        return not d.buckets and not d.endless and d.purged % self.hop == 0
 
     def bound(self, c: int) -> int:
         b = c
         n, hop = self.n, self.hop
         by_end = self.by_end
-        soe = self.step.sees_open_ends
-        for g in self.step.groups.values():
+        step = self.step
+        ends = step.ends_hold_cti and not step.strong
+        for g in step.groups.values():
             d: _Data = g.data
             a = d.buckets
             cand = None
+            gp = self.final_point(g, c) if step.strong else INF  # (strong: windows past it wait)
             for j, _k, wle, wre in self._windows(d, NEG, INF):
                 if wle >= b:
                     break
-                if (wre >= c if by_end else wre > c) or (soe and self._holds_open(d, j, c)):
+                if (wre >= c if by_end else wre > c) or wre > gp or (ends and self._holds_open(d, j, c)):
                     cand = wle
                     break
             if cand is None:
@@ -316,7 +337,9 @@ class CountFamily(Family):
                     cand = self._bounds(a.keys()[j], a.keys()[j])[0]
             if cand is not None and cand < b:
                 b = cand
-            if by_end and b >= c:
+            # count_by_end: an event starting before c may still end at c, making a window [c - 1, ...) if
+            # one starts at that value's position
+            if by_end and b >= c and (d.purged + a.bisect_left(c)) % hop == 0:
                 if any(ev.le < c for ev in d.endless.values()):
                     b = c - 1
                 else:

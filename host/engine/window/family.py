@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..rules import INF
+from ..rules import INF, final_end
 from .emit import New, first_emission
 from .state import Ev, Group
 
@@ -81,6 +81,20 @@ class Family:
     def bound(self, c: int) -> int:
         """Smallest LE any future output change can have, given input CTI ``c`` (SEMANTICS §7)."""
         raise NotImplementedError
+
+    def final_point(self, g: Group, c: int) -> int:
+        """Strong consistency (semantics-notes 72): the group's windows ending at or below this are final at
+        CTI ``c``, so the CTI releases them. By default every window ending at ``c`` is, unless the UDM sees a
+        member end that can still move (`rules.final_end`); a family whose windows also hang on other
+        things (an endpoint at ``c``, a block of equal LEs) says so."""
+        if not self.step.sees_open_ends:
+            return c
+        p = c
+        for ev in g.events.values():
+            e = final_end(c, ev.le, ev.re)
+            if e < p:
+                p = e
+        return p
 
     def final_state(self) -> None:
         """End of input: drop family-wide state."""

@@ -140,8 +140,9 @@ class RowOrderedFamily(Family):
     evaluated in order up to ``done``; changed ones are ``dirty`` key ranges (clipped to ``floor``, the
     first key cleanup kept) evaluated again, each range as one diff."""
 
-    #: a late row renumbers later rows (``rows``) or merges a session that started before the CTI into an
-    #: earlier one (``session``): an output before the CTI can change whatever the UDM promises
+    #: ``rows``: a new row makes a window over rows before the CTI, and an end that can still move reorders
+    #: a block of equal LEs: an output before the CTI can change whatever the UDM promises window by window
+    #: (semantics-notes 72)
     time_bound_ok = False
 
     def _dirty(self, d: Any, lo: int, hi: int) -> None:
@@ -298,9 +299,10 @@ class RowsFamily(RowOrderedFamily):
         stop = None
         top_k = min(hi, d.purged + len(d.rows))
         k = self._yield_at(lo)
+        whole = step.strong and step.rp < INF and not step.sees_open_ends
         while k <= top_k:
             wle, wre = self._extent(d, k)
-            if not step.releasable(wle, wre, k in g.out):
+            if not step.releasable(wle, wre, k in g.out) or (whole and not self._whole(d, k)):
                 stop = k
                 break
             if g.sweep is not None:
@@ -315,6 +317,22 @@ class RowsFamily(RowOrderedFamily):
 
     def _members(self, d: _Data, k: int) -> list[Ev]:
         return list(d.rows.islice(self._first(k) - 1 - d.purged, k - d.purged))
+
+    def _whole(self, d: _Data, k: int) -> bool:
+        """Strong consistency, a UDM that does not see ends: does window ``k`` hold no part of a block of
+        equal LEs in which a row can still move (the block's last row, its largest RE, ends at or after the
+        CTI)? A window ending at or before the CTI is final then (a new row lands after it)."""
+        rows = d.rows
+        base = d.purged
+        c = self.step.effective_cti
+        for a in (self._first(k) - 1, k):  # the boundaries between rows a and a + 1
+            i = a - 1 - base
+            if i < 0 or i + 1 >= len(rows):
+                continue  # (dropped rows are fixed; a row still to come lands after the CTI)
+            le = rows[i].le
+            if rows[i + 1].le == le and rows[rows.bisect_key_left((le + 1,)) - 1].re >= c:
+                return False
+        return True
 
     def _sweep_to(self, g: Group, d: _Data, k: int) -> None:
         """Bring the sweep to window ``k``: the rows before its first leave, the rows after the last window
@@ -424,7 +442,7 @@ class RowsFamily(RowOrderedFamily):
         rows = d.rows
         base = d.purged
         held = base + len(rows)
-        if self.step.sees_open_ends:  # every window from the first row that can still change
+        if self.step.ends_hold_cti:  # every window from the first row that can still change
             r = self._first(self._up(base + d.fixed + 1))
         else:
             pm = rows.bisect_key_left((c,))

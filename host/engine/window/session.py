@@ -70,6 +70,10 @@ class SessionFamily(RowOrderedFamily):
 
     #: nothing leaves a session's sweep (its partials combine into one entry)
     fifo = True
+    #: an element at or after the CTI changes sessions only at or after it: it joins (or merges into) a
+    #: session that is still open, whose members before the CTI stay, or opens, splits off or takes away one
+    #: that starts after the CTI (semantics-notes 72), so ``time_bound`` gives the input CTI
+    time_bound_ok = True
 
     def __init__(self, step: Any, spec: Any) -> None:
         super().__init__(step, spec)
@@ -344,6 +348,11 @@ class SessionFamily(RowOrderedFamily):
     def idle(self, g: Group) -> bool:
         d: _Data = g.data
         return not d.rows
+
+    def final_point(self, g: Group, c: int) -> int:
+        # a session ending at or before c holds members ending before c; with gap 0 one ending at c has a
+        # member ending at c, which can still be extended
+        return c - 1 if self.gap == 0 else c
 
     def bound(self, c: int) -> int:
         by_le = self._by_le

@@ -252,6 +252,10 @@ class SnapshotFamily(Family):
             self.step.pending(g, y if y is not None else INF, lo)
 
     # -- cleanup, output CTI ------------------------------------------------------------------------------
+    def final_point(self, g: Group, c: int) -> int:
+        # a window ending at c can still merge with the next (the endpoint c can go away)
+        return min(c - 1, super().final_point(g, c))
+
     def cleanup(self, c: int) -> Iterable[Group]:
         groups = list(self.step.groups.values())
         if c >= INF:
@@ -298,7 +302,9 @@ class SnapshotFamily(Family):
 
     def bound(self, c: int) -> int:
         b = c
-        ts = self.step.time_sensitive
+        # (a window ending at c can still grow: a time-sensitive UDM may see it, and strong consistency
+        # holds it)
+        ts = self.step.time_sensitive or self.step.strong
         soe = self.step.sees_open_ends
         for g in self.step.groups.values():
             d: _Data = g.data

@@ -9,6 +9,11 @@ below the release point, ``W.LE`` below the CTI under ``time_bound``, open windo
 tick) and new or changed, carrying one window's aggregate to the next (`sweep`), and the `Emitter` writes
 the minimal diff against what each window emitted. Then the output CTI (the family's liveliness bound,
 SEMANTICS §7) and cleanup: windows that can no longer change are dropped with the events only they held.
+
+Strong consistency (``max_delay`` INF, semantics-notes 72): the CTI releases a window only once it is final,
+which the family says per group (`Family.final_point`: a member end at or after the CTI can still move, an
+endpoint at the CTI can still go away, a block of equal LEs can still reorder); a group whose due window
+waits is visited again when the CTI moves or an element touches it, and ``time_bound`` gives no early output.
 """
 
 from __future__ import annotations
@@ -28,7 +33,18 @@ from ..batch import CTI, INSERT, Batch, RowsOut
 from ..context import Context
 from ..invoke import Mapper
 from ..operator import Operator
-from ..rules import CTI_VIOLATION, INF, NEG, UNKNOWN_ID, FieldCheck, cti_reason, effective_cti, release_point, sync_time
+from ..rules import (
+    CTI_VIOLATION,
+    INF,
+    NEG,
+    UNKNOWN_ID,
+    FieldCheck,
+    cti_reason,
+    effective_cti,
+    release_point,
+    strong,
+    sync_time,
+)
 from .emit import Emitter
 from .state import Ev, Group, group_key
 from .sweep import make_sweep, sweep_kind
@@ -63,6 +79,10 @@ class WindowStep(Operator):
         self.release_heap: list[tuple[int, int, Group]] = []
         self.release_le: list[tuple[int, int, Group]] = []
         self.seq = 0
+        #: strong consistency: groups whose window due by the CTI waits to be final (by key), and the CTI
+        #: they were last judged at
+        self.waiting: dict[Any, Group] = {}
+        self.waited_at = NEG
         #: engine ids of inserts refused here under ``max_memory_time``, with their ends: their
         #: retractions name an unknown id (semantics-notes 8)
         self.refused: dict[int, int] = {}
@@ -92,10 +112,21 @@ class WindowStep(Operator):
         self.incremental = udm.incremental
         #: time-sensitive without right clipping: a member's open end matters to the UDM
         self.sees_open_ends = udm.time_sensitive and not udm.clip_right
-        self.time_bound = udm.policy == "time_bound"
+        #: strong consistency (``max_delay`` INF): the CTI releases final windows only
+        self.strong = strong(bs.step.max_delay)
+        self.policy_time_bound = udm.policy == "time_bound"
+        #: ``time_bound`` liveliness (SEMANTICS §7): windows starting before the CTI come out, the output CTI
+        #: is the input's; not where the family cannot give it, nor under strong consistency (semantics-notes
+        #: 72: an output that comes out before it is final may have to be retracted)
+        self.time_bound = self.policy_time_bound and not self.strong
         fam = self.__dict__.get("family")
         if fam is not None and not fam.time_bound_ok:
             self.time_bound = False
+        #: does a member end that can still move hold the output CTI back (`Family.bound`)? Not under the
+        #: ``time_bound`` promise, which covers end changes, unless windows wait for them (strong)
+        self.ends_hold_cti = self.sees_open_ends and not (self.policy_time_bound and not self.strong)
+        self.__dict__.setdefault("waiting", {})  # (a snapshot taken before strong consistency existed)
+        self.__dict__.setdefault("waited_at", NEG)
         self.sweep_kind = sweep_kind(udm)
         for g in self.__dict__.get("groups", {}).values():
             if g.sweep is not None:
@@ -311,6 +342,9 @@ class WindowStep(Operator):
 
     def pending(self, g: Group, re: int, le: int) -> None:
         """Group ``g``'s first window still to release ends at ``re`` and starts at ``le``."""
+        if self.strong and re <= self.effective_cti < INF:  # due, but not final yet: judged again at a new CTI
+            self.waiting[g.key] = g
+            return
         self.seq += 1
         if re < INF:
             heapq.heappush(self.release_heap, (re, self.seq, g))
@@ -357,9 +391,18 @@ class WindowStep(Operator):
         groups = self.groups
         fam = self.family
         em = self.emitter
+        judge = self.strong and rp < INF
+        if judge and self.effective_cti > self.waited_at:  # the CTI moved: waiting windows may be final now
+            self.waited_at = self.effective_cti
+            for g in self.waiting.values():
+                visit[id(g)] = g
+            self.waiting = {}
         for g in visit.values():
             if groups.get(g.key) is g:
+                if judge:  # (the CTI releases this group's windows up to its own final point)
+                    self.rp = fam.final_point(g, rp)
                 fam.evaluate(g, out, em)
+        self.rp = rp
         fam.after(out, em)
         c = self.effective_cti
         held = em.out_cti < c and bool(visit)  # data may end a window that held the output CTI back
@@ -374,6 +417,7 @@ class WindowStep(Operator):
                 self.release_heap = []
                 self.release_le = []
                 self.touched = {}
+                self.waiting = {}
                 fam.final_state()
             else:
                 for g in gone:
