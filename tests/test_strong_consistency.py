@@ -140,6 +140,7 @@ CLIPS = ("none", "left", "right", "full")
 FAMILIES: dict[str, list[dict[str, Any]]] = {
     "tumbling": [{"type": "tumbling", "size": 5}, {"type": "tumbling", "size": 3, "offset": 1}],
     "hopping": [{"type": "hopping", "size": 6, "hop": 4}, {"type": "hopping", "size": 3, "hop": 7, "offset": 1}],
+    "cumulate": [{"type": "cumulate", "size": 6, "step": 2}, {"type": "cumulate", "size": 4, "step": 1, "offset": 1}],
     "snapshot": [{"type": "snapshot"}],
     "count_by_start": [{"type": "count_by_start", "n": 2}, {"type": "count_by_start", "n": 3, "hop": 2},
                        {"type": "count_by_start", "n": 1, "hop": 3}],

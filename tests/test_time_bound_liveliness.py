@@ -70,6 +70,7 @@ CUT = 3
 FAMILIES: dict[str, dict[str, Any]] = {
     "tumbling": {"type": "tumbling", "size": 6},
     "hopping": {"type": "hopping", "size": 6, "hop": 4},
+    "cumulate": {"type": "cumulate", "size": 12, "step": 3},
     "snapshot": {"type": "snapshot"},
     "session": {"type": "session", "gap": 2},
     "count_by_start": {"type": "count_by_start", "n": 2},
@@ -79,7 +80,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
 #: the output CTI after cti(10), as the kit decides it: c, or the time-insensitive rule (a window over
 #: members before c can still be made: count_by_start [7, 13) over c; count_by_end, REs 8 30: [7, 30)
 #: not final; rows 1..3 = a b c, the window of rows 3-4 [7, 13) is still to come)
-EXPECTED = {"tumbling": 10, "hopping": 10, "snapshot": 10, "session": 10,
+EXPECTED = {"tumbling": 10, "hopping": 10, "cumulate": 10, "snapshot": 10, "session": 10,
             "count_by_start": 7, "count_by_end": 7, "rows": 7}
 
 
