@@ -61,7 +61,7 @@ def new_table(*args: Any, **options: Any) -> Table:
 def print_json(data: Any) -> None:
     """One JSON document on stdout, no colour, no wrapping (so scripts can parse it): strict JSON (RFC 8259),
     a non-finite number (a parameter default of infinity, say) spelled as the string ``"Infinity"``."""
-    from udm.host.io.strict import echo_dumps
+    from udm.host.temporal.strict import echo_dumps
 
     sys.stdout.write(echo_dumps(data, indent=2, sort_keys=False, default=str) + "\n")
     sys.stdout.flush()

@@ -18,11 +18,11 @@ from typing import Any
 import typer
 
 from udm.host.errors import UdmError
-from udm.host.io.strict import echo_dumps
 from udm.host.io.table_options import TableSource
 from udm.host.query.plan import bind
 from udm.host.query.runners import KNOWN_ENGINES, ProgressFn, RunRequest, RunResult, get_engine
 from udm.host.query.spec import load_query
+from udm.host.temporal.strict import echo_dumps
 
 from . import fast_exit, startup_gc
 from ._common import err

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from udm.host.temporal.strict import canonical_json
 from udm.sdk import INF
 
 __all__ = [
@@ -82,12 +82,8 @@ class RunStats:
         return data
 
 
-_dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
-
-
-def cjson(value: Any) -> str:
-    """Canonical JSON text (SEMANTICS §5): sorted keys, no spaces."""
-    return _dumps(value)
+#: canonical JSON text (SEMANTICS §5), the one function (`udm.host.temporal.strict.canonical_json`)
+cjson = canonical_json
 
 
 class Ev:

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from udm.host.temporal.strict import canonical_json
+
 __all__ = ["MISSING", "Const", "Payload", "as_column"]
 
 #: what `Payload.column` puts where a row lacks the field (rows form only)
@@ -37,7 +39,7 @@ class Const:
         return isinstance(other, Const) and type(other.value) is type(self.value) and other.value == self.value
 
     def __hash__(self) -> int:
-        return hash(json.dumps(self.value, sort_keys=True))
+        return hash(canonical_json(self.value))
 
     def __getstate__(self) -> Any:
         return self.value

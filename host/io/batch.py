@@ -45,9 +45,8 @@ import pyarrow.compute as pc
 
 from udm.host.errors import BadElement
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
+from udm.host.temporal.strict import echo_dumps
 from udm.sdk import INF
-
-from .strict import echo_dumps
 
 __all__ = [
     "COLUMNS",
@@ -98,7 +97,7 @@ def ints_filled(arr: pa.Array | pa.ChunkedArray, fill: int) -> np.ndarray:
 
 def raw_json(raw: Any) -> str:
     """JSON text for a bad element's raw value: strict JSON (a non-finite number read becomes the string
-    ``"NaN"``, ``"Infinity"``: `udm.host.io.strict.echo`); anything else json cannot encode becomes its
+    ``"NaN"``, ``"Infinity"``: `udm.host.temporal.strict.echo`); anything else json cannot encode becomes its
     repr string."""
     try:
         return echo_dumps(raw, separators=(",", ":"))

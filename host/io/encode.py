@@ -10,7 +10,7 @@ A payload is a list of ``(field, column)`` pairs in payload order; a column is a
 output rows, or a `Const` (one JSON value for every row, e.g. a ``project`` ``set``). Values of a type
 this module does not format directly (lists, nested objects) go through ``json`` one by one, so the bytes
 stay the same as the row path's in every case; a non-finite float is an error on both paths (output is
-strict JSON, SEMANTICS §1: `udm.host.io.strict`).
+strict JSON, SEMANTICS §1: `udm.host.temporal.strict`).
 """
 
 from __future__ import annotations
@@ -28,15 +28,14 @@ import pyarrow.compute as pc
 
 from udm.host.errors import UdmError
 from udm.host.temporal.elements import Insert, element_to_json
+from udm.host.temporal.strict import dumps as strict_dumps
+from udm.host.temporal.strict import encode as _encode
 from udm.sdk import INF
-
-from .strict import dumps as strict_dumps
-from .strict import encode as _encode
 
 __all__ = ["MIN_RUN", "Const", "DeferredLines", "EncodedLines", "cti_line", "element_lines", "element_text",
            "encode_value_column", "insert_lines", "merge_lines"]
 
-# `_encode` (`udm.host.io.strict.encode`): what json.dumps gives with default arguments, but a NaN or an
+# `_encode` (`udm.host.temporal.strict.encode`): what json.dumps gives with default arguments, but a NaN or an
 # infinity is an error, not a line that is not JSON (SEMANTICS §1)
 _quote = json.encoder.encode_basestring_ascii
 _STR = pa.string()

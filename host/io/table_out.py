@@ -27,9 +27,9 @@ import pyarrow as pa
 
 from udm.host.errors import UdmError
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
+from udm.host.temporal.strict import dumps as strict_dumps
 from udm.sdk import INF
 
-from .strict import dumps as strict_dumps
 from .table_options import FORMATS
 
 __all__ = ["TableSink", "TableWriter", "open_writer", "output_format", "output_sink"]

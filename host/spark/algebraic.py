@@ -41,6 +41,7 @@ from udm.host.io.jsonl import struct_payloads
 from udm.host.query.plan import bind
 from udm.host.query.spec import Hopping, QuerySpec, Tumbling, WindowStep, parse_query
 from udm.host.spark.partition import python_tasks
+from udm.host.temporal.strict import canonical_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
@@ -153,7 +154,8 @@ def _columns(rb: pa.RecordBatch | pa.Table, names: list[str]) -> list[Any] | Non
 
 
 def _key_json(values: list[Any]) -> str:
-    return json.dumps(values, separators=(",", ":"))
+    """A group's key as text: canonical (SEMANTICS §5), so two equal keys are one group, as in the engine."""
+    return canonical_json(values)
 
 
 def _value_json(value: Any) -> str:
@@ -263,7 +265,7 @@ def _fold_rows(tb: pa.Table, keys: list[str], field: Any, pane_w: int, off: int,
             value = {u: p[f] for u, f in field.items()}
         if tp is not None and not isinstance(field, list) and not tp.accepts(value):
             return False
-        kj = json.dumps([p[k] for k in keys], separators=(",", ":"))
+        kj = canonical_json([p[k] for k in keys])
         groups.setdefault((kj, pane), []).append(value)
     try:
         for k, values in groups.items():

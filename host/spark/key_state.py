@@ -47,6 +47,7 @@ from sortedcontainers import SortedList
 from udm.host.engine import QueryRunner
 from udm.host.engine.common import INF, NEG, DeadLetter
 from udm.host.temporal.elements import Cti, Element
+from udm.host.temporal.strict import canonical_json
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -160,7 +161,7 @@ def payload_key(p: Any, fields: list[str], part: Callable[[Any], Any] | None = N
     if not isinstance(p, dict) or any(f not in p for f in fields):
         return NO_KEY
     values = [p[f] for f in fields] if part is None else [part(p[f]) for f in fields]
-    return json.dumps(values, sort_keys=True, separators=(",", ":"))
+    return canonical_json(values)
 
 
 def _join_part(v: Any) -> Any:

@@ -26,6 +26,7 @@ from udm.host.catalog import Catalog, CatalogEntry, default_catalog
 from udm.host.errors import ContractViolation, ParamError
 from udm.host.spark.invoke import call_set_udm, label_of
 from udm.host.spark.types import spark_type_for, to_spark_value
+from udm.host.temporal.strict import canonical_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -135,7 +136,7 @@ def _udtf_class(entry: CatalogEntry, schema: str | None) -> type:
             for out in outputs:
                 payload = dict(out) if isinstance(out, Mapping) else {"value": out}
                 if fields is None:
-                    yield (json.dumps(payload, sort_keys=True, separators=(",", ":")),)
+                    yield (canonical_json(payload),)
                 else:
                     yield tuple(payload.get(f) for f in fields)
 

@@ -64,6 +64,7 @@ from udm.host.spark.stream_output import (
 )
 from udm.host.spark.stream_stop import stop_between_batches
 from udm.host.spark.streaming import BROADCAST, END_KIND, run_stream
+from udm.host.temporal.strict import canonical_json
 from udm.sdk import INF
 
 __all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "graph_routes", "progress_text", "run_spark_streaming",
@@ -114,7 +115,7 @@ def _fingerprint(path: Any) -> str:
 
 def _bucket_of(payload: Any, keys: list[str], n: int) -> int:
     values = [payload.get(k) if isinstance(payload, dict) else None for k in keys]
-    return zlib.crc32(json.dumps(values, sort_keys=True, separators=(",", ":")).encode()) % n
+    return zlib.crc32(canonical_json(values).encode()) % n
 
 
 def _schema(graph: bool = False, staged: bool = False) -> pa.Schema:

@@ -46,6 +46,7 @@ from udm.host.query.spec import QuerySpec
 from udm.host.spark.partition import BY_ID
 from udm.host.spark.stages import Stage, plan_stages
 from udm.host.spark.stream_buckets import salt_column
+from udm.host.temporal.strict import canonical_json
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -96,7 +97,7 @@ def key_bucket(payload: Any, fields: list[str], n: int) -> int:
     meet do, whichever side they come from."""
     values = [payload.get(k) if isinstance(payload, dict) else None for k in fields]
     values = [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in values]
-    return zlib.crc32(json.dumps(values, sort_keys=True, separators=(",", ":")).encode()) % n
+    return zlib.crc32(canonical_json(values).encode()) % n
 
 
 def id_bucket(name: str, id: str, n: int) -> int:

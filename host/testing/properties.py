@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from udm.host.query.spec import (
     WindowStep,
 )
 from udm.host.temporal.elements import Cti, Element, Insert, Retract, sync_time
+from udm.host.temporal.strict import canonical_json
 from udm.sdk import INF
 
 from .cht import StreamState, format_time
@@ -70,7 +70,7 @@ class _Incarnation:
 
 def _pkey(el: Insert) -> str:
     try:
-        return json.dumps(el.payload, sort_keys=True, separators=(",", ":"))
+        return canonical_json(el.payload)
     except (TypeError, ValueError):
         return repr(el.payload)
 
@@ -234,8 +234,7 @@ def _rows_bound(win: Rows, sees_ends: bool, c: int, groups: dict[str, list[tuple
 
     bound = c
     for evs in groups.values():
-        rows = canonical_rows([(le, re, json.dumps(p, sort_keys=True, separators=(",", ":")))
-                               for le, re, p in evs])
+        rows = canonical_rows([(le, re, canonical_json(p)) for le, re, p in evs])
         count = len(rows)
         before = sum(1 for le, _, _ in rows if le < c)
         rs = [first(up(before + 1))]
@@ -264,7 +263,7 @@ def _session_bound(win: Session, c: int, groups: dict[str, list[tuple[int, int, 
     0, ends at ``c`` (a member ending at ``c`` can still be extended)."""
     bound = c
     for evs in groups.values():
-        rows = [(le, re, json.dumps(p, sort_keys=True)) for le, re, p in evs]
+        rows = [(le, re, canonical_json(p)) for le, re, p in evs]
         for w in group_windows(win, rows, None):
             if w.re > c or (w.re == c and win.gap == 0):
                 bound = min(bound, w.le)
@@ -301,7 +300,7 @@ def liveliness_bound(query: QuerySpec | BoundQuery, input_prefix: Sequence[Eleme
         for le, re, p in wst.events():
             if any(k not in p for k in step.group_by) or step_value(bs, p) is _MISSING:
                 continue
-            gid = json.dumps([p[k] for k in step.group_by], sort_keys=True)
+            gid = canonical_json([p[k] for k in step.group_by])
             groups.setdefault(gid, []).append((le, re, p))
         props = (SimpleNamespace(time_sensitive=any(p.entry.manifest.properties.time_sensitive for p in bs.parts))
                  if bs.parts else bs.entry.manifest.properties)
