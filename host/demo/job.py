@@ -25,6 +25,7 @@ from udm.host.demo.data import (
     temperature_stream,
     window_text,
 )
+from udm.host.demo.plot import plot
 from udm.host.engine import QueryRunner
 from udm.host.io.interleave import interleave
 from udm.host.query.plan import bind
@@ -194,9 +195,7 @@ def run_demo(*, out_dir: Path, engine: str = "spark", console: Console | None = 
             q, count, sum(isinstance(e, Insert) for e in out), sum(isinstance(e, Retract) for e in out),
             dead, rows, table == _cht(local), secs, _corrections(out, alias)))
     _print(console, results)
-    from udm.host.demo.plot import plot
-
-    png = plot(temps, stocks, results, out_dir / "demo.png")
+    png = plot(temps, stocks, {r.query.udm: r.rows for r in results}, out_dir / "demo.png")
     console.print(f"plot written to [bold]{png}[/]")
     return results
 

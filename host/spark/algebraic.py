@@ -35,11 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from udm.host.input_types import InputType, step_checks
 from udm.host.io.jsonl import struct_payloads
 from udm.host.query.plan import bind
 from udm.host.query.spec import Hopping, QuerySpec, Tumbling, WindowStep, parse_query
+from udm.host.spark.file_source import range_batches, ranges_df
 from udm.host.spark.partition import python_tasks
 from udm.host.temporal.strict import canonical_json
 
@@ -291,8 +293,6 @@ def _range_partial(spec_json: dict[str, Any], n: int
     never cross to the JVM and back, and their payloads stay the reader's structs."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from udm.host.spark.file_source import range_batches
-
         def tables(path: str, start: int, stop: int, first: int) -> Iterator[pa.Table]:
             for b in range_batches(path, start, stop, first):
                 tb = b.table
@@ -334,8 +334,6 @@ def id_hashes(ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
 def _fold_partition(spec_json: dict[str, Any], n: int, tables: Iterator[pa.Table]) -> pa.RecordBatch:
     """One partition's phase 1: its (group, pane) states per key bucket, id hashes and facts (module doc).
     ``tables``: element rows (``payload`` as JSON text or the reader's struct) with ``idh``."""
-    import pyarrow.compute as pc
-
     spec = parse_query(spec_json)
     step = spec.steps[0]
     assert isinstance(step, WindowStep)
@@ -568,8 +566,6 @@ def run_algebraic(spec: QuerySpec, elements: DataFrame, n_buckets: int, *, stric
     n = max(1, n_buckets)
     js = spec.to_json_dict()
     if scan is not None:
-        from udm.host.spark.file_source import ranges_df
-
         partial = ranges_df(elements.sparkSession, scan).mapInArrow(_range_partial(js, n), _PARTIAL_DDL)
         return partial.groupBy("_bucket").applyInArrow(_final(js, strict), _OUT_DDL)
     cols = [F.col(c) if c in elements.columns else F.lit(None).cast(t).alias(c)

@@ -32,8 +32,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from udm.host.errors import UdmError
+from udm.host.io.batch import ElementBatch
+from udm.host.io.jsonl import read_jsonl_batches
+from udm.host.spark.convert import ELEMENT_DDL, batch_to_arrow
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -128,11 +132,6 @@ def _non_blank(mm: mmap.mmap, buf: np.ndarray, nl: np.ndarray, size: int) -> int
 
 def range_batches(path: str, start: int, stop: int, first_line: int) -> Iterator[ElementBatch]:
     """The elements of one range as the local reader reads them, numbered by their line in the file."""
-    import pyarrow.compute as pc
-
-    from udm.host.io.batch import ElementBatch
-    from udm.host.io.jsonl import read_jsonl_batches
-
     with open(path, "rb") as f:
         f.seek(start)
         data = f.read(stop - start)
@@ -145,8 +144,6 @@ def range_batches(path: str, start: int, stop: int, first_line: int) -> Iterator
 
 def range_tables(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function: range rows (`_RANGE_DDL`) in, element rows (`ELEMENT_DDL`) out."""
-    from udm.host.spark.convert import batch_to_arrow
-
     for rb in batches:
         for path, start, stop, first in zip(*(rb.column(c).to_pylist() for c in range(4)), strict=True):
             for b in range_batches(path, start, stop, first):
@@ -169,6 +166,4 @@ def ranges_df(spark: SparkSession, scan: FileScan) -> DataFrame:
 
 def file_elements_df(spark: SparkSession, scan: FileScan) -> DataFrame:
     """The file's element DataFrame (`udm.host.spark.convert.ELEMENT_DDL`), each range parsed by a task."""
-    from udm.host.spark.convert import ELEMENT_DDL
-
     return ranges_df(spark, scan).mapInArrow(range_tables, ELEMENT_DDL)

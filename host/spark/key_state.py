@@ -46,6 +46,8 @@ from sortedcontainers import SortedList
 
 from udm.host.engine import QueryRunner
 from udm.host.engine.common import INF, NEG, DeadLetter
+from udm.host.io.batch import ElementBatch
+from udm.host.spark.rows import input_runs
 from udm.host.temporal.elements import Cti, Element
 from udm.host.temporal.strict import canonical_json
 
@@ -516,8 +518,6 @@ class KeyedBucket:
         ``table`` by their ``udm_row``) is fed from them in runs of one input each."""
         import pyarrow as pa
 
-        from udm.host.io.batch import ElementBatch
-        from udm.host.spark.rows import input_runs
 
         names = table.column("udm_input").to_pylist()
         prepared: dict[str, pa.Table] = {}
@@ -690,3 +690,37 @@ class KeyedBucket:
         for id in [i for i, re in live.ids.items() if self.index.finished or re < self._input_cti(self._input_of(i))]:
             del live.ids[id]  # closed: the engine forgot it (`Operator.forget_closed`)
             self.store.drop_id(id)
+
+
+class SparkStore:
+    """`udm.host.spark.key_state.BucketStore` over the bucket's ``transformWithStateInPandas`` state:
+    a MapState of engines by key, a MapState of ids, a ValueState index."""
+
+    def __init__(self, engines: Any, ids: Any, index: Any) -> None:
+        self.engines, self.ids, self.index = engines, ids, index
+
+    def get_engine(self, key: str) -> bytes | None:
+        got = self.engines.getValue((key,))
+        return None if got is None else bytes(got[0])
+
+    def put_engine(self, key: str, snapshot: bytes) -> None:
+        self.engines.updateValue((key,), (snapshot,))
+
+    def drop_engine(self, key: str) -> None:
+        self.engines.removeKey((key,))
+
+    def get_id(self, id: str) -> tuple[str, int] | None:
+        got = self.ids.getValue((id,))
+        return None if got is None else (str(got[0]), int(got[1]))
+
+    def put_id(self, id: str, key: str, re: int) -> None:
+        self.ids.updateValue((id,), (key, re))
+
+    def drop_id(self, id: str) -> None:
+        self.ids.removeKey((id,))
+
+    def get_index(self) -> bytes | None:
+        return bytes(self.index.get()[0]) if self.index.exists() else None
+
+    def put_index(self, blob: bytes) -> None:
+        self.index.update((blob,))

@@ -14,7 +14,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from udm.host.query.spec import FilterStep, Hopping, MapStep, QuerySpec, Tumbling, WindowStep
+from udm.host.query.graph import resolve
+from udm.host.query.spec import (
+    AlterLifetimeStep,
+    FilterStep,
+    Hopping,
+    JoinStep,
+    MapStep,
+    ProjectStep,
+    QuerySpec,
+    Tumbling,
+    UnionStep,
+    WindowStep,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from udm.host.query.graph import GraphNode
@@ -131,8 +143,6 @@ BY_ID = "by_id"
 def graph_routing(spec: QuerySpec) -> dict[str, list[str]] | str | None:
     """How to route the elements of a non-linear query graph (SEMANTICS §10) into key buckets, when one
     partitioning is valid for the whole graph (`routing_of` its steps)."""
-    from udm.host.query.graph import resolve
-
     if spec.uses_repair:
         return None  # one bucket (see `partition_keys`)
     graph = resolve(spec)
@@ -156,8 +166,6 @@ def routing_of(nodes: Sequence[GraphNode], inputs: Sequence[str]) -> dict[str, l
     of its ``on`` fields: rows that must meet then have equal values in every slot, and every derived row
     carries its input row's value. lmerge, keyless windows and anything else give None.
     """
-    from udm.host.query.spec import AlterLifetimeStep, FilterStep, JoinStep, ProjectStep, UnionStep
-
     universe: set[str] = set()
     for node in nodes:
         s = node.step

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 from udm.host.errors import UdmError
 
@@ -86,8 +87,6 @@ def _resolve(master: str | None, conf: dict[str, Any]) -> tuple[str | None, str 
 def on_this_machine(master: str | None) -> bool:
     """Whether every executor of ``master`` runs on this machine (and so sees its files): ``local[N]``, or
     a cluster whose master is at a loopback address."""
-    from urllib.parse import urlparse
-
     if not master:
         return False
     if master.startswith("local"):

@@ -26,7 +26,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from udm.host.errors import UdmError
 
@@ -72,9 +74,6 @@ def partition_cti_order(table: pa.Table) -> pa.Table:
     and before every larger CTI of another partition, so no other partition's CTI of this micro-batch
     judges it. Within a partition the order is unchanged (its guard never decreases along it, and a row
     raising it is the first of its guard there)."""
-    import numpy as np
-    import pyarrow.compute as pc
-
     n = table.num_rows
     if n == 0:
         return table

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from udm.host.query.plan import BoundQuery, bind
+from udm.host.query.plan import BoundQuery, build_plan
 from udm.host.query.spec import QuerySpec
 from udm.host.temporal.elements import Cti, Element
 from udm.sdk import INF
@@ -107,7 +107,7 @@ def runner_engine(factory: Callable[[BoundQuery], Any], catalog: Any = None) -> 
     engine callable whose output also records, per input element, what the runner emitted."""
 
     def run(query: QuerySpec, elements: Any) -> list[Element]:
-        bq = query if isinstance(query, BoundQuery) else bind(query, catalog)
+        bq = build_plan(query, catalog)
         runner = factory(bq)
         out = _Traced()
         out.trace = []
@@ -156,7 +156,7 @@ def registered_engine(name: str, *, catalog: Any = None, batch_size: int | None 
     from udm.host.temporal.elements import parse_element
 
     def run(query: QuerySpec, elements: Any) -> list[Element]:
-        bq = query if isinstance(query, BoundQuery) else bind(query, catalog)
+        bq = build_plan(query, catalog)
         engine = get_engine(name)
         with tempfile.TemporaryDirectory(prefix="udm-conformance-") as d:
             dst, dl = Path(d) / "out.jsonl", Path(d) / "dl.jsonl"
@@ -238,9 +238,7 @@ def _one_multi(run: Engine, query: Any, feed: Interleaved, expected: CHT, label:
 def _check_multi(run: Engine, query: QuerySpec | BoundQuery, streams: Mapping[str, Sequence[Element]], *,
                  seed: int, variants: int, catalog: Any, rel_tol: float, abs_tol: float,
                  interleavings: Sequence[str]) -> EngineReport:
-    from .oracle import _bound
-
-    bq = _bound(query, catalog)
+    bq = build_plan(query, catalog)
     names = list(bq.graph.inputs)
     given = {n: list(streams.get(n, ())) for n in names}
     expected = oracle(bq, given)

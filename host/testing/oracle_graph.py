@@ -50,6 +50,15 @@ from udm.host.temporal.elements import Element, Insert, Retract, canonical_json
 from udm.sdk import INF
 
 from .cht import CHT, Row, StreamState, apply_stream
+from .oracle_steps import (
+    OracleResult,
+    OracleUndecidable,
+    span_physical,
+    span_reach,
+    span_rows,
+    window_input,
+    window_step,
+)
 from .repair import repair_stream
 
 __all__ = ["graph_oracle_run", "json_key"]
@@ -240,16 +249,14 @@ def _rows_of(value: list[Element] | list[Row], physical: bool) -> list[Row]:
 
 def _input_reach(bq: BoundQuery, name: str, stream: list[Element], policy: str) -> int | None:
     """T's contribution of one input: the largest finite time of what the step reading it accepts."""
-    from .oracle import _span_reach, _window_input
-
     readers = bq.graph.consumers(name)
     if len(readers) == 1:
         bs = bq.step(readers[0][0].name)
         step = bs.step
         if isinstance(step, (FilterStep, MapStep)):
-            return _span_reach(bs, stream)
+            return span_reach(bs, stream)
         if isinstance(step, WindowStep):
-            return _window_input(bs, stream, policy).max_finite
+            return window_input(bs, stream, policy).max_finite
         if isinstance(step, ProjectStep) and step.keep:
             st = StreamState()
             for el in stream:
@@ -262,15 +269,6 @@ def _input_reach(bq: BoundQuery, name: str, stream: list[Element], policy: str) 
 
 def graph_oracle_run(bq: BoundQuery, inputs: Mapping[str, Sequence[Element]]) -> Any:
     """The `OracleResult` of a query graph over named input streams (missing inputs are empty)."""
-    from .oracle import (
-        OracleResult,
-        OracleUndecidable,
-        _span_physical,
-        _span_rows,
-        _window_input,
-        _window_step,
-    )
-
     graph = bq.graph
     spec = bq.spec
     unknown = sorted(set(inputs) - set(graph.inputs))
@@ -302,7 +300,7 @@ def graph_oracle_run(bq: BoundQuery, inputs: Mapping[str, Sequence[Element]]) ->
         out: tuple[bool, Any]
         if isinstance(step, (FilterStep, MapStep)):
             phys, val = srcs[0]
-            out = (True, _span_physical(bs, val)) if phys else (False, _span_rows(bs, val))
+            out = (True, span_physical(bs, val)) if phys else (False, span_rows(bs, val))
         elif isinstance(step, ProjectStep):
             phys, val = srcs[0]
             out = (True, _project_physical(step, val)) if phys else (False, _project_rows(step, val))
@@ -319,7 +317,7 @@ def graph_oracle_run(bq: BoundQuery, inputs: Mapping[str, Sequence[Element]]) ->
             phys, val = srcs[0]
             if phys:
                 policy = spec.input_policy(node.sources[0]) if node.sources[0] in graph.inputs else "dead_letter"
-                wst = _window_input(bs, val, policy)
+                wst = window_input(bs, val, policy)
                 events = list(wst.events())
             else:
                 if step.max_memory_time < INF:
@@ -327,7 +325,7 @@ def graph_oracle_run(bq: BoundQuery, inputs: Mapping[str, Sequence[Element]]) ->
                         f"max_memory_time={step.max_memory_time} on step {node.name!r}, fed by a step whose "
                         "physical output the oracle does not model; the oracle only knows its CHT")
                 events = [(le, re, json.loads(p)) for le, re, p in val]
-            rows, cut = _window_step(bs, events, reached)
+            rows, cut = window_step(bs, events, reached)
             if cut:
                 result.truncated_at = reached
             out = (False, rows)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from udm.host.query.plan import BoundQuery
+from udm.host.query.plan import BoundQuery, build_plan
 from udm.host.query.spec import (
     FilterStep,
     Hopping,
@@ -39,7 +39,7 @@ from udm.host.temporal.strict import canonical_json
 from udm.sdk import INF
 
 from .cht import StreamState, format_time
-from .oracle import _MISSING, _span_physical, _window_input, canonical_rows, group_windows, step_value  # kit-internal
+from .oracle_steps import MISSING, canonical_rows, group_windows, span_physical, step_value, window_input
 
 __all__ = ["check_properties", "liveliness_bound"]
 
@@ -275,11 +275,9 @@ def liveliness_bound(query: QuerySpec | BoundQuery, input_prefix: Sequence[Eleme
                      catalog: Any = None) -> int | None:
     """The least output CTI SEMANTICS §7 demands once ``input_prefix`` (ending in ``cti(c)``) is processed;
     None when the kit cannot decide it for this query (count windows, several window steps)."""
-    from .oracle import _bound
-
     if c >= INF:
         return INF
-    bq = _bound(query, catalog)
+    bq = build_plan(query, catalog)
     windows = [bs for bs in bq.steps if isinstance(bs.step, WindowStep)]
     if not windows:
         return c  # span-based steps pass CTIs through
@@ -291,14 +289,14 @@ def liveliness_bound(query: QuerySpec | BoundQuery, input_prefix: Sequence[Eleme
     stream = list(st.accepted)
     for bs in bq.steps:
         if isinstance(bs.step, (FilterStep, MapStep)):
-            stream = _span_physical(bs, stream)
+            stream = span_physical(bs, stream)
             continue
         step = bs.step
         assert isinstance(step, WindowStep)
-        wst = _window_input(bs, stream, bq.spec.on_violation)
+        wst = window_input(bs, stream, bq.spec.on_violation)
         groups: dict[str, list[tuple[int, int, Any]]] = {}
         for le, re, p in wst.events():
-            if any(k not in p for k in step.group_by) or step_value(bs, p) is _MISSING:
+            if any(k not in p for k in step.group_by) or step_value(bs, p) is MISSING:
                 continue
             gid = canonical_json([p[k] for k in step.group_by])
             groups.setdefault(gid, []).append((le, re, p))
