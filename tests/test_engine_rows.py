@@ -15,7 +15,7 @@ from udm.host.query.fluent import Stream
 from udm.host.query.plan import bind
 from udm.host.query.spec import Rows, parse_query
 from udm.host.temporal.elements import Cti, Insert, Retract
-from udm.host.testing import oracle
+from udm.host.testing import cht, oracle
 from udm.sdk import INF
 
 
@@ -126,7 +126,7 @@ def test_spec_and_fluent_api() -> None:
         parse_query(window_query({"type": "rows", "n": 0}, "count"))
     s = Stream.query().rows(3, slide=2).aggregate("count").spec
     assert s.steps[0].window == Rows(n=3, slide=2)
-    got = Stream.from_events(BASE).rows(2).aggregate("sum", input="v").to_cht()
+    got = cht(Stream.from_events(BASE).rows(2).aggregate("sum", input="v").to_elements())
     assert sorted(got.elements()) == sorted(oracle(bind(parse_query(q(2))), BASE).elements())
 
 

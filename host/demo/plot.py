@@ -10,6 +10,8 @@ from udm.host.demo.data import DAY_MIN, Series
 
 __all__ = ["plot"]
 
+# lazy imports: matplotlib — the demo extra, only when a picture is drawn
+
 
 Rows = list[tuple[int, int, dict[str, Any]]]
 
@@ -25,7 +27,8 @@ def _steps(rows: Rows, field: str, scale: float) -> tuple[list[float], list[floa
 
 def plot(temps: Series, stocks: Series, by_udm: Mapping[str, Rows], path: Path) -> Path:
     """The picture of the raw series and each UDM's result rows (by UDM name), written to ``path``."""
-    import matplotlib  # lazy: matplotlib (the demo extra) loads only when a picture is drawn
+    # lazy: matplotlib (the demo extra) loads only when a picture is drawn
+    import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -8,7 +8,13 @@ from udm.host.query.plan import BoundQuery
 
 from .context import Context
 from .operator import Operator
+from .ops.alter_lifetime import AlterLifetimeStep
+from .ops.join import JoinStep
+from .ops.lmerge import LmergeStep
+from .ops.span import FilterStep, MapStep, ProjectStep
+from .ops.union import UnionStep
 from .rules import INF, FieldCheck
+from .window import make_window_step
 
 __all__ = ["delegated_checks", "make_operator"]
 
@@ -17,13 +23,6 @@ _SINGLE = ("filter", "map", "window", "project", "alter_lifetime")
 
 
 def make_operator(bound: BoundQuery, name: str, ctx: Context) -> Operator:
-    from .ops.alter_lifetime import AlterLifetimeStep
-    from .ops.join import JoinStep
-    from .ops.lmerge import LmergeStep
-    from .ops.span import FilterStep, MapStep, ProjectStep
-    from .ops.union import UnionStep
-    from .window import make_window_step
-
     bs = bound.step(name)
     op = bs.step.op
     if op == "filter":

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .common import INF, NEG, DeadLetter, RunStats
+from udm.host.run_result import RunResult
+
+from .common import INF, NEG, DeadLetter
 
 __all__ = ["Context"]
 
@@ -21,7 +23,7 @@ class Context:
         self.multi_input = multi_input
         self.line: int | None = None
         self.dead_letters: list[DeadLetter] = []
-        self.stats = RunStats()
+        self.stats = RunResult(engine="local")
         self.reached = NEG  # largest finite time the (valid) input reached, over all inputs (semantics-notes 2)
 
     def __getstate__(self) -> dict[str, Any]:

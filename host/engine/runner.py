@@ -14,20 +14,25 @@ import pickle
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from udm.host.errors import BadElement
 from udm.host.io.batch import ElementBatch
 from udm.host.io.encode import DeferredLines, EncodedLines
 from udm.host.io.interleave import interleave
 from udm.host.query.graph import QueryGraph
 from udm.host.query.plan import BoundQuery
+from udm.host.run_result import RunResult
 from udm.host.temporal.elements import Cti, Element
 
 from .batch import CTI, Batch
 from .build import delegated_checks, make_operator
-from .common import DeadLetter, RunStats
+from .common import DeadLetter
 from .context import Context
 from .gate import InputGate
 from .operator import Operator
+from .ops.lmerge import LmergeStep
+from .ops.span import FilterStep, MapStep, ProjectStep
 from .output import encode_batch
 from .progress import engine_due, graph_due, hold
 from .rules import INF, NEG
@@ -103,7 +108,6 @@ class QueryRunner:
             sources = graph.node(op.name).sources
             op.input_names = tuple(next(iter(upstream[s])) if len(upstream[s]) == 1 else None for s in sources)
         self.ends_early = {name for name in graph.inputs if graph.ends_early(name)}
-        from .ops.lmerge import LmergeStep
 
         for op in self.ops:
             if isinstance(op, LmergeStep):
@@ -112,8 +116,6 @@ class QueryRunner:
     def _feeder(self, graph: QueryGraph, merge: Any, port: int, position: dict[str, int]) -> Any:
         """The span step or input gate whose output only ``merge``'s ``port`` reads: it may take the lmerge's
         feedback (seeds/001 §V.D)."""
-        from .ops.span import FilterStep, MapStep, ProjectStep
-
         src = graph.node(merge.name).sources[port]
         if src in self.gates:
             return self.gates[src] if len(self.readers[src]) == 1 else None
@@ -129,7 +131,7 @@ class QueryRunner:
         return self.ctx.dead_letters
 
     @property
-    def stats(self) -> RunStats:
+    def stats(self) -> RunResult:
         return self.ctx.stats
 
     @property
@@ -181,8 +183,6 @@ class QueryRunner:
     # -- lmerge: membership at run time (seeds/001 §V.B) and chattiness (Theorem 1) -------------------------
     def merge_step(self, step: str) -> Any:
         """The lmerge operator named ``step``."""
-        from .ops.lmerge import LmergeStep
-
         for op in self.ops:
             if op.name == step and isinstance(op, LmergeStep):
                 return op
@@ -202,8 +202,6 @@ class QueryRunner:
 
     def chattiness(self) -> dict[str, dict[str, int]]:
         """Per lmerge step, elements in and out by kind (seeds/001 Theorem 1)."""
-        from .ops.lmerge import LmergeStep
-
         return {op.name: op.chattiness() for op in self.ops if isinstance(op, LmergeStep)}
 
     # -- the route ------------------------------------------------------------------------------------------
@@ -421,6 +419,4 @@ class QueryRunner:
 
 
 def _arange(n: int) -> Any:
-    import numpy as np
-
     return np.arange(n)

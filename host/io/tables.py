@@ -31,9 +31,12 @@ from udm.host.temporal.strict import TIME_MAX, TIME_MIN, echo_dumps, nonfinite_i
 from udm.sdk import INF
 
 from .batch import ElementBatch
+from .jsonl import JsonlReader
 from .table_options import FORMATS, UNITS, TableOptions, TableSource, detect_format
 
 __all__ = ["TableReader", "microsecond_ticks", "open_reader", "read_table_elements", "time_kind", "timestamp_inputs"]
+
+# lazy imports: pyarrow.parquet, pyarrow.csv, pyarrow.json — each reader only for its format
 
 _I64 = pa.int64()
 _STR = pa.string()
@@ -501,8 +504,6 @@ def open_reader(source: Any, *, batch_size: int, **jsonl_options: Any) -> Any:
     """A reader of `ElementBatch`es for any input: a `TableSource`, else element JSON Lines."""
     if isinstance(source, TableSource):
         return TableReader(source, batch_size=batch_size)
-    from .jsonl import JsonlReader
-
     return JsonlReader(source, batch_size=batch_size, **jsonl_options)
 
 

@@ -11,7 +11,7 @@ __all__ = ["Stream"]
 
 def __getattr__(name: str) -> Any:
     if name in ("Stream", "run_elements"):
-        from . import fluent
+        from . import fluent  # lazy: the fluent API loads the readers (pyarrow); the spec model stays light
 
         return getattr(fluent, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -34,8 +34,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from pydantic import TypeAdapter, ValidationError
+
 from udm.host.errors import PolicyError, QuerySpecError, UdmError
+from udm.host.io.interleave import interleave
+from udm.host.io.jsonl import JsonlReader
+from udm.host.io.table_options import TableOptions, TableSource
+from udm.host.io.table_out import output_sink
+from udm.host.io.tables import TableReader
+from udm.host.query import runners
 from udm.host.query.plan import BoundQuery, bind
+from udm.host.query.runners import RunRequest, get_engine, quiet_gc
 from udm.host.query.spec import (
     AlterLifetimeStep,
     CountByEnd,
@@ -57,13 +66,12 @@ from udm.host.query.spec import (
     format_validation_error,
     parse_query,
 )
+from udm.host.run_result import RunResult
 from udm.host.temporal.elements import Element, parse_element
 from udm.sdk import INF
 
 if TYPE_CHECKING:  # pragma: no cover
     from udm.host.catalog import Catalog
-    from udm.host.query.runners import RunResult
-    from udm.host.testing.cht import CHT
 
 __all__ = ["Stream", "run_elements"]
 
@@ -80,10 +88,7 @@ class _Source:
     def reader(self) -> Any:
         """The batches of a file source (element JSON Lines or a table)."""
         if self.kind == "table":
-            from udm.host.io.tables import TableReader
-
             return TableReader(self.table)
-        from udm.host.io.jsonl import JsonlReader
 
         return JsonlReader(self.path or "", prefetch=1)
 
@@ -148,8 +153,6 @@ class Stream:
         options of ``udm run`` (`udm.host.io.table_options.TableOptions`): ``time=`` for point events,
         ``start=``/``end=`` for intervals, ``edge=``/``key=`` for edge samples. Read (streamed) when the
         query runs; bad rows are dead letters with their row numbers."""
-        from udm.host.io.table_options import TableOptions, TableSource
-
         opts = TableOptions(time=time, start=start, end=end, edge=edge, key=tuple(key), id=id, unit=unit,
                             cti_every=cti_every, cti_lag=cti_lag, format=format).check(str(path))
         source = _Source("table", path=str(path), table=TableSource(Path(path), opts))
@@ -288,8 +291,6 @@ class Stream:
 
     def window(self, window: _Window | Mapping[str, Any]) -> Stream:
         if isinstance(window, Mapping):
-            from pydantic import TypeAdapter, ValidationError
-
             data = dict(window)
             try:
                 window = TypeAdapter(WindowSpec).validate_python(data)
@@ -447,9 +448,8 @@ class Stream:
             return _run_sources(bound, self._inputs, dead_letters)
         if self._source.kind == "events":
             return run_elements(bound, self._source.events, dead_letters=dead_letters)
-        from udm.host.query.runners import make_runner, quiet_gc
 
-        runner = make_runner(bound, None)
+        runner = runners.make_runner(bound)  # (looked up at call time: tests stand a runner in)
         out: list[Element] = []
         with quiet_gc():
             for batch in self._source.reader():
@@ -458,12 +458,6 @@ class Stream:
             out.extend(runner.finish())
             _collect(runner, dead_letters)
         return out
-
-    def to_cht(self) -> CHT:
-        """Run locally to the output's canonical history table (a multiset of ``(le, re, payload)`` rows)."""
-        from udm.host.testing.cht import cht
-
-        return cht(self.to_elements())
 
     def run_on(self, events: Iterable[Element | Mapping[str, Any]]) -> list[Element]:
         """Run this query over in-memory elements (the query's own source, if any, is ignored)."""
@@ -477,9 +471,6 @@ class Stream:
         """Run file to file, exactly as ``udm run`` does (``input`` defaults to the `from_jsonl` /
         `from_table` source). ``output_format``/``final``/``times`` as ``udm run``'s table output options
         (``times`` None: the table inputs' time type)."""
-        from udm.host.io.table_out import output_sink
-        from udm.host.query.runners import RunRequest, get_engine
-
         bound = self.bind()
         src: Any
         if len(self._inputs) > 1 and input is None:
@@ -520,9 +511,6 @@ def _step_name(step: Any) -> str:
 def _run_sources(bound: BoundQuery, inputs: Sequence[tuple[str, _Source]], dead_letters: list[Any] | None
                  ) -> list[Element]:
     """Run a query graph over several sources, read side by side in the documented order."""
-    from udm.host.io.interleave import interleave
-    from udm.host.query.runners import make_runner, quiet_gc
-
     def numbered(src: _Source) -> Iterable[tuple[int | None, Any]]:
         """(line, element) pairs: a file's own line numbers, or 1, 2, ... for in-memory events."""
         if src.kind == "events":
@@ -533,7 +521,7 @@ def _run_sources(bound: BoundQuery, inputs: Sequence[tuple[str, _Source]], dead_
     given = dict(inputs)
     if set(given) != set(names):
         raise QuerySpecError(f"the query reads inputs {', '.join(names)}; the stream has {', '.join(given)}")
-    runner = make_runner(bound, None)
+    runner = runners.make_runner(bound)  # (looked up at call time: tests stand a runner in)
     with quiet_gc():
         out = runner.process_interleaved(interleave([(n, numbered(given[n])) for n in names])) + runner.finish()
     _collect(runner, dead_letters)
@@ -541,8 +529,6 @@ def _run_sources(bound: BoundQuery, inputs: Sequence[tuple[str, _Source]], dead_
 
 
 def _build(model: Any, **data: Any) -> Any:
-    from pydantic import ValidationError
-
     data = {k: v for k, v in data.items() if v is not None or k in ("input",)}
     try:
         return model.model_validate(data)
@@ -559,9 +545,7 @@ def _collect(runner: Any, sink: list[Any] | None) -> None:
 def run_elements(bound: BoundQuery, elements: Iterable[Any], *, dead_letters: list[Any] | None = None
                  ) -> list[Element]:
     """Run a bound query over in-memory elements with the local engine; end of input is ``cti(INF)``."""
-    from udm.host.query.runners import make_runner, quiet_gc
-
-    runner = make_runner(bound, None)
+    runner = runners.make_runner(bound)  # (looked up at call time: tests stand a runner in)
     with quiet_gc():
         out = runner.run_all(list(elements))
     _collect(runner, dead_letters)

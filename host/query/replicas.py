@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .plan import BoundQuery, bind
+from .plan import BoundQuery
+from .runners import make_runner
 from .spec import parse_query
 from .stream_properties import derive_properties
 
@@ -29,8 +30,6 @@ class ReplicaMerge:
 
     def __init__(self, query: BoundQuery, replicas: Sequence[str], *, algorithm: str = "auto",
                  step: str = "merged") -> None:
-        from udm.host.engine import QueryRunner  # the engine loads only when a merge is built
-
         if len(replicas) < 2 or len(set(replicas)) != len(replicas):
             raise ValueError(f"a replica merge needs two or more distinct replica names, got {list(replicas)}")
         graph = query.graph
@@ -41,7 +40,7 @@ class ReplicaMerge:
         spec = parse_query({"inputs": {r: {"properties": props} for r in replicas},
                             "steps": [{"id": step, "op": "lmerge", "from": list(replicas), "algorithm": algorithm}]})
         self.step = step
-        self.runner: Any = QueryRunner(bind(spec))
+        self.runner = make_runner(spec)
         #: the merged stream so far
         self.output: list[Any] = []
         self.killed: set[str] = set()

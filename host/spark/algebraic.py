@@ -52,6 +52,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["INELIGIBLE", "NotEligible", "eligible_step", "id_hashes", "is_not_eligible", "run_algebraic"]
 
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
+
 _PARTIAL_DDL = "_bucket int, tag tinyint, blob binary"
 _PARTIAL_ARROW = pa.schema([("_bucket", pa.int32()), ("tag", pa.int8()), ("blob", pa.binary())])
 _OUT_DDL = "kind string, id string, le bigint, re bigint, re_new bigint, t bigint, payload string, line bigint"

@@ -46,10 +46,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from udm.host.engine import QueryRunner
 from udm.host.engine.common import NEG
 from udm.host.io.batch import ElementBatch
-from udm.host.query.plan import BoundQuery, bind, build_plan
+from udm.host.query.plan import BoundQuery, build_plan
+from udm.host.query.runners import make_runner
 from udm.host.query.spec import QuerySpec, parse_query
 from udm.host.spark.algebraic import INELIGIBLE, eligible_step, run_algebraic
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
@@ -67,6 +67,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from udm.host.spark.file_source import FileScan
 
 __all__ = ["DEAD_LETTER_DDL", "OUTPUT_DDL", "SparkRun", "ids_repeat", "run_batch"]
+
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
 _RESULT_DDL = f"stream string, {OUTPUT_DDL}, reason string, element string"
 _FINAL_LINE = 1 << 62
@@ -99,7 +101,7 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
         if "_own" in table.column_names:
             owned_lines = set(table.filter(pc.fill_null(table.column("_own"), False)).column("line").to_pylist())
         table = with_struct_payloads(table.select(list(ELEMENT_COLUMNS)))
-        runner = QueryRunner(bind(parse_query(spec_json)), on_violation=on_violation)
+        runner = make_runner(spec_json, on_violation)
         # T must be set before the stream's own cti(INF) (which truncates), so the batch is split there;
         # elements after a cti(INF) stay after it and are dead-lettered as violations.
         ends = pc.and_(pc.equal(table.column("kind"), "cti"), pc.greater_equal(table.column("t"), INF))
@@ -153,7 +155,7 @@ def _id_judge(spec_json: dict[str, Any], on_violation: str | None) -> Callable[[
         first = spec.model_copy(update={"steps": spec.steps[:1]})
         table = table.sort_by("line")
         mine = set(table.filter(pc.not_equal(table.column("kind"), "cti")).column("line").to_pylist())
-        runner = QueryRunner(bind(first), on_violation=on_violation)
+        runner = make_runner(first, on_violation)
         runner.process_batch(ElementBatch.from_table(table.select(list(ELEMENT_COLUMNS))))
         runner.finish()
         rows = [{**r, "stream": "dead", "kind": r["category"]}

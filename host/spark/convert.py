@@ -44,6 +44,8 @@ __all__ = [
     "ticks_to_timestamp",
 ]
 
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
+
 ELEMENT_COLUMNS = ("kind", "id", "le", "re", "re_new", "t", "payload", "line", "error", "raw")
 ELEMENT_DDL = ("kind string, id string, le bigint, re bigint, re_new bigint, t bigint, payload string, "
                "line bigint, error string, raw string")

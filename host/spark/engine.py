@@ -31,7 +31,8 @@ from udm.host.io.jsonl import DeadLetterWriter, JsonlWriter
 from udm.host.io.table_options import TableSource
 from udm.host.io.table_out import TableSink, open_writer
 from udm.host.io.tables import open_reader
-from udm.host.query.runners import ENGINES, RunRequest, RunResult, no_cti_warnings
+from udm.host.query.runners import ENGINES, RunRequest, no_cti_warnings
+from udm.host.run_result import RunResult
 from udm.host.spark.batch import run_batch
 from udm.host.spark.convert import element_lines_of, elements_df, elements_of
 from udm.host.spark.file_source import file_elements_df, scan_file
@@ -45,6 +46,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from udm.host.spark.file_source import FileScan
 
 __all__ = ["run_spark"]
+
+# lazy imports: pyarrow.compute — `udm run --engine spark` loads it with the job's results
+
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
 #: what a Spark run's warning about an input without CTIs says the engines kept
 _HELD = "each bucket's engine held its live events and windows"

@@ -47,6 +47,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["FileScan", "InputFacts", "file_elements_df", "range_batches", "range_tables",
            "ranges_df", "scan_file"]
 
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
+
 #: a range read by one task is at least this big (smaller files are one range)
 _MIN_RANGE = 4 << 20
 _RANGE_DDL = "path string, start bigint, stop bigint, first_line bigint"

@@ -37,13 +37,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from udm.host.engine import QueryRunner
 from udm.host.engine.common import NEG
 from udm.host.errors import UdmError
 from udm.host.io.batch import ElementBatch
 from udm.host.query.graph import resolve
-from udm.host.query.plan import BoundQuery, bind, build_plan
-from udm.host.query.spec import QuerySpec, parse_query
+from udm.host.query.plan import BoundQuery, build_plan
+from udm.host.query.runners import make_runner
+from udm.host.query.spec import QuerySpec
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
 from udm.host.spark.partition import BY_ID, follow_inserts, python_tasks
 from udm.host.spark.results import OUTPUT_DDL, SparkRun, explain_failure, ids_repeat
@@ -57,6 +57,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from udm.host.spark.file_source import InputFacts
 
 __all__ = ["GRAPH_RESULT_DDL", "graph_elements", "is_graph", "key_value", "run_graph_batch"]
+
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
 _FINAL_LINE = 1 << 62
 #: `udm.host.spark.batch` result rows plus the dead letter's input and, between stages, the producing bucket.
@@ -134,7 +136,7 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
         if "_idh" in table.column_names:
             h = pc.drop_null(table.column("_idh")).to_numpy()
             id_blob = base64.b64encode(np.unique(h).astype(np.int64).tobytes()).decode()
-        runner = QueryRunner(bind(parse_query(spec_json)), on_violation=on_violation, derived_inputs=exchanges)
+        runner = make_runner(spec_json, on_violation, derived_inputs=exchanges)
         out: list[Any] = []
         tails = []
         for name in stage.inputs:

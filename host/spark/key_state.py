@@ -42,11 +42,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+import pyarrow as pa
 from sortedcontainers import SortedList
 
 from udm.host.engine import QueryRunner
 from udm.host.engine.common import INF, NEG, DeadLetter
 from udm.host.io.batch import ElementBatch
+from udm.host.query.runners import make_runner
 from udm.host.spark.rows import input_runs
 from udm.host.temporal.elements import Cti, Element
 from udm.host.temporal.strict import canonical_json
@@ -366,7 +368,7 @@ class KeyedBucket:
 
     # -- engines ----------------------------------------------------------------------------------------
     def _new_runner(self) -> QueryRunner:
-        return QueryRunner(self.bound, on_violation=self.on_violation, derived_inputs=self.derived_inputs)
+        return make_runner(self.bound, self.on_violation, derived_inputs=self.derived_inputs)
 
     def _restore(self, snapshot: bytes) -> QueryRunner:
         """An engine from its snapshot, knowing its derived inputs again (a snapshot does not keep them, and
@@ -454,8 +456,6 @@ class KeyedBucket:
         are prepared once (their payloads have shapes of their own) and fed here, run by run; without it
         ``feed`` takes a slice of ``table`` that may mix inputs. A row of ``reach_kind`` raises the bucket's
         T so far to its ``t`` from there on (a stage's T row and its producers' T, semantics-notes 59)."""
-        import pyarrow as pa
-
         if watermark is not None:
             self._cti(watermark)
         if table is not None and table.num_rows:
@@ -516,8 +516,6 @@ class KeyedBucket:
                     ) -> Callable[[QueryRunner, pa.Table], list[Element]]:
         """A ``feed`` for a graph's call: each input's rows of ``table`` prepared once; a slice (rows of
         ``table`` by their ``udm_row``) is fed from them in runs of one input each."""
-        import pyarrow as pa
-
 
         names = table.column("udm_input").to_pylist()
         prepared: dict[str, pa.Table] = {}

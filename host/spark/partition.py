@@ -33,6 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["BY_ID", "follow_inserts", "graph_routing", "partition_keys", "python_tasks", "routing_of", "time_split"]
 
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
+
 _INF = 2**63 - 1
 
 

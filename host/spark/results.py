@@ -22,7 +22,7 @@ __all__ = ["DEAD_LETTER_DDL", "OUTPUT_DDL", "SparkRun", "explain_failure", "ids_
 #: Output element columns (`ELEMENT_DDL` without the bad-row columns).
 OUTPUT_DDL = "kind string, id string, le bigint, re bigint, re_new bigint, t bigint, payload string, line bigint"
 #: Dead letters: the input line, the reason, and the element as JSON text (INTERFACES §1 record), plus the
-#: counter it went to (``cti_violation``, ``duplicate_id``, ...; `RunStats.reasons`).
+#: counter it went to (``cti_violation``, ``duplicate_id``, ...; `udm.host.run_result.RunResult.reasons`).
 DEAD_LETTER_DDL = "line bigint, reason string, element string, category string"
 
 

@@ -32,6 +32,8 @@ __all__ = [
     "resolved_master",
 ]
 
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
+
 #: Environment variable naming the master when neither ``--master`` nor ``master=`` is given.
 MASTER_ENV = "UDM_SPARK_MASTER"
 #: Spark's own variable naming a Spark Connect server (``sc://host:15002``).

@@ -33,6 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Registered", "register_sql"]
 
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
+
 
 @dataclass
 class Registered:

@@ -34,8 +34,8 @@ import pyarrow.compute as pc
 from udm.host.engine import QueryRunner
 from udm.host.engine.common import DeadLetter
 from udm.host.io.batch import ElementBatch
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.query.plan import build_plan
+from udm.host.query.runners import make_runner
 from udm.host.spark.convert import ELEMENT_COLUMNS
 from udm.host.spark.key_state import NO_KEY, BucketStore, DictStore, KeyedBucket, graph_key_of, graph_payload_key
 from udm.host.spark.rows import dead_rows, output_rows, with_struct_payloads
@@ -57,8 +57,6 @@ from udm.host.spark.stream_wire import (
 from udm.host.temporal.elements import Cti, Insert
 
 if TYPE_CHECKING:  # pragma: no cover
-    from udm.host.engine import QueryRunner
-    from udm.host.engine.common import DeadLetter
     from udm.host.query.plan import BoundQuery
     from udm.host.temporal.elements import Element
 
@@ -170,7 +168,7 @@ class StageBucket:
 
     def bound(self) -> BoundQuery:
         if self._bound is None:
-            self._bound = bind(parse_query(self.spec_json))
+            self._bound = build_plan(self.spec_json)
         return self._bound
 
     # -- one call -------------------------------------------------------------------------------------------
@@ -276,7 +274,7 @@ class StageBucket:
             runner = QueryRunner.restore(bytes(got[0]), self.bound(), derived_inputs=self.exchanges)
             cti = None if got[1] is None else int(got[1])
         else:
-            runner = QueryRunner(self.bound(), on_violation=self.on_violation, derived_inputs=self.exchanges)
+            runner = make_runner(self.bound(), self.on_violation, derived_inputs=self.exchanges)
             cti = None
         before = dict(runner.stats.reasons)
         kinds = table.column("kind").to_pylist()

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from udm.host.errors import UdmError
-from udm.host.query.runners import RunRequest, RunResult
+from udm.host.query.runners import RunRequest
+from udm.host.run_result import RunResult
 from udm.host.spark.partition import partition_keys
 from udm.host.spark.session import get_spark, require_spark
 from udm.host.spark.stream_output import (

@@ -56,7 +56,8 @@ from udm.host.errors import UdmError
 from udm.host.io.encode import encode_value_column
 from udm.host.io.table_options import TableSource
 from udm.host.io.tables import open_reader
-from udm.host.query.runners import ENGINES, RunRequest, RunResult
+from udm.host.query.runners import ENGINES, RunRequest
+from udm.host.run_result import RunResult
 from udm.host.spark.convert import ELEMENT_COLUMNS, ELEMENT_DDL, batch_to_arrow
 from udm.host.spark.key_state import graph_payload_key, payload_key
 from udm.host.spark.partition import BY_ID, graph_routing, partition_keys

@@ -37,6 +37,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["MAX_OFFSET", "PARTITION_SLOTS", "partition_cti_order", "with_source_order"]
 
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
+
 #: How many partition slots an offset is spread over (partitions hashing alike tie, harmlessly).
 PARTITION_SLOTS = 4096
 #: The largest offset that keeps ``offset * PARTITION_SLOTS`` below ``2**62``.

@@ -24,6 +24,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pyarrow.compute as pc
+
 from udm.host.errors import UdmError
 from udm.host.query.runners import RunRequest
 from udm.host.spark.convert import element_lines_of
@@ -84,8 +86,6 @@ def crash_point(where: str, batch_id: int) -> None:
 def batch_writer(run_dir: Path, n: int, stop_after: int | None) -> Any:
     # (``n``: how many buckets report the output CTI: the last stage's when the plan has stages)
     """The ``foreachBatch`` function: one micro-batch's result rows to its files (see the module doc)."""
-    import pyarrow.compute as pc
-
 
     out_dir, dead_dir = run_dir / "out", run_dir / "dead"
     out_dir.mkdir(exist_ok=True)

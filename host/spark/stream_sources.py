@@ -21,6 +21,8 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from udm.host.errors import UdmError
 from udm.host.io.jsonl import read_jsonl_batches
 from udm.host.spark.convert import ELEMENT_DDL, batch_to_arrow
@@ -32,6 +34,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["FILE_ORDER", "RATE_ORDER", "SOURCE_FILE", "event_files", "rate_elements"]
+
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
 #: The column naming a row's file (its source partition).
 SOURCE_FILE = "source_file"
@@ -46,8 +50,6 @@ _FORMATS = ("jsonl", "parquet")
 def _parse_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """(file path, whole text) rows → element rows, read by `udm run`'s own JSON Lines reader (the same
     line numbers and dead-letter reasons; executor side)."""
-    import pyarrow as pa
-
 
     for rb in batches:
         for path, text in zip(rb.column(0).to_pylist(), rb.column(1).to_pylist(), strict=True):

@@ -71,6 +71,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["route_graph", "run_staged", "stream_stages"]
 
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
+
 
 def stream_stages(spec: QuerySpec, n: int) -> list[Stage] | None:
     """The stages of a graph on streaming, or None when it runs as one operator (one partitioning valid

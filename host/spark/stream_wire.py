@@ -26,6 +26,8 @@ __all__ = ["ALL_STAGES", "BROADCAST", "END_KIND", "IN_ARROW", "NULL_TICK", "ROUT
            "STREAM_RESULT_DDL", "T_KIND", "UNROUTABLE", "WIRE_DDL", "WIRE_FIELDS", "WIRE_INTS", "WireRows", "id_bucket",
            "key_bucket", "merge_exchange_part", "route_of", "stage_width", "unroutable_reason"]
 
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
+
 #: ``_bucket`` of rows every bucket must see (CTIs, the end-of-input marker).
 BROADCAST = -1
 #: ``_bucket`` of a retraction the stream cannot route (no group-key fields in its payload).

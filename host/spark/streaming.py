@@ -55,8 +55,9 @@ from udm.host.engine.common import DeadLetter
 from udm.host.errors import UdmError
 from udm.host.io.batch import ElementBatch
 from udm.host.query.graph import resolve
-from udm.host.query.plan import BoundQuery, bind, build_plan
-from udm.host.query.spec import QuerySpec, parse_query
+from udm.host.query.plan import BoundQuery, build_plan
+from udm.host.query.runners import make_runner
+from udm.host.query.spec import QuerySpec
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
 from udm.host.spark.graph import is_graph
 from udm.host.spark.key_state import KeyedBucket, SparkStore
@@ -81,6 +82,8 @@ __all__ = [
     "elements_in",
     "run_stream",
 ]
+
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
 
 _TIME_COLUMNS = ("le", "re", "re_new", "t", "line")
@@ -166,14 +169,14 @@ def _processor_class() -> type:
 
         def _bound_query(self) -> BoundQuery:
             if self._bound is None:  # binding discovers the catalog: once per processor, not per call
-                self._bound = bind(parse_query(self._spec_json))
+                self._bound = build_plan(self._spec_json)
             return self._bound
 
         def _load(self) -> tuple[Any, int | None]:
             if self._state.exists():
                 snap, cti = self._state.get()
                 return QueryRunner.restore(bytes(snap), self._bound_query()), (None if cti is None else int(cti))
-            return QueryRunner(self._bound_query(), on_violation=self._on_violation), None
+            return make_runner(self._bound_query(), self._on_violation), None
 
         def _watermark(self, timer_values: Any) -> int | None:
             if not self._watermark_ctis:

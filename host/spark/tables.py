@@ -42,6 +42,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["output_schema", "table_elements_df", "table_inputs", "typed_output"]
 
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
+
 
 def _options(options: TableOptions | Mapping[str, Any]) -> TableOptions:
     if isinstance(options, TableOptions):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from udm.host.errors import ViolationError
-from udm.host.temporal.elements import Cti, Element, Insert, Retract, canonical_json
+from udm.host.temporal.elements import Cti, Element, Insert, Retract, canonical_json, element_to_json
 from udm.sdk import INF
 
 __all__ = [
@@ -309,8 +309,6 @@ def to_elements(c: CHT | Iterable[tuple[int, int, Any]], *, prefix: str = "c", f
 
 def element_text(el: Any) -> str:
     """One element as a JSON line (INTERFACES §1), or its repr when it is not an element."""
-    from udm.host.temporal.elements import element_to_json
-
     try:
         return json.dumps(element_to_json(el), sort_keys=False, default=str)
     except Exception:

@@ -12,14 +12,17 @@ another (seeds/002 §7).
 
 from __future__ import annotations
 
+import json
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from udm.host.query.plan import BoundQuery, build_plan
+from udm.host.query.runners import RunRequest, get_engine
 from udm.host.query.spec import QuerySpec
-from udm.host.temporal.elements import Cti, Element
+from udm.host.temporal.elements import Cti, Element, element_to_json, parse_element
 from udm.sdk import INF
 
 from .cht import CHT, stream_text
@@ -132,10 +135,6 @@ def runner_engine(factory: Callable[[BoundQuery], Any], catalog: Any = None) -> 
 def write_stream(path: str | Path, elements: Sequence[Any]) -> None:
     """A generated stream as an event file (INTERFACES §1), one line per element; a deliberately bad
     element (`generate(bad=...)`) stays a bad line, so an engine reading the file dead-letters it."""
-    import json
-
-    from udm.host.temporal.elements import element_to_json
-
     with Path(path).open("w", encoding="utf-8") as f:
         for el in elements:
             try:
@@ -149,12 +148,6 @@ def registered_engine(name: str, *, catalog: Any = None, batch_size: int | None 
     """Adapt an engine of the ``udm run`` registry (``local``, ``spark``, ``spark-streaming``) to an engine
     callable: the input is written to a JSONL file, the engine runs over it, its output file is read back.
     This is how the Spark paths are held to the same oracle and properties as the local engine."""
-    import json
-    import tempfile
-
-    from udm.host.query.runners import RunRequest, get_engine
-    from udm.host.temporal.elements import parse_element
-
     def run(query: QuerySpec, elements: Any) -> list[Element]:
         bq = build_plan(query, catalog)
         engine = get_engine(name)

@@ -30,6 +30,8 @@ from typing import Any
 
 __all__ = ["Cluster", "descendants", "free_port"]
 
+# lazy imports: pyspark — `import udm.host.testing` (the pytest plugin) never loads Spark
+
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from sortedcontainers import SortedDict, SortedKeyList
 
+from ..invoke import contract
 from ..rules import INF, NEG
 from .family import Family
 from .grid_columns import Fresh, column_block
@@ -442,8 +443,6 @@ class GridFamily(Family):
             offsets = np.concatenate((starts, ends[-1:])).astype(np.int64)
             new = wu._call(add_batch, (states, svals, offsets), None, "add_batch")
             if len(new) != len(panes):
-                from ..invoke import contract
-
                 raise contract(wu.label, None, f"add_batch returned {len(new)} states for {len(panes)} slices", new)
             for p, state in zip(panes, new, strict=True):
                 p.partial = state
