@@ -56,7 +56,6 @@ class MultiUDM:
         self.incremental = all(p.incremental for p in self.parts)
         self.algebraic = all(p.algebraic for p in self.parts)
         self.invertible = all(p.invertible for p in self.parts)
-        self.time_bound_decl = False
         self.clip = step.clip
         self.policy = "window"  # a UDA's output lifetime is its window
         self.aliases = [p.alias for p in self.parts]

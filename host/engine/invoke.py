@@ -78,7 +78,6 @@ class WindowUDM:
         self.algebraic = props.algebraic and hasattr(bs.udm, "merge")
         #: an incremental UDA with ``remove`` (one without, a sketch, is merge-only)
         self.invertible = self.incremental and callable(getattr(bs.udm, "remove", None))
-        self.time_bound_decl = props.time_bound
         self.clip = step.clip
         self.policy = step.output if self.time_sensitive else "window"
         self.alias = step.alias

@@ -336,17 +336,6 @@ class ElementBatch:
                 self._payloads = [None if s is None else loads(s) for s in col.to_pylist()]
         return self._payloads
 
-    def payload_at(self, i: int) -> dict[str, Any] | None:
-        """Row ``i``'s payload, as `payloads` gives it, without converting the whole batch (the engine's
-        fast path sends only a few rows per batch through the per-row path)."""
-        if self._payloads is not None:
-            return self._payloads[i]
-        col = self.table.column("payload")
-        if self.payload_is_struct:
-            return _struct_to_dicts(col.slice(i, 1).combine_chunks())[0]
-        s = col[i].as_py()
-        return None if s is None else json.loads(s)
-
     def payload_field(self, name: str) -> pa.ChunkedArray | None:
         """A typed column of one top-level payload field, or None when this batch has no such uniform
         column (a JSON-text batch, or a struct batch without that field). Rows without a payload are null.

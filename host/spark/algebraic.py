@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from udm.host.spark.file_source import FileScan
 
-__all__ = ["INELIGIBLE", "NotEligible", "eligible_step", "id_hashes", "is_not_eligible", "run_algebraic"]
+__all__ = ["INELIGIBLE", "NotEligible", "eligible_step", "id_hashes", "run_algebraic"]
 
 # lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
@@ -579,7 +579,3 @@ def run_algebraic(spec: QuerySpec, elements: DataFrame, n_buckets: int, *, stric
                .mapInArrow(_partial(js, n), _PARTIAL_DDL))
     # ids embed the group key, which lives in exactly one bucket: unique across buckets
     return partial.groupBy("_bucket").applyInArrow(_final(js, strict), _OUT_DDL)
-
-
-def is_not_eligible(exc: BaseException) -> bool:
-    return _NOT_ELIGIBLE in str(exc)

@@ -173,7 +173,7 @@ class StageBucket:
 
     # -- one call -------------------------------------------------------------------------------------------
     def call(self, bucket: int, table: pa.Table, store: StageStore) -> WireRows:
-        """One bucket's rows of one micro-batch (`stream_stages._IN_ARROW`, nulls restored): the stage's
+        """One bucket's rows of one micro-batch (`stream_wire.IN_ARROW`, nulls restored): the stage's
         own are consumed (`consume`); every other row passes through, a query-input row for a later stage
         (`ROUTE_LATER`) given its bucket there by the first operator."""
         out = WireRows()

@@ -427,11 +427,6 @@ def _merge_order(syncs: list[list[int]]) -> list[tuple[int, int]]:
     return order
 
 
-def _graph_bucket(payload: Any, fields: list[str], n: int) -> int:
-    """A graph insert's key bucket (`udm.host.spark.stream_stages.key_bucket`: the stages hash alike)."""
-    return key_bucket(payload, fields, n)
-
-
 def graph_routes(table: pa.Table, name: str, how: Any, width: int, policy: str
                  ) -> tuple[list[int], list[str | None]]:
     """The buckets of input ``name``'s rows (``table``, in order) in a graph (or a stage) routed ``how``
@@ -447,7 +442,7 @@ def graph_routes(table: pa.Table, name: str, how: Any, width: int, policy: str
         ids = table.column("id").to_pylist()
         return [BROADCAST if k == "cti" else id_bucket(name, i, width) if k in ("insert", "retract") and i is not None
                 else 0 for k, i in zip(kinds, ids, strict=True)], none
-    return _routes(table, kinds, table.column("t").to_pylist(), how[name], width, policy, bucket_of=_graph_bucket,
+    return _routes(table, kinds, table.column("t").to_pylist(), how[name], width, policy, bucket_of=key_bucket,
                    key_of=_graph_key)
 
 

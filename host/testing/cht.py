@@ -25,7 +25,6 @@ __all__ = [
     "StreamState",
     "apply_stream",
     "cht",
-    "cht_rows",
     "element_text",
     "format_row",
     "stream_text",
@@ -289,10 +288,6 @@ def cht(elements: Iterable[Any], *, on_violation: Violation = "dead_letter") -> 
     `ViolationError`.
     """
     return apply_stream(elements, on_violation=on_violation).cht()
-
-
-def cht_rows(c: CHT) -> list[Row]:
-    return c.rows()
 
 
 def to_elements(c: CHT | Iterable[tuple[int, int, Any]], *, prefix: str = "c", final_cti: bool = False

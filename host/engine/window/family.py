@@ -135,7 +135,3 @@ class Family:
             em.emit(self.step, g, [], [(key, wle, wre, news)], out)
             return
         em.emit(self.step, g, olds, [(key, wle, wre, news)], out)
-
-
-def end_of(re: int, gap: int) -> int:
-    return INF if re >= INF else re + gap
