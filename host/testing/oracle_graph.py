@@ -27,6 +27,7 @@ field checks; otherwise every valid element).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -46,13 +47,16 @@ from udm.host.query.spec import (
     UnionStep,
     WindowStep,
 )
-from udm.host.temporal.elements import Element, Insert, Retract, canonical_json
+from udm.host.temporal.elements import Element, Insert, canonical_json
 from udm.sdk import INF
 
 from .cht import CHT, Row, StreamState, apply_stream
 from .oracle_steps import (
+    MISSING,
     OracleResult,
     OracleUndecidable,
+    map_physical,
+    map_rows,
     span_physical,
     span_reach,
     span_rows,
@@ -63,7 +67,6 @@ from .repair import repair_stream
 
 __all__ = ["graph_oracle_run", "json_key"]
 
-_MISSING = object()
 
 
 def json_key(value: Any) -> Any:
@@ -91,7 +94,7 @@ def json_key(value: Any) -> Any:
 def _project_payload(step: ProjectStep, p: Mapping[str, Any]) -> Any:
     if step.keep is not None:
         if any(f not in p for f in step.keep):
-            return _MISSING
+            return MISSING
         out = {f: p[f] for f in step.keep}
     else:
         out = dict(p)
@@ -105,33 +108,6 @@ def _project_payload(step: ProjectStep, p: Mapping[str, Any]) -> Any:
     return out
 
 
-def _project_rows(step: ProjectStep, rows: list[Row]) -> list[Row]:
-    out = []
-    for le, re, text in rows:
-        p = _project_payload(step, json.loads(text))
-        if p is not _MISSING:
-            out.append((le, re, canonical_json(p)))
-    return out
-
-
-def _project_physical(step: ProjectStep, stream: list[Element]) -> list[Element]:
-    out: list[Element] = []
-    passed: set[str] = set()
-    for el in stream:
-        if isinstance(el, Insert):
-            p = _project_payload(step, el.payload)
-            if p is _MISSING:
-                continue  # dead-lettered (missing field); its retractions are then unknown ids
-            passed.add(el.id)
-            out.append(Insert(el.id, el.le, el.re, p))
-        elif isinstance(el, Retract):
-            if el.id in passed:
-                out.append(el)
-                if el.re_new <= el.le:
-                    passed.discard(el.id)
-        else:
-            out.append(el)
-    return out
 
 
 def _alter_rows(step: AlterLifetimeStep, rows: list[Row]) -> list[Row]:
@@ -303,7 +279,9 @@ def graph_oracle_run(bq: BoundQuery, inputs: Mapping[str, Sequence[Element]]) ->
             out = (True, span_physical(bs, val)) if phys else (False, span_rows(bs, val))
         elif isinstance(step, ProjectStep):
             phys, val = srcs[0]
-            out = (True, _project_physical(step, val)) if phys else (False, _project_rows(step, val))
+            # an insert without a kept field is dead-lettered; its retractions are then unknown ids
+            project = functools.partial(_project_payload, step)
+            out = (True, map_physical(val, project)) if phys else (False, map_rows(val, project))
         elif isinstance(step, AlterLifetimeStep):
             out = (False, _alter_rows(step, _rows_of(srcs[0][1], srcs[0][0])))
         elif isinstance(step, UnionStep):

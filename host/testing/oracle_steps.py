@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,8 +34,8 @@ from udm.sdk import INF, Event, WindowDescriptor
 
 from .cht import CHT, Rejected, StreamState
 
-__all__ = ["MISSING", "OracleResult", "OracleUndecidable", "Window", "canonical_rows", "group_windows", "span_physical",
-           "span_reach", "span_rows", "step_value", "window_input", "window_step"]
+__all__ = ["MISSING", "OracleResult", "OracleUndecidable", "Window", "canonical_rows", "group_windows", "map_physical",
+           "map_rows", "span_physical", "span_reach", "span_rows", "step_value", "window_input", "window_step"]
 
 MISSING = object()
 
@@ -380,12 +380,14 @@ def _span_payload(bs: BoundStep, payload: Mapping[str, Any]) -> Any:
     return out
 
 
-def span_physical(bs: BoundStep, stream: Iterable[Element]) -> list[Element]:
+def map_physical(stream: Iterable[Element], payload_of: Callable[[Any], Any]) -> list[Element]:
+    """A stream through a payload function (`MISSING`: the insert is dropped, and so are its
+    retractions); CTIs pass. The physical form of a filter, a map or a project step."""
     out: list[Element] = []
     passed: set[str] = set()
     for el in stream:
         if isinstance(el, Insert):
-            p = _span_payload(bs, el.payload)
+            p = payload_of(el.payload)
             if p is MISSING:
                 continue
             passed.add(el.id)
@@ -400,13 +402,22 @@ def span_physical(bs: BoundStep, stream: Iterable[Element]) -> list[Element]:
     return out
 
 
-def span_rows(bs: BoundStep, rows: Iterable[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+def map_rows(rows: Iterable[tuple[int, int, str]], payload_of: Callable[[Any], Any]) -> list[tuple[int, int, str]]:
+    """`map_physical` over CHT rows ``(le, re, canonical payload text)``."""
     out = []
     for le, re, text in rows:
-        p = _span_payload(bs, json.loads(text))
+        p = payload_of(json.loads(text))
         if p is not MISSING:
             out.append((le, re, canonical_json(p)))
     return out
+
+
+def span_physical(bs: BoundStep, stream: Iterable[Element]) -> list[Element]:
+    return map_physical(stream, lambda p: _span_payload(bs, p))
+
+
+def span_rows(bs: BoundStep, rows: Iterable[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    return map_rows(rows, lambda p: _span_payload(bs, p))
 
 
 def span_reach(bs: BoundStep, stream: Iterable[Element]) -> int | None:
