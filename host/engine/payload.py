@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from udm.host.io.batch import dict_builder
 from udm.host.temporal.strict import canonical_json
 
 __all__ = ["MISSING", "Const", "Payload", "as_column"]
@@ -46,22 +47,6 @@ class Const:
 
     def __setstate__(self, v: Any) -> None:
         self.value = v
-
-
-_BUILDERS: dict[tuple[str, ...], Any] = {}
-
-
-def _dict_builder(names: tuple[str, ...]) -> Any:
-    """A compiled ``zip(*cols) -> [{name0: c0, ...}, ...]`` (much faster than ``dict(zip(...))`` per row)."""
-    fn = _BUILDERS.get(names)
-    if fn is None:
-        args = ", ".join(f"c{i}" for i in range(len(names)))
-        body = ", ".join(f"{name!r}: c{i}" for i, name in enumerate(names))
-        src = f"def build(cols):\n    return [{{{body}}} for {args}, in zip(*cols)]\n"
-        ns: dict[str, Any] = {}
-        exec(compile(src, "<udm.host.engine.payload>", "exec"), ns)
-        fn = _BUILDERS[names] = ns["build"]
-    return fn
 
 
 def _to_py(col: pa.Array | Const, n: int) -> list[Any]:
@@ -156,7 +141,7 @@ class Payload:
                 r = [{} for _ in range(n)]
             else:
                 names = tuple(f)
-                r = _dict_builder(names)([_to_py(c, n) for c in f.values()])
+                r = dict_builder(names)([_to_py(c, n) for c in f.values()])
             if self._valid is not None:
                 for i in np.flatnonzero(~self._valid).tolist():
                     r[i] = {}

@@ -57,6 +57,7 @@ __all__ = [
     "KIND_RETRACT",
     "SCHEMA_BASE",
     "ElementBatch",
+    "dict_builder",
     "ints_filled",
     "raw_json",
 ]
@@ -108,7 +109,7 @@ def raw_json(raw: Any) -> str:
 _BUILDERS: dict[tuple[str, ...], Any] = {}
 
 
-def _dict_builder(names: tuple[str, ...]) -> Any:
+def dict_builder(names: tuple[str, ...]) -> Any:
     """A compiled ``zip(*cols) -> [{name0: c0, ...}, ...]`` for these field names (much faster than
     ``dict(zip(names, row))`` per row)."""
     fn = _BUILDERS.get(names)
@@ -136,7 +137,7 @@ def _struct_to_dicts(arr: pa.Array) -> list[Any]:
         out: list[Any] = [{} for _ in range(len(arr))]
     else:
         cols = [_column_to_py(arr.field(k)) for k in range(typ.num_fields)]
-        out = _dict_builder(names)(cols)
+        out = dict_builder(names)(cols)
     if arr.null_count:
         valid = arr.is_valid().to_numpy(zero_copy_only=False)
         for i in np.flatnonzero(~valid).tolist():

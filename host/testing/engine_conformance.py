@@ -175,20 +175,29 @@ def registered_engine(name: str, *, catalog: Any = None, batch_size: int | None 
     return run
 
 
-def _one(run: Engine, query: Any, elements: list[Element], expected: CHT, label: str, catalog: Any,
-         rel_tol: float, abs_tol: float) -> EngineRun:
-    r = EngineRun(label, elements, [])
+def _verified(run: Engine, query: Any, feed: Any, r: EngineRun, expected: CHT, rel_tol: float,
+              abs_tol: float) -> Any:
+    """Run the engine over ``feed`` into ``r`` and check its output's CHT against ``expected``: the raw
+    output (None when the engine raised, which is ``r``'s problem then)."""
     try:
-        out = run(query, list(elements))
+        out = run(query, feed)
     except Exception as exc:
         r.problems.append(f"engine raised {type(exc).__name__}: {exc}")
-        return r
+        return None
     r.output = list(out)
     v = verify(r.output, expected, rel_tol=rel_tol, abs_tol=abs_tol)
     if not v.ok:
         r.problems.append(v.diff)
-    trace = getattr(out, "trace", None)
-    r.problems += check_properties(elements, r.output, query, trace=trace, finished=True, catalog=catalog)
+    return out
+
+
+def _one(run: Engine, query: Any, elements: list[Element], expected: CHT, label: str, catalog: Any,
+         rel_tol: float, abs_tol: float) -> EngineRun:
+    r = EngineRun(label, elements, [])
+    out = _verified(run, query, list(elements), r, expected, rel_tol, abs_tol)
+    if out is not None:
+        trace = getattr(out, "trace", None)
+        r.problems += check_properties(elements, r.output, query, trace=trace, finished=True, catalog=catalog)
     return r
 
 
@@ -196,15 +205,9 @@ def _one_multi(run: Engine, query: Any, feed: Interleaved, expected: CHT, label:
                rel_tol: float, abs_tol: float) -> EngineRun:
     """One run of a multi-input query over one interleaving of its inputs."""
     r = EngineRun(label, list(feed), [])  # (input, element) pairs
-    try:
-        out = run(query, feed)
-    except Exception as exc:
-        r.problems.append(f"engine raised {type(exc).__name__}: {exc}")
+    out = _verified(run, query, feed, r, expected, rel_tol, abs_tol)
+    if out is None:
         return r
-    r.output = list(out)
-    v = verify(r.output, expected, rel_tol=rel_tol, abs_tol=abs_tol)
-    if not v.ok:
-        r.problems.append(v.diff)
     # physical validity, own CTIs, CTI order, prefix finality, final CTI (liveliness: single input only)
     r.problems += check_properties([el for _, el in feed], r.output, query, trace=None, finished=True,
                                    catalog=catalog)
