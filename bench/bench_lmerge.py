@@ -28,8 +28,8 @@ from udm.host.engine import QueryRunner
 from udm.host.engine.context import Context
 from udm.host.engine.ops.lmerge import LmergeStep
 from udm.host.engine.ops.union import UnionStep
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 from udm.sdk import INF
 

@@ -16,8 +16,8 @@ from cli_harness import udm
 
 from udm.host.errors import BadElement
 from udm.host.io.batch import ElementBatch
+from udm.host.model.spec import parse_query
 from udm.host.query import runners
-from udm.host.query.spec import parse_query
 from udm.host.run_result import RunResult
 from udm.host.temporal.elements import Cti, Element, Insert, element_to_json
 from udm.host.testing.cht import cht

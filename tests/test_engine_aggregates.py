@@ -13,9 +13,9 @@ from test_engine_support import check_physical, rows, run, table
 from window_cases import run_random_cases
 
 from udm.host.errors import PolicyError, QuerySpecError
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.query.fluent import Stream
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
 from udm.host.temporal.elements import Insert, Retract
 from udm.host.testing import cht, oracle
 

@@ -22,9 +22,9 @@ from test_engine_support import (
 from window_cases import BATCHED, every_udm_every_disorder, run_random_cases
 
 from udm.host.errors import QuerySpecError
+from udm.host.model.plan import bind
+from udm.host.model.spec import Session, parse_query
 from udm.host.query.fluent import Stream
-from udm.host.query.plan import bind
-from udm.host.query.spec import Session, parse_query
 from udm.host.temporal.elements import Cti, Insert, Retract
 from udm.host.testing import cht, oracle
 from udm.sdk import INF

@@ -11,8 +11,8 @@ import pytest
 from test_cli_run import FakeRunner
 
 from udm.host.errors import ParamError, PolicyError, QuerySpecError, UdmError, UnknownUDM
+from udm.host.model.spec import parse_query
 from udm.host.query import Stream, runners
-from udm.host.query.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert, Retract, element_to_json
 from udm.host.testing.cht import cht
 from udm.host.testing.oracle import oracle

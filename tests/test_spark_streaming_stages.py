@@ -20,9 +20,9 @@ from stage_queries import (
     TWO,
 )
 
-from udm.host.query.plan import bind
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.query.runners import RunRequest, get_engine, run_local
-from udm.host.query.spec import parse_query
 from udm.host.spark.stages import plan_stages
 from udm.host.temporal.elements import Cti, Insert, parse_element
 from udm.host.testing import assert_equivalent, oracle
@@ -194,9 +194,9 @@ def test_staged_stream_survives_sigkill_of_the_driver(spark: Any, tmp_path: Path
     ck = tmp_path / "ck"
     out = tmp_path / "killed.jsonl"
     child = ("import json, sys\n"
-             "from udm.host.query.plan import bind\n"
+             "from udm.host.model.plan import bind\n"
              "from udm.host.query.runners import RunRequest, get_engine\n"
-             "from udm.host.query.spec import parse_query\n"
+             "from udm.host.model.spec import parse_query\n"
              "q, files, out, ck = json.loads(sys.argv[1])\n"
              "get_engine('spark-streaming')(RunRequest(bind(parse_query(q)), files, out, out[:-6] + '.dl.jsonl', "
              "batch_size=16, checkpoint=ck, options={'buckets': 2, 'master': 'local[2]'}))\n")

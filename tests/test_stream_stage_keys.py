@@ -16,8 +16,8 @@ from stage_queries import JOIN_THEN_WINDOW, QUERIES, TWO
 
 from tests.stream_io import with_keys
 from udm.host.io.interleave import interleave
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.spark.stage_bucket import OLD_STAGE_LAYOUT, keyed_stage
 from udm.host.spark.stage_replay import BatchResult, StagedReplay
 from udm.host.temporal.elements import Cti, Element, Insert

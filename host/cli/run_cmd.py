@@ -20,9 +20,9 @@ import typer
 from udm.host.errors import UdmError
 from udm.host.io.arrow_probe import skip_pandas_probe
 from udm.host.io.table_options import TableSource
-from udm.host.query.plan import bind
+from udm.host.model.plan import bind
+from udm.host.model.spec import load_query
 from udm.host.query.runners import KNOWN_ENGINES, ProgressFn, RunRequest, get_engine
-from udm.host.query.spec import load_query
 from udm.host.run_result import RunResult
 from udm.host.temporal.strict import echo_dumps
 

@@ -27,8 +27,8 @@ from udm.host.demo.data import (
 )
 from udm.host.demo.plot import plot
 from udm.host.io.interleave import interleave
+from udm.host.model.spec import QuerySpec, parse_query
 from udm.host.query.runners import make_runner
-from udm.host.query.spec import QuerySpec, parse_query
 from udm.host.spark import get_spark
 from udm.host.spark.batch import run_batch
 from udm.host.spark.convert import collect_elements, elements_df

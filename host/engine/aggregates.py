@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from udm.host.query.plan import BoundStep
+from udm.host.model.plan import BoundStep
 from udm.sdk import Event
 
 from .common import Ev, cjson

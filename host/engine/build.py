@@ -4,7 +4,7 @@ element reads as an input element did: semantics-notes 3)."""
 
 from __future__ import annotations
 
-from udm.host.query.plan import BoundQuery
+from udm.host.model.plan import BoundQuery
 
 from .context import Context
 from .operator import Operator

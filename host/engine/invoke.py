@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from udm.host.errors import ContractViolation
-from udm.host.query.plan import BoundStep
+from udm.host.model.plan import BoundStep
 from udm.sdk import INF, Event, WindowDescriptor
 
 from .common import Ev, cjson

@@ -20,8 +20,8 @@ from udm.host.errors import BadElement
 from udm.host.io.batch import ElementBatch
 from udm.host.io.encode import DeferredLines, EncodedLines
 from udm.host.io.interleave import interleave
-from udm.host.query.graph import QueryGraph
-from udm.host.query.plan import BoundQuery
+from udm.host.model.graph import QueryGraph
+from udm.host.model.plan import BoundQuery
 from udm.host.run_result import RunResult
 from udm.host.temporal.elements import Cti, Element
 

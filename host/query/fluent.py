@@ -42,10 +42,8 @@ from udm.host.io.jsonl import JsonlReader
 from udm.host.io.table_options import TableOptions, TableSource
 from udm.host.io.table_out import output_sink
 from udm.host.io.tables import TableReader
-from udm.host.query import runners
-from udm.host.query.plan import BoundQuery, bind
-from udm.host.query.runners import RunRequest, get_engine, quiet_gc
-from udm.host.query.spec import (
+from udm.host.model.plan import BoundQuery, bind
+from udm.host.model.spec import (
     AlterLifetimeStep,
     CountByEnd,
     CountByStart,
@@ -66,6 +64,8 @@ from udm.host.query.spec import (
     format_validation_error,
     parse_query,
 )
+from udm.host.query import runners
+from udm.host.query.runners import RunRequest, get_engine, quiet_gc
 from udm.host.run_result import RunResult
 from udm.host.temporal.elements import Element, parse_element
 from udm.sdk import INF

@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .plan import BoundQuery
+from udm.host.model.plan import BoundQuery
+from udm.host.model.spec import parse_query
+from udm.host.model.stream_properties import derive_properties
+
 from .runners import make_runner
-from .spec import parse_query
-from .stream_properties import derive_properties
 
 __all__ = ["ReplicaMerge"]
 
@@ -34,7 +35,7 @@ class ReplicaMerge:
             raise ValueError(f"a replica merge needs two or more distinct replica names, got {list(replicas)}")
         graph = query.graph
         udas = frozenset(n.name for n in graph.nodes if query.step(n.name).entry is not None
-                         and query.step(n.name).entry.manifest.kind == "uda")  # type: ignore[union-attr]
+                         and query.step(n.name).entry.manifest.kind == "uda")
         out = derive_properties(query.spec, graph, udas)[graph.output]
         props = out.model_dump(mode="json")
         spec = parse_query({"inputs": {r: {"properties": props} for r in replicas},

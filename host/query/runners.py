@@ -1,7 +1,7 @@
 """Running a plan: `make_runner`, and the engines that run a bound query over event files, behind one
 registry (`ENGINES`).
 
-`make_runner` is the one way to run a plan: a query in any form (`udm.host.query.plan.build_plan`) to its
+`make_runner` is the one way to run a plan: a query in any form (`udm.host.model.plan.build_plan`) to its
 `QueryRunner`. `run_local`, the fluent API, every Spark path (one runner per key bucket) and the demo
 build their runners with it.
 
@@ -29,8 +29,8 @@ from udm.host.errors import UdmError
 from udm.host.io.checkpoint import LocalCheckpoint, Mark, file_digest, truncate_to
 from udm.host.io.interleave import interleave
 from udm.host.io.table_options import TableSource
-from udm.host.query.plan import BoundQuery, build_plan
-from udm.host.query.spec import QuerySpec
+from udm.host.model.plan import BoundQuery, build_plan
+from udm.host.model.spec import QuerySpec
 from udm.host.run_result import RunResult
 from udm.sdk import INF
 

@@ -39,8 +39,8 @@ import pyarrow.compute as pc
 
 from udm.host.input_types import InputType, step_checks
 from udm.host.io.jsonl import struct_payloads
-from udm.host.query.plan import bind
-from udm.host.query.spec import Hopping, QuerySpec, Tumbling, WindowStep, parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import Hopping, QuerySpec, Tumbling, WindowStep, parse_query
 from udm.host.spark.file_source import range_batches, ranges_df
 from udm.host.spark.partition import python_tasks
 from udm.host.temporal.strict import canonical_json

@@ -48,9 +48,9 @@ import pyarrow.compute as pc
 
 from udm.host.engine.common import NEG
 from udm.host.io.batch import ElementBatch
-from udm.host.query.plan import BoundQuery, build_plan
+from udm.host.model.plan import BoundQuery, build_plan
+from udm.host.model.spec import QuerySpec, parse_query
 from udm.host.query.runners import make_runner
-from udm.host.query.spec import QuerySpec, parse_query
 from udm.host.spark.algebraic import INELIGIBLE, eligible_step, run_algebraic
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
 from udm.host.spark.graph import is_graph, run_graph_batch

@@ -40,10 +40,10 @@ import pyarrow.compute as pc
 from udm.host.engine.common import NEG
 from udm.host.errors import UdmError
 from udm.host.io.batch import ElementBatch
-from udm.host.query.graph import resolve
-from udm.host.query.plan import BoundQuery, build_plan
+from udm.host.model.graph import resolve
+from udm.host.model.plan import BoundQuery, build_plan
+from udm.host.model.spec import QuerySpec
 from udm.host.query.runners import make_runner
-from udm.host.query.spec import QuerySpec
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
 from udm.host.spark.partition import BY_ID, follow_inserts, python_tasks
 from udm.host.spark.results import OUTPUT_DDL, SparkRun, explain_failure, ids_repeat

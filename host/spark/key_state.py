@@ -56,7 +56,7 @@ from udm.host.temporal.strict import canonical_json
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
-    from udm.host.query.plan import BoundQuery
+    from udm.host.model.plan import BoundQuery
 
 __all__ = ["NO_KEY", "BucketStore", "DictStore", "KeyedBucket", "KeyedResult", "dump_index", "graph_key_of",
            "graph_payload_key", "key_of", "load_index", "payload_key"]

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from udm.host.query.graph import resolve
-from udm.host.query.spec import (
+from udm.host.model.graph import resolve
+from udm.host.model.spec import (
     AlterLifetimeStep,
     FilterStep,
     Hopping,
@@ -29,7 +29,7 @@ from udm.host.query.spec import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from udm.host.query.graph import GraphNode
+    from udm.host.model.graph import GraphNode
 
 __all__ = ["BY_ID", "follow_inserts", "graph_routing", "partition_keys", "python_tasks", "routing_of", "time_split"]
 

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from udm.host.engine import QueryRunner
 from udm.host.engine.common import DeadLetter
 from udm.host.io.batch import ElementBatch
-from udm.host.query.plan import build_plan
+from udm.host.model.plan import build_plan
 from udm.host.query.runners import make_runner
 from udm.host.spark.convert import ELEMENT_COLUMNS
 from udm.host.spark.key_state import NO_KEY, BucketStore, DictStore, KeyedBucket, graph_key_of, graph_payload_key
@@ -57,7 +57,7 @@ from udm.host.spark.stream_wire import (
 from udm.host.temporal.elements import Cti, Insert
 
 if TYPE_CHECKING:  # pragma: no cover
-    from udm.host.query.plan import BoundQuery
+    from udm.host.model.plan import BoundQuery
     from udm.host.temporal.elements import Element
 
 __all__ = ["AUX_VERSION", "OLD_STAGE_LAYOUT", "DictStageStore", "StageBucket", "StageStore", "keyed_stage"]

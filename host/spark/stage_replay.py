@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from udm.host.io.batch import ElementBatch
-from udm.host.query.graph import resolve
+from udm.host.model.graph import resolve
 from udm.host.spark.stage_bucket import DictStageStore, StageBucket
 from udm.host.spark.stream_files import graph_routes
 from udm.host.spark.stream_stages import stream_stages
@@ -27,7 +27,7 @@ from udm.host.temporal.elements import Insert, Retract
 from udm.sdk import INF
 
 if TYPE_CHECKING:  # pragma: no cover
-    from udm.host.query.spec import QuerySpec
+    from udm.host.model.spec import QuerySpec
     from udm.host.temporal.elements import Element
 
 __all__ = ["BatchResult", "StagedReplay"]

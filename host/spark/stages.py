@@ -32,8 +32,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from udm.host.query.graph import GraphNode, resolve
-from udm.host.query.spec import QuerySpec, parse_query
+from udm.host.model.graph import GraphNode, resolve
+from udm.host.model.spec import QuerySpec, parse_query
 from udm.host.spark.partition import routing_of
 
 __all__ = ["STATELESS_OPS", "Stage", "checked_before", "merge_exchange", "plan_stages", "read_before"]

@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from udm.host.errors import UdmError
-from udm.host.query.spec import QuerySpec
+from udm.host.model.spec import QuerySpec
 from udm.host.spark.convert import ELEMENT_COLUMNS
 from udm.host.spark.graph import key_value
 from udm.host.spark.key_state import SparkStore

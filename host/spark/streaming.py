@@ -54,10 +54,10 @@ from udm.host.engine import QueryRunner
 from udm.host.engine.common import DeadLetter
 from udm.host.errors import UdmError
 from udm.host.io.batch import ElementBatch
-from udm.host.query.graph import resolve
-from udm.host.query.plan import BoundQuery, build_plan
+from udm.host.model.graph import resolve
+from udm.host.model.plan import BoundQuery, build_plan
+from udm.host.model.spec import QuerySpec
 from udm.host.query.runners import make_runner
-from udm.host.query.spec import QuerySpec
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
 from udm.host.spark.graph import is_graph
 from udm.host.spark.key_state import KeyedBucket, SparkStore

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from udm.host.errors import UdmError
 from udm.host.io.table_options import UNITS, TableOptions
-from udm.host.query.plan import build_plan
-from udm.host.query.spec import WindowStep
+from udm.host.model.plan import build_plan
+from udm.host.model.spec import WindowStep
 from udm.host.spark.convert import cht_df
 from udm.host.spark.types import JSON_TYPES, spark_type_for
 from udm.sdk import INF

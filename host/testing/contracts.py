@@ -73,9 +73,9 @@ import numpy as np
 from udm.host.catalog import CatalogEntry
 from udm.host.errors import ContractViolation
 from udm.host.input_types import input_type
-from udm.host.query.graph import resolve
-from udm.host.query.plan import BoundQuery, BoundStep
-from udm.host.query.spec import (
+from udm.host.model.graph import resolve
+from udm.host.model.plan import BoundQuery, BoundStep
+from udm.host.model.spec import (
     CountByEnd,
     CountByStart,
     Hopping,

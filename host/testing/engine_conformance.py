@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from udm.host.query.plan import BoundQuery, build_plan
+from udm.host.model.plan import BoundQuery, build_plan
+from udm.host.model.spec import QuerySpec
 from udm.host.query.runners import RunRequest, get_engine
-from udm.host.query.spec import QuerySpec
 from udm.host.temporal.elements import Cti, Element, element_to_json, parse_element
 from udm.sdk import INF
 

@@ -20,8 +20,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from udm.host.query.plan import BoundQuery, build_plan
-from udm.host.query.spec import FilterStep, MapStep, QuerySpec, WindowStep
+from udm.host.model.plan import BoundQuery, build_plan
+from udm.host.model.spec import FilterStep, MapStep, QuerySpec, WindowStep
 from udm.host.temporal.elements import Element
 from udm.sdk import INF
 

@@ -33,8 +33,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from udm.host.errors import ContractViolation
-from udm.host.query.plan import BoundQuery, BoundStep
-from udm.host.query.spec import (
+from udm.host.model.plan import BoundQuery, BoundStep
+from udm.host.model.spec import (
     AlterLifetimeStep,
     Const,
     FilterStep,

@@ -16,8 +16,8 @@ from typing import Any
 
 from udm.host.errors import ContractViolation
 from udm.host.input_types import step_checks
-from udm.host.query.plan import BoundStep
-from udm.host.query.spec import (
+from udm.host.model.plan import BoundStep
+from udm.host.model.spec import (
     CountByEnd,
     CountByStart,
     FilterStep,

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from udm.host.query.plan import BoundQuery, build_plan
-from udm.host.query.spec import (
+from udm.host.model.plan import BoundQuery, build_plan
+from udm.host.model.spec import (
     FilterStep,
     Hopping,
     MapStep,

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from udm.host.query.plan import BoundStep
-from udm.host.query.spec import Const, Shift, Snap
+from udm.host.model.plan import BoundStep
+from udm.host.model.spec import Const, Shift, Snap
 
 from ..batch import CTI, RETRACT, Batch
 from ..context import Context

@@ -29,7 +29,7 @@ from typing import Any
 from sortedcontainers import SortedKeyList
 
 from udm.host.errors import ContractViolation
-from udm.host.query.plan import BoundStep
+from udm.host.model.plan import BoundStep
 
 from ..batch import CTI, INSERT, Batch, RowsOut
 from ..common import cjson

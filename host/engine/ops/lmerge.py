@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from udm.host.query.plan import BoundStep
+from udm.host.model.plan import BoundStep
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
 from ..batch import CTI, INSERT, Batch, RowsOut

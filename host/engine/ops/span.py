@@ -15,7 +15,7 @@ import numpy as np
 
 from udm.host.errors import ContractViolation
 from udm.host.input_types import step_checks
-from udm.host.query.plan import BoundStep
+from udm.host.model.plan import BoundStep
 
 from ..batch import CTI, Batch
 from ..context import Context

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from udm.host.query.plan import BoundStep
+from udm.host.model.plan import BoundStep
 
 from ..batch import CTI, INSERT, RETRACT, Batch, RowsOut
 from ..common import cjson

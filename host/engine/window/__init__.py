@@ -8,7 +8,7 @@ is `step.WindowStep`.
 
 from __future__ import annotations
 
-from udm.host.query.plan import BoundStep
+from udm.host.model.plan import BoundStep
 
 from ..context import Context
 from .count import CountFamily

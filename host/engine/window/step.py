@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from udm.host.input_types import step_checks
-from udm.host.query.plan import BoundStep
+from udm.host.model.plan import BoundStep
 
 from ..aggregates import MultiMapper, window_udm
 from ..batch import CTI, INSERT, Batch, RowsOut

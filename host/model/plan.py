@@ -15,8 +15,8 @@ from typing import Any
 
 from udm.host.catalog import Catalog, CatalogEntry, default_catalog
 from udm.host.errors import ParamError, PolicyError, QuerySpecError
-from udm.host.query.graph import QueryGraph, resolve
-from udm.host.query.spec import (
+from udm.host.model.graph import QueryGraph, resolve
+from udm.host.model.spec import (
     FilterStep,
     JoinStep,
     LmergeStep,
@@ -27,7 +27,7 @@ from udm.host.query.spec import (
     load_query,
     parse_query,
 )
-from udm.host.query.stream_properties import choose_algorithm, derive_properties
+from udm.host.model.stream_properties import choose_algorithm, derive_properties
 from udm.sdk import UDM
 
 __all__ = ["BoundQuery", "BoundStep", "bind", "build_plan"]
