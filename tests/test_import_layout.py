@@ -225,3 +225,21 @@ def test_no_private_name_is_imported_across_modules() -> None:
     bad = [f"{imp.module}:{imp.line} imports {imp.target}.{n}" for imps in IMPORTS.values() for imp in imps
            if _first_party(imp) for n in imp.names if n.startswith("_") and not n.startswith("__")]
     assert bad == []
+
+
+def test_the_architecture_page_pictures_the_contracts_layers_and_names_every_part() -> None:
+    """docs/architecture.md's picture is the layers contract of pyproject.toml, line for line, and the page
+    names every package and top-level module of udm.host."""
+    import tomllib
+
+    repo = Path(host.__file__).parent.parent
+    contracts = tomllib.loads((repo / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    layers = next(c["layers"] for c in contracts["contracts"] if c["type"] == "layers")
+    page = (repo / "docs" / "architecture.md").read_text(encoding="utf-8")
+    picture = page.split("## Layers", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    assert [re.split(r"\s{2,}", line)[0] for line in picture.splitlines()] == layers
+    folder = Path(host.__file__).parent
+    parts = [f"host/{p.name}" for p in folder.iterdir()
+             if (p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").exists()]
+    assert len(parts) > 10
+    assert [p for p in parts if f"`{p}" not in page] == []
