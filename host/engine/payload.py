@@ -20,33 +20,12 @@ import numpy as np
 import pyarrow as pa
 
 from udm.host.io.batch import dict_builder
-from udm.host.temporal.strict import canonical_json
+from udm.host.io.encode import Const
 
-__all__ = ["MISSING", "Const", "Payload", "as_column"]
+__all__ = ["MISSING", "Payload", "as_column"]
 
 #: what `Payload.column` puts where a row lacks the field (rows form only)
 MISSING: Any = object()
-
-
-class Const:
-    """One JSON value for every row of a payload column (``project``'s ``set``)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Const) and type(other.value) is type(self.value) and other.value == self.value
-
-    def __hash__(self) -> int:
-        return hash(canonical_json(self.value))
-
-    def __getstate__(self) -> Any:
-        return self.value
-
-    def __setstate__(self, v: Any) -> None:
-        self.value = v
 
 
 def _to_py(col: pa.Array | Const, n: int) -> list[Any]:

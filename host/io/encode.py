@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from udm.host.errors import UdmError
 from udm.host.temporal.elements import Insert, element_to_json
+from udm.host.temporal.strict import canonical_json
 from udm.host.temporal.strict import dumps as strict_dumps
 from udm.host.temporal.strict import encode as _encode
 from udm.sdk import INF
@@ -41,11 +42,26 @@ _quote = json.encoder.encode_basestring_ascii
 _STR = pa.string()
 
 
-@dataclass(frozen=True)
 class Const:
-    """One JSON value for every row of a payload column."""
+    """One JSON value for every row of a payload column (``project``'s ``set``): the engine's payload
+    columns hold it, and the encoder writes it once for all rows."""
 
-    value: Any
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Const) and type(other.value) is type(self.value) and other.value == self.value
+
+    def __hash__(self) -> int:
+        return hash(canonical_json(self.value))
+
+    def __getstate__(self) -> Any:
+        return self.value
+
+    def __setstate__(self, v: Any) -> None:
+        self.value = v
 
 
 @dataclass(frozen=True)
@@ -368,3 +384,5 @@ def _run(run: Sequence[Any], fields: tuple[str, ...], pieces: list[Any]) -> bool
 
 class _Encoded(Const):
     """Values encoded one by one (a column of mixed or nested values)."""
+
+    __slots__ = ()
