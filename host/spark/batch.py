@@ -93,8 +93,6 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
         table = table.sort_by("line")
         id_blob = None
         if "_idh" in table.column_names:  # the optimistic key routing's cross-bucket id check (run_batch)
-
-
             h = pc.drop_null(table.column("_idh")).to_numpy()
             id_blob = base64.b64encode(np.unique(h).astype(np.int64).tobytes()).decode()
         owned_lines: set[int] | None = None

@@ -329,7 +329,6 @@ def _stage(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[s
         if fast is not None:
             routes, row_keys = fast
         elif keys:  # buckets and keys as one engine would see ids (`_LiveIds`): no id map in the state
-
             routes, row_keys = _routes(table, table.column("kind").to_pylist(), table.column("t").to_pylist(),
                                        keys, n, req.on_violation or req.spec.on_violation, key_of=payload_key)
         else:
@@ -361,7 +360,6 @@ def _stage_tail(run_dir: Path, staged: _Staged, batch_size: int, t_end: int | No
     multi = staged.first_stage is not None
     tail = pq.read_table(run_dir / "tail.parquet", schema=_schema(graph, multi))
     if multi:  # stages: T to every engine as a control row (`udm.host.spark.stream_stages`), then the tails
-
         body = pa.concat_tables(([_control(T_KIND, t_end, 0, graph=True, staged=True)] if t_end is not None
                                  else []) + [tail])
         base = 2 * staged.elements + 3

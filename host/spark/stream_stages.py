@@ -133,8 +133,8 @@ class _StageSparkStore:
         self._whole = handle.getValueState("engine", "snapshot binary, cti bigint")
         self._aux = handle.getValueState("exchange", "blob binary")
         self._keys = SparkStore(handle.getMapState("engines", "key string", "snapshot binary"),
-                                 handle.getMapState("ids", "id string", "key string, re bigint"),
-                                 handle.getValueState("index", "blob binary"))
+                                handle.getMapState("ids", "id string", "key string, re bigint"),
+                                handle.getValueState("index", "blob binary"))
 
     def get_whole(self) -> tuple[bytes, int | None] | None:
         if not self._whole.exists():

@@ -279,7 +279,6 @@ def _processor_class() -> type:
                                          pc.if_else(pc.equal(col, NULL_TICK), None, col))
             table = table.sort_by("udm_seq")
             if parts:  # each CTI in place within its own partition (semantics-notes 44)
-
                 table = partition_cti_order(table).drop_columns(["udm_part"])
             self._elements_in = elements_in(table, int(key[0]))
             # (a graph's inputs have payloads of their own shapes: per run, in _run)
@@ -326,8 +325,8 @@ def _keyed_processor_class() -> type:
             self._handle = handle
             self._old = handle.getValueState("engine", _STATE_DDL)
             self._store = SparkStore(handle.getMapState("engines", "key string", "snapshot binary"),
-                                      handle.getMapState("ids", "id string", "key string, re bigint"),
-                                      handle.getValueState("index", "blob binary"))
+                                     handle.getMapState("ids", "id string", "key string, re bigint"),
+                                     handle.getValueState("index", "blob binary"))
 
         def _run(self, bucket: int, table: pa.Table | None, timer_values: Any, fired: int | None = None
                  ) -> Iterator[pd.DataFrame]:
