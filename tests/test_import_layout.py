@@ -30,8 +30,8 @@ ROOTS = [("udm.sdk", Path(sdk.__file__).parent), ("udm.host", Path(host.__file__
 
 #: ``# lazy: <why>`` on the import's line, or above the run of import lines it stands in
 _REASON = re.compile(r"#\s*lazy:\s*\S")
-#: a line of an import statement (or of a parenthesized list of names it imports)
-_IMPORT_LINE = re.compile(r"^\s*(from\s|import\s|\)|[\w\s,]+,?\s*$)")
+#: a line of an import statement (or a name of a parenthesized list of names it imports)
+_IMPORT_LINE = re.compile(r"^\s*(from\s|import\s|\)|\w+(\s+as\s+\w+)?,\s*$)")
 #: ``# lazy imports: pyspark, pandas — <why>`` once in a module, for every lazy import of those modules
 _MODULE_REASON = re.compile(r"^#\s*lazy imports:\s*(?P<mods>[\w., ]+?)\s*(?:—|--|:)\s*\S", re.M)
 
