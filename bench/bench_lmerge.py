@@ -6,7 +6,7 @@ Workload (the paper's generator, scaled down): events with an integer field in [
 string, strictly increasing LE (gaps 1–20 ticks), lifetimes keeping ~1000 events active, a CTI after ~1 %
 of the elements. Fig. 2/3 use the ordered insert-only stream (every algorithm is valid), fed as 2–10 copies
 with other ids, copy ``i`` lagging ``5 * i`` elements behind the first. The operator is driven directly
-(`LmergeStep.feed_port`), so the numbers are the algorithm's, not the runner's; the baseline measured in the
+(`LmergeOp.feed_port`), so the numbers are the algorithm's, not the runner's; the baseline measured in the
 same run is a plain ``union`` over the same inputs (the cheapest multi-input operator: renames ids and
 passes everything on). Memory is the operator's pickled state, sampled every 2000 elements (peak).
 
@@ -26,8 +26,8 @@ from typing import Any
 
 from udm.host.engine import QueryRunner
 from udm.host.engine.context import Context
-from udm.host.engine.ops.lmerge import LmergeStep
-from udm.host.engine.ops.union import UnionStep
+from udm.host.engine.ops.lmerge import LmergeOp
+from udm.host.engine.ops.union import UnionOp
 from udm.host.model.plan import bind
 from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
@@ -100,7 +100,7 @@ def drive(op: Any, feed: Sequence[tuple[int, Element]], sample: bool) -> tuple[f
         if r:
             out += len(r)
         if sample and j % 2000 == 0:
-            peak = max(peak, len(pickle.dumps(op.core if isinstance(op, LmergeStep) else op.held)))
+            peak = max(peak, len(pickle.dumps(op.core if isinstance(op, LmergeOp) else op.held)))
             rows = max(rows, op.state_size()["events"])
     return time.perf_counter() - t0, peak, rows, out
 
@@ -118,15 +118,15 @@ def fig_2_3(n_events: int, widths: Sequence[int]) -> None:
         copies = [ordered_copy(evs, c, 1) for c in range(n)]
         feed = interleave_lagged(copies, 5)
         names = [f"i{c}" for c in range(n)]
-        base = UnionStep("m", Context("dead_letter"), _bound(names, {"op": "union"}).step("m"))
+        base = UnionOp("m", Context("dead_letter"), _bound(names, {"op": "union"}).step("m"))
         secs, _, _, _ = drive(base, feed, sample=False)
         union_rate = len(feed) / secs
         for alg in ALGORITHMS:
             bq = _bound(names, {"op": "lmerge", "algorithm": alg})
-            op = LmergeStep("m", Context("dead_letter"), bq.step("m"))
+            op = LmergeOp("m", Context("dead_letter"), bq.step("m"))
             secs, _, _, out = drive(op, feed, sample=False)
             rate = len(feed) / secs
-            op2 = LmergeStep("m", Context("dead_letter"), bq.step("m"))
+            op2 = LmergeOp("m", Context("dead_letter"), bq.step("m"))
             _, peak, rows, _ = drive(op2, feed, sample=True)
             print(f"{n:>6} {alg:>5} {rate:>11,.0f} {rate / union_rate:>8.2f}x {peak / 1024:>14,.1f} "
                   f"{rows:>9,} {out:>7,}")

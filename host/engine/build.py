@@ -8,13 +8,13 @@ from udm.host.model.plan import BoundQuery
 
 from .context import Context
 from .operator import Operator
-from .ops.alter_lifetime import AlterLifetimeStep
-from .ops.join import JoinStep
-from .ops.lmerge import LmergeStep
-from .ops.span import FilterStep, MapStep, ProjectStep
-from .ops.union import UnionStep
+from .ops.alter_lifetime import AlterLifetimeOp
+from .ops.join import JoinOp
+from .ops.lmerge import LmergeOp
+from .ops.span import FilterOp, MapOp, ProjectOp
+from .ops.union import UnionOp
 from .rules import INF, FieldCheck
-from .window import make_window_step
+from .window import make_window_op
 
 __all__ = ["delegated_checks", "make_operator"]
 
@@ -26,21 +26,21 @@ def make_operator(bound: BoundQuery, name: str, ctx: Context) -> Operator:
     bs = bound.step(name)
     op = bs.step.op
     if op == "filter":
-        return FilterStep(name, ctx, bs)
+        return FilterOp(name, ctx, bs)
     if op == "map":
-        return MapStep(name, ctx, bs)
+        return MapOp(name, ctx, bs)
     if op == "project":
-        return ProjectStep(name, ctx, bs)
+        return ProjectOp(name, ctx, bs)
     if op == "alter_lifetime":
-        return AlterLifetimeStep(name, ctx, bs)
+        return AlterLifetimeOp(name, ctx, bs)
     if op == "union":
-        return UnionStep(name, ctx, bs)
+        return UnionOp(name, ctx, bs)
     if op == "join":
-        return JoinStep(name, ctx, bs)
+        return JoinOp(name, ctx, bs)
     if op == "lmerge":
-        return LmergeStep(name, ctx, bs)
+        return LmergeOp(name, ctx, bs)
     if op == "window":
-        return make_window_step(name, ctx, bs)
+        return make_window_op(name, ctx, bs)
     raise ValueError(f"no operator for op {op!r}")  # bind() refuses every other op
 
 

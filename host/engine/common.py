@@ -14,7 +14,6 @@ __all__ = [
     "NEG",
     "DeadLetter",
     "Ev",
-    "cjson",
 ]
 
 #: Below every int64 tick: "no CTI yet" / "no time seen yet".
@@ -42,8 +41,6 @@ class DeadLetter:
         return rec
 
 
-#: canonical JSON text (SEMANTICS §5), the one function (`udm.host.temporal.strict.canonical_json`)
-cjson = canonical_json
 
 
 class Ev:
@@ -63,7 +60,7 @@ class Ev:
     def canon(self) -> str:
         cj = self.cj
         if cj is None:
-            cj = self.cj = cjson(self.val)
+            cj = self.cj = canonical_json(self.val)
         return cj
 
     def __getstate__(self) -> tuple:

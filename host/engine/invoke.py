@@ -12,9 +12,10 @@ from typing import Any
 
 from udm.host.errors import ContractViolation
 from udm.host.model.plan import BoundStep
+from udm.host.temporal.strict import canonical_json
 from udm.sdk import INF, Event, WindowDescriptor
 
-from .common import Ev, cjson
+from .common import Ev
 
 #: payload value types whose JSON encoding cannot fail
 PLAIN_TYPES = (int, float, str, bool, type(None))
@@ -235,6 +236,6 @@ class WindowUDM:
 
     def _canon(self, payload: dict[str, Any], w: tuple[int, int]) -> str:
         try:
-            return cjson(payload)
+            return canonical_json(payload)
         except (TypeError, ValueError) as exc:
             raise contract(self.label, w, f"output is not JSON-serializable ({exc})", payload) from None

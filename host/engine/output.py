@@ -11,7 +11,15 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from udm.host.io.encode import Const, EncodedLines, cti_line, element_lines, element_text, insert_lines, merge_lines
+from udm.host.io.encode import (
+    ConstColumn,
+    EncodedLines,
+    cti_line,
+    element_lines,
+    element_text,
+    insert_lines,
+    merge_lines,
+)
 from udm.host.temporal.elements import Retract, element_to_json
 
 from .batch import CTI, INSERT, Batch
@@ -35,7 +43,7 @@ def encode_batch(b: Batch) -> EncodedLines:
     whole = len(ins) == n
     cols = []
     for name, col in fields.items():
-        cols.append((name, col if whole or isinstance(col, Const) else col.take(idx)))
+        cols.append((name, col if whole or isinstance(col, ConstColumn) else col.take(idx)))
     lines = insert_lines(b.id[ins], b.le[ins], b.re[ins], cols)
     if not len(other):
         return merge_lines(np.arange(len(ins)), lines, [], [])

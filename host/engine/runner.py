@@ -31,8 +31,8 @@ from .common import DeadLetter
 from .context import Context
 from .gate import InputGate
 from .operator import Operator
-from .ops.lmerge import LmergeStep
-from .ops.span import FilterStep, MapStep, ProjectStep
+from .ops.lmerge import LmergeOp
+from .ops.span import FilterOp, MapOp, ProjectOp
 from .output import encode_batch
 from .progress import engine_due, graph_due, hold
 from .rules import INF, NEG
@@ -110,7 +110,7 @@ class QueryRunner:
         self.ends_early = {name for name in graph.inputs if graph.ends_early(name)}
 
         for op in self.ops:
-            if isinstance(op, LmergeStep):
+            if isinstance(op, LmergeOp):
                 op.feeders = [self._feeder(graph, op, port, position) for port in range(op.ports)]
 
     def _feeder(self, graph: QueryGraph, merge: Any, port: int, position: dict[str, int]) -> Any:
@@ -121,7 +121,7 @@ class QueryRunner:
             return self.gates[src] if len(self.readers[src]) == 1 else None
         k = position[src]
         op = self.ops[k]
-        if len(self.consumers[k]) != 1 or not isinstance(op, (FilterStep, MapStep, ProjectStep)):
+        if len(self.consumers[k]) != 1 or not isinstance(op, (FilterOp, MapOp, ProjectOp)):
             return None
         return op
 
@@ -184,9 +184,9 @@ class QueryRunner:
     def merge_step(self, step: str) -> Any:
         """The lmerge operator named ``step``."""
         for op in self.ops:
-            if op.name == step and isinstance(op, LmergeStep):
+            if op.name == step and isinstance(op, LmergeOp):
                 return op
-        merges = [op.name for op in self.ops if isinstance(op, LmergeStep)]
+        merges = [op.name for op in self.ops if isinstance(op, LmergeOp)]
         raise ValueError(f"the query has no lmerge step {step!r} (lmerge steps: {', '.join(merges) or 'none'})")
 
     def detach(self, step: str, source: str) -> None:
@@ -202,7 +202,7 @@ class QueryRunner:
 
     def chattiness(self) -> dict[str, dict[str, int]]:
         """Per lmerge step, elements in and out by kind (seeds/001 Theorem 1)."""
-        return {op.name: op.chattiness() for op in self.ops if isinstance(op, LmergeStep)}
+        return {op.name: op.chattiness() for op in self.ops if isinstance(op, LmergeOp)}
 
     # -- the route ------------------------------------------------------------------------------------------
     def _run(self, input_name: str, raw: ElementBatch | list[tuple[int | None, Any]]) -> Batch:

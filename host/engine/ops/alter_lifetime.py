@@ -19,10 +19,10 @@ from ..context import Context
 from ..operator import Operator
 from ..rules import INF
 
-__all__ = ["AlterLifetimeStep"]
+__all__ = ["AlterLifetimeOp"]
 
 
-class AlterLifetimeStep(Operator):
+class AlterLifetimeOp(Operator):
     def __init__(self, name: str, ctx: Context, bs: BoundStep) -> None:
         super().__init__(name, ctx)
         step = bs.step
