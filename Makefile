@@ -55,9 +55,15 @@ test: install $(CHROMIUM)
 test-fast: install $(CHROMIUM)
 	$(BIN)/python -m pytest -n 2 -m "not spark and not slow" $(PYTEST_ARGS)
 
+# lint-imports reads the `udm` tree from the disk, from the current directory first; setup.py maps the role
+# folders onto `udm`, so the tree is linked up in build/import-graph and read from there (the contracts:
+# pyproject.toml's [tool.importlinter])
 lint: install
 	$(BIN)/ruff check sdk host registry udm plugins tests bench
 	$(BIN)/mypy sdk host
+	@rm -rf build/import-graph && mkdir -p build/import-graph/udm && cp udm/__init__.py build/import-graph/udm/
+	@for r in sdk host registry templates; do ln -s ../../../$$r build/import-graph/udm/$$r; done
+	cd build/import-graph && ../../$(BIN)/lint-imports ../../pyproject.toml --no-cache
 
 bench: install
 	$(BIN)/python -m bench

@@ -19,8 +19,8 @@ import time
 from typing import Any
 
 from udm.host.engine import QueryRunner
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 from udm.host.testing import cht, generate
 from udm.sdk import INF

@@ -41,9 +41,9 @@ from bench.bench_sliding import Stream, point_table
 from bench.machine import load_text
 from udm.host.engine import QueryRunner
 from udm.host.io.batch import ElementBatch
-from udm.host.query.plan import bind
+from udm.host.model.plan import bind
 from udm.host.query.runners import quiet_gc
-from udm.host.query.spec import parse_query
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Insert, Retract
 
 SIZE = 86_400

@@ -20,8 +20,8 @@ import pyarrow as pa
 
 from udm.host.engine import QueryRunner
 from udm.host.io.batch import ElementBatch
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
 SYMS = ("AAA", "BBB", "CCC", "DDD")

@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--events", type=int, default=None)
     args = ap.parse_args(argv)
     from udm.host.catalog import Catalog
-    from udm.host.query.plan import bind
-    from udm.host.query.spec import parse_query
+    from udm.host.model.plan import bind
+    from udm.host.model.spec import parse_query
 
     n = args.events or (20_000 if args.quick else 200_000)
     catalog = Catalog.discover()

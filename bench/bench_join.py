@@ -98,8 +98,8 @@ def state_profile(spec: dict[str, Any], left: Path, right: Path, *, ctis: bool) 
     seen every `SAMPLE_EVERY` elements."""
     from udm.host.engine import QueryRunner
     from udm.host.io.interleave import interleave
-    from udm.host.query import plan
-    from udm.host.query.spec import parse_query
+    from udm.host.model import plan
+    from udm.host.model.spec import parse_query
 
     runner = QueryRunner(plan.bind(parse_query(spec)))
     items = interleave([("left", _stream(left, ctis=ctis)), ("right", _stream(right, ctis=ctis))])

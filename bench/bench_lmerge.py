@@ -31,8 +31,8 @@ from typing import Any
 
 from bench.machine import load_text
 from udm.host.engine import QueryRunner
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 from udm.sdk import INF
 

@@ -83,8 +83,8 @@ def _local(path: Path, width: int, name: str, catalog: Any) -> tuple[float, dict
     """Seconds, window start -> value, and the engine snapshot's bytes before the windows close."""
     from udm.host.engine import QueryRunner
     from udm.host.io.jsonl import JsonlReader
-    from udm.host.query.plan import bind
-    from udm.host.query.spec import parse_query
+    from udm.host.model.plan import bind
+    from udm.host.model.spec import parse_query
     from udm.host.temporal.elements import Cti, Insert
     from udm.sdk import INF
 

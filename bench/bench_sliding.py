@@ -64,9 +64,9 @@ import pyarrow as pa
 
 from udm.host.engine import QueryRunner
 from udm.host.io.batch import ElementBatch
-from udm.host.query.plan import bind
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.query.runners import quiet_gc
-from udm.host.query.spec import parse_query
 from udm.host.testing.cht import cht
 
 ROWS = ("hopping", "count_by_start", "rows", "range")

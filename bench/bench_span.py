@@ -61,9 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from udm.host.catalog import Catalog
     from udm.host.io.jsonl import JsonlReader
-    from udm.host.query.plan import bind
+    from udm.host.model.plan import bind
     from udm.host.query.runners import _warm_up, quiet_gc
-    from udm.host.query.spec import QuerySpec
+    from udm.host.model.spec import QuerySpec
 
     events = args.events or (50_000 if args.quick else 200_000)
     with tempfile.TemporaryDirectory(prefix="bench-span-") as tmp:

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         return _cluster(args, n)
 
     from udm.host.io.jsonl import JsonlReader
-    from udm.host.query.spec import parse_query
+    from udm.host.model.spec import parse_query
     from udm.host.spark.convert import collect_elements, elements_df
     from udm.host.spark.graph import run_graph_batch
     from udm.host.spark.session import get_spark

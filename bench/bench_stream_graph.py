@@ -108,8 +108,8 @@ def _prepare(part: Any) -> Any:
 
 def _one(query: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     from udm.host.engine import QueryRunner
-    from udm.host.query.plan import bind
-    from udm.host.query.spec import parse_query
+    from udm.host.model.plan import bind
+    from udm.host.model.spec import parse_query
     from udm.host.spark.key_state import KeyedBucket
     from udm.host.spark.partition import graph_routing
     from udm.host.temporal.elements import Cti, Insert, Retract
@@ -167,7 +167,7 @@ def _staged(args: argparse.Namespace, live: int) -> dict[str, Any]:
     """The staged graph replayed without Spark (`udm.host.spark.stage_replay`, 2 buckets per stage), per
     key then whole bucket alternating batch by batch: CPU ms per micro-batch through both stages, state
     bytes read (engines, index and exchange blob), engines read; both layouts' output the same CHT."""
-    from udm.host.query.spec import parse_query
+    from udm.host.model.spec import parse_query
     from udm.host.spark.stage_replay import StagedReplay
     from udm.host.testing.cht import cht
 

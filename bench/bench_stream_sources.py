@@ -72,9 +72,9 @@ def _read(p: Path) -> list[Any]:
 
 def file_bench(args: argparse.Namespace) -> int:
     from bench.gen import in_order
-    from udm.host.query.plan import bind
+    from udm.host.model.plan import bind
+    from udm.host.model.spec import parse_query
     from udm.host.query.runners import RunRequest, get_engine, run_local
-    from udm.host.query.spec import parse_query
     from udm.host.spark.stream_files import DEFAULT_BATCH_SIZE
     from udm.host.testing.verifier import verify
 

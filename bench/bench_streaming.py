@@ -62,9 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(x) for x in (args.sizes or ("50,1000,10000" if args.quick else "50,1000,10000,100000")).split(",")]
 
     from bench.gen import in_order
-    from udm.host.query.plan import bind
+    from udm.host.model.plan import bind
+    from udm.host.model.spec import parse_query
     from udm.host.query.runners import RunRequest, get_engine, run_local
-    from udm.host.query.spec import parse_query
     from udm.host.spark.session import get_spark
     from udm.host.temporal.elements import parse_element
     from udm.host.testing.verifier import verify

@@ -10,7 +10,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import ValidationError
 
-from udm.host.errors import AmbiguousUDM, InvalidUDM, ParamError, UnknownUDM
+from udm.host.errors import AmbiguousUDM, InvalidUDM, ParamError, PluginLoadError, UnknownUDM
 from udm.host.plugins import LoadError, PluginHost, strict_from_env
 from udm.host.validation import check_udm
 from udm.sdk import API_VERSION, UDM, Manifest
@@ -101,8 +101,6 @@ class Catalog:
         if strict if strict is not None else strict_from_env():
             problems = [str(e) for e in cat.load_errors] + [e.refusal() for e in cat.entries if not e.valid]
             if problems:
-                from udm.host.errors import PluginLoadError
-
                 raise PluginLoadError("plugin load failed (strict mode): " + "; ".join(problems))
         return cat
 

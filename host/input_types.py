@@ -11,6 +11,7 @@ elements are malformed.
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -201,7 +202,5 @@ def step_checks(bs: Any) -> tuple[tuple[str | None, InputType], ...]:
 
 
 def _first_param(cls: Any) -> str | None:
-    import inspect
-
     params: Sequence[str] = [p for p in inspect.signature(cls.compute).parameters if p != "self"]
     return params[0] if params else None

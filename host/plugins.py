@@ -21,7 +21,6 @@ from typing import Any
 
 import pluggy
 
-from udm.host.errors import PluginLoadError
 from udm.sdk import PROJECT, UDM
 
 __all__ = [
@@ -172,7 +171,3 @@ class PluginHost:
                 self.errors.append(LoadError(pname, distribution, "hook", _describe(exc), traceback.format_exc()))
                 continue  # a hook that raised half-way registers nothing: all or nothing per plugin
             self.registrations.extend(found)
-
-    def raise_if_strict(self, strict: bool) -> None:
-        if strict and self.errors:
-            raise PluginLoadError("plugin load failed (strict mode): " + "; ".join(str(e) for e in self.errors))

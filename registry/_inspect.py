@@ -10,6 +10,7 @@ its modules win over installed copies.
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import os
 import subprocess
@@ -17,9 +18,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from udm.host.catalog import Catalog
+from udm.host.plugins import PluginHost
+
 from ._errors import RegistryError
 
 __all__ = ["inspect_wheel"]
+
+# lazy imports: udm.host.testing — the kit (numpy) loads only when a wheel's UDMs are checked
 
 _TIMEOUT_S = 600
 
@@ -50,8 +56,6 @@ def _import_attr(spec: str) -> Any:
 
 
 def _check_one(cls: Any, plugin: str, seed: int) -> dict[str, Any]:
-    from udm.host.catalog import Catalog
-
     entry = Catalog().add(cls, plugin=plugin, distribution="(wheel)")
     row: dict[str, Any] = {"plugin": plugin, "name": entry.name, "problems": list(entry.problems),
                            "manifest": None, "checks": []}
@@ -65,8 +69,6 @@ def _check_one(cls: Any, plugin: str, seed: int) -> dict[str, Any]:
 def _udf_args(cls: Any) -> list[str]:
     """The argument names a query's ``args`` maps payload fields to (the catalog site's query snippet
     shows them); empty for ``compute(**fields)``."""
-    import inspect
-
     params = [p for p in inspect.signature(cls.compute).parameters.values() if p.name != "self"]
     return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
@@ -94,7 +96,6 @@ def _run_contracts(rows: list[dict[str, Any]], classes: list[Any], seed: int) ->
 def _main(argv: list[str]) -> dict[str, Any]:
     wheel, seed, eps = Path(argv[0]), int(argv[1]), json.loads(argv[2])
     sys.path.insert(0, str(wheel))
-    from udm.host.plugins import PluginHost
 
     host = PluginHost()
     load_errors: list[str] = []

@@ -32,10 +32,6 @@ class Location:
     path: Path | None = None
     url: str | None = None
 
-    @property
-    def is_local(self) -> bool:
-        return self.path is not None
-
     def __str__(self) -> str:
         return str(self.path) if self.path is not None else str(self.url)
 

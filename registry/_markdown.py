@@ -14,6 +14,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
+import markdown_it
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
@@ -47,6 +48,4 @@ def render_inline(text: str) -> str:
 
 def renderer_version() -> str:
     """Part of the site's build key: a different renderer may render the same docs differently."""
-    import markdown_it
-
     return f"markdown-it-py {markdown_it.__version__}"

@@ -22,6 +22,8 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+import udm.templates
+
 from ._markdown import render_inline, render_markdown, renderer_version
 from ._store import atomic_write
 
@@ -37,8 +39,6 @@ _OWNED_DIRS = ("udm", "simple", "static")
 
 def _templates_dir() -> Path:
     """The registry site templates, shipped in ``udm.templates`` (also when installed from a wheel)."""
-    import udm.templates
-
     return Path(udm.templates.__file__).resolve().parent / "registry"
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
@@ -114,8 +116,6 @@ class Manifest(BaseModel):
     @field_validator("version")
     @classmethod
     def _version_is_pep440(cls, v: str) -> str:
-        from packaging.version import InvalidVersion, Version
-
         try:
             return str(Version(v))
         except InvalidVersion as exc:
@@ -124,8 +124,6 @@ class Manifest(BaseModel):
     @field_validator("host_api")
     @classmethod
     def _host_api_is_specifier(cls, v: str) -> str:
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
         try:
             SpecifierSet(v)
         except InvalidSpecifier as exc:

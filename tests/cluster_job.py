@@ -16,9 +16,9 @@ from typing import Any
 
 
 def main(work: Path, master: str) -> None:
-    from udm.host.query.plan import bind
+    from udm.host.model.plan import bind
+    from udm.host.model.spec import parse_query
     from udm.host.query.runners import RunRequest, get_engine
-    from udm.host.query.spec import parse_query
     from udm.host.spark.session import get_spark
 
     get_spark(master, shuffle_partitions=2)

@@ -196,8 +196,8 @@ class DocSession:
         except (ValueError, yaml.YAMLError) as exc:
             raise AssertionError(f"{block.where} does not parse: {exc}") from None
         if isinstance(doc, dict) and "steps" in doc:  # a query: read as `udm run` reads a query file
-            from udm.host.query.plan import bind
-            from udm.host.query.spec import load_query
+            from udm.host.model.plan import bind
+            from udm.host.model.spec import load_query
 
             spec = self._state / f"query-line-{block.line}.{block.lang}"
             spec.write_text(block.code)

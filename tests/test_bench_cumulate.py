@@ -11,8 +11,8 @@ import pytest
 
 from bench import bench_cumulate as bc
 from udm.host.io.batch import ElementBatch
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.testing.oracle import oracle
 
 

@@ -83,7 +83,7 @@ def test_the_fluent_api_runs_the_same_graph(files: dict[str, str], tmp_path: Pat
     from udm.host.temporal.elements import parse_element
 
     got = cht([parse_element(r) for r in read(str(tmp_path / "fluent.jsonl"))])
-    assert got == q.to_cht() and len(got) == 3 and res.inputs["bids"]["elements_in"] == 7
+    assert got == cht(q.to_elements()) and len(got) == 3 and res.inputs["bids"]["elements_in"] == 7
 
 
 @pytest.mark.parametrize(("inputs", "message"), [

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,9 @@ from cli_harness import udm
 
 from udm.host.errors import BadElement
 from udm.host.io.batch import ElementBatch
+from udm.host.model.spec import parse_query
 from udm.host.query import runners
-from udm.host.query.spec import parse_query
+from udm.host.run_result import RunResult
 from udm.host.temporal.elements import Cti, Element, Insert, element_to_json
 from udm.host.testing.cht import cht
 from udm.host.testing.oracle import oracle
@@ -40,8 +40,7 @@ class FakeRunner:
     def __init__(self, bound: Any, on_violation: str | None = None) -> None:
         self.bound = bound
         self.dead_letters: list[Any] = []
-        self.stats = type("S", (), {"elements_in": 0, "elements_out": 0, "dead_lettered": 0,
-                                    "reasons": Counter(), "truncated_at": None})()
+        self.stats = RunResult()
         self.batches = 0
         FakeRunner.instances.append(self)
 
@@ -70,6 +69,9 @@ class FakeRunner:
     def take_dead_letters(self) -> list[Any]:
         d, self.dead_letters = self.dead_letters, []
         return d
+
+    def chattiness(self) -> dict[str, dict[str, int]]:
+        return {}
 
 
 @pytest.fixture
@@ -176,9 +178,9 @@ def test_engines_not_wired_yet(capsys: Any, fake_engine: Any, files: dict[str, P
 def test_engine_registry_is_used(capsys: Any, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[runners.RunRequest] = []
 
-    def fake(req: runners.RunRequest) -> runners.RunResult:
+    def fake(req: runners.RunRequest) -> RunResult:
         seen.append(req)
-        return runners.RunResult(engine="spark", elements_in=7)
+        return RunResult(engine="spark", elements_in=7)
 
     monkeypatch.setitem(runners.ENGINES, "spark", fake)
     code, _, err = udm(capsys, "run", str(files["q"]), "-i", str(files["in"]), "-o", str(files["out"]),

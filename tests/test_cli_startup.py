@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from udm.host.query.runners import RunResult
+from udm.host.run_result import RunResult
 
 _PROBE = """
 import sys

@@ -15,8 +15,8 @@ import pytest
 from tests.cli_harness import udm
 from udm.host.io.table_options import TableOptions, TableSource
 from udm.host.io.tables import read_table_elements
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import BadElement, parse_element
 from udm.host.testing.engine_conformance import write_stream
 from udm.host.testing.generator import generate

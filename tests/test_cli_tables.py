@@ -16,7 +16,7 @@ import yaml
 from cli_harness import udm
 
 from udm.host.io.jsonl import read_jsonl_elements
-from udm.host.query.spec import load_query, parse_query
+from udm.host.model.spec import load_query, parse_query
 from udm.host.testing.cht import CHT, cht
 from udm.host.testing.oracle import oracle
 from udm.sdk import INF

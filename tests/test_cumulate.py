@@ -38,7 +38,7 @@ from window_cases import BATCHED, LOCAL, every_udm_every_disorder, run_random_ca
 
 from udm.host.errors import QuerySpecError
 from udm.host.query.fluent import Stream
-from udm.host.query.spec import Cumulate, parse_query
+from udm.host.model.spec import Cumulate, parse_query
 from udm.host.temporal.elements import Cti, Insert, Retract
 from udm.sdk import INF, IncrementalUDA, udm
 
@@ -241,7 +241,7 @@ def test_a_snapshot_mid_period_resumes_with_its_running_state(udm_: str) -> None
     stopped mid-period and restored gives the uninterrupted run's output, late events after the restore
     included."""
     from udm.host.engine import QueryRunner
-    from udm.host.query.plan import bind
+    from udm.host.model.plan import bind
     from udm.host.testing import oracle
     from udm.host.testing.cht import cht
     from udm.host.testing.generator import generate

@@ -11,7 +11,7 @@ import pytest
 
 from udm.host.demo.data import load_stocks, load_temperatures, stock_stream, temperature_stream
 from udm.host.demo.job import QUERIES, demo_streams, run_demo
-from udm.host.query.spec import parse_query
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Insert, Retract
 from udm.host.testing import assert_equivalent, cht, oracle
 

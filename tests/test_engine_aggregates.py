@@ -13,11 +13,11 @@ from test_engine_support import check_physical, rows, run, table
 from window_cases import run_random_cases
 
 from udm.host.errors import PolicyError, QuerySpecError
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.query.fluent import Stream
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
 from udm.host.temporal.elements import Insert, Retract
-from udm.host.testing import oracle
+from udm.host.testing import cht, oracle
 
 AGGS = [{"udm": "count", "as": "n"}, {"udm": "avg", "input": "v", "as": "mean"},
         {"udm": "max", "input": "v", "as": "hi"}]
@@ -99,7 +99,7 @@ def test_fluent_keywords() -> None:
     stream = [ev("a", 1, 2, 4), ev("b", 3, 4, 8)]
     s = Stream.from_events(stream).group_by("g").tumbling(10).aggregate(n="count", mean={"udm": "avg", "input": "v"})
     assert [a.as_ for a in s.spec.steps[0].aggregates] == ["n", "mean"]
-    assert sorted(s.to_cht().elements()) == [(0, 10, '{"g":"a","mean":6.0,"n":2}')]
+    assert sorted(cht(s.to_elements()).elements()) == [(0, 10, '{"g":"a","mean":6.0,"n":2}')]
     with pytest.raises(QuerySpecError, match="inside its own value"):
         Stream.query().tumbling(10).aggregate("count", n="count")
 

@@ -12,8 +12,8 @@ import numpy as np
 from udm.host.catalog import Catalog
 from udm.host.engine import QueryRunner
 from udm.host.io.batch import ElementBatch
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Insert, Retract
 from udm.host.testing import oracle
 from udm.host.testing.cht import cht

@@ -21,8 +21,8 @@ from udm.host.engine import QueryRunner
 from udm.host.errors import ViolationError
 from udm.host.io.batch import ElementBatch
 from udm.host.io.jsonl import read_jsonl_batches
-from udm.host.query.plan import BoundQuery, bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import BoundQuery, bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Ecti, Element, Insert, Retract, element_to_json, sync_time
 from udm.host.testing import cht, generate, oracle
 from udm.host.testing.cht import StreamState

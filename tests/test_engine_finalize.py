@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from udm.host.engine import QueryRunner
-from udm.host.query.plan import BoundQuery, bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import BoundQuery, bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Insert, Retract
 from udm.host.testing import cht, generate, lmerge_inputs, oracle, oracle_run
 from udm.host.testing.engine_conformance import check_engine, runner_engine

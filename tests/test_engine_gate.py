@@ -18,9 +18,9 @@ from udm.host.engine.gate import InputGate
 from udm.host.errors import BadElement
 from udm.host.io.batch import ElementBatch
 from udm.host.io.jsonl import JsonlReader
-from udm.host.query.plan import bind
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.query.runners import RunRequest, run_local
-from udm.host.query.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert
 from udm.sdk import INF
 

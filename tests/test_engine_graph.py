@@ -9,8 +9,8 @@ import pytest
 
 from udm.host.engine import QueryRunner
 from udm.host.errors import BadElement, ViolationError
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 from udm.host.testing import cht
 from udm.sdk import INF

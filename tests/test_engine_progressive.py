@@ -14,7 +14,8 @@ from test_engine_support import check_physical, ctis, rows, run, runner, table, 
 from window_cases import UDMS, run_random_cases
 
 from udm.host.query.fluent import Stream
-from udm.host.query.runners import RunRequest, RunResult, get_engine
+from udm.host.query.runners import RunRequest, get_engine
+from udm.host.run_result import RunResult
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 from udm.host.testing.engine_conformance import write_stream
 

@@ -12,8 +12,8 @@ import pytest
 
 from udm.host.engine import QueryRunner
 from udm.host.engine.window.rows import RowsFamily
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Insert, Retract
 from udm.host.testing import oracle
 from udm.host.testing.cht import cht

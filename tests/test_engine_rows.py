@@ -11,11 +11,11 @@ from test_engine_support import check_physical, rows, run, table, window_query
 from window_cases import BATCHED, every_udm_every_disorder, run_random_cases
 
 from udm.host.errors import QuerySpecError
+from udm.host.model.plan import bind
+from udm.host.model.spec import Rows, parse_query
 from udm.host.query.fluent import Stream
-from udm.host.query.plan import bind
-from udm.host.query.spec import Rows, parse_query
 from udm.host.temporal.elements import Cti, Insert, Retract
-from udm.host.testing import oracle
+from udm.host.testing import cht, oracle
 from udm.sdk import INF
 
 
@@ -126,7 +126,7 @@ def test_spec_and_fluent_api() -> None:
         parse_query(window_query({"type": "rows", "n": 0}, "count"))
     s = Stream.query().rows(3, slide=2).aggregate("count").spec
     assert s.steps[0].window == Rows(n=3, slide=2)
-    got = Stream.from_events(BASE).rows(2).aggregate("sum", input="v").to_cht()
+    got = cht(Stream.from_events(BASE).rows(2).aggregate("sum", input="v").to_elements())
     assert sorted(got.elements()) == sorted(oracle(bind(parse_query(q(2))), BASE).elements())
 
 

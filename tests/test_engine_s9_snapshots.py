@@ -10,8 +10,8 @@ import pytest
 from test_engine_support import cht
 
 from udm.host.engine import QueryRunner
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.testing import generate
 
 AGGS = [{"udm": "count", "as": "n"}, {"udm": "sum", "input": "v", "as": "s"}]

@@ -22,11 +22,11 @@ from test_engine_support import (
 from window_cases import BATCHED, every_udm_every_disorder, run_random_cases
 
 from udm.host.errors import QuerySpecError
+from udm.host.model.plan import bind
+from udm.host.model.spec import Session, parse_query
 from udm.host.query.fluent import Stream
-from udm.host.query.plan import bind
-from udm.host.query.spec import Session, parse_query
 from udm.host.temporal.elements import Cti, Insert, Retract
-from udm.host.testing import oracle
+from udm.host.testing import cht, oracle
 from udm.sdk import INF
 
 
@@ -111,7 +111,7 @@ def test_spec_and_fluent_api() -> None:
     s = Stream.query().session(5).aggregate("count").spec
     assert s.steps[0].window == Session(gap=5)
     base = [ev("a", 1, 2), ev("b", 3, 4), ev("c", 20, 21)]
-    got = Stream.from_events(base).session(3).aggregate("count").to_cht()
+    got = cht(Stream.from_events(base).session(3).aggregate("count").to_elements())
     assert sorted(got.elements()) == sorted(oracle(bind(parse_query(q(3))), base).elements())
 
 

@@ -10,8 +10,8 @@ from test_engine_support import gen_stream, runner, window_query
 
 from udm.host.engine import QueryRunner
 from udm.host.io.batch import ElementBatch
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Insert
 
 QUERIES = [

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from udm.host.engine import QueryRunner
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert, Retract, sync_time
 from udm.sdk import INF, Event, IncrementalUDA, WindowDescriptor, udm
 

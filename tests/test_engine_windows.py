@@ -208,7 +208,7 @@ def test_many_physical_orders_one_cht(win: dict) -> None:
 
 
 def test_physical_variants_from_the_conformance_kit() -> None:
-    from udm.host.query.spec import parse_query
+    from udm.host.model.spec import parse_query
     from udm.host.testing import generate, oracle, physical_variants, verify
 
     q = parse_query(window_query({"type": "tumbling", "size": 5}, "sum", input="v", group_by=["g"]))

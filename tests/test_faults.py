@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import parse_element
 from udm.host.testing.engine_conformance import write_stream
 from udm.host.testing.generator import generate

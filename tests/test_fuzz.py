@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from udm.host.engine import QueryRunner
 from udm.host.errors import UdmError
 from udm.host.io.jsonl import read_jsonl_batches
-from udm.host.query.plan import bind
-from udm.host.query.spec import load_query, parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import load_query, parse_query
 
 QUERY = {"steps": [{"op": "window", "window": {"type": "hopping", "size": 10, "hop": 5}, "group_by": ["g"],
                     "udm": "sum", "input": "v"}]}

@@ -16,8 +16,8 @@ from test_engine_support import check_physical, cht
 from udm.host.engine import QueryRunner
 from udm.host.engine.window import grid, grid_columns
 from udm.host.io.batch import ElementBatch
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 from udm.host.testing import oracle
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from udm.host.engine.rules import INF
 from udm.host.engine.window.geometry import CumulateGeometry, Geometry, HopGeometry, geometry_of
-from udm.host.query.spec import Cumulate, Hopping, Tumbling
+from udm.host.model.spec import Cumulate, Hopping, Tumbling
 
 K = range(-40, 40)  # the window indexes searched
 

@@ -19,9 +19,9 @@ import udm.host.engine.window.grid as grid
 from udm.host.errors import ContractViolation
 from udm.host.input_types import input_type
 from udm.host.io.batch import ElementBatch
-from udm.host.query.plan import bind
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.query.runners import RunRequest, get_engine, run_local
-from udm.host.query.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert, Retract, parse_element
 from udm.host.testing.cht import cht
 from udm.host.testing.engine_conformance import write_stream

@@ -25,8 +25,8 @@ from udm.host.io.jsonl import (
     read_jsonl_batches,
     read_jsonl_elements,
 )
-from udm.host.io.strict import nonfinite_in
 from udm.host.temporal.elements import Cti, Insert, Retract, element_to_json, parse_element
+from udm.host.temporal.strict import nonfinite_in
 from udm.sdk import INF
 
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from udm.host.errors import UdmError
-from udm.host.io.encode import Const, cti_line, insert_lines, merge_lines
+from udm.host.io.encode import ConstColumn, cti_line, insert_lines, merge_lines
 from udm.host.temporal.elements import Cti, Insert, element_to_json
 from udm.sdk import INF
 
@@ -40,7 +40,7 @@ def test_insert_lines_match_json_dumps_for_every_value_kind() -> None:
     re[3] = INF
     cols = [("s", pa.array(STRINGS)), ("f", pa.array(floats, pa.float64())), ("i", pa.array(ints)),
             ("b", pa.array(bools)), ("l", pa.array(lists, pa.list_(pa.int64()))),
-            ("k\u00e9y", Const({"x": [1, 2.5]}))]
+            ("k\u00e9y", ConstColumn({"x": [1, 2.5]}))]
     got = insert_lines(np.array(oids), np.array(le, dtype=np.int64), np.array(re, dtype=np.int64), cols).to_pylist()
     payloads = [{"s": s, "f": f, "i": i, "b": b, "l": lst, "k\u00e9y": {"x": [1, 2.5]}}
                 for s, f, i, b, lst in zip(STRINGS, floats, ints, bools, lists, strict=True)]
@@ -130,7 +130,7 @@ def test_a_non_finite_float_is_an_error_not_a_line(bad: float) -> None:
     with pytest.raises(UdmError, match="'f' holds a number that is not finite"):
         insert_lines(np.array([1]), np.array([0]), np.array([1]), [("f", pa.array([bad]))])
     with pytest.raises(UdmError, match="'x' is not a finite number"):
-        insert_lines(np.array([1]), np.array([0]), np.array([1]), [("c", Const({"x": bad}))])
+        insert_lines(np.array([1]), np.array([0]), np.array([1]), [("c", ConstColumn({"x": bad}))])
 
 
 def test_columns_with_nulls_write_null() -> None:
@@ -191,7 +191,7 @@ def test_constant_pieces_are_right_for_batches_of_every_size_in_any_order(monkey
             names = [f"f{n % 3}", "g\u00e9"]  # (field names change between batches: other constants)
             vals = rng.integers(-(2**40), 2**40, size=n)
             le = rng.integers(0, 1000, size=n)
-            cols = [(names[0], pa.array(vals)), (names[1], Const("c\"x"))]
+            cols = [(names[0], pa.array(vals)), (names[1], ConstColumn("c\"x"))]
             got = insert_lines(np.arange(n), le, le + 1, cols).to_pylist()
             want = _want(list(range(n)), le.tolist(), (le + 1).tolist(),
                          [{names[0]: v, names[1]: 'c"x'} for v in vals.tolist()])

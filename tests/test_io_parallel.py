@@ -223,8 +223,8 @@ def test_engine_gives_the_same_answer_from_reader_batches_and_from_elements() ->
     """The engine over the reader's batches (fast path, ready-made columns) == the engine over the
     reference's element objects one by one, dead letters included (a duplicate id, a late insert)."""
     from udm.host.engine import QueryRunner
-    from udm.host.query.plan import bind
-    from udm.host.query.spec import parse_query
+    from udm.host.model.plan import bind
+    from udm.host.model.spec import parse_query
 
     q = {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 50}, "group_by": ["sym"],
                     "udm": "avg", "input": "price", "as": "m"}]}

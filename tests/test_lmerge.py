@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from udm.host.engine import QueryRunner
-from udm.host.query.plan import BoundQuery, bind
-from udm.host.query.spec import StreamProperties, parse_query
-from udm.host.query.stream_properties import choose_algorithm
+from udm.host.model.plan import BoundQuery, bind
+from udm.host.model.spec import StreamProperties, parse_query
+from udm.host.model.stream_properties import choose_algorithm
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 from udm.host.testing import cht, generate, lmerge_inputs
 from udm.host.testing.engine_conformance import check_engine, runner_engine

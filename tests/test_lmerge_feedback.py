@@ -14,8 +14,8 @@ import pytest
 
 from udm.host.engine import QueryRunner
 from udm.host.engine.ops import span
-from udm.host.query.plan import BoundQuery, bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import BoundQuery, bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Insert, Retract
 from udm.host.testing import check_engine, generate, lmerge_inputs, runner_engine
 from udm.host.testing.generator import interleave

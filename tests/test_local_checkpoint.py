@@ -63,7 +63,7 @@ def test_uninterrupted_checkpointed_run_equals_plain_run(run_dir: Path) -> None:
     lines = (run_dir / "in.jsonl").read_text().splitlines()
     stream = [parse_element(json.loads(x)) for x in lines]
     out = [parse_element(json.loads(x)) for x in (run_dir / "ref.jsonl").read_text().splitlines()]
-    from udm.host.query.spec import parse_query
+    from udm.host.model.spec import parse_query
 
     assert cht(out) == oracle(parse_query(QUERY), stream)
     # a second run with the finished checkpoint changes nothing

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from test_engine_support import run
 
-from udm.host.query.plan import bind
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.query.runners import RunRequest, get_engine, run_local
-from udm.host.query.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert, parse_element, time_to_json
 from udm.host.testing.cht import cht
 from udm.host.testing.engine_conformance import write_stream

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from udm.host.errors import QuerySpecError, UdmError
-from udm.host.query.graph import resolve
-from udm.host.query.plan import bind
-from udm.host.query.spec import load_query, parse_query
+from udm.host.model.graph import resolve
+from udm.host.model.plan import bind
+from udm.host.model.spec import load_query, parse_query
 
 WINDOW = {"op": "window", "window": {"type": "tumbling", "size": 10}, "udm": "count"}
 

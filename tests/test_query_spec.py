@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from udm.host.errors import ParamError, PolicyError, QuerySpecError, UnknownUDM
-from udm.host.query.plan import bind
-from udm.host.query.spec import Hopping, WindowStep, load_query, parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import Hopping, WindowStep, load_query, parse_query
 from udm.sdk import INF
 
 EXAMPLE = {

@@ -14,8 +14,8 @@ import yaml
 
 from bench.registry_gen import fake_catalog, fake_release
 from udm.host.catalog import Catalog
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.registry import RegistryCatalog, UdmRecord
 from udm.registry._index import write_index
 from udm.registry._inspect import _check_one

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from udm.host.engine import QueryRunner
-from udm.host.query.plan import BoundQuery, bind
+from udm.host.model.plan import BoundQuery, bind
+from udm.host.model.spec import parse_query
 from udm.host.query.replicas import ReplicaMerge
 from udm.host.query.runners import RunRequest, get_engine
-from udm.host.query.spec import parse_query
 from udm.host.temporal.elements import parse_element
 from udm.host.testing import cht, generate, oracle, physical_variants
 from udm.host.testing.engine_conformance import write_stream

@@ -10,8 +10,8 @@ import pytest
 from test_engine_support import check_physical, run
 
 from udm.host.errors import QuerySpecError, ViolationError
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert, Retract, sync_time
 from udm.host.testing.cht import cht
 from udm.host.testing.generator import generate

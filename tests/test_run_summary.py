@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from cli_harness import udm
 
-from udm.host.query.runners import RunResult
+from udm.host.run_result import RunResult
 from udm.templates import ProjectOptions, render_project
 
 COUNT = {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 10}, "udm": "count"}]}

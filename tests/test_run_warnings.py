@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from udm.host.query.plan import bind
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.query.runners import RunRequest, run_local
-from udm.host.query.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert
 from udm.host.testing.engine_conformance import write_stream
 

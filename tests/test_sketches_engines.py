@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from test_engine_support import check_physical, gen_stream, run, table, window_query
 
-from udm.host.query.plan import bind
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.query.runners import RunRequest, get_engine, run_local
-from udm.host.query.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert, Retract, parse_element
 from udm.host.testing import oracle, verify
 from udm.host.testing.engine_conformance import write_stream

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from udm.host.query.spec import parse_query
+from udm.host.model.spec import parse_query
 from udm.host.spark.batch import run_batch
 from udm.host.spark.convert import collect_elements, elements_df
 from udm.host.temporal.elements import Cti, Insert
@@ -180,7 +180,7 @@ def test_ints_stay_ints_next_to_floats(spark: Any) -> None:
     import json
 
     from udm.host.engine import QueryRunner
-    from udm.host.query.plan import bind
+    from udm.host.model.plan import bind
 
     stream: list[Any] = [Insert(f"i{i}", i, i + 1, {"g": "x", "v": i}) for i in range(5)]
     stream += [Insert(f"f{i}", 20 + i, 21 + i, {"g": "x", "v": i + 0.5}) for i in range(5)]

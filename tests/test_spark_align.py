@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from udm.host.query.plan import bind
+from udm.host.model.plan import bind
 from udm.host.query.runners import RunRequest, get_engine, run_local
-from udm.host.query.spec import parse_query
+from udm.host.model.spec import parse_query
 from udm.host.spark.partition import graph_routing, whole_input
 from udm.host.temporal.elements import parse_element
 from udm.host.testing import oracle

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from udm.host.errors import ViolationError
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.spark.batch import run_batch
 from udm.host.spark.convert import cht_df, collect_elements, elements_df
 from udm.host.testing.cht import CHT

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from tests.stage_queries import JOIN_THEN_WINDOW
-from udm.host.query.plan import bind
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.query.runners import RunRequest, run_local
-from udm.host.query.spec import parse_query
 from udm.host.temporal.elements import parse_element
 from udm.host.testing.engine_conformance import write_stream
 from udm.host.testing.generator import generate, generate_related

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from udm.host.engine import QueryRunner
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Insert, Retract, element_to_json, parse_element
 from udm.host.testing.generator import generate
 from udm.host.testing.oracle import oracle_run

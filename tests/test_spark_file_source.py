@@ -121,8 +121,8 @@ def test_the_algebraic_plan_reads_the_ranges_itself(spark: Any, tmp_path: Path) 
     """A clean file (inserts and CTIs only) takes the two-phase plan with the read fused into its first
     phase; its output CHT is the local engine's."""
     from udm.host.io.jsonl import read_jsonl_elements
-    from udm.host.query.plan import bind
-    from udm.host.query.spec import parse_query
+    from udm.host.model.plan import bind
+    from udm.host.model.spec import parse_query
     from udm.host.spark.batch import run_batch
     from udm.host.spark.convert import collect_elements
     from udm.host.spark.file_source import file_elements_df

@@ -20,7 +20,7 @@ from stage_queries import (
     WINDOW_THEN_JOIN,
 )
 
-from udm.host.query.spec import parse_query
+from udm.host.model.spec import parse_query
 from udm.host.spark.partition import BY_ID
 from udm.host.spark.stages import merge_exchange, plan_stages
 from udm.host.temporal.elements import Cti, Insert, Retract
@@ -132,7 +132,7 @@ def _inputs(seed: int) -> dict[str, list[Any]]:
 @pytest.mark.parametrize("name", list(QUERIES))
 def test_staged_plan_equals_the_oracle_and_the_local_engine(spark: Any, name: str) -> None:
     from udm.host.engine import QueryRunner
-    from udm.host.query.plan import bind
+    from udm.host.model.plan import bind
     from udm.host.spark.convert import collect_elements, elements_df
     from udm.host.spark.graph import run_graph_batch
     from udm.host.testing import assert_equivalent, oracle

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from tests.stream_io import json_files, out_elements
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.spark.stream_buckets import bucket_salts, murmur3_long, partition_of
 from udm.host.temporal.elements import parse_element
 from udm.host.testing.oracle import oracle_run

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pytest
 
 from tests.cli_harness import udm
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.spark.stream_order import partition_cti_order
 from udm.host.temporal.elements import parse_element
 from udm.host.testing.oracle import oracle_run

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.spark.stream_output import CRASH_ENV
 from udm.host.temporal.elements import parse_element
 from udm.host.testing.engine_conformance import write_stream
@@ -92,8 +92,8 @@ def test_output_grows_while_the_run_goes_on(tmp_path: Path) -> None:
 def _in_process(q: Path, src: Path, out: Path, dead: Path, ck: Path, batch_size: int | None = None) -> None:
     """The run in this process, on the tests' session, with the child's bucket count (the CLI's default,
     4: a checkpoint is refused with another one)."""
+    from udm.host.model.spec import load_query
     from udm.host.query.runners import RunRequest, get_engine
-    from udm.host.query.spec import load_query
 
     get_engine("spark-streaming")(RunRequest(bind(load_query(q)), src, out, dead_letter=dead, checkpoint=ck,
                                              batch_size=batch_size, options={"buckets": 4}))

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from udm.host.errors import UdmError
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import parse_element
 from udm.host.testing.oracle import oracle_run
 from udm.host.testing.verifier import verify

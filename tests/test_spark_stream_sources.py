@@ -15,8 +15,8 @@ import pytest
 
 from udm.host.errors import UdmError
 from udm.host.io.jsonl import read_jsonl_elements
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import BadElement, Cti, Insert, Retract
 from udm.host.testing.engine_conformance import write_stream
 from udm.host.testing.generator import generate

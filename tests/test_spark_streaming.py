@@ -12,9 +12,9 @@ import pytest
 
 from tests.stream_io import collect, json_files, out_elements
 from udm.host.errors import UdmError
-from udm.host.query.plan import bind
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.query.runners import RunRequest, get_engine, run_local
-from udm.host.query.spec import parse_query
 from udm.host.temporal.elements import Cti, Insert, Retract, parse_element
 from udm.host.testing.cht import cht
 from udm.host.testing.engine_conformance import write_stream

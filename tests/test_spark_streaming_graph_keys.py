@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from tests.stream_io import collect, json_files, out_elements
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import parse_element
 from udm.host.testing.oracle import oracle_run
 from udm.host.testing.verifier import verify

@@ -16,9 +16,9 @@ import pytest
 
 from tests.stream_io import collect, json_files, out_elements
 from udm.host.errors import UdmError
-from udm.host.query.plan import bind
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.query.runners import RunRequest, get_engine
-from udm.host.query.spec import parse_query
 from udm.host.temporal.elements import Insert, parse_element
 from udm.host.testing.engine_conformance import write_stream
 from udm.host.testing.oracle import oracle_run

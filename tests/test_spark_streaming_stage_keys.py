@@ -12,7 +12,7 @@ import pytest
 from stage_queries import JOIN_THEN_WINDOW
 
 from tests.stream_io import collect, json_files, out_elements, with_keys
-from udm.host.query.spec import parse_query
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Insert, Retract
 from udm.host.testing import assert_equivalent, oracle
 

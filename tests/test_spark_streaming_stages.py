@@ -20,9 +20,9 @@ from stage_queries import (
     TWO,
 )
 
-from udm.host.query.plan import bind
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.query.runners import RunRequest, get_engine, run_local
-from udm.host.query.spec import parse_query
 from udm.host.spark.stages import plan_stages
 from udm.host.temporal.elements import Cti, Insert, parse_element
 from udm.host.testing import assert_equivalent, oracle
@@ -194,9 +194,9 @@ def test_staged_stream_survives_sigkill_of_the_driver(spark: Any, tmp_path: Path
     ck = tmp_path / "ck"
     out = tmp_path / "killed.jsonl"
     child = ("import json, sys\n"
-             "from udm.host.query.plan import bind\n"
+             "from udm.host.model.plan import bind\n"
              "from udm.host.query.runners import RunRequest, get_engine\n"
-             "from udm.host.query.spec import parse_query\n"
+             "from udm.host.model.spec import parse_query\n"
              "q, files, out, ck = json.loads(sys.argv[1])\n"
              "get_engine('spark-streaming')(RunRequest(bind(parse_query(q)), files, out, out[:-6] + '.dl.jsonl', "
              "batch_size=16, checkpoint=ck, options={'buckets': 2, 'master': 'local[2]'}))\n")
@@ -222,7 +222,7 @@ def test_staged_stream_survives_sigkill_of_the_driver(spark: Any, tmp_path: Path
 
 @pytest.mark.parametrize("seed", range(100))
 def test_exchange_merged_micro_batch_by_micro_batch_is_a_valid_union(seed: int) -> None:
-    """The consumer's merge (`stream_stages._merge`, state carried between micro-batches) against batch's
+    """The consumer's merge (`stream_wire.merge_exchange_part`, state carried between micro-batches) against batch's
     `merge_exchange` over the whole exchange: the same element rows, each producer's order kept, CTIs rising
     and never above a later element's sync time, and the same final CTI (the minimum over the producers)."""
     import random
@@ -232,7 +232,7 @@ def test_exchange_merged_micro_batch_by_micro_batch_is_a_valid_union(seed: int) 
 
     from udm.host.io.batch import ElementBatch
     from udm.host.spark.stages import merge_exchange
-    from udm.host.spark.stream_stages import _IN_ARROW, _merge
+    from udm.host.spark.stream_wire import IN_ARROW, merge_exchange_part
 
     rng = random.Random(seed)
     producers = rng.randint(1, 4)
@@ -252,11 +252,11 @@ def test_exchange_merged_micro_batch_by_micro_batch_is_a_valid_union(seed: int) 
             continue
         rng.shuffle(rows)
         table = ElementBatch.from_elements([el for _, _, el in rows]).table
-        wire = {c: table.column(c) if c in table.column_names else pa.nulls(len(rows), _IN_ARROW.field(c).type)
-                for c in _IN_ARROW.names}
+        wire = {c: table.column(c) if c in table.column_names else pa.nulls(len(rows), IN_ARROW.field(c).type)
+                for c in IN_ARROW.names}
         wire["udm_src"] = pa.array([b for b, _, _ in rows], pa.int64())
         wire["udm_seq"] = pa.array([s for _, s, _ in rows], pa.int64())
-        merged = _merge(pa.table(wire, schema=_IN_ARROW), state, producers)
+        merged = merge_exchange_part(pa.table(wire, schema=IN_ARROW), state, producers)
         fed += [el for _, el in ElementBatch.from_table(merged).to_elements()]
     data = [el for el in fed if not isinstance(el, Cti)]
     for b, els in streams.items():

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from udm.host.query.spec import parse_query
+from udm.host.model.spec import parse_query
 from udm.host.spark.batch import run_batch
 from udm.host.spark.tables import table_elements_df, typed_output
 from udm.host.temporal.elements import Insert

@@ -16,8 +16,8 @@ import pytest
 from tests.stream_io import agrees_with_whole
 from udm.host.engine import QueryRunner
 from udm.host.io.batch import ElementBatch
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.spark.key_state import DictStore, KeyedBucket, KeyedResult, payload_key
 from udm.host.spark.rows import with_struct_payloads
 from udm.host.spark.stream_files import _routes

@@ -17,8 +17,8 @@ from tests.stream_io import agrees_with_whole, with_keys
 from udm.host.engine import QueryRunner
 from udm.host.io.batch import ElementBatch
 from udm.host.io.interleave import interleave
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.spark.key_state import NO_KEY, DictStore, KeyedBucket, KeyedResult, graph_key_of, load_index
 from udm.host.spark.partition import graph_routing
 from udm.host.spark.rows import feed_by_input, with_struct_payloads

@@ -16,8 +16,8 @@ from stage_queries import JOIN_THEN_WINDOW, QUERIES, TWO
 
 from tests.stream_io import with_keys
 from udm.host.io.interleave import interleave
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.spark.stage_bucket import OLD_STAGE_LAYOUT, keyed_stage
 from udm.host.spark.stage_replay import BatchResult, StagedReplay
 from udm.host.temporal.elements import Cti, Element, Insert
@@ -208,7 +208,8 @@ def test_the_stage_processor_reports_an_old_layout_as_one_line() -> None:
     import pyarrow as pa
 
     from udm.host.errors import UdmError
-    from udm.host.spark.stream_stages import _IN_ARROW, _processor_class
+    from udm.host.spark.stream_stages import _processor_class
+    from udm.host.spark.stream_wire import IN_ARROW
 
     class State:
         def __init__(self, value: Any = None) -> None:
@@ -232,7 +233,7 @@ def test_the_stage_processor_reports_an_old_layout_as_one_line() -> None:
     proc = _processor_class()(rep.stages, 0, 2, rep.names, None)
     proc.init(Handle())
     rows = rep.input_rows([("a", 1, Insert("a1", 1, 5, {"k": "k1", "v": 1}))])[0]
-    table = pa.Table.from_pylist([{**r, "udm_seq": 1, "udm_bucket": 0} for r in rows], schema=_IN_ARROW)
+    table = pa.Table.from_pylist([{**r, "udm_seq": 1, "udm_bucket": 0} for r in rows], schema=IN_ARROW)
     with pytest.raises(UdmError, match=re.escape(OLD_STAGE_LAYOUT)):
         list(proc.handleInputRows((0, 0), iter([table.to_pandas()]), None))
 
@@ -240,7 +241,7 @@ def test_the_stage_processor_reports_an_old_layout_as_one_line() -> None:
 def test_an_unroutable_retraction_is_dead_lettered_as_by_one_engine() -> None:
     """A DataFrame stream's retraction without its input's key fields (routed `UNROUTABLE`) in a keyed stage:
     the same one dead letter, reason and count as with one engine per stage bucket."""
-    from udm.host.spark.streaming import UNROUTABLE
+    from udm.host.spark.stream_wire import UNROUTABLE
 
     spec = parse_query(JOIN_THEN_WINDOW)
     got = {}

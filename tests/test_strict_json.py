@@ -18,9 +18,9 @@ import pytest
 from cli_harness import udm
 
 from udm.host.errors import BadElement, UdmError
-from udm.host.io import strict
 from udm.host.io.jsonl import read_jsonl_elements
 from udm.host.io.tables import read_table_elements
+from udm.host.temporal import strict
 from udm.host.temporal.elements import Cti, Insert, Retract, parse_element
 from udm.sdk import INF
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from udm.host.engine import QueryRunner
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert
 from udm.host.testing import generate, lmerge_inputs
 from udm.host.testing.generator import interleave

@@ -13,7 +13,7 @@ import pytest
 
 from udm.host.catalog import Catalog
 from udm.host.errors import ContractViolation, ViolationError
-from udm.host.query.spec import (
+from udm.host.model.spec import (
     CountByEnd,
     CountByStart,
     FilterStep,
@@ -153,8 +153,8 @@ def test_cht_an_id_closed_by_a_cti_is_free_again() -> None:
 ])
 def test_reused_ids_the_engine_and_the_oracle_agree(query: dict[str, Any]) -> None:
     from udm.host.engine.runner import QueryRunner
-    from udm.host.query.plan import bind
-    from udm.host.query.spec import parse_query
+    from udm.host.model.plan import bind
+    from udm.host.model.spec import parse_query
 
     stream: list[Any] = [
         Insert("a", 1, 3, {"g": "x", "v": 1}), Insert("b", 2, 12, {"g": "y", "v": 2}),

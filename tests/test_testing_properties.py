@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from udm.host.catalog import Catalog
-from udm.host.query.spec import CountByEnd, CountByStart, FilterStep, Hopping, QuerySpec, Snapshot, Tumbling, WindowStep
+from udm.host.model.spec import CountByEnd, CountByStart, FilterStep, Hopping, QuerySpec, Snapshot, Tumbling, WindowStep
 from udm.host.temporal.elements import Cti, Insert, Retract
 from udm.host.testing import check_properties, liveliness_bound
 from udm.sdk import INF

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from test_engine_support import run, window_query
 
-from udm.host.query.plan import bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 from udm.host.testing import generate, oracle, to_elements
 from udm.host.testing.shape import output_ordering, output_shape, retraction_count

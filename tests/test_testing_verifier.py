@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from udm.host.catalog import Catalog
-from udm.host.query.spec import Hopping, QuerySpec, Snapshot, Tumbling, WindowStep
+from udm.host.model.spec import Hopping, QuerySpec, Snapshot, Tumbling, WindowStep
 from udm.host.temporal.elements import Cti, Insert, Retract
 from udm.host.testing import (
     CHT,
@@ -163,7 +163,7 @@ def _engine(cat: Catalog):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("qi", range(len(QUERIES)))
 @pytest.mark.parametrize("seed", [0, 1])
 def test_local_engine_conforms(qi: int, seed: int, cat: Catalog) -> None:
-    from udm.host.query.spec import parse_query
+    from udm.host.model.spec import parse_query
 
     run = _engine(cat)
     q = parse_query(QUERIES[qi])
@@ -178,7 +178,7 @@ def test_local_engine_fuzz(seed: int, cat: Catalog) -> None:
     """Random window/UDM/policy combinations (single window step) against the oracle and properties."""
     import random
 
-    from udm.host.query.spec import parse_query
+    from udm.host.model.spec import parse_query
 
     run = _engine(cat)
     rng = random.Random(seed)
@@ -206,7 +206,7 @@ def test_local_engine_fuzz(seed: int, cat: Catalog) -> None:
 
 
 def test_local_engine_chained_window_steps_beyond_T(cat: Catalog) -> None:
-    from udm.host.query.spec import parse_query
+    from udm.host.model.spec import parse_query
 
     run = _engine(cat)
     q = parse_query({"steps": [
@@ -224,7 +224,7 @@ def test_local_engine_chained_window_steps_beyond_T(cat: Catalog) -> None:
 @pytest.mark.parametrize("engine_name", ["spark", "spark-streaming"])
 @pytest.mark.parametrize("qi", [0, 2, 4, 5])
 def test_spark_paths_conform(engine_name: str, qi: int, cat: Catalog, spark: object) -> None:
-    from udm.host.query.spec import parse_query
+    from udm.host.model.spec import parse_query
     from udm.host.testing import registered_engine
 
     q = parse_query(QUERIES[qi])

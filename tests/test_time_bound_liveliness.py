@@ -16,8 +16,8 @@ import pytest
 
 from udm.host.catalog import Catalog
 from udm.host.engine import QueryRunner
-from udm.host.query.plan import BoundQuery, bind
-from udm.host.query.spec import parse_query
+from udm.host.model.plan import BoundQuery, bind
+from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 from udm.host.testing import check_engine, check_properties, liveliness_bound, run_contract_checks, runner_engine
 from udm.host.testing.generator import generate

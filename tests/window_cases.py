@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from udm.host.engine import QueryRunner
-from udm.host.query.plan import BoundQuery, bind
-from udm.host.query.spec import QuerySpec, parse_query
+from udm.host.model.plan import BoundQuery, bind
+from udm.host.model.spec import QuerySpec, parse_query
 from udm.host.temporal.elements import Cti, Element
 from udm.host.testing.engine_conformance import Engine, check_engine, runner_engine
 from udm.host.testing.generator import generate

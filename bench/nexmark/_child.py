@@ -28,9 +28,9 @@ def _vmhwm_kb() -> int:
 def main(argv: list[str]) -> int:
     from bench.nexmark import udfs
     from udm.host.catalog import Catalog
-    from udm.host.query.plan import bind
+    from udm.host.model.plan import bind
+    from udm.host.model.spec import QuerySpec
     from udm.host.query.runners import RunRequest, get_engine
-    from udm.host.query.spec import QuerySpec
 
     spec_json, inp, out, engine = argv
     if engine.startswith("native:"):

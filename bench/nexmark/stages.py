@@ -41,9 +41,9 @@ def run_once(path: Path, q: str, out: Path) -> tuple[int, dict[str, float]]:
     from bench.nexmark import udfs
     from udm.host.catalog import Catalog
     from udm.host.io import jsonl
-    from udm.host.query.plan import bind
+    from udm.host.model.plan import bind
+    from udm.host.model.spec import QuerySpec
     from udm.host.query.runners import make_runner
-    from udm.host.query.spec import QuerySpec
 
     _pool()
     runner = make_runner(bind(QuerySpec.model_validate(QUERIES[q]), Catalog.discover(plugins=[udfs])), None)

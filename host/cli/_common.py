@@ -25,7 +25,7 @@ class _LazyConsole:
 
     def _get(self) -> Console:
         if self._console is None:
-            from rich.console import Console
+            from rich.console import Console  # lazy: rich (~30 ms) only when a line is drawn
 
             self._console = Console(**self._options)
         return self._console
@@ -53,7 +53,7 @@ err: Console = _LazyConsole(stderr=True, soft_wrap=True)  # type: ignore[assignm
 
 def new_table(*args: Any, **options: Any) -> Table:
     """A `rich.table.Table` (rich imported on first use, as for the consoles)."""
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich (~30 ms) only when a line is drawn
 
     return Table(*args, **options)
 
@@ -61,7 +61,8 @@ def new_table(*args: Any, **options: Any) -> Table:
 def print_json(data: Any) -> None:
     """One JSON document on stdout, no colour, no wrapping (so scripts can parse it): strict JSON (RFC 8259),
     a non-finite number (a parameter default of infinity, say) spelled as the string ``"Infinity"``."""
-    from udm.host.io.strict import echo_dumps
+    # lazy: pydantic (through udm.sdk) loads after `main` has paused the collector (`startup_gc`)
+    from udm.host.temporal.strict import echo_dumps
 
     sys.stdout.write(echo_dumps(data, indent=2, sort_keys=False, default=str) + "\n")
     sys.stdout.flush()

@@ -11,6 +11,11 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+from udm.host.errors import UdmError
+
+from . import blas_threads, fast_exit, startup_gc
+from ._common import err
+
 if TYPE_CHECKING:
     import typer
 
@@ -21,7 +26,7 @@ __all__ = ["app", "main"]
 
 def __getattr__(name: str) -> Any:
     if name == "app":
-        from .commands import app
+        from .commands import app  # lazy: typer and every command's imports come with first use
 
         return app
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -29,8 +34,6 @@ def __getattr__(name: str) -> Any:
 
 def main() -> None:
     """Console-script entry: every failure is one line on stderr and a non-zero exit code."""
-    from . import blas_threads, fast_exit, startup_gc
-
     caller = sys._getframe(1).f_globals.get("__name__")
     blas_threads.limit(caller)  # before anything imports numpy
     startup_gc.pause(caller)  # until the command starts its work (`startup_gc.resume`)
@@ -46,9 +49,7 @@ def main() -> None:
 
 
 def _run() -> None:
-    from udm.host.errors import UdmError
-
-    from ._common import err
+    # lazy: typer, pydantic and the query code load after `main` has paused the collector (`startup_gc`)
     from .commands import app, debugging
 
     try:

@@ -72,7 +72,7 @@ def cmd_info(
     json_: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """One UDM: manifest, parameters, allowed policies, docs."""
-    from rich.markup import escape  # (rich comes with the command: `_common`)
+    from rich.markup import escape  # lazy: rich comes with the first line drawn (`_common`)
 
     cat = default_catalog()
     if not cat.candidates(name):
@@ -141,7 +141,7 @@ def _validation_results(cat: Catalog) -> list[dict[str, Any]]:
 def _contract_results(cat: Catalog, seed: int, examples: int) -> list[dict[str, Any]]:
     """One row per conformance-kit contract check (udm.host.testing) of every UDM the catalog accepted
     (a refused UDM cannot run; its manifest row already says why)."""
-    from udm.host.testing import run_contract_checks
+    from udm.host.testing import run_contract_checks  # lazy: the kit (numpy) only for `udm check`
 
     rows: list[dict[str, Any]] = []
     for e in sorted(cat.entries, key=lambda e: (e.name, e.version)):

@@ -6,6 +6,10 @@ from pathlib import Path
 
 import typer
 
+from udm.host.cli._common import out as console
+from udm.host.demo.export import export_data
+from udm.host.errors import UdmError
+
 __all__ = ["register"]
 
 
@@ -16,16 +20,11 @@ def cmd_demo(
                               "(stocks.parquet, stocks.jsonl, yearly_median.yaml) for the README quickstart."),
 ) -> None:
     """Real series → imperfect streams → UDM queries by name → a table and a PNG plot."""
-    from udm.host.errors import UdmError
-
     if data is not None:
-        from udm.host.cli._common import out as console
-        from udm.host.demo.export import export_data
-
         for p in export_data(data):
             console.print(f"wrote {p}", highlight=False)
         return
-    from udm.host.demo.job import run_demo
+    from udm.host.demo.job import run_demo  # lazy: the engine and the demo's extras only for `udm demo`
 
     if engine not in {"spark", "local"}:
         raise UdmError(f"unknown engine {engine!r} for the demo; choose spark or local")

@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from packaging.version import InvalidVersion, Version
+
+from udm.host.catalog import default_catalog
 
 from ._common import err, out
 
@@ -23,9 +26,7 @@ def cmd_new(
     version: str = typer.Option("0.1.0", "--version", help="Initial version of the UDM and distribution."),
 ) -> None:
     """Create a plugin project: pyproject (udm entry point), example UDM, tests, README, CI workflow."""
-    from packaging.version import InvalidVersion, Version
-
-    from udm.templates import NewProjectError, ProjectOptions, render_project
+    from udm.templates import NewProjectError, ProjectOptions, render_project  # lazy: jinja2 only for `udm new`
 
     opts = ProjectOptions(name=name, kind=kind.lower(), incremental=incremental,
                           time_sensitive=time_sensitive, span=span)
@@ -45,8 +46,6 @@ def cmd_new(
 
 def _warn_if_name_taken(name: str) -> None:
     """Installed UDMs with the same name are not an error (versions disambiguate), but worth knowing."""
-    from udm.host.catalog import default_catalog
-
     try:
         taken = [e.describe() for e in default_catalog().candidates(name)]
     except Exception:  # discovery problems are `udm list`'s business, not a reason to fail `udm new`

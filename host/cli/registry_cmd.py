@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,8 @@ if TYPE_CHECKING:
     from udm.registry import Location
 
 __all__ = ["register"]
+
+# lazy imports: udm.registry — the marketplace (jinja2, markdown-it) loads only for `udm registry`
 
 registry_app = typer.Typer(
     name="registry",
@@ -158,8 +161,6 @@ def cmd_serve(
     registry: str = typer.Option(None, "--registry", help=_REGISTRY_HELP),
 ) -> None:
     """Preview a registry directory on 127.0.0.1: its catalog site and its pip index, until Ctrl-C."""
-    import sys
-
     from udm.registry import make_server, refresh_site
 
     loc = _location(registry)

@@ -19,17 +19,22 @@ import typer
 
 from udm.host.errors import UdmError
 from udm.host.io.arrival import ArrivalSource
+from udm.host.io.arrow_probe import skip_pandas_probe
 from udm.host.io.strict import echo_dumps
 from udm.host.io.table_options import TableSource
-from udm.host.query.plan import bind
-from udm.host.query.runners import KNOWN_ENGINES, ProgressFn, RunRequest, RunResult, get_engine
-from udm.host.query.spec import load_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import load_query
+from udm.host.query.runners import KNOWN_ENGINES, ProgressFn, RunRequest, get_engine
+from udm.host.run_result import RunResult
+from udm.host.temporal.strict import echo_dumps
 
 from . import fast_exit, startup_gc
 from ._common import err
 from .table_args import TableArgs, parse_trigger, table_sink, table_sources
 
 __all__ = ["cmd_run", "register"]
+
+# lazy imports: rich — a piped `udm run` draws nothing and never imports it (`_common`)
 
 _TABLES = "Tables (Parquet, CSV, JSON): see docs/query-writer.md"
 
@@ -191,8 +196,6 @@ def cmd_run(
             if Path(p1).resolve() == Path(p2).resolve():
                 raise UdmError(f"{n1} and {n2} are the same file ({p1}); the run would overwrite it")
     if engine == "local":
-        from udm.host.io.arrow_probe import skip_pandas_probe
-
         skip_pandas_probe()  # ~0.2 s of start-up a local run does not need
     startup_gc.resume()  # start-up is over: collect garbage again (host/cli/startup_gc.py)
     show_bar = not quiet and (progress or (err.is_terminal and output != "-"))
@@ -217,7 +220,7 @@ def _explain(result: RunResult, sources: dict[str, Any], dead_letters_kept: bool
     """What the summary can say knowing the command line: delays as durations for timestamp inputs, bad
     elements dropped for want of --dead-letter, the --cti-every hint for a table input that sent no CTI; no
     CTI warning for an input whose every element was bad (nothing of it was held)."""
-    from udm.host.io.tables import microsecond_ticks
+    from udm.host.io.tables import microsecond_ticks  # lazy: the table readers (pyarrow) load with a run
 
     result.tick_us = microsecond_ticks(sources.values())
     result.dead_letters_kept = dead_letters_kept

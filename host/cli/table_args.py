@@ -22,7 +22,7 @@ from udm.host.errors import UdmError
 from udm.host.io.arrival import ARRIVAL, ArrivalSource
 from udm.host.io.table_options import FORMATS, TableOptions, TableSource
 from udm.host.io.table_out import TableSink, output_sink
-from udm.host.query.spec import duration_ticks
+from udm.host.model.spec import duration_ticks
 
 __all__ = ["TableArgs", "parse_duration", "parse_trigger", "table_sink", "table_sources"]
 

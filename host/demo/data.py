@@ -17,7 +17,7 @@ from udm.host.temporal.elements import Cti, Element, Insert, Retract
 from udm.sdk import INF
 
 __all__ = ["DAY_MIN", "Series", "load_stocks", "load_temperatures", "stock_stream", "temperature_stream",
-           "tick_text", "window_text"]
+           "tick_text", "vega", "window_text"]
 
 #: Temperature ticks are minutes since 2010-01-01; stock ticks are days since 2000-01-01.
 DAY_MIN = 24 * 60
@@ -55,16 +55,17 @@ class Series:
     unit: str
 
 
-def _vega() -> object:
+def vega() -> object:
+    """The `vega_datasets` module (the demo extra), or an error saying how to install it."""
     try:
-        import vega_datasets
+        import vega_datasets  # lazy: the demo extra, only when the demo's data is loaded
     except ImportError:
         raise UdmError("the demo needs the 'vega_datasets' package (pip install 'udmkit[demo]')") from None
     return vega_datasets
 
 
 def load_temperatures() -> Series:
-    vd = _vega()
+    vd = vega()
     df = vd.local_data.seattle_temps()  # type: ignore[attr-defined]
     rows = [(int((ts.to_pydatetime() - _T0).total_seconds() // 60), "Seattle", float(v))
             for ts, v in zip(df["date"], df["temp"], strict=True)]
@@ -72,7 +73,7 @@ def load_temperatures() -> Series:
 
 
 def load_stocks() -> Series:
-    vd = _vega()
+    vd = vega()
     df = vd.local_data.stocks()  # type: ignore[attr-defined]
     rows = sorted((int((ts.to_pydatetime() - _S0).days), str(sym), float(p))
                   for sym, ts, p in zip(df["symbol"], df["date"], df["price"], strict=True))

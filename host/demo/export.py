@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .data import _vega
+from .data import vega
 
 __all__ = ["OFFSET_US", "YEAR_US", "export_data"]
+
+# lazy imports: pyarrow — the Parquet writer loads only for `udm demo --data`
 
 #: 365 days in microsecond ticks (timestamps are read as µs ticks).
 YEAR_US = 365 * 86_400 * 1_000_000
@@ -36,7 +38,7 @@ def export_data(out_dir: Path) -> list[Path]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    df = _vega().local_data.stocks()  # type: ignore[attr-defined]
+    df = vega().local_data.stocks()  # type: ignore[attr-defined]
     df = df.sort_values(["date", "symbol"], kind="stable").reset_index(drop=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     table = pa.table({"date": pa.Array.from_pandas(df["date"]).cast(pa.timestamp("us")),

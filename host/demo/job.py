@@ -25,10 +25,13 @@ from udm.host.demo.data import (
     temperature_stream,
     window_text,
 )
-from udm.host.engine import QueryRunner
+from udm.host.demo.plot import plot
 from udm.host.io.interleave import interleave
-from udm.host.query.plan import bind
-from udm.host.query.spec import QuerySpec, parse_query
+from udm.host.model.spec import QuerySpec, parse_query
+from udm.host.query.runners import make_runner
+from udm.host.spark import get_spark
+from udm.host.spark.batch import run_batch
+from udm.host.spark.convert import collect_elements, elements_df
 from udm.host.temporal.elements import Element, Insert, Retract, canonical_json
 
 __all__ = ["QUERIES", "DemoQuery", "DemoResult", "demo_streams", "run_demo"]
@@ -128,7 +131,7 @@ def _corrections(elements: list[Element], field_name: str) -> list[tuple[str, in
 def _run_local(spec: QuerySpec, elements: list[Element] | dict[str, list[Element]]) -> tuple[list[Element], int]:
     """The in-process engine fed as a live feed is: one arrival at a time, so its speculative output (and the
     corrections late data forces) shows; a whole file in one call would be one batch with nothing to revise."""
-    runner = QueryRunner(bind(spec))
+    runner = make_runner(spec)
     out: list[Element] = []
     if isinstance(elements, dict):
         arrivals = interleave([(n, enumerate(elements[n], 1)) for n in runner.inputs if n in elements])
@@ -143,9 +146,6 @@ def _run_local(spec: QuerySpec, elements: list[Element] | dict[str, list[Element
 
 def _run_spark(spark: Any, spec: QuerySpec, elements: list[Element] | dict[str, list[Element]]
                ) -> tuple[list[Element], int]:
-    from udm.host.spark.batch import run_batch
-    from udm.host.spark.convert import collect_elements, elements_df
-
     frames: Any = ({name: elements_df(spark, els) for name, els in elements.items()} if isinstance(elements, dict)
                    else elements_df(spark, elements))
     run = run_batch(spec, frames)
@@ -167,8 +167,6 @@ def run_demo(*, out_dir: Path, engine: str = "spark", console: Console | None = 
         console.print(f"  {name}: {len(els):,} elements ({', '.join(f'{v:,} {k}' for k, v in kinds.items())})")
     spark = None
     if engine == "spark":
-        from udm.host.spark import get_spark
-
         with console.status("starting local Spark"):
             spark = get_spark()
         console.print(f"  engine: Spark {spark.version} ({spark.sparkContext.master})")
@@ -194,9 +192,7 @@ def run_demo(*, out_dir: Path, engine: str = "spark", console: Console | None = 
             q, count, sum(isinstance(e, Insert) for e in out), sum(isinstance(e, Retract) for e in out),
             dead, rows, table == _cht(local), secs, _corrections(out, alias)))
     _print(console, results)
-    from udm.host.demo.plot import plot
-
-    png = plot(temps, stocks, results, out_dir / "demo.png")
+    png = plot(temps, stocks, {r.query.udm: r.rows for r in results}, out_dir / "demo.png")
     console.print(f"plot written to [bold]{png}[/]")
     return results
 

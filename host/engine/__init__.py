@@ -1,13 +1,12 @@
 """udm.host.engine — the local temporal engine (SEMANTICS §1–7 and §9's pane rule; seeds/000 §V).
 
-`QueryRunner` runs a bound query (filter / map / window steps; each step's output is the next step's
-input) over a physical stream and returns output elements (inserts, retractions, CTIs; ids chosen by the
-engine). `DeadLetter` and `RunStats` describe what it refused and what it did.
-
-Modules: ``runner`` (driver, snapshot/restore), ``step`` (per-step validation, filter/map), ``window``
-(the window operator: tumbling/hopping, snapshot, count_by_start, count_by_end), ``panes`` (pane
-evaluation of algebraic UDAs on hopping windows), ``fastpath`` (columnar batches, vectorized inserts),
-``invoke`` (calling UDM code, output policies, contract checks).
+`QueryRunner` runs a bound query graph over physical streams and returns output elements (inserts,
+retractions, CTIs; ids chosen by the engine). One route: an `InputGate` per query input (``gate``; every
+rule once, in ``rules``) validates a batch and hands on a columnar `Batch` (``batch``, ``payload``) of
+valid elements; one operator per step (``build``: ``ops/`` for span and multi-input steps, ``window/`` for
+window steps) takes and returns batches in topological order, then flushes. `DeadLetter` records what it
+refused; `QueryRunner.stats` (a `udm.host.run_result.RunResult`) counts what it did. The module map is in
+docs/architecture.md.
 
 Choices the engine makes where the documents leave room (all also followed by the conformance kit):
 
@@ -28,7 +27,7 @@ Choices the engine makes where the documents leave room (all also followed by th
   events with ``RE < c`` (they can never be retracted again). An id may therefore be reused once its
   event is closed by a CTI. At the end of input all state is dropped.
 * **T** (semantics-notes 2) is one value per run, from what the first step accepts; endless members of
-  tumbling/hopping/cumulate windows stop at ``W.LE <= T`` (reported as ``RunStats.truncated_at``), members with
+  tumbling/hopping/cumulate windows stop at ``W.LE <= T`` (reported as ``RunResult.truncated_at``), members with
   a finite end always give all their windows.
 * **Adjust**: an insert moved to ``[c, RE)`` is still named by its original LE in later retractions.
 * **Floats**: incremental states (add/remove chains), pane merges and the vectorized ``add_array`` /
@@ -39,7 +38,7 @@ Choices the engine makes where the documents leave room (all also followed by th
 
 from __future__ import annotations
 
-from .common import DeadLetter, RunStats
+from .common import DeadLetter
 from .runner import QueryRunner
 
-__all__ = ["DeadLetter", "QueryRunner", "RunStats"]
+__all__ = ["DeadLetter", "QueryRunner"]

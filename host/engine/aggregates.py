@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from udm.host.query.plan import BoundStep
+from udm.host.model.plan import BoundStep
+from udm.host.temporal.strict import canonical_json
 from udm.sdk import Event
 
-from .common import Ev, cjson
+from .common import Ev
 from .invoke import Mapper, WindowUDM, contract
 
 __all__ = ["MultiMapper", "MultiUDM", "mergeable", "window_udm"]
@@ -41,7 +42,7 @@ def _order(items: list[Any], i: int) -> list[tuple[int, int, list[Any]]]:
     """Items in the canonical order of UDA ``i``: (LE, RE), ties by its own value's canonical JSON. A
     bare value list (pane evaluation hands time-insensitive UDAs values, not lifetimes) sorts by value."""
     its = [it if type(it) is tuple else (0, 0, it) for it in items]
-    return sorted(its, key=lambda it: (it[0], it[1], cjson(it[2][i])))
+    return sorted(its, key=lambda it: (it[0], it[1], canonical_json(it[2][i])))
 
 
 class MultiUDM:
@@ -56,7 +57,6 @@ class MultiUDM:
         self.incremental = all(p.incremental for p in self.parts)
         self.algebraic = all(p.algebraic for p in self.parts)
         self.invertible = all(p.invertible for p in self.parts)
-        self.time_bound_decl = False
         self.clip = step.clip
         self.policy = "window"  # a UDA's output lifetime is its window
         self.aliases = [p.alias for p in self.parts]
@@ -79,7 +79,7 @@ class MultiUDM:
 
     def ordered(self, members: Any, wle: int, wre: int) -> list[Any]:
         items = [self.item(e, e.le, e.re, wle, wre) for e in members]
-        items.sort(key=lambda it: (it[0], it[1], cjson(it[2])))
+        items.sort(key=lambda it: (it[0], it[1], canonical_json(it[2])))
         return items
 
     def _feed(self, i: int, items: list[tuple[int, int, list[Any]]]) -> list[Any]:
@@ -124,7 +124,7 @@ class MultiUDM:
         for p, value in zip(self.parts, result, strict=True):
             payload[p.alias] = p.outputs(value, wle, wre, None)[0][2][p.alias]
         try:
-            pj = cjson(payload)
+            pj = canonical_json(payload)
         except (TypeError, ValueError) as exc:
             raise contract(self.label, (wle, wre), f"output is not JSON-serializable ({exc})", payload) from None
         return [(wle, wre, payload, pj)]

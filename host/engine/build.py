@@ -4,11 +4,20 @@ element reads as an input element did: semantics-notes 3)."""
 
 from __future__ import annotations
 
-from udm.host.query.plan import BoundQuery
+from udm.host.model.plan import BoundQuery
 
 from .context import Context
 from .operator import Operator
+from .ops.align import AlignOp
+from .ops.alter_lifetime import AlterLifetimeOp
+from .ops.finalize import FinalizeOp
+from .ops.flat_map import FlatMapOp
+from .ops.join import JoinOp
+from .ops.lmerge import LmergeOp
+from .ops.span import FilterOp, MapOp, ProjectOp
+from .ops.union import UnionOp
 from .rules import INF, FieldCheck
+from .window import make_window_op
 
 __all__ = ["delegated_checks", "make_operator"]
 
@@ -17,40 +26,30 @@ _SINGLE = ("filter", "map", "window", "project", "alter_lifetime")
 
 
 def make_operator(bound: BoundQuery, name: str, ctx: Context) -> Operator:
-    from .ops.align import AlignStep
-    from .ops.alter_lifetime import AlterLifetimeStep
-    from .ops.finalize import FinalizeStep
-    from .ops.flat_map import FlatMapStep
-    from .ops.join import JoinStep
-    from .ops.lmerge import LmergeStep
-    from .ops.span import FilterStep, MapStep, ProjectStep
-    from .ops.union import UnionStep
-    from .window import make_window_step
-
     bs = bound.step(name)
     op = bs.step.op
     if op == "filter":
-        return FilterStep(name, ctx, bs)
+        return FilterOp(name, ctx, bs)
     if op == "map":
-        return MapStep(name, ctx, bs)
+        return MapOp(name, ctx, bs)
     if op == "project":
-        return ProjectStep(name, ctx, bs)
+        return ProjectOp(name, ctx, bs)
     if op == "alter_lifetime":
-        return AlterLifetimeStep(name, ctx, bs)
+        return AlterLifetimeOp(name, ctx, bs)
     if op == "union":
-        return UnionStep(name, ctx, bs)
+        return UnionOp(name, ctx, bs)
     if op == "join":
-        return JoinStep(name, ctx, bs)
+        return JoinOp(name, ctx, bs)
     if op == "lmerge":
-        return LmergeStep(name, ctx, bs)
+        return LmergeOp(name, ctx, bs)
     if op == "window":
-        return make_window_step(name, ctx, bs)
+        return make_window_op(name, ctx, bs)
     if op == "flat_map":
-        return FlatMapStep(name, ctx, bs)
+        return FlatMapOp(name, ctx, bs)
     if op == "align":
-        return AlignStep(name, ctx, bs)
+        return AlignOp(name, ctx, bs)
     if op == "finalize":
-        return FinalizeStep(name, ctx, bs)
+        return FinalizeOp(name, ctx, bs)
     raise ValueError(f"no operator for op {op!r}")  # bind() refuses every other op
 
 

@@ -1,12 +1,12 @@
-"""Shared pieces of the local engine: run records (dead letters, run statistics) and canonical JSON."""
+"""Shared pieces of the local engine: dead-letter records, live events as window steps hold them (`Ev`), and
+the canonical JSON they are ordered by."""
 
 from __future__ import annotations
 
-import json
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from udm.host.temporal.strict import canonical_json
 from udm.sdk import INF
 
 __all__ = [
@@ -14,8 +14,6 @@ __all__ = [
     "NEG",
     "DeadLetter",
     "Ev",
-    "RunStats",
-    "cjson",
 ]
 
 #: Below every int64 tick: "no CTI yet" / "no time seen yet".
@@ -29,8 +27,9 @@ class DeadLetter:
     line: int | None
     reason: str
     element: dict[str, Any] | None
-    #: the counter it went to (``cti_violation``, ``duplicate_id``, ...): `RunStats.reasons` keys, so an engine
-    #: split across Spark tasks can sum them; not part of the dead-letter record (INTERFACES §1)
+    #: the counter it went to (``cti_violation``, ``duplicate_id``, ...): `RunResult.reasons` keys
+    #: (`udm.host.run_result`), so an engine split across Spark tasks can sum them; not part of the
+    #: dead-letter record (INTERFACES §1)
     category: str = ""
     #: the query input the element came from (set in a multi-input query; INTERFACES §1)
     input: str | None = None
@@ -42,52 +41,6 @@ class DeadLetter:
         return rec
 
 
-@dataclass
-class RunStats:
-    """What a run did. ``reasons`` counts dead letters by category (``cti_violation``, ``unknown_id``, ...)."""
-
-    elements_in: int = 0
-    elements_out: int = 0
-    dead_lettered: int = 0
-    reasons: Counter[str] = field(default_factory=Counter)
-    truncated_at: int | None = None
-    #: output retractions (the price of speculation and progressive output)
-    retractions_out: int = 0
-    #: windows first emitted before the end of input, and the sum over them of (watermark at first
-    #: emission - W.RE): how late (> 0) or early (< 0, progressive output) windows come out
-    windows_emitted: int = 0
-    emission_delay: int = 0
-    #: per input of a multi-input query: {"elements_in": n, "dead_lettered": n}
-    inputs: dict[str, Counter[str]] = field(default_factory=dict)
-
-    def count_input(self, name: str, what: str, n: int = 1) -> None:
-        per = self.inputs.get(name)
-        if per is None:
-            per = self.inputs[name] = Counter()
-        per[what] += n
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "elements_in": self.elements_in,
-            "elements_out": self.elements_out,
-            "dead_lettered": self.dead_lettered,
-            "reasons": dict(self.reasons),
-            "truncated_at": self.truncated_at,
-            "retractions_out": self.retractions_out,
-            "windows_emitted": self.windows_emitted,
-            "emission_delay": self.emission_delay,
-        }
-        if self.inputs:
-            data["inputs"] = {k: dict(v) for k, v in self.inputs.items()}
-        return data
-
-
-_dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
-
-
-def cjson(value: Any) -> str:
-    """Canonical JSON text (SEMANTICS §5): sorted keys, no spaces."""
-    return _dumps(value)
 
 
 class Ev:
@@ -107,7 +60,7 @@ class Ev:
     def canon(self) -> str:
         cj = self.cj
         if cj is None:
-            cj = self.cj = cjson(self.val)
+            cj = self.cj = canonical_json(self.val)
         return cj
 
     def __getstate__(self) -> tuple:

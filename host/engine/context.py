@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .common import INF, NEG, DeadLetter, RunStats
+from udm.host.run_result import RunResult
+
+from .common import INF, NEG, DeadLetter
 
 __all__ = ["Context"]
 
@@ -22,7 +24,7 @@ class Context:
         self.multi_input = multi_input
         self.line: int | None = None
         self.dead_letters: list[DeadLetter] = []
-        self.stats = RunStats()
+        self.stats = RunResult(engine="local")
         self.reached = NEG  # largest finite time the (valid) input reached, over all inputs (semantics-notes 2)
         #: the wall clock (microseconds since the Unix epoch) of ``align``'s ``max_wait``; None: the real one.
         #: Not part of a snapshot (a test's clock is its own).

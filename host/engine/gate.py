@@ -20,6 +20,7 @@ same result (tests/test_engine_gate.py holds them to it).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -130,8 +131,6 @@ class InputGate:
         text = tab.column("raw")[i].as_py()
         value: Any = None
         if text is not None:
-            import json
-
             try:
                 value = json.loads(text)
             except ValueError:

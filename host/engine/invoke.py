@@ -11,10 +11,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from udm.host.errors import ContractViolation
-from udm.host.query.plan import BoundStep
+from udm.host.model.plan import BoundStep
+from udm.host.temporal.strict import canonical_json
 from udm.sdk import INF, Event, WindowDescriptor
 
-from .common import Ev, cjson
+from .common import Ev
 
 #: payload value types whose JSON encoding cannot fail
 PLAIN_TYPES = (int, float, str, bool, type(None))
@@ -78,7 +79,6 @@ class WindowUDM:
         self.algebraic = props.algebraic and hasattr(bs.udm, "merge")
         #: an incremental UDA with ``remove`` (one without, a sketch, is merge-only)
         self.invertible = self.incremental and callable(getattr(bs.udm, "remove", None))
-        self.time_bound_decl = props.time_bound
         self.clip = step.clip
         self.policy = step.output if self.time_sensitive else "window"
         self.alias = step.alias
@@ -236,6 +236,6 @@ class WindowUDM:
 
     def _canon(self, payload: dict[str, Any], w: tuple[int, int]) -> str:
         try:
-            return cjson(payload)
+            return canonical_json(payload)
         except (TypeError, ValueError) as exc:
             raise contract(self.label, w, f"output is not JSON-serializable ({exc})", payload) from None

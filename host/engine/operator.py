@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from udm.host.errors import ViolationError
-from udm.host.query.plan import BoundStep
+from udm.host.model.plan import BoundStep
 from udm.host.temporal.elements import element_to_json
 
 from .batch import Batch

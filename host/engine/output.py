@@ -11,12 +11,18 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from udm.host.io.encode import Const as EncConst
-from udm.host.io.encode import EncodedLines, cti_line, element_lines, element_text, insert_lines, merge_lines
+from udm.host.io.encode import (
+    ConstColumn,
+    EncodedLines,
+    cti_line,
+    element_lines,
+    element_text,
+    insert_lines,
+    merge_lines,
+)
 from udm.host.temporal.elements import Retract, element_to_json
 
 from .batch import CTI, INSERT, Batch
-from .payload import Const
 
 __all__ = ["encode_batch"]
 
@@ -37,10 +43,7 @@ def encode_batch(b: Batch) -> EncodedLines:
     whole = len(ins) == n
     cols = []
     for name, col in fields.items():
-        if isinstance(col, Const):
-            cols.append((name, EncConst(col.value)))
-        else:
-            cols.append((name, col if whole else col.take(idx)))
+        cols.append((name, col if whole or isinstance(col, ConstColumn) else col.take(idx)))
     lines = insert_lines(b.id[ins], b.le[ins], b.re[ins], cols)
     if not len(other):
         return merge_lines(np.arange(len(ins)), lines, [], [])

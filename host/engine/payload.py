@@ -19,51 +19,17 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["MISSING", "Const", "Payload", "as_column"]
+from udm.host.io.batch import dict_builder
+from udm.host.io.encode import ConstColumn
+
+__all__ = ["MISSING", "Payload", "as_column"]
 
 #: what `Payload.column` puts where a row lacks the field (rows form only)
 MISSING: Any = object()
 
 
-class Const:
-    """One JSON value for every row of a payload column (``project``'s ``set``)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Const) and type(other.value) is type(self.value) and other.value == self.value
-
-    def __hash__(self) -> int:
-        return hash(json.dumps(self.value, sort_keys=True))
-
-    def __getstate__(self) -> Any:
-        return self.value
-
-    def __setstate__(self, v: Any) -> None:
-        self.value = v
-
-
-_BUILDERS: dict[tuple[str, ...], Any] = {}
-
-
-def _dict_builder(names: tuple[str, ...]) -> Any:
-    """A compiled ``zip(*cols) -> [{name0: c0, ...}, ...]`` (much faster than ``dict(zip(...))`` per row)."""
-    fn = _BUILDERS.get(names)
-    if fn is None:
-        args = ", ".join(f"c{i}" for i in range(len(names)))
-        body = ", ".join(f"{name!r}: c{i}" for i, name in enumerate(names))
-        src = f"def build(cols):\n    return [{{{body}}} for {args}, in zip(*cols)]\n"
-        ns: dict[str, Any] = {}
-        exec(compile(src, "<udm.host.engine.payload>", "exec"), ns)
-        fn = _BUILDERS[names] = ns["build"]
-    return fn
-
-
-def _to_py(col: pa.Array | Const, n: int) -> list[Any]:
-    if isinstance(col, Const):
+def _to_py(col: pa.Array | ConstColumn, n: int) -> list[Any]:
+    if isinstance(col, ConstColumn):
         return [col.value] * n
     if pa.types.is_struct(col.type) or pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
         return col.to_pylist()
@@ -79,11 +45,11 @@ def _numeric(col: pa.Array) -> np.ndarray | None:
 
 
 class Payload:
-    """Row-aligned payloads: ``fields`` (name -> pyarrow array or `Const`, in payload order) or ``rows``."""
+    """Row-aligned payloads: ``fields`` (name -> pyarrow array or `ConstColumn`, in payload order) or ``rows``."""
 
     __slots__ = ("_fields", "_n", "_rows", "_valid")
 
-    def __init__(self, n: int, fields: dict[str, pa.Array | Const] | None = None,
+    def __init__(self, n: int, fields: dict[str, pa.Array | ConstColumn] | None = None,
                  rows: list[Any] | None = None, valid: np.ndarray | None = None) -> None:
         self._n = n
         self._fields = fields
@@ -131,7 +97,7 @@ class Payload:
         return self._fields is not None
 
     @property
-    def fields(self) -> dict[str, pa.Array | Const] | None:
+    def fields(self) -> dict[str, pa.Array | ConstColumn] | None:
         return self._fields
 
     @property
@@ -154,7 +120,7 @@ class Payload:
                 r = [{} for _ in range(n)]
             else:
                 names = tuple(f)
-                r = _dict_builder(names)([_to_py(c, n) for c in f.values()])
+                r = dict_builder(names)([_to_py(c, n) for c in f.values()])
             if self._valid is not None:
                 for i in np.flatnonzero(~self._valid).tolist():
                     r[i] = {}
@@ -170,7 +136,7 @@ class Payload:
         assert f is not None
         if self._valid is not None and not self._valid[i]:
             return {}
-        return {k: (c.value if isinstance(c, Const) else c[i].as_py()) for k, c in f.items()}
+        return {k: (c.value if isinstance(c, ConstColumn) else c[i].as_py()) for k, c in f.items()}
 
     def column(self, name: str, rows: np.ndarray | None = None) -> tuple[Any, np.ndarray | None]:
         """Field ``name`` of every row (of ``rows`` only, when given): (values, mask of rows lacking it or
@@ -186,7 +152,7 @@ class Payload:
             if rows is not None and valid is not None:
                 valid = valid[rows]
             miss = None if valid is None or valid.all() else ~valid
-            if isinstance(col, Const):
+            if isinstance(col, ConstColumn):
                 vals: Any = [col.value] * n
             else:
                 if rows is not None and (len(rows) != self._n or col.null_count):
@@ -210,7 +176,7 @@ class Payload:
             return np.array(vals, dtype=np.float64), None
         return vals, None
 
-    def arrow(self, name: str) -> pa.Array | Const | None:
+    def arrow(self, name: str) -> pa.Array | ConstColumn | None:
         """The columns form's field ``name`` (None: rows form, or no such field)."""
         f = self._fields
         return None if f is None else f.get(name)
@@ -222,7 +188,7 @@ class Payload:
         f = self._fields
         if f is not None:
             ia = pa.array(idx, pa.int64())
-            nf = {k: (c if isinstance(c, Const) else c.take(ia)) for k, c in f.items()}
+            nf = {k: (c if isinstance(c, ConstColumn) else c.take(ia)) for k, c in f.items()}
             valid = None if self._valid is None else self._valid[idx]
             out = Payload(len(idx), fields=nf, valid=valid)
             if self._rows is not None:
@@ -250,7 +216,7 @@ class Payload:
         """``project`` (semantics-notes 12): keep, drop, rename, then set. Columns stay columns."""
         f = self._fields
         if f is not None:
-            cols: dict[str, pa.Array | Const] = {k: f[k] for k in keep} if keep is not None else dict(f)
+            cols: dict[str, pa.Array | ConstColumn] = {k: f[k] for k in keep} if keep is not None else dict(f)
             if drop:
                 cols = {k: v for k, v in cols.items() if k not in drop}
             if rename:
@@ -259,7 +225,7 @@ class Payload:
                 cols.update(moved)
             for k, v in set_values.items():
                 cols.pop(k, None)
-                cols[k] = Const(v)
+                cols[k] = ConstColumn(v)
             return Payload(self._n, fields=cols, valid=self._valid)
         out = []
         for p in self.rows():
@@ -294,13 +260,13 @@ class Payload:
         names = parts[0].names
         if names is not None and all(p.names == names and p._valid is None for p in parts):
             try:
-                cols: dict[str, pa.Array | Const] = {}
+                cols: dict[str, pa.Array | ConstColumn] = {}
                 for k in names:
                     cs = [p._fields[k] for p in parts]  # type: ignore[index]
-                    if all(isinstance(c, Const) for c in cs) and len({json.dumps(c.value) for c in cs}) == 1:
+                    if all(isinstance(c, ConstColumn) for c in cs) and len({json.dumps(c.value) for c in cs}) == 1:
                         cols[k] = cs[0]
                         continue
-                    arrs = [pa.array([c.value] * p._n) if isinstance(c, Const) else c
+                    arrs = [pa.array([c.value] * p._n) if isinstance(c, ConstColumn) else c
                             for c, p in zip(cs, parts, strict=True)]
                     if len({a.type for a in arrs}) != 1:
                         raise TypeError
@@ -335,7 +301,7 @@ class Payload:
         if keys is None:
             return Payload.absent(self._n)
         sel = [r for r, ok in zip(rows, present, strict=True) if ok]
-        cols: dict[str, pa.Array | Const] = {}
+        cols: dict[str, pa.Array | ConstColumn] = {}
         full = len(sel) == len(rows)
         for k in keys:
             vals = [r[k] for r in sel]
@@ -355,14 +321,14 @@ class Payload:
         """Columnar parts of one shape with rows of no payload between them: nulls there."""
         names = shape.names or ()
         try:
-            cols: dict[str, pa.Array | Const] = {}
+            cols: dict[str, pa.Array | ConstColumn] = {}
             for k in names:
                 arrs = []
                 typ = None
                 for p in parts:
                     if not p._is_absent():
                         c = p._fields[k]  # type: ignore[index]
-                        a = pa.array([c.value] * p._n) if isinstance(c, Const) else c
+                        a = pa.array([c.value] * p._n) if isinstance(c, ConstColumn) else c
                         typ = a.type
                         arrs.append(a)
                     else:

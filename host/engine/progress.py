@@ -17,14 +17,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .ops.alter_lifetime import AlterLifetimeStep
-from .ops.span import FilterStep, MapStep, ProjectStep
+from .ops.alter_lifetime import AlterLifetimeOp
+from .ops.span import FilterOp, MapOp, ProjectOp
 from .rules import INF, NEG
-from .window.step import WindowStep
+from .window.step import WindowOp
 
 __all__ = ["engine_due", "graph_due", "hold"]
 
-_SPAN = (FilterStep, MapStep, ProjectStep)
+_SPAN = (FilterOp, MapOp, ProjectOp)
 
 
 def engine_due(runner: Any, c: int) -> int:
@@ -35,7 +35,7 @@ def engine_due(runner: Any, c: int) -> int:
     best = INF
     forget = min((g.forget_at() for g in runner.gates.values()), default=INF)
     for op in runner.ops:
-        if isinstance(op, WindowStep):
+        if isinstance(op, WindowOp):
             best = min(best, op.due(c))
             continue
         f = op.forget_at()
@@ -51,11 +51,11 @@ def engine_due(runner: Any, c: int) -> int:
     return best if best >= INF else max(best, c + 1)
 
 
-def _lone_window(runner: Any) -> WindowStep | None:
-    """The query's one window step when it is of the exact kind (`WindowStep.exact`) and every other step
+def _lone_window(runner: Any) -> WindowOp | None:
+    """The query's one window step when it is of the exact kind (`WindowOp.exact`) and every other step
     passes CTIs through unchanged (filter, map, project)."""
     wins = [op for op in runner.ops if not isinstance(op, _SPAN)]
-    if len(wins) != 1 or not isinstance(wins[0], WindowStep) or not wins[0].exact() or wins[0].busy():
+    if len(wins) != 1 or not isinstance(wins[0], WindowOp) or not wins[0].exact() or wins[0].busy():
         return None
     return wins[0]
 
@@ -84,15 +84,15 @@ def _reach(runner: Any) -> dict[str, dict[str, int]]:
                 got[x] = min(got.get(x, sh), sh)
         into[node.name] = got
         op = ops.get(node.name)
-        shift = op.shift if isinstance(op, AlterLifetimeStep) else 0
+        shift = op.shift if isinstance(op, AlterLifetimeOp) else 0
         out[node.name] = {x: sh + shift for x, sh in got.items()}
     return into
 
 
-def _last_window(runner: Any) -> WindowStep | None:
+def _last_window(runner: Any) -> WindowOp | None:
     """The graph's one window step holding state when it is exact, not busy, and only filter/map/project
     steps lead from it to the output (so the key's output CTI is its output CTI); else None."""
-    held = [op for op in runner.ops if isinstance(op, WindowStep) and any(op.state_size().values())]
+    held = [op for op in runner.ops if isinstance(op, WindowOp) and any(op.state_size().values())]
     if len(held) != 1 or not held[0].exact() or held[0].busy():
         return None
     w = held[0]

@@ -67,7 +67,7 @@ __all__ = [
 NEG: int = -(2**64)
 I64_MIN: int = -(2**63)
 
-# dead-letter categories (RunStats.reasons)
+# dead-letter categories (RunResult.reasons)
 CTI_VIOLATION = "cti_violation"
 DUPLICATE_ID = "duplicate_id"
 UNKNOWN_ID = "unknown_id"

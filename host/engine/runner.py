@@ -14,20 +14,25 @@ import pickle
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from udm.host.errors import BadElement
 from udm.host.io.batch import ElementBatch
 from udm.host.io.encode import DeferredLines, EncodedLines
 from udm.host.io.interleave import interleave
-from udm.host.query.graph import QueryGraph
-from udm.host.query.plan import BoundQuery
+from udm.host.model.graph import QueryGraph
+from udm.host.model.plan import BoundQuery
+from udm.host.run_result import RunResult
 from udm.host.temporal.elements import Cti, Element
 
 from .batch import CTI, Batch
 from .build import delegated_checks, make_operator
-from .common import DeadLetter, RunStats
+from .common import DeadLetter
 from .context import Context
 from .gate import InputGate
 from .operator import Operator
+from .ops.lmerge import LmergeOp
+from .ops.span import FilterOp, MapOp, ProjectOp
 from .output import encode_batch
 from .progress import engine_due, graph_due, hold
 from .rules import INF, NEG
@@ -105,23 +110,20 @@ class QueryRunner:
             sources = graph.node(op.name).sources
             op.input_names = tuple(next(iter(upstream[s])) if len(upstream[s]) == 1 else None for s in sources)
         self.ends_early = {name for name in graph.inputs if graph.ends_early(name)}
-        from .ops.lmerge import LmergeStep
 
         for op in self.ops:
-            if isinstance(op, LmergeStep):
+            if isinstance(op, LmergeOp):
                 op.feeders = [self._feeder(graph, op, port, position) for port in range(op.ports)]
 
     def _feeder(self, graph: QueryGraph, merge: Any, port: int, position: dict[str, int]) -> Any:
         """The span step or input gate whose output only ``merge``'s ``port`` reads: it may take the lmerge's
         feedback (seeds/001 §V.D)."""
-        from .ops.span import FilterStep, MapStep, ProjectStep
-
         src = graph.node(merge.name).sources[port]
         if src in self.gates:
             return self.gates[src] if len(self.readers[src]) == 1 else None
         k = position[src]
         op = self.ops[k]
-        if len(self.consumers[k]) != 1 or not isinstance(op, (FilterStep, MapStep, ProjectStep)):
+        if len(self.consumers[k]) != 1 or not isinstance(op, (FilterOp, MapOp, ProjectOp)):
             return None
         return op
 
@@ -131,7 +133,7 @@ class QueryRunner:
         return self.ctx.dead_letters
 
     @property
-    def stats(self) -> RunStats:
+    def stats(self) -> RunResult:
         return self.ctx.stats
 
     @property
@@ -183,12 +185,10 @@ class QueryRunner:
     # -- lmerge: membership at run time (seeds/001 §V.B) and chattiness (Theorem 1) -------------------------
     def merge_step(self, step: str) -> Any:
         """The lmerge operator named ``step``."""
-        from .ops.lmerge import LmergeStep
-
         for op in self.ops:
-            if op.name == step and isinstance(op, LmergeStep):
+            if op.name == step and isinstance(op, LmergeOp):
                 return op
-        merges = [op.name for op in self.ops if isinstance(op, LmergeStep)]
+        merges = [op.name for op in self.ops if isinstance(op, LmergeOp)]
         raise ValueError(f"the query has no lmerge step {step!r} (lmerge steps: {', '.join(merges) or 'none'})")
 
     def detach(self, step: str, source: str) -> None:
@@ -204,9 +204,7 @@ class QueryRunner:
 
     def chattiness(self) -> dict[str, dict[str, int]]:
         """Per lmerge step, elements in and out by kind (seeds/001 Theorem 1)."""
-        from .ops.lmerge import LmergeStep
-
-        return {op.name: op.chattiness() for op in self.ops if isinstance(op, LmergeStep)}
+        return {op.name: op.chattiness() for op in self.ops if isinstance(op, LmergeOp)}
 
     # -- the route ------------------------------------------------------------------------------------------
     def _run(self, input_name: str, raw: ElementBatch | list[tuple[int | None, Any]]) -> Batch:
@@ -431,6 +429,4 @@ class QueryRunner:
 
 
 def _arange(n: int) -> Any:
-    import numpy as np
-
     return np.arange(n)

@@ -14,6 +14,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+
 __all__ = ["skip_pandas_probe"]
 
 
@@ -30,9 +33,6 @@ def skip_pandas_probe() -> None:
     """Run pyarrow's first pandas probes with pandas hidden (nothing to do once pandas is loaded)."""
     if "pandas" in sys.modules:
         return
-    import numpy as np
-    import pyarrow as pa
-
     sys.meta_path.insert(0, _HidePandas)
     try:
         arr = pa.array(np.zeros(1, dtype=np.int64))  # the Python-side probe (Series? Categorical?)

@@ -45,9 +45,8 @@ import pyarrow.compute as pc
 
 from udm.host.errors import BadElement
 from udm.host.temporal.elements import Cti, Ecti, Element, Insert, Retract
+from udm.host.temporal.strict import echo_dumps
 from udm.sdk import INF
-
-from .strict import echo_dumps
 
 __all__ = [
     "COLUMNS",
@@ -59,6 +58,7 @@ __all__ = [
     "KIND_RETRACT",
     "SCHEMA_BASE",
     "ElementBatch",
+    "dict_builder",
     "ints_filled",
     "raw_json",
 ]
@@ -99,7 +99,7 @@ def ints_filled(arr: pa.Array | pa.ChunkedArray, fill: int) -> np.ndarray:
 
 def raw_json(raw: Any) -> str:
     """JSON text for a bad element's raw value: strict JSON (a non-finite number read becomes the string
-    ``"NaN"``, ``"Infinity"``: `udm.host.io.strict.echo`); anything else json cannot encode becomes its
+    ``"NaN"``, ``"Infinity"``: `udm.host.temporal.strict.echo`); anything else json cannot encode becomes its
     repr string."""
     try:
         return echo_dumps(raw, separators=(",", ":"))
@@ -110,7 +110,7 @@ def raw_json(raw: Any) -> str:
 _BUILDERS: dict[tuple[str, ...], Any] = {}
 
 
-def _dict_builder(names: tuple[str, ...]) -> Any:
+def dict_builder(names: tuple[str, ...]) -> Any:
     """A compiled ``zip(*cols) -> [{name0: c0, ...}, ...]`` for these field names (much faster than
     ``dict(zip(names, row))`` per row)."""
     fn = _BUILDERS.get(names)
@@ -138,7 +138,7 @@ def _struct_to_dicts(arr: pa.Array) -> list[Any]:
         out: list[Any] = [{} for _ in range(len(arr))]
     else:
         cols = [_column_to_py(arr.field(k)) for k in range(typ.num_fields)]
-        out = _dict_builder(names)(cols)
+        out = dict_builder(names)(cols)
     if arr.null_count:
         valid = arr.is_valid().to_numpy(zero_copy_only=False)
         for i in np.flatnonzero(~valid).tolist():
@@ -340,17 +340,6 @@ class ElementBatch:
                 loads = json.loads
                 self._payloads = [None if s is None else loads(s) for s in col.to_pylist()]
         return self._payloads
-
-    def payload_at(self, i: int) -> dict[str, Any] | None:
-        """Row ``i``'s payload, as `payloads` gives it, without converting the whole batch (the engine's
-        fast path sends only a few rows per batch through the per-row path)."""
-        if self._payloads is not None:
-            return self._payloads[i]
-        col = self.table.column("payload")
-        if self.payload_is_struct:
-            return _struct_to_dicts(col.slice(i, 1).combine_chunks())[0]
-        s = col[i].as_py()
-        return None if s is None else json.loads(s)
 
     def payload_field(self, name: str) -> pa.ChunkedArray | None:
         """A typed column of one top-level payload field, or None when this batch has no such uniform

@@ -7,10 +7,10 @@ Why: on a span query (filter / map / project) encoding each output element costs
 else the engine does for it; built column-wise it is a handful of array operations per batch.
 
 A payload is a list of ``(field, column)`` pairs in payload order; a column is a pyarrow array of the
-output rows, or a `Const` (one JSON value for every row, e.g. a ``project`` ``set``). Values of a type
+output rows, or a `ConstColumn` (one JSON value for every row, e.g. a ``project`` ``set``). Values of a type
 this module does not format directly (lists, nested objects) go through ``json`` one by one, so the bytes
 stay the same as the row path's in every case; a non-finite float is an error on both paths (output is
-strict JSON, SEMANTICS §1: `udm.host.io.strict`).
+strict JSON, SEMANTICS §1: `udm.host.temporal.strict`).
 """
 
 from __future__ import annotations
@@ -28,25 +28,40 @@ import pyarrow.compute as pc
 
 from udm.host.errors import UdmError
 from udm.host.temporal.elements import Insert, element_to_json
+from udm.host.temporal.strict import canonical_json
+from udm.host.temporal.strict import dumps as strict_dumps
+from udm.host.temporal.strict import encode as _encode
 from udm.sdk import INF
 
-from .strict import dumps as strict_dumps
-from .strict import encode as _encode
-
-__all__ = ["MIN_RUN", "Const", "DeferredLines", "EncodedLines", "cti_line", "element_lines", "element_text",
+__all__ = ["MIN_RUN", "ConstColumn", "DeferredLines", "EncodedLines", "cti_line", "element_lines", "element_text",
            "encode_value_column", "insert_lines", "merge_lines"]
 
-# `_encode` (`udm.host.io.strict.encode`): what json.dumps gives with default arguments, but a NaN or an
+# `_encode` (`udm.host.temporal.strict.encode`): what json.dumps gives with default arguments, but a NaN or an
 # infinity is an error, not a line that is not JSON (SEMANTICS §1)
 _quote = json.encoder.encode_basestring_ascii
 _STR = pa.string()
 
 
-@dataclass(frozen=True)
-class Const:
-    """One JSON value for every row of a payload column."""
+class ConstColumn:
+    """One JSON value for every row of a payload column (``project``'s ``set``): the engine's payload
+    columns hold it, and the encoder writes it once for all rows."""
 
-    value: Any
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ConstColumn) and type(other.value) is type(self.value) and other.value == self.value
+
+    def __hash__(self) -> int:
+        return hash(canonical_json(self.value))
+
+    def __getstate__(self) -> Any:
+        return self.value
+
+    def __setstate__(self, v: Any) -> None:
+        self.value = v
 
 
 @dataclass(frozen=True)
@@ -186,7 +201,7 @@ def _append_dot_zero(text: pa.Array, add: np.ndarray) -> pa.Array:
 
 
 def insert_lines(oids: np.ndarray | pa.Array, le: np.ndarray, re: np.ndarray,
-                 payload: Sequence[tuple[str, pa.Array | Const]]) -> pa.Array:
+                 payload: Sequence[tuple[str, pa.Array | ConstColumn]]) -> pa.Array:
     """One line (with its newline) per output insert: id ``o<oid>`` (``oids`` numbers) or the id itself
     (``oids`` a string array), lifetime ``[le, re)``, the payload fields in order. All columns hold the
     output rows only."""
@@ -210,7 +225,7 @@ def insert_lines(oids: np.ndarray | pa.Array, le: np.ndarray, re: np.ndarray,
         if isinstance(col, _Encoded):
             parts.append(pa.array(list(map(_encode, col.value)), _STR))
             continue
-        if isinstance(col, Const):
+        if isinstance(col, ConstColumn):
             parts.append(_encode(col.value))
             continue
         try:
@@ -356,7 +371,7 @@ def _run(run: Sequence[Any], fields: tuple[str, ...], pieces: list[Any]) -> bool
         re = np.array([e.re for e in run], dtype=np.int64)
     except OverflowError:
         return False
-    payload: list[tuple[str, pa.Array | Const]] = []
+    payload: list[tuple[str, pa.Array | ConstColumn]] = []
     for f in fields:
         vals = [e.payload[f] for e in run]
         col = _column(vals)
@@ -367,5 +382,7 @@ def _run(run: Sequence[Any], fields: tuple[str, ...], pieces: list[Any]) -> bool
     return True
 
 
-class _Encoded(Const):
+class _Encoded(ConstColumn):
     """Values encoded one by one (a column of mixed or nested values)."""
+
+    __slots__ = ()

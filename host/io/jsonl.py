@@ -39,13 +39,13 @@ import pyarrow.json as pajson
 
 from udm.host.errors import BadElement, UdmError
 from udm.host.temporal.elements import Element, parse_element
+from udm.host.temporal.strict import NotStrictJSON, echo_dumps
+from udm.host.temporal.strict import loads as strict_loads
 from udm.sdk import INF
 
 from .arrow_pool import use_bulk_pool
 from .batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch, ints_filled, raw_json
 from .encode import MIN_RUN, DeferredLines, EncodedLines, element_lines, element_text
-from .strict import NotStrictJSON, echo_dumps
-from .strict import loads as strict_loads
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",

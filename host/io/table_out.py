@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,12 +27,14 @@ import pyarrow as pa
 
 from udm.host.errors import UdmError
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
+from udm.host.temporal.strict import dumps as strict_dumps
 from udm.sdk import INF
 
-from .strict import dumps as strict_dumps
 from .table_options import FORMATS
 
 __all__ = ["TableSink", "TableWriter", "open_writer", "output_format", "output_sink"]
+
+# lazy imports: pyarrow.parquet, pyarrow.csv — each writer only for its format
 
 View = Literal["final", "physical"]
 _TIME_COLUMNS = ("kind", "id", "le", "re", "re_new", "t")
@@ -233,8 +235,6 @@ def _widen(schema: pa.Schema) -> pa.Schema:
 
 
 def _ts(v: int) -> Any:
-    from datetime import datetime, timedelta
-
     return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=v)
 
 
@@ -248,7 +248,7 @@ def open_writer(output: Any, *, append: bool = False) -> Any:
         if append:
             raise UdmError("table output cannot be appended to (resumed runs write element JSON Lines)")
         return TableWriter(output)
-    from .jsonl import JsonlWriter
+    from .jsonl import JsonlWriter  # lazy: the readers and writers load with a run (cli.table_args imports this)
 
     return JsonlWriter(output, append=append)
 
@@ -272,7 +272,7 @@ def output_sink(output: str, fmt: str | None = None, *, final: bool = False, tim
     if output == "-":
         raise UdmError("table output must go to a file, not stdout")
     if times is None:
-        from .tables import timestamp_inputs
+        from .tables import timestamp_inputs  # lazy: as `JsonlWriter` above
 
         times = "timestamps" if timestamp_inputs(inputs) else "ticks"
     return TableSink(Path(output), table, view="final" if final else "physical", times=times)  # type: ignore[arg-type]

@@ -27,13 +27,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from udm.host.errors import UdmError
+from udm.host.temporal.strict import TIME_MAX, TIME_MIN, echo_dumps, nonfinite_in
 from udm.sdk import INF
 
 from .batch import ElementBatch
-from .strict import TIME_MAX, TIME_MIN, echo_dumps, nonfinite_in
+from .jsonl import JsonlReader
 from .table_options import FORMATS, UNITS, TableOptions, TableSource, detect_format
 
 __all__ = ["TableReader", "microsecond_ticks", "open_reader", "read_table_elements", "time_kind", "timestamp_inputs"]
+
+# lazy imports: pyarrow.parquet, pyarrow.csv, pyarrow.json — each reader only for its format
 
 _I64 = pa.int64()
 _STR = pa.string()
@@ -147,7 +150,7 @@ def _scaled(v: float | int, scale: float) -> int:
 
 def times(arr: pa.Array, unit: str) -> np.ndarray:
     """A time column as int64 ticks; rows that are null, unreadable or out of range get `_BAD` (a tick is an
-    integer in ``(-2**63, 2**63-1)``, SEMANTICS §1: `udm.host.io.strict`)."""
+    integer in ``(-2**63, 2**63-1)``, SEMANTICS §1: `udm.host.temporal.strict`)."""
     vals = _ticks(arr, unit)
     vals[vals >= TIME_MAX] = _BAD  # (_BAD is TIME_MIN: below the range already)
     return vals
@@ -501,8 +504,6 @@ def open_reader(source: Any, *, batch_size: int, **jsonl_options: Any) -> Any:
     """A reader of `ElementBatch`es for any input: a `TableSource`, else element JSON Lines."""
     if isinstance(source, TableSource):
         return TableReader(source, batch_size=batch_size)
-    from .jsonl import JsonlReader
-
     return JsonlReader(source, batch_size=batch_size, **jsonl_options)
 
 

@@ -34,9 +34,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from pydantic import TypeAdapter, ValidationError
+
 from udm.host.errors import PolicyError, QuerySpecError, UdmError
-from udm.host.query.plan import BoundQuery, bind
-from udm.host.query.spec import (
+from udm.host.io.interleave import interleave
+from udm.host.io.jsonl import JsonlReader
+from udm.host.io.table_options import TableOptions, TableSource
+from udm.host.io.table_out import output_sink
+from udm.host.io.tables import TableReader
+from udm.host.model.plan import BoundQuery, bind
+from udm.host.model.spec import (
     AlignStep,
     AlterLifetimeStep,
     CountByEnd,
@@ -62,13 +69,14 @@ from udm.host.query.spec import (
     format_validation_error,
     parse_query,
 )
+from udm.host.query import runners
+from udm.host.query.runners import RunRequest, get_engine, quiet_gc
+from udm.host.run_result import RunResult
 from udm.host.temporal.elements import Element, parse_element
 from udm.sdk import INF
 
 if TYPE_CHECKING:  # pragma: no cover
     from udm.host.catalog import Catalog
-    from udm.host.query.runners import RunResult
-    from udm.host.testing.cht import CHT
 
 __all__ = ["Stream", "run_elements"]
 
@@ -87,10 +95,7 @@ class _Source:
     def reader(self) -> Any:
         """The batches of a file source (element JSON Lines or a table)."""
         if self.kind == "table":
-            from udm.host.io.tables import TableReader
-
             return TableReader(self.table)
-        from udm.host.io.jsonl import JsonlReader
 
         return JsonlReader(self.path or "", prefetch=1)
 
@@ -155,8 +160,6 @@ class Stream:
         options of ``udm run`` (`udm.host.io.table_options.TableOptions`): ``time=`` for point events,
         ``start=``/``end=`` for intervals, ``edge=``/``key=`` for edge samples. Read (streamed) when the
         query runs; bad rows are dead letters with their row numbers."""
-        from udm.host.io.table_options import TableOptions, TableSource
-
         opts = TableOptions(time=time, start=start, end=end, edge=edge, key=tuple(key), id=id, unit=unit,
                             cti_every=cti_every, cti_lag=cti_lag, format=format).check(str(path))
         source = _Source("table", path=str(path), table=TableSource(Path(path), opts))
@@ -325,8 +328,6 @@ class Stream:
 
     def window(self, window: _Window | Mapping[str, Any]) -> Stream:
         if isinstance(window, Mapping):
-            from pydantic import TypeAdapter, ValidationError
-
             data = dict(window)
             try:
                 window = TypeAdapter(WindowSpec).validate_python(data)
@@ -488,12 +489,11 @@ class Stream:
             return _run_sources(bound, self._inputs, dead_letters)
         if self._source.kind == "events":
             return run_elements(bound, self._source.events, dead_letters=dead_letters)
-        from udm.host.query.runners import make_runner, quiet_gc
 
         if self._source.kind == "arrival":
             return _run_live(bound, self._source, dead_letters)
 
-        runner = make_runner(bound, None)
+        runner = runners.make_runner(bound)  # (looked up at call time: tests stand a runner in)
         out: list[Element] = []
         with quiet_gc():
             for batch in self._source.reader():
@@ -502,12 +502,6 @@ class Stream:
             out.extend(runner.finish())
             _collect(runner, dead_letters)
         return out
-
-    def to_cht(self) -> CHT:
-        """Run locally to the output's canonical history table (a multiset of ``(le, re, payload)`` rows)."""
-        from udm.host.testing.cht import cht
-
-        return cht(self.to_elements())
 
     def run_on(self, events: Iterable[Element | Mapping[str, Any]]) -> list[Element]:
         """Run this query over in-memory elements (the query's own source, if any, is ignored)."""
@@ -521,9 +515,6 @@ class Stream:
         """Run file to file, exactly as ``udm run`` does (``input`` defaults to the `from_jsonl` /
         `from_table` source). ``output_format``/``final``/``times`` as ``udm run``'s table output options
         (``times`` None: the table inputs' time type)."""
-        from udm.host.io.table_out import output_sink
-        from udm.host.query.runners import RunRequest, get_engine
-
         bound = self.bind()
         src: Any
         if len(self._inputs) > 1 and input is None:
@@ -564,9 +555,6 @@ def _step_name(step: Any) -> str:
 def _run_sources(bound: BoundQuery, inputs: Sequence[tuple[str, _Source]], dead_letters: list[Any] | None
                  ) -> list[Element]:
     """Run a query graph over several sources, read side by side in the documented order."""
-    from udm.host.io.interleave import interleave
-    from udm.host.query.runners import make_runner, quiet_gc
-
     def numbered(src: _Source) -> Iterable[tuple[int | None, Any]]:
         """(line, element) pairs: a file's own line numbers, or 1, 2, ... for in-memory events."""
         if src.kind == "events":
@@ -577,7 +565,7 @@ def _run_sources(bound: BoundQuery, inputs: Sequence[tuple[str, _Source]], dead_
     given = dict(inputs)
     if set(given) != set(names):
         raise QuerySpecError(f"the query reads inputs {', '.join(names)}; the stream has {', '.join(given)}")
-    runner = make_runner(bound, None)
+    runner = runners.make_runner(bound)  # (looked up at call time: tests stand a runner in)
     with quiet_gc():
         out = runner.process_interleaved(interleave([(n, numbered(given[n])) for n in names])) + runner.finish()
     _collect(runner, dead_letters)
@@ -586,8 +574,6 @@ def _run_sources(bound: BoundQuery, inputs: Sequence[tuple[str, _Source]], dead_
 
 def _run_live(bound: BoundQuery, src: _Source, dead_letters: list[Any] | None) -> list[Element]:
     """A live source with arrival time, locally, until it ends (`udm.host.query.runners` feeds it)."""
-    from udm.host.query.runners import RunRequest, _feed_arrival, make_runner, quiet_gc
-
     class _Collect:
         def __init__(self) -> None:
             self.out: list[Element] = []
@@ -595,19 +581,17 @@ def _run_live(bound: BoundQuery, src: _Source, dead_letters: list[Any] | None) -
         def write(self, els: Iterable[Element]) -> None:
             self.out.extend(els)
 
-    runner = make_runner(bound, None)
+    runner = runners.make_runner(bound)  # (looked up at call time: tests stand a runner in)
     sink = _Collect()
     req = RunRequest(bound=bound, input=src.live, output=None, options={"clock": src.clock} if src.clock else {})
     with quiet_gc():
-        _feed_arrival(req, runner, src.live, sink, lambda: _collect(runner, dead_letters))
+        runners._feed_arrival(req, runner, src.live, sink, lambda: _collect(runner, dead_letters))
         sink.out.extend(runner.finish())
         _collect(runner, dead_letters)
     return sink.out
 
 
 def _build(model: Any, **data: Any) -> Any:
-    from pydantic import ValidationError
-
     data = {k: v for k, v in data.items() if v is not None or k in ("input",)}
     try:
         return model.model_validate(data)
@@ -624,9 +608,7 @@ def _collect(runner: Any, sink: list[Any] | None) -> None:
 def run_elements(bound: BoundQuery, elements: Iterable[Any], *, dead_letters: list[Any] | None = None
                  ) -> list[Element]:
     """Run a bound query over in-memory elements with the local engine; end of input is ``cti(INF)``."""
-    from udm.host.query.runners import make_runner, quiet_gc
-
-    runner = make_runner(bound, None)
+    runner = runners.make_runner(bound)  # (looked up at call time: tests stand a runner in)
     with quiet_gc():
         out = runner.run_all(list(elements))
     _collect(runner, dead_letters)

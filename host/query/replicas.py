@@ -17,9 +17,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .plan import BoundQuery, bind
-from .spec import parse_query
-from .stream_properties import derive_properties
+from udm.host.model.plan import BoundQuery
+from udm.host.model.spec import parse_query
+from udm.host.model.stream_properties import derive_properties
+
+from .runners import make_runner
 
 __all__ = ["ReplicaMerge"]
 
@@ -29,19 +31,17 @@ class ReplicaMerge:
 
     def __init__(self, query: BoundQuery, replicas: Sequence[str], *, algorithm: str = "auto",
                  step: str = "merged") -> None:
-        from udm.host.engine import QueryRunner  # the engine loads only when a merge is built
-
         if len(replicas) < 2 or len(set(replicas)) != len(replicas):
             raise ValueError(f"a replica merge needs two or more distinct replica names, got {list(replicas)}")
         graph = query.graph
         udas = frozenset(n.name for n in graph.nodes if query.step(n.name).entry is not None
-                         and query.step(n.name).entry.manifest.kind == "uda")  # type: ignore[union-attr]
+                         and query.step(n.name).entry.manifest.kind == "uda")
         out = derive_properties(query.spec, graph, udas)[graph.output]
         props = out.model_dump(mode="json")
         spec = parse_query({"inputs": {r: {"properties": props} for r in replicas},
                             "steps": [{"id": step, "op": "lmerge", "from": list(replicas), "algorithm": algorithm}]})
         self.step = step
-        self.runner: Any = QueryRunner(bind(spec))
+        self.runner = make_runner(spec)
         #: the merged stream so far
         self.output: list[Any] = []
         self.killed: set[str] = set()

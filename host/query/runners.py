@@ -1,4 +1,9 @@
-"""Engines that run a bound query over an event file, behind one registry (`ENGINES`).
+"""Running a plan: `make_runner`, and the engines that run a bound query over event files, behind one
+registry (`ENGINES`).
+
+`make_runner` is the one way to run a plan: a query in any form (`udm.host.model.plan.build_plan`) to its
+`QueryRunner`. `run_local`, the fluent API, every Spark path (one runner per key bucket) and the demo
+build their runners with it.
 
 ``udm run --engine NAME`` and the fluent API look an engine up here by name. An engine is a callable
 ``(RunRequest) -> RunResult``; it reads ``request.input``, writes ``request.output`` (and the dead-letter
@@ -14,17 +19,24 @@ import gc
 import importlib
 import itertools
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from udm.host.errors import UdmError
-from udm.host.query.plan import BoundQuery
-from udm.host.query.spec import QuerySpec
+from udm.host.io.checkpoint import LocalCheckpoint, Mark, file_digest, truncate_to
+from udm.host.io.interleave import interleave
+from udm.host.io.table_options import TableSource
+from udm.host.model.plan import BoundQuery, build_plan
+from udm.host.model.spec import QuerySpec
+from udm.host.run_result import RunResult
 from udm.sdk import INF
+
+if TYPE_CHECKING:  # pragma: no cover
+    from udm.host.catalog import Catalog
+    from udm.host.engine import QueryRunner
 
 __all__ = [
     "ENGINES",
@@ -33,8 +45,8 @@ __all__ = [
     "EngineUnavailable",
     "ProgressFn",
     "RunRequest",
-    "RunResult",
     "get_engine",
+    "make_runner",
     "no_cti_warnings",
     "quiet_gc",
     "run_local",
@@ -89,104 +101,6 @@ class RunRequest:
         return {n: given[n] for n in names}
 
 
-@dataclass
-class RunResult:
-    engine: str
-    elements_in: int = 0
-    elements_out: int = 0
-    dead_lettered: int = 0
-    reasons: Counter[str] = field(default_factory=Counter)
-    truncated_at: int | None = None
-    seconds: float = 0.0
-    #: per input: {"elements_in": n, "dead_lettered": n}
-    inputs: dict[str, dict[str, int]] = field(default_factory=dict)
-    #: things the user should know though the run succeeded (an input that never sent a CTI, ...)
-    warnings: list[str] = field(default_factory=list)
-    #: per lmerge step: inserts/retractions/CTIs in and out (seeds/001 Theorem 1); empty without lmerge
-    lmerge: dict[str, dict[str, int]] = field(default_factory=dict)
-    #: output retractions; windows first emitted before the end of input and the sum of their emission
-    #: delays (watermark at first emission - W.RE) — what speculation / progressive output cost (local engine)
-    retractions_out: int = 0
-    windows_emitted: int = 0
-    emission_delay: int = 0
-    #: the input's ticks are microseconds (timestamp columns, or numbers read with a unit): delays print as
-    #: durations (set by the caller that knows the inputs, `udm run`)
-    tick_us: bool = False
-    #: False when the bad elements went nowhere (no dead-letter file): the summary then says so
-    dead_letters_kept: bool = True
-
-    def summary(self) -> str:
-        """The summary ``udm run`` prints: one line, then a line per warning."""
-        rate = f", {_rate(self.elements_in / self.seconds)} el/s" if self.seconds > 0 and self.elements_in else ""
-        bad = "dead-lettered" if self.dead_letters_kept or not self.dead_lettered else "bad and dropped"
-        line = (f"{self.elements_in:,} elements in, {self.elements_out:,} out, "
-                f"{self.dead_lettered:,} {bad} ({self.engine}, {self.seconds:.2f}s{rate})")
-        if self.reasons:
-            top = ", ".join(f"{r!r} ×{c}" for r, c in self.reasons.most_common(3))
-            more = len(self.reasons) - 3
-            line += f"; reasons: {top}" + (f" and {more} more" if more > 0 else "")
-        if self.truncated_at is not None:
-            line += f"; windows past t={self.truncated_at} were cut at end of input"
-        for name, c in self.lmerge.items():
-            retractions = c.get("partial_retractions_out", 0) + c.get("full_retractions_out", 0)
-            line += (f"; lmerge {name}: {c.get('inserts_out', 0):,} inserts + {retractions:,} retractions out "
-                     f"for {c.get('inserts_in', 0):,} inserts in, {c.get('ctis_out', 0):,} CTIs out for "
-                     f"{c.get('ctis_in', 0):,} in")
-        if self.retractions_out or self.emission_delay:
-            line += f"; {self.retractions_out:,} retractions out"
-            if self.windows_emitted:
-                delay = self.emission_delay / self.windows_emitted
-                line += f", mean emission delay {_span(delay, self.tick_us)} past the window's end"
-        warnings = list(self.warnings)
-        if not self.dead_letters_kept and self.dead_lettered:
-            warnings.append(f"{self.dead_lettered:,} bad input element{'s were' if self.dead_lettered > 1 else ' was'} "
-                            f"dropped: add --dead-letter FILE to keep each with its line and reason")
-        return "\n".join([line, *(f"warning: {w}" for w in warnings)])
-
-    def to_json_dict(self) -> dict[str, Any]:
-        return {
-            "engine": self.engine,
-            "elements_in": self.elements_in,
-            "elements_out": self.elements_out,
-            "dead_lettered": self.dead_lettered,
-            "reasons": dict(self.reasons),
-            "truncated_at": self.truncated_at,
-            "seconds": self.seconds,
-            "inputs": self.inputs,
-            "warnings": self.warnings,
-            **({"lmerge": self.lmerge} if self.lmerge else {}),
-            "retractions_out": self.retractions_out,
-            "windows_emitted": self.windows_emitted,
-            "emission_delay": self.emission_delay,
-        }
-
-
-def _rate(per_second: float) -> str:
-    """Elements per second, readable at any size: ``12,345``, ``84``, ``0.33`` (a Spark run of a few elements
-    spends seconds starting up)."""
-    return f"{per_second:,.0f}" if per_second >= 10 else f"{per_second:.2g}"
-
-
-#: (unit, microseconds) from the largest: a span of microsecond ticks as a duration
-_UNITS = (("d", 86_400_000_000), ("h", 3_600_000_000), ("min", 60_000_000), ("s", 1_000_000), ("ms", 1_000))
-
-
-def _span(ticks: float, microseconds: bool) -> str:
-    """A signed span of ticks in the input's units: ``+12.5 ticks``, or for microsecond ticks a duration
-    (``+3 d 4 h``, ``-2.5 s``, ``+250 ms``) in its two largest units."""
-    if not microseconds:
-        return f"{ticks:+,.1f} ticks"
-    sign = "-" if ticks < 0 else "+"
-    us = abs(ticks)
-    for i, (name, size) in enumerate(_UNITS):
-        if us >= size:
-            if name in ("s", "ms") or i + 1 == len(_UNITS):
-                return f"{sign}{us / size:.3g} {name}"
-            whole, rest = divmod(round(us / _UNITS[i + 1][1]), size // _UNITS[i + 1][1])
-            return f"{sign}{whole} {name}" + (f" {rest} {_UNITS[i + 1][0]}" if rest else "")
-    return f"{sign}{us:.3g} µs"
-
-
 Engine = Callable[[RunRequest], RunResult]
 
 #: Every engine name ``udm run --engine`` accepts (INTERFACES §3).
@@ -227,8 +141,6 @@ def quiet_gc(threshold: int = 200_000) -> Iterator[None]:
 
 
 def _file_size(p: Any) -> int | None:
-    from udm.host.io.table_options import TableSource
-
     if isinstance(p, TableSource):
         p = p.path
         if p.is_dir():
@@ -244,20 +156,21 @@ def _file_size(p: Any) -> int | None:
 def _warm_up() -> None:
     """Load what pyarrow loads lazily on first use (it imports pandas, ~0.4 s) before the run's clock
     starts, so `RunResult.seconds` measures the run, not one-time imports."""
-    import numpy as np
+    import numpy as np  # lazy: as the engine below
     import pyarrow as pa
 
     pa.array(np.zeros(1, dtype=np.int64)).to_numpy()
 
 
-def _make_runner(bound: BoundQuery, on_violation: str | None) -> Any:
+def make_runner(plan: BoundQuery | QuerySpec | Mapping[str, Any] | str | Path, on_violation: str | None = None,
+                *, derived_inputs: Collection[str] = (), catalog: Catalog | None = None) -> QueryRunner:
+    """The `QueryRunner` of ``plan`` (a query in any form `build_plan` takes). ``derived_inputs``: inputs
+    that carry another runner's output (a Spark stage's exchanges), not a user's events. (Tests replace
+    this module's ``make_runner`` to run the plumbing around a stand-in.)"""
+    # lazy: the engine (pyarrow) loads with a run, not with `udm --help` (cli.run_cmd imports this module)
     from udm.host.engine import QueryRunner
 
-    return QueryRunner(bound, on_violation=on_violation)
-
-
-#: Hook for tests: replaced to run the CLI plumbing without the real engine.
-make_runner: Callable[[BoundQuery, str | None], Any] = _make_runner
+    return QueryRunner(build_plan(plan, catalog), on_violation=on_violation, derived_inputs=derived_inputs)
 
 
 #: How `run_local` reads: blocks parsed in two threads, three blocks ahead. pyarrow parses without the GIL,
@@ -266,7 +179,7 @@ make_runner: Callable[[BoundQuery, str | None], Any] = _make_runner
 READER_OPTIONS: dict[str, int] = {"workers": 2, "prefetch": 3}
 
 
-def per_input_counts(stats: Any, names: tuple[str, ...]) -> dict[str, dict[str, int]]:
+def per_input_counts(stats: RunResult, names: tuple[str, ...]) -> dict[str, dict[str, int]]:
     """The run summary's per-input counts (a single input's are the totals)."""
     if len(names) == 1:
         return {names[0]: {"elements_in": stats.elements_in, "dead_lettered": stats.dead_lettered}}
@@ -278,6 +191,8 @@ def run_local(req: RunRequest) -> RunResult:
     """The in-process engine: JSONL batches -> `QueryRunner.process_batch` -> JSONL out; end of input is
     ``cti(INF)`` (`QueryRunner.finish`). Several inputs are read side by side, in the order of
     `udm.host.io.interleave`."""
+    # lazy: the readers and writers (pyarrow) load with a run, not with `udm --help`
+    from udm.host.engine import QueryRunner
     from udm.host.io.jsonl import DeadLetterWriter
     from udm.host.io.table_out import open_writer
 
@@ -285,9 +200,6 @@ def run_local(req: RunRequest) -> RunResult:
     ck = _local_checkpoint(req, sources) if req.checkpoint is not None else None
     mark = ck.load() if ck is not None else None
     if mark is not None:
-        from udm.host.engine import QueryRunner
-        from udm.host.io.checkpoint import truncate_to
-
         truncate_to(req.output, mark.out_bytes, "output")
         truncate_to(req.dead_letter, mark.dl_bytes, "dead-letter")
         runner = QueryRunner.restore(mark.snapshot, req.bound, on_violation=req.on_violation)
@@ -331,22 +243,12 @@ def run_local(req: RunRequest) -> RunResult:
         finally:
             if dlw is not None:
                 dlw.close()
-    st = runner.stats
-    return RunResult(
-        engine="local",
-        elements_in=st.elements_in,
-        elements_out=st.elements_out,
-        dead_lettered=st.dead_lettered,
-        reasons=Counter(st.reasons),
-        truncated_at=st.truncated_at,
-        seconds=time.perf_counter() - t0,
-        inputs=per_input_counts(st, req.bound.graph.inputs),
-        warnings=warnings,
-        lmerge=getattr(runner, "chattiness", dict)(),  # a stand-in runner (tests) may have none
-        retractions_out=getattr(st, "retractions_out", 0),  # (a stand-in runner's stats may lack them)
-        windows_emitted=getattr(st, "windows_emitted", 0),
-        emission_delay=getattr(st, "emission_delay", 0),
-    )
+    res: RunResult = runner.stats  # the engine's counters; what the driver knows goes in here
+    res.seconds = time.perf_counter() - t0
+    res.inputs = per_input_counts(res, req.bound.graph.inputs)
+    res.warnings = warnings
+    res.lmerge = runner.chattiness()
+    return res
 
 
 class StatePeak:
@@ -386,6 +288,7 @@ def no_cti_warnings(spec: Any, silent: Iterable[str], held: str) -> list[str]:
 
 
 def _feed_one(req: RunRequest, runner: Any, source: Source, out: Any, dead_letters: Callable[[], None]) -> None:
+    # lazy: the readers (pyarrow) load with a run, not with `udm --help`
     from udm.host.io.jsonl import DEFAULT_BATCH_SIZE
     from udm.host.io.tables import open_reader
     from udm.host.io.write_behind import WriteBehind
@@ -461,12 +364,9 @@ def _feed_arrival(req: RunRequest, runner: Any, source: Any, out: Any, dead_lett
 
 def _local_checkpoint(req: RunRequest, sources: dict[str, Source]) -> Any:
     """The checkpoint of a resumable local run (single input file, output files), or a one-line error."""
-    from udm.host.io.checkpoint import LocalCheckpoint, file_digest
-
     if len(sources) != 1:
         raise UdmError("--checkpoint with --engine local needs a single-input query (several inputs: not yet)")
     src = next(iter(sources.values()))
-    from udm.host.io.table_options import TableSource
 
     if isinstance(src, TableSource):
         raise UdmError("--checkpoint with --engine local reads element JSON Lines only (table inputs: not yet)")
@@ -487,8 +387,6 @@ def _local_checkpoint(req: RunRequest, sources: dict[str, Source]) -> Any:
 
 
 def _commit(ck: Any, runner: Any, out: Any, dlw: Any, line: int, done: bool = False) -> None:
-    from udm.host.io.checkpoint import Mark
-
     if dlw is not None:
         dlw.write(runner.take_dead_letters())
     else:
@@ -501,7 +399,7 @@ def _commit(ck: Any, runner: Any, out: Any, dlw: Any, line: int, done: bool = Fa
 def _feed_checkpointed(req: RunRequest, runner: Any, source: Source, out: Any, dlw: Any, ck: Any,
                        mark: Any, peak: StatePeak) -> None:
     """`_feed_one` with a commit after every batch; a resumed run skips the lines its mark consumed."""
-    from udm.host.io.jsonl import DEFAULT_BATCH_SIZE, JsonlReader
+    from udm.host.io.jsonl import DEFAULT_BATCH_SIZE, JsonlReader  # lazy: as in `_feed_one`
 
     if mark is not None and mark.done:
         return
@@ -536,7 +434,7 @@ _CHUNK = 4096
 
 def _feed_several(req: RunRequest, runner: Any, sources: dict[str, Source], out: Any,
                   dead_letters: Callable[[], None]) -> None:
-    from udm.host.io.interleave import interleave
+    # lazy: the readers (pyarrow) load with a run, not with `udm --help`
     from udm.host.io.jsonl import DEFAULT_BATCH_SIZE
     from udm.host.io.tables import open_reader
 

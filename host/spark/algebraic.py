@@ -37,19 +37,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from udm.host.input_types import InputType, step_checks
 from udm.host.io.jsonl import struct_payloads
-from udm.host.query.plan import bind
-from udm.host.query.spec import Cumulate, Hopping, QuerySpec, Tumbling, WindowStep, parse_query
+from udm.host.model.plan import bind
+from udm.host.model.spec import Cumulate, Hopping, QuerySpec, Tumbling, WindowStep, parse_query
+from udm.host.spark.file_source import range_batches, ranges_df
 from udm.host.spark.partition import python_tasks
+from udm.host.temporal.strict import canonical_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
     from udm.host.spark.file_source import FileScan
 
-__all__ = ["INELIGIBLE", "NotEligible", "eligible_step", "id_hashes", "is_not_eligible", "run_algebraic"]
+__all__ = ["INELIGIBLE", "NotEligible", "eligible_step", "id_hashes", "run_algebraic"]
+
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
 _PARTIAL_DDL = "_bucket int, tag tinyint, blob binary"
 _PARTIAL_ARROW = pa.schema([("_bucket", pa.int32()), ("tag", pa.int8()), ("blob", pa.binary())])
@@ -182,7 +187,8 @@ def _columns(rb: pa.RecordBatch | pa.Table, names: list[str]) -> list[Any] | Non
 
 
 def _key_json(values: list[Any]) -> str:
-    return json.dumps(values, separators=(",", ":"))
+    """A group's key as text: canonical (SEMANTICS §5), so two equal keys are one group, as in the engine."""
+    return canonical_json(values)
 
 
 def _value_json(value: Any) -> str:
@@ -292,7 +298,7 @@ def _fold_rows(tb: pa.Table, keys: list[str], field: Any, pane_w: int, off: int,
             value = {u: p[f] for u, f in field.items()}
         if tp is not None and not isinstance(field, list) and not tp.accepts(value):
             return False
-        kj = json.dumps([p[k] for k in keys], separators=(",", ":"))
+        kj = canonical_json([p[k] for k in keys])
         groups.setdefault((kj, pane), []).append(value)
     try:
         for k, values in groups.items():
@@ -318,8 +324,6 @@ def _range_partial(spec_json: dict[str, Any], n: int
     never cross to the JVM and back, and their payloads stay the reader's structs."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from udm.host.spark.file_source import range_batches
-
         def tables(path: str, start: int, stop: int, first: int) -> Iterator[pa.Table]:
             for b in range_batches(path, start, stop, first):
                 tb = b.table
@@ -361,8 +365,6 @@ def id_hashes(ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
 def _fold_partition(spec_json: dict[str, Any], n: int, tables: Iterator[pa.Table]) -> pa.RecordBatch:
     """One partition's phase 1: its (group, pane) states per key bucket, id hashes and facts (module doc).
     ``tables``: element rows (``payload`` as JSON text or the reader's struct) with ``idh``."""
-    import pyarrow.compute as pc
-
     spec = parse_query(spec_json)
     step = spec.steps[0]
     assert isinstance(step, WindowStep)
@@ -580,8 +582,6 @@ def run_algebraic(spec: QuerySpec, elements: DataFrame, n_buckets: int, *, stric
     n = max(1, n_buckets)
     js = spec.to_json_dict()
     if scan is not None:
-        from udm.host.spark.file_source import ranges_df
-
         partial = ranges_df(elements.sparkSession, scan).mapInArrow(_range_partial(js, n), _PARTIAL_DDL)
         return partial.groupBy("_bucket").applyInArrow(_final(js, strict), _OUT_DDL)
     cols = [F.col(c) if c in elements.columns else F.lit(None).cast(t).alias(c)
@@ -593,7 +593,3 @@ def run_algebraic(spec: QuerySpec, elements: DataFrame, n_buckets: int, *, stric
                .mapInArrow(_partial(js, n), _PARTIAL_DDL))
     # ids embed the group key, which lives in exactly one bucket: unique across buckets
     return partial.groupBy("_bucket").applyInArrow(_final(js, strict), _OUT_DDL)
-
-
-def is_not_eligible(exc: BaseException) -> bool:
-    return _NOT_ELIGIBLE in str(exc)

@@ -35,22 +35,29 @@ partitions are coalesced first, `python_tasks`, since every task has a fixed cos
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from functools import reduce
 from operator import add
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from udm.host.errors import ContractViolation, QuerySpecError, UdmError, ViolationError
-from udm.host.query.plan import BoundQuery, bind
-from udm.host.query.spec import QuerySpec, load_query, parse_query
+from udm.host.engine.common import NEG
+from udm.host.io.batch import ElementBatch
+from udm.host.model.plan import BoundQuery, build_plan
+from udm.host.model.spec import QuerySpec, parse_query
+from udm.host.query.runners import make_runner
 from udm.host.spark.algebraic import INELIGIBLE, eligible_step, run_algebraic
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
+from udm.host.spark.graph import is_graph, run_graph_batch
 from udm.host.spark.partition import follow_inserts, partition_keys, python_tasks, time_split
+from udm.host.spark.results import DEAD_LETTER_DDL, OUTPUT_DDL, SparkRun, explain_failure, ids_repeat
 from udm.host.spark.rows import dead_rows, output_rows, with_struct_payloads
+from udm.host.spark.tables import table_inputs
 from udm.host.temporal.elements import Insert, Retract
 from udm.sdk import INF
 
@@ -61,57 +68,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["DEAD_LETTER_DDL", "OUTPUT_DDL", "SparkRun", "ids_repeat", "run_batch"]
 
-#: Output element columns (`ELEMENT_DDL` without the bad-row columns).
-OUTPUT_DDL = "kind string, id string, le bigint, re bigint, re_new bigint, t bigint, payload string, line bigint"
-#: Dead letters: the input line, the reason, and the element as JSON text (INTERFACES §1 record), plus the
-#: counter it went to (``cti_violation``, ``duplicate_id``, ...; `RunStats.reasons`).
-DEAD_LETTER_DDL = "line bigint, reason string, element string, category string"
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
+
 _RESULT_DDL = f"stream string, {OUTPUT_DDL}, reason string, element string"
 _FINAL_LINE = 1 << 62
 _RESULT_ARROW = pa.schema([(name, pa.int64() if typ == "bigint" else pa.string())
                           for name, typ in (c.split(" ") for c in _RESULT_DDL.split(", "))])
-
-
-@dataclass
-class SparkRun:
-    """The result of `run_batch`: physical output elements and dead letters, both DataFrames (backed by
-    one persisted computation; call `unpersist` when done)."""
-
-    output: DataFrame
-    dead_letters: DataFrame
-    buckets: int
-    keys: list[str]
-    _result: DataFrame
-    #: ``"engine"`` (one QueryRunner per key bucket or time range) or ``"algebraic"`` (partial + final).
-    path: str = "engine"
-    #: ``"keys"``, ``"time"`` (keyless query split by time range) or ``"single"``: how buckets were formed.
-    split: str = "keys"
-
-    #: every persisted computation behind the run (a staged graph plan has one per stage)
-    parts: list[DataFrame] = field(default_factory=list)
-    #: the small rows (``ids``, ``T``; a graph plan's ``lmerge`` too, with a ``part`` column: the index in
-    #: `parts`), collected by the one job that ran the plan (an Arrow table)
-    side: Any = None
-
-    def __post_init__(self) -> None:
-        if not self.parts:
-            self.parts = [self._result]
-
-    def unpersist(self) -> None:
-        for part in self.parts:
-            part.unpersist()
-
-
-def _spec_of(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path) -> QuerySpec:
-    if isinstance(query, BoundQuery):
-        return query.spec
-    if isinstance(query, QuerySpec):
-        return query
-    if isinstance(query, dict):
-        return parse_query(query)
-    if isinstance(query, (str, Path)):
-        return load_query(query)
-    raise QuerySpecError(f"run_batch: a query spec, dict or path is needed, got {type(query).__name__}")
 
 
 def _result_table(cols: dict[str, list[Any]]) -> pa.Table:
@@ -127,27 +89,17 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
     (open at both ends); rows carry ``_own``, true in the one bucket that reports their dead letters."""
 
     def run(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
-        import pyarrow.compute as pc
-
-        from udm.host.engine import QueryRunner
-        from udm.host.engine.common import NEG
-        from udm.host.io.batch import ElementBatch
-
         bucket = int(key[0].as_py())
         table = table.sort_by("line")
         id_blob = None
         if "_idh" in table.column_names:  # the optimistic key routing's cross-bucket id check (run_batch)
-            import base64
-
-            import numpy as np
-
             h = pc.drop_null(table.column("_idh")).to_numpy()
             id_blob = base64.b64encode(np.unique(h).astype(np.int64).tobytes()).decode()
         owned_lines: set[int] | None = None
         if "_own" in table.column_names:
             owned_lines = set(table.filter(pc.fill_null(table.column("_own"), False)).column("line").to_pylist())
         table = with_struct_payloads(table.select(list(ELEMENT_COLUMNS)))
-        runner = QueryRunner(bind(parse_query(spec_json)), on_violation=on_violation)
+        runner = make_runner(spec_json, on_violation)
         # T must be set before the stream's own cti(INF) (which truncates), so the batch is split there;
         # elements after a cti(INF) stay after it and are dead-lettered as violations.
         ends = pc.and_(pc.equal(table.column("kind"), "cti"), pc.greater_equal(table.column("t"), INF))
@@ -197,16 +149,11 @@ def _id_judge(spec_json: dict[str, Any], on_violation: str | None) -> Callable[[
     validity depends only on that id's elements and the CTIs, all of which this call sees."""
 
     def run(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
-        import pyarrow.compute as pc
-
-        from udm.host.engine import QueryRunner
-        from udm.host.io.batch import ElementBatch
-
         spec = parse_query(spec_json)
         first = spec.model_copy(update={"steps": spec.steps[:1]})
         table = table.sort_by("line")
         mine = set(table.filter(pc.not_equal(table.column("kind"), "cti")).column("line").to_pylist())
-        runner = QueryRunner(bind(first), on_violation=on_violation)
+        runner = make_runner(first, on_violation)
         runner.process_batch(ElementBatch.from_table(table.select(list(ELEMENT_COLUMNS))))
         runner.finish()
         rows = [{**r, "stream": "dead", "kind": r["category"]}
@@ -214,18 +161,6 @@ def _id_judge(spec_json: dict[str, Any], on_violation: str | None) -> Callable[[
         return _result_table({c: [r.get(c) for r in rows] for c in _RESULT_ARROW.names})
 
     return run
-
-
-def _explain(exc: Exception) -> UdmError:
-    """A failed Spark job as the engine's one-line error (the Python traceback is in the message)."""
-    text = str(exc)
-    for cls in (ViolationError, ContractViolation, UdmError):
-        marker = f"{cls.__name__}: "
-        for line in text.splitlines():
-            if marker in line:
-                return cls(line.split(marker, 1)[1].strip())
-    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return UdmError(f"Spark job failed: {first}")
 
 
 def _finish(spark: Any, result: DataFrame, n: int, keys: list[str], path: str, split: str) -> SparkRun | None:
@@ -264,7 +199,7 @@ def _run_algebraic_path(spark: Any, spec: QuerySpec, df: DataFrame, n: int, scan
     try:
         return _finish(spark, result, n, partition_keys(spec), "algebraic", "keys" if n > 1 else "single")
     except Exception as exc:
-        raise _explain(exc) from None
+        raise explain_failure(exc) from None
 
 
 def _key_routing(spec: QuerySpec, df: DataFrame, keys: list[str], n: int,
@@ -325,20 +260,6 @@ def _ids_cross_buckets(run: SparkRun) -> bool:
     """Whether some insert id hash was seen by two buckets of one run (its ``ids`` rows) — a reused id, or
     a 64-bit hash collision."""
     return ids_repeat([r["element"] for r in _side_rows(run, "ids")])
-
-
-def ids_repeat(blobs: list[str]) -> bool:
-    """Whether a hash occurs in two of the buckets' ``ids`` blobs (base64 of each bucket's unique int64
-    id hashes)."""
-    import base64
-
-    import numpy as np
-
-    parts = [np.frombuffer(base64.b64decode(b), dtype=np.int64) for b in blobs]
-    if len(parts) < 2:
-        return False
-    allh = np.sort(np.concatenate(parts))  # each part is unique within its bucket
-    return bool(len(allh) > 1 and (allh[1:] == allh[:-1]).any())
 
 
 def _range_bounds(t_lo: int | None, t_end: int | None, size: int, n: int) -> list[int]:
@@ -426,16 +347,11 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     """
     from pyspark.sql import functions as F
 
-    from udm.host.spark.graph import is_graph, run_graph_batch
-
-    spec = _spec_of(query)
+    spec = build_plan(query).spec  # bound on the driver: a bad query fails here, with the catalog's message
     if table is not None:
-        from udm.host.spark.tables import table_inputs
-
         elements = table_inputs(elements, table)
     if isinstance(elements, Mapping) or is_graph(spec):
         return run_graph_batch(spec, elements, on_violation=on_violation, buckets=buckets)
-    bind(spec)  # fail fast on the driver, with the catalog's message
     spark = elements.sparkSession
     df = normalize_elements(elements).coalesce(python_tasks(spark))
     keys = partition_keys(spec)
@@ -470,7 +386,7 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
         try:
             run = _finish(spark, routed.groupBy("_bucket").applyInArrow(fn, _RESULT_DDL), n, keys, "engine", "keys")
         except Exception as exc:
-            raise _explain(exc) from None
+            raise explain_failure(exc) from None
         assert run is not None
         if not _ids_cross_buckets(run):
             if (exact := _true_end(run, t_end)) is None:
@@ -507,6 +423,6 @@ def _finish_engine(spark: Any, routed: DataFrame, extra: DataFrame | None, spec:
     try:
         run = _finish(spark, result, n, keys, "engine", split)
     except Exception as exc:
-        raise _explain(exc) from None
+        raise explain_failure(exc) from None
     assert run is not None
     return run

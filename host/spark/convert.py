@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from udm.host.errors import UdmError
 from udm.host.io.batch import ElementBatch
+from udm.host.io.encode import EncodedLines, encode_value_column
 from udm.host.temporal.elements import Cti, Ecti, Element, Insert, Retract
 from udm.sdk import INF
 
@@ -43,6 +45,8 @@ __all__ = [
     "ticks_to_timestamp",
 ]
 
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
+
 ELEMENT_COLUMNS = ("kind", "id", "le", "re", "re_new", "t", "payload", "line", "error", "raw")
 ELEMENT_DDL = ("kind string, id string, le bigint, re bigint, re_new bigint, t bigint, payload string, "
                "line bigint, error string, raw string")
@@ -63,10 +67,6 @@ def payload_texts(batch: ElementBatch) -> pa.Array:
     """The payload column as compact JSON text (null where absent), built column by column for the
     reader's struct payloads (`udm.host.io.encode`): ``json.dumps`` per row costs ~3 s per million. A
     field holding objects or lists is encoded value by value."""
-    import pyarrow.compute as pc
-
-    from udm.host.io.encode import encode_value_column
-
     col = batch.table.column("payload").combine_chunks()
     typ = col.type
     if not pa.types.is_struct(typ):
@@ -266,8 +266,6 @@ def elements_of(table: pa.Table) -> list[Element]:
 
 def _time_text(col: pa.ChunkedArray | pa.Array) -> pa.Array:
     """A time column as JSON text: the number, ``"inf"`` for `INF`, ``""`` where null."""
-    import pyarrow.compute as pc
-
     text = pc.cast(col, pa.string())
     text = pc.if_else(pc.fill_null(pc.greater_equal(col, INF), False), pa.scalar('"inf"'), text)
     return pc.fill_null(text, "")
@@ -278,10 +276,6 @@ def element_lines_of(table: pa.Table) -> Any:
     Lines `udm.host.io.jsonl.JsonlWriter` writes for them (`udm.host.io.encode.EncodedLines`), built column
     by column: the rows of a Spark result go straight to the output file without an element object or a
     ``json.loads`` each. A payload's text is written as it came (compact, from the engine's rows)."""
-    import pyarrow.compute as pc
-
-    from udm.host.io.encode import EncodedLines, encode_value_column
-
     n = table.num_rows
     if n == 0:
         return EncodedLines((), 0)

@@ -25,7 +25,19 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from udm.host.query.runners import ENGINES, RunRequest, RunResult, no_cti_warnings
+from udm.host.errors import UdmError
+from udm.host.io.batch import KIND_CTI
+from udm.host.io.jsonl import DeadLetterWriter, JsonlWriter
+from udm.host.io.table_options import TableSource
+from udm.host.io.table_out import TableSink, open_writer
+from udm.host.io.tables import open_reader
+from udm.host.query.runners import ENGINES, RunRequest, no_cti_warnings
+from udm.host.run_result import RunResult
+from udm.host.spark.batch import run_batch
+from udm.host.spark.convert import element_lines_of, elements_df, elements_of
+from udm.host.spark.file_source import file_elements_df, scan_file
+from udm.host.spark.graph import lmerge_counts, run_graph_batch
+from udm.host.spark.session import get_spark, on_this_machine, resolved_master
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -34,6 +46,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from udm.host.spark.file_source import FileScan
 
 __all__ = ["run_spark"]
+
+# lazy imports: pyarrow.compute — `udm run --engine spark` loads it with the job's results
+
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
 #: what a Spark run's warning about an input without CTIs says the engines kept
 _HELD = "each bucket's engine held its live events and windows"
@@ -44,9 +60,6 @@ class _Input:
     while Spark starts), or batches read on the driver."""
 
     def __init__(self, source: Any, master: str | None, batch_size: int) -> None:
-        from udm.host.io.table_options import TableSource
-        from udm.host.spark.session import on_this_machine, resolved_master
-
         self.source = source
         self.scan: FileScan | None = None
         self.batches: list[Any] | None = None
@@ -60,8 +73,6 @@ class _Input:
             self._thread.start()
 
     def _scan(self) -> None:
-        from udm.host.spark.file_source import scan_file
-
         try:
             self.scan = scan_file(self.source, 2 * (os.cpu_count() or 1))
         except BaseException as exc:  # raised in the caller's thread by `frame`
@@ -69,16 +80,12 @@ class _Input:
 
     def frame(self, spark: Any) -> Any:
         """The input's element DataFrame."""
-        from udm.host.spark.convert import elements_df
-        from udm.host.spark.file_source import file_elements_df
-
         if self._thread is not None:
             self._thread.join()
             if self._error is not None:
                 raise self._error
             assert self.scan is not None
             return file_elements_df(spark, self.scan)
-        from udm.host.io.tables import open_reader
 
         reader = open_reader(self.source, batch_size=self._batch_size)
         try:
@@ -104,18 +111,12 @@ class _Input:
 
     def sent_cti(self) -> bool:
         """Whether the input holds a CTI (SEMANTICS §7: without one no state is cleaned up)."""
-        from udm.host.io.batch import KIND_CTI
-
         if self.scan is not None:
             return self.scan.ctis
         return any(bool((b.kind_codes() == KIND_CTI).any()) for b in self.batches or ())
 
 
 def run_spark(req: RunRequest) -> RunResult:
-    from udm.host.errors import UdmError
-    from udm.host.spark.batch import run_batch
-    from udm.host.spark.session import get_spark
-
     if req.checkpoint is not None:
         raise UdmError("--checkpoint is only supported by --engine spark-streaming")
     from udm.host.spark.graph import is_graph
@@ -164,10 +165,6 @@ def _collect(run: SparkRun) -> tuple[pa.Table, pa.Table]:
 
 def _write_result(req: RunRequest, run: SparkRun, multi: bool) -> tuple[int, list[dict[str, Any]], Counter[str]]:
     """Write the output and the dead letters; (elements out, dead-letter records, counts by category)."""
-    from udm.host.io.jsonl import DeadLetterWriter, JsonlWriter
-    from udm.host.io.table_out import TableSink, open_writer
-    from udm.host.spark.convert import element_lines_of, elements_of
-
     out, dead_rows = _collect(run)
     if isinstance(req.output, TableSink):
         with open_writer(req.output) as tw:
@@ -193,9 +190,6 @@ def _write_result(req: RunRequest, run: SparkRun, multi: bool) -> tuple[int, lis
 def _run_graph(req: RunRequest) -> RunResult:
     """A query graph (`udm.host.spark.graph`): every ``--input NAME=PATH`` its own DataFrame, run
     together; dead letters of a multi-input query name their input."""
-    from udm.host.spark.graph import lmerge_counts, run_graph_batch
-    from udm.host.spark.session import get_spark
-
     sources = req.inputs
     t0 = time.perf_counter()
     master = req.options.get("master")

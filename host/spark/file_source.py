@@ -32,8 +32,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from udm.host.errors import UdmError
+from udm.host.io.batch import ElementBatch
+from udm.host.io.jsonl import read_jsonl_batches
+from udm.host.spark.convert import ELEMENT_DDL, batch_to_arrow
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -42,6 +46,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["FileScan", "InputFacts", "file_elements_df", "may_hold_ecti", "range_batches", "range_tables",
            "ranges_df", "scan_file"]
+
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
 #: a range read by one task is at least this big (smaller files are one range)
 _MIN_RANGE = 4 << 20
@@ -144,11 +150,6 @@ def _non_blank(mm: mmap.mmap, buf: np.ndarray, nl: np.ndarray, size: int) -> int
 
 def range_batches(path: str, start: int, stop: int, first_line: int) -> Iterator[ElementBatch]:
     """The elements of one range as the local reader reads them, numbered by their line in the file."""
-    import pyarrow.compute as pc
-
-    from udm.host.io.batch import ElementBatch
-    from udm.host.io.jsonl import read_jsonl_batches
-
     with open(path, "rb") as f:
         f.seek(start)
         data = f.read(stop - start)
@@ -161,8 +162,6 @@ def range_batches(path: str, start: int, stop: int, first_line: int) -> Iterator
 
 def range_tables(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function: range rows (`_RANGE_DDL`) in, element rows (`ELEMENT_DDL`) out."""
-    from udm.host.spark.convert import batch_to_arrow
-
     for rb in batches:
         for path, start, stop, first in zip(*(rb.column(c).to_pylist() for c in range(4)), strict=True):
             for b in range_batches(path, start, stop, first):
@@ -185,6 +184,4 @@ def ranges_df(spark: SparkSession, scan: FileScan) -> DataFrame:
 
 def file_elements_df(spark: SparkSession, scan: FileScan) -> DataFrame:
     """The file's element DataFrame (`udm.host.spark.convert.ELEMENT_DDL`), each range parsed by a task."""
-    from udm.host.spark.convert import ELEMENT_DDL
-
     return ranges_df(spark, scan).mapInArrow(range_tables, ELEMENT_DDL)

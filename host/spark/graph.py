@@ -27,19 +27,26 @@ one per bucket, each running the stage's steps:
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from udm.host.engine.common import NEG
 from udm.host.errors import UdmError
-from udm.host.query.graph import resolve
-from udm.host.query.plan import BoundQuery, bind
-from udm.host.query.spec import QuerySpec, parse_query
+from udm.host.io.batch import ElementBatch
+from udm.host.model.graph import resolve
+from udm.host.model.plan import BoundQuery, build_plan
+from udm.host.model.spec import QuerySpec
+from udm.host.query.runners import make_runner
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
 from udm.host.spark.partition import BY_ID, follow_inserts, python_tasks, whole_input
+from udm.host.spark.results import OUTPUT_DDL, SparkRun, explain_failure, ids_repeat
 from udm.host.spark.rows import dead_rows, exchange_rows, output_rows, with_struct_payloads
 from udm.host.spark.stages import Stage, checked_before, merge_exchange, plan_stages, read_before
 from udm.sdk import INF
@@ -47,10 +54,11 @@ from udm.sdk import INF
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
-    from udm.host.spark.batch import SparkRun
     from udm.host.spark.file_source import InputFacts
 
 __all__ = ["GRAPH_RESULT_DDL", "graph_elements", "is_graph", "key_value", "run_graph_batch"]
+
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
 _FINAL_LINE = 1 << 62
 #: `udm.host.spark.batch` result rows plus the dead letter's input and, between stages, the producing bucket.
@@ -127,21 +135,12 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
         return origins.get(name) if multi and name is not None else None
 
     def run(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
-        import pyarrow.compute as pc
-
-        from udm.host.engine import QueryRunner
-        from udm.host.engine.common import NEG
-        from udm.host.io.batch import ElementBatch
         bucket = int(key[0].as_py())
         id_blob = None
         if "_idh" in table.column_names:
-            import base64
-
-            import numpy as np
-
             h = pc.drop_null(table.column("_idh")).to_numpy()
             id_blob = base64.b64encode(np.unique(h).astype(np.int64).tobytes()).decode()
-        runner = QueryRunner(bind(parse_query(spec_json)), on_violation=on_violation, derived_inputs=exchanges)
+        runner = make_runner(spec_json, on_violation, derived_inputs=exchanges)
         out: list[Any] = []
         tails = []
         heads = []
@@ -261,7 +260,6 @@ def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation:
     stages it reads, routed by its own partitioning into up to ``n`` buckets."""
     from pyspark.sql import functions as F
 
-    from udm.host.spark.batch import OUTPUT_DDL, SparkRun, _explain
 
     spark = df.sparkSession
     results: list[DataFrame] = []
@@ -306,7 +304,7 @@ def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation:
     except Exception as exc:
         for r in results:
             r.unpersist()
-        raise _explain(exc) from None
+        raise explain_failure(exc) from None
     out_cols = [c.split(" ")[0] for c in OUTPUT_DDL.split(", ")]
     output = results[-1].where(F.col("stream") == "out").select(*out_cols)
     dead = None
@@ -329,8 +327,6 @@ def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation:
 
 def _side(run: SparkRun, stream: str, part: int | None = None) -> pa.Table:
     """The run's collected small rows of ``stream`` (of one part, or all)."""
-    import pyarrow.compute as pc
-
     mask = pc.equal(run.side.column("stream"), stream)
     if part is not None:
         mask = pc.and_(mask, pc.equal(run.side.column("part"), part))
@@ -364,10 +360,8 @@ def run_graph_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     pre-pass over the inputs (the stream's T, retractions) is skipped where they answer it."""
     from pyspark.sql import functions as F
 
-    from udm.host.spark.batch import _spec_of, ids_repeat
 
-    spec = _spec_of(query)
-    bind(spec)
+    spec = build_plan(query).spec
     inputs = tuple(resolve(spec).inputs)
     df = graph_elements(elements, inputs)
     spark = df.sparkSession

@@ -42,16 +42,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+import pyarrow as pa
 from sortedcontainers import SortedList
 
 from udm.host.engine import QueryRunner
 from udm.host.engine.common import INF, NEG, DeadLetter
+from udm.host.io.batch import ElementBatch
+from udm.host.query.runners import make_runner
+from udm.host.spark.rows import input_runs
 from udm.host.temporal.elements import Cti, Element
+from udm.host.temporal.strict import canonical_json
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
-    from udm.host.query.plan import BoundQuery
+    from udm.host.model.plan import BoundQuery
 
 __all__ = ["NO_KEY", "BucketStore", "DictStore", "KeyedBucket", "KeyedResult", "dump_index", "graph_key_of",
            "graph_payload_key", "key_of", "load_index", "payload_key"]
@@ -160,7 +165,7 @@ def payload_key(p: Any, fields: list[str], part: Callable[[Any], Any] | None = N
     if not isinstance(p, dict) or any(f not in p for f in fields):
         return NO_KEY
     values = [p[f] for f in fields] if part is None else [part(p[f]) for f in fields]
-    return json.dumps(values, sort_keys=True, separators=(",", ":"))
+    return canonical_json(values)
 
 
 def _join_part(v: Any) -> Any:
@@ -363,7 +368,7 @@ class KeyedBucket:
 
     # -- engines ----------------------------------------------------------------------------------------
     def _new_runner(self) -> QueryRunner:
-        return QueryRunner(self.bound, on_violation=self.on_violation, derived_inputs=self.derived_inputs)
+        return make_runner(self.bound, self.on_violation, derived_inputs=self.derived_inputs)
 
     def _restore(self, snapshot: bytes) -> QueryRunner:
         """An engine from its snapshot, knowing its derived inputs again (a snapshot does not keep them, and
@@ -451,8 +456,6 @@ class KeyedBucket:
         are prepared once (their payloads have shapes of their own) and fed here, run by run; without it
         ``feed`` takes a slice of ``table`` that may mix inputs. A row of ``reach_kind`` raises the bucket's
         T so far to its ``t`` from there on (a stage's T row and its producers' T, semantics-notes 59)."""
-        import pyarrow as pa
-
         if watermark is not None:
             self._cti(watermark)
         if table is not None and table.num_rows:
@@ -513,10 +516,6 @@ class KeyedBucket:
                     ) -> Callable[[QueryRunner, pa.Table], list[Element]]:
         """A ``feed`` for a graph's call: each input's rows of ``table`` prepared once; a slice (rows of
         ``table`` by their ``udm_row``) is fed from them in runs of one input each."""
-        import pyarrow as pa
-
-        from udm.host.io.batch import ElementBatch
-        from udm.host.spark.rows import input_runs
 
         names = table.column("udm_input").to_pylist()
         prepared: dict[str, pa.Table] = {}
@@ -689,3 +688,37 @@ class KeyedBucket:
         for id in [i for i, re in live.ids.items() if self.index.finished or re < self._input_cti(self._input_of(i))]:
             del live.ids[id]  # closed: the engine forgot it (`Operator.forget_closed`)
             self.store.drop_id(id)
+
+
+class SparkStore:
+    """`udm.host.spark.key_state.BucketStore` over the bucket's ``transformWithStateInPandas`` state:
+    a MapState of engines by key, a MapState of ids, a ValueState index."""
+
+    def __init__(self, engines: Any, ids: Any, index: Any) -> None:
+        self.engines, self.ids, self.index = engines, ids, index
+
+    def get_engine(self, key: str) -> bytes | None:
+        got = self.engines.getValue((key,))
+        return None if got is None else bytes(got[0])
+
+    def put_engine(self, key: str, snapshot: bytes) -> None:
+        self.engines.updateValue((key,), (snapshot,))
+
+    def drop_engine(self, key: str) -> None:
+        self.engines.removeKey((key,))
+
+    def get_id(self, id: str) -> tuple[str, int] | None:
+        got = self.ids.getValue((id,))
+        return None if got is None else (str(got[0]), int(got[1]))
+
+    def put_id(self, id: str, key: str, re: int) -> None:
+        self.ids.updateValue((id,), (key, re))
+
+    def drop_id(self, id: str) -> None:
+        self.ids.removeKey((id,))
+
+    def get_index(self) -> bytes | None:
+        return bytes(self.index.get()[0]) if self.index.exists() else None
+
+    def put_index(self, blob: bytes) -> None:
+        self.index.update((blob,))

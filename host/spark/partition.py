@@ -14,13 +14,31 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from udm.host.query.spec import Cumulate, FilterStep, Hopping, MapStep, QuerySpec, Tumbling, WindowStep
+from udm.host.model.graph import resolve
+from udm.host.model.spec import (
+    AlignStep,
+    AlterLifetimeStep,
+    Cumulate,
+    FilterStep,
+    FinalizeStep,
+    FlatMapStep,
+    Hopping,
+    JoinStep,
+    MapStep,
+    ProjectStep,
+    QuerySpec,
+    Tumbling,
+    UnionStep,
+    WindowStep,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from udm.host.query.graph import GraphNode
+    from udm.host.model.graph import GraphNode
 
 __all__ = ["BY_ID", "follow_inserts", "graph_routing", "partition_keys", "python_tasks", "routing_of", "time_split",
            "whole_input"]
+
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
 _INF = 2**63 - 1
 
@@ -144,8 +162,6 @@ BY_ID = "by_id"
 def graph_routing(spec: QuerySpec) -> dict[str, list[str]] | str | None:
     """How to route the elements of a non-linear query graph (SEMANTICS §10) into key buckets, when one
     partitioning is valid for the whole graph (`routing_of` its steps)."""
-    from udm.host.query.graph import resolve
-
     if whole_input(spec):
         return None  # one bucket (see `partition_keys`)
     graph = resolve(spec)
@@ -171,17 +187,6 @@ def routing_of(nodes: Sequence[GraphNode], inputs: Sequence[str]) -> dict[str, l
     carries its input row's value. lmerge, keyless windows and anything else give None. A flat_map passes
     no field (its UDO may rewrite any), but needs no rows together: an event's outputs depend on it alone.
     """
-    from udm.host.query.spec import (
-        AlignStep,
-        AlterLifetimeStep,
-        FilterStep,
-        FinalizeStep,
-        FlatMapStep,
-        JoinStep,
-        ProjectStep,
-        UnionStep,
-    )
-
     universe: set[str] = set()
     for node in nodes:
         s = node.step

@@ -20,6 +20,9 @@ from typing import Any
 import pyarrow as pa
 
 from udm.host.engine.common import DeadLetter
+from udm.host.io.batch import ElementBatch
+from udm.host.io.jsonl import struct_payloads
+from udm.host.spark.convert import ELEMENT_COLUMNS
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
 __all__ = ["dead_rows", "exchange_rows", "feed_by_input", "input_runs", "output_rows", "with_struct_payloads"]
@@ -28,8 +31,6 @@ __all__ = ["dead_rows", "exchange_rows", "feed_by_input", "input_runs", "output_
 def with_struct_payloads(table: pa.Table) -> pa.Table:
     """``table`` with its ``payload`` text column as a struct when the texts make a faithful one
     (`udm.host.io.jsonl.struct_payloads`), else as it is."""
-    from udm.host.io.jsonl import struct_payloads
-
     struct = struct_payloads(table.column("payload"))
     return table if struct is None else table.set_column(table.column_names.index("payload"), "payload", struct)
 
@@ -49,9 +50,6 @@ def input_runs(names: list[Any], lo: int = 0, hi: int | None = None) -> Iterator
 def feed_by_input(runner: Any, table: pa.Table, names: list[Any], lo: int = 0, hi: int | None = None) -> list[Element]:
     """Rows ``[lo, hi)`` of ``table`` (element columns, JSON-text payloads) through a graph's ``runner``,
     in runs of one input each (``names``: each row's input), payloads made structs per run."""
-    from udm.host.io.batch import ElementBatch
-    from udm.host.spark.convert import ELEMENT_COLUMNS
-
     out: list[Element] = []
     for a, b in input_runs(names, lo, hi):
         part = with_struct_payloads(table.slice(a, b - a).select(list(ELEMENT_COLUMNS)))

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 from udm.host.errors import UdmError
 
@@ -30,6 +31,8 @@ __all__ = [
     "require_spark",
     "resolved_master",
 ]
+
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
 #: Environment variable naming the master when neither ``--master`` nor ``master=`` is given.
 MASTER_ENV = "UDM_SPARK_MASTER"
@@ -86,8 +89,6 @@ def _resolve(master: str | None, conf: dict[str, Any]) -> tuple[str | None, str 
 def on_this_machine(master: str | None) -> bool:
     """Whether every executor of ``master`` runs on this machine (and so sees its files): ``local[N]``, or
     a cluster whose master is at a loopback address."""
-    from urllib.parse import urlparse
-
     if not master:
         return False
     if master.startswith("local"):

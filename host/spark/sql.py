@@ -27,11 +27,14 @@ from udm.host.catalog import Catalog, CatalogEntry, default_catalog
 from udm.host.errors import ContractViolation, ParamError
 from udm.host.spark.invoke import call_set_udm, label_of
 from udm.host.spark.types import spark_type_for, to_spark_value
+from udm.host.temporal.strict import canonical_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
 __all__ = ["Registered", "register_sql"]
+
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
 
 @dataclass
@@ -136,7 +139,7 @@ def _udtf_class(entry: CatalogEntry, schema: str | None) -> type:
             for out in outputs:
                 payload = dict(out) if isinstance(out, Mapping) else {"value": out}
                 if fields is None:
-                    yield (json.dumps(payload, sort_keys=True, separators=(",", ":")),)
+                    yield (canonical_json(payload),)
                 else:
                     yield tuple(payload.get(f) for f in fields)
 

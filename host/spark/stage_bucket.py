@@ -31,23 +31,33 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from udm.host.spark.key_state import BucketStore, DictStore
+from udm.host.engine import QueryRunner
+from udm.host.engine.common import DeadLetter
+from udm.host.io.batch import ElementBatch
+from udm.host.model.plan import build_plan
+from udm.host.query.runners import make_runner
+from udm.host.spark.convert import ELEMENT_COLUMNS
+from udm.host.spark.key_state import NO_KEY, BucketStore, DictStore, KeyedBucket, graph_key_of, graph_payload_key
+from udm.host.spark.rows import dead_rows, output_rows, with_struct_payloads
 from udm.host.spark.stages import Stage, checked_before, read_before
-from udm.host.spark.stream_stages import (
+from udm.host.spark.stream_wire import (
     ALL_STAGES,
+    BROADCAST,
+    END_KIND,
     ROUTE_LATER,
     SINK_STAGE,
     T_KIND,
-    _merge,
-    _route_of,
-    _Rows,
+    UNROUTABLE,
+    WireRows,
+    merge_exchange_part,
+    route_of,
     stage_width,
+    unroutable_reason,
 )
+from udm.host.temporal.elements import Cti, Insert
 
 if TYPE_CHECKING:  # pragma: no cover
-    from udm.host.engine import QueryRunner
-    from udm.host.engine.common import DeadLetter
-    from udm.host.query.plan import BoundQuery
+    from udm.host.model.plan import BoundQuery
     from udm.host.temporal.elements import Element
 
 __all__ = ["AUX_VERSION", "OLD_STAGE_LAYOUT", "DictStageStore", "StageBucket", "StageStore", "keyed_stage"]
@@ -157,19 +167,16 @@ class StageBucket:
         self._bound: BoundQuery | None = None
 
     def bound(self) -> BoundQuery:
-        from udm.host.query.plan import bind
-        from udm.host.query.spec import parse_query
-
         if self._bound is None:
-            self._bound = bind(parse_query(self.spec_json))
+            self._bound = build_plan(self.spec_json)
         return self._bound
 
     # -- one call -------------------------------------------------------------------------------------------
-    def call(self, bucket: int, table: pa.Table, store: StageStore) -> _Rows:
-        """One bucket's rows of one micro-batch (`stream_stages._IN_ARROW`, nulls restored): the stage's
+    def call(self, bucket: int, table: pa.Table, store: StageStore) -> WireRows:
+        """One bucket's rows of one micro-batch (`stream_wire.IN_ARROW`, nulls restored): the stage's
         own are consumed (`consume`); every other row passes through, a query-input row for a later stage
         (`ROUTE_LATER`) given its bucket there by the first operator."""
-        out = _Rows()
+        out = WireRows()
         mine = pc.fill_null(pc.and_(pc.equal(table.column("stream"), "el"),
                                     pc.is_in(table.column("udm_stage"),
                                              pa.array([self.index, ALL_STAGES], pa.int64()))), False)
@@ -182,18 +189,16 @@ class StageBucket:
                     payload = json.loads(text) if text else None
                 except ValueError:
                     payload = None
-                r["udm_route"] = _route_of(routing, r["udm_input"], width, r["kind"], r["id"], payload)
+                r["udm_route"] = route_of(routing, r["udm_input"], width, r["kind"], r["id"], payload)
             out.add(**r)
         consumed = table.filter(mine).sort_by("udm_seq")
         if consumed.num_rows:
             self.consume(bucket, consumed, out, store)
         return out
 
-    def consume(self, bucket: int, table: pa.Table, out: _Rows, store: StageStore) -> None:
+    def consume(self, bucket: int, table: pa.Table, out: WireRows, store: StageStore) -> None:
         """The stage's rows of one micro-batch in this bucket (sorted by ``udm_seq``; ``udm_bucket`` may be
         a column), their wire rows added to ``out``, the state written back to ``store``."""
-        from udm.host.spark.streaming import END_KIND
-
         blob = store.get_aux()
         aux: dict[str, Any] = (pickle.loads(blob) if blob is not None
                                else {"routes": {}, "merge": {}, "v": AUX_VERSION})
@@ -207,9 +212,6 @@ class StageBucket:
         got = (self._keyed if self.per_key else self._whole)(bucket, table, aux, store)
         seq = 0
         if self.last:
-            from udm.host.spark.rows import output_rows
-            from udm.host.temporal.elements import Cti
-
             for prefix, el in got.out:
                 if isinstance(el, Cti):
                     continue
@@ -238,8 +240,6 @@ class StageBucket:
 
     def _own(self, table: pa.Table) -> list[int]:
         """Rows of the query inputs this stage reads (control rows and exchange rows apart)."""
-        from udm.host.spark.streaming import END_KIND
-
         kinds = table.column("kind").to_pylist()
         names = table.column("udm_input").to_pylist()
         stage_of = table.column("udm_stage").to_pylist()
@@ -248,35 +248,25 @@ class StageBucket:
 
     def _unroutable(self, table: pa.Table, i: int) -> DeadLetter:
         """Row ``i``'s dead letter: a retraction without its input's key fields (a DataFrame stream's)."""
-        from udm.host.engine.common import DeadLetter
-        from udm.host.spark.streaming import _unroutable_reason
-
         name = table.column("udm_input")[i].as_py()
         row = {c: table.column(c)[i].as_py() for c in ("kind", "id", "le", "re", "re_new")}
         routing = self.later.get((name, self.index), (None, 0))[0]
         fields = routing.get(name, []) if isinstance(routing, dict) else []
-        return DeadLetter(table.column("line")[i].as_py(), _unroutable_reason(fields), row,
+        return DeadLetter(table.column("line")[i].as_py(), unroutable_reason(fields), row,
                           input=name if self.multi else None)
 
     def _exchange_part(self, table: pa.Table, x: str, aux: dict[str, Any], keep: tuple[str, ...] = ()
                        ) -> tuple[int | None, pa.Table]:
         """Exchange stream ``x``'s rows of this call: T so far that its producers reached (on their CTI
-        rows, as ``le``) and the rows merged as the stage feeds them (`_merge`, with ``keep``)."""
+        rows, as ``le``) and the rows merged as the stage feeds them (`merge_exchange_part`, with ``keep``)."""
         part = table.filter(pc.fill_null(pc.equal(table.column("udm_input"), x), False))
         if not part.num_rows:
             return None, part
         reach = pc.max(part.filter(pc.fill_null(pc.equal(part.column("kind"), "cti"), False)).column("le")).as_py()
-        return reach, _merge(part, aux["merge"].setdefault(x, {}), self.producers[x], keep)
+        return reach, merge_exchange_part(part, aux["merge"].setdefault(x, {}), self.producers[x], keep)
 
     def _whole(self, bucket: int, table: pa.Table, aux: dict[str, Any], store: StageStore) -> _Produced:
         """One engine over the bucket."""
-        from udm.host.engine import QueryRunner
-        from udm.host.io.batch import ElementBatch
-        from udm.host.spark.convert import ELEMENT_COLUMNS
-        from udm.host.spark.rows import with_struct_payloads
-        from udm.host.spark.streaming import END_KIND, UNROUTABLE
-        from udm.host.temporal.elements import Cti
-
         if store.get_index() is not None:
             raise ValueError(OLD_STAGE_LAYOUT)
         got = store.get_whole()
@@ -284,7 +274,7 @@ class StageBucket:
             runner = QueryRunner.restore(bytes(got[0]), self.bound(), derived_inputs=self.exchanges)
             cti = None if got[1] is None else int(got[1])
         else:
-            runner = QueryRunner(self.bound(), on_violation=self.on_violation, derived_inputs=self.exchanges)
+            runner = make_runner(self.bound(), self.on_violation, derived_inputs=self.exchanges)
             cti = None
         before = dict(runner.stats.reasons)
         kinds = table.column("kind").to_pylist()
@@ -332,12 +322,6 @@ class StageBucket:
     def _keyed(self, bucket: int, table: pa.Table, aux: dict[str, Any], store: StageStore) -> _Produced:
         """One engine per key value (`KeyedBucket`): the rows of the call in the order one engine takes
         them — T, the query inputs, then each exchange stream's T and merged rows, then the end."""
-        from udm.host.spark.convert import ELEMENT_COLUMNS
-        from udm.host.spark.key_state import NO_KEY, KeyedBucket, graph_key_of
-        from udm.host.spark.rows import with_struct_payloads
-        from udm.host.spark.streaming import END_KIND, UNROUTABLE
-        from udm.host.temporal.elements import Cti
-
         if store.get_whole() is not None:
             raise ValueError(OLD_STAGE_LAYOUT)
         cols = [*ELEMENT_COLUMNS, "udm_input", "udm_route", "udm_key"]
@@ -403,11 +387,9 @@ class StageBucket:
                          dict(stats.get("reasons", {})), stats.get("truncated_at"), None, stats.get("keys"))
 
     # -- output ---------------------------------------------------------------------------------------------
-    def _dead(self, bucket: int, got: _Produced, out: _Rows, seq: int) -> int:
+    def _dead(self, bucket: int, got: _Produced, out: WireRows, seq: int) -> int:
         """Dead letters as wire rows; a copy of one an earlier stage reported is dropped (and uncounted).
         Returns the next seq."""
-        from udm.host.spark.rows import dead_rows
-
         dead = got.dead
         if self.read_before:
             for dl in dead:
@@ -427,14 +409,10 @@ class StageBucket:
         return seq
 
     def _exchange(self, bucket: int, produced: list[tuple[str, Element]], routes: dict[str, Any],
-                  cti: int | None, reached: int, out: _Rows) -> int:
+                  cti: int | None, reached: int, out: WireRows) -> int:
         """This stage's output on its way to each stage reading it (`stream_stages` module doc); returns the
         next seq. A CTI row carries, as ``le``, T so far (``reached``): a later stage holds back what lies
         past its T (semantics-notes 2) and must learn T from its producers."""
-        from udm.host.spark.key_state import graph_payload_key
-        from udm.host.spark.streaming import BROADCAST
-        from udm.host.temporal.elements import Cti, Insert
-
         seq = 0
         for prefix, el in produced:
             if isinstance(el, Cti):
@@ -445,7 +423,7 @@ class StageBucket:
                 continue
             rid = f"{prefix}.{el.id}"
             if isinstance(el, Insert):
-                dest = [_route_of(r, self.sink, w, "insert", rid, el.payload) for _, r, w in self.consumers]
+                dest = [route_of(r, self.sink, w, "insert", rid, el.payload) for _, r, w in self.consumers]
                 keys = [graph_payload_key(el.payload, r[self.sink]) if isinstance(r, dict) and r.get(self.sink)
                         else None for _, r, _ in self.consumers]
                 routes[rid] = [dest, el.re, keys]

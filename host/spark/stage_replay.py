@@ -17,11 +17,17 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from udm.host.io.batch import ElementBatch
+from udm.host.model.graph import resolve
 from udm.host.spark.stage_bucket import DictStageStore, StageBucket
-from udm.host.spark.stream_stages import _IN_ARROW, _WIRE_FIELDS, ALL_STAGES, T_KIND, stage_width, stream_stages
+from udm.host.spark.stream_files import graph_routes
+from udm.host.spark.stream_stages import stream_stages
+from udm.host.spark.stream_wire import ALL_STAGES, BROADCAST, END_KIND, IN_ARROW, T_KIND, WIRE_FIELDS, stage_width
+from udm.host.temporal.elements import Insert, Retract
+from udm.sdk import INF
 
 if TYPE_CHECKING:  # pragma: no cover
-    from udm.host.query.spec import QuerySpec
+    from udm.host.model.spec import QuerySpec
     from udm.host.temporal.elements import Element
 
 __all__ = ["BatchResult", "StagedReplay"]
@@ -49,8 +55,6 @@ class StagedReplay:
                  driver_keys: bool = True) -> None:
         """``driver_keys=False``: the input rows name no key (a DataFrame stream's; a keyed stage reads
         each row's key off its payload)."""
-        from udm.host.query.graph import resolve
-
         stages = stream_stages(spec, n)
         if stages is None:
             raise ValueError("the query runs as one operator, not in stages")
@@ -70,10 +74,6 @@ class StagedReplay:
                                                                               list[dict[str, Any]]]:
         """The wire rows of the interleaved inputs ``rows`` ((input, line, element)), split as the driver
         does: the head (each input's rows before its first ``cti(INF)``) in order, and the tail."""
-        from udm.host.io.batch import ElementBatch
-        from udm.host.spark.stream_files import graph_routes
-        from udm.sdk import INF
-
         per: dict[str, list[int]] = {}
         for i, (name, _, _) in enumerate(rows):
             per.setdefault(name, []).append(i)
@@ -106,17 +106,13 @@ class StagedReplay:
 
     def control(self, kind: str, t: int | None = None) -> dict[str, Any]:
         """A control row for every stage (T, the end of input)."""
-        from udm.host.spark.streaming import BROADCAST
-
         return {"stream": "el", "kind": kind, "t": t, "udm_stage": ALL_STAGES, "udm_route": BROADCAST}
 
     # -- one micro-batch ------------------------------------------------------------------------------------
     def batch(self, rows: list[dict[str, Any]]) -> BatchResult:
         """One micro-batch of wire rows through every stage; what the last stage reported."""
-        from udm.host.spark.streaming import BROADCAST
-
         wire = [{**r, "udm_seq": k} for k, r in enumerate(rows)]
-        table = pa.Table.from_pylist(wire, schema=pa.schema([f for f in _IN_ARROW if f.name != "udm_bucket"]))
+        table = pa.Table.from_pylist(wire, schema=pa.schema([f for f in IN_ARROW if f.name != "udm_bucket"]))
         for s, logic, stores in zip(self.stages, self.logic, self.stores, strict=True):
             w = len(stores)
             stream = table.column("stream").to_pylist()
@@ -138,13 +134,11 @@ class StagedReplay:
                 part = part.append_column("udm_bucket", pa.array([b] * len(idx), pa.int64()))
                 got = logic.call(b, part, stores[b])
                 outs.append(pa.table({name: pa.array(got.cols[name], pa.int64() if typ == "bigint" else pa.string())
-                                      for name, typ in _WIRE_FIELDS}))
+                                      for name, typ in WIRE_FIELDS}))
             table = pa.concat_tables(outs) if outs else table.slice(0, 0)
         return self._result(table)
 
     def _result(self, table: pa.Table) -> BatchResult:
-        from udm.host.temporal.elements import Insert, Retract
-
         table = table.filter(pc.not_equal(table.column("stream"), "el"))
         table = table.take(pc.sort_indices(table, [("udm_src", "ascending"), ("udm_seq", "ascending")]))
         out: list[Element] = []
@@ -171,8 +165,6 @@ class StagedReplay:
 
     def run(self, rows: list[tuple[str, int | None, Element]], size: int) -> list[BatchResult]:
         """The whole stream in micro-batches of ``size`` rows: the head, then T and the tail, then the end."""
-        from udm.host.spark.streaming import END_KIND
-
         head, tail = self.input_rows(rows)
         results = [self.batch(head[i:i + size]) for i in range(0, len(head), size)]
         last = ([self.control(T_KIND, self.reached)] if self.reached is not None else []) + tail

@@ -22,15 +22,18 @@ buckets (`merge_exchange`), as SEMANTICS §10 says of a multi-input operator.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from udm.host.query.graph import GraphNode, resolve
-from udm.host.query.spec import QuerySpec, parse_query
+from udm.host.model.graph import GraphNode, resolve
+from udm.host.model.spec import QuerySpec, parse_query
 from udm.host.spark.partition import routing_of, whole_input
 
 __all__ = ["STATELESS_OPS", "Stage", "checked_before", "merge_exchange", "plan_stages", "read_before"]
@@ -142,11 +145,6 @@ def merge_exchange(table: pa.Table) -> pa.Table:
     can be below it) or is left out when it does not raise the minimum. Rows are interleaved by the CTI
     their bucket had reached before them, so the merged CTI advances as the buckets do and a consumer's
     state stays bounded."""
-    import heapq
-
-    import numpy as np
-    import pyarrow.compute as pc
-
     neg = -(2**63)
     n = table.num_rows
     if n == 0:

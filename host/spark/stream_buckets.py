@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["SPARK_HASH_SEED", "bucket_salts", "murmur3_long", "partition_of", "salt_column"]
 
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
+
 #: The seed of Spark's ``HashPartitioning`` and of its SQL ``hash`` function.
 SPARK_HASH_SEED = 42
 _M = 0xFFFFFFFF

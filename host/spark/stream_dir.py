@@ -24,8 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from udm.host.errors import UdmError
-from udm.host.query.runners import RunRequest, RunResult
-from udm.host.spark.stream_output import LiveOutput, batch_writer, committed_batches, progress_text, resumed_meta
+from udm.host.query.runners import RunRequest
+from udm.host.run_result import RunResult
+from udm.host.spark.partition import partition_keys
+from udm.host.spark.session import get_spark, require_spark
+from udm.host.spark.stream_output import (
+    LiveOutput,
+    batch_writer,
+    committed_batches,
+    progress_text,
+    resumed_meta,
+    shared_run_dir,
+)
 from udm.host.spark.stream_sources import FILE_ORDER, event_files
 from udm.host.spark.stream_stop import stop_between_batches
 from udm.host.spark.streaming import run_stream
@@ -48,10 +58,6 @@ def _check_checkpoint(run_dir: Path, meta: dict[str, Any]) -> None:
 
 def run_directory_stream(req: RunRequest, directory: Path) -> RunResult:
     """Watch ``directory`` until idle for ``req.options["until_idle"]`` seconds (or Ctrl-C)."""
-    from udm.host.spark.partition import partition_keys
-    from udm.host.spark.session import get_spark, require_spark
-    from udm.host.spark.stream_files import shared_run_dir
-
     require_spark(connect=True)
     if not req.bound.graph.is_linear or isinstance(req.input, dict):
         raise UdmError("a directory input on --engine spark-streaming needs a one-input query (graphs: give files)")

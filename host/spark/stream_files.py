@@ -50,10 +50,21 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from udm.host.errors import UdmError
-from udm.host.query.runners import ENGINES, RunRequest, RunResult
+from udm.host.io.encode import encode_value_column
+from udm.host.io.table_options import TableSource
+from udm.host.io.tables import open_reader
+from udm.host.query.runners import ENGINES, RunRequest
+from udm.host.run_result import RunResult
+from udm.host.spark.convert import ELEMENT_COLUMNS, ELEMENT_DDL, batch_to_arrow
+from udm.host.spark.file_source import may_hold_ecti
 from udm.host.spark.graph import is_graph
+from udm.host.spark.key_state import graph_payload_key, payload_key
+from udm.host.spark.partition import BY_ID, graph_routing, partition_keys
+from udm.host.spark.results import explain_failure
+from udm.host.spark.session import get_spark, require_spark
 from udm.host.spark.stream_dir import run_directory_stream
 from udm.host.spark.stream_output import (
     LiveOutput,
@@ -61,10 +72,14 @@ from udm.host.spark.stream_output import (
     committed_batches,
     progress_text,
     resumed_meta,
+    shared_run_dir,
     write_atomic,
 )
+from udm.host.spark.stream_stages import stream_stages
 from udm.host.spark.stream_stop import stop_between_batches
-from udm.host.spark.streaming import BROADCAST, END_KIND, run_stream
+from udm.host.spark.stream_wire import ALL_STAGES, BROADCAST, END_KIND, T_KIND, id_bucket, key_bucket, stage_width
+from udm.host.spark.streaming import run_stream
+from udm.host.temporal.strict import canonical_json
 from udm.sdk import INF
 
 __all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "graph_routes", "progress_text", "run_spark_streaming",
@@ -102,8 +117,6 @@ class _Staged:
 
 def _fingerprint(path: Any) -> str:
     """The input's digest: a file's bytes; a table's files (a directory: all of them) and its options."""
-    from udm.host.io.table_options import TableSource
-
     if isinstance(path, TableSource):
         files = sorted(p for p in path.path.rglob("*") if p.is_file()) if path.path.is_dir() else [path.path]
         parts = [repr(path.options)] + [f"{p.relative_to(path.path) if path.path.is_dir() else p.name}:"
@@ -115,12 +128,10 @@ def _fingerprint(path: Any) -> str:
 
 def _bucket_of(payload: Any, keys: list[str], n: int) -> int:
     values = [payload.get(k) if isinstance(payload, dict) else None for k in keys]
-    return zlib.crc32(json.dumps(values, sort_keys=True, separators=(",", ":")).encode()) % n
+    return zlib.crc32(canonical_json(values).encode()) % n
 
 
 def _schema(graph: bool = False, staged: bool = False) -> pa.Schema:
-    from udm.host.spark.convert import ELEMENT_COLUMNS
-
     return pa.schema([(c, pa.int64() if c in ("le", "re", "re_new", "t", "line") else pa.string())
                       for c in ELEMENT_COLUMNS] + [("_seq", pa.int64()), ("_bucket", pa.int64())]
                      + ([("input", pa.string())] if graph else [("_key", pa.string())])
@@ -129,9 +140,6 @@ def _schema(graph: bool = False, staged: bool = False) -> pa.Schema:
 
 def _control(kind: str, t: int | None, seq: int, input: str | None = None, graph: bool = False,
              staged: bool = False) -> pa.Table:
-    from udm.host.spark.convert import ELEMENT_COLUMNS
-    from udm.host.spark.stream_stages import ALL_STAGES
-
     cols: dict[str, list[Any]] = {c: [None] for c in ELEMENT_COLUMNS}
     cols["kind"], cols["t"] = [kind], [t]
     extra: dict[str, list[Any]] = {"input": [input]} if graph else {"_key": [None]}
@@ -144,8 +152,6 @@ def _control(kind: str, t: int | None, seq: int, input: str | None = None, graph
 def _write_parts(run_dir: Path, tables: list[pa.Table], first: int, mtime: float) -> None:
     """Micro-batch files ``first``, ``first+1``, ...: written aside then renamed in (the file source must
     never see half a file), modification times increasing (the file source's order)."""
-    import pyarrow.parquet as pq
-
     inp = run_dir / "input"
     inp.mkdir(parents=True, exist_ok=True)
     for k, tb in enumerate(tables, start=first):
@@ -261,8 +267,6 @@ def _key_routes(batches: list[Any], table: pa.Table, keys: list[str], n: int) ->
     the key fields as plain columns. An insert's key is `udm.host.spark.key_state.payload_key` of its
     payload and its bucket `_bucket_of` it (the same text, hashed), byte for byte; None when the file is
     not that simple (the per-row routing decides)."""
-    from udm.host.io.encode import encode_value_column
-
     kind = table.column("kind")
     if pc.any(pc.fill_null(pc.equal(kind, "retract"), False)).as_py():
         return None
@@ -308,11 +312,6 @@ def _stage(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[s
     """Read the file, route every element, write the *head* (everything before the first ``cti(INF)``) as
     one Parquet file per micro-batch and keep the *tail* for `_stage_tail`. ``_seq`` is twice the
     element's position, leaving room for the injected ``cti(T)`` just before the tail."""
-    import pyarrow.parquet as pq
-
-    from udm.host.io.tables import open_reader
-    from udm.host.spark.convert import ELEMENT_COLUMNS, batch_to_arrow
-
     reader = open_reader(req.input, batch_size=65536)
     try:
         batches = list(reader)
@@ -332,8 +331,6 @@ def _stage(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[s
         if fast is not None:
             routes, row_keys = fast
         elif keys:  # buckets and keys as one engine would see ids (`_LiveIds`): no id map in the state
-            from udm.host.spark.key_state import payload_key
-
             routes, row_keys = _routes(table, table.column("kind").to_pylist(), table.column("t").to_pylist(),
                                        keys, n, req.on_violation or req.spec.on_violation, key_of=payload_key)
         else:
@@ -361,15 +358,10 @@ def _stage_tail(run_dir: Path, staged: _Staged, batch_size: int, t_end: int | No
     """The last micro-batches, once the head is done: ``cti(T)`` (T = the largest finite time any bucket's
     engine reached, where one engine would cut infinite lifetimes), the input from its first ``cti(INF)``
     on, and the end-of-input row."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
     graph = staged.inputs is not None
     multi = staged.first_stage is not None
     tail = pq.read_table(run_dir / "tail.parquet", schema=_schema(graph, multi))
     if multi:  # stages: T to every engine as a control row (`udm.host.spark.stream_stages`), then the tails
-        from udm.host.spark.stream_stages import T_KIND
-
         body = pa.concat_tables(([_control(T_KIND, t_end, 0, graph=True, staged=True)] if t_end is not None
                                  else []) + [tail])
         base = 2 * staged.elements + 3
@@ -435,13 +427,6 @@ def _merge_order(syncs: list[list[int]]) -> list[tuple[int, int]]:
     return order
 
 
-def _graph_bucket(payload: Any, fields: list[str], n: int) -> int:
-    """A graph insert's key bucket (`udm.host.spark.stream_stages.key_bucket`: the stages hash alike)."""
-    from udm.host.spark.stream_stages import key_bucket
-
-    return key_bucket(payload, fields, n)
-
-
 def graph_routes(table: pa.Table, name: str, how: Any, width: int, policy: str
                  ) -> tuple[list[int], list[str | None]]:
     """The buckets of input ``name``'s rows (``table``, in order) in a graph (or a stage) routed ``how``
@@ -449,9 +434,6 @@ def graph_routes(table: pa.Table, name: str, how: Any, width: int, policy: str
     (input, id), or one bucket; CTIs to every bucket. Also each row's key where routed by key fields (a
     graph's key, `key_state.graph_key_of`; None elsewhere), as `_routes` names it: a keyed stage's per-key
     state then needs no id map (semantics-notes 59)."""
-    from udm.host.spark.partition import BY_ID
-    from udm.host.spark.stream_stages import id_bucket
-
     kinds = table.column("kind").to_pylist()
     none: list[str | None] = [None] * len(kinds)
     if width == 1 or how is None:
@@ -460,14 +442,12 @@ def graph_routes(table: pa.Table, name: str, how: Any, width: int, policy: str
         ids = table.column("id").to_pylist()
         return [BROADCAST if k == "cti" else id_bucket(name, i, width) if k in ("insert", "retract") and i is not None
                 else 0 for k, i in zip(kinds, ids, strict=True)], none
-    return _routes(table, kinds, table.column("t").to_pylist(), how[name], width, policy, bucket_of=_graph_bucket,
+    return _routes(table, kinds, table.column("t").to_pylist(), how[name], width, policy, bucket_of=key_bucket,
                    key_of=_graph_key)
 
 
 def _graph_key(payload: Any, fields: list[str]) -> str:
     """A graph row's key in its bucket (`udm.host.spark.key_state.graph_key_of` of a parsed payload)."""
-    from udm.host.spark.key_state import graph_payload_key
-
     return graph_payload_key(payload, fields)
 
 
@@ -477,12 +457,6 @@ def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routin
     before its first ``cti(INF)``, merged in the interleave order; the tail is the rest, input by input
     (`_stage_tail` puts ``cti(T)`` on each input before its own). Routing as `_routes`, per input (a
     retraction follows the latest insert of its (input, id)), or by (input, id), or one bucket."""
-    import pyarrow.parquet as pq
-
-    from udm.host.io.tables import open_reader
-    from udm.host.spark.convert import ELEMENT_COLUMNS, batch_to_arrow
-    from udm.host.spark.stream_stages import stage_width
-
     schema = _schema(graph=True, staged=stages is not None)
     names = list(req.inputs)
     heads: list[pa.Table] = []
@@ -546,8 +520,6 @@ def _stage_graph(req: RunRequest, run_dir: Path, batch_size: int, n: int, routin
 def _prepare(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[str],
              routing: Any = None, stages: list[Any] | None = None) -> _Staged:
     """Stage the input, or check that a resumed run is the same run (same input, query and layout)."""
-    from udm.host.io.table_options import TableSource
-
     meta_path = run_dir / "run.json"
     graph = isinstance(req.input, dict) or is_graph(req.spec)
     if graph:
@@ -588,9 +560,6 @@ def _checkpoint_batch_size(checkpoint: Any) -> int | None:
 
 
 def run_spark_streaming(req: RunRequest) -> RunResult:
-    from udm.host.spark.partition import partition_keys
-    from udm.host.spark.session import get_spark, require_spark
-
     require_spark(connect=True)
     if isinstance(req.input, (str, Path)) and str(req.input) != "-" and Path(req.input).is_dir():
         return run_directory_stream(req, Path(req.input))  # a directory that event files land in
@@ -602,9 +571,6 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
     routing: Any = None
     stages = None
     if graph:
-        from udm.host.spark.partition import graph_routing
-        from udm.host.spark.stream_stages import stream_stages
-
         routing = graph_routing(req.spec)
         keys = routing[req.bound.graph.inputs[0]] if isinstance(routing, dict) else []
         wanted = int(req.options.get("buckets") or spark.conf.get("spark.sql.shuffle.partitions") or 1)
@@ -642,30 +608,13 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
 def _holds_ecti(req: RunRequest) -> bool:
     """Some input file may hold an external CTI: its ranges count the whole input, so the run keeps one engine
     (one bucket, no engine per key) that sees all of it (SEMANTICS §11, semantics-notes 69)."""
-    from udm.host.spark.file_source import may_hold_ecti
-
     return any(may_hold_ecti(src) for src in (req.input.values() if isinstance(req.input, dict) else [req.input]))
-
-
-def shared_run_dir(req: RunRequest) -> None:
-    """Refuse a run on a cluster of other machines without ``--checkpoint``: the run directory holds the
-    staged micro-batches the executors read and the state they write, so it must be on storage every
-    node sees (an NFS mount, ...); a temporary directory is only on this machine."""
-    from udm.host.spark.session import on_this_machine, resolved_master
-
-    master = resolved_master(req.options.get("master"))
-    if req.checkpoint is None and master is not None and not on_this_machine(master):
-        raise UdmError(f"--engine spark-streaming on a cluster ({master}) needs --checkpoint DIR on storage every "
-                       "node sees: the executors read the staged input and keep their state there")
 
 
 def _input_counts(req: RunRequest, run_dir: Path, staged: _Staged, dead: Counter[str], n_dead: int
                   ) -> dict[str, dict[str, int]]:
     """`RunResult.inputs` of a graph run: staged rows per input (read back from the staged files) and dead
     letters per input."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
     names = list(req.bound.graph.inputs)
     got: Counter[str] = Counter()
     first = staged.first_stage
@@ -722,9 +671,6 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
                batch_size: int, live: LiveOutput) -> None:
     """Run the stream until every staged micro-batch is committed; the tail is staged once the head is.
     Each committed micro-batch reaches the user's files as soon as the loop sees its commit (``live``)."""
-    from udm.host.spark.batch import _explain
-    from udm.host.spark.convert import ELEMENT_DDL
-
     ddl = (f"{ELEMENT_DDL}, _seq bigint, _bucket bigint"
            + (", input string" if staged.inputs is not None else ", _key string")
            + (", _stage bigint, _key string" if staged.first_stage is not None else ""))
@@ -771,7 +717,7 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
     except Exception as exc:
         if "udm-stop-requested" in str(exc):
             raise StreamStopped(_stopped_message(run_dir, req)) from None
-        raise _explain(exc) from None
+        raise explain_failure(exc) from None
     finally:
         if query.isActive:
             query.stop()

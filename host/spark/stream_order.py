@@ -26,7 +26,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from udm.host.errors import UdmError
 
@@ -34,6 +36,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
 __all__ = ["MAX_OFFSET", "PARTITION_SLOTS", "partition_cti_order", "with_source_order"]
+
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
 #: How many partition slots an offset is spread over (partitions hashing alike tie, harmlessly).
 PARTITION_SLOTS = 4096
@@ -72,9 +76,6 @@ def partition_cti_order(table: pa.Table) -> pa.Table:
     and before every larger CTI of another partition, so no other partition's CTI of this micro-batch
     judges it. Within a partition the order is unchanged (its guard never decreases along it, and a row
     raising it is the first of its guard there)."""
-    import numpy as np
-    import pyarrow.compute as pc
-
     n = table.num_rows
     if n == 0:
         return table

@@ -18,16 +18,32 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pyarrow.compute as pc
+
+from udm.host.errors import UdmError
+from udm.host.query.runners import RunRequest
+from udm.host.spark.convert import element_lines_of
+from udm.host.spark.session import on_this_machine, resolved_master
 from udm.host.spark.streaming import combine_ctis
 from udm.sdk import INF
 
-__all__ = ["CRASH_ENV", "LiveOutput", "batch_writer", "committed_batches", "crash_point", "progress_text",
-           "resumed_meta", "write_atomic"]
+__all__ = [
+    "CRASH_ENV",
+    "LiveOutput",
+    "batch_writer",
+    "committed_batches",
+    "crash_point",
+    "progress_text",
+    "resumed_meta",
+    "shared_run_dir",
+    "write_atomic",
+]
 
 
 def write_atomic(path: Path, text: str | bytes) -> None:
@@ -40,8 +56,6 @@ def resumed_meta(run_dir: Path, meta: dict[str, Any], names: dict[str, str]) -> 
     """What ``run_dir/run.json`` recorded when the run began, once every entry of ``meta`` matches it (one
     that does not is refused, named by ``names`` or its key); None for a new run, whose directory must be
     empty or absent: a checkpoint belongs to one run (query, input, layout, ...)."""
-    from udm.host.errors import UdmError
-
     path = run_dir / "run.json"
     if path.exists():
         old: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
@@ -65,8 +79,6 @@ CRASH_ENV = "UDM_TEST_CRASH_AT"
 
 def crash_point(where: str, batch_id: int) -> None:
     if os.environ.get(CRASH_ENV) == f"{where}:{batch_id}":
-        import signal
-
         sys.stdout.flush()
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -74,9 +86,6 @@ def crash_point(where: str, batch_id: int) -> None:
 def batch_writer(run_dir: Path, n: int, stop_after: int | None) -> Any:
     # (``n``: how many buckets report the output CTI: the last stage's when the plan has stages)
     """The ``foreachBatch`` function: one micro-batch's result rows to its files (see the module doc)."""
-    import pyarrow.compute as pc
-
-    from udm.host.spark.convert import element_lines_of
 
     out_dir, dead_dir = run_dir / "out", run_dir / "dead"
     out_dir.mkdir(exist_ok=True)
@@ -289,3 +298,13 @@ def progress_text(progress: dict[str, Any] | None, done: int, batches: int | Non
     size = sum(int(op.get("memoryUsedBytes") or 0) for op in ops)
     count = f"{done}/{batches}" if batches is not None else str(done)
     return f"micro-batch {count}: {ms if ms is not None else '?'} ms, state {rows:,} rows {size / 1e6:.1f} MB"
+
+
+def shared_run_dir(req: RunRequest) -> None:
+    """Refuse a run on a cluster of other machines without ``--checkpoint``: the run directory holds the
+    staged micro-batches the executors read and the state they write, so it must be on storage every
+    node sees (an NFS mount, ...); a temporary directory is only on this machine."""
+    master = resolved_master(req.options.get("master"))
+    if req.checkpoint is None and master is not None and not on_this_machine(master):
+        raise UdmError(f"--engine spark-streaming on a cluster ({master}) needs --checkpoint DIR on storage every "
+                       "node sees: the executors read the staged input and keep their state there")

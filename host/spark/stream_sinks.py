@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from udm.host.errors import UdmError
+from udm.host.spark.stream_wire import STREAM_RESULT_DDL
+from udm.host.temporal.elements import Insert, Retract
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -67,8 +69,6 @@ def write_result_files(result: DataFrame, path: str | Path, *, checkpoint: str |
 
 def read_result_files(spark: SparkSession, path: str | Path, *, format: str = "parquet") -> DataFrame:
     """Every result row written by `write_result_files`, with its ``batch``, in application order."""
-    from udm.host.spark.streaming import STREAM_RESULT_DDL
-
     p = Path(path)
     if not any(p.glob("batch=*")):
         raise UdmError(f"{p} holds no result batches (batch=NNNNNNNN folders) yet")
@@ -80,8 +80,6 @@ def read_result_files(spark: SparkSession, path: str | Path, *, format: str = "p
 
 def result_elements(rows: list[dict[str, Any]] | DataFrame) -> list[Any]:
     """The output stream's elements from result rows (``stream = 'out'``), in application order."""
-    from udm.host.temporal.elements import Insert, Retract
-
     items = [r if isinstance(r, dict) else r.asDict()
              for r in (rows if isinstance(rows, list) else rows.where("stream = 'out'").collect())]
     items.sort(key=lambda r: (r["batch"], r["bucket"], r["seq"]))

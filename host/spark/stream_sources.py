@@ -17,10 +17,15 @@ a bad line gets the same reason as with ``udm run`` plus its file, and is dead-l
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from udm.host.errors import UdmError
+from udm.host.io.jsonl import read_jsonl_batches
+from udm.host.spark.convert import ELEMENT_DDL, batch_to_arrow
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Iterator
@@ -29,6 +34,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["FILE_ORDER", "RATE_ORDER", "SOURCE_FILE", "event_files", "rate_elements"]
+
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
 #: The column naming a row's file (its source partition).
 SOURCE_FILE = "source_file"
@@ -43,12 +50,6 @@ _FORMATS = ("jsonl", "parquet")
 def _parse_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """(file path, whole text) rows → element rows, read by `udm run`'s own JSON Lines reader (the same
     line numbers and dead-letter reasons; executor side)."""
-    import io
-
-    import pyarrow as pa
-
-    from udm.host.io.jsonl import read_jsonl_batches
-    from udm.host.spark.convert import batch_to_arrow
 
     for rb in batches:
         for path, text in zip(rb.column(0).to_pylist(), rb.column(1).to_pylist(), strict=True):
@@ -70,7 +71,6 @@ def event_files(spark: SparkSession, path: str | Path, *, format: str = "jsonl",
     micro-batch (default: all that have landed)."""
     from pyspark.sql import functions as F
 
-    from udm.host.spark.convert import ELEMENT_DDL
 
     if format not in _FORMATS:
         raise UdmError(f"event_files format={format!r}: expected one of {', '.join(_FORMATS)}")
@@ -96,7 +96,6 @@ def _parquet_schema(spark: SparkSession, d: Path) -> Any:
     """The element schema of the Parquet files already in ``d`` (a stream needs it up front)."""
     from pyspark.sql.types import StructType
 
-    from udm.host.spark.convert import ELEMENT_DDL
 
     if not any(d.glob("*.parquet")):
         return StructType.fromDDL(ELEMENT_DDL.replace(", error string, raw string", ""))

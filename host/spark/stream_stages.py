@@ -35,45 +35,43 @@ any other stage one engine per bucket. This module plans the stages, routes, and
 
 from __future__ import annotations
 
-import json
-import zlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from udm.host.query.spec import QuerySpec
+from udm.host.errors import UdmError
+from udm.host.model.spec import QuerySpec
+from udm.host.spark.convert import ELEMENT_COLUMNS
+from udm.host.spark.graph import key_value
+from udm.host.spark.key_state import SparkStore
 from udm.host.spark.partition import BY_ID
+from udm.host.spark.stage_bucket import StageBucket
 from udm.host.spark.stages import Stage, plan_stages
 from udm.host.spark.stream_buckets import salt_column
+from udm.host.spark.stream_wire import (
+    ALL_STAGES,
+    BROADCAST,
+    END_KIND,
+    IN_ARROW,
+    NULL_TICK,
+    ROUTE_LATER,
+    STREAM_RESULT_DDL,
+    UNROUTABLE,
+    WIRE_DDL,
+    WIRE_FIELDS,
+    WIRE_INTS,
+    stage_width,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     from pyspark.sql import DataFrame
 
-__all__ = ["ALL_STAGES", "ROUTE_LATER", "SINK_STAGE", "T_KIND", "WIRE_DDL", "id_bucket", "key_bucket",
-           "run_staged", "stage_width", "stream_stages"]
+__all__ = ["route_graph", "run_staged", "stream_stages"]
 
-#: ``udm_stage`` of control rows (end of input, T) that every stage consumes.
-ALL_STAGES = -1
-#: ``udm_stage`` of result rows on their way to the sink.
-SINK_STAGE = 1 << 30
-#: ``udm_route`` of a query-input row the first operator routes (a DataFrame-API row for a later stage).
-ROUTE_LATER = -3
-#: ``kind`` of the control row carrying T (semantics-notes 2) to every engine.
-T_KIND = "_t_end"
-
-#: The rows between operators: the result columns of `STREAM_RESULT_DDL` (``udm_src`` is its ``bucket``,
-#: ``udm_seq`` its ``seq``) plus what an element on its way needs (``udm_key``: its key in a keyed stage,
-#: named by the ``udm run`` driver or the producing stage, semantics-notes 59).
-WIRE_DDL = ("stream string, kind string, id string, le bigint, re bigint, re_new bigint, t bigint, payload string, "
-            "line bigint, error string, raw string, reason string, element string, udm_seq bigint, "
-            "udm_input string, udm_stage bigint, udm_route bigint, udm_src bigint, udm_key string")
-_WIRE_FIELDS = [c.split(" ") for c in WIRE_DDL.split(", ")]
-_INTS = [name for name, typ in _WIRE_FIELDS if typ == "bigint"]
-_IN_ARROW = pa.schema([(name, pa.int64() if typ == "bigint" else pa.string()) for name, typ in _WIRE_FIELDS]
-                      + [("udm_bucket", pa.int64())])
-_NEG = -(2**63)
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
 
 def stream_stages(spec: QuerySpec, n: int) -> list[Stage] | None:
@@ -83,42 +81,6 @@ def stream_stages(spec: QuerySpec, n: int) -> list[Stage] | None:
         return None
     stages = plan_stages(spec, split=True)
     return stages if len(stages) > 1 else None
-
-
-def stage_width(stage: Stage, n: int) -> int:
-    """How many buckets ``stage`` runs in: ``n``, or one when it has no partitioning."""
-    return n if stage.routing is not None else 1
-
-
-def key_bucket(payload: Any, fields: list[str], n: int) -> int:
-    """A keyed row's bucket: its fields' JSON values, numbers by value (a join matches 1 and 1.0). The
-    driver (`udm.host.spark.stream_files`) and the producing stages use this one hash, so rows that must
-    meet do, whichever side they come from."""
-    values = [payload.get(k) if isinstance(payload, dict) else None for k in fields]
-    values = [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in values]
-    return zlib.crc32(json.dumps(values, sort_keys=True, separators=(",", ":")).encode()) % n
-
-
-def id_bucket(name: str, id: str, n: int) -> int:
-    """A row's bucket in a stage that goes by (input, id)."""
-    return zlib.crc32(json.dumps([name, id]).encode()) % n
-
-
-def _route_of(routing: Any, name: str, n: int, kind: str | None, id: str | None, payload: Any) -> int:
-    """The bucket of an element of stream ``name`` in a stage with ``routing`` (no state: a retraction
-    goes by the key fields it repeats, or is `UNROUTABLE`)."""
-    from udm.host.spark.streaming import BROADCAST, UNROUTABLE
-
-    if kind == "cti":
-        return BROADCAST
-    if routing is None or n == 1 or kind not in ("insert", "retract"):
-        return 0
-    if routing == BY_ID:
-        return id_bucket(name, id, n) if id is not None else 0
-    fields = routing[name]
-    if kind == "retract" and not (isinstance(payload, dict) and all(f in payload for f in fields)):
-        return UNROUTABLE
-    return key_bucket(payload, fields, n)
 
 
 def _processor_class() -> type:
@@ -131,8 +93,6 @@ def _processor_class() -> type:
 
         def __init__(self, stages: list[Stage], index: int, n: int, query_inputs: tuple[str, ...],
                      on_violation: str | None, per_key: bool = True, driver_keys: bool = False) -> None:
-            from udm.host.spark.stage_bucket import StageBucket
-
             self._logic = StageBucket(stages, index, n, query_inputs, on_violation, per_key=per_key,
                                       driver_keys=driver_keys)
 
@@ -142,16 +102,13 @@ def _processor_class() -> type:
         def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
                             ) -> Iterator[pd.DataFrame]:
             import pandas as pd
-            import pyarrow.compute as pc
 
-            from udm.host.errors import UdmError
 
             frames = list(rows)
             pdf = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-            table = pa.Table.from_pandas(pdf, schema=_IN_ARROW, preserve_index=False)
-            from udm.host.spark.streaming import NULL_TICK
+            table = pa.Table.from_pandas(pdf, schema=IN_ARROW, preserve_index=False)
 
-            for c in _INTS:  # NULL_TICK back to null
+            for c in WIRE_INTS:  # NULL_TICK back to null
                 col = table.column(c)
                 table = table.set_column(table.column_names.index(c), c,
                                          pc.if_else(pc.equal(col, NULL_TICK), None, col))
@@ -173,13 +130,11 @@ class _StageSparkStore:
     older checkpoint is recognised) and the per-key MapStates and index."""
 
     def __init__(self, handle: Any) -> None:
-        from udm.host.spark.streaming import _SparkStore
-
         self._whole = handle.getValueState("engine", "snapshot binary, cti bigint")
         self._aux = handle.getValueState("exchange", "blob binary")
-        self._keys = _SparkStore(handle.getMapState("engines", "key string", "snapshot binary"),
-                                 handle.getMapState("ids", "id string", "key string, re bigint"),
-                                 handle.getValueState("index", "blob binary"))
+        self._keys = SparkStore(handle.getMapState("engines", "key string", "snapshot binary"),
+                                handle.getMapState("ids", "id string", "key string, re bigint"),
+                                handle.getValueState("index", "blob binary"))
 
     def get_whole(self) -> tuple[bytes, int | None] | None:
         if not self._whole.exists():
@@ -221,60 +176,37 @@ class _StageSparkStore:
         self._keys.put_index(blob)
 
 
-class _Rows:
-    """Output wire rows, built column by column (ints as pandas ``Int64``: nothing becomes a float)."""
+def route_graph(df: DataFrame, routing: dict[str, list[str]] | str | None, n: int) -> DataFrame:
+    """`_route` for a query graph (`udm.host.spark.partition.graph_routing`): each input by its own fields
+    (or by (input, id)); a retraction without its input's fields is unroutable."""
+    from pyspark.sql import functions as F
 
-    def __init__(self) -> None:
-        self.cols: dict[str, list[Any]] = {name: [] for name, _ in _WIRE_FIELDS}
-
-    def add(self, **values: Any) -> None:
-        for c, lst in self.cols.items():
-            lst.append(values.get(c))
-
-    def frame(self) -> pd.DataFrame:
-        import pandas as pd
-
-        return pd.DataFrame({name: (pd.array(self.cols[name], dtype="Int64") if typ == "bigint"
-                                    else pd.array(self.cols[name], dtype=object)) for name, typ in _WIRE_FIELDS})
-
-
-def _merge(part: pa.Table, latest: dict[int, int], producers: int, keep: tuple[str, ...] = ()) -> pa.Table:
-    """One micro-batch of an exchange stream as the consumer feeds it (module doc): ``latest`` (the CTI of
-    each producing bucket so far, and ``-1``: the minimum fed so far) is updated in place. Rows are taken
-    in each producer's order, interleaved by the CTI that producer had reached (as `merge_exchange`).
-    Returns the element columns and ``keep``."""
-    from udm.host.spark.convert import ELEMENT_COLUMNS
-
-    src = part.column("udm_src").to_pylist()
-    seqs = part.column("udm_seq").to_pylist()
-    kinds = part.column("kind").to_pylist()
-    ts = part.column("t").to_pylist()
-    epoch: dict[int, int] = {}
-    keyed = []
-    for i in sorted(range(part.num_rows), key=lambda i: (src[i], seqs[i])):
-        b = src[i]
-        e = max(epoch.get(b, latest.get(b, _NEG)), ts[i] if kinds[i] == "cti" and ts[i] is not None else _NEG)
-        epoch[b] = e
-        keyed.append((e, b, seqs[i], i))
-    keyed.sort()
-    low = latest.get(-1, _NEG)
-    take: list[int] = []
-    new_t: list[int | None] = []
-    for _, b, _, i in keyed:
-        if kinds[i] != "cti":
-            take.append(i)
-            new_t.append(ts[i])
-            continue
-        if ts[i] is not None and ts[i] > latest.get(b, _NEG):
-            latest[b] = ts[i]
-        now = min(latest.get(p, _NEG) for p in range(producers))
-        if now > low:
-            low = now
-            take.append(i)
-            new_t.append(now)
-    latest[-1] = low
-    merged = part.take(pa.array(take, pa.int64())).select([*ELEMENT_COLUMNS, *keep])
-    return merged.set_column(merged.column_names.index("t"), "t", pa.array(new_t, pa.int64()))
+    kind = F.col("kind")
+    broadcast = (kind == "cti") | (kind == END_KIND)
+    if n == 1 or routing is None:
+        return df.withColumn("_bucket", F.when(broadcast, F.lit(BROADCAST)).otherwise(F.lit(0)))
+    if routing == BY_ID:
+        h = F.pmod(F.xxhash64("input", "id"), F.lit(n))
+        return df.withColumn("_bucket", F.when(broadcast, F.lit(BROADCAST))
+                             .when(kind.isin("insert", "retract") & F.col("id").isNotNull(), h).otherwise(F.lit(0)))
+    assert isinstance(routing, dict)
+    key_hash: Any = None
+    has_keys: Any = None
+    for name, fields in routing.items():
+        is_name = F.col("input") == name
+        h = F.pmod(F.xxhash64(*[key_value(f) for f in fields]), F.lit(n))
+        ok = F.lit(True)
+        for f in fields:
+            ok = ok & F.get_json_object("payload", f"$.{f}").isNotNull()
+        key_hash = F.when(is_name, h) if key_hash is None else key_hash.when(is_name, h)
+        has_keys = F.when(is_name, ok) if has_keys is None else has_keys.when(is_name, ok)
+    return df.withColumn(
+        "_bucket",
+        F.when(broadcast, F.lit(BROADCAST))
+        .when(kind == "insert", F.coalesce(key_hash, F.lit(0)))
+        .when((kind == "retract") & F.coalesce(has_keys, F.lit(False)), key_hash)
+        .when(kind == "retract", F.lit(UNROUTABLE))
+        .otherwise(F.lit(0)))
 
 
 def run_staged(df: DataFrame, stages: list[Stage], n: int, query_inputs: tuple[str, ...],
@@ -285,8 +217,6 @@ def run_staged(df: DataFrame, stages: list[Stage], n: int, query_inputs: tuple[s
     stage bucket (the benchmark's comparison)."""
     from pyspark.sql import functions as F
 
-    from udm.host.spark.convert import ELEMENT_COLUMNS
-    from udm.host.spark.streaming import BROADCAST, END_KIND, NULL_TICK, STREAM_RESULT_DDL
 
     # each query-input row's key in its stage, as the `udm run` driver named it (`stream_files.graph_routes`)
     driver_keys = "_key" in df.columns
@@ -304,10 +234,8 @@ def run_staged(df: DataFrame, stages: list[Stage], n: int, query_inputs: tuple[s
         df = df.withColumn("_stage", F.when(kind == END_KIND, F.array(F.lit(ALL_STAGES))).otherwise(
             F.coalesce(which, F.array(F.lit(0))))).withColumn("_stage", F.explode("_stage"))
         if "_bucket" not in df.columns:
-            from udm.host.spark.streaming import _route_graph
-
             first = stages[0]
-            df = _route_graph(df, first.routing, stage_width(first, n))
+            df = route_graph(df, first.routing, stage_width(first, n))
             df = df.withColumn("_bucket", F.when((F.col("_stage") > 0) & ~kind.isin("cti", END_KIND),
                                                  F.lit(ROUTE_LATER)).otherwise(F.col("_bucket")))
     df = df.select(F.lit("el").alias("stream"), *[F.col(c) for c in ELEMENT_COLUMNS],
@@ -324,8 +252,8 @@ def run_staged(df: DataFrame, stages: list[Stage], n: int, query_inputs: tuple[s
                    .when(mine & (route >= 0), F.array(F.pmod(route, F.lit(w))))
                    .when(mine, F.array(F.lit(0)))  # UNROUTABLE: dead-lettered by bucket 0
                    .otherwise(F.array(F.pmod(F.xxhash64("udm_input", "udm_seq", "udm_src"), F.lit(w)))))
-        df = df.select(*[F.coalesce(F.col(c), F.lit(NULL_TICK)).alias(c) if c in _INTS else F.col(c)
-                         for c, _ in _WIRE_FIELDS], F.explode(targets).alias("udm_bucket"))
+        df = df.select(*[F.coalesce(F.col(c), F.lit(NULL_TICK)).alias(c) if c in WIRE_INTS else F.col(c)
+                         for c, _ in WIRE_FIELDS], F.explode(targets).alias("udm_bucket"))
         # one shuffle partition per stage bucket (`udm.host.spark.stream_buckets`, semantics-notes 50)
         df = df.withColumn("udm_salt", salt_column(w))
         processor = _processor_class()(stages, stage.index, n, query_inputs, on_violation, per_key, driver_keys)

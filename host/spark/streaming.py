@@ -48,14 +48,28 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from udm.host.engine import QueryRunner
+from udm.host.engine.common import DeadLetter
 from udm.host.errors import UdmError
-from udm.host.query.plan import BoundQuery, bind
-from udm.host.query.spec import QuerySpec, parse_query
+from udm.host.io.batch import ElementBatch
+from udm.host.model.graph import resolve
+from udm.host.model.plan import BoundQuery, build_plan
+from udm.host.model.spec import QuerySpec
+from udm.host.query.runners import make_runner
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
-from udm.host.spark.partition import partition_keys
+from udm.host.spark.graph import is_graph
+from udm.host.spark.key_state import KeyedBucket, SparkStore
+from udm.host.spark.partition import graph_routing, partition_keys
 from udm.host.spark.rows import dead_rows, output_rows, with_struct_payloads
+from udm.host.spark.session import ROCKSDB_PROVIDER, require_spark
 from udm.host.spark.stream_buckets import salt_column
+from udm.host.spark.stream_order import partition_cti_order, with_source_order
+from udm.host.spark.stream_stages import route_graph, run_staged, stream_stages
+from udm.host.spark.stream_wire import BROADCAST, END_KIND, NULL_TICK, STREAM_RESULT_DDL, UNROUTABLE, unroutable_reason
+from udm.host.spark.tables import table_inputs
+from udm.host.temporal.elements import Cti
 
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
@@ -64,29 +78,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
 __all__ = [
-    "BROADCAST",
-    "END_KIND",
-    "NULL_TICK",
-    "STREAM_RESULT_DDL",
-    "UNROUTABLE",
     "combine_ctis",
     "elements_in",
     "run_stream",
 ]
 
-#: ``_bucket`` of rows every bucket must see (CTIs, the end-of-input marker).
-BROADCAST = -1
-#: ``_bucket`` of a retraction the stream cannot route (no group-key fields in its payload).
-UNROUTABLE = -2
-#: ``kind`` of the control row that ends the input (`QueryRunner.finish`); `stream_files` adds it.
-END_KIND = "_end"
-#: Stands for null in int64 columns between the JVM and pandas (no valid time or line is this small).
-NULL_TICK = -(2**63)
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
+
 
 _TIME_COLUMNS = ("le", "re", "re_new", "t", "line")
-#: What `run_stream` returns, one row per output element, dead letter, bucket CTI or bucket stats.
-STREAM_RESULT_DDL = ("stream string, kind string, id string, le bigint, re bigint, re_new bigint, t bigint, "
-                     "payload string, line bigint, reason string, element string, bucket bigint, seq bigint")
 _RESULT_FIELDS = [c.split(" ") for c in STREAM_RESULT_DDL.split(", ")]
 _STATE_DDL = "snapshot binary, cti bigint"
 #: What each bucket's call receives: the element columns, ``udm_seq`` (physical order), ``udm_route``
@@ -103,11 +103,6 @@ _KEYED_INPUT_ARROW = _INPUT_ARROW.append(pa.field("udm_key", pa.string()))
 _NO_LINE = ("a streaming element DataFrame needs a 'line' column (its sequence number: Spark keeps no row order "
             "across the shuffle) or order= naming its per-partition order columns (e.g. order=('file', 'line') "
             "or order=('partition', 'offset')); it has ")
-
-
-def _unroutable_reason(keys: list[str]) -> str:
-    return (f"retraction without the group-key fields {keys} in its payload: a streaming DataFrame routes "
-            "retractions by them (repeat them, or run the file with udm run --engine spark-streaming)")
 
 
 def _emit_rows(bucket: int, out: list[Any], dead: list[Any], cti: int | None,
@@ -174,16 +169,14 @@ def _processor_class() -> type:
 
         def _bound_query(self) -> BoundQuery:
             if self._bound is None:  # binding discovers the catalog: once per processor, not per call
-                self._bound = bind(parse_query(self._spec_json))
+                self._bound = build_plan(self._spec_json)
             return self._bound
 
         def _load(self) -> tuple[Any, int | None]:
-            from udm.host.engine import QueryRunner
-
             if self._state.exists():
                 snap, cti = self._state.get()
                 return QueryRunner.restore(bytes(snap), self._bound_query()), (None if cti is None else int(cti))
-            return QueryRunner(self._bound_query(), on_violation=self._on_violation), None
+            return make_runner(self._bound_query(), self._on_violation), None
 
         def _watermark(self, timer_values: Any) -> int | None:
             if not self._watermark_ctis:
@@ -202,10 +195,6 @@ def _processor_class() -> type:
 
         def _run(self, bucket: int, table: pa.Table | None, timer_values: Any, fired: int | None = None
                  ) -> Iterator[pd.DataFrame]:
-            from udm.host.engine.common import DeadLetter
-            from udm.host.io.batch import ElementBatch
-            from udm.host.temporal.elements import Cti
-
             runner, cti = self._load()
             before = dict(runner.stats.reasons)
             out: list[Any] = []
@@ -246,7 +235,7 @@ def _processor_class() -> type:
                     else:
                         line = table.column("line")[i].as_py()
                         row = {c: table.column(c)[i].as_py() for c in ("kind", "id", "le", "re", "re_new")}
-                        extra_dead.append(DeadLetter(line, _unroutable_reason(self._keys), row,
+                        extra_dead.append(DeadLetter(line, unroutable_reason(self._keys), row,
                                                      input=names[i] if len(runner.inputs) > 1 else None))
                     start = i + 1
                 if start < table.num_rows:
@@ -276,7 +265,6 @@ def _processor_class() -> type:
         def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
                             ) -> Iterator[pd.DataFrame]:
             import pandas as pd
-            import pyarrow.compute as pc
 
             frames = list(rows)
             pdf = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
@@ -291,8 +279,6 @@ def _processor_class() -> type:
                                          pc.if_else(pc.equal(col, NULL_TICK), None, col))
             table = table.sort_by("udm_seq")
             if parts:  # each CTI in place within its own partition (semantics-notes 44)
-                from udm.host.spark.stream_order import partition_cti_order
-
                 table = partition_cti_order(table).drop_columns(["udm_part"])
             self._elements_in = elements_in(table, int(key[0]))
             # (a graph's inputs have payloads of their own shapes: per run, in _run)
@@ -309,40 +295,6 @@ def _processor_class() -> type:
             pass
 
     return _EngineProcessor
-
-
-class _SparkStore:
-    """`udm.host.spark.key_state.BucketStore` over the bucket's ``transformWithStateInPandas`` state:
-    a MapState of engines by key, a MapState of ids, a ValueState index."""
-
-    def __init__(self, engines: Any, ids: Any, index: Any) -> None:
-        self.engines, self.ids, self.index = engines, ids, index
-
-    def get_engine(self, key: str) -> bytes | None:
-        got = self.engines.getValue((key,))
-        return None if got is None else bytes(got[0])
-
-    def put_engine(self, key: str, snapshot: bytes) -> None:
-        self.engines.updateValue((key,), (snapshot,))
-
-    def drop_engine(self, key: str) -> None:
-        self.engines.removeKey((key,))
-
-    def get_id(self, id: str) -> tuple[str, int] | None:
-        got = self.ids.getValue((id,))
-        return None if got is None else (str(got[0]), int(got[1]))
-
-    def put_id(self, id: str, key: str, re: int) -> None:
-        self.ids.updateValue((id,), (key, re))
-
-    def drop_id(self, id: str) -> None:
-        self.ids.removeKey((id,))
-
-    def get_index(self) -> bytes | None:
-        return bytes(self.index.get()[0]) if self.index.exists() else None
-
-    def put_index(self, blob: bytes) -> None:
-        self.index.update((blob,))
 
 
 #: the state of the per-key layout (`udm.host.spark.key_state`); the whole-bucket layout's ``engine``
@@ -372,16 +324,12 @@ def _keyed_processor_class() -> type:
         def init(self, handle: Any) -> None:
             self._handle = handle
             self._old = handle.getValueState("engine", _STATE_DDL)
-            self._store = _SparkStore(handle.getMapState("engines", "key string", "snapshot binary"),
-                                      handle.getMapState("ids", "id string", "key string, re bigint"),
-                                      handle.getValueState("index", "blob binary"))
+            self._store = SparkStore(handle.getMapState("engines", "key string", "snapshot binary"),
+                                     handle.getMapState("ids", "id string", "key string, re bigint"),
+                                     handle.getValueState("index", "blob binary"))
 
         def _run(self, bucket: int, table: pa.Table | None, timer_values: Any, fired: int | None = None
                  ) -> Iterator[pd.DataFrame]:
-            from udm.host.engine.common import DeadLetter
-            from udm.host.io.batch import ElementBatch
-            from udm.host.spark.key_state import KeyedBucket
-
             def prepare(t: pa.Table) -> pa.Table:
                 return with_struct_payloads(t.select(list(ELEMENT_COLUMNS)))
 
@@ -393,7 +341,7 @@ def _keyed_processor_class() -> type:
                 row = {c: table.column(c)[i].as_py() for c in ("kind", "id", "le", "re", "re_new")}
                 name = table.column("udm_input")[i].as_py() if graph else None
                 keys = self._routing.get(str(name), []) if graph and self._routing else self._keys
-                return DeadLetter(table.column("line")[i].as_py(), _unroutable_reason(keys), row,
+                return DeadLetter(table.column("line")[i].as_py(), unroutable_reason(keys), row,
                                   input=name if graph and len(self._routing or ()) > 1 else None)
 
             graph = self._routing is not None
@@ -416,12 +364,6 @@ def _keyed_processor_class() -> type:
     return _KeyedProcessor
 
 
-def _spec_of(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path) -> QuerySpec:
-    from udm.host.spark.batch import _spec_of as spec_of
-
-    return spec_of(query)
-
-
 def _route(df: DataFrame, keys: list[str], n: int) -> DataFrame:
     """Add ``_bucket`` where the caller did not (see the module doc)."""
     from pyspark.sql import functions as F
@@ -442,42 +384,6 @@ def _route(df: DataFrame, keys: list[str], n: int) -> DataFrame:
         .when((kind == "retract") & has_keys, key_hash)
         .when(kind == "retract", F.lit(UNROUTABLE))
         .otherwise(F.lit(0)))  # bad rows: bucket 0's engine dead-letters them
-
-
-def _route_graph(df: DataFrame, routing: dict[str, list[str]] | str | None, n: int) -> DataFrame:
-    """`_route` for a query graph (`udm.host.spark.partition.graph_routing`): each input by its own fields
-    (or by (input, id)); a retraction without its input's fields is unroutable."""
-    from pyspark.sql import functions as F
-
-    from udm.host.spark.graph import key_value
-    from udm.host.spark.partition import BY_ID
-
-    kind = F.col("kind")
-    broadcast = (kind == "cti") | (kind == END_KIND)
-    if n == 1 or routing is None:
-        return df.withColumn("_bucket", F.when(broadcast, F.lit(BROADCAST)).otherwise(F.lit(0)))
-    if routing == BY_ID:
-        h = F.pmod(F.xxhash64("input", "id"), F.lit(n))
-        return df.withColumn("_bucket", F.when(broadcast, F.lit(BROADCAST))
-                             .when(kind.isin("insert", "retract") & F.col("id").isNotNull(), h).otherwise(F.lit(0)))
-    assert isinstance(routing, dict)
-    key_hash: Any = None
-    has_keys: Any = None
-    for name, fields in routing.items():
-        is_name = F.col("input") == name
-        h = F.pmod(F.xxhash64(*[key_value(f) for f in fields]), F.lit(n))
-        ok = F.lit(True)
-        for f in fields:
-            ok = ok & F.get_json_object("payload", f"$.{f}").isNotNull()
-        key_hash = F.when(is_name, h) if key_hash is None else key_hash.when(is_name, h)
-        has_keys = F.when(is_name, ok) if has_keys is None else has_keys.when(is_name, ok)
-    return df.withColumn(
-        "_bucket",
-        F.when(broadcast, F.lit(BROADCAST))
-        .when(kind == "insert", F.coalesce(key_hash, F.lit(0)))
-        .when((kind == "retract") & F.coalesce(has_keys, F.lit(False)), key_hash)
-        .when(kind == "retract", F.lit(UNROUTABLE))
-        .otherwise(F.lit(0)))
 
 
 def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
@@ -520,35 +426,23 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     """
     from pyspark.sql import functions as F
 
-    from udm.host.spark.session import require_spark
 
     require_spark(connect=True)  # transformWithStateInPandas talks to the state server over gRPC/protobuf
-    spec = _spec_of(query)
-    bind(spec)
+    spec = build_plan(query).spec
     if table is not None:
-        from udm.host.spark.tables import table_inputs
-
         elements = table_inputs(elements, table)
     if order is not None:
-        from udm.host.spark.stream_order import with_source_order
-
         elements = ({k: with_source_order(v, order) for k, v in elements.items()} if isinstance(elements, Mapping)
                     else with_source_order(elements, order))
     frame: DataFrame = next(iter(elements.values())) if isinstance(elements, Mapping) else elements
     spark = frame.sparkSession
     provider = spark.conf.get("spark.sql.streaming.stateStore.providerClass", None)
     if provider is None or "RocksDB" not in provider:
-        from udm.host.spark.session import ROCKSDB_PROVIDER
-
         spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
-    from udm.host.spark.graph import is_graph
 
     graph = isinstance(elements, Mapping) or is_graph(spec)
     routing: dict[str, list[str]] | str | None = None
     if graph:
-        from udm.host.query.graph import resolve
-        from udm.host.spark.partition import graph_routing
-
         names = tuple(resolve(spec).inputs)
         if isinstance(elements, Mapping):
             if sorted(elements) != sorted(names):
@@ -570,8 +464,6 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
         wanted = int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
         n = 1 if routing is None else wanted
         if routing is None and not ctis_from_watermark:
-            from udm.host.spark.stream_stages import run_staged, stream_stages
-
             stages = stream_stages(spec, wanted)
             if stages is not None:  # no one partitioning: a stage per key (`udm.host.spark.stream_stages`)
                 if "line" not in frame.columns and "_seq" not in frame.columns:
@@ -588,7 +480,7 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     df = normalize_elements(frame, keep=("_bucket", "_seq", "_part", "input") if graph
                             else ("_bucket", "_seq", "_part", "_key"))
     if "_bucket" not in frame.columns:
-        df = _route_graph(df, routing, n) if graph else _route(df, keys, n)
+        df = route_graph(df, routing, n) if graph else _route(df, keys, n)
     if "_seq" not in frame.columns:
         df = df.withColumn("_seq", F.col("line"))
     # the key of each row in its bucket, as the `udm run` driver decided it (`stream_files._routes`)
@@ -629,8 +521,6 @@ def elements_in(table: pa.Table, bucket: int) -> int:
     """How many input elements of a micro-batch a bucket's rows stand for: its own rows, and the CTIs
     every bucket receives counted once (by bucket 0); control rows (`END_KIND`) are not elements. The
     stats rows carry it (``"in"``), so that a source read as whole files still counts its elements."""
-    import pyarrow.compute as pc
-
     route = table.column("udm_route")
     own = pc.sum(pc.not_equal(route, BROADCAST)).as_py() or 0
     if bucket == 0:

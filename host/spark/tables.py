@@ -31,12 +31,18 @@ from typing import TYPE_CHECKING, Any
 
 from udm.host.errors import UdmError
 from udm.host.io.table_options import UNITS, TableOptions
+from udm.host.model.plan import build_plan
+from udm.host.model.spec import WindowStep
+from udm.host.spark.convert import cht_df
+from udm.host.spark.types import JSON_TYPES, spark_type_for
 from udm.sdk import INF
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
 __all__ = ["output_schema", "table_elements_df", "table_inputs", "typed_output"]
+
+# lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
 
 def _options(options: TableOptions | Mapping[str, Any]) -> TableOptions:
@@ -171,12 +177,7 @@ def table_inputs(elements: DataFrame | Mapping[str, DataFrame], table: Any
 def output_schema(query: Any, input_schema: Any = None) -> list[tuple[str, str]] | None:
     """``[(field, Spark DDL type)]`` of the query's output payload, when its last step is a window step of
     UDAs (keys typed from ``input_schema``, a Spark StructType, else string); None when not known."""
-    from udm.host.query.plan import BoundQuery, bind
-    from udm.host.query.spec import WindowStep
-    from udm.host.spark.batch import _spec_of
-    from udm.host.spark.types import JSON_TYPES, spark_type_for
-
-    bound = query if isinstance(query, BoundQuery) else bind(_spec_of(query))
+    bound = build_plan(query)
     if not bound.graph.is_linear or not bound.steps:
         return None
     last = bound.steps[-1]
@@ -207,7 +208,6 @@ def typed_output(run: Any, query: Any, input_schema: Any = None, *, timestamps: 
     them, else the ``payload`` JSON text."""
     from pyspark.sql import functions as F
 
-    from udm.host.spark.convert import cht_df
 
     schema = output_schema(query, input_schema)
     df = cht_df(run.output if hasattr(run, "output") else run, timestamps=timestamps)

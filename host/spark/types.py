@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from udm.host.temporal.elements import canonical_json
+
 __all__ = ["JSON_TYPES", "spark_type_for", "to_spark_value"]
 
 _SIMPLE = {
@@ -27,8 +29,6 @@ def spark_type_for(manifest_type: str) -> str:
 
 def to_spark_value(value: Any, manifest_type: str) -> Any:
     """A UDM result as the Python value Spark expects for ``spark_type_for(manifest_type)``."""
-    from udm.host.temporal.elements import canonical_json
-
     ddl = spark_type_for(manifest_type)
     if value is None:
         return None

@@ -7,12 +7,11 @@ depends on state.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from udm.host.errors import BadElement
-from udm.host.io.strict import payload_problem, time_value
+from udm.host.temporal.strict import canonical_json, payload_problem, time_value
 from udm.sdk import time_json
 
 __all__ = [
@@ -82,13 +81,8 @@ def sync_time(el: Element) -> int:
     return el.t
 
 
-def canonical_json(payload: Any) -> str:
-    """The canonical payload text used for ordering ties (SEMANTICS §5)."""
-    return json.dumps(payload, sort_keys=True, separators=(",", ":"))
-
-
 def parse_time(value: Any, name: str, *, allow_inf: bool, inf_int: bool = True) -> int:
-    """An element time (SEMANTICS §1), or `BadElement`: the one rule is `udm.host.io.strict.time_value`."""
+    """An element time (SEMANTICS §1), or `BadElement`: the one rule is `udm.host.temporal.strict.time_value`."""
     return time_value(value, name, allow_inf=allow_inf, inf_int=inf_int)
 
 
@@ -111,7 +105,7 @@ def parse_element(obj: Any, *, line: int | None = None, json_text: bool = False)
     """Turn one decoded value (a JSON object, a Spark row as a dict) into an element, or raise `BadElement`
     naming what is wrong.
 
-    ``json_text``: ``obj`` was read from JSON text by `udm.host.io.strict.loads`, so its payload holds no
+    ``json_text``: ``obj`` was read from JSON text by `udm.host.temporal.strict.loads`, so its payload holds no
     non-finite number (not searched for one again) and only ``"inf"`` spells an infinite time; otherwise the
     integer ``2**63-1`` is ``INF`` too (Spark's ``long`` columns store it so) and payloads are searched."""
     ints = not json_text

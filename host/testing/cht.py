@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from udm.host.errors import ViolationError
-from udm.host.temporal.elements import Cti, Ecti, Element, Insert, Retract, canonical_json
+from udm.host.temporal.elements import Cti, Ecti, Element, Insert, Retract, canonical_json, element_to_json
 from udm.sdk import INF
 
 __all__ = [
@@ -25,7 +25,6 @@ __all__ = [
     "StreamState",
     "apply_stream",
     "cht",
-    "cht_rows",
     "element_text",
     "format_row",
     "stream_text",
@@ -359,10 +358,6 @@ def cht(elements: Iterable[Any], *, on_violation: Violation = "dead_letter") -> 
     return apply_stream(elements, on_violation=on_violation).cht()
 
 
-def cht_rows(c: CHT) -> list[Row]:
-    return c.rows()
-
-
 def to_elements(c: CHT | Iterable[tuple[int, int, Any]], *, prefix: str = "c", final_cti: bool = False
                 ) -> list[Element]:
     """A physical stream (inserts in canonical order) whose CHT is ``c``; for composing queries."""
@@ -377,8 +372,6 @@ def to_elements(c: CHT | Iterable[tuple[int, int, Any]], *, prefix: str = "c", f
 
 def element_text(el: Any) -> str:
     """One element as a JSON line (INTERFACES §1), or its repr when it is not an element."""
-    from udm.host.temporal.elements import element_to_json
-
     try:
         return json.dumps(element_to_json(el), sort_keys=False, default=str)
     except Exception:

@@ -75,12 +75,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from udm.host.catalog import CatalogEntry
 from udm.host.errors import ContractViolation
 from udm.host.input_types import input_type
-from udm.host.query.graph import resolve
-from udm.host.query.plan import BoundQuery, BoundStep
-from udm.host.query.spec import (
+from udm.host.model.graph import resolve
+from udm.host.model.plan import BoundQuery, BoundStep
+from udm.host.model.spec import (
     CountByEnd,
     CountByStart,
     FlatMapStep,
@@ -1024,8 +1026,6 @@ def _check_span_time_bound(h: _Harness, rng: random.Random, examples: int) -> st
 
 def _numeric_column(values: list[Any]) -> Any:
     """The int64 / float64 column the engine would build from ``values``, or None (not all numbers)."""
-    import numpy as np
-
     if not values or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in values):
         return None
     if all(isinstance(v, int) for v in values):
@@ -1084,8 +1084,6 @@ def _check_batch_forms(h: _Harness, rng: random.Random, examples: int) -> str:
                     raise _Fail(f"add_array gave {_show(got)} where add gives {_show(want[i])}",
                                 f"state holding {pre[i]!r}, then add {segs[i]!r}")
         if has_batch:
-            import numpy as np
-
             try:
                 states = udm.add_batch([start(i) for i in range(nseg)], col, np.array(offsets, dtype=np.int64))
                 got_all = [result(st) for st in states]
@@ -1115,8 +1113,6 @@ def _json_kind(v: Any) -> str:
 def _check_slices(h: _Harness, udm: Any, segs: list[list[Any]], col: Any, offsets: list[int],
                   result: Callable[[Any], Any]) -> None:
     """``compute_slices`` against ``compute`` of a fresh state fed each slice by ``add``."""
-    import numpy as np
-
     want = [result(udm.add(udm.initial_state(), copy.deepcopy(sg))) for sg in segs]
     raised = [isinstance(w, str) and w.startswith("raised ") for w in want]
     # (the engine's column is float64 only when every value is a float: mixed ints and floats reach the

@@ -12,14 +12,17 @@ another (seeds/002 §7).
 
 from __future__ import annotations
 
+import json
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from udm.host.query.plan import BoundQuery, bind
-from udm.host.query.spec import QuerySpec
-from udm.host.temporal.elements import Cti, Element
+from udm.host.model.plan import BoundQuery, build_plan
+from udm.host.model.spec import QuerySpec
+from udm.host.query.runners import RunRequest, get_engine
+from udm.host.temporal.elements import Cti, Element, element_to_json, parse_element
 from udm.sdk import INF
 
 from .cht import CHT, stream_text
@@ -107,7 +110,7 @@ def runner_engine(factory: Callable[[BoundQuery], Any], catalog: Any = None) -> 
     engine callable whose output also records, per input element, what the runner emitted."""
 
     def run(query: QuerySpec, elements: Any) -> list[Element]:
-        bq = query if isinstance(query, BoundQuery) else bind(query, catalog)
+        bq = build_plan(query, catalog)
         runner = factory(bq)
         out = _Traced()
         out.trace = []
@@ -132,10 +135,6 @@ def runner_engine(factory: Callable[[BoundQuery], Any], catalog: Any = None) -> 
 def write_stream(path: str | Path, elements: Sequence[Any]) -> None:
     """A generated stream as an event file (INTERFACES §1), one line per element; a deliberately bad
     element (`generate(bad=...)`) stays a bad line, so an engine reading the file dead-letters it."""
-    import json
-
-    from udm.host.temporal.elements import element_to_json
-
     with Path(path).open("w", encoding="utf-8") as f:
         for el in elements:
             try:
@@ -149,14 +148,8 @@ def registered_engine(name: str, *, catalog: Any = None, batch_size: int | None 
     """Adapt an engine of the ``udm run`` registry (``local``, ``spark``, ``spark-streaming``) to an engine
     callable: the input is written to a JSONL file, the engine runs over it, its output file is read back.
     This is how the Spark paths are held to the same oracle and properties as the local engine."""
-    import json
-    import tempfile
-
-    from udm.host.query.runners import RunRequest, get_engine
-    from udm.host.temporal.elements import parse_element
-
     def run(query: QuerySpec, elements: Any) -> list[Element]:
-        bq = query if isinstance(query, BoundQuery) else bind(query, catalog)
+        bq = build_plan(query, catalog)
         engine = get_engine(name)
         with tempfile.TemporaryDirectory(prefix="udm-conformance-") as d:
             dst, dl = Path(d) / "out.jsonl", Path(d) / "dl.jsonl"
@@ -182,20 +175,29 @@ def registered_engine(name: str, *, catalog: Any = None, batch_size: int | None 
     return run
 
 
-def _one(run: Engine, query: Any, elements: list[Element], expected: CHT, label: str, catalog: Any,
-         rel_tol: float, abs_tol: float) -> EngineRun:
-    r = EngineRun(label, elements, [])
+def _verified(run: Engine, query: Any, feed: Any, r: EngineRun, expected: CHT, rel_tol: float,
+              abs_tol: float) -> Any:
+    """Run the engine over ``feed`` into ``r`` and check its output's CHT against ``expected``: the raw
+    output (None when the engine raised, which is ``r``'s problem then)."""
     try:
-        out = run(query, list(elements))
+        out = run(query, feed)
     except Exception as exc:
         r.problems.append(f"engine raised {type(exc).__name__}: {exc}")
-        return r
+        return None
     r.output = list(out)
     v = verify(r.output, expected, rel_tol=rel_tol, abs_tol=abs_tol)
     if not v.ok:
         r.problems.append(v.diff)
-    trace = getattr(out, "trace", None)
-    r.problems += check_properties(elements, r.output, query, trace=trace, finished=True, catalog=catalog)
+    return out
+
+
+def _one(run: Engine, query: Any, elements: list[Element], expected: CHT, label: str, catalog: Any,
+         rel_tol: float, abs_tol: float) -> EngineRun:
+    r = EngineRun(label, elements, [])
+    out = _verified(run, query, list(elements), r, expected, rel_tol, abs_tol)
+    if out is not None:
+        trace = getattr(out, "trace", None)
+        r.problems += check_properties(elements, r.output, query, trace=trace, finished=True, catalog=catalog)
     return r
 
 
@@ -203,15 +205,9 @@ def _one_multi(run: Engine, query: Any, feed: Interleaved, expected: CHT, label:
                rel_tol: float, abs_tol: float) -> EngineRun:
     """One run of a multi-input query over one interleaving of its inputs."""
     r = EngineRun(label, list(feed), [])  # (input, element) pairs
-    try:
-        out = run(query, feed)
-    except Exception as exc:
-        r.problems.append(f"engine raised {type(exc).__name__}: {exc}")
+    out = _verified(run, query, feed, r, expected, rel_tol, abs_tol)
+    if out is None:
         return r
-    r.output = list(out)
-    v = verify(r.output, expected, rel_tol=rel_tol, abs_tol=abs_tol)
-    if not v.ok:
-        r.problems.append(v.diff)
     # physical validity, own CTIs, CTI order, prefix finality, final CTI (liveliness: single input only)
     r.problems += check_properties([el for _, el in feed], r.output, query, trace=None, finished=True,
                                    catalog=catalog)
@@ -238,9 +234,7 @@ def _one_multi(run: Engine, query: Any, feed: Interleaved, expected: CHT, label:
 def _check_multi(run: Engine, query: QuerySpec | BoundQuery, streams: Mapping[str, Sequence[Element]], *,
                  seed: int, variants: int, catalog: Any, rel_tol: float, abs_tol: float,
                  interleavings: Sequence[str]) -> EngineReport:
-    from .oracle import _bound
-
-    bq = _bound(query, catalog)
+    bq = build_plan(query, catalog)
     names = list(bq.graph.inputs)
     given = {n: list(streams.get(n, ())) for n in names}
     expected = oracle(bq, given)

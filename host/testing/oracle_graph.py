@@ -34,13 +34,14 @@ field checks; otherwise every valid element).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from udm.host.errors import ContractViolation
-from udm.host.query.plan import BoundQuery, BoundStep
-from udm.host.query.spec import (
+from udm.host.model.plan import BoundQuery, BoundStep
+from udm.host.model.spec import (
     AlignStep,
     AlterLifetimeStep,
     Const,
@@ -60,11 +61,22 @@ from udm.host.temporal.elements import Element, Insert, Retract, canonical_json
 from udm.sdk import INF, Event, MalformedPayload
 
 from .cht import CHT, Row, StreamState, apply_stream
+from .oracle_steps import (
+    MISSING,
+    OracleResult,
+    OracleUndecidable,
+    map_physical,
+    map_rows,
+    span_physical,
+    span_reach,
+    span_rows,
+    window_input,
+    window_step,
+)
 from .repair import repair_stream
 
 __all__ = ["graph_oracle_run", "json_key"]
 
-_MISSING = object()
 
 
 def json_key(value: Any) -> Any:
@@ -92,7 +104,7 @@ def json_key(value: Any) -> Any:
 def _project_payload(step: ProjectStep, p: Mapping[str, Any]) -> Any:
     if step.keep is not None:
         if any(f not in p for f in step.keep):
-            return _MISSING
+            return MISSING
         out = {f: p[f] for f in step.keep}
     else:
         out = dict(p)
@@ -106,33 +118,6 @@ def _project_payload(step: ProjectStep, p: Mapping[str, Any]) -> Any:
     return out
 
 
-def _project_rows(step: ProjectStep, rows: list[Row]) -> list[Row]:
-    out = []
-    for le, re, text in rows:
-        p = _project_payload(step, json.loads(text))
-        if p is not _MISSING:
-            out.append((le, re, canonical_json(p)))
-    return out
-
-
-def _project_physical(step: ProjectStep, stream: list[Element]) -> list[Element]:
-    out: list[Element] = []
-    passed: set[str] = set()
-    for el in stream:
-        if isinstance(el, Insert):
-            p = _project_payload(step, el.payload)
-            if p is _MISSING:
-                continue  # dead-lettered (missing field); its retractions are then unknown ids
-            passed.add(el.id)
-            out.append(Insert(el.id, el.le, el.re, p))
-        elif isinstance(el, Retract):
-            if el.id in passed:
-                out.append(el)
-                if el.re_new <= el.le:
-                    passed.discard(el.id)
-        else:
-            out.append(el)
-    return out
 
 
 def _alter_rows(step: AlterLifetimeStep, rows: list[Row]) -> list[Row]:
@@ -289,16 +274,14 @@ def _rows_of(value: list[Element] | list[Row], physical: bool) -> list[Row]:
 
 def _input_reach(bq: BoundQuery, name: str, stream: list[Element], policy: str) -> int | None:
     """T's contribution of one input: the largest finite time of what the step reading it accepts."""
-    from .oracle import _span_reach, _window_input
-
     readers = bq.graph.consumers(name)
     if len(readers) == 1:
         bs = bq.step(readers[0][0].name)
         step = bs.step
         if isinstance(step, (FilterStep, MapStep)):
-            return _span_reach(bs, stream)
+            return span_reach(bs, stream)
         if isinstance(step, WindowStep):
-            return _window_input(bs, stream, policy).max_finite
+            return window_input(bs, stream, policy).max_finite
         if isinstance(step, ProjectStep) and step.keep:
             st = StreamState()
             for el in stream:
@@ -311,15 +294,6 @@ def _input_reach(bq: BoundQuery, name: str, stream: list[Element], policy: str) 
 
 def graph_oracle_run(bq: BoundQuery, inputs: Mapping[str, Sequence[Element]]) -> Any:
     """The `OracleResult` of a query graph over named input streams (missing inputs are empty)."""
-    from .oracle import (
-        OracleResult,
-        OracleUndecidable,
-        _span_physical,
-        _span_rows,
-        _window_input,
-        _window_step,
-    )
-
     graph = bq.graph
     spec = bq.spec
     unknown = sorted(set(inputs) - set(graph.inputs))
@@ -351,10 +325,12 @@ def graph_oracle_run(bq: BoundQuery, inputs: Mapping[str, Sequence[Element]]) ->
         out: tuple[bool, Any]
         if isinstance(step, (FilterStep, MapStep)):
             phys, val = srcs[0]
-            out = (True, _span_physical(bs, val)) if phys else (False, _span_rows(bs, val))
+            out = (True, span_physical(bs, val)) if phys else (False, span_rows(bs, val))
         elif isinstance(step, ProjectStep):
             phys, val = srcs[0]
-            out = (True, _project_physical(step, val)) if phys else (False, _project_rows(step, val))
+            # an insert without a kept field is dead-lettered; its retractions are then unknown ids
+            project = functools.partial(_project_payload, step)
+            out = (True, map_physical(val, project)) if phys else (False, map_rows(val, project))
         elif isinstance(step, AlterLifetimeStep):
             out = (False, _alter_rows(step, _rows_of(srcs[0][1], srcs[0][0])))
         elif isinstance(step, FlatMapStep):
@@ -384,7 +360,7 @@ def graph_oracle_run(bq: BoundQuery, inputs: Mapping[str, Sequence[Element]]) ->
             phys, val = srcs[0]
             if phys:
                 policy = spec.input_policy(node.sources[0]) if node.sources[0] in graph.inputs else "dead_letter"
-                wst = _window_input(bs, val, policy)
+                wst = window_input(bs, val, policy)
                 events = list(wst.events())
             else:
                 if step.max_memory_time < INF:
@@ -392,7 +368,7 @@ def graph_oracle_run(bq: BoundQuery, inputs: Mapping[str, Sequence[Element]]) ->
                         f"max_memory_time={step.max_memory_time} on step {node.name!r}, fed by a step whose "
                         "physical output the oracle does not model; the oracle only knows its CHT")
                 events = [(le, re, json.loads(p)) for le, re, p in val]
-            rows, cut = _window_step(bs, events, reached)
+            rows, cut = window_step(bs, events, reached)
             if cut:
                 result.truncated_at = reached
             out = (False, rows)

@@ -18,15 +18,14 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from udm.host.query.plan import BoundQuery
-from udm.host.query.spec import (
+from udm.host.model.plan import BoundQuery, build_plan
+from udm.host.model.spec import (
     AlignStep,
     CountByEnd,
     CountByStart,
@@ -44,10 +43,11 @@ from udm.host.query.spec import (
     WindowStep,
 )
 from udm.host.temporal.elements import Cti, Element, Insert, Retract, sync_time
+from udm.host.temporal.strict import canonical_json
 from udm.sdk import INF, Event, MalformedPayload
 
 from .cht import StreamState, apply_stream, format_time
-from .oracle import _MISSING, _span_physical, _window_input, canonical_rows, group_windows, step_value  # kit-internal
+from .oracle_steps import MISSING, canonical_rows, group_windows, span_physical, step_value, window_input
 
 __all__ = ["check_properties", "liveliness_bound"]
 
@@ -78,7 +78,7 @@ class _Incarnation:
 
 def _pkey(el: Insert) -> str:
     try:
-        return json.dumps(el.payload, sort_keys=True, separators=(",", ":"))
+        return canonical_json(el.payload)
     except (TypeError, ValueError):
         return repr(el.payload)
 
@@ -294,8 +294,7 @@ def _rows_bound(win: Rows, sees_ends: bool, c: int, groups: dict[str, list[tuple
 
     bound = c
     for evs in groups.values():
-        rows = canonical_rows([(le, re, json.dumps(p, sort_keys=True, separators=(",", ":")))
-                               for le, re, p in evs])
+        rows = canonical_rows([(le, re, canonical_json(p)) for le, re, p in evs])
         count = len(rows)
         before = sum(1 for le, _, _ in rows if le < c)
         rs = [first(up(before + 1))]
@@ -324,7 +323,7 @@ def _session_bound(win: Session, c: int, groups: dict[str, list[tuple[int, int, 
     0, ends at ``c`` (a member ending at ``c`` can still be extended)."""
     bound = c
     for evs in groups.values():
-        rows = [(le, re, json.dumps(p, sort_keys=True)) for le, re, p in evs]
+        rows = [(le, re, canonical_json(p)) for le, re, p in evs]
         for w in group_windows(win, rows, None):
             if w.re > c or (w.re == c and win.gap == 0):
                 bound = min(bound, w.le)
@@ -336,11 +335,9 @@ def liveliness_bound(query: QuerySpec | BoundQuery, input_prefix: Sequence[Eleme
                      catalog: Any = None) -> int | None:
     """The least output CTI SEMANTICS §7 demands once ``input_prefix`` (ending in ``cti(c)``) is processed;
     None when the kit cannot decide it for this query (count windows, several window steps)."""
-    from .oracle import _bound
-
     if c >= INF:
         return INF
-    bq = _bound(query, catalog)
+    bq = build_plan(query, catalog)
     windows = [bs for bs in bq.steps if isinstance(bs.step, WindowStep)]
     aligns = [bs.step for bs in bq.steps if isinstance(bs.step, AlignStep)]
     if aligns:
@@ -355,17 +352,17 @@ def liveliness_bound(query: QuerySpec | BoundQuery, input_prefix: Sequence[Eleme
     stream = list(st.accepted)
     for bs in bq.steps:
         if isinstance(bs.step, (FilterStep, MapStep)):
-            stream = _span_physical(bs, stream)
+            stream = span_physical(bs, stream)
             continue
         step = bs.step
         if not isinstance(step, WindowStep):
             return None  # (what reaches the window depends on that step: not decided here)
-        wst = _window_input(bs, stream, bq.spec.on_violation)
+        wst = window_input(bs, stream, bq.spec.on_violation)
         groups: dict[str, list[tuple[int, int, Any]]] = {}
         for le, re, p in wst.events():
-            if any(k not in p for k in step.group_by) or step_value(bs, p) is _MISSING:
+            if any(k not in p for k in step.group_by) or step_value(bs, p) is MISSING:
                 continue
-            gid = json.dumps([p[k] for k in step.group_by], sort_keys=True)
+            gid = canonical_json([p[k] for k in step.group_by])
             groups.setdefault(gid, []).append((le, re, p))
         props = (SimpleNamespace(time_sensitive=any(p.entry.manifest.properties.time_sensitive for p in bs.parts))
                  if bs.parts else bs.entry.manifest.properties)
@@ -400,7 +397,7 @@ def _flat_map_bound(bq: BoundQuery, input_prefix: Sequence[Element], c: int) -> 
             break
         if not isinstance(bs.step, (FilterStep, MapStep)):
             return None
-        stream = _span_physical(bs, stream)
+        stream = span_physical(bs, stream)
     bound = c
     for le, re, p in apply_stream(stream).events():
         if re < c or le >= bound:
@@ -428,7 +425,7 @@ def _align_bound(bq: BoundQuery, input_prefix: Sequence[Element], c: int) -> int
     for bs in bq.steps:
         step = bs.step
         if isinstance(step, (FilterStep, MapStep)):
-            stream = _span_physical(bs, stream)
+            stream = span_physical(bs, stream)
         elif isinstance(step, FinalizeStep):
             if step.max_memory_time < INF:
                 return None

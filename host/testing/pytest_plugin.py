@@ -26,6 +26,9 @@ from typing import Any
 
 import pytest
 
+from udm.host.testing.contracts import CHECKS, assert_contracts, format_failures, run_contract_checks
+from udm.host.testing.generator import generate, generate_related
+
 __all__ = ["contract_tests"]
 
 _ENV = "UDM_SEED"
@@ -62,8 +65,6 @@ def udm_seed(request: pytest.FixtureRequest) -> int:
 @pytest.fixture
 def udm_contracts(request: pytest.FixtureRequest, udm_seed: int) -> Callable[..., Any]:
     """``udm_contracts(MyUDM, **kwargs)``: assert every contract check passes (seed from ``--udm-seed``)."""
-    from udm.host.testing.contracts import assert_contracts
-
     examples = request.config.getoption("udm_examples", default=None)
 
     def check(udm_cls: type, **kwargs: Any) -> Any:
@@ -79,8 +80,6 @@ def udm_contracts(request: pytest.FixtureRequest, udm_seed: int) -> Callable[...
 @pytest.fixture
 def udm_stream(udm_seed: int) -> Callable[..., Any]:
     """``udm_stream(**knobs)``: a generated stream (see `udm.host.testing.StreamSpec`) with the run's seed."""
-    from udm.host.testing.generator import generate
-
     def make(spec: Any = None, *, seed: int | None = None, **knobs: Any) -> Any:
         return generate(spec, seed=udm_seed if seed is None else seed, **knobs)
 
@@ -91,8 +90,6 @@ def udm_stream(udm_seed: int) -> Callable[..., Any]:
 def udm_streams(udm_seed: int) -> Callable[..., Any]:
     """``udm_streams(inputs=2, **knobs)``: related streams by input name (see
     `udm.host.testing.generate_related`) with the run's seed, for multi-input queries."""
-    from udm.host.testing.generator import generate_related
-
     def make(inputs: Any = 2, *, seed: int | None = None, **knobs: Any) -> Any:
         return generate_related(inputs, seed=udm_seed if seed is None else seed, **knobs)
 
@@ -104,8 +101,6 @@ def contract_tests(udm_cls: type, **kwargs: Any) -> Callable[..., None]:
 
         test_my_udm = contract_tests(MyUDM, inputs=[1, 2.5, 3])
     """
-    from udm.host.testing.contracts import CHECKS, format_failures, run_contract_checks
-
     names = list(kwargs.pop("checks", CHECKS))
 
     @pytest.mark.parametrize("udm_check", names)

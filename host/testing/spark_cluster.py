@@ -30,6 +30,8 @@ from typing import Any
 
 __all__ = ["Cluster", "descendants", "free_port"]
 
+# lazy imports: pyspark — `import udm.host.testing` (the pytest plugin) never loads Spark
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -61,13 +63,6 @@ def descendants(pid: int) -> list[int]:
             out.append(c)
             todo.append(c)
     return out
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
 
 
 @dataclass
@@ -143,13 +138,6 @@ class Cluster:
     def log(self, name: str) -> str:
         p = self.root / f"{name}.log"
         return p.read_text(errors="replace") if p.exists() else ""
-
-    def python_workers(self, name: str) -> list[int]:
-        """The Python worker processes (``pyspark.daemon`` and its forks) running under worker ``name``."""
-        p = self.procs.get(name)
-        if p is None:
-            return []
-        return [c for c in descendants(p.pid) if "pyspark" in _cmdline(c) or "daemon" in _cmdline(c)]
 
     def kill(self, name: str) -> None:
         """SIGKILL a process and everything below it (a worker: its executors and their Python workers)."""

@@ -28,14 +28,14 @@ from typing import Any
 import numpy as np
 
 from udm.host.io.arrival import wall_micros
-from udm.host.query.plan import BoundStep
+from udm.host.model.plan import BoundStep
 
 from ..batch import CTI, INSERT, RETRACT, Batch, RowsOut
 from ..context import Context
 from ..operator import Operator
 from ..rules import I64_MIN, INF, NEG, final, speculation_point
 
-__all__ = ["AlignStep"]
+__all__ = ["AlignOp"]
 
 
 class _Held:
@@ -57,7 +57,7 @@ class _Held:
         self.le, self.re, self.payload, self.line, self.since = s
 
 
-class AlignStep(Operator):
+class AlignOp(Operator):
     def __init__(self, name: str, ctx: Context, bs: BoundStep) -> None:
         super().__init__(name, ctx)
         self.max_delay: int = bs.step.max_delay

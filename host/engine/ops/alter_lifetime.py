@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from udm.host.query.plan import BoundStep
-from udm.host.query.spec import Const, Shift, Snap
+from udm.host.model.plan import BoundStep
+from udm.host.model.spec import Const, Shift, Snap
 
 from ..batch import CTI, RETRACT, Batch
 from ..context import Context
 from ..operator import Operator
 from ..rules import INF
 
-__all__ = ["AlterLifetimeStep"]
+__all__ = ["AlterLifetimeOp"]
 
 
-class AlterLifetimeStep(Operator):
+class AlterLifetimeOp(Operator):
     def __init__(self, name: str, ctx: Context, bs: BoundStep) -> None:
         super().__init__(name, ctx)
         step = bs.step

@@ -22,17 +22,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from udm.host.query.plan import BoundStep
+from udm.host.model.plan import BoundStep
 
 from ..batch import CTI, INSERT, Batch
 from ..context import Context
 from ..operator import Operator
 from ..rules import CTI_VIOLATION, INF, MISMATCH, NEG, UNKNOWN_ID, cti_reason, effective_cti, format_time, sync_time
 
-__all__ = ["FinalizeStep"]
+__all__ = ["FinalizeOp"]
 
 
-class FinalizeStep(Operator):
+class FinalizeOp(Operator):
     def __init__(self, name: str, ctx: Context, bs: BoundStep) -> None:
         super().__init__(name, ctx)
         self.max_memory_time: int = bs.step.max_memory_time

@@ -32,7 +32,7 @@ from typing import Any
 from sortedcontainers import SortedList
 
 from udm.host.errors import ContractViolation
-from udm.host.query.plan import BoundStep
+from udm.host.model.plan import BoundStep
 from udm.sdk import Event, MalformedPayload
 
 from ..batch import CTI, INSERT, Batch, RowsOut
@@ -42,7 +42,7 @@ from ..invoke import PLAIN_TYPES
 from ..operator import UdmOperator
 from ..rules import INF, MALFORMED, NEG, UNKNOWN_ID, closed, format_time
 
-__all__ = ["FlatMapStep"]
+__all__ = ["FlatMapOp"]
 
 #: a time-sensitive output: [output id, LE, RE, payload, canonical JSON of the payload]
 _Out = list[Any]
@@ -52,7 +52,7 @@ def _life(le: int, re: int) -> str:
     return f"[{format_time(le)}, {format_time(re)})"
 
 
-class FlatMapStep(UdmOperator):
+class FlatMapOp(UdmOperator):
     def __init__(self, name: str, ctx: Context, bs: BoundStep) -> None:
         super().__init__(name, ctx)
         assert bs.entry is not None

@@ -29,17 +29,17 @@ from typing import Any
 from sortedcontainers import SortedKeyList
 
 from udm.host.errors import ContractViolation
-from udm.host.query.plan import BoundStep
+from udm.host.model.plan import BoundStep
+from udm.host.temporal.strict import canonical_json
 
 from ..batch import CTI, INSERT, Batch, RowsOut
-from ..common import cjson
 from ..context import Context
 from ..invoke import contract
 from ..operator import Operator
 from ..rules import INF, MISSING_FIELD
 from .ports import PortClock
 
-__all__ = ["JoinStep", "join_key"]
+__all__ = ["JoinOp", "join_key"]
 
 LEFT, RIGHT = 0, 1
 
@@ -52,7 +52,7 @@ def _key_part(v: Any) -> Any:
         return (1, v)
     if isinstance(v, str):
         return (2, v)
-    return (3, cjson(v))
+    return (3, canonical_json(v))
 
 
 def join_key(payload: dict[str, Any], fields: tuple[str, ...]) -> tuple[Any, ...]:
@@ -139,7 +139,7 @@ class _Side:
             idx.add(ev)
 
 
-class JoinStep(Operator):
+class JoinOp(Operator):
     ports = 2
 
     def __init__(self, name: str, ctx: Context, bs: BoundStep) -> None:

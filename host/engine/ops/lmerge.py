@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from udm.host.query.plan import BoundStep
+from udm.host.model.plan import BoundStep
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
 from ..batch import CTI, INSERT, Batch, RowsOut
@@ -26,7 +26,7 @@ from ..operator import Operator
 from ..rules import NEG
 from .lmerge_algorithms import InsertOnlyViolation, MergeCore, make_core
 
-__all__ = ["ATTACHED", "DETACHED", "JOINING", "LmergeStep"]
+__all__ = ["ATTACHED", "DETACHED", "JOINING", "LmergeOp"]
 
 ATTACHED = "attached"
 JOINING = "joining"
@@ -36,7 +36,7 @@ DETACHED = "detached"
 NOT_INSERT_ONLY = "lmerge_not_insert_only"
 
 
-class LmergeStep(Operator):
+class LmergeOp(Operator):
     """The lmerge step: ports with their membership and counters around one algorithm core."""
 
     def __init__(self, name: str, ctx: Context, bs: BoundStep) -> None:

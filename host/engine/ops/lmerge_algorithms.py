@@ -24,8 +24,9 @@ import heapq
 from typing import Any
 
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
+from udm.host.temporal.strict import canonical_json
 
-from ..common import INF, NEG, cjson
+from ..common import INF, NEG
 
 __all__ = ["ALGORITHMS", "InsertOnlyViolation", "MergeCore", "make_core"]
 
@@ -131,7 +132,7 @@ class R2(MergeCore):
         if le > self.max_le:
             self.seen = set()
             self.max_le = le
-        text = cjson(payload)
+        text = canonical_json(payload)
         if text in self.seen:
             return []
         self.seen.add(text)
@@ -179,7 +180,7 @@ class _Indexed(MergeCore):
         self.inconsistent = 0
 
     def _node(self, port: int, id: str, le: int, payload: Any) -> tuple[Key, _Node] | None:
-        key = (le, cjson(payload))
+        key = (le, canonical_json(payload))
         node = self.nodes.get(key)
         if node is None:
             if le < self.stable:

@@ -15,7 +15,7 @@ import numpy as np
 
 from udm.host.errors import ContractViolation
 from udm.host.input_types import step_checks
-from udm.host.query.plan import BoundStep
+from udm.host.model.plan import BoundStep
 
 from ..batch import CTI, Batch
 from ..context import Context
@@ -25,7 +25,7 @@ from ..operator import UdmOperator
 from ..payload import Payload
 from ..rules import INF, FieldCheck
 
-__all__ = ["FilterStep", "MapStep", "ProjectStep", "udf_results"]
+__all__ = ["FilterOp", "MapOp", "ProjectOp", "udf_results"]
 
 
 def udf_results(udm: Any, label: str, args: dict[str, str], b: Batch, rows: np.ndarray) -> list[Any]:
@@ -72,7 +72,7 @@ def _plain(vals: Any) -> list[Any]:
     return out
 
 
-class _SpanStep(UdmOperator):
+class _SpanOp(UdmOperator):
     """filter / map / project: the field checks, lmerge feedback, and the per-row mapping."""
 
     def __init__(self, name: str, ctx: Context, bs: BoundStep) -> None:
@@ -105,7 +105,7 @@ class _SpanStep(UdmOperator):
         return min(skipped.values()) + 1 if skipped else INF
 
 
-class FilterStep(_SpanStep):
+class FilterOp(_SpanOp):
     """Keeps the events whose UDF result is truthy."""
 
     def apply(self, b: Batch) -> Batch | None:
@@ -118,7 +118,7 @@ class FilterStep(_SpanStep):
         return b if keep.all() else b.take(np.flatnonzero(keep))
 
 
-class MapStep(_SpanStep):
+class MapOp(_SpanOp):
     """Sets ``payload[as]`` to the UDF result."""
 
     def __init__(self, name: str, ctx: Context, bs: BoundStep) -> None:
@@ -145,7 +145,7 @@ class MapStep(_SpanStep):
         return b.with_payload(b.payload.with_field(self.as_, values))
 
 
-class ProjectStep(_SpanStep):
+class ProjectOp(_SpanOp):
     """``project`` (semantics-notes 12): ``keep`` (a missing kept field is a malformed payload), ``drop``,
     ``rename``, ``set``, in that order."""
 

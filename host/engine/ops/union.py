@@ -19,16 +19,16 @@ from typing import Any
 
 import numpy as np
 
-from udm.host.query.plan import BoundStep
+from udm.host.model.plan import BoundStep
+from udm.host.temporal.strict import canonical_json
 
 from ..batch import CTI, INSERT, RETRACT, Batch, RowsOut
-from ..common import cjson
 from ..context import Context
 from ..operator import Operator
 from ..rules import INF, NEG
 from .ports import PortClock
 
-__all__ = ["UnionStep"]
+__all__ = ["UnionOp"]
 
 #: a distinct row: (LE, RE, canonical payload JSON)
 Row = tuple[int, int, str]
@@ -50,7 +50,7 @@ class _DistinctRow:
         self.out_id, self.count = s
 
 
-class UnionStep(Operator):
+class UnionOp(Operator):
     def __init__(self, name: str, ctx: Context, bs: BoundStep) -> None:
         super().__init__(name, ctx)
         self.ports = len(bs.step.sources)
@@ -107,7 +107,7 @@ class UnionStep(Operator):
         return self.next_id
 
     def _insert(self, port: int, eid: int, le: int, re: int, payload: Any, out: RowsOut) -> None:
-        text = cjson(payload)
+        text = canonical_json(payload)
         self.held[port][eid] = [le, re, text]
         if re < INF:
             heapq.heappush(self.ends[port], (re, eid))

@@ -1,14 +1,14 @@
 """The window operator of seeds/000 §V (SEMANTICS §3–7): group & apply a UDA/UDO over windows.
 
-`make_window_step` picks the family once, when the query is built: tumbling/hopping/cumulate (`grid`),
+`make_window_op` picks the family once, when the query is built: tumbling/hopping/cumulate (`grid`),
 `snapshot`, `count` (count_by_start / count_by_end), and the SEMANTICS §9 families `rows` and `session`. The
 family-independent operator (batch intake, release, evaluation order, minimal-diff output, CTIs, cleanup)
-is `step.WindowStep`.
+is `step.WindowOp`.
 """
 
 from __future__ import annotations
 
-from udm.host.query.plan import BoundStep
+from udm.host.model.plan import BoundStep
 
 from ..context import Context
 from .count import CountFamily
@@ -16,21 +16,21 @@ from .grid import GridFamily
 from .rows import RowsFamily
 from .session import SessionFamily
 from .snapshot import SnapshotFamily
-from .step import WindowStep
+from .step import WindowOp
 
-__all__ = ["WindowStep", "make_window_step"]
+__all__ = ["WindowOp", "make_window_op"]
 
 
-def make_window_step(name: str, ctx: Context, bs: BoundStep) -> WindowStep:
+def make_window_op(name: str, ctx: Context, bs: BoundStep) -> WindowOp:
     t = bs.step.window.type
     if t in ("tumbling", "hopping", "cumulate"):
-        return WindowStep(name, ctx, bs, GridFamily)
+        return WindowOp(name, ctx, bs, GridFamily)
     if t == "snapshot":
-        return WindowStep(name, ctx, bs, SnapshotFamily)
+        return WindowOp(name, ctx, bs, SnapshotFamily)
     if t in ("count_by_start", "count_by_end"):
-        return WindowStep(name, ctx, bs, CountFamily)
+        return WindowOp(name, ctx, bs, CountFamily)
     if t == "rows":
-        return WindowStep(name, ctx, bs, RowsFamily)
+        return WindowOp(name, ctx, bs, RowsFamily)
     if t == "session":
-        return WindowStep(name, ctx, bs, SessionFamily)
+        return WindowOp(name, ctx, bs, SessionFamily)
     raise ValueError(f"window type {t!r} is not supported yet")

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from udm.host.errors import ContractViolation
+from udm.host.temporal.strict import canonical_json
 
 from ..batch import RowsOut
-from ..common import cjson
 from ..invoke import contract
 from ..rules import INF
 from .state import Group, OutputRecord
@@ -60,7 +60,7 @@ class Emitter:
             recs = []
             for o in outs:
                 le, re, p, pj = o
-                lst = by_key.get((le, pj if pj is not None else cjson(p)))
+                lst = by_key.get((le, pj if pj is not None else canonical_json(p)))
                 if lst:
                     for i, r in enumerate(lst):
                         if r.re == re:
@@ -75,7 +75,7 @@ class Emitter:
         ins = RowsOut()
         for recs, wle, wre, o in later:
             le, re, p, pj = o
-            lst = by_key.get((le, pj if pj is not None else cjson(p)))
+            lst = by_key.get((le, pj if pj is not None else canonical_json(p)))
             if lst:
                 r = lst.pop(0)
                 self.check(step, min(r.re, re), (wle, wre), o)

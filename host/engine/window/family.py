@@ -1,7 +1,7 @@
-"""What a window family does for `WindowStep`, and the evaluation every family shares.
+"""What a window family does for `WindowOp`, and the evaluation every family shares.
 
 A family keeps, per group, the structure its windows are defined by (panes, endpoints, buckets, rows, runs)
-and knows which windows a change touches. `WindowStep` calls `insert` / `change` per event, `evaluate` per
+and knows which windows a change touches. `WindowOp` calls `insert` / `change` per event, `evaluate` per
 group at a flush, then `cleanup` and `bound` at a new CTI. `value` turns a window's members (or the sweep's
 aggregate of them) into its outputs, the same way for every family.
 """
@@ -149,7 +149,3 @@ class Family:
             em.emit(self.step, g, [], [(key, wle, wre, news)], out)
             return
         em.emit(self.step, g, olds, [(key, wle, wre, news)], out)
-
-
-def end_of(re: int, gap: int) -> int:
-    return INF if re >= INF else re + gap

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from sortedcontainers import SortedDict, SortedKeyList
 
+from ..invoke import contract
 from ..rules import INF, NEG
 from .geometry import Geometry
 from .state import Ev, Group
@@ -125,8 +126,6 @@ class PaneFill:
             offsets = np.concatenate((starts, ends[-1:])).astype(np.int64)
             new = wu._call(add_batch, (states, svals, offsets), None, "add_batch")
             if len(new) != len(panes):
-                from ..invoke import contract
-
                 raise contract(wu.label, None, f"add_batch returned {len(new)} states for {len(panes)} slices", new)
             for p, state in zip(panes, new, strict=True):
                 p.partial = state

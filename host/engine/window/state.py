@@ -10,7 +10,9 @@ from typing import Any
 
 from sortedcontainers import SortedDict
 
-from ..common import Ev, cjson
+from udm.host.temporal.strict import canonical_json
+
+from ..common import Ev
 
 __all__ = ["Ev", "Group", "OutputRecord", "group_key"]
 
@@ -33,7 +35,7 @@ def group_key(v: Any) -> Any:
         hash(v)
         return (type(v).__name__, v)
     except TypeError:
-        return ("\x00json", cjson(v))
+        return ("\x00json", canonical_json(v))
 
 
 class OutputRecord:
@@ -53,7 +55,7 @@ class OutputRecord:
     def payload_json(self) -> str:
         pj = self._pj
         if pj is None:
-            pj = self._pj = cjson(self.payload)
+            pj = self._pj = canonical_json(self.payload)
         return pj
 
     def __getstate__(self) -> dict[str, Any]:

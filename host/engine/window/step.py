@@ -1,6 +1,6 @@
 """The window operator of seeds/000 §V (SEMANTICS §3–7): group & apply a UDA/UDO over windows.
 
-`WindowStep` is family-independent: it takes a batch (checking the payload fields it reads, refusing late
+`WindowOp` is family-independent: it takes a batch (checking the payload fields it reads, refusing late
 elements under ``max_memory_time``), finds each event's group and the value its UDM receives, and hands the
 event to its family (`family.Family`: tumbling/hopping/cumulate, snapshot, count, rows, session), which
 keeps the group's structure and knows which windows a change touches. Nothing is computed then: at a flush
@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from udm.host.input_types import step_checks
-from udm.host.query.plan import BoundStep
+from udm.host.model.plan import BoundStep
 
 from ..aggregates import MultiMapper, window_udm
 from ..batch import CTI, INSERT, Batch, RowsOut
@@ -49,13 +49,13 @@ from .emit import Emitter
 from .state import Ev, Group, group_key
 from .sweep import make_sweep, sweep_kind
 
-__all__ = ["WindowStep"]
+__all__ = ["WindowOp"]
 
 #: fewest inserts in a batch worth the family's bulk insert
 _BULK_MIN = 16
 
 
-class WindowStep(Operator):
+class WindowOp(Operator):
     """Family-independent part of the window operator (see the module docstring)."""
 
     def __init__(self, name: str, ctx: Context, bs: BoundStep, family_cls: Any) -> None:

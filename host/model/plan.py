@@ -1,15 +1,22 @@
-"""Binding a query spec to catalog UDMs — every check that can fail before any event is read."""
+"""Binding a query spec to catalog UDMs — every check that can fail before any event is read.
+
+`build_plan` is the one way to get the bound plan of a query from any of its forms (a `QuerySpec`, its
+JSON object as Spark tasks receive it, a spec file, or a plan already bound); every Spark path, the
+oracle and the kit start from it, and `udm.host.query.runners.make_runner` runs what it builds.
+"""
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from udm.host.catalog import Catalog, CatalogEntry, default_catalog
 from udm.host.errors import ParamError, PolicyError, QuerySpecError
-from udm.host.query.graph import QueryGraph, resolve
-from udm.host.query.spec import (
+from udm.host.model.graph import QueryGraph, resolve
+from udm.host.model.spec import (
     FilterStep,
     FlatMapStep,
     JoinStep,
@@ -18,11 +25,13 @@ from udm.host.query.spec import (
     QuerySpec,
     UdfCall,
     WindowStep,
+    load_query,
+    parse_query,
 )
-from udm.host.query.stream_properties import choose_algorithm, derive_properties
+from udm.host.model.stream_properties import choose_algorithm, derive_properties
 from udm.sdk import UDM
 
-__all__ = ["BoundQuery", "BoundStep", "bind"]
+__all__ = ["BoundQuery", "BoundStep", "bind", "build_plan"]
 
 
 @dataclass(frozen=True)
@@ -142,6 +151,22 @@ def bind(spec: QuerySpec, catalog: Catalog | None = None) -> BoundQuery:
     names = {n.index: n.name for n in graph.nodes}
     steps = tuple(_bind_step(s, cat, i, names[i]) for i, s in enumerate(spec.steps))
     return BoundQuery(spec, _bind_lmerge(spec, graph, steps), graph)
+
+
+def build_plan(query: BoundQuery | QuerySpec | Mapping[str, Any] | str | Path,
+               catalog: Catalog | None = None) -> BoundQuery:
+    """The bound plan of ``query``: bound as it is, a `QuerySpec` bound (`bind`), a spec's JSON object
+    parsed and bound, or a spec file (JSON or YAML, a path) loaded and bound."""
+    if isinstance(query, BoundQuery):
+        return query
+    if isinstance(query, QuerySpec):
+        return bind(query, catalog)
+    if isinstance(query, Mapping):
+        return bind(parse_query(query), catalog)
+    if isinstance(query, (str, Path)):
+        return bind(load_query(query), catalog)
+    raise QuerySpecError(f"a query is a query spec, its JSON object, a spec file or a bound plan, "
+                         f"got {type(query).__name__}")
 
 
 def _bind_lmerge(spec: QuerySpec, graph: QueryGraph, steps: tuple[BoundStep, ...]) -> tuple[BoundStep, ...]:

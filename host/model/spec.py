@@ -561,7 +561,7 @@ def load_query(path: str | Path) -> QuerySpec:
         if p.suffix.lower() == ".json":
             data = json.loads(text)
         else:
-            import yaml
+            import yaml  # lazy: only a YAML spec needs it
 
             data = _yaml_on_keys(yaml.safe_load(text))
     except Exception as exc:  # json.JSONDecodeError / yaml.YAMLError: both say where

@@ -9,6 +9,8 @@ paths) and every writer:
 - A payload number is finite: ``NaN``, ``Infinity``, ``-Infinity`` and a literal that overflows a double
   (``1e999``) are malformed values, so the element is a dead letter with the reason.
 - Output is RFC 8259 JSON: `dumps` refuses a non-finite number instead of writing ``NaN``.
+- A value's canonical text (SEMANTICS §5: ordering ties, group and join keys, CHT rows) is `canonical_json`,
+  the one function every engine path, the oracle and the CHT use, so they agree on it to the byte.
 
 Python's `json` accepts ``NaN``/``Infinity`` and turns ``1e999`` into ``inf`` silently; `loads` is `json`
 with both closed (about as fast as ``json.loads``: a prebuilt decoder, a check per float literal only).
@@ -29,6 +31,7 @@ __all__ = [
     "TIME_MAX",
     "TIME_MIN",
     "NotStrictJSON",
+    "canonical_json",
     "dumps",
     "echo",
     "echo_dumps",
@@ -167,6 +170,14 @@ def dumps(value: Any, **kw: Any) -> str:
 
 
 _ENCODER = json.JSONEncoder(allow_nan=False)
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
+def canonical_json(value: Any) -> str:
+    """The canonical text of a value (SEMANTICS §5): keys sorted, no spaces. (Lenient about non-finite
+    numbers: it orders and compares values, it does not write output; the encoder is built once, as
+    ``json.dumps`` with arguments builds one per call.)"""
+    return _CANONICAL.encode(value)
 
 
 def encode(value: Any) -> str:
