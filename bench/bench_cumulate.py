@@ -42,8 +42,8 @@ from bench.machine import load_text
 from udm.host.engine import QueryRunner
 from udm.host.io.batch import ElementBatch
 from udm.host.model.plan import bind
-from udm.host.query.runners import quiet_gc
 from udm.host.model.spec import parse_query
+from udm.host.query.runners import quiet_gc
 from udm.host.temporal.elements import Insert, Retract
 
 SIZE = 86_400

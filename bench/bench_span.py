@@ -62,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     from udm.host.catalog import Catalog
     from udm.host.io.jsonl import JsonlReader
     from udm.host.model.plan import bind
-    from udm.host.query.runners import _warm_up, quiet_gc
     from udm.host.model.spec import QuerySpec
+    from udm.host.query.runners import _warm_up, quiet_gc
 
     events = args.events or (50_000 if args.quick else 200_000)
     with tempfile.TemporaryDirectory(prefix="bench-span-") as tmp:

@@ -20,10 +20,10 @@ import pytest
 
 from udm.host.errors import BadElement, UdmError
 from udm.host.io.arrival import ArrivalSource, ArrivalStamper
-from udm.host.query.fluent import Stream
 from udm.host.model.plan import bind
-from udm.host.query.runners import RunRequest, run_local
 from udm.host.model.spec import parse_query
+from udm.host.query.fluent import Stream
+from udm.host.query.runners import RunRequest, run_local
 from udm.host.temporal.elements import Cti, Insert, Retract
 from udm.sdk import INF
 

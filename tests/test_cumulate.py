@@ -37,8 +37,8 @@ from test_engine_support import (
 from window_cases import BATCHED, LOCAL, every_udm_every_disorder, run_random_cases
 
 from udm.host.errors import QuerySpecError
-from udm.host.query.fluent import Stream
 from udm.host.model.spec import Cumulate, parse_query
+from udm.host.query.fluent import Stream
 from udm.host.temporal.elements import Cti, Insert, Retract
 from udm.sdk import INF, IncrementalUDA, udm
 

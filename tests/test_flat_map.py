@@ -22,9 +22,9 @@ import pytest
 from udm.host.catalog import Catalog
 from udm.host.engine import QueryRunner
 from udm.host.errors import ContractViolation, ParamError, PolicyError
-from udm.host.query import Stream
 from udm.host.model.plan import BoundQuery, bind
 from udm.host.model.spec import parse_query
+from udm.host.query import Stream
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 from udm.host.testing import cht, generate, oracle
 from udm.host.testing.engine_conformance import check_engine, runner_engine

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from udm.host.model.plan import bind
-from udm.host.query.runners import RunRequest, get_engine, run_local
 from udm.host.model.spec import parse_query
+from udm.host.query.runners import RunRequest, get_engine, run_local
 from udm.host.spark.graph import is_graph
 from udm.host.spark.partition import BY_ID, graph_routing, partition_keys
 from udm.host.spark.stage_replay import StagedReplay

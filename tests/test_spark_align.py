@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from udm.host.model.plan import bind
-from udm.host.query.runners import RunRequest, get_engine, run_local
 from udm.host.model.spec import parse_query
+from udm.host.query.runners import RunRequest, get_engine, run_local
 from udm.host.spark.partition import graph_routing, whole_input
 from udm.host.temporal.elements import parse_element
 from udm.host.testing import oracle

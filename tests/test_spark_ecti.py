@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from udm.host.model.plan import bind
-from udm.host.query.runners import RunRequest, get_engine, run_local
 from udm.host.model.spec import parse_query
+from udm.host.query.runners import RunRequest, get_engine, run_local
 from udm.host.spark.file_source import may_hold_ecti, scan_file
 from udm.host.temporal.elements import Cti, Ecti, Element, Insert, Retract, parse_element, sync_time
 from udm.host.testing import oracle

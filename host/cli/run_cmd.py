@@ -20,7 +20,6 @@ import typer
 from udm.host.errors import UdmError
 from udm.host.io.arrival import ArrivalSource
 from udm.host.io.arrow_probe import skip_pandas_probe
-from udm.host.io.strict import echo_dumps
 from udm.host.io.table_options import TableSource
 from udm.host.model.plan import bind
 from udm.host.model.spec import load_query

@@ -17,6 +17,7 @@ values, the vector form numpy columns of a batch, and the two are tested equal (
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,8 +167,6 @@ def reach_batch(T: int, *cols: np.ndarray) -> int:
 # -- external CTIs (SEMANTICS §11) ------------------------------------------------------------------------
 def ecti_range(sync: int, starts: Any, ends: Any) -> int:
     """The index of the range ``[starts[i], ends[i])`` holding ``sync`` (ranges sorted and disjoint), or -1."""
-    import bisect
-
     i = bisect.bisect_right(starts, sync) - 1
     return i if i >= 0 and sync < ends[i] else -1
 

@@ -22,6 +22,7 @@ Results are deterministic given the recorded arrival times: the stamped elements
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -30,10 +31,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from udm.host.errors import BadElement
-from udm.host.temporal.elements import Cti, Insert, Retract, parse_time
-
-from .strict import NotStrictJSON
-from .strict import loads as strict_loads
+from udm.host.temporal.elements import Cti, Insert, Retract, parse_element, parse_time
+from udm.host.temporal.strict import NotStrictJSON
+from udm.host.temporal.strict import loads as strict_loads
 
 __all__ = ["ARRIVAL", "ArrivalSource", "ArrivalStamper", "LiveLines", "wall_micros"]
 
@@ -112,8 +112,6 @@ class ArrivalStamper:
                 raise BadElement("missing field 'id'")
             known = self.live.get(str(eid))
             if known is None:  # not one of ours: as written (the gate refuses an unknown id)
-                from udm.host.temporal.elements import parse_element
-
                 return parse_element(obj, line=line, json_text=True)
             le, re = known
             end = min(re, max(a, le))
@@ -171,8 +169,6 @@ class LiveLines:
     """A source's lines, read in a daemon thread: `get` waits at most ``timeout`` seconds for the next one."""
 
     def __init__(self, source: str | Path | IO[bytes]) -> None:
-        import sys
-
         self._q: queue.Queue[Any] = queue.Queue()
         if isinstance(source, (str, Path)):
             self._f: Any = sys.stdin.buffer if str(source) == "-" else open(source, "rb")  # noqa: SIM115

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -371,8 +372,6 @@ _MICROS = {None: 1, "us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 
 def duration_ticks(text: str) -> int:
     """``"500"`` → 500 ticks; ``"10s"``, ``"5m"``, ``"1h"``, ``"250ms"``, ``"1.5s"`` → microsecond ticks (the
     time of timestamp inputs, and of the wall clock); ValueError otherwise."""
-    import re
-
     m = re.fullmatch(_DURATION, text)
     if m is None or (m.group(2) is None and "." in m.group(1)):
         raise ValueError(f"{text!r}: expected a number of ticks or a duration like 10s, 5m, 1h, 250ms")

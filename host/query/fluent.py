@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from pydantic import TypeAdapter, ValidationError
 
 from udm.host.errors import PolicyError, QuerySpecError, UdmError
+from udm.host.io.arrival import ArrivalSource
 from udm.host.io.interleave import interleave
 from udm.host.io.jsonl import JsonlReader
 from udm.host.io.table_options import TableOptions, TableSource
@@ -172,8 +173,6 @@ class Stream:
         from ``source`` (``"-"``: stdin, a path such as a named pipe, or a binary stream), each stamped with
         the wall-clock time it is read at, in microseconds; ``cti_every`` (``"1s"``, or microseconds): a CTI
         each time the clock passes a multiple of it. ``clock``: a function giving microseconds (tests)."""
-        from udm.host.io.arrival import ArrivalSource
-
         every = duration_ticks(cti_every) if isinstance(cti_every, str) else cti_every
         live = ArrivalSource(source if not isinstance(source, Path) else str(source), every)
         return cls(((name, _Source("arrival", live=live, clock=clock)),), _head=name, _catalog=catalog)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from udm.host.errors import UdmError
+from udm.host.io.arrival import ArrivalSource, ArrivalStamper, LiveLines
 from udm.host.io.checkpoint import LocalCheckpoint, Mark, file_digest, truncate_to
 from udm.host.io.interleave import interleave
 from udm.host.io.table_options import TableSource
@@ -221,8 +222,6 @@ def run_local(req: RunRequest) -> RunResult:
 
     with quiet_gc(), open_writer(req.output, append=resume) as out:
         try:
-            from udm.host.io.arrival import ArrivalSource
-
             live = [n for n, s in sources.items() if isinstance(s, ArrivalSource)]
             if live and (len(sources) > 1 or ck is not None):
                 raise UdmError(f"input {live[0]!r}: arrival time (--time @arrival) is for a query with a single "
@@ -327,8 +326,6 @@ def _feed_arrival(req: RunRequest, runner: Any, source: Any, out: Any, dead_lett
     once; while the source is quiet the engine still gets the clock's CTIs (``--cti-every``) and ``align``'s
     ``max_wait`` releases (`QueryRunner.tick`), every ``options["tick"]`` seconds (default 0.05). Output is
     flushed as it is made. ``options["clock"]``: the clock (microseconds), for tests."""
-    from udm.host.io.arrival import ArrivalStamper, LiveLines
-
     clock = req.options.get("clock")
     stamper = ArrivalStamper(clock, source.cti_every)
     runner.ctx.clock = stamper.now

@@ -39,6 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from udm.host.engine.window.geometry import geometry_of
 from udm.host.input_types import InputType, step_checks
 from udm.host.io.jsonl import struct_payloads
 from udm.host.model.plan import bind
@@ -123,8 +124,6 @@ def _uda_and_input(bs: Any) -> tuple[Any, Any]:
 
 def _geometry(step: WindowStep) -> Any:
     """The window step's panes and windows (`udm.host.engine.window.geometry`, the engine's own)."""
-    from udm.host.engine.window.geometry import geometry_of
-
     return geometry_of(step.window)
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from udm.host.errors import UdmError
-from udm.host.io.batch import KIND_CTI
+from udm.host.io.batch import KIND_CTI, KIND_ECTI
 from udm.host.io.jsonl import DeadLetterWriter, JsonlWriter
 from udm.host.io.table_options import TableSource
 from udm.host.io.table_out import TableSink, open_writer
@@ -36,7 +36,7 @@ from udm.host.run_result import RunResult
 from udm.host.spark.batch import run_batch
 from udm.host.spark.convert import element_lines_of, elements_df, elements_of
 from udm.host.spark.file_source import file_elements_df, scan_file
-from udm.host.spark.graph import lmerge_counts, run_graph_batch
+from udm.host.spark.graph import is_graph, lmerge_counts, run_graph_batch
 from udm.host.spark.session import get_spark, on_this_machine, resolved_master
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -103,8 +103,6 @@ class _Input:
     def has_ecti(self) -> bool:
         """Whether the input may hold an external CTI: its ranges count the whole input, so the query runs in
         one bucket (SEMANTICS §11; a bucket would see part of the data and never complete a range)."""
-        from udm.host.io.batch import KIND_ECTI
-
         if self.scan is not None:
             return self.scan.ectis
         return any(bool((b.kind_codes() == KIND_ECTI).any()) for b in self.batches or ())
@@ -119,8 +117,6 @@ class _Input:
 def run_spark(req: RunRequest) -> RunResult:
     if req.checkpoint is not None:
         raise UdmError("--checkpoint is only supported by --engine spark-streaming")
-    from udm.host.spark.graph import is_graph
-
     if is_graph(req.spec):
         return _run_graph(req)
     t0 = time.perf_counter()

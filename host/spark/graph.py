@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 from udm.host.engine.common import NEG
 from udm.host.errors import UdmError
 from udm.host.io.batch import ElementBatch
+from udm.host.io.interleave import interleave
 from udm.host.model.graph import resolve
 from udm.host.model.plan import BoundQuery, build_plan
 from udm.host.model.spec import QuerySpec
@@ -159,8 +160,6 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
         if ordered and len(heads) > 1:
             # the stage's result follows the inputs' physical interleaving (a finite finalize): the
             # documented order of `udm.host.io.interleave`, as the local engine reads them
-            from udm.host.io.interleave import interleave
-
             out += runner.process_interleaved(interleave([(n, b.to_elements()) for n, b in heads]))
         else:
             for name, batch in heads:

@@ -57,7 +57,7 @@ from udm.host.model.spec import (
     UnionStep,
     WindowStep,
 )
-from udm.host.temporal.elements import Element, Insert, Retract, canonical_json
+from udm.host.temporal.elements import Element, Insert, canonical_json
 from udm.sdk import INF, Event, MalformedPayload
 
 from .cht import CHT, Row, StreamState, apply_stream

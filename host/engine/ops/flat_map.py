@@ -33,10 +33,10 @@ from sortedcontainers import SortedList
 
 from udm.host.errors import ContractViolation
 from udm.host.model.plan import BoundStep
+from udm.host.temporal.strict import canonical_json
 from udm.sdk import Event, MalformedPayload
 
 from ..batch import CTI, INSERT, Batch, RowsOut
-from ..common import cjson
 from ..context import Context
 from ..invoke import PLAIN_TYPES
 from ..operator import UdmOperator
@@ -113,7 +113,7 @@ class FlatMapOp(UdmOperator):
 
     def _canon(self, le: int, re: int, event: dict[str, Any], d: dict[str, Any]) -> str:
         try:
-            return cjson(d)
+            return canonical_json(d)
         except (TypeError, ValueError) as exc:
             raise self._violation(le, re, event, f"output is not JSON-serializable ({exc})", d) from None
 
