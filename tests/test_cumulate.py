@@ -40,6 +40,7 @@ from udm.host.errors import QuerySpecError
 from udm.host.model.spec import Cumulate, parse_query
 from udm.host.query.fluent import Stream
 from udm.host.temporal.elements import Cti, Insert, Retract
+from udm.host.testing.cht import cht
 from udm.sdk import INF, IncrementalUDA, udm
 
 
@@ -72,7 +73,7 @@ def test_the_fluent_api_builds_the_same_step() -> None:
     fluent = Stream.from_events([ev("a", 1, 2, 5)]).cumulate(10, 5, offset=2).aggregate("sum", input="v", as_="sum")
     assert fluent.spec.to_json_dict()["steps"][0]["window"] == {"type": "cumulate", "size": 10, "step": 5, "offset": 2}
     # [1, 2) lies in period [-8, 2): its windows [-8, -3) (no member) and [-8, 2)
-    assert fluent.to_cht().events() == [(-8, 2, {"sum": 5})]
+    assert cht(fluent.to_elements()).events() == [(-8, 2, {"sum": 5})]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -243,7 +244,6 @@ def test_a_snapshot_mid_period_resumes_with_its_running_state(udm_: str) -> None
     from udm.host.engine import QueryRunner
     from udm.host.model.plan import bind
     from udm.host.testing import oracle
-    from udm.host.testing.cht import cht
     from udm.host.testing.generator import generate
 
     bq = bind(parse_query(window_query(cumulate(24, 3), udm_, input="v", group_by=["g"])), CAT)

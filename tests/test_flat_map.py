@@ -269,7 +269,8 @@ def test_fluent_flat_map_is_the_spec_step() -> None:
     s = Stream.query(catalog=CAT).flat_map("explode", params={"field": "tags"}).filter("in_range", args={"field": "v"})
     assert s.spec.to_json_dict()["steps"][0] == {"op": "flat_map", "udm": "explode", "params": {"field": "tags"}}
     evs = [Insert("a", 0, 3, {"tags": ["x", "y"]}), Cti(INF)]
-    got = Stream.from_events(evs, catalog=CAT).flat_map("explode", params={"field": "tags"}).to_cht()
+    got = Stream.from_events(evs, catalog=CAT).flat_map("explode", params={"field": "tags"}).to_elements()
+    got = cht(got)
     assert got.events() == [(0, 3, {"tags": "x"}), (0, 3, {"tags": "y"})]
 
 
