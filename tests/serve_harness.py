@@ -23,7 +23,7 @@ def serving(registry: Path, *extra: str, timeout: float = 60.0) -> Iterator[str]
     Its request log goes to a file next to the registry, so a full pipe can never stall it."""
     log = (registry.parent / f"{registry.name}-serve.log").open("w")
     proc = subprocess.Popen([*UDM, "registry", "serve", "--port", "0", "--registry", str(registry), *extra],
-                            stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, "COLUMNS": "200"})
+                            stdout=subprocess.PIPE, stderr=log, bufsize=0, env={**os.environ, "COLUMNS": "200"})
     try:
         assert proc.stdout is not None
         sel = selectors.DefaultSelector()
@@ -35,7 +35,12 @@ def serving(registry: Path, *extra: str, timeout: float = 60.0) -> Iterator[str]
                 raise RuntimeError(f"udm registry serve did not start: {seen!r} "
                                    f"{Path(log.name).read_text()[-2000:]!r}")
             if sel.select(timeout=0.5):
-                seen += proc.stdout.readline()
+                # the raw pipe, not readline(): a buffered reader may take both of serve's lines in one read
+                # and return only the first, leaving the URL in its buffer where the selector cannot see it
+                chunk = os.read(proc.stdout.fileno(), 65536)
+                seen += chunk.decode(errors="replace")
+                if not chunk:
+                    sel.unregister(proc.stdout)
         yield m.group(1)
     finally:
         proc.terminate()
