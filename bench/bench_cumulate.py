@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -38,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from bench.bench_sliding import Stream, point_table
-from bench.machine import load_text
+from bench.machine import load_text, rss
 from udm.host.engine import QueryRunner
 from udm.host.io.batch import ElementBatch
 from udm.host.model.plan import bind
@@ -137,14 +136,6 @@ class Observed:
 
 
 # ---- one cell ----------------------------------------------------------------------------------------------
-def _rss() -> int:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
 @dataclass
 class Cell:
     us: float  # µs per event, process_batch and finish
@@ -157,7 +148,7 @@ def _cell_child(window: dict[str, Any], uda: str, s: Stream, send: Connection) -
     r = QueryRunner(bind(parse_query(query_spec(window, uda, s.groups > 1))))
     seen = Observed(uda)
     state: dict[str, int] = {}
-    rss0 = _rss()
+    rss0 = rss()
     spent = 0.0
     table = s.table
     with quiet_gc():
@@ -167,7 +158,7 @@ def _cell_child(window: dict[str, Any], uda: str, s: Stream, send: Connection) -
             out = r.process_batch(batch)
             spent += time.perf_counter() - t0
             seen.take(out)
-            for k, x in (*r.state_size().items(), ("rss_mib", (_rss() - rss0) >> 20)):
+            for k, x in (*r.state_size().items(), ("rss_mib", (rss() - rss0) >> 20)):
                 state[k] = max(state.get(k, 0), x)
         t0 = time.perf_counter()
         out = r.finish()

@@ -62,6 +62,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from bench.machine import rss
 from udm.host.engine import QueryRunner
 from udm.host.io.batch import ElementBatch
 from udm.host.model.plan import bind
@@ -250,15 +251,6 @@ class Cell:
         return (">" if self.low else "") + fig + mark
 
 
-def _rss() -> int:
-    """This process's resident memory in bytes (Linux; 0 elsewhere)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
 def _fill_row(size: int, s: Stream) -> int:
     """The table row of the first event after the first ``size`` ticks: the windows have filled there."""
     return int(s.event_rows[min((size + 1) * s.groups, len(s.le) - 1)])
@@ -272,7 +264,7 @@ def _cell_child(row: str, size: int, uda: str, s: Stream, budget: float, send: C
     fill_row = _fill_row(size, s)
     out: list[Any] = []
     state: dict[str, int] = {}
-    rss0 = _rss()
+    rss0 = rss()
     spent = [0.0, 0.0]  # wall seconds of process_batch in the fill, in the slide (the budgets)
     cpu = [0.0, 0.0]  # CPU seconds of the same (the figure)
     budgets = (FILL_BUDGETS * budget, budget)
@@ -291,7 +283,7 @@ def _cell_child(row: str, size: int, uda: str, s: Stream, budget: float, send: C
             dt = time.perf_counter() - t0
             spent[phase] += dt
             done += min(chunk, rows_total - done)
-            for k, x in (*r.state_size().items(), ("rss_mib", (_rss() - rss0) >> 20)):
+            for k, x in (*r.state_size().items(), ("rss_mib", (rss() - rss0) >> 20)):
                 state[k] = max(state.get(k, 0), x)
             # the next chunk: about half what is left of the phase's budget at the rate seen, at most twice
             # the last; one event again when the slide starts

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["load_text"]
+__all__ = ["load_text", "rss"]
 
 
 def load_text() -> str:
@@ -15,3 +15,12 @@ def load_text() -> str:
     except OSError:
         return "load n/a"
     return f"load avg {one:.1f}/{five:.1f} on {os.cpu_count()} cpus"
+
+
+def rss() -> int:
+    """This process's resident memory in bytes (Linux; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
