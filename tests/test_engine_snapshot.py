@@ -21,13 +21,19 @@ QUERIES = [
     window_query({"type": "snapshot"}, "twa", input="v", clip="right"),
     window_query({"type": "count_by_start", "n": 3, "hop": 2}, "topk", params={"k": 2, "by": "v"}),
     window_query({"type": "count_by_end", "n": 2}, "members", input="v", clip="left", output="unaltered"),
+    # time-sensitive, open member ends: windows held while an end can move, groups holding endless events
+    window_query({"type": "tumbling", "size": 5}, "members", input="v", clip="left", output="unaltered",
+                 group_by=["g"]),
+    window_query({"type": "hopping", "size": 6, "hop": 3}, "members", input="v", clip="left", output="unaltered",
+                 group_by=["g"], max_delay="inf"),
     {"steps": [{"op": "filter", "udf": "in_range", "args": {"field": "v"}, "params": {"lo": 1}},
                {"op": "window", "window": {"type": "tumbling", "size": 5}, "udm": "count", "group_by": ["g"]},
                {"op": "window", "window": {"type": "snapshot"}, "udm": "max", "input": "count"}]},
 ]
 
 
-@pytest.mark.parametrize("q", QUERIES, ids=["tumbling", "panes", "median", "snapshot", "cbs", "cbe", "multi"])
+@pytest.mark.parametrize("q", QUERIES, ids=["tumbling", "panes", "median", "snapshot", "cbs", "cbe", "held",
+                                             "held_strong", "multi"])
 def test_checkpoint_restore_continue_equals_uninterrupted(q: dict) -> None:
     bound = bind(parse_query(q))
     for seed in range(6):

@@ -52,8 +52,8 @@ def _rows(streams: dict[str, list[Element]]) -> list[Row]:
 def _dead(b: BatchResult) -> list[tuple[Any, ...]]:
     """Dead letters as compared: a step inside the graph names the id its engine gave an element, which
     differs between one engine and per-key ones (and between buckets' id prefixes); the rest must agree."""
-    return sorted((inp, line, re.sub(r"id '[^']*'", "id ?", reason) if reason.startswith("step ") else reason, cat)
-                  for inp, line, reason, cat in b.dead)
+    return sorted(((inp, line, re.sub(r"id '[^']*'", "id ?", reason) if reason.startswith("step ") else reason, cat)
+                   for inp, line, reason, cat in b.dead), key=lambda d: (d[0], -1 if d[1] is None else d[1], *d[2:]))
 
 
 def _stream(results: list[BatchResult]) -> list[Element]:
@@ -139,6 +139,21 @@ def test_exchange_retractions_reach_the_key_of_their_insert() -> None:
     assert verify(_stream(results), oracle_run(bind(parse_query(JOIN_THEN_WINDOW)), streams).cht)
     assert not any(b.dead for b in results)
     assert not any(st.counts["id_reads"] or st.counts["id_writes"] for ss in keyed.stores for st in ss)
+
+
+def test_an_insert_reusing_the_id_of_one_without_the_key_is_a_duplicate_as_in_one_engine() -> None:
+    """An input insert lacking the join field is live at the input (the join dead-letters it, not the input):
+    a later insert with its id and a key is a duplicate. The driver routes it to the first one's key, whose
+    engine judges it as one engine over the bucket does, and the oracle."""
+    streams = {"a": [Insert("a1", 1, 30, {"v": 5}), Insert("a1", 2, 20, {"k": 1, "v": 6}),
+                     Insert("a2", 3, 20, {"k": 1, "v": 7}), Cti(40), Cti(INF)],
+               "b": [Insert("b1", 1, 40, {"k": 1}), Cti(40), Cti(INF)]}
+    results, _ = _both(JOIN_SHIFT_WINDOW, _rows(streams), 2, n=2)
+    dead = sorted(d[1:3] for b in results for d in b.dead)
+    assert dead == [(1, "step j: missing join field 'k' in the left input 'a'"), (2, "duplicate live id 'a1'")]
+    oracle = oracle_run(bind(parse_query(JOIN_SHIFT_WINDOW)), streams)
+    assert [r.reason for r in oracle.rejected_by_input["a"]] == ["duplicate live id 'a1'"]
+    assert verify(_stream(results), oracle.cht)
 
 
 def _reads(rep: StagedReplay, stage: int, what: str = "engine_reads") -> int:

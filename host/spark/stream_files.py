@@ -221,12 +221,15 @@ class _LiveIds:
 
 
 def _routes(table: pa.Table, kinds: list[str | None], ts: list[int | None], keys: list[str], n: int,
-            on_violation: str, bucket_of: Any = None, key_of: Any = None) -> tuple[list[int], list[str | None]]:
+            on_violation: str, bucket_of: Any = None, key_of: Any = None, graph: bool = False
+            ) -> tuple[list[int], list[str | None]]:
     """Each element's bucket: an insert by its group key (or where its live id is), a retraction after the
     insert of its id, a CTI to every bucket, a bad row to bucket 0 (whose engine dead-letters it). With
     ``key_of`` (a linear query's `udm.host.spark.key_state.payload_key`) also each insert's and retraction's key
     in its bucket, the same way (a retraction of no live insert: None), so that the per-key state needs no
-    id map (semantics-notes 41)."""
+    id map (semantics-notes 41). ``graph``: a query graph's input keeps an insert's id live even when the
+    insert lacks the key fields (the step that needs them dead-letters it, not the input), so a later
+    insert reusing that id is a duplicate and goes where the first went."""
     ids = table.column("id").to_pylist()
     les, res, rns = (table.column(c).to_pylist() for c in ("le", "re", "re_new"))
     payloads = table.column("payload").to_pylist()
@@ -242,7 +245,7 @@ def _routes(table: pa.Table, kinds: list[str | None], ts: list[int | None], keys
         elif kind == "insert":
             text = payloads[i]
             payload = json.loads(text) if text else {}
-            has_keys = isinstance(payload, dict) and all(k in payload for k in keys)
+            has_keys = graph or (isinstance(payload, dict) and all(k in payload for k in keys))
             b, key = live.insert(ids[i], les[i], res[i], (bucket_of or _bucket_of)(payload, keys, n), has_keys,
                                  key_of(payload, keys) if key_of is not None else None)
             last[ids[i]] = b
@@ -443,7 +446,7 @@ def graph_routes(table: pa.Table, name: str, how: Any, width: int, policy: str
         return [BROADCAST if k == "cti" else id_bucket(name, i, width) if k in ("insert", "retract") and i is not None
                 else 0 for k, i in zip(kinds, ids, strict=True)], none
     return _routes(table, kinds, table.column("t").to_pylist(), how[name], width, policy, bucket_of=key_bucket,
-                   key_of=_graph_key)
+                   key_of=_graph_key, graph=True)
 
 
 def _graph_key(payload: Any, fields: list[str]) -> str:

@@ -29,7 +29,7 @@ from .grid_columns import Fresh, column_block
 from .grid_intake import bulk_insert
 from .grid_panes import GroupPanes, PaneFill, merged
 from .prefix_sweep import PrefixSweep
-from .state import Ev, Group
+from .state import Ev, Group, by_identity
 
 __all__ = ["COLUMN_PANES", "GridFamily"]
 
@@ -71,6 +71,18 @@ class GridFamily(Family):
         #: held windows (time-sensitive, open member ends): (W.LE, seq, group) of groups holding one
         self.held: dict[int, tuple[int, Group]] = {}
         self.truncated = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        # ``endless_groups`` and ``held`` are keyed by id(group): lists in a snapshot (`by_identity`)
+        s = dict(self.__dict__)
+        s["endless_groups"] = list(self.endless_groups.values())
+        s["held"] = list(self.held.values())
+        return s
+
+    def __setstate__(self, s: dict[str, Any]) -> None:
+        s["endless_groups"] = {id(g): g for g in by_identity(s["endless_groups"])}
+        s["held"] = {id(h[1]): h for h in by_identity(s["held"])}
+        self.__dict__.update(s)
 
     def closing(self, c: int) -> int | None:
         return self.geo.last_closed(c)

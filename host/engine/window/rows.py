@@ -36,7 +36,7 @@ from sortedcontainers import SortedKeyList
 from ..common import Ev
 from ..rules import INF
 from .family import Family
-from .state import Group
+from .state import Group, by_identity
 
 __all__ = ["RowOrderedFamily", "RowsFamily", "forget", "merged", "replace_range", "row_key"]
 
@@ -211,7 +211,7 @@ class RowsFamily(RowOrderedFamily):
         return s
 
     def __setstate__(self, s: dict[str, Any]) -> None:
-        s["_active"] = {id(g): g for g in s["_active"]}
+        s["_active"] = {id(g): g for g in by_identity(s["_active"])}
         self.__dict__.update(s)
 
     def new_group(self, g: Group) -> None:

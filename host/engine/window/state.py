@@ -14,7 +14,7 @@ from udm.host.temporal.strict import canonical_json
 
 from ..common import Ev
 
-__all__ = ["Ev", "Group", "OutputRecord", "group_key"]
+__all__ = ["Ev", "Group", "OutputRecord", "by_identity", "group_key"]
 
 
 def _slots_state(obj: Any) -> dict[str, Any]:
@@ -24,6 +24,14 @@ def _slots_state(obj: Any) -> dict[str, Any]:
 def _restore_slots(obj: Any, state: dict[str, Any]) -> None:
     for k, v in state.items():
         setattr(obj, k, v)
+
+
+def by_identity(saved: Any) -> list[Any]:
+    """The values of a dict keyed by ``id(obj)`` as a snapshot keeps it. Ids change across a restore, so such a
+    dict travels as a list of its values and is keyed again on load (a stale key would keep a window held, or
+    drop another object's entry once a new object gets the old address); an older snapshot's dict gives its
+    values."""
+    return list(saved.values()) if isinstance(saved, dict) else list(saved)
 
 
 def group_key(v: Any) -> Any:

@@ -46,7 +46,7 @@ from ..rules import (
     sync_time,
 )
 from .emit import Emitter
-from .state import Ev, Group, group_key
+from .state import Ev, Group, by_identity, group_key
 from .sweep import make_sweep, sweep_kind
 
 __all__ = ["WindowOp"]
@@ -100,6 +100,15 @@ class WindowOp(Operator):
 
     def _transient(self) -> tuple[str, ...]:
         return ("ctx", "bs", "udm", "mapper")
+
+    def __getstate__(self) -> dict[str, Any]:
+        d = super().__getstate__()
+        d["touched"] = list(self.touched.values())  # keyed by id(group), which a restore changes
+        return d
+
+    def __setstate__(self, d: dict[str, Any]) -> None:
+        d["touched"] = {id(g): g for g in by_identity(d.get("touched", ()))}
+        self.__dict__.update(d)
 
     def attach(self, ctx: Context, bs: BoundStep | None) -> None:
         self.ctx = ctx
