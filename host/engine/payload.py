@@ -202,12 +202,13 @@ class Payload:
     def with_field(self, name: str, values: Any) -> Payload:
         """Every row's payload plus ``name: values[i]`` (an existing field of that name is replaced)."""
         f = self._fields
-        if f is not None and self._valid is None:
+        if f is not None:
+            # (rows without a payload, CTIs, stay without one: their value in the new column is not read)
             col = as_column(values)
             if col is not None:
-                nf = {k: v for k, v in f.items() if k != name}
-                nf[name] = col
-                return Payload(self._n, fields=nf)
+                nf = dict(f)
+                nf[name] = col  # (a field replaced keeps its place, as in a dict)
+                return Payload(self._n, fields=nf, valid=self._valid)
         vals = values.tolist() if isinstance(values, np.ndarray) else list(values)
         return Payload(self._n, rows=[{**p, name: v} for p, v in zip(self.rows(), vals, strict=True)])
 
