@@ -114,11 +114,17 @@ class LiveEvents:
         return np.arange(first, first + n, dtype=np.int64)
 
     def add_chunk(self, ids: pa.Array, le: np.ndarray, ole: np.ndarray | None, re: np.ndarray,
-                  payload: Payload) -> np.ndarray:
-        """Register a batch's valid inserts (row-aligned columns); returns their engine ids."""
+                  payload: Payload, gone: np.ndarray | None = None) -> np.ndarray:
+        """Register a batch's valid inserts (row-aligned columns; ``gone``: those the batch's own retractions
+        deleted, which take an engine id but are not live); returns their engine ids."""
         eid = self.new_ids(len(le))
         if len(le):
-            self.chunks.append(_Chunk(ids, eid, le, ole, re, payload))
+            ch = _Chunk(ids, eid, le, ole, re, payload)
+            if gone is not None and gone.any():
+                ch.alive &= ~gone
+                ch.nalive -= int(gone.sum())
+            if ch.nalive:
+                self.chunks.append(ch)
         return eid
 
     def add(self, id: str, le: int, ole: int, re: int, payload: dict[str, Any]) -> int:

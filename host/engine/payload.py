@@ -199,6 +199,38 @@ class Payload:
         assert rs is not None
         return Payload(len(idx), rows=[rs[i] for i in idx.tolist()])
 
+    def patched(self, at: np.ndarray, payloads: list[Any]) -> Payload:
+        """These payloads with rows ``at`` (ascending) replaced by ``payloads`` (dicts): still columns when
+        the dicts have this payload's fields, in order, with values of the same column types."""
+        f = self._fields
+        if f is not None and f and all(type(p) is dict and tuple(p) == tuple(f) for p in payloads):
+            n = self._n
+            idx = np.arange(n, dtype=np.int64)
+            idx[at] = n + np.arange(len(at), dtype=np.int64)
+            take = pa.array(idx)
+            cols: dict[str, pa.Array | ConstColumn] = {}
+            for k, c in f.items():
+                vals = [p[k] for p in payloads]
+                if isinstance(c, ConstColumn):
+                    if all(type(v) is type(c.value) and v == c.value for v in vals):
+                        cols[k] = c
+                        continue
+                    break
+                add = as_column(vals)
+                if add is None or add.type != c.type:
+                    break
+                cols[k] = pa.concat_arrays([c, add]).take(take)
+            else:
+                valid = None
+                if self._valid is not None:
+                    valid = self._valid.copy()
+                    valid[at] = True
+                return Payload(n, fields=cols, valid=valid)
+        rows = list(self.rows())
+        for i, p in zip(at.tolist(), payloads, strict=True):
+            rows[i] = p
+        return Payload(self._n, rows=rows)
+
     def with_field(self, name: str, values: Any) -> Payload:
         """Every row's payload plus ``name: values[i]`` (an existing field of that name is replaced)."""
         f = self._fields
