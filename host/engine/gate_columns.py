@@ -148,9 +148,7 @@ def columns(gate: InputGate, raw: ElementBatch) -> Batch | None:
     # the live registry: the batch's inserts (ends as its retractions left them), then the older events
     # its retractions changed
     live_re, gone = (new_re, None) if rt is None else rt.final_ends(new_re)
-    src = ids.take(pa.array(good, pa.int64()))
-    sub = payload.take(good)
-    eid = gate.live.add_chunk(src, new_le, ole, live_re, sub, gone=gone)
+    eid = gate.live.add_chunk(ids, new_le, ole, live_re, payload, gone=gone, rows=good)
     if rt is not None:
         rt.update_older()
     if gate.moves_t:
@@ -170,7 +168,8 @@ def columns(gate: InputGate, raw: ElementBatch) -> Batch | None:
         if last >= INF:
             gate.ended = True
     if not len(adv) and rt is None:  # (inserts only: the output is the accepted rows as they are)
-        return Batch(np.zeros(len(good), dtype=np.int8), eid, new_le, new_re, new_re, raw.lines[good], sub, src)
+        return Batch(np.zeros(len(good), dtype=np.int8), eid, new_le, new_re, new_re, raw.lines[good],
+                     payload.take(good), _take(ids, good))
     return _output(raw, ids, payload, t, good, eid, new_le, new_re, adv, rt)
 
 
@@ -205,7 +204,12 @@ def _output(raw: ElementBatch, ids: pa.Array, payload: Payload, t: np.ndarray, g
         at = np.searchsorted(rows, np.array(list(rt.older_payloads), dtype=_I64))
         out_payload = out_payload.patched(at, list(rt.older_payloads.values()))
     return Batch(kind[rows], oid[rows], ole[rows], ore[rows], orn[rows], raw.lines[rows], out_payload,
-                 ids.take(pa.array(rows, pa.int64())))
+                 _take(ids, rows))
+
+
+def _take(arr: pa.Array, rows: np.ndarray) -> pa.Array:
+    """``arr``'s values at ``rows`` (ascending and distinct: all of them is ``arr`` itself, no copy)."""
+    return arr if len(rows) == len(arr) else arr.take(pa.array(rows, pa.int64()))
 
 
 class _Retractions:

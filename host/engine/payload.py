@@ -176,6 +176,22 @@ class Payload:
             return np.array(vals, dtype=np.float64), None
         return vals, None
 
+    def missing(self, name: str, rows: np.ndarray | None = None) -> np.ndarray | None:
+        """The rows (of ``rows`` only, when given) lacking field ``name``, as a mask; None when none lacks
+        it. `column`'s mask, without making the values."""
+        f = self._fields
+        if f is None:
+            return self.column(name, rows)[1]
+        n = self._n if rows is None else len(rows)
+        if name not in f:
+            return np.ones(n, dtype=bool)
+        valid = self._valid
+        if valid is None:
+            return None
+        if rows is not None:
+            valid = valid[rows]
+        return None if valid.all() else ~valid
+
     def arrow(self, name: str) -> pa.Array | ConstColumn | None:
         """The columns form's field ``name`` (None: rows form, or no such field)."""
         f = self._fields
