@@ -33,6 +33,7 @@ import pyarrow as pa
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
 from .payload import Payload
+from .payload_merge import concat_payloads
 
 __all__ = ["CTI", "INSERT", "RETRACT", "Batch", "RowsOut", "out_id"]
 
@@ -116,7 +117,7 @@ class Batch:
         return Batch(np.concatenate([p.kind for p in parts]), np.concatenate([p.id for p in parts]),
                      np.concatenate([p.le for p in parts]), np.concatenate([p.re for p in parts]),
                      np.concatenate([p.rn for p in parts]), np.concatenate([p.line for p in parts]),
-                     Payload.concat([p.payload for p in parts]), src)
+                     concat_payloads([p.payload for p in parts]), src)
 
     def id_text(self, i: int) -> str:
         """Row ``i``'s id as the element that made it was spelled (the input's own id, else the engine's)."""

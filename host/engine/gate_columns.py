@@ -27,6 +27,7 @@ from .batch import CTI, INSERT, RETRACT, Batch
 from .context import Context
 from .live import LiveEvents
 from .payload import Payload
+from .payload_merge import patched
 from .rules import (
     BAD_LIFETIME,
     CTI_VIOLATION,
@@ -202,7 +203,7 @@ def _output(raw: ElementBatch, ids: pa.Array, payload: Payload, t: np.ndarray, g
     out_payload = payload.take(psrc[rows])
     if rt is not None and rt.older_payloads:
         at = np.searchsorted(rows, np.array(list(rt.older_payloads), dtype=_I64))
-        out_payload = out_payload.patched(at, list(rt.older_payloads.values()))
+        out_payload = patched(out_payload, at, list(rt.older_payloads.values()))
     return Batch(kind[rows], oid[rows], ole[rows], ore[rows], orn[rows], raw.lines[rows], out_payload,
                  _take(ids, rows))
 

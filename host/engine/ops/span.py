@@ -25,16 +25,7 @@ from ..operator import UdmOperator
 from ..payload import Payload
 from ..rules import INF, FieldCheck
 
-__all__ = ["FilterOp", "MapOp", "ProjectOp", "udf_results", "udf_values"]
-
-
-def udf_results(udm: Any, label: str, args: dict[str, str], b: Batch, rows: np.ndarray) -> list[Any]:
-    """The UDF's result for each row in ``rows`` (every argument field present), as Python values."""
-    res = udf_values(udm, label, args, b, rows)
-    if isinstance(res, np.ndarray):
-        out: list[Any] = res.tolist()
-        return out
-    return res
+__all__ = ["FilterOp", "MapOp", "ProjectOp", "udf_values"]
 
 
 def udf_values(udm: Any, label: str, args: dict[str, str], b: Batch, rows: np.ndarray) -> np.ndarray | list[Any]:
