@@ -19,6 +19,9 @@ Generates the streams (`bench.nexmark.gen`, default 200 k events: a quick run), 
   Spark's executors are other processes, so its el/cpu-s (the driver's) is not shown. Queries calling
   the benchmark's own UDFs (not installed, so Spark's workers cannot load them) are skipped on Spark.
 
+`bench.nexmark.before_after` runs the same local-engine queries on a baseline git revision and on this
+checkout, side by side in one run (``python -m bench.nexmark.before_after --base REV``).
+
 Targets (issues 13 and 26): every query >= Flink's per-core figure and >= 500 k el/s; q0, q1, q2, q5, q7 and
 q14 >= 1 M el/s. Figures print side by side; nothing here fails a build.
 """

@@ -4,7 +4,8 @@ call (``el``: the file read by the same reader, each batch decoded into elements
 to `QueryRunner.process`, the output written by `JsonlWriter`), or the Spark batch engine; prints one JSON
 line: the run's seconds (first byte read to last byte written, as `RunResult.seconds`), the CPU seconds of
 all its threads over the run (the per-core figure), wall time from interpreter start, elements in and out,
-and peak RSS (VmHWM, the process's own; see `bench._udm_child`)."""
+peak RSS (VmHWM, the process's own; see `bench._udm_child`) and the process's CPU seconds from its start
+(``cpu_all``: start-up included)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def main(argv: list[str]) -> int:
     res = run(RunRequest(bound, source, out, dead_letter=out + ".dl"))
     cpu = time.process_time() - c0
     print(json.dumps({"seconds": res.seconds, "cpu": cpu, "wall": time.perf_counter() - T_START, "in": res.elements_in,
-                      "out": res.elements_out, "dead": res.dead_lettered, "rss_mb": _vmhwm_kb() / 1024}))
+                      "out": res.elements_out, "dead": res.dead_lettered, "rss_mb": _vmhwm_kb() / 1024,
+                      "cpu_all": time.process_time()}))
     return 0
 
 
