@@ -25,7 +25,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from udm.host.errors import BadElement, ViolationError
 from udm.host.io.batch import KIND_CTI, KIND_ECTI, KIND_INSERT, KIND_RETRACT, ElementBatch
@@ -287,7 +286,7 @@ class _Rows:
         if n == 0:
             return Batch.empty()
         b = Batch.of(self.kind, self.id, self.le, self.re, self.rn, self.payloads, self.line)
-        b.src = pa.array(self.src, pa.string())
+        b.src = self.src
         return b
 
     def _insert(self, el: Insert, line: int) -> None:

@@ -236,7 +236,7 @@ class QueryRunner(ElementFeeding):
         st = self.ctx.stats
         st.elements_out += len(b)
         if len(b):
-            st.retractions_out += int((b.kind == 1).sum())
+            st.retractions_out += int(np.count_nonzero(b.kind == 1))
         return b
 
     # -- entry points ---------------------------------------------------------------------------------------
