@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.nexmark.gen import generate
-from bench.nexmark.queries import BENCH_UDFS, FLINK_PER_CORE, NATIVE, QUERIES
+from bench.nexmark.queries import BENCH_UDFS, FLINK_PER_CORE, NATIVE, QUERIES, query_names
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 #: el/s targets (issue 26): every query 500 k, these 1 M
@@ -81,10 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-baseline", action="store_true",
                     help="skip the one-element-per-call baseline (engine 'el')")
     args = ap.parse_args(argv)
-    names = [q for q in args.queries.split(",") if q]
-    unknown = [q for q in names if q not in QUERIES]
-    if unknown:
-        ap.error(f"unknown query {unknown[0]!r}; queries: {', '.join(QUERIES)}")
+    names = query_names(ap, args.queries)
     tmp = Path(tempfile.mkdtemp(prefix="nexmark-"))
     where = args.keep or tmp
     streams = generate(where, args.events, disorder=args.disorder)

@@ -30,10 +30,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.bench_before_after import export_tree
+from bench.bench_before_after import REDIRECT, export_tree
 from bench.machine import load_text
 from bench.nexmark.gen import generate
-from bench.nexmark.queries import QUERIES
+from bench.nexmark.queries import QUERIES, query_names
 
 __all__ = ["main"]
 
@@ -42,20 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 BOOT = r'''
 """``python boot.py TREE QUERY_JSON INPUT OUTPUT``: bench.nexmark._child on the udm of TREE."""
 import runpy
-import sys
-from pathlib import Path
-
-tree = Path(sys.argv.pop(1)).resolve()
-if any(m == "udm" or m.startswith("udm.") for m in sys.modules):
-    raise SystemExit("udm was imported before the bootstrap could redirect it")
-finders = [sys.modules.get(getattr(f, "__module__", "")) for f in sys.meta_path]
-finders = [m for m in finders if m is not None and "udm" in getattr(m, "MAPPING", {})]
-if not finders:
-    raise SystemExit("no editable-install finder for 'udm' on sys.meta_path")
-for mod in finders:
-    old_root = Path(mod.MAPPING["udm"]).parent
-    for name, path in list(mod.MAPPING.items()):
-        mod.MAPPING[name] = str(tree / Path(path).relative_to(old_root))
+''' + REDIRECT + r'''
 sys.argv = ["bench.nexmark._child", *sys.argv[1:], "local"]
 import udm.host  # noqa: E402
 
@@ -104,10 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-pyc", action="store_true", help="children without bytecode caches (PYTHONDONTWRITEBYTECODE)")
     ap.add_argument("--keep", type=Path, default=None, help="generate (or reuse) the streams in this directory")
     args = ap.parse_args(argv)
-    names = [q for q in args.queries.split(",") if q]
-    unknown = [q for q in names if q not in QUERIES]
-    if unknown:
-        ap.error(f"unknown query {unknown[0]!r}; queries: {', '.join(QUERIES)}")
+    names = query_names(ap, args.queries)
     tmp = Path(tempfile.mkdtemp(prefix="nexmark-ba-"))
     try:
         base_tree = tmp / "base"

@@ -12,10 +12,12 @@ External CTIs (SEMANTICS §11) come first: the input's `EctiLedger` takes its ``
 data elements and puts each effective CTI right after the element that completes it; a batch that holds no
 ECTI and touches no open range only has its sync times noted (`_ecti_free`).
 
-A batch is validated column-wise when its outcome cannot depend on row order beyond what the columns
-show: inserts and CTIs, ids proved new (`span_ids.ids_new`), no ``max_memory_time``. Any other batch
-(retractions, ids that repeat, Finalize) goes row by row through the same rules (`_Rows`); the two give the
-same result (tests/test_engine_gate.py holds them to it).
+A batch is validated column-wise (`gate_columns.columns`) when its outcome cannot depend on row order
+beyond what the columns show: inserts whose ids are proved new (`span_ids.ids_new`), CTIs, retractions of
+distinct ids (each names an insert above it in the batch or an older live event), no ``max_memory_time``.
+Any other batch (ids that repeat, a retraction chain, rows after the end of input, Finalize) goes row by
+row through the same rules (`_Rows`); the two give the same result (tests/test_engine_gate.py holds them
+to it).
 """
 
 from __future__ import annotations
