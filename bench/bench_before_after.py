@@ -64,9 +64,9 @@ CASES = {"in_order": gen.in_order, "disordered": gen.disordered, "realistic_in_o
 REPO = Path(__file__).resolve().parent.parent
 SLOWER = 0.05
 
-BOOTSTRAP = r'''
-"""udm CLI on the tree given as argv[1]: ``python boot.py TREE run ...``"""
-import atexit
+#: the start of a child's bootstrap: the editable install's import mapping pointed at the tree given as
+#: argv[1] (popped), before anything of ``udm`` is imported (also `bench.nexmark.before_after`'s)
+REDIRECT = r'''
 import sys
 from pathlib import Path
 
@@ -81,7 +81,12 @@ for mod in finders:
     old_root = Path(mod.MAPPING["udm"]).parent
     for name, path in list(mod.MAPPING.items()):
         mod.MAPPING[name] = str(tree / Path(path).relative_to(old_root))
+'''
 
+BOOTSTRAP = r'''
+"""udm CLI on the tree given as argv[1]: ``python boot.py TREE run ...``"""
+import atexit
+''' + REDIRECT + r'''
 
 def _report():
     try:

@@ -4,6 +4,7 @@ dead-lettered on their own line, and the batch form really called (not silently 
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any, ClassVar
 
@@ -96,3 +97,55 @@ def test_filter_with_a_batch_form_matches_the_oracle() -> None:
     want = oracle(bind(parse_query(query), _catalog()), stream, catalog=_catalog())
     assert got == sorted(want.elements())
     assert len(got) > 10
+
+
+def _lines(tmp_path: Any, query: dict, texts: list[str], per_element: bool) -> bytes:
+    """The query's output bytes for an input file: read by the fast reader and run batch by batch (the
+    columnar path `udm run` takes), or every element fed on its own and written by `JsonlWriter`."""
+    from udm.host.io.jsonl import JsonlReader, JsonlWriter
+
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("".join(t + "\n" for t in texts))
+    out = tmp_path / ("el.jsonl" if per_element else "batch.jsonl")
+    r = QueryRunner(bind(parse_query(query), _catalog()))
+    with JsonlWriter(out) as w:
+        for batch in JsonlReader(inp):
+            if per_element:
+                for line, el in batch.to_elements():
+                    w.write(r.process(el, line))
+            else:
+                w.write_encoded(r.process_batch_encoded(batch))
+        w.write(r.finish())
+    return out.read_bytes()
+
+
+def test_a_map_that_replaces_a_field_keeps_its_place_with_and_without_ctis(tmp_path: Any) -> None:
+    """``as`` naming an existing field replaces it where it stands (a dict's ``{**p, as: v}``), whether the
+    batch holds CTIs or not: the bytes equal the one-element-per-call path's."""
+    query = {"steps": [{"op": "map", "udf": "t_halve", "args": {"x": "price"}, "as": "price"}]}
+    inserts = [json.dumps({"kind": "insert", "id": f"e{i}", "le": i, "re": i + 1,
+                           "payload": {"price": float(i) + 0.5, "k": "a"}}) for i in range(200)]
+    for texts in (inserts, [*inserts[:100], json.dumps({"kind": "cti", "t": 100}), *inserts[100:]]):
+        got = _lines(tmp_path, query, texts, per_element=False)
+        assert got == _lines(tmp_path, query, texts, per_element=True)
+        first = json.loads(got.splitlines()[0])
+        assert list(first["payload"]) == ["price", "k"] and first["payload"]["price"] == 0.25
+
+
+def test_a_map_over_a_batch_with_ctis_keeps_the_payload_columnar(tmp_path: Any) -> None:
+    """CTI rows carry no payload; they must not turn a map's output into one dict per row (the encoder then
+    formats every row on its own)."""
+    from udm.host.io.jsonl import JsonlReader
+
+    inp = tmp_path / "in.jsonl"
+    rows = [json.dumps({"kind": "insert", "id": f"e{i}", "le": i, "re": i + 1, "payload": {"price": i + 0.5}})
+            for i in range(200)]  # (enough lines for the fast reader: its payloads are columns)
+    inp.write_text("\n".join([*rows[:100], json.dumps({"kind": "cti", "t": 100}), *rows[100:]]) + "\n")
+    query = {"steps": [{"op": "map", "udf": "t_halve", "args": {"x": "price"}, "as": "half"}]}
+    r = QueryRunner(bind(parse_query(query), _catalog()))
+    (batch,) = list(JsonlReader(inp))
+    assert batch.payload_is_struct
+    out = r.run_batch(batch)
+    assert out.payload.columnar
+    halves = [e.payload["half"] for e in out.to_elements() if isinstance(e, Insert)]
+    assert halves == [(i + 0.5) / 2 for i in range(200)]

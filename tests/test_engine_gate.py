@@ -21,7 +21,7 @@ from udm.host.io.jsonl import JsonlReader
 from udm.host.model.plan import bind
 from udm.host.model.spec import parse_query
 from udm.host.query.runners import RunRequest, run_local
-from udm.host.temporal.elements import Cti, Element, Insert
+from udm.host.temporal.elements import Cti, Element, Insert, Retract
 from udm.sdk import INF
 
 
@@ -47,18 +47,74 @@ def _stream(seed: int, n: int = 300) -> list[Element | BadElement]:
     return out
 
 
-def _run(stream: list[Element | BadElement], policy: str, columns: bool) -> tuple[Any, ...]:
+def _retracting_stream(seed: int, n: int = 400) -> list[Element | BadElement]:
+    """Inserts with retractions of every sort: of events inserted in the same batch or batches before,
+    right ones (shortening, deleting, extending, to the same end), of unknown ids, with a wrong lifetime or
+    a bad one, late ones, chains on one id, retractions above their insert, ids reused after a delete;
+    CTIs (some closing events that are retracted later) and a few late and adjusted inserts."""
+    rng = random.Random(seed)
+    out: list[Element | BadElement] = []
+    given: dict[str, tuple[int, int]] = {}  # what the stream believes of each id: (LE as given, current RE)
+    t = 0
+    for i in range(n):
+        r = rng.random()
+        if r < 0.04:
+            out.append(Cti(max(0, t - rng.randrange(12))))
+            continue
+        if r < 0.05:
+            out.append(BadElement("not JSON", raw="{oops"))
+            continue
+        if r < 0.35 and given:
+            name = rng.choice(list(given)[-12:] if rng.random() < 0.8 else list(given))
+            le, re = given[name]
+            pick = rng.random()
+            if pick < 0.05:
+                name = f"nobody{i}"
+            elif pick < 0.1:
+                re = min(re + rng.choice([1, 30]), INF) if re < INF else re - 1  # not the live event's lifetime
+            elif pick < 0.12:
+                out.append(Retract(name, le, re, le - 1))  # RE_new below LE: a bad lifetime
+                continue
+            rn = min(INF, rng.choice([le, le, le + 1, re, re + 2, max(le, re - 1)]))
+            out.append(Retract(name, le, re, rn))
+            if name in given and pick >= 0.1:
+                if rn <= le:
+                    del given[name]
+                else:
+                    given[name] = (le, rn)
+            if rng.random() < 0.05:  # the insert comes after its retraction
+                out.insert(len(out) - 1, Insert(f"pre{i}", t, t + 3, {"v": i % 5, "g": "a"}))
+                out.append(Retract(f"pre{i}", t, t + 3, t + 1))
+            continue
+        t += rng.randrange(3)
+        le = t - (rng.randrange(10) if rng.random() < 0.1 else 0)  # some late
+        re = le + rng.choice([1, 2, 3, 5, 8]) if rng.random() > 0.02 else INF
+        name = f"e{i}"
+        if rng.random() < 0.03 and given:
+            name = rng.choice(list(given))  # an id again (maybe deleted by now: then reused)
+        out.append(Insert(name, le, re, {"v": i % 7, "g": f"k{i % 3}"}))
+        given.setdefault(name, (le, re))
+    return out
+
+
+def _run(stream: list[Element | BadElement], policy: str, columns: bool, size: int = 64) -> tuple[Any, ...]:
     ctx = Context(policy)
     gate = InputGate("main", ctx)
     outs = []
-    for a in range(0, len(stream), 64):
-        part = stream[a:a + 64]
+    for a in range(0, len(stream), size):
+        part = stream[a:a + size]
         raw = ElementBatch.from_elements(part, list(range(a + 1, a + len(part) + 1)))
         b = gate.process(raw) if columns else gate.process_elements(raw.to_elements())
-        outs.append((b.kind.tolist(), b.id.tolist(), b.le.tolist(), b.re.tolist(), b.line.tolist(),
-                     b.payload.rows() if len(b) else []))
+        outs.append((b.kind.tolist(), b.id.tolist(), b.le.tolist(), b.re.tolist(), b.rn.tolist(), b.line.tolist(),
+                     b.payload.rows() if len(b) else [], [b.id_text(i) for i in range(len(b))]))
     dead = [(d.line, d.reason, d.category) for d in ctx.dead_letters]
-    return outs, dead, len(gate.live), gate.cti, ctx.reached
+    names = sorted({e.id for e in stream if isinstance(e, (Insert, Retract))})
+    live = {}
+    for name in names:
+        rec = gate.live.peek(name)
+        if rec is not None:
+            live[name] = (rec.eid, rec.le, rec.ole, rec.re)
+    return outs, dead, len(gate.live), live, gate.cti, ctx.reached
 
 
 @pytest.mark.parametrize("policy", ["dead_letter", "adjust"])
@@ -69,6 +125,61 @@ def test_columns_equal_rows(policy: str) -> None:
         assert _run(stream, policy, True) == _run(stream, policy, False), seed
         used += 1
     assert used == 40
+
+
+@pytest.mark.parametrize("policy", ["dead_letter", "adjust"])
+@pytest.mark.parametrize("size", [16, 64, 500])
+def test_columns_equal_rows_with_retractions(policy: str, size: int) -> None:
+    """Retractions of every sort (`_retracting_stream`): the same output, dead letters and live registry as
+    the row path, batch by batch."""
+    for seed in range(25):
+        stream = _retracting_stream(seed)
+        assert _run(stream, policy, True, size) == _run(stream, policy, False, size), seed
+
+
+def test_a_retraction_of_an_event_a_cti_closed_in_the_same_batch_names_an_unknown_id() -> None:
+    """A CTI forgets the events ending before it (semantics-notes 63): a retraction after it that names
+    such an event with another lifetime (late by neither its RE nor its RE_new) names an unknown id, whether
+    the event came in this batch or an earlier one."""
+    fill: list[Element] = [Insert(f"f{i}", 20 + i, 21 + i, {"v": i}) for i in range(20)]
+    a = Insert("a", 0, 5, {"v": 1})
+    late = [Cti(10), Retract("a", 0, 40, 35)]
+    for batches in ([[a, *fill, *late]], [[a, *fill], [*fill[:0], *late]]):
+        got = []
+        for columns in (True, False):
+            ctx = Context("dead_letter")
+            g = InputGate("main", ctx)
+            line = 1
+            for part in batches:
+                raw = ElementBatch.from_elements(part, list(range(line, line + len(part))))
+                line += len(part)
+                g.process(raw) if columns else g.process_elements(raw.to_elements())
+            got.append([(d.line, d.category, d.reason) for d in ctx.dead_letters])
+        assert got[0] == got[1] == [(23, "unknown_id", "retraction of unknown id 'a'")]
+
+
+def test_a_batch_with_retractions_goes_column_wise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retractions of distinct ids, of events of this batch and of the one before, do not send the batch
+    row by row; a chain on one id does."""
+    from udm.host.engine import gate as gate_mod
+
+    ran = []
+    real = gate_mod._Rows.run
+    monkeypatch.setattr(gate_mod._Rows, "run", lambda self: ran.append(1) or real(self))
+    g = InputGate("main", Context("dead_letter"))
+    first: list[Element] = [Insert(f"a{i}", i, i + 10, {"v": i}) for i in range(50)]
+    g.process(ElementBatch.from_elements(first, list(range(1, 51))))
+    second: list[Element] = [Insert(f"b{i}", 60 + i, 70 + i, {"v": i}) for i in range(50)]
+    second += [Retract(f"b{i}", 60 + i, 70 + i, 61 + i) for i in range(0, 50, 5)]
+    second += [Retract(f"a{i}", i, i + 10, i) for i in range(0, 50, 7)] + [Cti(5)]
+    b = g.process(ElementBatch.from_elements(second, list(range(51, 51 + len(second)))))
+    assert ran == []
+    assert b.kind.tolist().count(1) == 10 + 8
+    assert [b.payload.row(i)["v"] for i in range(len(b)) if b.kind[i] == 1][-8:] == list(range(0, 50, 7))
+    assert g.live.peek("a0") is None and g.live.peek("a1") is not None and g.live.peek("b0").re == 61
+    chain: list[Element] = [Retract("b1", 61, 71, 65), Retract("b1", 61, 65, 62)]
+    g.process(ElementBatch.from_elements(chain, [200, 201]))
+    assert ran == [1] and g.live.peek("b1").re == 62
 
 
 def test_the_column_path_really_runs(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -47,13 +47,13 @@ def test_feedback_keeps_the_common_cht(algorithm: str) -> None:
 def calls(feedback: bool, inputs: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> tuple[int, Any]:
     """How many inserts the filters' UDF was asked about (rows handed to it), and the run's output."""
     count = [0]
-    real = span.udf_results
+    real = span.udf_values
 
-    def counted(udm: Any, label: str, args: dict[str, str], b: Any, rows: Any) -> list[Any]:
+    def counted(udm: Any, label: str, args: dict[str, str], b: Any, rows: Any) -> Any:
         count[0] += int((b.kind[rows] == 0).sum())
         return real(udm, label, args, b, rows)
 
-    monkeypatch.setattr(span, "udf_results", counted)
+    monkeypatch.setattr(span, "udf_values", counted)
     r = QueryRunner(plans(feedback))
     out = [e for name, el in interleave(inputs, ["i0", "i1"], how="sequential") for e in r.process(el, input=name)]
     out += r.finish()

@@ -19,6 +19,9 @@ Generates the streams (`bench.nexmark.gen`, default 200 k events: a quick run), 
   Spark's executors are other processes, so its el/cpu-s (the driver's) is not shown. Queries calling
   the benchmark's own UDFs (not installed, so Spark's workers cannot load them) are skipped on Spark.
 
+`bench.nexmark.before_after` runs the same local-engine queries on a baseline git revision and on this
+checkout, side by side in one run (``python -m bench.nexmark.before_after --base REV``).
+
 Targets (issues 13 and 26): every query >= Flink's per-core figure and >= 500 k el/s; q0, q1, q2, q5, q7 and
 q14 >= 1 M el/s. Figures print side by side; nothing here fails a build.
 """
@@ -36,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.nexmark.gen import generate
-from bench.nexmark.queries import BENCH_UDFS, FLINK_PER_CORE, NATIVE, QUERIES
+from bench.nexmark.queries import BENCH_UDFS, FLINK_PER_CORE, NATIVE, QUERIES, query_names
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 #: el/s targets (issue 26): every query 500 k, these 1 M
@@ -78,10 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-baseline", action="store_true",
                     help="skip the one-element-per-call baseline (engine 'el')")
     args = ap.parse_args(argv)
-    names = [q for q in args.queries.split(",") if q]
-    unknown = [q for q in names if q not in QUERIES]
-    if unknown:
-        ap.error(f"unknown query {unknown[0]!r}; queries: {', '.join(QUERIES)}")
+    names = query_names(ap, args.queries)
     tmp = Path(tempfile.mkdtemp(prefix="nexmark-"))
     where = args.keep or tmp
     streams = generate(where, args.events, disorder=args.disorder)

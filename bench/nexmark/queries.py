@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["BENCH_UDFS", "FLINK_PER_CORE", "NATIVE", "QUERIES", "SPAN", "native_query"]
+__all__ = ["BENCH_UDFS", "FLINK_PER_CORE", "NATIVE", "QUERIES", "SPAN", "native_query", "query_names"]
 
 BID_FIELDS = ["auction", "bidder", "price", "channel"]
 
@@ -55,6 +55,15 @@ BENCH_UDFS = ("q1", "q2", "q14")
 
 #: the queries native Spark SQL expresses directly (ticks are ms: ``ts`` = le / 1000 s)
 NATIVE = ("q0", "q1", "q2", "q5", "q7", "q14")
+
+
+def query_names(ap: Any, text: str) -> list[str]:
+    """The queries a ``--queries q0,q5`` option names (an unknown one is the argument parser's error)."""
+    names = [q for q in text.split(",") if q]
+    unknown = [q for q in names if q not in QUERIES]
+    if unknown:
+        ap.error(f"unknown query {unknown[0]!r}; queries: {', '.join(QUERIES)}")
+    return names
 
 
 def native_query(q: str, df: Any) -> Any:

@@ -16,7 +16,8 @@ Columns, one entry per row:
 * ``payload``: the event's payload, for retractions too (a gate attaches the live event's), so a span step
   needs no state to pass a retraction on and a window finds the group and value of what leaves it.
 * ``src``: for rows straight from a query input (through span steps only), the input's own ids: a step
-  that refuses such a row names the element as it was read.
+  that refuses such a row names the element as it was read. A string array, or a list for a few rows made
+  one by one (a pyarrow array of a short list costs ~10 µs, more than the rest of the row's way).
 
 Every row of a batch is valid for the operator it enters, except for the payload fields that operator
 reads (semantics-notes 3), which it checks itself.
@@ -33,6 +34,7 @@ import pyarrow as pa
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 
 from .payload import Payload
+from .payload_merge import concat_payloads
 
 __all__ = ["CTI", "INSERT", "RETRACT", "Batch", "RowsOut", "out_id"]
 
@@ -52,7 +54,7 @@ class Batch:
     __slots__ = ("id", "kind", "le", "line", "payload", "re", "rn", "src")
 
     def __init__(self, kind: np.ndarray, id: np.ndarray, le: np.ndarray, re: np.ndarray, rn: np.ndarray,
-                 line: np.ndarray, payload: Payload, src: pa.Array | None = None) -> None:
+                 line: np.ndarray, payload: Payload, src: pa.Array | list[str | None] | None = None) -> None:
         self.kind = kind
         self.id = id
         self.le = le
@@ -96,7 +98,11 @@ class Batch:
         return bool(len(self.kind)) and not bool(self.kind.any())
 
     def take(self, idx: np.ndarray) -> Batch:
-        src = None if self.src is None else self.src.take(pa.array(idx, pa.int64()))
+        src = self.src
+        if isinstance(src, list):
+            src = [src[i] for i in idx.tolist()]
+        elif src is not None:
+            src = src.take(pa.array(idx, pa.int64()))
         return Batch(self.kind[idx], self.id[idx], self.le[idx], self.re[idx], self.rn[idx], self.line[idx],
                      self.payload.take(idx), src)
 
@@ -110,18 +116,23 @@ class Batch:
             return Batch.empty()
         if len(parts) == 1:
             return parts[0]
-        src = None
-        if all(p.src is not None for p in parts):
-            src = pa.concat_arrays([p.src for p in parts if p.src is not None])
+        src: pa.Array | list[str | None] | None = None
+        srcs = [p.src for p in parts if p.src is not None]
+        if len(srcs) == len(parts):
+            if all(isinstance(x, list) for x in srcs):
+                src = [i for x in srcs for i in x]
+            else:
+                src = pa.concat_arrays([pa.array(x, pa.string()) if isinstance(x, list) else x for x in srcs])
         return Batch(np.concatenate([p.kind for p in parts]), np.concatenate([p.id for p in parts]),
                      np.concatenate([p.le for p in parts]), np.concatenate([p.re for p in parts]),
                      np.concatenate([p.rn for p in parts]), np.concatenate([p.line for p in parts]),
-                     Payload.concat([p.payload for p in parts]), src)
+                     concat_payloads([p.payload for p in parts]), src)
 
     def id_text(self, i: int) -> str:
         """Row ``i``'s id as the element that made it was spelled (the input's own id, else the engine's)."""
-        if self.src is not None:
-            s = self.src[i].as_py()
+        src = self.src
+        if src is not None:
+            s = src[i] if isinstance(src, list) else src[i].as_py()
             if s is not None:
                 return str(s)
         return out_id(int(self.id[i]))

@@ -12,10 +12,12 @@ External CTIs (SEMANTICS §11) come first: the input's `EctiLedger` takes its ``
 data elements and puts each effective CTI right after the element that completes it; a batch that holds no
 ECTI and touches no open range only has its sync times noted (`_ecti_free`).
 
-A batch is validated column-wise when its outcome cannot depend on row order beyond what the columns
-show: inserts and CTIs, ids proved new (`span_ids.ids_new`), no ``max_memory_time``. Any other batch
-(retractions, ids that repeat, Finalize) goes row by row through the same rules (`_Rows`); the two give the
-same result (tests/test_engine_gate.py holds them to it).
+A batch is validated column-wise (`gate_columns.columns`) when its outcome cannot depend on row order
+beyond what the columns show: inserts whose ids are proved new (`span_ids.ids_new`), CTIs, retractions of
+distinct ids (each names an insert above it in the batch or an older live event), no ``max_memory_time``.
+Any other batch (ids that repeat, a retraction chain, rows after the end of input, Finalize) goes row by
+row through the same rules (`_Rows`); the two give the same result (tests/test_engine_gate.py holds them
+to it).
 """
 
 from __future__ import annotations
@@ -25,10 +27,9 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from udm.host.errors import BadElement, ViolationError
-from udm.host.io.batch import KIND_BAD, KIND_CTI, KIND_ECTI, KIND_INSERT, KIND_RETRACT, ElementBatch
+from udm.host.io.batch import KIND_CTI, KIND_ECTI, KIND_INSERT, KIND_RETRACT, ElementBatch
 from udm.host.temporal.elements import Cti, Element, Insert, Retract, element_to_json
 
 from .batch import CTI, INSERT, RETRACT, Batch
@@ -36,33 +37,29 @@ from .common import DeadLetter
 from .context import Context
 from .ecti import EctiLedger
 from .feedback import FastForward
+from .gate_columns import columns
 from .live import LiveEvents
-from .payload import Payload
 from .repair import ChainRepair
 from .rules import (
     BAD_LIFETIME,
     CTI_VIOLATION,
     DUPLICATE_ID,
     ECTI,
-    I64_MIN,
     INF,
     MALFORMED,
     MISMATCH,
     NEG,
     UNKNOWN_ID,
     FieldCheck,
-    cti_before,
     cti_reason,
     effective_cti,
     format_time,
     insert_lifetime_bad,
     insert_lifetime_reason,
     reach,
-    reach_batch,
     retract_lifetime_bad,
     retract_lifetime_reason,
 )
-from .span_ids import ids_new
 
 __all__ = ["InputGate"]
 
@@ -114,7 +111,7 @@ class InputGate:
         return e + 1 if e < INF else INF
 
     # -- dead letters ---------------------------------------------------------------------------------
-    def _reject(self, line: int, category: str, reason: str, element: dict[str, Any] | None) -> None:
+    def reject(self, line: int, category: str, reason: str, element: dict[str, Any] | None) -> None:
         ctx = self.ctx
         ln = line if line >= 0 else None
         if ctx.on_violation == "error":
@@ -125,7 +122,7 @@ class InputGate:
             raise ViolationError(f"invalid element{where}: {reason}: {element}")
         ctx.dead(DeadLetter(ln, reason, element, input=self.name), category)
 
-    def _bad_row(self, raw: ElementBatch, i: int, line: int) -> None:
+    def bad_row(self, raw: ElementBatch, i: int, line: int) -> None:
         tab = raw.table
         reason = tab.column("error")[i].as_py() or "bad element"
         text = tab.column("raw")[i].as_py()
@@ -136,14 +133,14 @@ class InputGate:
             except ValueError:
                 value = text
         element = value if isinstance(value, dict) else ({"raw": value} if value is not None else None)
-        self._reject(line, MALFORMED, reason, element)
+        self.reject(line, MALFORMED, reason, element)
 
     # -- T ----------------------------------------------------------------------------------------------
     def _reach(self, *times: int) -> None:
         if self.moves_t:
             self.ctx.reached = reach(self.ctx.reached, *times)
 
-    def _set_cti(self, t: int) -> None:
+    def set_cti(self, t: int) -> None:
         self.cti = t
         if t > self.effective:
             self.effective = t
@@ -173,7 +170,7 @@ class InputGate:
         if self.repair is not None:
             out = self._repaired(raw)
         elif not self.ended:
-            out = self._columns(raw)
+            out = columns(self, raw)
         if out is None:
             out = _Rows(self, raw, None).run()
         if self.feedback.active:
@@ -208,7 +205,7 @@ class InputGate:
     def process_elements(self, items: list[tuple[int | None, Any]]) -> Batch:
         """`process` for ``(line, element)`` pairs already decoded (a few elements of one input, read side
         by side with other inputs, or one at a time): the row path, with no columnar batch built."""
-        items = self.ledger.items(items, self._reject)
+        items = self.ledger.items(items, self.reject)
         if self.repair is not None:
             return self._repaired_items(items)
         out = _Rows(self, None, items).run()
@@ -234,148 +231,6 @@ class InputGate:
                 dl.input = self.name
                 self.ctx.dead(dl, category)
         return Batch.concat(parts)
-
-    # -- the column-wise path ----------------------------------------------------------------------
-    def _columns(self, raw: ElementBatch) -> Batch | None:
-        """The batch validated column-wise, or None (nothing done) when only the row path can decide."""
-        if self.max_memory_time < INF:
-            return None
-        codes = raw.kind_codes()
-        if (codes == KIND_RETRACT).any():
-            return None
-        len(codes)
-        le = raw.column("le")
-        re = raw.column("re")
-        t = raw.column("t")
-        is_cti = codes == KIND_CTI
-        if is_cti.any() and bool((t[is_cti][:-1] >= INF).any() if is_cti[-1] else (t[is_cti] >= INF).any()):
-            return None  # rows after the end of input: refused in place by the row path
-        ins = np.flatnonzero(codes == KIND_INSERT)
-        bad_rows = np.flatnonzero(codes == KIND_BAD)
-        cb = cti_before(is_cti, t, self.effective)
-        payload = _payload(raw)
-        if payload is None:
-            return None
-        reason = np.zeros(len(ins), dtype=np.int8)  # 0 ok, 1 lifetime, 2 fields, 3 CTI
-        ile, ire = le[ins], re[ins]
-        reason[insert_lifetime_bad(ile, ire)] = 1
-        if self.check is not None:
-            fb = self.check.bad_rows(payload, ins)
-            if fb is not None:
-                reason[(reason == 0) & fb] = 2
-        cand = ins[reason == 0]
-        ids = raw.table.column("id")
-        ids = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
-        if ids.null_count and len(cand) and ids.take(pa.array(cand)).null_count:
-            return None
-        if not ids_new(ids, cand, self.live.held_ids()):
-            return None  # an id repeats or is live: order decides (`_Rows`)
-        icb = cb[ins]
-        late = (reason == 0) & (ile < icb)
-        adjusted = None
-        if late.any():
-            if self.ctx.on_violation == "adjust":
-                adj = late & (ire > icb)
-                reason[late & ~adj] = 3
-                if adj.any():
-                    adjusted = adj
-            else:
-                reason[late] = 3
-        ok = reason == 0
-        good = ins[ok]
-        # CTIs that advance, in row order
-        cti_rows = np.flatnonzero(is_cti)
-        adv = cti_rows[:0]
-        if len(cti_rows):
-            ct = t[cti_rows]
-            prev = np.maximum.accumulate(np.concatenate(([max(self.cti, I64_MIN)], ct[:-1])))
-            adv = cti_rows[ct > prev]
-            if self.cti > I64_MIN:
-                adv = adv[t[adv] > self.cti]
-        if len(bad_rows) or not ok.all():
-            self._column_dead_letters(raw, ins, reason, icb, bad_rows)
-        new_le = ile[ok]
-        ole = None
-        if adjusted is not None:
-            a = adjusted[ok]
-            ole = new_le.copy()
-            new_le = np.where(a, icb[ok], new_le)
-        new_re = ire[ok]
-        rows = np.sort(np.concatenate((good, adv))) if len(adv) else good
-        sub = payload.take(good)
-        src = ids.take(pa.array(good, pa.int64()))
-        eid = self.live.add_chunk(src, new_le, ole, new_re, sub)
-        if len(good):
-            m = int(new_le.max())
-            if m > self.max_le:
-                self.max_le = m
-            if self.moves_t:
-                self.ctx.reached = reach_batch(self.ctx.reached, new_le, new_re)
-        if len(adv):
-            last = int(t[adv[-1]])
-            if self.moves_t:
-                self.ctx.reached = reach_batch(self.ctx.reached, t[adv])
-            self._set_cti(last)
-            if last >= INF:
-                self.ended = True
-        # the output, in row order
-        m = len(rows)
-        kind = np.full(m, CTI, dtype=np.int8)
-        oid = np.zeros(m, dtype=_I64)
-        ole_out = t[rows].copy()
-        ore = ole_out.copy()
-        at = np.searchsorted(rows, good) if len(adv) else np.arange(len(good))
-        kind[at] = INSERT
-        oid[at] = eid
-        ole_out[at] = new_le
-        ore[at] = new_re
-        lines = raw.lines[rows]
-        out_payload = sub if not len(adv) else payload.take(rows)
-        out_src = src if not len(adv) else ids.take(pa.array(rows, pa.int64()))
-        return Batch(kind, oid, ole_out, ore, ore, lines, out_payload, out_src)
-
-    def _column_dead_letters(self, raw: ElementBatch, ins: np.ndarray, reason: np.ndarray, icb: np.ndarray,
-                             bad_rows: np.ndarray) -> None:
-        """The refused rows of a column-wise batch, in row order, with the row path's reasons."""
-        lines = raw.lines
-        sel = reason > 0
-        events: list[tuple[int, int, int]] = list(zip(ins[sel].tolist(), reason[sel].tolist(), icb[sel].tolist(),
-                                                      strict=True))
-        events += [(r, -1, 0) for r in bad_rows.tolist()]
-        events.sort()
-        els = None
-        for r, k, c in events:
-            line = int(lines[r])
-            if k < 0:
-                self._bad_row(raw, r, line)
-                continue
-            if els is None:
-                els = raw.to_elements()
-            el = els[r][1]
-            assert isinstance(el, Insert)
-            if k == 1:
-                self._reject(line, BAD_LIFETIME, insert_lifetime_reason(el.le, el.re),
-                             element_to_json(el))
-            elif k == 2:
-                assert self.check is not None
-                got = self.check.reason(el.payload)
-                assert got is not None
-                self._reject(line, got[0], got[1], element_to_json(el))
-            else:
-                self._reject(line, CTI_VIOLATION, cti_reason(el.le, c), element_to_json(el))
-
-
-def _payload(raw: ElementBatch) -> Payload | None:
-    """The batch's payloads (None when one is not a JSON object: the row path refuses it in place)."""
-    col = raw.table.column("payload")
-    if raw.payload_is_struct:
-        return Payload.from_struct(col)
-    pls = raw.payloads()
-    codes = raw.kind_codes()
-    for p, k in zip(pls, codes.tolist(), strict=True):
-        if k == KIND_INSERT and p is not None and type(p) is not dict:
-            return None
-    return Payload.from_rows([{} if p is None else p for p in pls])
 
 
 class _Rows:
@@ -411,15 +266,15 @@ class _Rows:
             ln = -1 if line is None else line
             if isinstance(el, BadElement):
                 if g.ended:
-                    g._reject(ln, CTI_VIOLATION, _ENDED, None)
+                    g.reject(ln, CTI_VIOLATION, _ENDED, None)
                 else:
-                    g._reject(ln, MALFORMED, el.reason,
+                    g.reject(ln, MALFORMED, el.reason,
                               el.raw if isinstance(el.raw, dict) else
                               ({"raw": el.raw} if el.raw is not None else None))
                 continue
             if g.ended:
                 if not _is_cti(el):
-                    g._reject(ln, CTI_VIOLATION, _ENDED, element_to_json(el))
+                    g.reject(ln, CTI_VIOLATION, _ENDED, element_to_json(el))
                 continue
             if isinstance(el, Insert):
                 self._insert(el, ln)
@@ -428,31 +283,31 @@ class _Rows:
             elif isinstance(el, Cti):
                 self._cti(el.t, ln)
             else:  # (an ECTI: the ledger takes every one before the input ends)
-                g._reject(ln, ECTI, "an ECTI is not expected here", element_to_json(el))
+                g.reject(ln, ECTI, "an ECTI is not expected here", element_to_json(el))
         n = len(self.kind)
         if n == 0:
             return Batch.empty()
         b = Batch.of(self.kind, self.id, self.le, self.re, self.rn, self.payloads, self.line)
-        b.src = pa.array(self.src, pa.string())
+        b.src = self.src
         return b
 
     def _insert(self, el: Insert, line: int) -> None:
         g = self.gate
         le, re, payload = el.le, el.re, el.payload
         if type(payload) is not dict:
-            g._reject(line, MALFORMED, f"payload must be a JSON object, got {type(payload).__name__}",
+            g.reject(line, MALFORMED, f"payload must be a JSON object, got {type(payload).__name__}",
                       element_to_json(el))
             return
         if insert_lifetime_bad(le, re):
-            g._reject(line, BAD_LIFETIME, insert_lifetime_reason(le, re), element_to_json(el))
+            g.reject(line, BAD_LIFETIME, insert_lifetime_reason(le, re), element_to_json(el))
             return
         if g.check is not None:
             got = g.check.reason(payload)
             if got is not None:
-                g._reject(line, got[0], got[1], element_to_json(el))
+                g.reject(line, got[0], got[1], element_to_json(el))
                 return
         if g.live.contains(el.id):
-            g._reject(line, DUPLICATE_ID, f"duplicate live id {el.id!r}", element_to_json(el))
+            g.reject(line, DUPLICATE_ID, f"duplicate live id {el.id!r}", element_to_json(el))
             return
         c = g.effective
         ole = le
@@ -460,7 +315,7 @@ class _Rows:
             if g.ctx.on_violation == "adjust" and re > c:
                 le = c
             else:
-                g._reject(line, CTI_VIOLATION, cti_reason(le, c), element_to_json(el))
+                g.reject(line, CTI_VIOLATION, cti_reason(le, c), element_to_json(el))
                 return
         eid = g.live.add(el.id, le, ole, re, payload)
         g._reach(le, re)
@@ -471,18 +326,18 @@ class _Rows:
         g = self.gate
         le, re, rn = el.le, el.re, el.re_new
         if retract_lifetime_bad(le, re, rn):
-            g._reject(line, BAD_LIFETIME, retract_lifetime_reason(le, re, rn), element_to_json(el))
+            g.reject(line, BAD_LIFETIME, retract_lifetime_reason(le, re, rn), element_to_json(el))
             return
         sync = re if re < rn else rn
         if sync < g.effective:
-            g._reject(line, CTI_VIOLATION, cti_reason(sync, g.effective), element_to_json(el))
+            g.reject(line, CTI_VIOLATION, cti_reason(sync, g.effective), element_to_json(el))
             return
         rec = g.live.get(el.id)
         if rec is None:
-            g._reject(line, UNKNOWN_ID, f"retraction of unknown id {el.id!r}", element_to_json(el))
+            g.reject(line, UNKNOWN_ID, f"retraction of unknown id {el.id!r}", element_to_json(el))
             return
         if rec.ole != le or rec.re != re:
-            g._reject(line, MISMATCH,
+            g.reject(line, MISMATCH,
                       f"retraction of {el.id!r} says [{format_time(le)}, {format_time(re)}) but the "
                       f"live event is [{format_time(rec.ole)}, {format_time(rec.re)})",
                       element_to_json(el))
@@ -503,7 +358,7 @@ class _Rows:
         if t <= g.cti:
             return
         g._reach(t)
-        g._set_cti(t)
+        g.set_cti(t)
         if t >= INF:
             g.ended = True
         self._emit(CTI, 0, t, t, t, line, {}, None)

@@ -48,29 +48,46 @@ class Record:
 
 
 class _Chunk:
-    """Events one batch inserted: ids (a string array), engine ids, lifetimes and payloads, row-aligned."""
+    """Events one batch inserted: ids (a string array), engine ids, lifetimes and payloads, row-aligned.
+    With ``rows``, the ids and payloads are the whole batch's and event ``k`` is their row ``rows[k]``: the
+    gate hands them over without a copy, and nothing reads them unless a retraction looks an event up."""
 
-    __slots__ = ("alive", "eid", "ids", "le", "maxre", "nalive", "ole", "payload", "pos", "re")
+    __slots__ = ("alive", "eid", "ids", "le", "maxre", "nalive", "ole", "payload", "pos", "re", "rows")
 
     def __init__(self, ids: pa.Array, eid: np.ndarray, le: np.ndarray, ole: np.ndarray | None, re: np.ndarray,
-                 payload: Payload) -> None:
+                 payload: Payload, rows: np.ndarray | None = None) -> None:
         self.ids = ids
         self.eid = eid
         self.le = le
         self.ole = ole
         self.re = re
         self.payload = payload
+        self.rows = rows
         self.alive = np.ones(len(eid), dtype=bool)
         self.nalive = len(eid)
         self.maxre = int(re.max()) if len(re) else -INF
         self.pos: dict[str, int] | None = None
 
+    def src(self, i: int) -> int:
+        """The row of ``ids`` / ``payload`` of event ``i``."""
+        return i if self.rows is None else int(self.rows[i])
+
     def find(self, id: str) -> int:
         pos = self.pos
         if pos is None:
-            pos = self.pos = {k: i for i, k in enumerate(self.ids.to_pylist())}
+            names = self.ids.to_pylist()
+            rows = self.rows
+            pos = self.pos = ({k: i for i, k in enumerate(names)} if rows is None else
+                              {names[r]: i for i, r in enumerate(rows.tolist())})
         i = pos.get(id, -1)
         return i if i >= 0 and self.alive[i] else -1
+
+    def live_ids(self) -> pa.Array | None:
+        if not self.nalive:
+            return None
+        if self.rows is None:
+            return self.ids if self.nalive == len(self.eid) else self.ids.filter(pa.array(self.alive))
+        return self.ids.take(pa.array(self.rows[self.alive] if self.nalive < len(self.eid) else self.rows))
 
     def close(self, c: int) -> None:
         """Forget rows with ``RE < c``."""
@@ -81,12 +98,13 @@ class _Chunk:
 
     def compacted(self) -> _Chunk:
         keep = np.flatnonzero(self.alive)
+        src = keep if self.rows is None else self.rows[keep]
         ole = None if self.ole is None else self.ole[keep]
-        return _Chunk(self.ids.take(pa.array(keep)), self.eid[keep], self.le[keep], ole, self.re[keep],
-                      self.payload.take(keep))
+        return _Chunk(self.ids.take(pa.array(src)), self.eid[keep], self.le[keep], ole, self.re[keep],
+                      self.payload.take(src))
 
     def __getstate__(self) -> tuple:
-        c = self.compacted() if self.nalive < len(self.eid) else self
+        c = self.compacted() if self.nalive < len(self.eid) or self.rows is not None else self
         return (c.ids.to_pylist(), c.eid, c.le, c.ole, c.re, c.payload)
 
     def __setstate__(self, s: tuple) -> None:
@@ -114,11 +132,18 @@ class LiveEvents:
         return np.arange(first, first + n, dtype=np.int64)
 
     def add_chunk(self, ids: pa.Array, le: np.ndarray, ole: np.ndarray | None, re: np.ndarray,
-                  payload: Payload) -> np.ndarray:
-        """Register a batch's valid inserts (row-aligned columns); returns their engine ids."""
+                  payload: Payload, gone: np.ndarray | None = None, rows: np.ndarray | None = None) -> np.ndarray:
+        """Register a batch's valid inserts (row-aligned columns; ``gone``: those the batch's own retractions
+        deleted, which take an engine id but are not live; ``rows``: the rows of ``ids`` and ``payload``
+        that hold them, when those are the whole batch's); returns their engine ids."""
         eid = self.new_ids(len(le))
         if len(le):
-            self.chunks.append(_Chunk(ids, eid, le, ole, re, payload))
+            ch = _Chunk(ids, eid, le, ole, re, payload, rows)
+            if gone is not None and gone.any():
+                ch.alive &= ~gone
+                ch.nalive -= int(gone.sum())
+            if ch.nalive:
+                self.chunks.append(ch)
         return eid
 
     def add(self, id: str, le: int, ole: int, re: int, payload: dict[str, Any]) -> int:
@@ -141,7 +166,7 @@ class LiveEvents:
                 ch.nalive -= 1
                 le = int(ch.le[i])
                 rec = Record(int(ch.eid[i]), le, le if ch.ole is None else int(ch.ole[i]), int(ch.re[i]),
-                             ch.payload.row(i))
+                             ch.payload.row(ch.src(i)))
                 self.single[id] = rec
                 if rec.re < INF:
                     heapq.heappush(self.ends, (rec.re, id))
@@ -175,10 +200,9 @@ class LiveEvents:
         """Every live id (for the batch id checks), or None when there is none."""
         parts: list[pa.Array] = []
         for ch in self.chunks:
-            if ch.nalive == len(ch.eid):
-                parts.append(ch.ids)
-            elif ch.nalive:
-                parts.append(ch.ids.filter(pa.array(ch.alive)))
+            got = ch.live_ids()
+            if got is not None:
+                parts.append(got)
         if self.single:
             parts.append(pa.array(list(self.single), pa.string()))
         if not parts:

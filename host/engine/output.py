@@ -1,7 +1,9 @@
 """A query's output `Batch` as JSON Lines, the bytes `udm.host.io.jsonl.JsonlWriter` writes for its elements.
 
-Inserts with columnar payloads are encoded column-wise (`udm.host.io.encode.insert_lines`: no Python
-object per row); retractions, CTIs and payloads held as dicts are formatted one by one.
+Inserts are encoded column-wise (`udm.host.io.encode.insert_lines`): their payload columns as they are, or
+payloads held as dicts read field by field when every insert has the same fields (a window's, a join's);
+no element object is made per row. Retractions and CTIs, and inserts of mixed shapes, are formatted one by
+one.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from udm.host.io.encode import (
+    MIN_RUN,
     ConstColumn,
     EncodedLines,
     cti_line,
@@ -19,10 +22,12 @@ from udm.host.io.encode import (
     element_text,
     insert_lines,
     merge_lines,
+    value_column,
 )
 from udm.host.temporal.elements import Retract, element_to_json
 
 from .batch import CTI, INSERT, Batch
+from .payload import Payload
 
 __all__ = ["encode_batch"]
 
@@ -32,19 +37,12 @@ def encode_batch(b: Batch) -> EncodedLines:
     if n == 0:
         return EncodedLines((), 0)
     kind = b.kind
-    p = b.payload
     ins = np.flatnonzero(kind == INSERT)
-    fields = p.fields
-    valid = p.valid
-    if fields is None or len(ins) < 16 or (valid is not None and not valid[ins].all()):
+    cols = _insert_columns(b.payload, ins, n) if len(ins) >= MIN_RUN else None
+    if cols is None:
         return element_lines(b.to_elements(), element_text)
-    other = np.flatnonzero(kind != INSERT)
-    idx = pa.array(ins, pa.int64())
-    whole = len(ins) == n
-    cols = []
-    for name, col in fields.items():
-        cols.append((name, col if whole or isinstance(col, ConstColumn) else col.take(idx)))
     lines = insert_lines(b.id[ins], b.le[ins], b.re[ins], cols)
+    other = np.flatnonzero(kind != INSERT)
     if not len(other):
         return merge_lines(np.arange(len(ins)), lines, [], [])
     texts = []
@@ -55,3 +53,28 @@ def encode_batch(b: Batch) -> EncodedLines:
             texts.append(json.dumps(element_to_json(Retract(f"o{int(b.id[i])}", int(b.le[i]), int(b.re[i]),
                                                             int(b.rn[i])))))
     return merge_lines(ins, lines, other.tolist(), texts)
+
+
+def _insert_columns(p: Payload, ins: np.ndarray, n: int) -> list[tuple[str, pa.Array | ConstColumn]] | None:
+    """The inserts' payload fields as columns, in payload order, when every insert has the same fields in
+    the same order (else None: encoded one by one). Payloads held as dicts (a window's or a join's rows)
+    are read field by field, with no element made per row."""
+    fields = p.fields
+    if fields is not None:
+        valid = p.valid
+        if valid is not None and not valid[ins].all():
+            return None
+        if len(ins) == n:
+            return list(fields.items())
+        idx = pa.array(ins, pa.int64())
+        return [(name, col if isinstance(col, ConstColumn) else col.take(idx)) for name, col in fields.items()]
+    rows = p.rows()
+    sel = [rows[i] for i in ins.tolist()]
+    first = sel[0]
+    if type(first) is not dict:
+        return None
+    keys = tuple(first)
+    for r in sel:
+        if type(r) is not dict or tuple(r) != keys:
+            return None
+    return [(k, value_column([r[k] for r in sel])) for k in keys]

@@ -106,6 +106,11 @@ class Payload:
         return self._valid
 
     @property
+    def is_absent(self) -> bool:
+        """Every row without a payload (CTIs only)."""
+        return self._fields == {} and self._valid is not None and not self._valid.any()
+
+    @property
     def names(self) -> tuple[str, ...] | None:
         return tuple(self._fields) if self._fields is not None else None
 
@@ -176,6 +181,22 @@ class Payload:
             return np.array(vals, dtype=np.float64), None
         return vals, None
 
+    def missing(self, name: str, rows: np.ndarray | None = None) -> np.ndarray | None:
+        """The rows (of ``rows`` only, when given) lacking field ``name``, as a mask; None when none lacks
+        it. `column`'s mask, without making the values."""
+        f = self._fields
+        if f is None:
+            return self.column(name, rows)[1]
+        n = self._n if rows is None else len(rows)
+        if name not in f:
+            return np.ones(n, dtype=bool)
+        valid = self._valid
+        if valid is None:
+            return None
+        if rows is not None:
+            valid = valid[rows]
+        return None if valid.all() else ~valid
+
     def arrow(self, name: str) -> pa.Array | ConstColumn | None:
         """The columns form's field ``name`` (None: rows form, or no such field)."""
         f = self._fields
@@ -202,12 +223,13 @@ class Payload:
     def with_field(self, name: str, values: Any) -> Payload:
         """Every row's payload plus ``name: values[i]`` (an existing field of that name is replaced)."""
         f = self._fields
-        if f is not None and self._valid is None:
+        if f is not None:
+            # (rows without a payload, CTIs, stay without one: their value in the new column is not read)
             col = as_column(values)
             if col is not None:
-                nf = {k: v for k, v in f.items() if k != name}
-                nf[name] = col
-                return Payload(self._n, fields=nf)
+                nf = dict(f)
+                nf[name] = col  # (a field replaced keeps its place, as in a dict)
+                return Payload(self._n, fields=nf, valid=self._valid)
         vals = values.tolist() if isinstance(values, np.ndarray) else list(values)
         return Payload(self._n, rows=[{**p, name: v} for p, v in zip(self.rows(), vals, strict=True)])
 
@@ -242,108 +264,6 @@ class Payload:
             out.append(p)
         return Payload(self._n, rows=out)
 
-    @staticmethod
-    def concat(parts: Sequence[Payload]) -> Payload:
-        parts = [p for p in parts if p._n]
-        if not parts:
-            return Payload.empty(0)
-        if len(parts) == 1:
-            return parts[0]
-        n = sum(p._n for p in parts)
-        if any(p._fields is not None and p._fields for p in parts):
-            # a few rows made one by one beside column blocks: as columns too when they have the same shape
-            parts = [p._columnized() if p._fields is None else p for p in parts]
-        shaped = [p for p in parts if not p._is_absent()]
-        if shaped and len(shaped) < len(parts) and shaped[0].names is not None \
-                and all(p.names == shaped[0].names for p in shaped):
-            return Payload._with_absent(parts, shaped[0], n)
-        names = parts[0].names
-        if names is not None and all(p.names == names and p._valid is None for p in parts):
-            try:
-                cols: dict[str, pa.Array | ConstColumn] = {}
-                for k in names:
-                    cs = [p._fields[k] for p in parts]  # type: ignore[index]
-                    if all(isinstance(c, ConstColumn) for c in cs) and len({json.dumps(c.value) for c in cs}) == 1:
-                        cols[k] = cs[0]
-                        continue
-                    arrs = [pa.array([c.value] * p._n) if isinstance(c, ConstColumn) else c
-                            for c, p in zip(cs, parts, strict=True)]
-                    if len({a.type for a in arrs}) != 1:
-                        raise TypeError
-                    cols[k] = pa.concat_arrays(arrs)
-                return Payload(n, fields=cols)
-            except (TypeError, pa.ArrowException):
-                pass
-        rows: list[Any] = []
-        for p in parts:
-            rows.extend(p.rows())
-        return Payload(n, rows=rows)
-
-    def _columnized(self) -> Payload:
-        """The rows form as columns when every row has the same keys, in order, of plain kinds (else self).
-        Rows without a payload (CTIs: empty dicts) become absent rows."""
-        rows = self._rows
-        assert rows is not None
-        keys = None
-        present = []
-        for r in rows:
-            if type(r) is not dict:
-                return self
-            if not r:
-                present.append(False)
-                continue
-            present.append(True)
-            k = tuple(r)
-            if keys is None:
-                keys = k
-            elif k != keys:
-                return self
-        if keys is None:
-            return Payload.absent(self._n)
-        sel = [r for r, ok in zip(rows, present, strict=True) if ok]
-        cols: dict[str, pa.Array | ConstColumn] = {}
-        full = len(sel) == len(rows)
-        for k in keys:
-            vals = [r[k] for r in sel]
-            col = as_column(vals)
-            if col is None:
-                return self
-            if not full:
-                col = _spread(col, present)
-            cols[k] = col
-        return Payload(self._n, fields=cols, valid=None if full else np.array(present, dtype=bool))
-
-    def _is_absent(self) -> bool:
-        return self._fields == {} and self._valid is not None and not self._valid.any()
-
-    @staticmethod
-    def _with_absent(parts: Sequence[Payload], shape: Payload, n: int) -> Payload:
-        """Columnar parts of one shape with rows of no payload between them: nulls there."""
-        names = shape.names or ()
-        try:
-            cols: dict[str, pa.Array | ConstColumn] = {}
-            for k in names:
-                arrs = []
-                typ = None
-                for p in parts:
-                    if not p._is_absent():
-                        c = p._fields[k]  # type: ignore[index]
-                        a = pa.array([c.value] * p._n) if isinstance(c, ConstColumn) else c
-                        typ = a.type
-                        arrs.append(a)
-                    else:
-                        arrs.append(None)
-                cols[k] = pa.concat_arrays([a if a is not None else pa.nulls(p._n, typ)
-                                            for a, p in zip(arrs, parts, strict=True)])
-        except (TypeError, pa.ArrowException):
-            rows: list[Any] = []
-            for p in parts:
-                rows.extend(p.rows())
-            return Payload(n, rows=rows)
-        valid = np.concatenate([np.zeros(p._n, dtype=bool) if p._is_absent() else
-                                (np.ones(p._n, dtype=bool) if p._valid is None else p._valid) for p in parts])
-        return Payload(n, fields=cols, valid=valid)
-
     def __getstate__(self) -> Any:
         return self.rows()
 
@@ -352,19 +272,6 @@ class Payload:
         self._rows = rows
         self._fields = None
         self._valid = None
-
-
-def _spread(col: pa.Array, present: list[bool]) -> pa.Array:
-    """``col`` (one value per present row) with nulls at the absent rows."""
-    idx: list[int | None] = []
-    j = 0
-    for ok in present:
-        if ok:
-            idx.append(j)
-            j += 1
-        else:
-            idx.append(None)
-    return col.take(pa.array(idx, pa.int64()))
 
 
 def as_column(values: Any) -> pa.Array | None:

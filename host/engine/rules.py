@@ -259,7 +259,7 @@ class FieldCheck:
             return None
         bad: np.ndarray | None = None
         for f in self.fields:
-            _, miss = payload.column(f, rows)
+            miss = payload.missing(f, rows)
             if miss is not None and miss.any():
                 bad = miss if bad is None else (bad | miss)
         for tf, tp in self.typed:

@@ -10,8 +10,7 @@ fluent API, Spark's executors, the conformance kit — drives this loop through 
 
 from __future__ import annotations
 
-import pickle
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -19,7 +18,6 @@ import numpy as np
 from udm.host.errors import BadElement
 from udm.host.io.batch import ElementBatch
 from udm.host.io.encode import DeferredLines, EncodedLines
-from udm.host.io.interleave import interleave
 from udm.host.model.graph import QueryGraph
 from udm.host.model.plan import BoundQuery
 from udm.host.run_result import RunResult
@@ -29,24 +27,20 @@ from .batch import CTI, Batch
 from .build import delegated_checks, make_operator
 from .common import DeadLetter
 from .context import Context
+from .feeding import ElementFeeding
 from .gate import InputGate
 from .operator import Operator
 from .ops.lmerge import LmergeOp
-from .ops.span import FilterOp, MapOp, ProjectOp
 from .output import encode_batch
 from .progress import engine_due, graph_due, hold
 from .rules import INF, NEG
+from .runner_snapshot import restore_state, snapshot_state
+from .wiring import wire
 
 __all__ = ["QueryRunner"]
 
-#: 4: the columnar core (gates, engine ids, batches); 3: window state with progressive output; 2: operators
-#: keyed by graph name; 1: a list of steps
-_SNAPSHOT_VERSION = 4
-#: process_many / process_interleaved hand the engine this many elements at a time
-_CHUNK = 4096
 
-
-class QueryRunner:
+class QueryRunner(ElementFeeding):
     """Runs a bound query graph in process.
 
     ``process_batch`` / ``process`` / ``process_many`` / ``process_interleaved`` feed input elements (of input
@@ -92,40 +86,8 @@ class QueryRunner:
 
     def _wire(self, graph: QueryGraph) -> None:
         """Derive the edges (transient: rebuilt on restore from the graph)."""
-        position = {op.name: i for i, op in enumerate(self.ops)}
-        #: per operator, the (operator position, port) pairs that read its output
-        self.consumers: list[list[tuple[int, int]]] = [[] for _ in self.ops]
-        #: per input, the (operator position, port) pairs that read it
-        self.readers: dict[str, list[tuple[int, int]]] = {name: [] for name in graph.inputs}
-        for node in graph.nodes:
-            for port, src in enumerate(node.sources):
-                if src in graph.inputs:
-                    self.readers[src].append((position[node.name], port))
-                else:
-                    self.consumers[position[src]].append((position[node.name], port))
-        upstream: dict[str, set[str]] = {name: {name} for name in graph.inputs}
-        for node in graph.nodes:
-            upstream[node.name] = set().union(*(upstream[src] for src in node.sources))
-        for op in self.ops:
-            sources = graph.node(op.name).sources
-            op.input_names = tuple(next(iter(upstream[s])) if len(upstream[s]) == 1 else None for s in sources)
-        self.ends_early = {name for name in graph.inputs if graph.ends_early(name)}
-
-        for op in self.ops:
-            if isinstance(op, LmergeOp):
-                op.feeders = [self._feeder(graph, op, port, position) for port in range(op.ports)]
-
-    def _feeder(self, graph: QueryGraph, merge: Any, port: int, position: dict[str, int]) -> Any:
-        """The span step or input gate whose output only ``merge``'s ``port`` reads: it may take the lmerge's
-        feedback (seeds/001 §V.D)."""
-        src = graph.node(merge.name).sources[port]
-        if src in self.gates:
-            return self.gates[src] if len(self.readers[src]) == 1 else None
-        k = position[src]
-        op = self.ops[k]
-        if len(self.consumers[k]) != 1 or not isinstance(op, (FilterOp, MapOp, ProjectOp)):
-            return None
-        return op
+        w = wire(graph, self.ops, self.gates)
+        self.consumers, self.readers, self.ends_early = w.consumers, w.readers, w.ends_early
 
     # -- public state ---------------------------------------------------------------------------------
     @property
@@ -274,7 +236,7 @@ class QueryRunner:
         st = self.ctx.stats
         st.elements_out += len(b)
         if len(b):
-            st.retractions_out += int((b.kind == 1).sum())
+            st.retractions_out += int(np.count_nonzero(b.kind == 1))
         return b
 
     # -- entry points ---------------------------------------------------------------------------------------
@@ -299,52 +261,6 @@ class QueryRunner:
                       ) -> list[Element]:
         """Feed decoded ``(line, element)`` pairs of one input as one batch."""
         return self._count(self._run(self.input_name(input), items)).to_elements()
-
-    def process(self, element: Element | BadElement, line: int | None = None, input: str | None = None
-                ) -> list[Element]:
-        """Feed one element of input ``input``; returns the output it caused."""
-        return self.process_items([(line, element)], input)
-
-    def process_many(self, elements: Iterable[Element | BadElement], lines: Iterable[int] | None = None,
-                     input: str | None = None) -> list[Element]:
-        """Feed many elements of one input."""
-        els = list(elements)
-        lns: list[int | None] = list(lines) if lines is not None else [None] * len(els)
-        out: list[Element] = []
-        for a in range(0, len(els), _CHUNK):
-            out.extend(self.process_batch(ElementBatch.from_elements(els[a:a + _CHUNK], lns[a:a + _CHUNK]), input))
-        return out
-
-    def process_interleaved(self, items: Iterable[tuple[str, int | None, Element | BadElement]]) -> list[Element]:
-        """Feed ``(input name, line, element)`` triples of several inputs, in the given order (each run of
-        one input's elements as one batch)."""
-        out: list[Element] = []
-        run: list[tuple[int | None, Element | BadElement]] = []
-        name: str | None = None
-        for nm, line, el in items:
-            if nm != name or len(run) >= _CHUNK:
-                if run:
-                    out.extend(self.process_items(run, name))
-                run, name = [], nm
-            run.append((line, el))
-        if run:
-            out.extend(self.process_items(run, name))
-        return out
-
-    def run_all(self, inputs: Sequence[Element | BadElement] | Mapping[str, Iterable[Element | BadElement]]
-                ) -> list[Element]:
-        """Feed whole inputs and end them: the elements of the only input (numbered as lines 1, 2, ...), or
-        each input's elements by name, read side by side in the documented order (`udm.host.io.interleave`)."""
-        if isinstance(inputs, Mapping):
-            unknown = [n for n in inputs if n not in self.gates]
-            if unknown:
-                raise ValueError(f"the query has no input {unknown[0]!r} (inputs: {', '.join(self.inputs)})")
-            out = self.process_interleaved(interleave([(n, enumerate(inputs[n], 1)) for n in self.inputs
-                                                       if n in inputs]))
-        else:
-            els = list(inputs)
-            out = self.process_batch(ElementBatch.from_elements(els, list(range(1, len(els) + 1))))
-        return out + self.finish()
 
     def tick(self) -> list[Element]:
         """No input, but the wall clock moved: every step flushes (``align``'s ``max_wait`` releases what has
@@ -375,35 +291,13 @@ class QueryRunner:
     # -- checkpoints ----------------------------------------------------------------------------------------
     def snapshot(self) -> bytes:
         """The whole engine state (picklable; UDM instances are re-bound on restore)."""
-        state = {"v": _SNAPSHOT_VERSION, "ctx": self.ctx, "ops": {op.name: op for op in self.ops},
-                 "gates": self.gates, "order": [op.name for op in self.ops], "ended": sorted(self.ended),
-                 "finished": self.finished, "forwarded": sorted(self.forwarded)}
-        return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+        return snapshot_state(self)
 
     @classmethod
     def restore(cls, data: bytes, bound: BoundQuery, *, on_violation: str | None = None,
                 derived_inputs: Collection[str] = (), clock: Callable[[], int] | None = None) -> QueryRunner:
-        state = pickle.loads(data)
-        if not isinstance(state, dict) or state.get("v") != _SNAPSHOT_VERSION:
-            found = state.get("v") if isinstance(state, dict) else None
-            raise ValueError(f"not a udmkit engine snapshot of format {_SNAPSHOT_VERSION} (found format "
-                             f"{found!r}); it was written by another version of udmkit — start from a new "
-                             f"checkpoint")
         fresh = cls(bound, on_violation=on_violation, derived_inputs=derived_inputs)
-        if state["order"] != [op.name for op in fresh.ops]:
-            raise ValueError(f"snapshot was taken for a query with other steps ({', '.join(state['order'])}; "
-                             f"this query: {', '.join(op.name for op in fresh.ops)})")
-        fresh.ctx = state["ctx"]
-        fresh.ctx.clock = clock
-        fresh.ops = [state["ops"][name] for name in state["order"]]
-        fresh.gates = state["gates"]
-        fresh.ended = set(state["ended"])
-        fresh.forwarded = set(state["forwarded"])
-        fresh.finished = state["finished"]
-        for op in fresh.ops:
-            op.attach(fresh.ctx, bound.step(op.name))
-        for g in fresh.gates.values():
-            g.attach(fresh.ctx)
+        restore_state(fresh, data, clock)
         fresh._wire(bound.graph)
         return fresh
 

@@ -92,15 +92,19 @@ def ids_new(ids: pa.Array, rows: np.ndarray, before: pa.Array | None) -> bool:
         skip = _skip(ids, int(rows[0]))
         vals = _counters(ids, rows, skip)
     rising = vals is not None and bool(np.all(vals[1:] > vals[:-1]))
-    sel = ids if m == len(ids) else ids.take(pa.array(rows))
-    if not rising and len(sel.dictionary_encode().dictionary) != m:
-        return False
+    sel = ids if m == len(ids) else None  # (taken only when an exact check needs it)
+    if not rising:
+        sel = sel if sel is not None else ids.take(pa.array(rows))
+        if len(sel.dictionary_encode().dictionary) != m:
+            return False
     if before is None or len(before) == 0:
         return True
     if rising and vals is not None and pa.types.is_string(before.type) and not before.null_count:
         old = _counters(before, np.arange(len(before)), skip)
         if old is not None and int(old.max()) < int(vals[0]):
             return True
+    if sel is None:
+        sel = ids.take(pa.array(rows))
     if before.type != sel.type:
         before = before.cast(sel.type)
     return not pc.any(pc.is_in(sel, value_set=before)).as_py()

@@ -34,7 +34,7 @@ from udm.host.temporal.strict import encode as _encode
 from udm.sdk import INF
 
 __all__ = ["MIN_RUN", "ConstColumn", "DeferredLines", "EncodedLines", "cti_line", "element_lines", "element_text",
-           "encode_value_column", "insert_lines", "merge_lines"]
+           "encode_value_column", "insert_lines", "merge_lines", "value_column"]
 
 # `_encode` (`udm.host.temporal.strict.encode`): what json.dumps gives with default arguments, but a NaN or an
 # infinity is an error, not a line that is not JSON (SEMANTICS §1)
@@ -336,6 +336,13 @@ def _column(values: list[Any]) -> pa.Array | None:
     return None
 
 
+def value_column(values: list[Any]) -> pa.Array | ConstColumn:
+    """A payload field's values (one per output row) as `insert_lines` takes them: a typed column when
+    they are all of one plain JSON type, else the values encoded one by one."""
+    col = _column(values)
+    return col if col is not None else _Encoded(values)
+
+
 def _key(e: Any) -> tuple[str, ...] | None:
     """The payload's field names of a plainly typed insert (runs of equal keys are encoded together)."""
     if type(e) is Insert and type(e.id) is str and type(e.le) is int and type(e.re) is int \
@@ -371,11 +378,7 @@ def _run(run: Sequence[Any], fields: tuple[str, ...], pieces: list[Any]) -> bool
         re = np.array([e.re for e in run], dtype=np.int64)
     except OverflowError:
         return False
-    payload: list[tuple[str, pa.Array | ConstColumn]] = []
-    for f in fields:
-        vals = [e.payload[f] for e in run]
-        col = _column(vals)
-        payload.append((f, col if col is not None else _Encoded(vals)))
+    payload = [(f, value_column([e.payload[f] for e in run])) for f in fields]
     ids = pa.array([e.id for e in run], _STR)
     lines = insert_lines(ids, le, re, payload)
     pieces.append(merge_lines(np.arange(len(run)), lines, [], []).data[0])

@@ -25,13 +25,14 @@ from ..operator import UdmOperator
 from ..payload import Payload
 from ..rules import INF, FieldCheck
 
-__all__ = ["FilterOp", "MapOp", "ProjectOp", "udf_results"]
+__all__ = ["FilterOp", "MapOp", "ProjectOp", "udf_values"]
 
 
-def udf_results(udm: Any, label: str, args: dict[str, str], b: Batch, rows: np.ndarray) -> list[Any]:
+def udf_values(udm: Any, label: str, args: dict[str, str], b: Batch, rows: np.ndarray) -> np.ndarray | list[Any]:
     """The UDF's result for each row in ``rows`` (every argument field present): one ``compute_batch``
     call over numeric columns where the UDF has it (a raise there falls back to ``compute``, which then
-    reports the failing row), else ``compute`` per row."""
+    reports the failing row), else ``compute`` per row. A batch form's numeric or boolean array comes back
+    as it is (a span step keeps it a column: no Python value per row); anything else as a list of values."""
     if len(rows) == 0:
         return []
     fn = getattr(udm, "compute_batch", None)
@@ -48,10 +49,15 @@ def udf_results(udm: Any, label: str, args: dict[str, str], b: Batch, rows: np.n
             except Exception:
                 res = None
             if res is not None:
-                out = res.tolist() if isinstance(res, np.ndarray) else [
-                    v.item() if isinstance(v, np.generic) else v for v in res]
+                if isinstance(res, np.ndarray) and res.ndim == 1 and res.dtype.kind in "bif":
+                    out: np.ndarray | list[Any] = res
+                else:
+                    out = res.tolist() if isinstance(res, np.ndarray) else [
+                        v.item() if isinstance(v, np.generic) else v for v in res]
                 if len(out) != len(rows):
-                    raise contract(label, None, f"compute_batch returned {len(out)} values for {len(rows)} rows", out)
+                    shown = out.tolist() if isinstance(out, np.ndarray) else out
+                    raise contract(label, None, f"compute_batch returned {len(out)} values for {len(rows)} rows",
+                                   shown)
                 return out
     compute = udm.compute
     columns = {arg: _plain(b.payload.column(field, rows)[0]) for arg, field in args.items()}
@@ -112,9 +118,12 @@ class FilterOp(_SpanOp):
         data = np.flatnonzero(b.kind != CTI)
         if len(data) == 0:
             return b
-        res = udf_results(self.udm, self.bs.label, self.args, b, data)  # type: ignore[union-attr]
+        res = udf_values(self.udm, self.bs.label, self.args, b, data)  # type: ignore[union-attr]
         keep = np.ones(len(b), dtype=bool)
-        keep[data] = np.fromiter((bool(v) for v in res), dtype=bool, count=len(res))
+        if isinstance(res, np.ndarray):
+            keep[data] = res.astype(bool)  # (a number's truth, as bool() of it: NaN is true)
+        else:
+            keep[data] = np.fromiter((bool(v) for v in res), dtype=bool, count=len(res))
         return b if keep.all() else b.take(np.flatnonzero(keep))
 
 
@@ -129,10 +138,16 @@ class MapOp(_SpanOp):
         data = np.flatnonzero(b.kind != CTI)
         if len(data) == 0:
             return b
-        res = udf_results(self.udm, self.bs.label, self.args, b, data)  # type: ignore[union-attr]
+        res = udf_values(self.udm, self.bs.label, self.args, b, data)  # type: ignore[union-attr]
         if len(data) == len(b):
             values: Any = res
+        elif isinstance(res, np.ndarray) and b.payload.columnar:
+            # CTI rows carry no payload: the first result stands in there, so the column keeps one kind
+            values = np.full(len(b), res[0], dtype=res.dtype)
+            values[data] = res
         else:
+            if isinstance(res, np.ndarray):
+                res = res.tolist()
             values = [None] * len(b)
             for j, v in zip(data.tolist(), res, strict=True):
                 values[j] = v
