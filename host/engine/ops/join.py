@@ -23,6 +23,7 @@ sync time ``>=`` that CTI, beyond this event's end).
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left, insort
 from collections.abc import Iterator
 from typing import Any
 
@@ -88,6 +89,11 @@ def _by_le(ev: _JoinEvent) -> int:
     return ev.le
 
 
+#: a key's finite events are a plain list (sorted by LE) up to this many, a `SortedKeyList` past it (most keys
+#: hold one or two events: a sorted container per key cost more than the join's other work per event)
+_SMALL = 32
+
+
 class _Key:
     """One key's events on one side: the finite ones ordered by LE, the longest finite lifetime among them
     (it bounds how far before a lifetime an overlapping event can start), and those that never end."""
@@ -95,7 +101,7 @@ class _Key:
     __slots__ = ("endless", "finite", "span")
 
     def __init__(self) -> None:
-        self.finite: SortedKeyList = SortedKeyList(key=_by_le)
+        self.finite: Any = []  # (a list, or a SortedKeyList past _SMALL)
         #: the longest ``RE - LE`` a finite event of this key had (never lowered: a bound, not the maximum)
         self.span = 0
         self.endless: dict[int, _JoinEvent] = {}
@@ -104,7 +110,14 @@ class _Key:
         if ev.re >= INF:
             self.endless[ev.id] = ev
             return
-        self.finite.add(ev)
+        f = self.finite
+        if type(f) is list:
+            if len(f) < _SMALL:
+                insort(f, ev, key=_by_le)
+            else:
+                self.finite = SortedKeyList([*f, ev], key=_by_le)
+        else:
+            f.add(ev)
         if ev.re - ev.le > self.span:
             self.span = ev.re - ev.le
 
@@ -122,7 +135,14 @@ class _Key:
         """Events whose lifetime overlaps ``[le, re)``: a finite one starts after ``le - span`` (it ends by
         ``LE + span``), so only those starting in ``(le - span, re)`` are looked at, not the key's history."""
         lo = le - self.span + 1
-        for ev in self.finite.irange_key(lo, re - 1 if re < INF else None):
+        f = self.finite
+        if type(f) is list:
+            i = bisect_left(f, lo, key=_by_le)
+            j = bisect_left(f, re, key=_by_le) if re < INF else len(f)
+            cands: Any = f[i:j]
+        else:
+            cands = f.irange_key(lo, re - 1 if re < INF else None)
+        for ev in cands:
             if ev.re > le:
                 yield ev
         if self.endless:
