@@ -10,18 +10,8 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from test_engine_support import UDA_CALLS, CountingSum, catalog_with, cht, runner, window_query
-
-from udm.host.temporal.elements import Cti, Element, Insert
-
-
-def _stream(count: int) -> list[Element]:
-    out: list[Element] = []
-    for i in range(count):
-        out.append(Insert(f"e{i}", i, i + 1, {"v": (i * 7919) % 101}))
-        if i % 50 == 49:
-            out.append(Cti(i + 1))
-    return out
+from test_engine_row_panes import _stream, counted_run
+from test_engine_support import CountingSum, catalog_with, cht, runner, window_query
 
 
 def _work(kind: str, n: int, hop: int, mode: str) -> Counter[str]:
@@ -30,20 +20,11 @@ def _work(kind: str, n: int, hop: int, mode: str) -> Counter[str]:
     definition of each window's sum (one event per distinct value: window ``j`` holds events ``j .. j+n-1``)."""
     r = runner(window_query({"type": kind, "n": n, "hop": hop}, "counting_sum", input="v"), catalog_with(CountingSum))
     count = n + 1100
-    stream = _stream(count)
-    cut = next(i for i, el in enumerate(stream) if isinstance(el, Insert) and el.le == n + 100)
-    out = r.process_many(stream[:cut])
-    UDA_CALLS.clear()
-    if mode == "each":
-        out += [o for el in stream[cut:] for o in r.process(el)]
-    else:
-        out += r.process_many(stream[cut:])
-    calls = Counter(UDA_CALLS)
-    out += r.finish()
+    out, calls = counted_run(r, _stream(count), n + 100, mode)
     vals = [(i * 7919) % 101 for i in range(count)]
-    shift = 1 if kind == "count_by_end" else 0  # (by end: window [first RE - 1, last RE) = [j, j + n))
-    want = Counter((j + shift - shift, j + n - 1 + 1, f'{{"counting_sum":{sum(vals[j:j + n])}}}')
-                   for j in range(0, count - n + 1, hop))
+    # window j holds events j .. j+n-1: [j, j + n) both by start (LE j .. LE j+n-1, + 1) and by end (RE j+1 - 1
+    # .. RE j+n)
+    want = Counter((j, j + n, f'{{"counting_sum":{sum(vals[j:j + n])}}}') for j in range(0, count - n + 1, hop))
     assert cht(out) == want
     return calls
 
