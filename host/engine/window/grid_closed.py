@@ -71,7 +71,7 @@ class ClosedWindows:
         step = self.step
         wu = step.udm
         res: Any = None
-        if wu.compute_slices is not None:
+        if getattr(wu, "compute_slices", None) is not None:  # (several aggregates: none)
             lens = np.fromiter((len(j[3]) for j in jobs), dtype=np.int64, count=len(jobs))
             flat = list(chain.from_iterable(j[3] for j in jobs))
             values = np.asarray(flat) if flat and type(flat[0]) in (int, float) else None
@@ -83,10 +83,10 @@ class ClosedWindows:
         elif isinstance(res, np.ndarray):
             res = res.tolist()
         oc = em.out_cti
-        alias = wu.alias
+        alias = None if hasattr(wu, "aliases") else getattr(wu, "alias", None)  # (several aggregates: outputs)
         for (g, wle, wre, _vals), r in zip(jobs, res, strict=True):
             first_emission(step, wre)
-            if type(r) in PLAIN_TYPES and wle >= oc:  # (what `outputs` makes of a plain value)
+            if alias is not None and type(r) in PLAIN_TYPES and wle >= oc:  # (what `outputs` makes of a plain value)
                 f = g.fields
                 em.oid += 1
                 out.insert(em.oid, wle, wre, {**f, alias: r} if f else {alias: r})
