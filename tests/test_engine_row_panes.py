@@ -32,15 +32,10 @@ def _stream(count: int) -> list[Element]:
     return out
 
 
-def _work(n: int, slide: int, mode: str) -> Counter[str]:
-    """UDA calls (and values handed) per 1,000 in-order events of ``rows{n, slide}``, fed
-    in ``mode``, once the windows are full (the run up to there is fed as one batch and not counted); the
-    whole output is checked against the plain definition of each window's sum."""
-    r = runner(window_query({"type": "rows", "n": n, "slide": slide}, "counting_sum", input="v"),
-               catalog_with(CountingSum))
-    count = n + 1100
-    stream = _stream(count)
-    cut = next(i for i, el in enumerate(stream) if isinstance(el, Insert) and el.le == n + 100)
+def counted_run(r: Any, stream: list[Element], start: int, mode: str) -> tuple[list[Element], Counter[str]]:
+    """Feed ``stream`` to runner ``r``: up to the insert at LE ``start`` as one batch (not counted), the rest
+    in ``mode`` (``each``: one element per call); returns the whole output and the UDA calls of the rest."""
+    cut = next(i for i, el in enumerate(stream) if isinstance(el, Insert) and el.le == start)
     out = r.process_many(stream[:cut])
     UDA_CALLS.clear()
     if mode == "each":
@@ -48,7 +43,17 @@ def _work(n: int, slide: int, mode: str) -> Counter[str]:
     else:
         out += r.process_many(stream[cut:])
     calls = Counter(UDA_CALLS)
-    out += r.finish()
+    return out + r.finish(), calls
+
+
+def _work(n: int, slide: int, mode: str) -> Counter[str]:
+    """UDA calls (and values handed) per 1,000 in-order events of ``rows{n, slide}``, fed
+    in ``mode``, once the windows are full (the run up to there is fed as one batch and not counted); the
+    whole output is checked against the plain definition of each window's sum."""
+    r = runner(window_query({"type": "rows", "n": n, "slide": slide}, "counting_sum", input="v"),
+               catalog_with(CountingSum))
+    count = n + 1100
+    out, calls = counted_run(r, _stream(count), n + 100, mode)
     vals = [(i * 7919) % 101 for i in range(count)]
     first = -(-n // slide) * slide
     want = Counter((k - n, k, f'{{"counting_sum":{sum(vals[k - n:k])}}}') for k in range(first, count + 1, slide))

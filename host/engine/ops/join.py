@@ -23,6 +23,7 @@ sync time ``>=`` that CTI, beyond this event's end).
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left, insort
 from collections.abc import Iterator
 from typing import Any
 
@@ -88,19 +89,81 @@ def _by_le(ev: _JoinEvent) -> int:
     return ev.le
 
 
+#: a key's finite events are a plain list (sorted by LE) up to this many, a `SortedKeyList` past it (most keys
+#: hold one or two events: a sorted container per key cost more than the join's other work per event)
+_SMALL = 32
+
+
+class _Key:
+    """One key's events on one side: the finite ones ordered by LE, the longest finite lifetime among them
+    (it bounds how far before a lifetime an overlapping event can start), and those that never end."""
+
+    __slots__ = ("endless", "finite", "span")
+
+    def __init__(self) -> None:
+        self.finite: Any = []  # (a list, or a SortedKeyList past _SMALL)
+        #: the longest ``RE - LE`` a finite event of this key had (never lowered: a bound, not the maximum)
+        self.span = 0
+        self.endless: dict[int, _JoinEvent] = {}
+
+    def add(self, ev: _JoinEvent) -> None:
+        if ev.re >= INF:
+            self.endless[ev.id] = ev
+            return
+        f = self.finite
+        if type(f) is list:
+            if len(f) < _SMALL:
+                insort(f, ev, key=_by_le)
+            else:
+                self.finite = SortedKeyList([*f, ev], key=_by_le)
+        else:
+            f.add(ev)
+        if ev.re - ev.le > self.span:
+            self.span = ev.re - ev.le
+
+    def discard(self, ev: _JoinEvent, re: int) -> None:
+        """``ev`` leaves (``re``: the end it was filed under)."""
+        if re >= INF:
+            del self.endless[ev.id]
+        else:
+            self.finite.remove(ev)
+
+    def __len__(self) -> int:
+        return len(self.finite) + len(self.endless)
+
+    def overlapping(self, le: int, re: int) -> Iterator[_JoinEvent]:
+        """Events whose lifetime overlaps ``[le, re)``: a finite one starts after ``le - span`` (it ends by
+        ``LE + span``), so only those starting in ``(le - span, re)`` are looked at, not the key's history."""
+        lo = le - self.span + 1
+        f = self.finite
+        if type(f) is list:
+            i = bisect_left(f, lo, key=_by_le)
+            j = bisect_left(f, re, key=_by_le) if re < INF else len(f)
+            cands: Any = f[i:j]
+        else:
+            cands = f.irange_key(lo, re - 1 if re < INF else None)
+        for ev in cands:
+            if ev.re > le:
+                yield ev
+        if self.endless:
+            for ev in list(self.endless.values()):
+                if ev.le < re:
+                    yield ev
+
+
 class _Side:
-    """One input of the join: live events by id, an LE-ordered index per key, ends for cleanup."""
+    """One input of the join: live events by id, per key its events (`_Key`), ends for cleanup."""
 
     def __init__(self) -> None:
         self.live: dict[int, _JoinEvent] = {}
-        self.index: dict[tuple[Any, ...], SortedKeyList] = {}
+        self.index: dict[tuple[Any, ...], _Key] = {}
         self.ends: list[tuple[int, int]] = []
 
     def add(self, ev: _JoinEvent) -> None:
         self.live[ev.id] = ev
         idx = self.index.get(ev.key)
         if idx is None:
-            idx = self.index[ev.key] = SortedKeyList(key=_by_le)
+            idx = self.index[ev.key] = _Key()
         idx.add(ev)
         if ev.re < INF:
             heapq.heappush(self.ends, (ev.re, ev.id))
@@ -108,11 +171,15 @@ class _Side:
     def remove(self, ev: _JoinEvent) -> None:
         del self.live[ev.id]
         idx = self.index[ev.key]
-        idx.remove(ev)
+        idx.discard(ev, ev.re)
         if not idx:
             del self.index[ev.key]
 
-    def moved_end(self, ev: _JoinEvent) -> None:
+    def moved_end(self, ev: _JoinEvent, old: int) -> None:
+        """``ev``'s end moved from ``old`` (to a later or earlier one, after its LE)."""
+        idx = self.index[ev.key]
+        idx.discard(ev, old)
+        idx.add(ev)
         if ev.re < INF:
             heapq.heappush(self.ends, (ev.re, ev.id))
 
@@ -120,10 +187,8 @@ class _Side:
         """Events with this key whose lifetime overlaps ``[le, re)``."""
         idx = self.index.get(key)
         if idx is None:
-            return
-        for ev in idx.irange_key(max_key=re - 1 if re < INF else None):
-            if ev.re > le:
-                yield ev
+            return iter(())
+        return idx.overlapping(le, re)
 
     def __getstate__(self) -> dict[str, Any]:
         # the index holds the same objects as ``live``: rebuilt on restore instead of pickled twice
@@ -135,7 +200,7 @@ class _Side:
         for ev in self.live.values():
             idx = self.index.get(ev.key)
             if idx is None:
-                idx = self.index[ev.key] = SortedKeyList(key=_by_le)
+                idx = self.index[ev.key] = _Key()
             idx.add(ev)
 
 
@@ -200,6 +265,7 @@ class JoinOp(Operator):
         out = RowsOut()
         kinds = b.kind.tolist()
         fields = self.key_fields[port]
+        pls = None if all(k == CTI for k in kinds) else b.payload.rows()  # (built once, column by column)
         for i, k in enumerate(kinds):
             if k == CTI:
                 t = self.clock.advance(port, int(b.le[i]))
@@ -207,7 +273,7 @@ class JoinOp(Operator):
                     out.cti(t)
                 self._cleanup()
                 continue
-            payload = b.payload.row(i)
+            payload = pls[i]  # type: ignore[index]
             try:
                 key = join_key(payload, fields)
             except KeyError as exc:
@@ -265,7 +331,7 @@ class JoinOp(Operator):
             ev.re = ev.le
         else:
             ev.re = new_re
-            side.moved_end(ev)
+            side.moved_end(ev, old_re)
         if self.anti:
             if port == LEFT:
                 if ev.re == ev.le:

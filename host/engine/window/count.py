@@ -91,8 +91,10 @@ class CountFamily(Family):
         lo_pos = max(0, p - self.n + 1)
         lo = min(keys[lo_pos], v) if lo_pos < len(keys) else v
         hi = INF if appeared and self.hop > 1 else max(keys[min(p, len(keys) - 1)], v) if keys else v
-        if g.swept is not None and lo <= g.swept[1]:
-            g.swept = None
+        sw = g.swept
+        if sw is not None and sw[0] <= v <= sw[1]:
+            g.swept = None  # the sweep took in the bucket as it was (one past its last, or before its first,
+            # leaves what it holds as it was: the sweep names its buckets by value)
         lo = max(lo, d.floor)
         if lo <= d.done:
             d.dirty.append((lo, min(hi, d.done)))
@@ -292,9 +294,14 @@ class CountFamily(Family):
                 d.purged += drop
                 for key in list(g.out.irange(maximum=cut, inclusive=(True, False))):
                     del g.out[key]
-                if g.swept is not None and g.swept[0] < cut:
-                    g.sweep.clear()
-                    g.swept = None
+                sw = g.swept
+                if sw is not None and sw[0] < cut:  # the sweep held dropped buckets: they leave it
+                    if cut <= sw[1]:
+                        g.sweep.leave_before(cut)
+                        g.swept = (cut, sw[1])
+                    else:
+                        g.sweep.clear()
+                        g.swept = None
                 d.dirty = [(max(lo, cut), hi) for lo, hi in d.dirty if hi >= cut]
                 d.floor = max(d.floor, min(cut, c))
             elif b and first_open < L:

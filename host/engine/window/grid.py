@@ -25,6 +25,7 @@ from typing import Any
 from ..rules import INF, NEG
 from .family import Family
 from .geometry import geometry_of
+from .grid_closed import ClosedWindows
 from .grid_columns import Fresh, column_block
 from .grid_intake import bulk_insert
 from .grid_panes import GroupPanes, PaneFill, merged
@@ -55,6 +56,10 @@ class GridFamily(Family):
         self.columns = (self.fill.kind in ("merge", "running") and self.geo.width <= COLUMN_PANES
                         and step.early is None and not step.time_bound
                         and getattr(step.udm, "compute_slices", None) is not None)
+        #: windows a flush both releases and closes, valued at its end (`grid_closed`); short windows only
+        #: (their members' values are read per window)
+        self.closed = ClosedWindows(step, self.fill.kind)
+        self.closed.on = self.closed.on and self.geo.width <= COLUMN_PANES
         #: this batch's bulk-insert records, and the column windows to value at the flush
         self.fresh: list[Fresh] = []
         self.jobs: list[tuple[Fresh, int]] = []
@@ -208,6 +213,7 @@ class GridFamily(Family):
 
     def after(self, out: Any, em: Any) -> None:
         """After every group's evaluation: the column windows, as one block."""
+        self.closed.flush(out, em)
         jobs = self.jobs
         self.fresh = []
         if not jobs:
@@ -242,12 +248,15 @@ class GridFamily(Family):
         step = self.step
         sweep = g.sweep
         one_pane = geo.width == 1
+        closed = self.closed if self.closed.on and not d.endless else None
         keep: list[tuple[int, int]] = []
         for lo, hi in todo:
             for k in range(lo, hi + 1):
                 wle, wre = geo.extent(k)
                 if not step.releasable(wle, wre, k in g.out):
                     keep.append((k, k))
+                    continue
+                if closed is not None and closed.take(g, geo, k, wle, wre):
                     continue
                 if k > self.frontier and d.endless and not d.has_finite(geo, k):
                     news = []  # (past T, never-ending events alone make no window: semantics-notes 2)

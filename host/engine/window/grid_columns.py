@@ -26,7 +26,7 @@ from ..payload import Payload, as_column
 from ..rules import INF
 from .state import Group
 
-__all__ = ["Fresh", "column_block"]
+__all__ = ["Fresh", "column_block", "slice_values"]
 
 
 class Fresh:
@@ -104,7 +104,7 @@ def column_block(fam: Any, jobs: list[tuple[Fresh, int]], em: Any) -> Batch | No
         starts = np.repeat(r0 - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
         values = allv[np.arange(total, dtype=np.int64) + starts]
     offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
-    results = _slices(wu, values, offsets)
+    results = slice_values(wu, values, offsets)
     n = len(kv)
     le, re = fam.geo.extent(kv)
     kk = kv
@@ -129,7 +129,7 @@ def column_block(fam: Any, jobs: list[tuple[Fresh, int]], em: Any) -> Batch | No
     return Batch(np.full(n, INSERT, dtype=np.int8), ids, le, re, re, np.full(n, -1, dtype=np.int64), payload)
 
 
-def _slices(wu: Any, values: np.ndarray, offsets: np.ndarray) -> Any:
+def slice_values(wu: Any, values: np.ndarray, offsets: np.ndarray) -> Any:
     """Each slice's value: the UDA's ``compute_slices`` when it gives one plain JSON kind of the right length,
     else its scalar forms (so an error is reported for its window, as always)."""
     fn = getattr(wu, "compute_slices", None)

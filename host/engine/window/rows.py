@@ -204,15 +204,27 @@ class RowsFamily(RowOrderedFamily):
         self._stamp = 0
         #: compact ``_quiet`` when it is longer than this (stale entries below its top pile up otherwise)
         self._quiet_cap = 64
+        self._forget_bounds()
+
+    def _forget_bounds(self) -> None:
+        """`bound`'s cache: the CTI it is for (None: none), each candidate group's contribution there (by id),
+        and the groups touched since (their contribution is computed again). Between two CTIs only touched
+        groups change theirs, so a flush per element costs O(touched groups), not O(groups)."""
+        self._bc: int | None = None
+        self._cval: dict[int, int] = {}
+        self._stale: dict[int, Group] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         s = dict(self.__dict__)
         s["_active"] = list(self._active.values())  # (ids change across a restore)
+        for k in ("_bc", "_cval", "_stale"):
+            s.pop(k, None)
         return s
 
     def __setstate__(self, s: dict[str, Any]) -> None:
         s["_active"] = {id(g): g for g in by_identity(s["_active"])}
         self.__dict__.update(s)
+        self._forget_bounds()
 
     def new_group(self, g: Group) -> None:
         g.data = _Data()
@@ -240,6 +252,8 @@ class RowsFamily(RowOrderedFamily):
     def _touch(self, g: Group, d: _Data) -> None:
         self._active[id(g)] = g
         d.settled = None
+        if self._bc is not None:
+            self._stale[id(g)] = g
 
     def _moved(self, g: Group, d: _Data, r: int, hi: int) -> None:
         """Rows from number ``r`` on changed (windows up to yield row ``hi`` hold them)."""
@@ -393,6 +407,7 @@ class RowsFamily(RowOrderedFamily):
         d.fixed = pm
 
     def cleanup(self, c: int) -> Iterable[Group]:
+        self._forget_bounds()
         if c >= INF:
             return list(self.step.groups.values())
         visit = self._candidates()
@@ -479,12 +494,20 @@ class RowsFamily(RowOrderedFamily):
                 b = min(b, le)
                 break
             heapq.heappop(quiet)
-        for g in self._candidates():
-            le = self._contribution(g.data, c)
-            if le < b:
-                b = le
+        if self._bc != c:
+            self._bc = c
+            self._cval = {id(g): self._contribution(g.data, c) for g in self._candidates()}
+        elif self._stale:
+            groups = self.step.groups
+            for gid, g in self._stale.items():
+                if groups.get(g.key) is g:
+                    self._cval[gid] = self._contribution(g.data, c)
+        self._stale = {}
+        if self._cval:
+            b = min(b, min(self._cval.values()))
         return b
 
     def final_state(self) -> None:
         self._active = {}
         self._quiet = []
+        self._forget_bounds()

@@ -32,6 +32,7 @@ import heapq
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 from sortedcontainers import SortedDict, SortedKeyList
 
 from ..common import Ev
@@ -70,6 +71,8 @@ class SessionFamily(RowOrderedFamily):
 
     #: nothing leaves a session's sweep (its partials combine into one entry)
     fifo = True
+    #: a batch's inserts come in group by group (`bulk_insert`)
+    bulk = True
     #: an element at or after the CTI changes sessions only at or after it: it joins (or merges into) a
     #: session that is still open, whose members before the CTI stay, or opens, splits off or takes away one
     #: that starts after the CTI (semantics-notes 72), so ``time_bound`` gives the input CTI
@@ -147,6 +150,64 @@ class SessionFamily(RowOrderedFamily):
             return
         if not self._join_inside(g, d, ev):
             self._rescan(g, d, ev.le, None)
+
+    def bulk_insert(self, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: Any,
+                    closing: int | None = None) -> None:
+        """A batch's inserts, group by group in (LE, RE) order. A group's events that all come after its
+        last row are appended and cut into sessions in one pass, each session touched once (what `insert`
+        does event by event); otherwise they go in one by one."""
+        order = np.lexsort((re, le, codes))
+        cl = codes[order]
+        cuts = (np.flatnonzero(cl[1:] != cl[:-1]) + 1).tolist()
+        il, ll, rl = ids[order].tolist(), le[order].tolist(), re[order].tolist()
+        vl = vals[order].tolist() if isinstance(vals, np.ndarray) else [vals[i] for i in order.tolist()]
+        for a, b in zip([0, *cuts], [*cuts, len(il)], strict=True):
+            g = groups[int(cl[a])]
+            d: _Data = g.data
+            evs = [Ev(il[i], ll[i], rl[i], vl[i]) for i in range(a, b)]
+            held = g.events
+            for ev in evs:
+                held[ev.id] = ev
+            rows = d.rows
+            if rows and (rows[-1].le, rows[-1].re) >= (evs[0].le, evs[0].re):
+                for ev in evs:  # (not after every row: placed and joined one by one)
+                    self.insert(g, ev)
+                continue
+            if rows:
+                for ev in evs:
+                    rows.add(ev)
+            else:
+                rows.update(evs)
+            wins = d.wins
+            key: int | None = None
+            end = count = 0
+            old = False  # (is ``key`` the group's last session, which the first events may join?)
+            if wins:
+                key, (end, count) = wins.peekitem(-1)
+                old = True
+            for ev in evs:
+                if key is None or (end < INF and ev.le >= end):
+                    if key is not None:
+                        self._close_run(g, d, key, end, count, old)
+                    key, end, count, old = ev.le, self._end(ev.re), 1, False
+                    continue
+                e = self._end(ev.re)
+                if e > end:
+                    end = e
+                count += 1
+            assert key is not None
+            self._close_run(g, d, key, end, count, old)
+
+    def _close_run(self, g: Group, d: _Data, key: int, end: int, count: int, old: bool) -> None:
+        """`bulk_insert`: session ``key`` ends at ``end`` with ``count`` members (``old``: the group's last
+        session, which may have grown)."""
+        if not old:
+            self._open(g, d, key, end, count)
+            return
+        w = d.wins[key]
+        if w[1] != count:
+            w[0], w[1] = end, count
+            self._dirty(d, key, key)
 
     def _join(self, g: Group, d: _Data, key: int, w: list[int], ev: Ev) -> None:
         """``ev`` joins session ``key`` (``w``: its end and count), reaching no other session."""

@@ -1,14 +1,15 @@
 """The window operator of seeds/000 §V (SEMANTICS §3–7): group & apply a UDA/UDO over windows.
 
-`WindowOp` is family-independent: it takes a batch (checking the payload fields it reads, refusing late
-elements under ``max_memory_time``), finds each event's group and the value its UDM receives, and hands the
-event to its family (`family.Family`: tumbling/hopping/cumulate, snapshot, count, rows, session), which
-keeps the group's structure and knows which windows a change touches. Nothing is computed then: at a flush
-the family evaluates, group by group and in window order, the windows that are *released* (``W.RE`` at or
-below the release point, ``W.LE`` below the CTI under ``time_bound``, open windows on a progressive-output
-tick) and new or changed, carrying one window's aggregate to the next (`sweep`), and the `Emitter` writes
-the minimal diff against what each window emitted. Then the output CTI (the family's liveliness bound,
-SEMANTICS §7) and cleanup: windows that can no longer change are dropped with the events only they held.
+`WindowOp` is family-independent: it takes a batch (`intake.WindowIntake`, its input half: checking the
+payload fields it reads, refusing late elements under ``max_memory_time``), finds each event's group and the
+value its UDM receives, and hands the event to its family (`family.Family`: tumbling/hopping/cumulate,
+snapshot, count, rows, session), which keeps the group's structure and knows which windows a change touches.
+Nothing is computed then: at a flush the family evaluates, group by group and in window order, the windows
+that are *released* (``W.RE`` at or below the release point, ``W.LE`` below the CTI under ``time_bound``, open
+windows on a progressive-output tick) and new or changed, carrying one window's aggregate to the next
+(`sweep`), and the `Emitter` writes the minimal diff against what each window emitted. Then the output CTI
+(the family's liveliness bound, SEMANTICS §7) and cleanup: windows that can no longer change are dropped with
+the events only they held.
 
 Strong consistency (``max_delay`` INF, semantics-notes 72): the CTI releases a window only once it is final,
 which the family says per group (`Family.final_point`: a member end at or after the CTI can still move, an
@@ -21,41 +22,23 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from udm.host.input_types import step_checks
 from udm.host.model.plan import BoundStep
 
 from ..aggregates import MultiMapper, window_udm
-from ..batch import CTI, INSERT, Batch, RowsOut
+from ..batch import Batch, RowsOut
 from ..context import Context
 from ..invoke import Mapper
-from ..operator import Operator
-from ..rules import (
-    CTI_VIOLATION,
-    INF,
-    NEG,
-    UNKNOWN_ID,
-    FieldCheck,
-    cti_reason,
-    effective_cti,
-    release_point,
-    strong,
-    sync_time,
-)
+from ..rules import INF, NEG, FieldCheck, release_point, strong
 from .emit import Emitter
-from .state import Ev, Group, by_identity, group_key
-from .sweep import make_sweep, sweep_kind
+from .intake import WindowIntake
+from .state import Group, by_identity
+from .sweep import sweep_kind
 
 __all__ = ["WindowOp"]
 
-#: fewest inserts in a batch worth the family's bulk insert
-_BULK_MIN = 16
 
-
-class WindowOp(Operator):
+class WindowOp(WindowIntake):
     """Family-independent part of the window operator (see the module docstring)."""
 
     def __init__(self, name: str, ctx: Context, bs: BoundStep, family_cls: Any) -> None:
@@ -140,214 +123,6 @@ class WindowOp(Operator):
         for g in self.__dict__.get("groups", {}).values():
             if g.sweep is not None:
                 g.sweep.attach(udm)
-
-    # -- groups --------------------------------------------------------------------------------------
-    def group(self, key: Any, payload: dict[str, Any]) -> Group:
-        g = self.groups.get(key)
-        if g is None:
-            gb = self.group_by
-            g = self.groups[key] = Group(key, {f: payload[f] for f in gb} if gb else None)
-            g.sweep = make_sweep(self.sweep_kind, self.udm, self.family.fifo)
-            self.family.new_group(g)
-        return g
-
-    def _keys(self, b: Batch, rows: np.ndarray) -> list[Any]:
-        gb = self.group_by
-        if not gb:
-            return [()] * len(rows)
-        cols = []
-        for f in gb:
-            vals, _ = b.payload.column(f, rows)
-            cols.append(vals.tolist() if isinstance(vals, np.ndarray) else vals)
-        if len(gb) == 1:
-            return [group_key(v) for v in cols[0]]
-        return [tuple(group_key(v) for v in t) for t in zip(*cols, strict=True)]
-
-    def _values(self, b: Batch, rows: np.ndarray, numeric: bool = False) -> Any:
-        """What the UDM receives of each row (``numeric``: an int64/float64 column is given as such)."""
-        m = self.mapper
-        if m.kind == 1:
-            vals, _ = b.payload.column(m.spec, rows)  # type: ignore[arg-type]
-            if isinstance(vals, np.ndarray):
-                return vals if numeric else vals.tolist()
-            return vals
-        pls = b.payload.rows()
-        return [m(pls[i]) for i in rows.tolist()]
-
-    # -- input ---------------------------------------------------------------------------------------
-    def process(self, port: int, b: Batch) -> Batch | None:
-        b = self.checked(b, self.check)
-        if self.max_memory_time < INF:
-            b = self._finalized(b)
-        kind = b.kind
-        is_cti = kind == CTI
-        data = np.flatnonzero(~is_cti)
-        if len(data):
-            upcoming = self.effective_cti
-            if is_cti.any():
-                upcoming = max(upcoming, int(b.le[is_cti].max()))
-            self._data(b, data, upcoming)
-        for i in np.flatnonzero(kind == CTI).tolist():
-            self._cti(int(b.le[i]))
-        return None
-
-    def _group_codes(self, b: Batch, rows: np.ndarray) -> tuple[np.ndarray, list[Group]]:
-        """Per row a group code, and the group of each code (made on first sight)."""
-        gb = self.group_by
-        if not gb:
-            g = self.groups.get(())
-            if g is None:
-                g = self.group((), {})
-            return np.zeros(len(rows), dtype=np.int64), [g]
-        rl = rows.tolist()
-        arr = b.payload.arrow(gb[0]) if len(gb) == 1 else None
-        sub = None
-        if isinstance(arr, pa.Array) and not pa.types.is_nested(arr.type):
-            sub = arr if len(rows) == len(arr) else arr.take(pa.array(rows, pa.int64()))
-            if sub.null_count:
-                sub = None
-        if sub is not None:
-            enc = pc.dictionary_encode(sub)
-            codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-            groups: list[Group] = []
-            first: Any = None
-            for j, v in enumerate(enc.dictionary.to_pylist()):
-                k = group_key(v)
-                g = self.groups.get(k)
-                if g is None:
-                    if first is None:
-                        first = np.unique(codes, return_index=True)[1]
-                    g = self.group(k, b.payload.row(rl[int(first[j])]))
-                groups.append(g)
-            return codes, groups
-        keys = self._keys(b, rows)
-        index: dict[Any, int] = {}
-        codes = np.fromiter((index.setdefault(k, len(index)) for k in keys), dtype=np.int64, count=len(keys))
-        groups = []
-        first = {}
-        for j, code in enumerate(codes.tolist()):
-            if code not in first:
-                first[code] = j
-        for k, code in index.items():
-            g = self.groups.get(k)
-            if g is None:
-                g = self.group(k, b.payload.row(rl[first[code]]))
-            groups.append(g)
-        return codes, groups
-
-    def _data(self, b: Batch, rows: np.ndarray, upcoming: int) -> None:
-        """The data rows of a batch; ``upcoming``: the CTI in force once its CTIs are taken."""
-        fam = self.family
-        touched = self.touched
-        kinds = b.kind[rows]
-        ins = kinds == INSERT
-        if fam.bulk and int(ins.sum()) >= _BULK_MIN:
-            # inserts first, all at once (they commute with each other, and every retraction of the batch
-            # follows its own insert), then the retractions in order
-            irows = rows[ins]
-            codes, groups = self._group_codes(b, irows)
-            for g in groups:
-                touched[id(g)] = g
-            le = b.le[irows]
-            only = bool(ins.all()) and self.max_memory_time >= INF
-            fam.bulk_insert(groups, codes, b.id[irows], le, b.re[irows], self._values(b, irows, True),
-                            fam.closing(upcoming) if only else None)
-            m = int(le.max())
-            if m > self.max_le:
-                self.max_le = m
-                if m > self.watermark:
-                    self._advance(m)
-            rows = rows[~ins]
-            if not len(rows):
-                return
-            kinds = b.kind[rows]
-        keys = self._keys(b, rows)
-        vals = self._values(b, rows)
-        pls = b.payload
-        ids = b.id[rows].tolist()
-        les = b.le[rows].tolist()
-        res = b.re[rows].tolist()
-        rns = b.rn[rows].tolist()
-        refused = self.refused
-        for j, (k, eid, le, re, rn, key, val) in enumerate(zip(kinds.tolist(), ids, les, res, rns, keys, vals,
-                                                                strict=True)):
-            found = self.groups.get(key)
-            g = found if found is not None else self.group(key, pls.row(int(rows[j])))
-            touched[id(g)] = g
-            if k == INSERT:
-                ev = Ev(eid, le, re, val)
-                if fam.tracks_events:
-                    g.events[eid] = ev
-                fam.insert(g, ev)
-                if le > self.max_le:
-                    self.max_le = le
-                    if le > self.watermark:
-                        self._advance(le)
-                continue
-            if refused and eid in refused:  # its insert was refused here: an unknown id (semantics-notes 8)
-                self.refuse(b, int(rows[j]), UNKNOWN_ID, f"retraction of unknown id {b.id_text(int(rows[j]))!r}")
-                if rn <= le:
-                    del refused[eid]
-                else:
-                    refused[eid] = rn
-                continue
-            held = g.events.get(eid)
-            # (inserted in bulk when not held: the row says all the family needs)
-            ev = held if held is not None else Ev(eid, le, re, val)
-            if rn == ev.re:
-                continue
-            old = ev.re
-            if rn <= ev.le:
-                g.events.pop(eid, None)
-                fam.change(g, ev, old, ev.le)
-            else:
-                fam.change(g, ev, old, rn)
-
-    def _finalized(self, b: Batch) -> Batch:
-        """Finalize (semantics-notes 8): elements whose sync time is below ``m - max_memory_time`` are
-        refused (as CTI violations of this step), row by row as the watermark moves."""
-        keep = np.ones(len(b), dtype=bool)
-        wm = self.watermark
-        mmt = self.max_memory_time
-        ceff = self.effective_cti
-        for i in range(len(b)):
-            k = int(b.kind[i])
-            if k == CTI:
-                t = int(b.le[i])
-                if t > wm:
-                    wm = t
-                ceff = max(ceff, t, effective_cti(t, wm, mmt))
-                continue
-            sync = sync_time(k, int(b.le[i]), int(b.re[i]), int(b.rn[i]))
-            if sync < ceff:
-                keep[i] = False
-                self.refuse(b, i, CTI_VIOLATION, cti_reason(sync, ceff))
-                if k == INSERT:
-                    self.refused[int(b.id[i])] = int(b.re[i])
-                continue
-            if k == INSERT and b.le[i] > wm:
-                wm = int(b.le[i])
-                ceff = max(ceff, effective_cti(ceff, wm, mmt))
-        return b if keep.all() else b.take(np.flatnonzero(keep))
-
-    def _advance(self, m: int) -> None:
-        """The watermark moved to ``m``."""
-        self.watermark = m
-        e = effective_cti(self.effective_cti, m, self.max_memory_time)
-        if e > self.effective_cti:
-            self.effective_cti = e
-        self.family.advanced(m)
-
-    def _cti(self, t: int) -> None:
-        if t <= self.input_cti:
-            return
-        if t >= INF:
-            self.family.finish_ready()
-        self.input_cti = t
-        if t > self.effective_cti:
-            self.effective_cti = t
-        if t > self.watermark:
-            self._advance(t)
 
     def pending(self, g: Group, re: int, le: int) -> None:
         """Group ``g``'s first window still to release ends at ``re`` and starts at ``le``."""
