@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from udm.host.io.batch import dict_builder
-from udm.host.io.encode import ConstColumn
+from udm.host.io.encode import ConstColumn, plain_column
 
 __all__ = ["MISSING", "Payload", "as_column"]
 
@@ -284,20 +284,8 @@ def as_column(values: Any) -> pa.Array | None:
         if values.dtype.kind == "b":
             return pa.array(values)
         values = values.tolist()
-    kinds = set(map(type, values))
-    if len(kinds) != 1:
-        return None
-    kind = kinds.pop()
-    try:
-        if kind is int:
-            return pa.array(values, pa.int64())
-        if kind is float:
-            arr = pa.array(values, pa.float64())
-            return arr if np.isfinite(arr.to_numpy(zero_copy_only=False)).all() else None
-        if kind is str:
-            return pa.array(values, pa.string())
-        if kind is bool:
-            return pa.array(values, pa.bool_())
-    except (OverflowError, pa.ArrowException):
-        return None
+    arr = plain_column(values)
+    if arr is not None and pa.types.is_floating(arr.type) and not np.isfinite(arr.to_numpy(zero_copy_only=False)).all():
+        return None  # (NaN and infinities are no JSON value: the payloads become dicts, which the writer refuses)
+    return arr
     return None

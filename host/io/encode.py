@@ -34,7 +34,7 @@ from udm.host.temporal.strict import encode as _encode
 from udm.sdk import INF
 
 __all__ = ["MIN_RUN", "ConstColumn", "DeferredLines", "EncodedLines", "cti_line", "element_lines", "element_text",
-           "encode_value_column", "insert_lines", "merge_lines", "value_column"]
+           "encode_value_column", "insert_lines", "merge_lines", "plain_column", "value_column"]
 
 # `_encode` (`udm.host.temporal.strict.encode`): what json.dumps gives with default arguments, but a NaN or an
 # infinity is an error, not a line that is not JSON (SEMANTICS §1)
@@ -315,9 +315,9 @@ def merge_lines(ins_pos: np.ndarray, ins_lines: pa.Array, cti_pos: Sequence[int]
 MIN_RUN = 16
 
 
-def _column(values: list[Any]) -> pa.Array | None:
-    """A payload field's values as a typed column, when they are all of one plain JSON type (else None:
-    encoded value by value)."""
+def plain_column(values: list[Any], string_type: pa.DataType = pa.string()) -> pa.Array | None:
+    """Values as a typed column, when they are all of one plain JSON type (else None: they stay Python
+    values). The engine's map results and the writer's payload fields both read it."""
     kinds = set(map(type, values))
     if len(kinds) != 1:
         return None
@@ -328,12 +328,17 @@ def _column(values: list[Any]) -> pa.Array | None:
         if kind is float:
             return pa.array(values, pa.float64())
         if kind is str:
-            return pa.array(values, _STR)
+            return pa.array(values, string_type)
         if kind is bool:
             return pa.array(values, pa.bool_())
     except (OverflowError, pa.ArrowException):
         return None
     return None
+
+
+def _column(values: list[Any]) -> pa.Array | None:
+    """A payload field's values as a typed column (`plain_column`; else None: encoded value by value)."""
+    return plain_column(values, _STR)
 
 
 def value_column(values: list[Any]) -> pa.Array | ConstColumn:

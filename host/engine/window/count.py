@@ -21,7 +21,7 @@ from sortedcontainers import SortedDict
 
 from ..common import Ev
 from ..rules import INF, NEG
-from .family import Family
+from .family import Family, merged
 from .state import Group
 
 __all__ = ["CountFamily"]
@@ -170,7 +170,7 @@ class CountFamily(Family):
             todo.append((new[0][1], new[-1][1]))
             d.done = max(d.done, new[-1][1])
         keep = []
-        for lo, hi in _merged(todo):
+        for lo, hi in merged(todo):
             rest = self._range(g, lo, hi, out, em)
             if rest is not None:
                 keep.append((rest, hi))
@@ -359,15 +359,3 @@ class CountFamily(Family):
     def windows(self, g: Group) -> int:
         d: _Data = g.data
         return sum(1 for _ in self._windows(d, NEG, INF))
-
-
-def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    ranges = sorted(ranges)
-    out: list[tuple[int, int]] = []
-    for lo, hi in ranges:
-        if out and lo <= out[-1][1]:
-            if hi > out[-1][1]:
-                out[-1] = (out[-1][0], hi)
-        else:
-            out.append((lo, hi))
-    return out

@@ -15,7 +15,7 @@ from ..rules import INF, final_end
 from .emit import New, first_emission
 from .state import Ev, Group
 
-__all__ = ["Family"]
+__all__ = ["Family", "merged"]
 
 #: `Family.value`'s default: the state is the sweep's
 _SWEEP: Any = object()
@@ -149,3 +149,20 @@ class Family:
             em.emit(self.step, g, [], [(key, wle, wre, news)], out)
             return
         em.emit(self.step, g, olds, [(key, wle, wre, news)], out)
+
+
+def merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted inclusive index ranges ``(lo, hi)`` with the overlapping and adjacent ones merged (the windows a
+    family evaluates again; one helper for every family)."""
+    if len(ranges) <= 1:
+        return ranges
+    ranges = sorted(ranges)
+    out = [ranges[0]]
+    for lo, hi in ranges[1:]:
+        plo, phi = out[-1]
+        if lo <= phi + 1:
+            if hi > phi:
+                out[-1] = (plo, hi)
+        else:
+            out.append((lo, hi))
+    return out

@@ -23,12 +23,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..rules import INF, NEG
-from .family import Family
+from .family import Family, merged
 from .geometry import geometry_of
 from .grid_closed import ClosedWindows
 from .grid_columns import Fresh, column_block
 from .grid_intake import bulk_insert
-from .grid_panes import GroupPanes, PaneFill, merged
+from .grid_panes import GroupPanes, PaneFill
 from .prefix_sweep import PrefixSweep
 from .state import Ev, Group, by_identity
 

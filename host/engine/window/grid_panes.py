@@ -25,10 +25,11 @@ from sortedcontainers import SortedDict, SortedKeyList
 
 from ..invoke import contract
 from ..rules import INF, NEG
+from .family import merged
 from .geometry import Geometry
 from .state import Ev, Group
 
-__all__ = ["GroupPanes", "Pane", "PaneFill", "merged", "panes_of"]
+__all__ = ["GroupPanes", "Pane", "PaneFill", "panes_of"]
 
 
 class Pane:
@@ -374,19 +375,3 @@ class GroupPanes:
 def panes_of(geo: Geometry, ev: Ev) -> tuple[int, int]:
     """An event's first and last pane (INF: it never ends)."""
     return geo.pane(ev.le), INF if ev.re >= INF else geo.pane(ev.re - 1)
-
-
-def merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Sorted, merged index ranges."""
-    if len(ranges) <= 1:
-        return ranges
-    ranges = sorted(ranges)
-    out = [ranges[0]]
-    for lo, hi in ranges[1:]:
-        plo, phi = out[-1]
-        if lo <= phi + 1:
-            if hi > phi:
-                out[-1] = (plo, hi)
-        else:
-            out.append((lo, hi))
-    return out

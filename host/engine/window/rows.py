@@ -35,10 +35,10 @@ from sortedcontainers import SortedKeyList
 
 from ..common import Ev
 from ..rules import INF
-from .family import Family
+from .family import Family, merged
 from .state import Group, by_identity
 
-__all__ = ["RowOrderedFamily", "RowsFamily", "forget", "merged", "replace_range", "row_key"]
+__all__ = ["RowOrderedFamily", "RowsFamily", "forget", "replace_range", "row_key"]
 
 
 class _Tie:
@@ -68,17 +68,6 @@ def row_key(ev: Ev, re: int | None = None) -> tuple[int, int, _Tie]:
     return (ev.le, ev.re if re is None else re, _Tie(ev))
 
 
-def merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Sorted ``(lo, hi)`` key ranges with the overlapping ones merged."""
-    ranges = sorted(ranges)
-    out: list[tuple[int, int]] = []
-    for lo, hi in ranges:
-        if out and lo <= out[-1][1]:
-            if hi > out[-1][1]:
-                out[-1] = (out[-1][0], hi)
-        else:
-            out.append((lo, hi))
-    return out
 
 
 def replace_range(fam: Family, g: Group, lo: int, top: int, news: list[tuple[Any, int, int, list]], out: Any,

@@ -21,7 +21,7 @@ from sortedcontainers import SortedDict
 
 from ..common import Ev
 from ..rules import INF, NEG
-from .family import Family
+from .family import Family, merged
 from .state import Group
 
 __all__ = ["SnapshotFamily"]
@@ -172,7 +172,7 @@ class SnapshotFamily(Family):
             d.done = INF if end is None else end
         if todo:
             keep = []
-            for lo, hi in _merged(todo):
+            for lo, hi in merged(todo):
                 rest = self._range(g, lo, hi, out, em)
                 if rest is not None:
                     keep.append((rest, hi))
@@ -322,15 +322,3 @@ class SnapshotFamily(Family):
 
     def windows(self, g: Group) -> int:
         return max(len(g.data.eps) - 1, 0) + (1 if g.data.endless else 0)
-
-
-def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    ranges = sorted(ranges)
-    out: list[tuple[int, int]] = []
-    for lo, hi in ranges:
-        if out and lo <= out[-1][1]:
-            if hi > out[-1][1]:
-                out[-1] = (out[-1][0], hi)
-        else:
-            out.append((lo, hi))
-    return out
