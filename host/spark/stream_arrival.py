@@ -189,13 +189,14 @@ def _pump(req: RunRequest, source: ArrivalSource, lines: Any, feed: _Feed, query
                 if len(got) >= cap:
                     break
                 raw = lines.get(0)
-            got += [(None, c) for c in stamper.due()]
+            ended = ended or lines.done or (until_idle is not None and time.monotonic() - heard >= until_idle)
+            if not ended:  # (once the input ended, the end of input comes next, not the clock's CTIs)
+                got += [(None, c) for c in stamper.due()]
             elements += len(got)
             for item in got:
                 if after_inf is None and not tail and isinstance(item[1], Cti) and item[1].t >= INF:
                     after_inf = []
                 (after_inf if after_inf is not None and not tail else pending).append(item)
-            ended = ended or lines.done or (until_idle is not None and time.monotonic() - heard >= until_idle)
             done = committed_batches(feed.run_dir)
             live.deliver(done)
             _progress(req, query, done, elements)
