@@ -25,7 +25,7 @@ from udm.host.io.arrival import ArrivalSource, ArrivalStamper, WatchedLines, ope
 from udm.host.model.plan import bind
 from udm.host.model.spec import parse_query
 from udm.host.query.runners import RunRequest, get_engine, run_local
-from udm.host.temporal.elements import Cti, parse_element
+from udm.host.temporal.elements import Cti, Insert, parse_element
 from udm.host.testing.cht import cht
 from udm.host.testing.oracle import oracle_run
 
@@ -242,3 +242,16 @@ def test_cli_stdin_with_arrival_time_on_spark_streaming(tmp_path: Path) -> None:
     assert all(o["re"] == o["le"] + 1 and o["payload"]["seen"] is True for o in ins)
     ctis = [o["t"] for o in out if o["kind"] == "cti"]
     assert ctis[-1] == "inf" and all(isinstance(c, int) and before <= c <= after for c in ctis[:-1])
+
+
+@pytest.mark.spark
+def test_fluent_from_live_runs_on_spark_streaming(spark: Any, tmp_path: Path) -> None:
+    """``Stream.from_live(...).run(out, engine="spark-streaming")`` is the Python form of the CLI run."""
+    from udm.host.query.fluent import Stream
+
+    rows = ROWS[:4] + ROWS[5:7]  # a at 100 for 30 (retracted at 120), b at 105, c at 110, d at 115, cti(125)
+    Stream.from_live(io.BytesIO(_lines(rows))).align(max_delay="inf").run(
+        tmp_path / "o.jsonl", engine="spark-streaming", clock=Clock(100, 5), tick=0.01)
+    expected = [Insert("a", 100, 120, {"g": "x", "v": 1}), Insert("b", 105, 106, {"g": "y", "v": 2}),
+                Insert("c", 110, 2**63 - 1, {"g": "z", "v": 3}), Insert("d", 115, 155, {"g": "x", "v": 4})]
+    assert cht(_read(tmp_path / "o.jsonl")) == cht([*expected, Cti(2**63 - 1)])
