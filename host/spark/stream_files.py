@@ -137,7 +137,7 @@ def _as_array(values: Any, typ: pa.DataType) -> pa.Array:
 
 
 def _key_routes(batches: list[Any], table: pa.Table, keys: list[str], n: int) -> tuple[Any, Any] | None:
-    """`_routes` column by column, for the usual file: no retraction and no insert id twice (so `_LiveIds`
+    """`_routes` column by column, for the usual file: no retraction and no insert id twice (so `LiveIds`
     never sends an insert to another insert's bucket), and every batch's payloads the reader's struct with
     the key fields as plain columns. An insert's key is `udm.host.spark.key_state.payload_key` of its
     payload and its bucket `_bucket_of` it (the same text, hashed), byte for byte; None when the file is
@@ -205,7 +205,7 @@ def _stage(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[s
         fast = _key_routes(batches, table, keys, n) if keys else None
         if fast is not None:
             routes, row_keys = fast
-        elif keys:  # buckets and keys as one engine would see ids (`_LiveIds`): no id map in the state
+        elif keys:  # buckets and keys as one engine would see ids (`stream_parts.LiveIds`): no id map in the state
             routes, row_keys = _routes(table, table.column("kind").to_pylist(), table.column("t").to_pylist(),
                                        keys, n, req.on_violation or req.spec.on_violation, key_of=payload_key)
         else:
