@@ -57,6 +57,7 @@ from udm.host.spark.stream_output import LiveOutput, batch_writer, committed_bat
 from udm.host.spark.stream_parts import (
     DEFAULT_BATCH_SIZE,
     LiveIds,
+    bucket_count,
     control_part,
     driver_routes,
     part_schema,
@@ -128,7 +129,7 @@ def run_arrival_stream(req: RunRequest, source: ArrivalSource) -> RunResult:
     spark = get_spark(req.options.get("master"))
     shared_run_dir(req)
     keys = partition_keys(req.spec)
-    n = 1 if not keys else int(req.options.get("buckets") or spark.conf.get("spark.sql.shuffle.partitions") or 1)
+    n = 1 if not keys else bucket_count(req.options, spark)
     wait = max_wait_of(req.spec)
     lines = open_lines(source.path, directory=True)
     run_dir = Path(tempfile.mkdtemp(prefix="udm-arrival-"))

@@ -76,7 +76,7 @@ from udm.host.spark.stream_output import (
     shared_run_dir,
     write_atomic,
 )
-from udm.host.spark.stream_parts import DEFAULT_BATCH_SIZE
+from udm.host.spark.stream_parts import DEFAULT_BATCH_SIZE, bucket_count
 from udm.host.spark.stream_parts import control_part as _control
 from udm.host.spark.stream_parts import driver_routes as _routes
 from udm.host.spark.stream_parts import part_schema as _schema
@@ -452,12 +452,12 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
     if graph:
         routing = graph_routing(req.spec)
         keys = routing[req.bound.graph.inputs[0]] if isinstance(routing, dict) else []
-        wanted = int(req.options.get("buckets") or spark.conf.get("spark.sql.shuffle.partitions") or 1)
+        wanted = bucket_count(req.options, spark)
         stages = stream_stages(req.spec, wanted) if routing is None else None
         n = 1 if routing is None and stages is None else wanted
     else:
         keys = partition_keys(req.spec)
-        n = 1 if not keys else int(req.options.get("buckets") or spark.conf.get("spark.sql.shuffle.partitions") or 1)
+        n = 1 if not keys else bucket_count(req.options, spark)
     if _holds_ecti(req):  # external CTIs count the whole input: one engine sees all of it (SEMANTICS §11)
         keys, routing, stages, n = [], None, None, 1
     temp = req.checkpoint is None

@@ -22,8 +22,8 @@ from udm.host.spark.convert import ELEMENT_COLUMNS
 from udm.host.spark.stream_wire import ALL_STAGES, BROADCAST
 from udm.host.temporal.strict import canonical_json
 
-__all__ = ["DEFAULT_BATCH_SIZE", "LiveIds", "control_part", "crc_bucket", "driver_routes", "part_schema", "reached_in",
-           "write_parts"]
+__all__ = ["DEFAULT_BATCH_SIZE", "LiveIds", "bucket_count", "control_part", "crc_bucket", "driver_routes",
+           "part_schema", "reached_in", "write_parts"]
 
 #: Elements per micro-batch without ``--batch-size`` (a live feed's most per micro-batch). INTERFACES §3 says
 #: 50; a micro-batch costs Spark about a second of planning and commit whatever its size, so 50 gave ~26
@@ -168,3 +168,9 @@ def reached_in(run_dir: Path, batches: int) -> int | None:
         if t is not None and (best is None or t > best):
             best = t
     return best
+
+
+def bucket_count(options: dict[str, Any], spark: Any) -> int:
+    """How many key buckets a keyed streaming run uses: ``options["buckets"]``, else the session's shuffle
+    partitions (part of the state's layout, semantics-notes 43)."""
+    return int(options.get("buckets") or spark.conf.get("spark.sql.shuffle.partitions") or 1)
