@@ -294,7 +294,7 @@ def test_missing_streaming_extras_named(monkeypatch: pytest.MonkeyPatch, tmp_pat
 def test_reused_ids_across_buckets_behave_as_in_one_engine(spark: Any, tmp_path: Path) -> None:
     """An id reused while live in another key bucket is a duplicate (dead-lettered, as one engine does);
     reused after a full retraction or after a CTI closed it, it is a new event in its own bucket."""
-    from udm.host.spark.stream_files import _bucket_of
+    from udm.host.spark.stream_parts import crc_bucket as _bucket_of
 
     keys = [f"k{i}" for i in range(20)]
     x = keys[0]

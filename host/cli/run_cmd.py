@@ -116,7 +116,8 @@ def cmd_run(
                                 "one is done)."),
     until_idle: float = typer.Option(None, "--until-idle", min=0, help="spark-streaming with a directory "
                                      "--input (watched for new event files): stop after this many seconds "
-                                     "without new input (default: run until Ctrl-C)."),
+                                     "without new input (default: run until Ctrl-C); with --time @arrival "
+                                     "that ends the input."),
     checkpoint: Path = typer.Option(None, "--checkpoint", help="State directory: a killed run resumes from it."),
     master: str = typer.Option(None, "--master", help="Spark master URL for the spark engines "
                                "(default $UDM_SPARK_MASTER / $SPARK_REMOTE, else local[*])."),
@@ -124,8 +125,9 @@ def cmd_run(
     progress: bool = typer.Option(False, "--progress", help="Show the progress bar even when stderr is not a "
                                   "terminal."),
     time_: list[str] = typer.Option([], "--time", help="Table input: point events at column COL "
-                                    "([NAME=]COL); @arrival: a live input's elements take the wall-clock time "
-                                    "they are read at (microseconds).", rich_help_panel=_TABLES),
+                                    "([NAME=]COL); @arrival: a live input's elements (stdin, a pipe; a watched "
+                                    "directory on spark-streaming) take the wall-clock time they are read at "
+                                    "(microseconds).", rich_help_panel=_TABLES),
     start: list[str] = typer.Option([], "--start", help="Table input: interval start column ([NAME=]COL).",
                                     rich_help_panel=_TABLES),
     end: list[str] = typer.Option([], "--end", help="Table input: interval end column ([NAME=]COL; null = inf).",

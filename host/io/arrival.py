@@ -16,7 +16,8 @@ live source and `ArrivalStamper` stamps each line as it comes:
 
 Results are deterministic given the recorded arrival times: the stamped elements are what the engine gets.
 `LiveLines` reads a source in a thread so the caller can wait with a timeout (CTIs and ``align``'s
-``max_wait`` go on while the source is quiet).
+``max_wait`` go on while the source is quiet); `WatchedLines` does the same for a directory that element files
+land in (``--engine spark-streaming``, `udm.host.spark.stream_arrival`).
 """
 
 from __future__ import annotations
@@ -30,12 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from udm.host.errors import BadElement
+from udm.host.errors import BadElement, UdmError
 from udm.host.temporal.elements import Cti, Insert, Retract, parse_element, parse_time
 from udm.host.temporal.strict import NotStrictJSON
 from udm.host.temporal.strict import loads as strict_loads
 
-__all__ = ["ARRIVAL", "ArrivalSource", "ArrivalStamper", "LiveLines", "wall_micros"]
+__all__ = ["ARRIVAL", "ArrivalSource", "ArrivalStamper", "LiveLines", "WatchedLines", "open_lines", "wall_micros"]
 
 #: the ``--time`` value that asks for arrival time
 ARRIVAL = "@arrival"
@@ -165,27 +166,12 @@ class ArrivalStamper:
 _EOF = object()
 
 
-class LiveLines:
-    """A source's lines, read in a daemon thread: `get` waits at most ``timeout`` seconds for the next one."""
+class _QueuedLines:
+    """Lines put on a queue by a reader thread; `get` waits at most ``timeout`` seconds for the next one."""
 
-    def __init__(self, source: str | Path | IO[bytes]) -> None:
+    def __init__(self) -> None:
         self._q: queue.Queue[Any] = queue.Queue()
-        if isinstance(source, (str, Path)):
-            self._f: Any = sys.stdin.buffer if str(source) == "-" else open(source, "rb")  # noqa: SIM115
-            self._own = str(source) != "-"
-        else:
-            self._f, self._own = source, False
         self.done = False
-        self._t = threading.Thread(target=self._read, name="udm-live", daemon=True)
-        self._t.start()
-
-    def _read(self) -> None:
-        try:
-            for raw in iter(self._f.readline, b""):
-                self._q.put(raw)
-        except BaseException as exc:  # (reported by `get` in the caller's thread)
-            self._q.put(exc)
-        self._q.put(_EOF)
 
     def get(self, timeout: float | None) -> bytes | None:
         """The next line; None when none came within ``timeout`` (or at the end: then `done` is set)."""
@@ -203,6 +189,85 @@ class LiveLines:
         line: bytes = item
         return line
 
+
+class LiveLines(_QueuedLines):
+    """A source's lines (``-``: standard input; a path: a file or a named pipe; or a binary stream), read in a
+    daemon thread."""
+
+    def __init__(self, source: str | Path | IO[bytes]) -> None:
+        super().__init__()
+        if isinstance(source, (str, Path)):
+            try:
+                self._f: Any = sys.stdin.buffer if str(source) == "-" else open(source, "rb")  # noqa: SIM115
+            except OSError as exc:
+                raise UdmError(f"cannot read the live input {source}: {exc.strerror or exc}") from None
+            self._own = str(source) != "-"
+        else:
+            self._f, self._own = source, False
+        self._t = threading.Thread(target=self._read, name="udm-live", daemon=True)
+        self._t.start()
+
+    def _read(self) -> None:
+        try:
+            for raw in iter(self._f.readline, b""):
+                self._q.put(raw)
+        except BaseException as exc:  # (reported by `get` in the caller's thread)
+            self._q.put(exc)
+        self._q.put(_EOF)
+
     def close(self) -> None:
         if self._own:
             self._f.close()
+
+
+class WatchedLines(_QueuedLines):
+    """The lines of the element files that land in ``directory``, read in a daemon thread as they land: new
+    files in the order of their modification time (ties by name), each file's lines in order, every
+    ``poll`` seconds. A file must land whole (written aside, then renamed in); names starting with ``.`` or
+    ``_`` are skipped. It never ends by itself (`close` stops it): the caller decides when the watch is over."""
+
+    def __init__(self, directory: str | Path, poll: float = 0.1) -> None:
+        super().__init__()
+        self.directory = Path(directory)
+        if not self.directory.is_dir():
+            raise UdmError(f"watched directory {directory} does not exist")
+        self._poll = poll
+        self._stop = threading.Event()
+        self._seen: set[str] = set()
+        #: files read so far, in order
+        self.files: list[str] = []
+        self._t = threading.Thread(target=self._read, name="udm-watch", daemon=True)
+        self._t.start()
+
+    def _landed(self) -> list[Path]:
+        new = []
+        for p in self.directory.iterdir():
+            if p.name not in self._seen and not p.name.startswith((".", "_")) and p.is_file():
+                new.append((p.stat().st_mtime_ns, p.name, p))
+        return [p for _, _, p in sorted(new)]
+
+    def _read(self) -> None:
+        try:
+            while not self._stop.is_set():
+                for p in self._landed():
+                    self._seen.add(p.name)
+                    self.files.append(p.name)
+                    with p.open("rb") as f:
+                        for raw in f:
+                            self._q.put(raw)
+                self._stop.wait(self._poll)
+        except BaseException as exc:  # (reported by `get` in the caller's thread)
+            self._q.put(exc)
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+def open_lines(path: Any, *, directory: bool) -> LiveLines | WatchedLines:
+    """The lines of a live input: a watched directory (where ``directory`` allows one), else `LiveLines`."""
+    if isinstance(path, (str, Path)) and str(path) != "-" and Path(path).is_dir():
+        if not directory:
+            raise UdmError(f"--input {path} is a directory: a watched directory read with arrival time needs "
+                           "--engine spark-streaming (--engine local reads standard input, a file or a named pipe)")
+        return WatchedLines(path)
+    return LiveLines(path)

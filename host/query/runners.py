@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from udm.host.errors import UdmError
-from udm.host.io.arrival import ArrivalSource, ArrivalStamper, LiveLines
+from udm.host.io.arrival import ArrivalSource, ArrivalStamper, open_lines
 from udm.host.io.checkpoint import LocalCheckpoint, Mark, file_digest, truncate_to
 from udm.host.io.interleave import interleave
 from udm.host.io.table_options import TableSource
@@ -330,7 +330,7 @@ def _feed_arrival(req: RunRequest, runner: Any, source: Any, out: Any, dead_lett
     stamper = ArrivalStamper(clock, source.cti_every)
     runner.ctx.clock = stamper.now
     wait = float(req.options.get("tick", 0.05))
-    lines = LiveLines(source.path)
+    lines = open_lines(source.path, directory=False)
     line = 0
     flush = getattr(out, "flush", None)
     try:

@@ -36,6 +36,7 @@ from udm.host.spark.stream_output import (
     resumed_meta,
     shared_run_dir,
 )
+from udm.host.spark.stream_parts import bucket_count
 from udm.host.spark.stream_sources import FILE_ORDER, event_files
 from udm.host.spark.stream_stop import stop_between_batches
 from udm.host.spark.streaming import run_stream
@@ -68,7 +69,7 @@ def run_directory_stream(req: RunRequest, directory: Path) -> RunResult:
     spark = get_spark(req.options.get("master"))
     shared_run_dir(req)
     keys = partition_keys(req.spec)
-    n = 1 if not keys else int(req.options.get("buckets") or spark.conf.get("spark.sql.shuffle.partitions") or 1)
+    n = 1 if not keys else bucket_count(req.options, spark)
     temp = req.checkpoint is None
     run_dir = Path(tempfile.mkdtemp(prefix="udm-watch-")) if temp else Path(req.checkpoint)
     if not temp:

@@ -37,7 +37,6 @@ import contextlib
 import hashlib
 import heapq
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -53,6 +52,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from udm.host.errors import UdmError
+from udm.host.io.arrival import ArrivalSource
 from udm.host.io.encode import encode_value_column
 from udm.host.io.table_options import TableSource
 from udm.host.io.tables import open_reader
@@ -65,6 +65,7 @@ from udm.host.spark.key_state import graph_payload_key, payload_key
 from udm.host.spark.partition import BY_ID, graph_routing, partition_keys
 from udm.host.spark.results import explain_failure
 from udm.host.spark.session import get_spark, require_spark
+from udm.host.spark.stream_arrival import run_arrival_stream
 from udm.host.spark.stream_dir import run_directory_stream
 from udm.host.spark.stream_output import (
     LiveOutput,
@@ -75,20 +76,21 @@ from udm.host.spark.stream_output import (
     shared_run_dir,
     write_atomic,
 )
+from udm.host.spark.stream_parts import DEFAULT_BATCH_SIZE, bucket_count
+from udm.host.spark.stream_parts import control_part as _control
+from udm.host.spark.stream_parts import driver_routes as _routes
+from udm.host.spark.stream_parts import part_schema as _schema
+from udm.host.spark.stream_parts import reached_in as _reached
+from udm.host.spark.stream_parts import write_parts as _write_parts
 from udm.host.spark.stream_stages import stream_stages
 from udm.host.spark.stream_stop import stop_between_batches
-from udm.host.spark.stream_wire import ALL_STAGES, BROADCAST, END_KIND, T_KIND, id_bucket, key_bucket, stage_width
+from udm.host.spark.stream_wire import BROADCAST, END_KIND, T_KIND, id_bucket, key_bucket, stage_width
 from udm.host.spark.streaming import run_stream
-from udm.host.temporal.strict import canonical_json
 from udm.sdk import INF
 
 __all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "graph_routes", "progress_text", "run_spark_streaming",
            "shared_run_dir"]
 
-#: Elements per micro-batch without ``--batch-size``. INTERFACES §3 says 50; a micro-batch costs Spark
-#: about a second of planning and commit whatever its size, so 50 gave ~26 el/s. The output CHT does not
-#: depend on it (semantics-notes 45).
-DEFAULT_BATCH_SIZE = 10_000
 #: 2: graphs with no one partitioning run in stages; 3: state per key (semantics-notes 42); 4: a keyed query
 #: graph's state per key too (semantics-notes 53), and key buckets grouped with a salt, one shuffle partition
 #: each (semantics-notes 50); 5: a keyed stage of a staged graph keeps its state per key (semantics-notes 60)
@@ -126,138 +128,8 @@ def _fingerprint(path: Any) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def _bucket_of(payload: Any, keys: list[str], n: int) -> int:
-    values = [payload.get(k) if isinstance(payload, dict) else None for k in keys]
-    return zlib.crc32(canonical_json(values).encode()) % n
-
-
-def _schema(graph: bool = False, staged: bool = False) -> pa.Schema:
-    return pa.schema([(c, pa.int64() if c in ("le", "re", "re_new", "t", "line") else pa.string())
-                      for c in ELEMENT_COLUMNS] + [("_seq", pa.int64()), ("_bucket", pa.int64())]
-                     + ([("input", pa.string())] if graph else [("_key", pa.string())])
-                     + ([("_stage", pa.int64()), ("_key", pa.string())] if staged else []))
-
-
-def _control(kind: str, t: int | None, seq: int, input: str | None = None, graph: bool = False,
-             staged: bool = False) -> pa.Table:
-    cols: dict[str, list[Any]] = {c: [None] for c in ELEMENT_COLUMNS}
-    cols["kind"], cols["t"] = [kind], [t]
-    extra: dict[str, list[Any]] = {"input": [input]} if graph else {"_key": [None]}
-    if staged:
-        extra["_stage"] = [ALL_STAGES]
-        extra["_key"] = [None]
-    return pa.table({**cols, "_seq": [seq], "_bucket": [BROADCAST], **extra}, schema=_schema(graph, staged))
-
-
-def _write_parts(run_dir: Path, tables: list[pa.Table], first: int, mtime: float) -> None:
-    """Micro-batch files ``first``, ``first+1``, ...: written aside then renamed in (the file source must
-    never see half a file), modification times increasing (the file source's order)."""
-    inp = run_dir / "input"
-    inp.mkdir(parents=True, exist_ok=True)
-    for k, tb in enumerate(tables, start=first):
-        tmp = run_dir / f".part-{k:08d}.parquet"
-        pq.write_table(tb, tmp)
-        os.utime(tmp, (mtime + k, mtime + k))
-        os.replace(tmp, inp / f"part-{k:08d}.parquet")
-
-
 def _chunks(tb: pa.Table, size: int) -> list[pa.Table]:
     return [tb.slice(i, size) for i in range(0, tb.num_rows, size)]
-
-
-class _LiveIds:
-    """Which input ids the engine holds live (SEMANTICS §1), followed on the driver while routing, so that
-    an insert reusing a live id goes to the bucket holding it and is dead-lettered there as a duplicate,
-    exactly as one engine would. It mirrors the first step's checks that decide liveness (lifetime, CTI
-    violation and ``adjust``, missing group keys, matching retractions, ids forgotten once a CTI passes
-    their end); where it errs, the engine of the bucket it picked still decides."""
-
-    def __init__(self, adjust: bool) -> None:
-        self.adjust = adjust
-        self.cti: int | None = None
-        self.live: dict[str, list[Any]] = {}  # id -> [bucket, le, re, key]
-        self.heap: list[tuple[int, str]] = []
-
-    def insert(self, id: str, le: int | None, re: int | None, bucket: int, has_keys: bool, key: str | None = None
-               ) -> tuple[int, str | None]:
-        """The (bucket, key) the insert goes to: those of a live insert of its id, else its own."""
-        rec = self.live.get(id)
-        if rec is not None:
-            return rec[0], rec[3]
-        if le is None or re is None or re <= le or not has_keys:
-            return bucket, key
-        if self.cti is not None and le < self.cti:
-            if not (self.adjust and re > self.cti):
-                return bucket, key
-            le = self.cti
-        self.live[id] = [bucket, le, re, key]
-        heapq.heappush(self.heap, (re, id))
-        return bucket, key
-
-    def retract(self, id: str, le: int | None, re: int | None, rn: int | None) -> tuple[int, str | None] | None:
-        """The (bucket, key) of the live insert the retraction names, or None (no live insert has its id)."""
-        rec = self.live.get(id)
-        if rec is None:
-            return None
-        if re is None or rn is None or (le, re) != (rec[1], rec[2]):
-            return rec[0], rec[3]
-        if self.cti is None or min(re, rn) >= self.cti:
-            if rn <= rec[1]:
-                del self.live[id]
-            else:
-                rec[2] = rn
-                heapq.heappush(self.heap, (rn, id))
-        return rec[0], rec[3]
-
-    def advance(self, t: int | None) -> None:
-        if t is None or (self.cti is not None and t <= self.cti):
-            return
-        self.cti = t
-        while self.heap and self.heap[0][0] < t:
-            re, id = heapq.heappop(self.heap)
-            rec = self.live.get(id)
-            if rec is not None and rec[2] == re:
-                del self.live[id]
-
-
-def _routes(table: pa.Table, kinds: list[str | None], ts: list[int | None], keys: list[str], n: int,
-            on_violation: str, bucket_of: Any = None, key_of: Any = None, graph: bool = False
-            ) -> tuple[list[int], list[str | None]]:
-    """Each element's bucket: an insert by its group key (or where its live id is), a retraction after the
-    insert of its id, a CTI to every bucket, a bad row to bucket 0 (whose engine dead-letters it). With
-    ``key_of`` (a linear query's `udm.host.spark.key_state.payload_key`) also each insert's and retraction's key
-    in its bucket, the same way (a retraction of no live insert: None), so that the per-key state needs no
-    id map (semantics-notes 41). ``graph``: a query graph's input keeps an insert's id live even when the
-    insert lacks the key fields (the step that needs them dead-letters it, not the input), so a later
-    insert reusing that id is a duplicate and goes where the first went."""
-    ids = table.column("id").to_pylist()
-    les, res, rns = (table.column(c).to_pylist() for c in ("le", "re", "re_new"))
-    payloads = table.column("payload").to_pylist()
-    live = _LiveIds(adjust=on_violation == "adjust")
-    last: dict[str, int] = {}
-    routes: list[int] = []
-    row_keys: list[str | None] = []
-    for i, kind in enumerate(kinds):
-        key: str | None = None
-        if kind == "cti":
-            live.advance(ts[i])
-            routes.append(BROADCAST)
-        elif kind == "insert":
-            text = payloads[i]
-            payload = json.loads(text) if text else {}
-            has_keys = graph or (isinstance(payload, dict) and all(k in payload for k in keys))
-            b, key = live.insert(ids[i], les[i], res[i], (bucket_of or _bucket_of)(payload, keys, n), has_keys,
-                                 key_of(payload, keys) if key_of is not None else None)
-            last[ids[i]] = b
-            routes.append(b)
-        elif kind == "retract":
-            got = live.retract(ids[i], les[i], res[i], rns[i])
-            routes.append(got[0] if got is not None else last.get(ids[i], 0))
-            key = got[1] if got is not None else None
-        else:
-            routes.append(0)
-        row_keys.append(key)
-    return routes, row_keys
 
 
 def _as_array(values: Any, typ: pa.DataType) -> pa.Array:
@@ -265,7 +137,7 @@ def _as_array(values: Any, typ: pa.DataType) -> pa.Array:
 
 
 def _key_routes(batches: list[Any], table: pa.Table, keys: list[str], n: int) -> tuple[Any, Any] | None:
-    """`_routes` column by column, for the usual file: no retraction and no insert id twice (so `_LiveIds`
+    """`_routes` column by column, for the usual file: no retraction and no insert id twice (so `LiveIds`
     never sends an insert to another insert's bucket), and every batch's payloads the reader's struct with
     the key fields as plain columns. An insert's key is `udm.host.spark.key_state.payload_key` of its
     payload and its bucket `_bucket_of` it (the same text, hashed), byte for byte; None when the file is
@@ -333,7 +205,7 @@ def _stage(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[s
         fast = _key_routes(batches, table, keys, n) if keys else None
         if fast is not None:
             routes, row_keys = fast
-        elif keys:  # buckets and keys as one engine would see ids (`_LiveIds`): no id map in the state
+        elif keys:  # buckets and keys as one engine would see ids (`stream_parts.LiveIds`): no id map in the state
             routes, row_keys = _routes(table, table.column("kind").to_pylist(), table.column("t").to_pylist(),
                                        keys, n, req.on_violation or req.spec.on_violation, key_of=payload_key)
         else:
@@ -564,6 +436,10 @@ def _checkpoint_batch_size(checkpoint: Any) -> int | None:
 
 def run_spark_streaming(req: RunRequest) -> RunResult:
     require_spark(connect=True)
+    arrival = [s for s in (req.input.values() if isinstance(req.input, dict) else [req.input])
+               if isinstance(s, ArrivalSource)]
+    if arrival:  # a live input stamped with its arrival time on the driver
+        return run_arrival_stream(req, arrival[0])
     if isinstance(req.input, (str, Path)) and str(req.input) != "-" and Path(req.input).is_dir():
         return run_directory_stream(req, Path(req.input))  # a directory that event files land in
     t0 = time.perf_counter()
@@ -576,12 +452,12 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
     if graph:
         routing = graph_routing(req.spec)
         keys = routing[req.bound.graph.inputs[0]] if isinstance(routing, dict) else []
-        wanted = int(req.options.get("buckets") or spark.conf.get("spark.sql.shuffle.partitions") or 1)
+        wanted = bucket_count(req.options, spark)
         stages = stream_stages(req.spec, wanted) if routing is None else None
         n = 1 if routing is None and stages is None else wanted
     else:
         keys = partition_keys(req.spec)
-        n = 1 if not keys else int(req.options.get("buckets") or spark.conf.get("spark.sql.shuffle.partitions") or 1)
+        n = 1 if not keys else bucket_count(req.options, spark)
     if _holds_ecti(req):  # external CTIs count the whole input: one engine sees all of it (SEMANTICS §11)
         keys, routing, stages, n = [], None, None, 1
     temp = req.checkpoint is None
@@ -658,16 +534,6 @@ def _drop_unplanned_source_entries(checkpoint: Path) -> None:
             if stem.isdigit() and int(stem) > planned:
                 entry.unlink()
                 (log / f".{entry.name}.crc").unlink(missing_ok=True)
-
-
-def _reached(run_dir: Path, batches: int) -> int | None:
-    """The largest finite time any bucket's engine reached in the first ``batches`` micro-batches."""
-    best: int | None = None
-    for k in range(batches):
-        t = json.loads((run_dir / "out" / f"{k:08d}.stats").read_text(encoding="utf-8"))["T"]
-        if t is not None and (best is None or t > best):
-            best = t
-    return best
 
 
 def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop_after: int | None,

@@ -23,8 +23,8 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 __all__ = ["ALL_STAGES", "BROADCAST", "END_KIND", "IN_ARROW", "NULL_TICK", "ROUTE_LATER", "SINK_STAGE",
-           "STREAM_RESULT_DDL", "T_KIND", "UNROUTABLE", "WIRE_DDL", "WIRE_FIELDS", "WIRE_INTS", "WireRows", "id_bucket",
-           "key_bucket", "merge_exchange_part", "route_of", "stage_width", "unroutable_reason"]
+           "STREAM_RESULT_DDL", "TICK_KIND", "T_KIND", "UNROUTABLE", "WIRE_DDL", "WIRE_FIELDS", "WIRE_INTS",
+           "WireRows", "id_bucket", "key_bucket", "merge_exchange_part", "route_of", "stage_width", "unroutable_reason"]
 
 # lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
@@ -48,6 +48,10 @@ SINK_STAGE = 1 << 30
 ROUTE_LATER = -3
 #: ``kind`` of the control row carrying T (semantics-notes 2) to every engine.
 T_KIND = "_t_end"
+#: ``kind`` of the control row carrying the wall clock (``t``, microseconds) of an arrival-time feed to every
+#: engine (`udm.host.spark.stream_arrival`): the engine's clock from there on, and a `QueryRunner.tick`
+#: (``align``'s ``max_wait`` releases what waited long enough).
+TICK_KIND = "_tick"
 
 #: The rows between operators: the result columns of `STREAM_RESULT_DDL` (``udm_src`` is its ``bucket``,
 #: ``udm_seq`` its ``seq``) plus what an element on its way needs (``udm_key``: its key in a keyed stage,

@@ -67,7 +67,15 @@ from udm.host.spark.session import ROCKSDB_PROVIDER, require_spark
 from udm.host.spark.stream_buckets import salt_column
 from udm.host.spark.stream_order import partition_cti_order, with_source_order
 from udm.host.spark.stream_stages import route_graph, run_staged, stream_stages
-from udm.host.spark.stream_wire import BROADCAST, END_KIND, NULL_TICK, STREAM_RESULT_DDL, UNROUTABLE, unroutable_reason
+from udm.host.spark.stream_wire import (
+    BROADCAST,
+    END_KIND,
+    NULL_TICK,
+    STREAM_RESULT_DDL,
+    TICK_KIND,
+    UNROUTABLE,
+    unroutable_reason,
+)
 from udm.host.spark.tables import table_inputs
 from udm.host.temporal.elements import Cti
 
@@ -226,12 +234,16 @@ def _processor_class() -> type:
 
                 start = 0
                 for i, (kind, r) in enumerate(zip(kinds, routes, strict=True)):
-                    if kind != END_KIND and r != UNROUTABLE:
+                    if kind != END_KIND and kind != TICK_KIND and r != UNROUTABLE:
                         continue
                     if i > start:
                         out += feed(start, i)
                     if kind == END_KIND:
                         out += runner.finish()
+                    elif kind == TICK_KIND:  # the feed's clock, not this executor's (semantics-notes 70)
+                        now = table.column("t")[i].as_py()
+                        runner.ctx.clock = lambda now=now: now
+                        out += runner.tick()
                     else:
                         line = table.column("line")[i].as_py()
                         row = {c: table.column(c)[i].as_py() for c in ("kind", "id", "le", "re", "re_new")}
