@@ -53,3 +53,17 @@ def test_session_settings(spark: Any) -> None:
     import os
 
     assert os.environ["PYSPARK_PYTHON"] == sys.executable
+
+
+@pytest.mark.spark
+def test_another_thread_reuses_the_running_session_as_it_is(spark: Any) -> None:
+    """PySpark's active session is per thread: from another thread `get_spark` still returns the running
+    session, and udmkit's defaults (4 shuffle partitions) do not retune it."""
+    import threading
+
+    got: list[Any] = []
+    t = threading.Thread(target=lambda: got.append(S.get_spark()))
+    t.start()
+    t.join()
+    assert got == [spark]
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "2"

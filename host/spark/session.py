@@ -169,6 +169,17 @@ def _jvm_stderr_filtered(enabled: bool) -> Iterator[None]:
         os.dup2(real, 2)  # this process writes to the real stderr again
 
 
+def _running_session(session_cls: Any) -> Any:
+    """The process's running session: the thread's active one, else the default one. PySpark keeps the
+    active session per thread, so a run on another thread (a live run's reader, a caller's worker) would
+    otherwise go through the builder, whose udmkit defaults then retune the running session for everyone
+    (its shuffle partitions: the key buckets of every later run)."""
+    try:
+        return session_cls.active()
+    except Exception:  # no session yet (PySpark's NO_ACTIVE_OR_DEFAULT_SESSION)
+        return None
+
+
 def get_spark(master: str | None = None, *, app_name: str = "udmkit", shuffle_partitions: int = 4,
               **conf: Any) -> SparkSession:
     """A SparkSession configured for udmkit, or the active session reused as it is (plus ``conf``).
@@ -182,7 +193,7 @@ def get_spark(master: str | None = None, *, app_name: str = "udmkit", shuffle_pa
     require_spark(connect=remote is not None)
     from pyspark.sql import SparkSession
 
-    active = SparkSession.getActiveSession() if remote is None else None
+    active = _running_session(SparkSession) if remote is None else None
     if active is not None:
         # Reuse it as configured: udmkit's defaults must not silently retune a caller's session;
         # only settings asked for explicitly are applied (runtime ones; static ones need a new session).

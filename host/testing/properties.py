@@ -334,7 +334,8 @@ def _session_bound(win: Session, c: int, groups: dict[str, list[tuple[int, int, 
 def liveliness_bound(query: QuerySpec | BoundQuery, input_prefix: Sequence[Element], c: int,
                      catalog: Any = None) -> int | None:
     """The least output CTI SEMANTICS §7 demands once ``input_prefix`` (ending in ``cti(c)``) is processed;
-    None when the kit cannot decide it for this query (count windows, several window steps)."""
+    None when the kit cannot decide it for this query (several window steps, a step before the window it
+    cannot follow); every window family alone is decided."""
     if c >= INF:
         return INF
     bq = build_plan(query, catalog)
