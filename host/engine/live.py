@@ -159,19 +159,17 @@ class LiveEvents:
         rec = self.single.get(id)
         if rec is not None:
             return rec
-        for ch in self.chunks:
-            i = ch.find(id)
-            if i >= 0:
-                ch.alive[i] = False
-                ch.nalive -= 1
-                le = int(ch.le[i])
-                rec = Record(int(ch.eid[i]), le, le if ch.ole is None else int(ch.ole[i]), int(ch.re[i]),
-                             ch.payload.row(ch.src(i)))
-                self.single[id] = rec
-                if rec.re < INF:
-                    heapq.heappush(self.ends, (rec.re, id))
-                return rec
-        return None
+        found = self._in_chunk(id)
+        if found is None:
+            return None
+        ch, i = found
+        ch.alive[i] = False
+        ch.nalive -= 1
+        rec = _record(ch, i, ch.payload.row(ch.src(i)))
+        self.single[id] = rec
+        if rec.re < INF:
+            heapq.heappush(self.ends, (rec.re, id))
+        return rec
 
     def contains(self, id: str) -> bool:
         return self.get(id) is not None
@@ -181,11 +179,15 @@ class LiveEvents:
         rec = self.single.get(id)
         if rec is not None:
             return rec
+        found = self._in_chunk(id)
+        return None if found is None else _record(*found, {})
+
+    def _in_chunk(self, id: str) -> tuple[_Chunk, int] | None:
+        """The chunk and row holding the live event ``id``, or None."""
         for ch in self.chunks:
             i = ch.find(id)
             if i >= 0:
-                le = int(ch.le[i])
-                return Record(int(ch.eid[i]), le, le if ch.ole is None else int(ch.ole[i]), int(ch.re[i]), {})
+                return ch, i
         return None
 
     def moved(self, id: str, rec: Record) -> None:
@@ -247,3 +249,9 @@ class LiveEvents:
             rec = single.get(id)
             if rec is not None and rec.re == re:
                 del single[id]
+
+
+def _record(ch: _Chunk, i: int, payload: dict[str, Any]) -> Record:
+    """Row ``i`` of ``ch`` as a live event's record."""
+    le = int(ch.le[i])
+    return Record(int(ch.eid[i]), le, le if ch.ole is None else int(ch.ole[i]), int(ch.re[i]), payload)
