@@ -50,16 +50,15 @@ from udm.host.query.runners import RunRequest
 from udm.host.run_result import RunResult
 from udm.host.spark.convert import ELEMENT_COLUMNS, ELEMENT_DDL, batch_to_arrow
 from udm.host.spark.key_state import payload_key
-from udm.host.spark.partition import partition_keys
 from udm.host.spark.results import explain_failure
 from udm.host.spark.session import get_spark, require_spark
 from udm.host.spark.stream_output import LiveOutput, batch_writer, committed_batches, progress_text, shared_run_dir
 from udm.host.spark.stream_parts import (
     DEFAULT_BATCH_SIZE,
     LiveIds,
-    bucket_count,
     control_part,
     driver_routes,
+    key_buckets,
     part_schema,
     reached_in,
     write_parts,
@@ -128,8 +127,7 @@ def run_arrival_stream(req: RunRequest, source: ArrivalSource) -> RunResult:
     t0 = time.perf_counter()
     spark = get_spark(req.options.get("master"))
     shared_run_dir(req)
-    keys = partition_keys(req.spec)
-    n = 1 if not keys else bucket_count(req.options, spark)
+    keys, n = key_buckets(req.spec, req.options, spark)
     wait = max_wait_of(req.spec)
     lines = open_lines(source.path, directory=True)
     run_dir = Path(tempfile.mkdtemp(prefix="udm-arrival-"))

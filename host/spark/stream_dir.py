@@ -26,7 +26,6 @@ from typing import Any
 from udm.host.errors import UdmError
 from udm.host.query.runners import RunRequest
 from udm.host.run_result import RunResult
-from udm.host.spark.partition import partition_keys
 from udm.host.spark.session import get_spark, require_spark
 from udm.host.spark.stream_output import (
     LiveOutput,
@@ -36,7 +35,7 @@ from udm.host.spark.stream_output import (
     resumed_meta,
     shared_run_dir,
 )
-from udm.host.spark.stream_parts import bucket_count
+from udm.host.spark.stream_parts import key_buckets
 from udm.host.spark.stream_sources import FILE_ORDER, event_files
 from udm.host.spark.stream_stop import stop_between_batches
 from udm.host.spark.streaming import run_stream
@@ -68,8 +67,7 @@ def run_directory_stream(req: RunRequest, directory: Path) -> RunResult:
     t0 = time.perf_counter()
     spark = get_spark(req.options.get("master"))
     shared_run_dir(req)
-    keys = partition_keys(req.spec)
-    n = 1 if not keys else bucket_count(req.options, spark)
+    _, n = key_buckets(req.spec, req.options, spark)
     temp = req.checkpoint is None
     run_dir = Path(tempfile.mkdtemp(prefix="udm-watch-")) if temp else Path(req.checkpoint)
     if not temp:

@@ -62,7 +62,7 @@ from udm.host.spark.convert import ELEMENT_COLUMNS, ELEMENT_DDL, batch_to_arrow
 from udm.host.spark.file_source import may_hold_ecti
 from udm.host.spark.graph import is_graph
 from udm.host.spark.key_state import graph_payload_key, payload_key
-from udm.host.spark.partition import BY_ID, graph_routing, partition_keys
+from udm.host.spark.partition import BY_ID, graph_routing
 from udm.host.spark.results import explain_failure
 from udm.host.spark.session import get_spark, require_spark
 from udm.host.spark.stream_arrival import run_arrival_stream
@@ -76,7 +76,7 @@ from udm.host.spark.stream_output import (
     shared_run_dir,
     write_atomic,
 )
-from udm.host.spark.stream_parts import DEFAULT_BATCH_SIZE, bucket_count
+from udm.host.spark.stream_parts import DEFAULT_BATCH_SIZE, bucket_count, key_buckets
 from udm.host.spark.stream_parts import control_part as _control
 from udm.host.spark.stream_parts import driver_routes as _routes
 from udm.host.spark.stream_parts import part_schema as _schema
@@ -456,8 +456,7 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
         stages = stream_stages(req.spec, wanted) if routing is None else None
         n = 1 if routing is None and stages is None else wanted
     else:
-        keys = partition_keys(req.spec)
-        n = 1 if not keys else bucket_count(req.options, spark)
+        keys, n = key_buckets(req.spec, req.options, spark)
     if _holds_ecti(req):  # external CTIs count the whole input: one engine sees all of it (SEMANTICS §11)
         keys, routing, stages, n = [], None, None, 1
     temp = req.checkpoint is None

@@ -19,11 +19,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from udm.host.spark.convert import ELEMENT_COLUMNS
+from udm.host.spark.partition import partition_keys
 from udm.host.spark.stream_wire import ALL_STAGES, BROADCAST
 from udm.host.temporal.strict import canonical_json
 
 __all__ = ["DEFAULT_BATCH_SIZE", "LiveIds", "bucket_count", "control_part", "crc_bucket", "driver_routes",
-           "part_schema", "reached_in", "write_parts"]
+           "key_buckets", "part_schema", "reached_in", "write_parts"]
 
 #: Elements per micro-batch without ``--batch-size`` (a live feed's most per micro-batch). INTERFACES §3 says
 #: 50; a micro-batch costs Spark about a second of planning and commit whatever its size, so 50 gave ~26
@@ -176,3 +177,10 @@ def bucket_count(options: dict[str, Any], spark: Any) -> int:
     """How many key buckets a keyed streaming run uses: ``options["buckets"]``, else the session's shuffle
     partitions (part of the state's layout, semantics-notes 43)."""
     return int(options.get("buckets") or spark.conf.get("spark.sql.shuffle.partitions") or 1)
+
+
+def key_buckets(spec: Any, options: dict[str, Any], spark: Any) -> tuple[list[str], int]:
+    """A one-input query's partition keys and how many key buckets its streaming run uses (one when keyless:
+    a single engine sees every element)."""
+    keys = partition_keys(spec)
+    return keys, (bucket_count(options, spark) if keys else 1)
