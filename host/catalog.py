@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from importlib.metadata import EntryPoint
 from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -11,43 +11,84 @@ from packaging.version import InvalidVersion, Version
 from pydantic import ValidationError
 
 from udm.host.errors import AmbiguousUDM, InvalidUDM, ParamError, PluginLoadError, UnknownUDM
-from udm.host.plugins import LoadError, PluginHost, strict_from_env
+from udm.host.plugin_cache import CachedUDM, PluginCache, PluginRecord, host_stamp, plugin_stamp
+from udm.host.plugins import LoadError, PluginHost, selected_entry_points, strict_from_env
 from udm.host.validation import check_udm
 from udm.sdk import API_VERSION, UDM, Manifest
 
 __all__ = ["Catalog", "CatalogEntry", "default_catalog", "reset_default_catalog"]
 
 
-@dataclass
 class CatalogEntry:
-    """One registered UDM. ``problems`` non-empty means it was refused (and says why)."""
+    """One registered UDM. ``problems`` non-empty means it was refused (and says why).
 
-    cls: Any
-    plugin: str
-    distribution: str
-    problems: list[str] = field(default_factory=list)
+    An entry of a cached plugin (`udm.host.plugin_cache`) answers its name, version, kind, validity and
+    listing from the cache; its class is imported, with its plugin, the first time `cls` (or `manifest`)
+    is asked for — by the query that uses it."""
+
+    def __init__(self, cls: Any, plugin: str, distribution: str, problems: list[str] | None = None, *,
+                 cached: CachedUDM | None = None, loader: Callable[[CachedUDM], Any] | None = None) -> None:
+        self._cls = cls
+        self.plugin = plugin
+        self.distribution = distribution
+        self.problems: list[str] = list(problems or [])
+        self._cached = cached
+        self._loader = loader
+
+    def __repr__(self) -> str:
+        return f"CatalogEntry({self.describe()}, {self.status}{'' if self.loaded else ', not loaded'})"
+
+    @property
+    def loaded(self) -> bool:
+        return self._cached is None or self._cls is not None
+
+    @property
+    def cls(self) -> Any:
+        if self._cls is None and self._cached is not None and self._loader is not None:
+            self._cls = self._loader(self._cached)
+        return self._cls
 
     @property
     def manifest(self) -> Manifest:
         return self.cls.manifest
 
+    def _man(self) -> Manifest | None:
+        man = getattr(self._cls, "manifest", None)
+        return man if isinstance(man, Manifest) else None
+
     @property
     def name(self) -> str:
-        man = getattr(self.cls, "manifest", None)
-        return man.name if isinstance(man, Manifest) else getattr(self.cls, "__name__", repr(self.cls))
+        if not self.loaded and self._cached is not None:
+            return self._cached.name
+        man = self._man()
+        return man.name if man is not None else getattr(self._cls, "__name__", repr(self._cls))
 
     @property
     def version(self) -> str:
-        man = getattr(self.cls, "manifest", None)
-        return man.version if isinstance(man, Manifest) else "?"
+        if not self.loaded and self._cached is not None:
+            return self._cached.version
+        man = self._man()
+        return man.version if man is not None else "?"
+
+    @property
+    def kind(self) -> str:
+        """udf / uda / udo (``?`` for a class without a manifest)."""
+        if not self.loaded and self._cached is not None:
+            return self._cached.kind
+        man = self._man()
+        return man.kind if man is not None else "?"
+
+    @property
+    def span(self) -> bool:
+        if not self.loaded and self._cached is not None:
+            return self._cached.span
+        man = self._man()
+        return bool(man is not None and man.span)
 
     @property
     def kind_label(self) -> str:
         """udf / uda / udo, or ``span udo`` for an operator a ``flat_map`` step runs once per event."""
-        man = getattr(self.cls, "manifest", None)
-        if not isinstance(man, Manifest):
-            return "?"
-        return "span udo" if man.span else man.kind
+        return "span udo" if self.span else self.kind
 
     @property
     def valid(self) -> bool:
@@ -64,7 +105,9 @@ class CatalogEntry:
         return f"UDM {self.name!r} {self.version} from {self.distribution} was refused: " + "; ".join(self.problems)
 
     def to_json_dict(self) -> dict[str, Any]:
-        man = getattr(self.cls, "manifest", None)
+        if not self.loaded and self._cached is not None:
+            return dict(self._cached.listing)
+        man = self._man()
         out: dict[str, Any] = {
             "name": self.name,
             "version": self.version,
@@ -73,9 +116,14 @@ class CatalogEntry:
             "status": self.status,
             "problems": list(self.problems),
         }
-        if isinstance(man, Manifest):
+        if man is not None:
             out.update(kind=man.kind, span=man.span, summary=man.summary, properties=man.properties.model_dump())
         return out
+
+    def cached_row(self) -> CachedUDM:
+        """This entry as the plugin cache keeps it."""
+        return CachedUDM(name=self.name, version=self.version, kind=self.kind, span=self.span,
+                         problems=tuple(self.problems), listing=self.to_json_dict())
 
 
 class Catalog:
@@ -89,15 +137,33 @@ class Catalog:
     # -- building ---------------------------------------------------------------------------------
     @classmethod
     def discover(cls, *, strict: bool | None = None, plugins: Iterable[Any] = ()) -> Catalog:
-        """Load entry points (per the UDM_* environment) plus any plugin objects given."""
+        """Load entry points (per the UDM_* environment) plus any plugin objects given. A plugin whose
+        record in the plugin cache is current is not imported (`udm.host.plugin_cache`)."""
         host = PluginHost()
-        host.load_entry_points()
-        for obj in plugins:
-            host.add_plugin(obj)
         cat = cls()
+        cache = PluginCache.open()
+        base = host_stamp() if cache is not None else ""
+        for ep, dist in selected_entry_points():
+            stamp = plugin_stamp(ep, dist, base) if cache is not None else None
+            record = cache.get(ep, stamp) if cache is not None and stamp is not None else None
+            if record is not None:
+                lazy = _LazyPlugin(ep, dist)
+                cat.entries += [CatalogEntry(None, ep.name, dist, list(row.problems), cached=row, loader=lazy.cls_for)
+                                for row in record.udms]
+                continue
+            errors, regs = len(host.errors), len(host.registrations)
+            host.load_entry_point(ep, dist)
+            added = [cat.add(r.cls, plugin=r.plugin, distribution=r.distribution) for r in host.registrations[regs:]]
+            if cache is not None and stamp is not None and len(host.errors) == errors:
+                cache.put(ep, PluginRecord(stamp=stamp, udms=tuple(e.cached_row() for e in added)))
+        if cache is not None:
+            cache.save()
+        for obj in plugins:
+            regs = len(host.registrations)
+            host.add_plugin(obj)
+            for reg in host.registrations[regs:]:
+                cat.add(reg.cls, plugin=reg.plugin, distribution=reg.distribution)
         cat.load_errors = list(host.errors)
-        for reg in host.registrations:
-            cat.add(reg.cls, plugin=reg.plugin, distribution=reg.distribution)
         if strict if strict is not None else strict_from_env():
             problems = [str(e) for e in cat.load_errors] + [e.refusal() for e in cat.entries if not e.valid]
             if problems:
@@ -147,15 +213,15 @@ class Catalog:
         if len(same) > 1:
             listed = "; ".join(e.describe() for e in same)
             raise AmbiguousUDM(f"UDM {name!r} {best.version} is provided more than once: {listed}")
-        if kind is not None and best.manifest.kind != kind:
-            raise UnknownUDM(f"{name!r} is a {best.manifest.kind}, but this step needs a {kind}; "
+        if kind is not None and best.kind != kind:
+            raise UnknownUDM(f"{name!r} is a {best.kind}, but this step needs a {kind}; "
                              f"available {kind}s: {', '.join(self.names_of_kind(kind)) or '(none)'}")
         return best
 
     def names_of_kind(self, kind: str, span: bool | None = None) -> list[str]:
         """Valid UDM names of ``kind`` (``span``: only span UDOs, True, or only the others, False)."""
-        return sorted({e.name for e in self.entries if e.valid and e.manifest.kind == kind
-                       and (span is None or e.manifest.span == span)})
+        return sorted({e.name for e in self.entries if e.valid and e.kind == kind
+                       and (span is None or e.span == span)})
 
     def instantiate(self, entry: CatalogEntry, params: Mapping[str, Any] | None = None) -> UDM:
         """Validate ``params`` against the UDM's parameter model and create the UDM."""
@@ -184,6 +250,37 @@ def _sort_key(v: str) -> Version:
         return Version(v)
     except InvalidVersion:
         return Version("0")
+
+
+class _LazyPlugin:
+    """A cached plugin, imported (once) when the first of its UDMs is used."""
+
+    def __init__(self, ep: EntryPoint, distribution: str) -> None:
+        self.ep = ep
+        self.distribution = distribution
+        self._classes: dict[tuple[str, str], Any] | None = None
+
+    def cls_for(self, row: CachedUDM) -> Any:
+        what = f"UDM {row.name!r} {row.version} of plugin {self.ep.name!r} ({self.distribution})"
+        if self._classes is None:
+            host = PluginHost()
+            host.load_entry_point(self.ep, self.distribution)
+            if host.errors:
+                raise PluginLoadError(f"{what} could not be loaded: {host.errors[0]}")
+            self._classes = {}
+            for reg in host.registrations:
+                man = getattr(reg.cls, "manifest", None)
+                if isinstance(man, Manifest):
+                    self._classes[(man.name, man.version)] = reg.cls
+        found = self._classes.get((row.name, row.version))
+        if found is None:
+            cache = PluginCache.open()
+            if cache is not None:
+                cache.forget(self.ep)
+                cache.save()
+            raise PluginLoadError(f"{what} is listed in the plugin cache but the plugin no longer registers it "
+                                  "(the cache entry is now dropped: run the command again)")
+        return found
 
 
 _DEFAULT: Catalog | None = None

@@ -30,6 +30,7 @@ __all__ = [
     "Registration",
     "UdmHookSpec",
     "hookspec",
+    "selected_entry_points",
     "strict_from_env",
 ]
 
@@ -120,6 +121,21 @@ def _load_with_timeout(ep: EntryPoint, timeout: float) -> Any:
     return result["error"] if "error" in result else result["obj"]
 
 
+def selected_entry_points(eps: Iterable[EntryPoint] | None = None) -> list[tuple[EntryPoint, str]]:
+    """The ``udm`` entry points the environment lets load (``UDM_DISABLE_PLUGIN_AUTOLOAD``, ``UDM_PLUGINS``),
+    each with its distribution's ``"name version"``."""
+    if _truthy(os.environ.get("UDM_DISABLE_PLUGIN_AUTOLOAD")):
+        return []
+    only = os.environ.get("UDM_PLUGINS")
+    wanted = None if only is None else {s.strip() for s in only.split(",") if s.strip()}
+    out = []
+    for ep in eps if eps is not None else entry_points(group=ENTRY_POINT_GROUP):
+        dist = _dist_name(ep)
+        if wanted is None or ep.name in wanted or dist.split(" ")[0] in wanted:
+            out.append((ep, dist))
+    return out
+
+
 class PluginHost:
     """Owns the pluggy manager; collects UDM registrations and load errors per plugin."""
 
@@ -130,19 +146,16 @@ class PluginHost:
         self.errors: list[LoadError] = []
 
     def load_entry_points(self, eps: Iterable[EntryPoint] | None = None) -> None:
-        if _truthy(os.environ.get("UDM_DISABLE_PLUGIN_AUTOLOAD")):
+        for ep, dist in selected_entry_points(eps):
+            self.load_entry_point(ep, dist)
+
+    def load_entry_point(self, ep: EntryPoint, distribution: str) -> None:
+        """Import one entry point's plugin and run its hook; a failure is recorded, never raised."""
+        outcome = _load_with_timeout(ep, import_timeout())
+        if isinstance(outcome, LoadError):
+            self.errors.append(LoadError(ep.name, distribution, "import", outcome.error, outcome.detail))
             return
-        only = os.environ.get("UDM_PLUGINS")
-        wanted = None if only is None else {s.strip() for s in only.split(",") if s.strip()}
-        for ep in eps if eps is not None else entry_points(group=ENTRY_POINT_GROUP):
-            dist = _dist_name(ep)
-            if wanted is not None and ep.name not in wanted and dist.split(" ")[0] not in wanted:
-                continue
-            outcome = _load_with_timeout(ep, import_timeout())
-            if isinstance(outcome, LoadError):
-                self.errors.append(LoadError(ep.name, dist, "import", outcome.error, outcome.detail))
-                continue
-            self.add_plugin(outcome, name=ep.name, distribution=dist)
+        self.add_plugin(outcome, name=ep.name, distribution=distribution)
 
     def add_plugin(self, obj: Any, *, name: str | None = None, distribution: str = "<local>") -> None:
         """Register one plugin object and run its hook in isolation."""

@@ -24,12 +24,12 @@ _PROPS = ("incremental", "time_sensitive", "time_bound", "algebraic", "determini
 
 
 def _props(entry: CatalogEntry) -> list[str]:
-    try:
-        p = entry.manifest.properties
-    except AttributeError:
+    """From the entry's listing, which a cached plugin answers without being imported."""
+    p = entry.to_json_dict().get("properties")
+    if not isinstance(p, dict):
         return []
-    return [name for name in _PROPS if getattr(p, name) and name != "deterministic"] + (
-        [] if p.deterministic else ["nondeterministic"])
+    return [name for name in _PROPS if p.get(name) and name != "deterministic"] + (
+        [] if p.get("deterministic", True) else ["nondeterministic"])
 
 
 def _entries_table(cat: Catalog, title: str) -> Table:

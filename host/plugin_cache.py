@@ -1,0 +1,199 @@
+"""What discovery learned from each installed plugin, kept on disk, so that a run imports only the plugins
+whose UDMs its query names.
+
+Why: every ``udm`` command starts by building the catalog, and building it used to import every installed
+plugin and its dependencies (a sketches plugin brings Apache DataSketches; a marketplace user may have
+dozens). Start-up then grew with each plugin installed, whatever the query used. With this cache, discovery
+still reads every ``udm`` entry point (cheap: ``importlib.metadata``), but a plugin whose files are
+unchanged since it was last loaded contributes its cached catalog rows — name, version, kind, validation
+problems, what ``udm catalog`` shows — and is imported only when one of its UDMs is resolved and used.
+
+A plugin's record is valid while its *stamp* is: its entry point and distribution (name, version), the
+size and modification time of every file of its top-level module or package, the modification time of the
+directory its distribution is installed in (installing or upgrading anything there, e.g. a dependency,
+changes it), and the Python, udmkit and UDM API versions. A plugin that failed to load, or whose files
+cannot be found without importing it, is never cached: it is imported on every run, so its failure is
+reported every time.
+
+Environment: ``UDM_CATALOG_CACHE=0`` turns the cache off; any other non-empty value is the directory to
+keep it in (default: ``$XDG_CACHE_HOME/udmkit``, else ``~/.cache/udmkit``). A cache directory that cannot
+be written is skipped (the catalog is built the slow way); a damaged cache file is ignored and rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from importlib.metadata import EntryPoint
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+import udm
+import udm.sdk as sdk
+from udm.host import validation
+from udm.sdk import API_VERSION
+
+__all__ = ["CACHE_ENV", "CachedUDM", "PluginCache", "PluginRecord", "cache_dir", "host_stamp", "plugin_stamp"]
+
+CACHE_ENV = "UDM_CATALOG_CACHE"
+_FILE = "catalog-v1.json"
+
+
+@dataclass(frozen=True)
+class CachedUDM:
+    """One catalog row of a cached plugin: enough to list, resolve and refuse it without importing it."""
+
+    name: str
+    version: str
+    kind: str
+    span: bool
+    problems: tuple[str, ...]
+    listing: dict[str, Any]  # `CatalogEntry.to_json_dict` as it was when the plugin was loaded
+
+
+@dataclass(frozen=True)
+class PluginRecord:
+    stamp: str
+    udms: tuple[CachedUDM, ...]
+
+
+def _record(raw: Any) -> PluginRecord:
+    """A record read back from JSON; ValueError if it is not one (the file is then treated as damaged).
+    (Plain dataclasses, not pydantic: this file is read on every start-up, and the models cost ~2 ms.)"""
+    if not isinstance(raw, dict) or not isinstance(raw.get("stamp"), str) or not isinstance(raw.get("udms"), list):
+        raise ValueError("not a plugin record")
+    rows = []
+    for u in raw["udms"]:
+        if not (isinstance(u, dict) and all(isinstance(u.get(k), str) for k in ("name", "version", "kind"))
+                and isinstance(u.get("span"), bool) and isinstance(u.get("listing"), dict)
+                and isinstance(u.get("problems"), list) and all(isinstance(p, str) for p in u["problems"])):
+            raise ValueError("not a cached UDM row")
+        rows.append(CachedUDM(u["name"], u["version"], u["kind"], u["span"], tuple(u["problems"]), u["listing"]))
+    return PluginRecord(raw["stamp"], tuple(rows))
+
+
+def cache_dir() -> Path | None:
+    """Where the cache lives, or None when ``UDM_CATALOG_CACHE=0`` turns it off."""
+    raw = os.environ.get(CACHE_ENV, "").strip()
+    if raw.lower() in {"0", "false", "no", "off"}:
+        return None
+    if raw:
+        return Path(raw).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(base) if base else Path.home() / ".cache") / "udmkit"
+
+
+def _key(ep: EntryPoint) -> str:
+    return f"{ep.group}:{ep.name}={ep.value}"
+
+
+def _module_files(top: str) -> list[Path] | None:
+    """The files of top-level module or package ``top`` (found without importing it), or None."""
+    try:
+        spec = find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        files: list[Path] = []
+        for loc in spec.submodule_search_locations:
+            files += [p for p in Path(loc).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+        return files
+    if spec.origin and spec.has_location:
+        return [Path(spec.origin)]
+    return None
+
+
+def _stat(h: Any, p: Path) -> None:
+    st = p.stat()
+    h.update(f"|{p}:{st.st_size}:{st.st_mtime_ns}".encode())
+
+
+def host_stamp() -> str:
+    """What every record depends on besides its plugin: Python, udmkit and the UDM API, and the files
+    that make a catalog row (the SDK's manifests and the host's validation rules: a development install
+    changes them without a new version)."""
+    h = hashlib.sha256(f"{sys.version}|{udm.__version__}|{API_VERSION}".encode())
+    try:
+        for p in sorted(Path(sdk.__file__).parent.glob("*.py")):
+            _stat(h, p)
+        _stat(h, Path(validation.__file__))
+        _stat(h, Path(__file__))
+    except OSError:
+        pass
+    return h.hexdigest()
+
+
+def plugin_stamp(ep: EntryPoint, distribution: str, host: str) -> str | None:
+    """What a plugin's cached record is valid for (see the module docstring), given `host_stamp`; None:
+    not cacheable."""
+    dist = getattr(ep, "dist", None)
+    installed = getattr(dist, "_path", None)  # a PathDistribution's .dist-info directory
+    files = _module_files(ep.module.partition(".")[0])
+    if dist is None or not isinstance(installed, Path) or not files:
+        return None
+    h = hashlib.sha256(f"{host}|{_key(ep)}|{distribution}".encode())
+    try:
+        h.update(f"|{installed.parent}:{installed.parent.stat().st_mtime_ns}".encode())
+        for p in sorted(files):
+            _stat(h, p)
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+@dataclass
+class PluginCache:
+    """The cache file's records, read once per discovery and written back if discovery added any."""
+
+    path: Path
+    records: dict[str, PluginRecord] = field(default_factory=dict)
+    changed: bool = False
+
+    @classmethod
+    def open(cls) -> PluginCache | None:
+        where = cache_dir()
+        if where is None:
+            return None
+        path = where / _FILE
+        try:
+            raw = json.loads(path.read_bytes())
+            if not isinstance(raw, dict) or not isinstance(raw.get("plugins"), dict):
+                raise ValueError("not a plugin cache")
+            records = {str(k): _record(v) for k, v in raw["plugins"].items()}
+        except (OSError, ValueError):
+            return cls(path)  # missing or damaged: start afresh (rewritten at `save`)
+        return cls(path, records)
+
+    def get(self, ep: EntryPoint, stamp: str) -> PluginRecord | None:
+        rec = self.records.get(_key(ep))
+        return rec if rec is not None and rec.stamp == stamp else None
+
+    def put(self, ep: EntryPoint, record: PluginRecord) -> None:
+        self.records[_key(ep)] = record
+        self.changed = True
+
+    def forget(self, ep: EntryPoint) -> None:
+        if self.records.pop(_key(ep), None) is not None:
+            self.changed = True
+
+    def save(self) -> None:
+        """Write the records atomically (a concurrent run reads the old file or the new, never half)."""
+        if not self.changed:
+            return
+        body = json.dumps({"plugins": {k: asdict(r) for k, r in self.records.items()}}, sort_keys=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".catalog-", dir=self.path.parent)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(body)
+            os.replace(tmp, self.path)
+        except OSError:
+            return  # an unwritable cache only costs speed
+        self.changed = False
