@@ -164,6 +164,59 @@ def test_a_cti_raises_t_for_keys_it_skips_in_the_same_micro_batch() -> None:
     assert verdict, str(verdict)
 
 
+def _counting_feed(calls: list[int]) -> Any:
+    def feed(runner: QueryRunner, part: pa.Table) -> list[Element]:
+        calls.append(part.num_rows)
+        return _feed(runner, part)
+    return feed
+
+
+def _many_ctis(keys: int, ticks: int, endless: bool = False) -> list[Element]:
+    """Every key one event per tick, a CTI after every tick; with ``endless``, key k0's first event never ends."""
+    out: list[Element] = []
+    for t in range(ticks):
+        out += [Insert(f"e{t}-{k}", 10 * t + k, 10 * t + k + (INF if endless and t == 0 and k == 0 else 5),
+                       {"g": f"k{k}", "v": float(t + k)}) for k in range(keys)]
+        out.append(Cti(10 * t + 9))
+    return out
+
+
+@pytest.mark.parametrize("query", [TUMBLING, HOPPING, SESSION, EARLY_ADJUST, DELAYED])
+def test_a_key_takes_its_rows_and_the_ctis_between_them_in_one_call(query: dict[str, Any]) -> None:
+    """A micro-batch of 4 keys and 12 CTIs: one engine call per key (not one per key and CTI), the output and
+    CTIs of one engine, the oracle's CHT."""
+    stream = _many_ctis(4, 12)
+    bound = bind(parse_query(query))
+    calls: list[int] = []
+    res = KeyedBucket(bound, None, ["g"], DictStore(), 0).run(_table(list(enumerate(stream, 1))),
+                                                              _counting_feed(calls), prepare=_prepare)
+    assert len(calls) == 4 and sorted(calls) == [12 + 12] * 4  # each key: its 12 events and the 12 CTIs
+    whole = QueryRunner(bound)
+    got = _feed(whole, _table(list(enumerate(stream, 1))))
+    agrees_with_whole(0, res, got, whole, None, _dead_key)
+    out, _, _ = _run_both(query, stream, 13, track_ids=True)
+    assert verify(out, oracle_run(bound, stream).cht)
+
+
+@pytest.mark.parametrize("size", [20, 8, 3])
+def test_never_ending_events_reach_t_however_the_stream_is_cut(size: int) -> None:
+    """An event that never ends joins the windows up to min(CTI, T) (semantics-notes 2), T the whole bucket's:
+    key k0 holds one while k1's later rows and the CTIs raise T. In one micro-batch (size 20) the end of input
+    once found k0 loaded in the same call but not yet brought to the last CTI, and cut its windows at its own
+    T (52) instead of the bucket's (59): three windows were missing."""
+    q = {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 2}, "group_by": ["g"], "udm": "count"}]}
+    stream: list[Element] = [Insert("a", 1, INF, {"g": "k0"}), Cti(1)]
+    for t in range(6):
+        stream += [Insert(f"x{t}", 10 * t + 1, 10 * t + 2, {"g": "k0"}),
+                   Insert(f"y{t}", 10 * t + 5, 10 * t + 6, {"g": "k1"}), Cti(10 * t + 9)]
+    out, _, _ = _run_both(q, stream, size, track_ids=True)
+    expected = oracle_run(bind(parse_query(q)), stream).cht
+    verdict = verify(out, expected)
+    assert verdict, str(verdict)
+    assert (58, 60, '{"count":1,"g":"k0"}') in set(expected.rows())
+    assert not check_properties(stream, out, parse_query(q))
+
+
 def _stream_of_keys(keys: int, le: int) -> list[Element]:
     return [Insert(f"e{le}-{k}", le + k % 3, le + 90, {"g": f"k{k}", "v": 1.0}) for k in range(keys)]
 
