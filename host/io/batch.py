@@ -65,6 +65,8 @@ __all__ = [
 
 #: Codes of `ElementBatch.kind_codes`.
 KIND_INSERT, KIND_RETRACT, KIND_CTI, KIND_ECTI, KIND_BAD = 0, 1, 2, 3, -1
+#: the element kinds in code order (`ElementBatch.kind_codes`)
+_KINDS = pa.array(["insert", "retract", "cti", "ecti"])
 
 _I64 = pa.int64()
 _STR = pa.string()
@@ -286,13 +288,11 @@ class ElementBatch:
     def kind_codes(self) -> np.ndarray:
         """int8 numpy array: `KIND_INSERT`, `KIND_RETRACT`, `KIND_CTI`, `KIND_ECTI` or `KIND_BAD` per row."""
         if self._kind_codes is None:
-            kinds = self.table.column("kind")
-            codes = np.full(len(self), KIND_BAD, dtype=np.int8)
-            if len(self):
-                for name, code in (("insert", KIND_INSERT), ("retract", KIND_RETRACT), ("cti", KIND_CTI),
-                                   ("ecti", KIND_ECTI)):
-                    mask = pc.fill_null(pc.equal(kinds, name), False).to_numpy(zero_copy_only=False)
-                    codes[mask] = code
+            if len(self):  # (one kernel: a kind's code is its place in `_KINDS`; every batch pays this)
+                found = pc.index_in(self.table.column("kind"), value_set=_KINDS)
+                codes = pc.fill_null(found, KIND_BAD).to_numpy().astype(np.int8)
+            else:
+                codes = np.full(0, KIND_BAD, dtype=np.int8)
             self._kind_codes = codes
         return self._kind_codes
 
