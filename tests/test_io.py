@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 
 from udm.host.errors import BadElement
 from udm.host.io import jsonl as jl
-from udm.host.io.batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch
+from udm.host.io.batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch, ints_filled
 from udm.host.io.jsonl import (
     DeadLetterWriter,
     JsonlReader,
@@ -391,3 +392,18 @@ def test_dead_letter_writer(tmp_path: Path) -> None:
         {"line": 3, "reason": "unknown id 'z'", "element": {"kind": "retract", "id": "z"}},
         {"line": None, "reason": "r", "element": None},
     ]
+
+
+def test_int_columns_fill_their_nulls_at_any_offset_and_chunking() -> None:
+    """`ints_filled` reads int64 buffers directly: sliced arrays (an offset into the bitmap and the values),
+    several chunks and INF must give what pyarrow's own fill_null gives."""
+    rng = random.Random(7)
+    for _ in range(300):
+        n = rng.randint(1, 70)
+        arr = pa.array([rng.choice([None, rng.randint(-2**63, 2**63 - 1), 2**63 - 1]) for _ in range(n)], pa.int64())
+        off = rng.randint(0, n - 1)
+        part = arr.slice(off, rng.randint(0, n - off))
+        col = pa.chunked_array([part, arr.slice(rng.randint(0, n - 1))])
+        for got, src in ((ints_filled(part, -3), part), (ints_filled(col, -3), col)):
+            want = src.fill_null(-3).to_numpy()
+            assert got.dtype == np.int64 and got.tolist() == want.tolist()
