@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_discovery import PLUGINS
 from udm.host.catalog import Catalog
 from udm.host.errors import InvalidUDM, PluginLoadError
 
@@ -33,20 +34,7 @@ def register_udms(register):
     register(U)
 '''
 
-_LIAR = '''
-from udm.sdk import IncrementalUDA, hookimpl, udm
-
-@udm(name="liar_max", version="1.0", algebraic=True)
-class Liar(IncrementalUDA):
-    def initial_state(self): return 0
-    def add(self, s, d): return s + len(d)
-    def remove(self, s, d): return s - len(d)
-    def compute(self, s): return s
-
-@hookimpl
-def register_udms(register):
-    register(Liar)
-'''
+_LIAR = PLUGINS["fake-liar"][1]  # (registers `liar`, declared algebraic without merge)
 
 
 def _install(site: Path, module: str, source: str) -> None:
@@ -123,10 +111,10 @@ def test_a_refused_udm_is_refused_from_the_cache_with_the_same_words(site: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     _install(site, "pc_liar", _LIAR)
     with pytest.raises(InvalidUDM) as cold:
-        _discover(monkeypatch, "pc-liar").resolve("liar_max")
+        _discover(monkeypatch, "pc-liar").resolve("liar")
     _forget("pc_liar")
     with pytest.raises(InvalidUDM) as warm:
-        _discover(monkeypatch, "pc-liar").resolve("liar_max")
+        _discover(monkeypatch, "pc-liar").resolve("liar")
     assert str(warm.value) == str(cold.value)
     assert "declared algebraic but does not implement merge" in str(warm.value)
     assert "pc_liar" not in sys.modules
