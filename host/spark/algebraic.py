@@ -1,5 +1,7 @@
 """Algebraic UDAs on tumbling/hopping/cumulate windows as a two-phase Spark aggregate (SEMANTICS §9,
 seeds/004); with ``aggregates``, every UDA algebraic, their states travel together (one state tuple per pane).
+One holistic UDA (time-insensitive, not incremental: median) takes the same plan with its members as the
+pane states (`_Collected`). `final_on_driver` runs phase 2 on the driver (``udm run --engine spark``).
 
 One Spark job, no pre-passes:
 

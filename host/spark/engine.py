@@ -6,10 +6,15 @@ parser, same bad-row reasons and line numbers as the local engine); the driver o
 while Spark starts. Anything else (standard input, a user's table, a file on a remote cluster's driver) is
 read on the driver by `udm.host.io` and shipped to Spark as Arrow.
 
-Planning: `run_batch` (or `udm.host.spark.graph.run_graph_batch`) once. Writing: the result rows come
-back in one Arrow collect of the persisted result (output and dead letters together), ordered on the
-driver, and element JSON Lines are encoded column by column (`element_lines_of`); a table output
-(``--output-format``, ``--final``) takes the element path of `udm.host.io.table_out`.
+Planning: a query the two-phase plan takes (`udm.host.spark.algebraic.eligible_step`, holistic UDAs
+included) over an element file of at most `DRIVER_FINAL_BYTES` runs as one Spark job (the ranges read and
+folded by the executors) whose pane states come back as Arrow and are merged on the driver
+(`final_on_driver`): no shuffle, no final tasks, no persisted result. Otherwise (or when that plan refuses
+the input: a bad line, a retraction, a reused id, a late insert) `run_batch` (or
+`udm.host.spark.graph.run_graph_batch`) once. Writing: the result rows come back in one Arrow collect of
+the persisted result (output and dead letters together), ordered on the driver, and element JSON Lines are
+encoded column by column (`element_lines_of`); a table output (``--output-format``, ``--final``) takes the
+element path of `udm.host.io.table_out`.
 
 The master comes from ``request.options["master"]`` (``--master``), else ``$UDM_SPARK_MASTER`` /
 ``$SPARK_REMOTE``, else ``local[*]``.
