@@ -51,11 +51,12 @@ from udm.host.spark.session import get_spark, on_this_machine, resolved_master
 from udm.sdk import INF
 
 if TYPE_CHECKING:  # pragma: no cover
-
     from udm.host.spark.batch import SparkRun
     from udm.host.spark.file_source import FileScan
 
 __all__ = ["run_spark"]
+
+# lazy imports: pyarrow.compute — `udm run --engine spark` loads it with the job's results
 
 # lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
