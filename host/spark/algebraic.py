@@ -469,10 +469,12 @@ def _partial(spec_json: dict[str, Any], n: int) -> Callable[[Iterator[pa.RecordB
     return run
 
 
-def _range_partial(spec_json: dict[str, Any], n: int
+def _range_partial(spec_json: dict[str, Any], n: int, scan: FileScan | None = None
                    ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """Phase 1 fused with the read of a file's byte ranges (`udm.host.spark.file_source`): the elements
-    never cross to the JVM and back, and their payloads stay the reader's structs."""
+    never cross to the JVM and back, and their payloads stay the reader's structs. Its input rows are
+    `ranges_df`'s, or with ``scan`` ``spark.range``'s: row ``i`` reads ``scan``'s range ``i`` (a plan without
+    the ranges as literals, which a cold JVM takes longer to plan)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         def tables(path: str, start: int, stop: int, first: int) -> Iterator[pa.Table]:
@@ -482,7 +484,9 @@ def _range_partial(spec_json: dict[str, Any], n: int
                 yield tb.append_column("idh", pa.array(id_hashes(tb.column("id")), pa.int64(), mask=mask))
 
         for rb in batches:  # (each range its own facts: `_ctis_respected` compares runs of lines)
-            for path, start, stop, first in zip(*(rb.column(c).to_pylist() for c in range(4)), strict=True):
+            rows = (((scan.path, *scan.ranges[i]) for i in rb.column(0).to_pylist()) if scan is not None
+                    else zip(*(rb.column(c).to_pylist() for c in range(4)), strict=True))
+            for path, start, stop, first in rows:
                 yield _fold_partition(spec_json, n, tables(path, start, stop, first))
 
     return run
@@ -764,7 +768,8 @@ def final_on_driver(spec: QuerySpec, spark: SparkSession, scan: FileScan) -> pa.
     output row on the driver anyway, and the shuffle, the final tasks and a second collect of the
     persisted result that the Spark-side final phase needs cost more than merging here (bench_spark_cli)."""
     js = spec.to_json_dict()
-    partial = ranges_df(spark, scan).mapInArrow(_range_partial(js, 1), _PARTIAL_DDL).toArrow()
+    k = len(scan.ranges)
+    partial = spark.range(0, k, 1, k).mapInArrow(_range_partial(js, 1, scan), _PARTIAL_DDL).toArrow()
     out = _final(js, False)(partial)
     if out.num_rows == 1 and out.column("kind")[0].as_py() == INELIGIBLE:
         return None
