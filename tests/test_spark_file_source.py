@@ -143,3 +143,93 @@ def test_the_algebraic_plan_reads_the_ranges_itself(spark: Any, tmp_path: Path) 
     stream = [e for _, e in read_jsonl_elements(src)]
     verdict = verify(out, oracle_run(bind(parse_query(QUERY)), stream).cht, rel_tol=1e-9)
     assert verdict, str(verdict)
+
+
+def _spy_driver_plan(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Record what `final_on_driver` answered in each ``udm run --engine spark`` (None: refused)."""
+    from udm.host.spark import engine
+
+    calls: list[Any] = []
+    real = engine.final_on_driver
+
+    def spy(*args: Any) -> Any:
+        out = real(*args)
+        calls.append(out)
+        return out
+
+    monkeypatch.setattr(engine, "final_on_driver", spy)
+    return calls
+
+
+def _clean_lines(n: int = 400) -> list[str]:
+    lines = [json.dumps({"kind": "insert", "id": f"e{i}", "le": i // 3, "re": i // 3 + 1,
+                         "payload": {"g": f"g{(i * 7) % 5}", "v": (i % 11) * 0.5}}) for i in range(n)]
+    lines.insert(n // 2, json.dumps({"kind": "cti", "t": (n // 2) // 3 - 1}))
+    return lines
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("name", ["sum", "median"])
+def test_cli_spark_run_of_a_clean_file_ends_on_the_driver(spark: Any, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """A clean file takes the two-phase plan with its final phase on the driver (no `run_batch`): output CHT
+    and summary counts are the local engine's; the output lists each group's windows in time order,
+    groups in the order they first appear in the file, and ends with the final CTI; no dead letters."""
+    from udm.host.spark import engine
+
+    calls = _spy_driver_plan(monkeypatch)
+    src = tmp_path / "in.jsonl"
+    lines = _clean_lines()
+    _write(src, lines)
+    q = tmp_path / "q.json"
+    q.write_text(json.dumps({"steps": [{**QUERY["steps"][0], "udm": name}]}), encoding="utf-8")
+    runs = {}
+    for eng in ("local", "spark"):
+        if eng == "spark":
+            monkeypatch.setattr(engine, "run_batch", lambda *a, **k: pytest.fail("run_batch ran"))
+        out, dl = tmp_path / f"{eng}.jsonl", tmp_path / f"{eng}.dead.jsonl"
+        code, _, err = udm(capsys, "run", str(q), "-i", str(src), "-o", str(out), "--dead-letter", str(dl),
+                           "--engine", eng)
+        assert code == 0, err
+        runs[eng] = ([json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()],
+                     dl.read_text(encoding="utf-8"), err.split(" elements in")[0].strip())
+    assert len(calls) == 1 and calls[0] is not None
+    verdict = verify([parse_element(x) for x in runs["spark"][0]], [parse_element(x) for x in runs["local"][0]])
+    assert verdict, str(verdict)
+    assert runs["spark"][1] == runs["local"][1] == ""
+    assert runs["spark"][2] == runs["local"][2] == str(len(lines))
+    els = runs["spark"][0]
+    assert els[-1] == {"kind": "cti", "t": "inf"} and all(e["kind"] == "insert" for e in els[:-1])
+    groups = [e["payload"]["g"] for e in els[:-1]]
+    first_seen = list(dict.fromkeys(json.loads(x)["payload"]["g"] for x in lines if '"insert"' in x))
+    assert list(dict.fromkeys(groups)) == first_seen
+    for g in first_seen:
+        les = [e["le"] for e in els[:-1] if e["payload"]["g"] == g]
+        assert les == sorted(les) and len(set(les)) == len(les)
+
+
+@pytest.mark.spark
+def test_cli_spark_driver_plan_refuses_bad_lines(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A malformed line, a reused id or a late insert: the driver's plan refuses the file and the engine path
+    dead-letters each as the local engine does (line, reason, element)."""
+    calls = _spy_driver_plan(monkeypatch)
+    lines = _clean_lines(200)
+    late = json.dumps({"kind": "insert", "id": "late", "le": 0, "re": 1, "payload": {"g": "g1", "v": 1.0}})
+    bad = {"malformed": [*lines[:50], "{not json", *lines[50:]], "duplicate": [*lines, lines[10]],
+           "late": [*lines, late]}
+    q = tmp_path / "q.json"
+    q.write_text(json.dumps({"steps": [{**QUERY["steps"][0], "udm": "median"}]}), encoding="utf-8")
+    for what, content in bad.items():
+        src = tmp_path / f"{what}.jsonl"
+        _write(src, content)
+        dead = {}
+        for eng in ("local", "spark"):
+            out, dl = tmp_path / f"{what}.{eng}.jsonl", tmp_path / f"{what}.{eng}.dead.jsonl"
+            code, _, err = udm(capsys, "run", str(q), "-i", str(src), "-o", str(out), "--dead-letter", str(dl),
+                               "--engine", eng)
+            assert code == 0, err
+            dead[eng] = [json.loads(x) for x in dl.read_text(encoding="utf-8").splitlines()]
+        assert calls[-1] is None, what
+        assert dead["spark"] == dead["local"] and len(dead["local"]) >= 1, what

@@ -1,5 +1,7 @@
 """Algebraic UDAs on tumbling/hopping/cumulate windows as a two-phase Spark aggregate (SEMANTICS §9,
 seeds/004); with ``aggregates``, every UDA algebraic, their states travel together (one state tuple per pane).
+One holistic UDA (time-insensitive, not incremental: median) takes the same plan with its members as the
+pane states (`_Collected`). `final_on_driver` runs phase 2 on the driver (``udm run --engine spark``).
 
 One Spark job, no pre-passes:
 
@@ -32,7 +34,7 @@ import json
 import math
 import pickle
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -47,13 +49,14 @@ from udm.host.model.spec import Cumulate, Hopping, QuerySpec, Tumbling, WindowSt
 from udm.host.spark.file_source import range_batches, ranges_df
 from udm.host.spark.partition import python_tasks
 from udm.host.temporal.strict import canonical_json
+from udm.sdk import Event
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
     from udm.host.spark.file_source import FileScan
 
-__all__ = ["INELIGIBLE", "NotEligible", "eligible_step", "id_hashes", "run_algebraic"]
+__all__ = ["INELIGIBLE", "NotEligible", "eligible_step", "final_on_driver", "id_hashes", "run_algebraic"]
 
 # lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
@@ -73,19 +76,31 @@ class NotEligible(Exception):
     """The input is not simple enough for the two-phase plan; run the engine path instead."""
 
 
-def eligible_step(spec: QuerySpec) -> WindowStep | None:
-    """The query's single window step if its shape allows the two-phase plan, else None."""
+def eligible_step(spec: QuerySpec, *, holistic: bool = False) -> WindowStep | None:
+    """The query's single window step if its shape allows the two-phase plan, else None.
+
+    ``holistic``: also a step with one time-insensitive, non-incremental UDA (median): its pane states are
+    the members themselves (`_Collected`)."""
     if len(spec.steps) != 1 or not isinstance(spec.steps[0], WindowStep) or spec.uses_repair:
         return None
     step = spec.steps[0]
     if not isinstance(step.window, (Tumbling, Hopping, Cumulate)) or step.max_memory_time < _INF:
         return None
     bs = bind(spec).steps[0]
+    if holistic and not bs.parts and _collects(bs):
+        return step
     for part in bs.parts or (bs,):  # every UDA of ``aggregates``
         man = part.entry.manifest
         if man.kind != "uda" or not (man.properties.algebraic and man.properties.incremental):
             return None
     return step
+
+
+def _collects(bs: Any) -> bool:
+    """Whether a bound step's one UDA is holistic (the engine calls ``compute`` on a window's members)."""
+    man = bs.entry.manifest
+    props = man.properties
+    return man.kind == "uda" and not props.incremental and not props.time_sensitive and not props.algebraic
 
 
 class _Combined:
@@ -108,6 +123,126 @@ class _Combined:
         return [u.compute(s) for u, s in zip(self.udas, state, strict=True)]
 
 
+class _Collected:
+    """A holistic UDA (time-insensitive, not incremental: the engine calls ``compute`` on a window's
+    members) as a mergeable one, for the two-phase plan.
+
+    Phase 1 keeps a partition's members as runs of arrays (`runs`: key JSON texts and, per member, key
+    index, pane, LE, RE, value), packed per key bucket into one blob of arrays (`pack`: no per-member
+    Python object is pickled). Phase 2 sorts every member of its bucket by (group, pane, LE, RE) at once
+    (`states`); a (group, pane) state is its range of them, in canonical order (SEMANTICS §5: by
+    ``(LE, RE)``), with ``tie``: two members share ``(LE, RE)`` (the engine orders those by the canonical
+    JSON of their values). A window's panes are consecutive ranges, so merging them is a longer range (any
+    other merge makes lists ``(LEs, REs, values, ordered, tie)``); ``compute`` orders a window's members as
+    the engine does (`udm.host.engine.invoke.WindowUDM.ordered`; every member fits one pane, so none is
+    clipped) and calls the UDA's ``compute`` on their values."""
+
+    def __init__(self, uda: Any) -> None:
+        self.uda = uda
+        #: phase 1: (key texts, key index, pane, LE, RE, values) of each folded batch
+        self.runs: list[tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def pack(self, n: int) -> list[tuple[int, bytes]]:
+        """(bucket, blob) of this partition's members, per key bucket (`key_bucket`)."""
+        if not self.runs:
+            return []
+        index: dict[str, int] = {}
+        codes = []
+        for names, group, *_ in self.runs:
+            remap = np.asarray([index.setdefault(kj, len(index)) for kj in names], dtype=np.int64)
+            codes.append(remap[group] if len(group) else group)
+        code = np.concatenate(codes)
+        pane, le, re = (np.concatenate([r[i] for r in self.runs]) for i in (2, 3, 4))
+        values = np.concatenate([r[5] for r in self.runs])
+        names = list(index)
+        bucket_of = np.asarray([key_bucket(kj, n) for kj in names], dtype=np.int64)
+        mb = bucket_of[code]
+        out = []
+        for b in np.unique(bucket_of).tolist():
+            sel = mb == b
+            used = np.flatnonzero(bucket_of == b)
+            local = np.full(len(names), -1, dtype=np.int64)
+            local[used] = np.arange(len(used))
+            blob = pickle.dumps(([names[i] for i in used.tolist()], local[code[sel]], pane[sel], le[sel], re[sel],
+                                 values[sel]), protocol=pickle.HIGHEST_PROTOCOL)
+            out.append((b, blob))
+        return out
+
+    @staticmethod
+    def states(blobs: list[bytes]) -> dict[str, dict[int, tuple[Any, ...]]]:
+        """{group key JSON: {pane: state}} of every member in ``blobs`` (`pack`)."""
+        index: dict[str, int] = {}
+        parts = []
+        for blob in blobs:
+            names, code, pane, le, re, values = pickle.loads(blob)
+            remap = np.asarray([index.setdefault(kj, len(index)) for kj in names], dtype=np.int64)
+            parts.append((remap[code] if len(code) else code, pane, le, re, values))
+        per_key: dict[str, dict[int, tuple[Any, ...]]] = {}
+        if not parts:
+            return per_key
+        code, pane, le, re, values = (np.concatenate([p[i] for p in parts]) for i in range(5))
+        order = np.lexsort([re, le, pane, code])
+        code, pane, le, re, values = code[order], pane[order], le[order], re[order], values[order]
+        n = len(code)
+        change = np.ones(n, dtype=bool)
+        change[1:] = (code[1:] != code[:-1]) | (pane[1:] != pane[:-1])
+        tie = np.zeros(n, dtype=bool)
+        tie[1:] = (le[1:] == le[:-1]) & (re[1:] == re[:-1]) & ~change[1:]
+        starts = np.flatnonzero(change)
+        ends = np.append(starts[1:], n).tolist()
+        ties = np.logical_or.reduceat(tie, starts).tolist()
+        shared = (le, re, values.tolist())
+        names = list(index)
+        for a, b, c, q, t in zip(starts.tolist(), ends, code[starts].tolist(), pane[starts].tolist(), ties,
+                                 strict=True):
+            kj = names[c]
+            panes = per_key.get(kj)
+            if panes is None:
+                panes = per_key[kj] = {}
+            panes[q] = (shared, a, b, t)
+        return per_key
+
+    @staticmethod
+    def _lists(st: tuple[Any, ...]) -> tuple[Any, ...]:
+        """A state as ``(LEs, REs, values, ordered, tie)`` (a range of the sorted members: as its lists)."""
+        if len(st) == 5:
+            return st
+        (le, re, vs), a, b, tie = st
+        return le[a:b].tolist(), re[a:b].tolist(), vs[a:b], True, tie
+
+    @staticmethod
+    def merge(x: tuple[Any, ...], y: tuple[Any, ...]) -> tuple[Any, ...]:
+        """``y``'s members after ``x``'s. The panes of a group are consecutive in the sorted members, so a
+        window's panes merge into one range of them (its members in canonical order)."""
+        if len(x) == 4 and len(y) == 4 and x[0] is y[0] and x[2] == y[1]:
+            le, re, _ = x[0]
+            edge = bool(le[x[2] - 1] == le[y[1]] and re[x[2] - 1] == re[y[1]])
+            return x[0], x[1], y[2], x[3] or y[3] or edge
+        a, b = _Collected._lists(x), _Collected._lists(y)
+        last, first = (a[0][-1], a[1][-1]), (b[0][0], b[1][0])
+        return (a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] and b[3] and last <= first,
+                a[4] or b[4] or last == first)
+
+    def compute(self, state: tuple[Any, ...]) -> Any:
+        if len(state) == 4 and not state[3]:
+            vs, a, b = state[0][2], state[1], state[2]
+            values = vs[a:b]
+        else:
+            les, res, values, ordered, tie = self._lists(state)
+            keys = list(zip(les, res, strict=True))
+            pairs = sorted(zip(keys, range(len(keys)), strict=True))
+            if not ordered:
+                tie = any(pairs[i][0] == pairs[i - 1][0] for i in range(1, len(pairs)))
+            if tie:  # ties on (LE, RE): by the canonical JSON of the value (a stable sort, as the engine's)
+                pairs = sorted(pairs, key=lambda p: (p[0], canonical_json(values[p[1]])))
+            values = [values[i] for _, i in pairs]
+        result = self.uda.compute(values)
+        # what the engine refuses as an aggregate's value (`WindowUDM.outputs`): it reports it, not this plan
+        if isinstance(result, (Event, Iterable)) and not isinstance(result, (str, bytes, list, dict, tuple)):
+            raise TypeError("an aggregate must return one value")
+        return result
+
+
 def _input_check(bs: Any) -> InputType | None:
     """The declared input type a bound window step's UDA checks its value against (None: unchecked)."""
     checks = step_checks(bs)
@@ -119,6 +254,8 @@ def _uda_and_input(bs: Any) -> tuple[Any, Any]:
     step = bs.step
     if bs.parts:
         return _Combined([p.udm for p in bs.parts]), [a.input for a in step.aggregates]
+    if _collects(bs):
+        return _Collected(bs.udm), step.input
     return bs.udm, step.input
 
 
@@ -206,8 +343,8 @@ def _fold_vectorized(tb: pa.Table, keys: list[str], field: str, pane_w: int, off
     False: the batch needs the per-row path; None: it does not fit the plan (a value not of the UDM's
     declared input type is a dead letter of the engine path, semantics-notes 17)."""
     cols = _columns(tb, [*keys, field])
-    if cols is None:
-        return False
+    if cols is None or any(c.null_count for c in cols):
+        return False  # (a missing field, or a null: the per-row fold decides)
     if tp is not None and tp.bad_mask(cols[-1].to_numpy(zero_copy_only=False)) is not None:
         return None
     le = tb.column("le").to_numpy()
@@ -230,8 +367,11 @@ def _fold_vectorized(tb: pa.Table, keys: list[str], field: str, pane_w: int, off
             names = [_key_json([u[i] for u, i in zip(uniques, row.tolist(), strict=True)]) for row in combos]
     else:
         group, names = np.zeros(n, dtype=np.int64), ["[]"]
+    if isinstance(uda, _Collected):  # the members themselves (sorted in phase 2)
+        uda.runs.append((names, group, pane, le, re, cols[-1].to_numpy(zero_copy_only=False)))
+        return True
     order = np.lexsort([pane, group])
-    values = cols[-1].to_numpy()[order]
+    values = cols[-1].to_numpy(zero_copy_only=False)[order]
     sp, sg = pane[order], group[order]
     change = np.ones(n, dtype=bool)
     if n:
@@ -259,6 +399,7 @@ def _fold_rows(tb: pa.Table, keys: list[str], field: Any, pane_w: int, off: int,
     """The general per-row fold (nested payloads, mixed types); False when an event does not fit. ``tp``:
     the declared input type to check (for ``aggregates``, a list: one per UDA, None where unchecked)."""
     groups: dict[tuple[str, int], list[Any]] = {}
+    members: list[tuple[str, int, int, int, Any]] = []  # (a holistic UDA's: `_Collected`)
     for le, re, text in zip(tb.column("le").to_pylist(), tb.column("re").to_pylist(),
                             tb.column("payload").to_pylist(), strict=True):
         try:
@@ -298,7 +439,18 @@ def _fold_rows(tb: pa.Table, keys: list[str], field: Any, pane_w: int, off: int,
         if tp is not None and not isinstance(field, list) and not tp.accepts(value):
             return False
         kj = canonical_json([p[k] for k in keys])
-        groups.setdefault((kj, pane), []).append(value)
+        if isinstance(uda, _Collected):
+            members.append((kj, pane, le, re, value))
+        else:
+            groups.setdefault((kj, pane), []).append(value)
+    if isinstance(uda, _Collected):
+        names = list(dict.fromkeys(m[0] for m in members))
+        at = {kj: i for i, kj in enumerate(names)}
+        vals = np.empty(len(members), dtype=object)
+        vals[:] = [m[4] for m in members]
+        pane_a, le_a, re_a = (np.asarray([m[i] for m in members], dtype=np.int64) for i in (1, 2, 3))
+        uda.runs.append((names, np.asarray([at[m[0]] for m in members], dtype=np.int64), pane_a, le_a, re_a, vals))
+        return True
     try:
         for k, values in groups.items():
             state = uda.add(uda.initial_state(), values)
@@ -317,10 +469,12 @@ def _partial(spec_json: dict[str, Any], n: int) -> Callable[[Iterator[pa.RecordB
     return run
 
 
-def _range_partial(spec_json: dict[str, Any], n: int
+def _range_partial(spec_json: dict[str, Any], n: int, scan: FileScan | None = None
                    ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """Phase 1 fused with the read of a file's byte ranges (`udm.host.spark.file_source`): the elements
-    never cross to the JVM and back, and their payloads stay the reader's structs."""
+    never cross to the JVM and back, and their payloads stay the reader's structs. Its input rows are
+    `ranges_df`'s, or with ``scan`` ``spark.range``'s: row ``i`` reads ``scan``'s range ``i`` (a plan without
+    the ranges as literals, which a cold JVM takes longer to plan)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         def tables(path: str, start: int, stop: int, first: int) -> Iterator[pa.Table]:
@@ -330,7 +484,9 @@ def _range_partial(spec_json: dict[str, Any], n: int
                 yield tb.append_column("idh", pa.array(id_hashes(tb.column("id")), pa.int64(), mask=mask))
 
         for rb in batches:  # (each range its own facts: `_ctis_respected` compares runs of lines)
-            for path, start, stop, first in zip(*(rb.column(c).to_pylist() for c in range(4)), strict=True):
+            rows = (((scan.path, *scan.ranges[i]) for i in rb.column(0).to_pylist()) if scan is not None
+                    else zip(*(rb.column(c).to_pylist() for c in range(4)), strict=True))
+            for path, start, stop, first in rows:
                 yield _fold_partition(spec_json, n, tables(path, start, stop, first))
 
     return run
@@ -424,7 +580,12 @@ def _fold_partition(spec_json: dict[str, Any], n: int, tables: Iterator[pa.Table
         buckets.append(b)
         tags.append(_FACTS)
         blobs.append(facts)
-    if ok:
+    if ok and isinstance(uda, _Collected):
+        for b, blob in uda.pack(n):
+            buckets.append(b)
+            tags.append(_STATES)
+            blobs.append(blob)
+    elif ok:
         per_bucket: dict[int, dict[tuple[str, int], Any]] = {}
         bucket_of: dict[str, int] = {}
         for k, state in folded.items():
@@ -436,15 +597,15 @@ def _fold_partition(spec_json: dict[str, Any], n: int, tables: Iterator[pa.Table
             buckets.append(b)
             tags.append(_STATES)
             blobs.append(pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL))
-        if ids:
-            allh = np.concatenate(ids).astype(np.int64)
-            hb = allh % n
-            for b in range(n):
-                part = allh[hb == b]
-                if len(part):
-                    buckets.append(b)
-                    tags.append(_IDS)
-                    blobs.append(part.tobytes())
+    if ok and ids:
+        allh = np.concatenate(ids).astype(np.int64)
+        hb = allh % n
+        for b in range(n):
+            part = allh[hb == b]
+            if len(part):
+                buckets.append(b)
+                tags.append(_IDS)
+                blobs.append(part.tobytes())
     return pa.RecordBatch.from_pydict({"_bucket": buckets, "tag": tags, "blob": blobs}, schema=_PARTIAL_ARROW)
 
 
@@ -525,8 +686,10 @@ def _final(spec_json: dict[str, Any], strict: bool) -> Callable[[pa.Table], pa.T
             return ineligible()
         merge = uda.merge
         per_key: dict[str, dict[int, Any]] = {}
+        if isinstance(uda, _Collected):
+            per_key = uda.states([b for t, b in zip(tags, blobs, strict=True) if t == _STATES])
         for t, b in zip(tags, blobs, strict=True):
-            if t != _STATES:
+            if t != _STATES or isinstance(uda, _Collected):
                 continue
             for (kj, pane), st in pickle.loads(b).items():
                 panes = per_key.get(kj)
@@ -592,3 +755,22 @@ def run_algebraic(spec: QuerySpec, elements: DataFrame, n_buckets: int, *, stric
                .mapInArrow(_partial(js, n), _PARTIAL_DDL))
     # ids embed the group key, which lives in exactly one bucket: unique across buckets
     return partial.groupBy("_bucket").applyInArrow(_final(js, strict), _OUT_DDL)
+
+
+def final_on_driver(spec: QuerySpec, spark: SparkSession, scan: FileScan) -> pa.Table | None:
+    """The two-phase plan over an element file (`udm.host.spark.file_source`) with its final phase on the
+    driver: phase 1 (the fused read and fold, `_range_partial`) runs on Spark, one task per range, in one
+    bucket; its rows (pane states, id hashes, facts) come back in one Arrow collect and `_final` merges
+    them here. Output rows (`_OUT_ARROW`, without the final CTI; ``line`` numbers their order), or None
+    when the input does not fit the plan.
+
+    For ``udm run --engine spark`` on an input small enough (`udm.host.spark.engine`): it writes every
+    output row on the driver anyway, and the shuffle, the final tasks and a second collect of the
+    persisted result that the Spark-side final phase needs cost more than merging here (bench_spark_cli)."""
+    js = spec.to_json_dict()
+    k = len(scan.ranges)
+    partial = spark.range(0, k, 1, k).mapInArrow(_range_partial(js, 1, scan), _PARTIAL_DDL).toArrow()
+    out = _final(js, False)(partial)
+    if out.num_rows == 1 and out.column("kind")[0].as_py() == INELIGIBLE:
+        return None
+    return out

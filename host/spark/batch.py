@@ -357,7 +357,7 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     keys = partition_keys(spec)
     n = max(1, int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1)))
 
-    if algebraic is not False and eligible_step(spec) is not None:
+    if algebraic is not False and eligible_step(spec, holistic=True) is not None:
         alg = _run_algebraic_path(spark, spec, df, n if keys else 1, scan)
         if alg is not None:
             return alg
