@@ -183,3 +183,26 @@ def test_the_extreme_state_is_the_extreme_of_its_multiset(name: str) -> None:
     state = u.add(state, [float("nan")])
     state = u.remove(state, [2.0] if name == "max" else [1.0])
     assert u.compute(state) in (1.0, 2.0) or u.compute(state) != u.compute(state)
+
+
+@pytest.mark.parametrize("udm", ["sum", "max", "min"])
+def test_ints_among_floats_keep_their_kind(udm: str) -> None:
+    """A run mixing ints and integral floats (``3`` and ``3.0`` are different output text) is not handed to
+    the running form as a float column: ``sum`` gives the oracle's output exactly. (``min``/``max`` agree in
+    value; which of two equal extremes ``3``/``3.0`` a window shows depends on how its members were batched,
+    on main as here: a known gap between the engine and the oracle, not this path's.)"""
+    rng = random.Random(21)
+    stream: list[Element] = []
+    for i in range(600):
+        v: Any = rng.randrange(-20, 20)
+        stream.append(Insert(f"e{i}", i, i + 1, {"g": "k", "v": float(v) if rng.random() < 0.5 else v}))
+        if i % 50 == 49:
+            stream.append(Cti(i - 10))
+    stream.append(Cti(10**18))
+    q = _query({"type": "cumulate", "size": 100, "step": 2}, udm, False)
+    got, want = _run(q, stream, 200)[0], oracle(q.spec, stream)
+    if udm == "sum":
+        assert got == want
+    else:
+        v = verify(got, want, rel_tol=0.0, abs_tol=0.0)
+        assert v.ok, v

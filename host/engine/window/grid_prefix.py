@@ -114,6 +114,8 @@ class PrefixWindows:
                 return False
         if arr.dtype.kind not in "if" or arr.dtype.itemsize != 8 or arr.ndim != 1:
             return False
+        if arr.dtype.kind == "f" and not all(type(v) is float for v in vals):
+            return False  # (ints among floats: a float column would change what the UDA sees, 3 for 3.0)
         if fresh:
             sweep.clear()
         st = sweep.state()
