@@ -267,8 +267,17 @@ class GroupPanes:
         return ranges
 
     def _pane_ranges(self, geo: Geometry, lo: int, hi: int, a: int, b: int, ranges: list[tuple[int, int]]) -> None:
-        """The windows in ``[lo, hi]`` holding one of the panes ``[a, b)``, as merged ranges onto ``ranges``."""
-        for s in self.panes.irange(a, b - 1):
+        """The windows in ``[lo, hi]`` holding one of the panes ``[a, b)``, as merged ranges onto ``ranges``.
+        The panes of window ``lo`` all give ranges from ``lo`` on, the last of them the longest: it alone is
+        looked at (scanning them all cost the whole window at every flush)."""
+        panes = self.panes
+        top = geo.span(lo)[1] - 1
+        i = panes.bisect_right(top)
+        if i > panes.bisect_left(a):
+            r1 = min(hi, geo.last_window(panes.keys()[i - 1]))
+            if r1 >= lo:
+                ranges.append((lo, r1))
+        for s in panes.irange(max(a, top + 1), b - 1):
             r0 = max(lo, geo.first_window(s))
             r1 = min(hi, geo.last_window(s))
             if r0 > r1:
