@@ -150,6 +150,13 @@ class IncrementalUDA(UDM):
     values. The engine's columnar grid path uses it for the windows made, closed and emitted inside one
     batch (no state object per window); raising makes it call the scalar forms instead. Checked by
     ``batch_forms`` too.
+
+    Optional running form, with ``add_array``: ``compute_prefixes(state, values, ends) -> column``, entry
+    ``i`` the value ``compute(add(state, values[:ends[i]].tolist()))`` (``ends``: int64, non-decreasing,
+    each at most ``len(values)``), without changing ``state``; the same kinds and rounding allowance as
+    ``compute_slices``. The engine uses it for windows that grow (cumulate): the windows a flush closes in
+    one period are valued in one call from the period's state so far, then the values enter that state with
+    one ``add_array``. Raising makes it call the scalar forms instead. Checked by ``batch_forms``.
     """
 
     _sdk_kind = "uda"

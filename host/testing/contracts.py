@@ -28,11 +28,12 @@ AssertionError listing every failed check with the seed and a minimal reproducer
     state goes on to give the same results.
 ``batch_forms``
     For UDMs declaring a vectorized form (`udm.sdk.UDF` ``compute_batch``; `udm.sdk.IncrementalUDA`
-    ``add_array`` / ``add_batch`` / ``compute_slices``): over numeric columns (int64 or float64, what the
-    engine hands them), the batch form gives what the scalar form gives, row by row / slice by slice,
-    from fresh and from non-empty states; ``compute_slices`` gives each slice's value from a fresh
+    ``add_array`` / ``add_batch`` / ``compute_slices`` / ``compute_prefixes``): over numeric columns (int64
+    or float64, what the engine hands them), the batch form gives what the scalar form gives, row by row /
+    slice by slice, from fresh and from non-empty states; ``compute_slices`` gives each slice's value from a fresh
     state, of the same JSON kind (int / float) as ``compute``'s for a column of one kind (or raises where
-    ``compute`` does). Skipped for UDMs without one, or whose example inputs are not numbers.
+    ``compute`` does); ``compute_prefixes`` gives each prefix's value from a state already holding values,
+    and leaves that state as it was. Skipped for UDMs without one, or whose example inputs are not numbers.
 ``time_bound``
     For UDMs declaring ``time_bound``: when one element ``x`` (an insert, a shortening or extending
     retraction, a full retraction) changes the members, every output that changes has ``LE >= sync(x)``.
@@ -1046,8 +1047,9 @@ def _check_batch_forms(h: _Harness, rng: random.Random, examples: int) -> str:
     has_array = callable(getattr(probe, "add_array", None))
     has_batch = callable(getattr(probe, "add_batch", None))
     has_slices = callable(getattr(probe, "compute_slices", None))
-    if not (has_array or has_batch or has_slices):
-        raise _Skip("no add_array / add_batch / compute_slices")
+    has_prefixes = callable(getattr(probe, "compute_prefixes", None))
+    if not (has_array or has_batch or has_slices or has_prefixes):
+        raise _Skip("no add_array / add_batch / compute_slices / compute_prefixes")
     done = 0
     for _ in range(examples):
         nseg = rng.randint(1, 5)
@@ -1097,6 +1099,8 @@ def _check_batch_forms(h: _Harness, rng: random.Random, examples: int) -> str:
                                 f"{_show(want[i])}", what)
         if has_slices:
             _check_slices(h, udm, segs, col, offsets, result)
+        if has_prefixes:
+            _check_prefixes(h, udm, pre[0], segs, col, offsets, result)
         done += 1
     if not done:
         raise _Skip("the example inputs are not numbers")
@@ -1134,6 +1138,41 @@ def _check_slices(h: _Harness, udm: Any, segs: list[list[Any]], col: Any, offset
         g = h.normal(g)
         if not h.same(w, g) or (one_kind and _json_kind(w) != _json_kind(g)):
             raise _Fail(f"compute_slices gave {_show(g)} for slice {i} where compute gives {_show(w)}", what)
+
+
+def _check_prefixes(h: _Harness, udm: Any, pre: list[Any], segs: list[list[Any]], col: Any, offsets: list[int],
+                    result: Callable[[Any], Any]) -> None:
+    """``compute_prefixes`` against ``compute`` of a state holding ``pre`` fed each prefix of the column by
+    ``add`` (a cut at every slice end), and the state left as it was."""
+    def start() -> Any:
+        return udm.add(udm.initial_state(), copy.deepcopy(pre)) if pre else udm.initial_state()
+
+    flat = [v for sg in segs for v in sg]
+    ends = offsets[1:]
+    want = [result(udm.add(start(), copy.deepcopy(flat[:e]))) for e in ends]
+    raised = [isinstance(w, str) and w.startswith("raised ") for w in want]
+    one_kind = len({type(v) for v in [*pre, *flat]}) <= 1
+    what = f"a state holding {pre!r}, then the prefixes ending at {ends} of {flat!r}"
+    state = start()
+    before = result(state) if pre else None
+    try:
+        out = udm.compute_prefixes(state, col, np.array(ends, dtype=np.int64))
+        got = out.tolist() if isinstance(out, np.ndarray) else list(out)
+    except Exception as exc:
+        if any(raised):
+            return  # (compute raises for one of them: the engine then calls the scalar forms)
+        raise _Fail(f"compute_prefixes raised {_err(exc)}", what) from None
+    if len(got) != len(ends):
+        raise _Fail(f"compute_prefixes returned {len(got)} values for {len(ends)} prefixes", what)
+    for i, (w, g) in enumerate(zip(want, got, strict=True)):
+        if raised[i]:
+            continue
+        g = h.normal(g)
+        if not h.same(w, g) or (one_kind and _json_kind(w) != _json_kind(g)):
+            raise _Fail(f"compute_prefixes gave {_show(g)} for prefix {i} where compute gives {_show(w)}", what)
+    if pre and not h.same(before, result(state)):
+        raise _Fail(f"compute_prefixes changed the state it was given ({_show(before)} -> {_show(result(state))})",
+                    what)
 
 
 def _check_udf_batch(h: _Harness, rng: random.Random, examples: int) -> str:

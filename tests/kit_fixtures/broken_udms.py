@@ -279,6 +279,19 @@ class SlicesSkipFirst(SlicesAsFloats):
         return np.maximum(np.diff(np.asarray(offsets, dtype=np.int64)) - 1, 0)
 
 
+@udm(name="prefixes_skip_state", version="1.0.0", algebraic=True, input_type="float", output_type="int")
+class PrefixesSkipState(GoodCount):
+    """A correct count whose running form counts each prefix but forgets what the state already held."""
+
+    def add_array(self, state: int, values: Any) -> int:
+        return state + len(values)
+
+    def compute_prefixes(self, state: int, values: Any, ends: Any) -> Any:
+        import numpy as np
+
+        return np.asarray(ends, dtype=np.int64)
+
+
 @udm(name="batch_sign", version="1.0.0", input_type="float", output_type="bool")
 class BatchSign(UDF):
     """``x > 0``, but the batch form says ``x >= 0`` (they differ on zero)."""
@@ -397,6 +410,7 @@ BROKEN: dict[type[UDM], set[str]] = {
     BatchSign: {"batch_forms"},
     SlicesAsFloats: {"batch_forms"},
     SlicesSkipFirst: {"batch_forms"},
+    PrefixesSkipState: {"batch_forms"},
     SkewedDistinct: {"error_bound"},
     ForgetfulCount: {"manifest"},
     SpanOutside: {"manifest", "physical_reordering"},

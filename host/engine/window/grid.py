@@ -29,6 +29,7 @@ from .grid_closed import ClosedWindows
 from .grid_columns import Fresh, column_block
 from .grid_intake import bulk_insert
 from .grid_panes import GroupPanes, PaneFill
+from .grid_prefix import PrefixWindows
 from .prefix_sweep import PrefixSweep
 from .state import Ev, Group, by_identity
 
@@ -60,6 +61,10 @@ class GridFamily(Family):
         #: (their members' values are read per window)
         self.closed = ClosedWindows(step, self.fill.kind)
         self.closed.on = self.closed.on and self.geo.width <= COLUMN_PANES
+        #: closed windows that grow (cumulate), valued a run at a time from the running state (`grid_prefix`;
+        #: short ones are `closed` windows)
+        self.prefix = PrefixWindows(step, self.fill.kind, self.geo.grows)
+        self.prefix.on = self.prefix.on and not self.closed.on
         #: this batch's bulk-insert records, and the column windows to value at the flush
         self.fresh: list[Fresh] = []
         self.jobs: list[tuple[Fresh, int]] = []
@@ -214,6 +219,7 @@ class GridFamily(Family):
     def after(self, out: Any, em: Any) -> None:
         """After every group's evaluation: the column windows, as one block."""
         self.closed.flush(out, em)
+        self.prefix.flush(self, out, em)
         jobs = self.jobs
         self.fresh = []
         if not jobs:
@@ -244,32 +250,53 @@ class GridFamily(Family):
     def _values(self, g: Group, todo: list[tuple[int, int]], out: Any, em: Any) -> list[tuple[int, int]]:
         """Value and emit the windows of ``todo`` that are released; returns those that are not."""
         d: GroupPanes = g.data
+        closed = self.closed if self.closed.on and not d.endless else None
+        prefix = self.prefix if self.prefix.on and not d.endless else None
+        keep: list[tuple[int, int]] = []
+        for lo0, hi0 in todo:
+            for lo, hi, together in (prefix.split(self, g, lo0, hi0) if prefix is not None else ((lo0, hi0, False),)):
+                if together:
+                    self._run(g, lo, hi, out, em)
+                    continue
+                self._each(g, lo, hi, closed, keep, out, em)
+        return keep
+
+    def _each(self, g: Group, lo: int, hi: int, closed: ClosedWindows | None, keep: list[tuple[int, int]],
+              out: Any, em: Any) -> None:
+        """Windows ``lo..hi`` of ``g`` one by one; those not released go to ``keep``."""
+        d: GroupPanes = g.data
         geo = self.geo
         step = self.step
         sweep = g.sweep
         one_pane = geo.width == 1
-        closed = self.closed if self.closed.on and not d.endless else None
-        keep: list[tuple[int, int]] = []
-        for lo, hi in todo:
-            for k in range(lo, hi + 1):
-                wle, wre = geo.extent(k)
-                if not step.releasable(wle, wre, k in g.out):
-                    keep.append((k, k))
-                    continue
-                if closed is not None and closed.take(g, geo, k, wle, wre):
-                    continue
-                if k > self.frontier and d.endless and not d.has_finite(geo, k):
-                    news = []  # (past T, never-ending events alone make no window: semantics-notes 2)
-                elif sweep is not None:
-                    if one_pane and not d.longs:  # (a window of one pane: its state, no sweep needed)
-                        news = self.value(g, wle, wre, None, self.fill.state(d.panes.get(geo.span(k)[0])))
-                    else:
-                        self._sweep_to(g, k)
-                        news = self.value(g, wle, wre, None)
+        for k in range(lo, hi + 1):
+            wle, wre = geo.extent(k)
+            if not step.releasable(wle, wre, k in g.out):
+                keep.append((k, k))
+                continue
+            if closed is not None and closed.take(g, geo, k, wle, wre):
+                continue
+            if k > self.frontier and d.endless and not d.has_finite(geo, k):
+                news = []  # (past T, never-ending events alone make no window: semantics-notes 2)
+            elif sweep is not None:
+                if one_pane and not d.longs:  # (a window of one pane: its state, no sweep needed)
+                    news = self.value(g, wle, wre, None, self.fill.state(d.panes.get(geo.span(k)[0])))
                 else:
-                    news = self.value(g, wle, wre, d.members(geo, k))
-                self.put(g, k, wle, wre, news, out, em)
-        return keep
+                    self._sweep_to(g, k)
+                    news = self.value(g, wle, wre, None)
+            else:
+                news = self.value(g, wle, wre, d.members(geo, k))
+            self.put(g, k, wle, wre, news, out, em)
+
+    def _run(self, g: Group, lo: int, hi: int, out: Any, em: Any) -> None:
+        """Released windows ``lo..hi`` of one period: valued at once (`grid_prefix`), else one by one."""
+        if self.prefix.take(self, g, lo, hi, out, em):
+            return
+        geo = self.geo
+        for k in range(lo, hi + 1):
+            wle, wre = geo.extent(k)
+            self._sweep_to(g, k)
+            self.put(g, k, wle, wre, self.value(g, wle, wre, None), out, em)
 
     def _sweep_to(self, g: Group, k: int) -> None:
         """Bring the group's sweep to window ``k``: forward from the window it holds, else rebuilt."""

@@ -26,7 +26,7 @@ from ..payload import Payload, as_column
 from ..rules import INF
 from .state import Group
 
-__all__ = ["Fresh", "column_block", "slice_values"]
+__all__ = ["Fresh", "column_block", "column_payload", "slice_values"]
 
 
 class Fresh:
@@ -124,7 +124,7 @@ def column_block(fam: Any, jobs: list[tuple[Fresh, int]], em: Any) -> Batch | No
         per_job = [jobs[j][0].groups[jobs[j][1]].fields[f] for j in range(len(jobs))]  # type: ignore[index]
         fields[f] = [per_job[j] for j in gg]
     fields[wu.alias] = results
-    payload = _payload(fields, n)
+    payload = column_payload(fields, n)
     del kk
     return Batch(np.full(n, INSERT, dtype=np.int8), ids, le, re, re, np.full(n, -1, dtype=np.int64), payload)
 
@@ -155,7 +155,8 @@ def slice_values(wu: Any, values: np.ndarray, offsets: np.ndarray) -> Any:
     return out
 
 
-def _payload(fields: dict[str, Any], n: int) -> Payload:
+def column_payload(fields: dict[str, Any], n: int) -> Payload:
+    """Output fields (a column or list each, ``n`` rows) as a payload: typed columns, else rows."""
     cols = {}
     for name, vals in fields.items():
         col = as_column(vals)

@@ -100,8 +100,29 @@ def bulk_insert(fam: Any, groups: list[Group], codes: Any, ids: Any, le: Any, re
                 g.events[ev.id] = ev
     else:
         fill.fold_runs(panes, sl, svals, starts, ends, contiguous)
-    for code, s in zip(run_codes, run_panes, strict=True):
-        fam.touch(groups[code], s, s)
+    touch_runs(fam, groups, run_codes, run_panes)
+
+
+def touch_runs(fam: Any, groups: list[Group], run_codes: list[int], run_panes: list[int]) -> None:
+    """Each run's pane changed (`GridFamily.touch`). The runs are sorted by (group, pane): a group whose
+    first touched pane is past every window it evaluated (in order: nothing to mark dirty) is touched once,
+    over its first to its last pane."""
+    geo = fam.geo
+    n = len(run_codes)
+    r = 0
+    while r < n:
+        code = run_codes[r]
+        q = r + 1
+        while q < n and run_codes[q] == code:
+            q += 1
+        g = groups[code]
+        d: GroupPanes = g.data
+        if q - r > 1 and max(geo.first_window(run_panes[r]), d.floor) > d.done:
+            fam.touch(g, run_panes[r], run_panes[q - 1])
+        else:
+            for s in run_panes[r:q]:
+                fam.touch(g, s, s)
+        r = q
 
 
 def plan_columns(fam: Any, rec: Fresh, closing: int) -> None:

@@ -237,16 +237,24 @@ class GroupPanes:
         ranges: list[tuple[int, int]] = []
         a = geo.span(lo)[0]
         b = geo.span(hi)[1]
-        for s in self.panes.irange(a, b - 1):
-            r0 = max(lo, geo.first_window(s))
-            r1 = min(hi, geo.last_window(s))
-            if r0 > r1:
-                continue
-            if ranges and r0 <= ranges[-1][1] + 1:
-                if r1 > ranges[-1][1]:
-                    ranges[-1] = (ranges[-1][0], r1)
-            else:
-                ranges.append((r0, r1))
+        if geo.grows:
+            # (windows that grow: a pane holds every window of its run from its own on, so a run's first pane
+            # in range gives its range; scanning every pane would cost the whole run at every flush)
+            k = lo
+            while k <= hi:
+                pa = geo.span(k)[0]
+                end = geo.last_window(pa)  # (the run's last window)
+                s0 = next(iter(self.panes.irange(pa, geo.span(min(hi, end))[1] - 1)), None)
+                if s0 is not None:
+                    ranges.append((max(k, geo.first_window(s0)), min(hi, end)))
+                if end >= hi:
+                    break
+                nxt = next(iter(self.panes.irange(geo.span(end + 1)[0], b - 1)), None)  # (the next run with one)
+                if nxt is None:
+                    break
+                k = max(end + 1, geo.first_window(nxt))
+        else:
+            self._pane_ranges(geo, lo, hi, a, b, ranges)
         if self.longs:
             for s1, s2, _ev in self.longs.irange_key(max_key=(b, INF)):
                 r1 = min(hi, geo.last_window(s2))
@@ -257,6 +265,28 @@ class GroupPanes:
                     ranges.append((r0, r1))
             ranges = merged(ranges)
         return ranges
+
+    def _pane_ranges(self, geo: Geometry, lo: int, hi: int, a: int, b: int, ranges: list[tuple[int, int]]) -> None:
+        """The windows in ``[lo, hi]`` holding one of the panes ``[a, b)``, as merged ranges onto ``ranges``.
+        The panes of window ``lo`` all give ranges from ``lo`` on, the last of them the longest: it alone is
+        looked at (scanning them all cost the whole window at every flush)."""
+        panes = self.panes
+        top = geo.span(lo)[1] - 1
+        i = panes.bisect_right(top)
+        if i > panes.bisect_left(a):
+            r1 = min(hi, geo.last_window(panes.keys()[i - 1]))
+            if r1 >= lo:
+                ranges.append((lo, r1))
+        for s in panes.irange(max(a, top + 1), b - 1):
+            r0 = max(lo, geo.first_window(s))
+            r1 = min(hi, geo.last_window(s))
+            if r0 > r1:
+                continue
+            if ranges and r0 <= ranges[-1][1] + 1:
+                if r1 > ranges[-1][1]:
+                    ranges[-1] = (ranges[-1][0], r1)
+            else:
+                ranges.append((r0, r1))
 
     def first_pending(self, geo: Geometry, frontier: int) -> int | None:
         """The first window after ``done`` that holds a member or waits to be evaluated again (None: none)."""
@@ -344,11 +374,17 @@ class GroupPanes:
         while out and out.peekitem(0)[0] < k_keep:
             out.popitem(0)
         panes = self.panes
-        while panes and panes.peekitem(0)[0] < a:
-            _, p = panes.popitem(0)
-            if p.members:
-                for eid in p.members:
-                    g.events.pop(eid, None)
+        i = panes.bisect_left(a)
+        if i:
+            for p in panes.values()[:i]:
+                if p.members:
+                    for eid in p.members:
+                        g.events.pop(eid, None)
+            if 2 * i >= len(panes):  # (most go: the few that stay make a new dict)
+                self.panes = panes = SortedDict(zip(panes.keys()[i:], panes.values()[i:], strict=True))
+            else:
+                for _ in range(i):
+                    panes.popitem(0)
         if fill.kind == "merge" and fill.keep_values:
             limit = geo.pane(c - 1)
             for s in panes.irange(max(self.vfloor, a), limit, inclusive=(True, False)):

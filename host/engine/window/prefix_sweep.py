@@ -56,6 +56,15 @@ class PrefixSweep(Sweep):
         if pos < self.low:
             self.low = pos
 
+    def enter_state(self, pos: int, st: Any, items: list[Any]) -> None:
+        """Values ``items`` entered, from ``pos`` on, and ``st`` is the state with them (a UDA with ``remove``:
+        `grid_prefix` added them at once)."""
+        self.st = st
+        self.has = True
+        self.log.extend(items)
+        if pos < self.low:
+            self.low = pos
+
     def enter_partial(self, pos: int, partial: Any) -> None:
         """A pane's partial enters (a merge-only UDA)."""
         self._merge(partial)

@@ -139,6 +139,11 @@ class Count(IncrementalUDA):
 
         return np.diff(np.asarray(offsets, dtype=np.int64))
 
+    def compute_prefixes(self, state: int, values: Any, ends: Any) -> Any:
+        import numpy as np
+
+        return np.asarray(ends, dtype=np.int64) + state
+
 
 @udm(name="sum", version="1.0.0", algebraic=True, input_type="float", output_type="float")
 class Sum(IncrementalUDA):
@@ -201,6 +206,25 @@ class Sum(IncrementalUDA):
             return _segments(values, offsets)
         n = len(offsets) - 1
         return [self.compute(s) for s in self.add_batch([self.initial_state()] * n, values, offsets)]
+
+    def compute_prefixes(self, state: tuple[int, _Acc, int], values: Any, ends: Any) -> Any:
+        """Integer values onto an int state: one exact int64 ``cumsum``; otherwise the state (an immutable
+        tuple) fed slice after slice by ``add``, as the running windows would be."""
+        import numpy as np
+
+        e = np.asarray(ends, dtype=np.int64)
+        ints, _acc, nfloat = state
+        if _kind(values) == "int" and nfloat == 0 and _int_segments_safe(values) and abs(ints) < (1 << 62):
+            return np.concatenate(([0], np.cumsum(values)))[e] + ints
+        vals = values.tolist()
+        out = []
+        prev = 0
+        for x in e.tolist():
+            if x > prev:
+                state = self._apply(state, _numbers(vals[prev:x], "sum"), 1)
+                prev = x
+            out.append(self.compute(state))
+        return out
 
 
 @udm(name="avg", version="1.0.0", algebraic=True, input_type="float", output_type="float")
@@ -313,44 +337,132 @@ class Variance(IncrementalUDA):
         return float(Fraction(s2 * n - s1 * s1, n * n))
 
 
+#: a min/max state: [sorted values, pending values, the pending values' extreme (None: none), exact]. Values
+#: that only enter wait in ``pending`` (one ``list.extend`` and one C-level min/max per call); they are sorted
+#: into the `SortedList` only when something leaves (``remove``), so a window that only grows (cumulate, a
+#: running aggregate) never pays the sorted insert. ``exact``: a value that does not order (NaN, a non-number)
+#: entered, so every value goes straight into the sorted list, as before the pending part existed.
+_Ext = list[Any]
+
+
 class _Extreme(IncrementalUDA):
-    """Shared shape of min/max: a sorted multiset, so removals are exact."""
+    """Shared shape of min/max: a sorted multiset, so removals are exact, with the values that only entered
+    kept aside until something leaves (see ``_Ext``)."""
 
-    def initial_state(self) -> SortedList:
-        return SortedList()
+    #: Max: the last of equal extremes entered wins (a sorted list's last); Min: the first
+    _max = True
 
-    def add(self, state: SortedList, delta: Sequence[float]) -> SortedList:
-        state.update(delta)
+    def initial_state(self) -> _Ext:
+        return [SortedList(), [], None, False]
+
+    def _pick(self, vals: list[Any]) -> Any:
+        return max(reversed(vals)) if self._max else min(vals)
+
+    def _beats(self, a: Any, b: Any) -> bool:
+        """Does ``a``, entered after ``b``, become the extreme?"""
+        return a >= b if self._max else a < b  # type: ignore[no-any-return]
+
+    def add(self, state: _Ext, delta: Sequence[float]) -> _Ext:
+        vals = list(delta)
+        if not vals:
+            return state
+        if not state[3]:
+            try:
+                total = sum(vals)
+                ok = total == total  # (NaN, or inf - inf: the sorted list decides, as before)
+            except TypeError:
+                ok = False
+            if ok:
+                self._pend(state, vals)
+                return state
+            state[3] = True
+        self._settle(state)
+        state[0].update(vals)
         return state
 
-    def remove(self, state: SortedList, delta: Sequence[float]) -> SortedList:
+    def _pend(self, state: _Ext, vals: list[Any]) -> None:
+        b = self._pick(vals)
+        state[1].extend(vals)
+        if state[2] is None or self._beats(b, state[2]):
+            state[2] = b
+
+    @staticmethod
+    def _settle(state: _Ext) -> SortedList:
+        """The pending values join the sorted list."""
+        sl = state[0]
+        if state[1]:
+            sl.update(state[1])
+            state[1] = []
+            state[2] = None
+        return sl
+
+    def remove(self, state: _Ext, delta: Sequence[float]) -> _Ext:
+        sl = self._settle(state)
         for v in delta:
-            state.remove(v)
+            sl.remove(v)
         return state
 
-    def merge(self, a: SortedList, b: SortedList) -> SortedList:
-        out = SortedList(a)
-        out.update(b)
-        return out
+    def merge(self, a: _Ext, b: _Ext) -> _Ext:
+        if a[3] or b[3]:
+            out = SortedList(a[0])
+            out.update(a[1])
+            out.update(b[0])
+            out.update(b[1])
+            return [out, [], None, True]
+        vals = [*a[0], *a[1], *b[0], *b[1]]
+        st = self.initial_state()
+        if vals:
+            self._pend(st, vals)
+        return st
 
-    def add_array(self, state: SortedList, values: Any) -> SortedList:
-        if _kind(values):
-            state.update(values.tolist())
+    def add_array(self, state: _Ext, values: Any) -> _Ext:
+        if _kind(values) and not state[3]:
+            if len(values):
+                self._pend(state, values.tolist())
             return state
         return self.add(state, values.tolist() if hasattr(values, "tolist") else list(values))
+
+    def compute_prefixes(self, state: _Ext, values: Any, ends: Any) -> Any:
+        """Numeric values: one running ``maximum``/``minimum.accumulate``, each window's against the state's
+        extreme (the values entered after it: ties as ``add`` breaks them)."""
+        import numpy as np
+
+        if not _kind(values) or state[3]:
+            raise TypeError("values that do not order: the scalar forms decide")
+        e = np.asarray(ends, dtype=np.int64)
+        run = (np.maximum if self._max else np.minimum).accumulate(values)
+        tops = run[np.maximum(e - 1, 0)] if len(run) else np.zeros(len(e), dtype=values.dtype)
+        if not state[0] and not state[1]:
+            if len(e) and int(e.min()) <= 0:
+                raise ValueError("a window without members has no value")
+            return tops
+        base = self._extreme(state)
+        beats = self._beats
+        return [t if x > 0 and beats(t, base) else base for t, x in zip(tops.tolist(), e.tolist(), strict=True)]
+
+    def _extreme(self, state: _Ext) -> Any:
+        sl, pend, pb, _exact = state
+        if not pend:
+            return sl[-1] if self._max else sl[0]
+        if not sl:
+            return pb
+        top = sl[-1] if self._max else sl[0]
+        return pb if self._beats(pb, top) else top
 
 
 @udm(name="min", version="1.0.0", algebraic=True, input_type="float", output_type="float")
 class Min(_Extreme):
     """Smallest input."""
 
-    def compute(self, state: SortedList) -> float:
-        return state[0]  # type: ignore[no-any-return]
+    _max = False
+
+    def compute(self, state: _Ext) -> float:
+        return self._extreme(state)  # type: ignore[no-any-return]
 
 
 @udm(name="max", version="1.0.0", algebraic=True, input_type="float", output_type="float")
 class Max(_Extreme):
     """Largest input."""
 
-    def compute(self, state: SortedList) -> float:
-        return state[-1]  # type: ignore[no-any-return]
+    def compute(self, state: _Ext) -> float:
+        return self._extreme(state)  # type: ignore[no-any-return]
