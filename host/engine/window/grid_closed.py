@@ -19,32 +19,23 @@ import numpy as np
 from ..batch import RowsOut
 from ..invoke import PLAIN_TYPES
 from .emit import first_emission
-from .grid_columns import slice_values
+from .grid_columns import FlushJobs, ends_alone, slice_values
 from .grid_panes import GroupPanes
 from .state import Group
 
 __all__ = ["ClosedWindows"]
 
 
-class ClosedWindows:
+class ClosedWindows(FlushJobs):
     """A flush's closed windows of one grid step: (group, window, W.LE, W.RE, members' values) each."""
 
-    __slots__ = ("jobs", "on", "step")
+    __slots__ = ()
 
     def __init__(self, step: Any, kind: str) -> None:
         self.step = step
         #: a UDA over a running sweep (its panes keep their values), released by its end alone
-        self.on = (kind == "running" and step.udm.is_uda and step.early is None and not step.time_bound
-                   and not step.strong and not step.time_sensitive)
+        self.on = kind == "running" and ends_alone(step)
         self.jobs: list[tuple[Group, int, int, list[Any]]] = []
-
-    def __getstate__(self) -> tuple:
-        assert not self.jobs  # (a snapshot is taken between flushes)
-        return (self.step, self.on)
-
-    def __setstate__(self, s: tuple) -> None:
-        self.step, self.on = s
-        self.jobs = []
 
     def take(self, g: Group, geo: Any, k: int, wle: int, wre: int) -> bool:
         """Window ``k`` of ``g`` (released) is valued here if it is closed and was never emitted."""

@@ -26,7 +26,31 @@ from ..payload import Payload, as_column
 from ..rules import INF
 from .state import Group
 
-__all__ = ["Fresh", "column_block", "column_payload", "slice_values"]
+__all__ = ["FlushJobs", "Fresh", "column_block", "column_payload", "ends_alone", "slice_values"]
+
+
+def ends_alone(step: Any) -> bool:
+    """A UDA step whose windows are released by their end alone: no early release, no ``time_bound`` or
+    strong consistency, time-insensitive (the windows a flush values together from their panes)."""
+    return bool(step.udm.is_uda and step.early is None and not step.time_bound and not step.strong
+                and not step.time_sensitive)
+
+
+class FlushJobs:
+    """Windows a flush values together at its end: ``jobs`` are empty between flushes, when snapshots are
+    taken, so a snapshot keeps only the step and whether the path is on."""
+
+    __slots__ = ("jobs", "on", "step")
+
+    jobs: list[Any]
+
+    def __getstate__(self) -> tuple:
+        assert not self.jobs  # (a snapshot is taken between flushes)
+        return (self.step, self.on)
+
+    def __setstate__(self, s: tuple) -> None:
+        self.step, self.on = s
+        self.jobs = []
 
 
 class Fresh:

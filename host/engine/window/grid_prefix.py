@@ -22,34 +22,25 @@ import numpy as np
 from ..batch import INSERT, Batch
 from ..invoke import PLAIN_TYPES
 from ..rules import INF, NEG
-from .grid_columns import column_payload
+from .grid_columns import FlushJobs, column_payload, ends_alone
 from .state import Group
 
 __all__ = ["PrefixWindows", "prefix_values"]
 
 
-class PrefixWindows:
+class PrefixWindows(FlushJobs):
     """Runs of cumulate windows valued at once; the closed ones wait in ``jobs`` (group, windows, values)
     for the flush's block (see the module doc)."""
 
-    __slots__ = ("jobs", "on", "step")
+    __slots__ = ()
 
     def __init__(self, step: Any, kind: str, grows: bool) -> None:
         self.step = step
         wu = step.udm
         #: a UDA with the running form over a running sweep, released by its end alone, one output field
-        self.on = (grows and kind == "running" and wu.is_uda and step.early is None and not step.time_bound
-                   and not step.strong and not step.time_sensitive and not hasattr(wu, "aliases")
+        self.on = (grows and kind == "running" and ends_alone(step) and not hasattr(wu, "aliases")
                    and getattr(wu, "compute_prefixes", None) is not None)
         self.jobs: list[tuple[Group, np.ndarray, Any]] = []
-
-    def __getstate__(self) -> tuple:
-        assert not self.jobs  # (a snapshot is taken between flushes)
-        return (self.step, self.on)
-
-    def __setstate__(self, s: tuple) -> None:
-        self.step, self.on = s
-        self.jobs = []
 
     def split(self, fam: Any, g: Group, lo: int, hi: int) -> list[tuple[int, int, bool]]:
         """Windows ``lo..hi`` of ``g`` in runs ``(a, b, together)``: ``together`` for windows of one period
