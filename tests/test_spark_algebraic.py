@@ -29,6 +29,18 @@ def _points(n: int, groups: int, seed: int) -> list[Any]:
     return [*out, Cti(INF)]
 
 
+def _two_phase_equals_the_oracle(spark: Any, query: Any, stream: list[Any]) -> None:
+    """``query`` over ``stream`` takes the two-phase plan, with the oracle's CHT and no dead letter."""
+    run = run_batch(query, elements_df(spark, stream))
+    try:
+        assert run.path == "algebraic"
+        verdict = verify(collect_elements(run.output), oracle(query, stream), rel_tol=1e-9, abs_tol=1e-6)
+        assert verdict, str(verdict)
+        assert run.dead_letters.count() == 0
+    finally:
+        run.unpersist()
+
+
 @pytest.mark.parametrize(("udm", "window"), [
     ("sum", {"type": "tumbling", "size": 10, "offset": 3}),
     ("avg", {"type": "hopping", "size": 12, "hop": 8}),
@@ -39,14 +51,7 @@ def test_two_phase_matches_oracle(spark: Any, udm: str, window: dict[str, Any]) 
     query = parse_query({"steps": [{"op": "window", "window": window, "group_by": ["g"], "udm": udm,
                                     "input": "v"}]})
     stream = _points(400, 5, seed=len(udm))
-    run = run_batch(query, elements_df(spark, stream))
-    try:
-        assert run.path == "algebraic"
-        verdict = verify(collect_elements(run.output), oracle(query, stream), rel_tol=1e-9, abs_tol=1e-6)
-        assert verdict, str(verdict)
-        assert run.dead_letters.count() == 0
-    finally:
-        run.unpersist()
+    _two_phase_equals_the_oracle(spark, query, stream)
 
 
 @pytest.mark.parametrize(("window", "keys"), [({"type": "tumbling", "size": 10}, ["g"]),
@@ -217,14 +222,7 @@ def test_holistic_two_phase_matches_oracle(spark: Any, window: dict[str, Any]) -
     query = parse_query({"steps": [{"op": "window", "window": window, "group_by": ["g"], "udm": "median",
                                     "input": "v"}]})
     stream = _points(400, 5, seed=11)
-    run = run_batch(query, elements_df(spark, stream))
-    try:
-        assert run.path == "algebraic"
-        verdict = verify(collect_elements(run.output), oracle(query, stream), rel_tol=1e-9, abs_tol=1e-6)
-        assert verdict, str(verdict)
-        assert run.dead_letters.count() == 0
-    finally:
-        run.unpersist()
+    _two_phase_equals_the_oracle(spark, query, stream)
 
 
 def _joined_catalog() -> Any:
