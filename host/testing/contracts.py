@@ -1118,26 +1118,35 @@ def _check_slices(h: _Harness, udm: Any, segs: list[list[Any]], col: Any, offset
                   result: Callable[[Any], Any]) -> None:
     """``compute_slices`` against ``compute`` of a fresh state fed each slice by ``add``."""
     want = [result(udm.add(udm.initial_state(), copy.deepcopy(sg))) for sg in segs]
-    raised = [isinstance(w, str) and w.startswith("raised ") for w in want]
     # (the engine's column is float64 only when every value is a float: mixed ints and floats reach the
     # UDA as Python values, so the kinds are compared only for a column of one kind)
     one_kind = len({type(v) for sg in segs for v in sg}) <= 1
     what = "fresh windows holding " + ", ".join(repr(sg) for sg in segs)
+    _compare_batch_form(h, "compute_slices", "slice",
+                        lambda: udm.compute_slices(col, np.array(offsets, dtype=np.int64)), want, one_kind, what)
+
+
+def _compare_batch_form(h: _Harness, form: str, unit: str, call: Callable[[], Any], want: list[Any],
+                        one_kind: bool, what: str) -> None:
+    """One batch form's values against ``compute``'s, entry by entry (value and, for a column of one kind,
+    int vs float). An entry whose ``compute`` raised is not compared: the engine calls the scalar forms there,
+    and a raise of the batch form itself is then allowed."""
+    raised = [isinstance(w, str) and w.startswith("raised ") for w in want]
     try:
-        out = udm.compute_slices(col, np.array(offsets, dtype=np.int64))
+        out = call()
         got = out.tolist() if isinstance(out, np.ndarray) else list(out)
     except Exception as exc:
         if any(raised):
-            return  # (compute raises for one of them: the engine then calls the scalar forms)
-        raise _Fail(f"compute_slices raised {_err(exc)}", what) from None
-    if len(got) != len(segs):
-        raise _Fail(f"compute_slices returned {len(got)} values for {len(segs)} slices", what)
+            return
+        raise _Fail(f"{form} raised {_err(exc)}", what) from None
+    if len(got) != len(want):
+        raise _Fail(f"{form} returned {len(got)} values for {len(want)} {unit}s", what)
     for i, (w, g) in enumerate(zip(want, got, strict=True)):
         if raised[i]:
             continue
         g = h.normal(g)
         if not h.same(w, g) or (one_kind and _json_kind(w) != _json_kind(g)):
-            raise _Fail(f"compute_slices gave {_show(g)} for slice {i} where compute gives {_show(w)}", what)
+            raise _Fail(f"{form} gave {_show(g)} for {unit} {i} where compute gives {_show(w)}", what)
 
 
 def _check_prefixes(h: _Harness, udm: Any, pre: list[Any], segs: list[list[Any]], col: Any, offsets: list[int],
@@ -1150,26 +1159,12 @@ def _check_prefixes(h: _Harness, udm: Any, pre: list[Any], segs: list[list[Any]]
     flat = [v for sg in segs for v in sg]
     ends = offsets[1:]
     want = [result(udm.add(start(), copy.deepcopy(flat[:e]))) for e in ends]
-    raised = [isinstance(w, str) and w.startswith("raised ") for w in want]
     one_kind = len({type(v) for v in [*pre, *flat]}) <= 1
     what = f"a state holding {pre!r}, then the prefixes ending at {ends} of {flat!r}"
     state = start()
     before = result(state) if pre else None
-    try:
-        out = udm.compute_prefixes(state, col, np.array(ends, dtype=np.int64))
-        got = out.tolist() if isinstance(out, np.ndarray) else list(out)
-    except Exception as exc:
-        if any(raised):
-            return  # (compute raises for one of them: the engine then calls the scalar forms)
-        raise _Fail(f"compute_prefixes raised {_err(exc)}", what) from None
-    if len(got) != len(ends):
-        raise _Fail(f"compute_prefixes returned {len(got)} values for {len(ends)} prefixes", what)
-    for i, (w, g) in enumerate(zip(want, got, strict=True)):
-        if raised[i]:
-            continue
-        g = h.normal(g)
-        if not h.same(w, g) or (one_kind and _json_kind(w) != _json_kind(g)):
-            raise _Fail(f"compute_prefixes gave {_show(g)} for prefix {i} where compute gives {_show(w)}", what)
+    _compare_batch_form(h, "compute_prefixes", "prefix",
+                        lambda: udm.compute_prefixes(state, col, np.array(ends, dtype=np.int64)), want, one_kind, what)
     if pre and not h.same(before, result(state)):
         raise _Fail(f"compute_prefixes changed the state it was given ({_show(before)} -> {_show(result(state))})",
                     what)
