@@ -17,17 +17,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_cumulate_prefix import _query, _same, _stream
+from test_cumulate_prefix import _query, _resumed, _same, _stream
 from test_grid_columns import _run
 
 from udm.host.engine import QueryRunner
 from udm.host.engine.window import grid_intake, grid_panes, grid_prefix
 from udm.host.engine.window.grid_panes import GroupPanes
 from udm.host.engine.window.grid_tail import PaneTail
-from udm.host.io.batch import ElementBatch
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
 from udm.host.testing import oracle
-from udm.host.testing.cht import cht
 
 
 def _sparse(seed: int, n: int = 1500, floats: bool = False, late: float = 0.03) -> list[Element]:
@@ -103,22 +101,12 @@ def test_a_snapshot_holding_a_tail_resumes(udm: str) -> None:
     stream = _sparse(6, 2000, late=0.0)  # (a late event or a retraction in the tail makes its panes)
     whole = _run(q, stream, 250)[0]
     for cut in (500, 1250):
-        first = QueryRunner(q)
-        out: list[Any] = []
-        for a in range(0, cut, 250):
-            out += first.process_batch(ElementBatch.from_elements(stream[a:a + 250], list(range(a, a + 250))))
-        tails = [g.data.tail.count() for step in _window_steps(first) for g in step.groups.values()]
-        assert any(tails)  # (the snapshot holds a tail)
-        resumed = QueryRunner.restore(first.snapshot(), q)
-        for a in range(cut, len(stream), 250):
-            part = stream[a:a + 250]
-            out += resumed.process_batch(ElementBatch.from_elements(part, list(range(a, a + len(part)))))
-        out += resumed.finish()
-        assert cht(out) == whole == oracle(q.spec, stream)
+        assert _resumed(q, stream, cut, 250, _holds_a_tail) == whole == oracle(q.spec, stream)
 
 
-def _window_steps(r: QueryRunner) -> list[Any]:
-    return [op for op in r.ops if hasattr(op, "groups") and hasattr(op, "family")]
+def _holds_a_tail(r: QueryRunner) -> None:
+    steps = [op for op in r.ops if hasattr(op, "groups") and hasattr(op, "family")]
+    assert any(g.data.tail.count() for step in steps for g in step.groups.values())
 
 
 def test_a_group_state_from_before_the_tail_restores_without_one() -> None:

@@ -8,6 +8,7 @@ are never made: the windows are valued from the sorted values at the flush (`gri
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ from .grid_columns import Fresh
 from .grid_panes import GroupPanes, Pane
 from .state import Ev, Group
 
-__all__ = ["TAIL_RUNS", "bulk_insert", "plan_columns", "to_tails"]
+__all__ = ["TAIL_RUNS", "bulk_insert", "group_runs", "plan_columns", "to_tails"]
 
 #: a group without a tail starts one for a bulk insert of at least this many runs (panes) of its own
 TAIL_RUNS = 2
@@ -125,13 +126,7 @@ def to_tails(groups: list[Group], run_codes: list[int], run_panes: list[int], st
     runs left for panes."""
     live: list[int] = []
     row_panes = None
-    n = len(run_codes)
-    r = 0
-    while r < n:
-        code = run_codes[r]
-        q = r + 1
-        while q < n and run_codes[q] == code:
-            q += 1
+    for code, r, q in group_runs(run_codes):
         d: GroupPanes = groups[code].data
         first = run_panes[r]
         if d.tail:
@@ -145,15 +140,11 @@ def to_tails(groups: list[Group], run_codes: list[int], run_panes: list[int], st
             d.tail.append(row_panes[a:b], svals[a:b])
         else:
             live += range(r, q)
-        r = q
     return live
 
 
-def touch_runs(fam: Any, groups: list[Group], run_codes: list[int], run_panes: list[int]) -> None:
-    """Each run's pane changed (`GridFamily.touch`). The runs are sorted by (group, pane): a group whose
-    first touched pane is past every window it evaluated (in order: nothing to mark dirty) is touched once,
-    over its first to its last pane."""
-    geo = fam.geo
+def group_runs(run_codes: list[int]) -> Iterator[tuple[int, int, int]]:
+    """``(code, r, q)``: runs ``r..q-1`` (sorted by group code) are group ``code``'s."""
     n = len(run_codes)
     r = 0
     while r < n:
@@ -161,6 +152,16 @@ def touch_runs(fam: Any, groups: list[Group], run_codes: list[int], run_panes: l
         q = r + 1
         while q < n and run_codes[q] == code:
             q += 1
+        yield code, r, q
+        r = q
+
+
+def touch_runs(fam: Any, groups: list[Group], run_codes: list[int], run_panes: list[int]) -> None:
+    """Each run's pane changed (`GridFamily.touch`). The runs are sorted by (group, pane): a group whose
+    first touched pane is past every window it evaluated (in order: nothing to mark dirty) is touched once,
+    over its first to its last pane."""
+    geo = fam.geo
+    for code, r, q in group_runs(run_codes):
         g = groups[code]
         d: GroupPanes = g.data
         if q - r > 1 and max(geo.first_window(run_panes[r]), d.floor) > d.done:
@@ -168,7 +169,6 @@ def touch_runs(fam: Any, groups: list[Group], run_codes: list[int], run_panes: l
         else:
             for s in run_panes[r:q]:
                 fam.touch(g, s, s)
-        r = q
 
 
 def plan_columns(fam: Any, rec: Fresh, closing: int) -> None:
