@@ -103,17 +103,24 @@ def test_a_snapshot_between_flushes_resumes_the_running_state(udm: str) -> None:
     q = _query({"type": "cumulate", "size": 200, "step": 2}, udm, True)
     stream = _stream(9, 1200)
     whole = _run(q, stream, 300)[0]
+    assert _resumed(q, stream, 600, 300) == whole == oracle(q.spec, stream)
+
+
+def _resumed(q: Any, stream: list[Element], cut: int, chunk: int, at_snapshot: Any = None) -> Any:
+    """The CHT of ``stream`` in batches of ``chunk``, snapshotted after the first ``cut`` elements and
+    resumed from the snapshot (``at_snapshot(runner)`` first looks at the runner snapshotted)."""
     first = QueryRunner(q)
     out: list[Any] = []
-    half = 600
-    for a in range(0, half, 300):
-        out += first.process_batch(ElementBatch.from_elements(stream[a:a + 300], list(range(a, a + 300))))
+    for a in range(0, cut, chunk):
+        out += first.process_batch(ElementBatch.from_elements(stream[a:a + chunk], list(range(a, a + chunk))))
+    if at_snapshot is not None:
+        at_snapshot(first)
     resumed = QueryRunner.restore(first.snapshot(), q)
-    for a in range(half, len(stream), 300):
-        part = stream[a:a + 300]
+    for a in range(cut, len(stream), chunk):
+        part = stream[a:a + chunk]
         out += resumed.process_batch(ElementBatch.from_elements(part, list(range(a, a + len(part)))))
     out += resumed.finish()
-    assert cht(out) == whole == oracle(q.spec, stream)
+    return cht(out)
 
 
 def _stats(name: str) -> Any:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import pickle
+import random
 from typing import Any
 
 import pytest
 
 from udm.host.errors import BadElement
 from udm.host.temporal import Cti, Insert, Retract, element_to_json, parse_element, sync_time
+from udm.host.temporal.elements import inserts
 from udm.sdk import INF
 
 
@@ -68,3 +72,17 @@ def test_json_round_trip() -> None:
         data = element_to_json(el)
         assert parse_element(data) == el
     assert element_to_json(Insert("a", 1, INF))["re"] == "inf"
+
+
+def test_inserts_made_at_once_are_the_inserts_insert_makes() -> None:
+    rng = random.Random(3)
+    rows = [(f"o{i}", rng.randrange(-5, 5), rng.randrange(5, 10), {"v": rng.random(), "g": None}) for i in range(50)]
+    got = inserts(*(list(c) for c in zip(*rows, strict=True)))
+    want = [Insert(*r) for r in rows]
+    assert got == want
+    assert [hash((x.id, x.le, x.re)) for x in got] == [hash((x.id, x.le, x.re)) for x in want]
+    assert [repr(x) for x in got] == [repr(x) for x in want]
+    assert pickle.loads(pickle.dumps(got)) == want
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        got[0].le = 1  # type: ignore[misc]
+    assert inserts([], [], [], []) == []

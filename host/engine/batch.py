@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from udm.host.temporal.elements import Cti, Element, Insert, Retract
+from udm.host.temporal.elements import Cti, Element, Insert, Retract, inserts
 
 from .payload import Payload
 from .payload_merge import concat_payloads
@@ -156,8 +156,7 @@ class Batch:
         le = self.le.tolist()
         re = self.re.tolist()
         if 1 not in kinds and 2 not in kinds:
-            pls = self.payload.rows()
-            return [Insert(f"o{i}", a, b, p) for i, a, b, p in zip(ids, le, re, pls, strict=True)]
+            return inserts([f"o{i}" for i in ids], le, re, self.payload.rows())
         rn = self.rn.tolist()
         rows: list[Any] | None = self.payload.rows() if 0 in kinds else None
         out: list[Element] = []

@@ -22,6 +22,7 @@ __all__ = [
     "Retract",
     "canonical_json",
     "element_to_json",
+    "inserts",
     "parse_element",
     "parse_time",
     "sync_time",
@@ -35,6 +36,24 @@ class Insert:
     le: int
     re: int
     payload: dict[str, Any] = field(default_factory=dict)
+
+
+def inserts(ids: list[str], les: list[int], res: list[int], payloads: list[dict[str, Any]]) -> list[Insert]:
+    """``Insert(id, le, re, payload)`` for each row, made without the frozen ``__init__`` (one
+    ``object.__setattr__`` call per field: it dominated an output of many rows)."""
+    new = object.__new__
+    out = []
+    for i, a, b, p in zip(ids, les, res, payloads, strict=True):
+        el = new(Insert)
+        _set_id(el, i)
+        _set_le(el, a)
+        _set_re(el, b)
+        _set_payload(el, p)
+        out.append(el)
+    return out
+
+
+_set_id, _set_le, _set_re, _set_payload = (Insert.__dict__[f].__set__ for f in ("id", "le", "re", "payload"))
 
 
 @dataclass(frozen=True, slots=True)

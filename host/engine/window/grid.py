@@ -65,6 +65,9 @@ class GridFamily(Family):
         #: short ones are `closed` windows)
         self.prefix = PrefixWindows(step, self.fill.kind, self.geo.grows)
         self.prefix.on = self.prefix.on and not self.closed.on
+        #: a bulk insert's short events at or after a group's last pane join its tail as columns, no pane
+        #: made (`grid_tail`: only `prefix` reads them without making their panes)
+        self.tail = self.prefix.on and not self.columns
         #: this batch's bulk-insert records, and the column windows to value at the flush
         self.fresh: list[Fresh] = []
         self.jobs: list[tuple[Fresh, int]] = []
@@ -92,6 +95,7 @@ class GridFamily(Family):
     def __setstate__(self, s: dict[str, Any]) -> None:
         s["endless_groups"] = {id(g): g for g in by_identity(s["endless_groups"])}
         s["held"] = {id(h[1]): h for h in by_identity(s["held"])}
+        s.setdefault("tail", False)  # (a snapshot from before the tail: its groups keep panes only)
         self.__dict__.update(s)
 
     def closing(self, c: int) -> int | None:
@@ -118,7 +122,7 @@ class GridFamily(Family):
         bulk_insert(self, groups, codes, ids, le, re, vals, closing)
 
     def bulk_held(self, g: Group) -> int:
-        return sum(p.count for p in g.data.panes.values())
+        return g.data.held()
 
     def insert(self, g: Group, ev: Ev) -> None:
         s1, s2 = self._add(g, ev)
@@ -280,7 +284,7 @@ class GridFamily(Family):
                 news = []  # (past T, never-ending events alone make no window: semantics-notes 2)
             elif sweep is not None:
                 if one_pane and not d.longs:  # (a window of one pane: its state, no sweep needed)
-                    news = self.value(g, wle, wre, None, self.fill.state(d.panes.get(geo.span(k)[0])))
+                    news = self.value(g, wle, wre, None, self.fill.state(d.settle(self.fill).get(geo.span(k)[0])))
                 else:
                     self._sweep_to(g, k)
                     news = self.value(g, wle, wre, None)
@@ -305,6 +309,7 @@ class GridFamily(Family):
         if prev is None or prev > k or (geo.grows and geo.span(prev)[0] != geo.span(k)[0]):
             g.sweep.clear()  # (a growing window's sweep starts again with each run: nothing ever leaves it)
             prev = None
+        g.data.settle(self.fill)
         g.data.feed(g.sweep, geo, prev, k, self.fill.kind == "merge")
         g.swept = k
         if geo.grows:
@@ -338,7 +343,7 @@ class GridFamily(Family):
                 self.held[id(g)] = (geo.extent(k_keep)[0], g)
             else:
                 self.held.pop(id(g), None)
-            if d.panes or d.longs or g.out:
+            if d.holds() or g.out:
                 first = d.first_pane()
                 kk = max(k_keep, geo.first_window(first)) if first < INF else k_keep
                 self.seq += 1
@@ -362,7 +367,7 @@ class GridFamily(Family):
 
     def idle(self, g: Group) -> bool:
         d: GroupPanes = g.data
-        return not d.panes and not d.longs
+        return not d.holds()
 
     def bound(self, c: int) -> int:
         geo = self.geo

@@ -8,6 +8,7 @@ are never made: the windows are valued from the sorted values at the flush (`gri
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,11 @@ from .grid_columns import Fresh
 from .grid_panes import GroupPanes, Pane
 from .state import Ev, Group
 
-__all__ = ["bulk_insert", "plan_columns"]
+__all__ = ["TAIL_RUNS", "bulk_insert", "group_runs", "plan_columns", "to_tails"]
+
+#: a group without a tail starts one for a bulk insert of at least this many runs (panes) of its own
+TAIL_RUNS = 2
+_TAIL_KINDS = (np.dtype(np.int64), np.dtype(np.float64))
 
 
 def bulk_insert(fam: Any, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: Any,
@@ -71,6 +76,7 @@ def bulk_insert(fam: Any, groups: list[Group], codes: Any, ids: Any, le: Any, re
             svals = arr[order]
         sl = None if svals is not None else [vals[i] for i in ol]
     rec = None
+    touched = None  # (every run's pane, when some join a tail rather than a pane)
     if closing is not None and svals is not None and fam.columns:
         rec = Fresh(groups, run_codes, run_panes, starts, ends, svals)
         plan_columns(fam, rec, closing)
@@ -84,6 +90,16 @@ def bulk_insert(fam: Any, groups: list[Group], codes: Any, ids: Any, le: Any, re
         run_panes = [run_panes[r] for r in live]
         starts, ends = starts[live], ends[live]
         contiguous = False
+    elif fam.tail and svals is not None and svals.ndim == 1 and svals.dtype in _TAIL_KINDS:
+        touched = (run_codes, run_panes)
+        live = to_tails(groups, run_codes, run_panes, starts, ends, svals)
+        if len(live) < len(run_codes):
+            run_codes = [run_codes[r] for r in live]
+            run_panes = [run_panes[r] for r in live]
+            starts, ends = starts[live], ends[live]
+            contiguous = False
+        else:
+            contiguous = True
     else:
         contiguous = True
     panes: list[Pane] = []
@@ -98,16 +114,37 @@ def bulk_insert(fam: Any, groups: list[Group], codes: Any, ids: Any, le: Any, re
                 ev = Ev(ids_l[i], le_l[i], re_l[i], vl[i])
                 p.members[ev.id] = ev  # type: ignore[index]
                 g.events[ev.id] = ev
-    else:
+    elif panes:
         fill.fold_runs(panes, sl, svals, starts, ends, contiguous)
-    touch_runs(fam, groups, run_codes, run_panes)
+    touch_runs(fam, groups, *(touched or (run_codes, run_panes)))
 
 
-def touch_runs(fam: Any, groups: list[Group], run_codes: list[int], run_panes: list[int]) -> None:
-    """Each run's pane changed (`GridFamily.touch`). The runs are sorted by (group, pane): a group whose
-    first touched pane is past every window it evaluated (in order: nothing to mark dirty) is touched once,
-    over its first to its last pane."""
-    geo = fam.geo
+def to_tails(groups: list[Group], run_codes: list[int], run_panes: list[int], starts: np.ndarray, ends: np.ndarray,
+             svals: np.ndarray) -> list[int]:
+    """The runs (sorted by group, pane) of each group whose first run is at or after its last pane join its
+    tail as one chunk (`grid_tail`; a group without one starts it for `TAIL_RUNS` runs or more); returns the
+    runs left for panes."""
+    live: list[int] = []
+    row_panes = None
+    for code, r, q in group_runs(run_codes):
+        d: GroupPanes = groups[code].data
+        first = run_panes[r]
+        if d.tail:
+            fits = first >= d.tail.last()
+        else:
+            fits = q - r >= TAIL_RUNS and (not d.panes or first > d.panes.peekitem(-1)[0])
+        if fits:
+            if row_panes is None:
+                row_panes = np.repeat(np.asarray(run_panes, dtype=np.int64), ends - starts)
+            a, b = int(starts[r]), int(ends[q - 1])
+            d.tail.append(row_panes[a:b], svals[a:b])
+        else:
+            live += range(r, q)
+    return live
+
+
+def group_runs(run_codes: list[int]) -> Iterator[tuple[int, int, int]]:
+    """``(code, r, q)``: runs ``r..q-1`` (sorted by group code) are group ``code``'s."""
     n = len(run_codes)
     r = 0
     while r < n:
@@ -115,6 +152,16 @@ def touch_runs(fam: Any, groups: list[Group], run_codes: list[int], run_panes: l
         q = r + 1
         while q < n and run_codes[q] == code:
             q += 1
+        yield code, r, q
+        r = q
+
+
+def touch_runs(fam: Any, groups: list[Group], run_codes: list[int], run_panes: list[int]) -> None:
+    """Each run's pane changed (`GridFamily.touch`). The runs are sorted by (group, pane): a group whose
+    first touched pane is past every window it evaluated (in order: nothing to mark dirty) is touched once,
+    over its first to its last pane."""
+    geo = fam.geo
+    for code, r, q in group_runs(run_codes):
         g = groups[code]
         d: GroupPanes = g.data
         if q - r > 1 and max(geo.first_window(run_panes[r]), d.floor) > d.done:
@@ -122,7 +169,6 @@ def touch_runs(fam: Any, groups: list[Group], run_codes: list[int], run_panes: l
         else:
             for s in run_panes[r:q]:
                 fam.touch(g, s, s)
-        r = q
 
 
 def plan_columns(fam: Any, rec: Fresh, closing: int) -> None:

@@ -27,6 +27,7 @@ from ..invoke import contract
 from ..rules import INF, NEG
 from .family import merged
 from .geometry import Geometry
+from .grid_tail import PaneTail
 from .state import Ev, Group
 
 __all__ = ["GroupPanes", "Pane", "PaneFill", "panes_of"]
@@ -140,6 +141,12 @@ class PaneFill:
         for p, a, b in zip(panes, st, en, strict=True):
             p.partial = wu.add(p.partial if p.partial is not None else wu.initial_state(), sl[a:b], None)  # type: ignore[index]
 
+    def made(self, values: list[Any]) -> Pane:
+        """A pane holding ``values`` (a short event each), made at once."""
+        p = self.new()
+        self.fold(p, values)
+        return p
+
     def state(self, p: Pane | None) -> Any:
         """The UDM state of a pane's events (None: it has none)."""
         if p is None or not p.count:
@@ -157,10 +164,13 @@ def _long_key(item: tuple[int, int, Ev]) -> tuple[int, int]:
 class GroupPanes:
     """A group's panes, long events, and how far its windows were evaluated."""
 
-    __slots__ = ("col", "dirty", "done", "endless", "floor", "longs", "panes", "vfloor")
+    __slots__ = ("col", "dirty", "done", "endless", "floor", "longs", "panes", "tail", "vfloor")
 
     def __init__(self) -> None:
         self.panes: SortedDict = SortedDict()
+        #: short events after every pane of ``panes``, as columns (`grid_tail`: cumulate runs only); paths
+        #: that read panes one by one make them first (`settle`)
+        self.tail = PaneTail()
         #: (first pane, last pane or INF, event) of events spanning panes, by first pane
         self.longs: SortedKeyList = SortedKeyList(key=_long_key)
         #: the last window evaluated in order
@@ -178,15 +188,65 @@ class GroupPanes:
 
     def __getstate__(self) -> tuple:
         assert self.col is None  # (a snapshot is taken between flushes)
-        return (self.panes, list(self.longs), self.done, self.dirty, self.endless, self.floor, self.vfloor)
+        return (self.panes, list(self.longs), self.done, self.dirty, self.endless, self.floor, self.vfloor,
+                self.tail)
 
     def __setstate__(self, s: tuple) -> None:
-        self.panes, longs, self.done, self.dirty, self.endless, self.floor, self.vfloor = s
+        self.panes, longs, self.done, self.dirty, self.endless, self.floor, self.vfloor = s[:7]
+        self.tail = s[7] if len(s) > 7 else PaneTail()  # (snapshots before the tail hold none)
         self.col = None
         self.longs = SortedKeyList(longs, key=_long_key)
 
+    def settle(self, fill: PaneFill) -> SortedDict:
+        """The panes, the tail's made now (for the paths that read panes one by one)."""
+        if self.tail:
+            panes = self.panes
+            for s, vals in self.tail.pop_all():
+                panes[s] = fill.made(vals)
+        return self.panes
+
+    def holds(self) -> bool:
+        """Does the group hold a short or long event?"""
+        return bool(self.panes or self.tail or self.longs)
+
+    def held(self) -> int:
+        """How many short events the group holds."""
+        return sum(p.count for p in self.panes.values()) + self.tail.count()
+
+    def first_in(self, a: int, b: int) -> int | None:
+        """The first pane ``s`` holding a short event with ``a <= s < b`` (None: none)."""
+        s = next(iter(self.panes.irange(a, b - 1)), None) if self.panes else None
+        if s is None and self.tail:
+            s = self.tail.first_in(a, b)
+        return s
+
+    def short_values(self, a: int, b: int) -> tuple[Any, Any]:
+        """The values of the short events in panes ``[a, b)`` in pane order and the pane of each: two int64
+        columns or two float64 columns from the tail alone (new arrays: the caller may hand them to a UDA),
+        else two lists."""
+        panes = self.panes
+        i0 = panes.bisect_left(a)
+        i1 = panes.bisect_left(b)
+        vals: list[Any] = []
+        at: list[int] = []
+        for s, p in zip(panes.keys()[i0:i1], panes.values()[i0:i1], strict=True):
+            if p.count:
+                vals.extend(p.values)
+                at.extend([s] * p.count)
+        parts = self.tail.between(a, b) if self.tail else []
+        if parts and not vals and len({v.dtype for _p, v in parts}) == 1:
+            if len(parts) == 1:
+                return parts[0][1].copy(), parts[0][0]
+            return np.concatenate([v for _p, v in parts]), np.concatenate([p for p, _v in parts])
+        for p, v in parts:
+            vals += v.tolist()
+            at += p.tolist()
+        return vals, at
+
     def pane(self, fill: PaneFill, s: int) -> Pane:
         """Pane ``s``, made empty when the group has none there."""
+        if self.tail and s >= self.tail.first():
+            self.settle(fill)
         p = self.panes.get(s)
         if p is None:
             p = self.panes[s] = fill.new()
@@ -216,6 +276,8 @@ class GroupPanes:
         """Event ``ev`` leaves (its lifetime as held); returns its panes (first, last)."""
         s1, s2 = panes_of(geo, ev)
         if s1 == s2:
+            if self.tail and s1 >= self.tail.first():
+                self.settle(fill)
             p = self.panes.get(s1)
             if p is not None:
                 if p.members is not None:
@@ -244,12 +306,12 @@ class GroupPanes:
             while k <= hi:
                 pa = geo.span(k)[0]
                 end = geo.last_window(pa)  # (the run's last window)
-                s0 = next(iter(self.panes.irange(pa, geo.span(min(hi, end))[1] - 1)), None)
+                s0 = self.first_in(pa, geo.span(min(hi, end))[1])
                 if s0 is not None:
                     ranges.append((max(k, geo.first_window(s0)), min(hi, end)))
                 if end >= hi:
                     break
-                nxt = next(iter(self.panes.irange(geo.span(end + 1)[0], b - 1)), None)  # (the next run with one)
+                nxt = self.first_in(geo.span(end + 1)[0], b)  # (the next run with one)
                 if nxt is None:
                     break
                 k = max(end + 1, geo.first_window(nxt))
@@ -292,7 +354,7 @@ class GroupPanes:
         """The first window after ``done`` that holds a member or waits to be evaluated again (None: none)."""
         done = self.done
         k = None
-        s = next(iter(self.panes.irange(geo.span(done + 1)[0], None)), None) if self.panes else None
+        s = self.first_in(geo.span(done + 1)[0], INF)
         if s is not None:
             k = max(done + 1, geo.first_window(s))
         for s1, s2, _ev in self.longs:
@@ -309,7 +371,7 @@ class GroupPanes:
     def has_finite(self, geo: Geometry, k: int) -> bool:
         """Does window ``k`` hold an event that ends?"""
         a, b = geo.span(k)
-        if next(iter(self.panes.irange(a, b - 1)), None) is not None:
+        if self.first_in(a, b) is not None:
             return True
         return any(s2 >= a and s2 < INF for _s1, s2, _ev in self.longs.irange_key(max_key=(b - 1, INF)))
 
@@ -358,7 +420,7 @@ class GroupPanes:
 
     def count_windows(self, geo: Geometry, frontier: int) -> int:
         """How many windows at or after ``floor`` hold a member."""
-        spans = [(geo.first_window(s), geo.last_window(s)) for s in self.panes]
+        spans = [(geo.first_window(s), geo.last_window(s)) for s in (*self.panes, *self.tail.panes().tolist())]
         spans += [(geo.first_window(s1), min(geo.last_window(s2), frontier)) for s1, s2, _ev in self.longs]
         n = 0
         for lo, hi in merged([(max(lo, self.floor), hi) for lo, hi in spans if hi >= max(lo, self.floor)]):
@@ -370,6 +432,8 @@ class GroupPanes:
         outputs, the panes only they hold and the long events that ended before ``c`` go; panes that end
         before ``c`` keep only their partial (no retraction can reach them)."""
         a = geo.span(k_keep)[0]
+        if self.tail:
+            self.tail.drop_before(a)
         out = g.out
         while out and out.peekitem(0)[0] < k_keep:
             out.popitem(0)
@@ -402,7 +466,7 @@ class GroupPanes:
 
     def first_pane(self) -> int:
         """The first pane holding something (a pane or a long event's first; INF: none)."""
-        first = self.panes.peekitem(0)[0] if self.panes else INF
+        first = self.panes.peekitem(0)[0] if self.panes else self.tail.first() if self.tail else INF
         if self.longs:
             first = min(first, self.longs[0][0])
         return first

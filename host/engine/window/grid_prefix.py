@@ -72,30 +72,27 @@ class PrefixWindows(FlushJobs):
         kv = np.arange(lo, hi + 1, dtype=np.int64)
         tops = geo.span(kv)[1]  # (each window's panes end there)
         d = g.data
-        panes = d.panes
         top = int(tops[-1])
-        i0 = panes.bisect_left(start)
-        i1 = panes.bisect_left(top)
-        vals: list[Any] = []
-        at: list[int] = []  # (the pane each value enters at)
-        for s, p in zip(panes.keys()[i0:i1], panes.values()[i0:i1], strict=True):
-            if p.count:
-                vals.extend(p.values)
-                at.extend([s] * p.count)
+        vals, at = d.short_values(start, top)  # (``at``: the pane each value enters at)
         if d.longs:  # events spanning panes enter at their first pane in the period, after its short ones
             lo_key = (NEG, NEG) if fresh else (start, NEG)
             longs = [(max(s1, a), ev.val) for s1, s2, ev in d.longs.irange_key(lo_key, (top - 1, INF)) if s2 >= a]
             if longs:
+                if isinstance(vals, np.ndarray):
+                    vals, at = vals.tolist(), at.tolist()
                 vals += [v for _s, v in longs]
                 at += [s for s, _v in longs]
                 order = np.argsort(np.array(at, dtype=np.int64), kind="stable").tolist()
                 vals = [vals[j] for j in order]
                 at = [at[j] for j in order]
-        e = np.searchsorted(np.array(at, dtype=np.int64), tops, side="left").astype(np.int64)
-        if not vals:
+        e = np.searchsorted(np.asarray(at, dtype=np.int64), tops, side="left").astype(np.int64)
+        if not len(vals):
             if fresh or sweep.state() is None:
                 return False
             arr = np.zeros(0, dtype=np.int64)  # (no new member: the windows hold what the sweep holds)
+        elif isinstance(vals, np.ndarray):  # (the tail's column: int64 or float64, as its panes' lists would be)
+            arr = vals
+            vals = arr.tolist()
         elif type(vals[0]) not in (int, float):
             return False
         else:
@@ -103,10 +100,10 @@ class PrefixWindows(FlushJobs):
                 arr = np.asarray(vals)
             except (OverflowError, ValueError):
                 return False
+            if arr.dtype.kind == "f" and not all(type(v) is float for v in vals):
+                return False  # (ints among floats: a float column would change what the UDA sees, 3 for 3.0)
         if arr.dtype.kind not in "if" or arr.dtype.itemsize != 8 or arr.ndim != 1:
             return False
-        if arr.dtype.kind == "f" and not all(type(v) is float for v in vals):
-            return False  # (ints among floats: a float column would change what the UDA sees, 3 for 3.0)
         if fresh:
             sweep.clear()
         st = sweep.state()
@@ -133,8 +130,10 @@ class PrefixWindows(FlushJobs):
         # closes them, or emitted before) one by one, with their output records
         wre_v = geo.extent(kv)[1]
         block = wre_v <= self.step.effective_cti
-        if out_g:
-            block &= np.array([k not in out_g for k in kv.tolist()], dtype=bool)
+        if out_g and len(kv):  # (the run's windows emitted before: from the records in its range, not one by one)
+            emitted = list(out_g.irange(int(kv[0]), int(kv[-1])))
+            if emitted:
+                block &= ~np.isin(kv, emitted)
         if not block.all():
             rest = _where(res, ~block)
             for k, r in zip(kv[~block].tolist(), rest.tolist() if isinstance(rest, np.ndarray) else rest, strict=True):

@@ -70,6 +70,15 @@ def _kind(values: Any) -> str:
     return ""
 
 
+def _same_kind(x: Any, values: Any) -> bool:
+    """Is ``x`` a Python int of int64 range and ``values`` an int64 column, or a float and a float64 one (a
+    column holding ``x`` and the values gives each back as it is)?"""
+    dt = values.dtype
+    if type(x) is int:
+        return bool(dt == "int64") and -(1 << 63) <= x < (1 << 63)
+    return type(x) is float and bool(dt == "float64")
+
+
 def _int_sum(values: Any) -> int:
     if len(values) == 0:
         return 0
@@ -437,6 +446,9 @@ class _Extreme(IncrementalUDA):
                 raise ValueError("a window without members has no value")
             return tops
         base = self._extreme(state)
+        if _same_kind(base, values):  # (one column: the windows' extremes are of the values' kind either way)
+            wins = (e > 0) & ((tops >= base) if self._max else (tops < base))
+            return np.where(wins, tops, base)
         beats = self._beats
         return [t if x > 0 and beats(t, base) else base for t, x in zip(tops.tolist(), e.tolist(), strict=True)]
 
