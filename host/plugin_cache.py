@@ -16,7 +16,8 @@ cannot be found without importing it, is never cached: it is imported on every r
 reported every time.
 
 Environment: ``UDM_CATALOG_CACHE=0`` turns the cache off; any other non-empty value is the directory to
-keep it in (default: ``$XDG_CACHE_HOME/udmkit``, else ``~/.cache/udmkit``). A cache directory that cannot
+keep it in (default: ``$XDG_CACHE_HOME/udmkit``, else ``~/.cache/udmkit``), one file per Python
+environment (`cache_file`). A cache directory that cannot
 be written is skipped (the catalog is built the slow way); a damaged cache file is ignored and rewritten.
 """
 
@@ -38,10 +39,10 @@ import udm.sdk as sdk
 from udm.host import validation
 from udm.sdk import API_VERSION
 
-__all__ = ["CACHE_ENV", "CachedUDM", "PluginCache", "PluginRecord", "cache_dir", "host_stamp", "plugin_stamp"]
+__all__ = ["CACHE_ENV", "CachedUDM", "PluginCache", "PluginRecord", "cache_dir", "cache_file", "host_stamp",
+           "plugin_stamp"]
 
 CACHE_ENV = "UDM_CATALOG_CACHE"
-_FILE = "catalog-v1.json"
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,17 @@ def cache_dir() -> Path | None:
         return Path(raw).expanduser()
     base = os.environ.get("XDG_CACHE_HOME", "").strip()
     return (Path(base) if base else Path.home() / ".cache") / "udmkit"
+
+
+def cache_file() -> Path | None:
+    """This environment's cache file (None: off). One file per environment (``sys.prefix``): two virtualenvs
+    with the same plugins installed would otherwise take each other's records for stale and rewrite them on
+    every run, each importing every plugin again."""
+    where = cache_dir()
+    if where is None:
+        return None
+    env = hashlib.sha256(os.path.realpath(sys.prefix).encode()).hexdigest()[:16]
+    return where / f"catalog-v1-{env}.json"
 
 
 def _key(ep: EntryPoint) -> str:
@@ -158,10 +170,9 @@ class PluginCache:
 
     @classmethod
     def open(cls) -> PluginCache | None:
-        where = cache_dir()
-        if where is None:
+        path = cache_file()
+        if path is None:
             return None
-        path = where / _FILE
         try:
             raw = json.loads(path.read_bytes())
             if not isinstance(raw, dict) or not isinstance(raw.get("plugins"), dict):

@@ -19,6 +19,7 @@ import pytest
 from tests.test_discovery import PLUGINS
 from udm.host.catalog import Catalog
 from udm.host.errors import InvalidUDM, PluginLoadError
+from udm.host.plugin_cache import cache_file
 
 _PLUGIN = '''
 from udm.sdk import UDA, hookimpl, udm
@@ -58,6 +59,12 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         del sys.modules[name]
 
 
+def _cache_path() -> Path:
+    path = cache_file()
+    assert path is not None and path.parent == Path(os.environ["UDM_CATALOG_CACHE"])
+    return path
+
+
 def _forget(*modules: str) -> None:
     for m in modules:
         sys.modules.pop(m, None)
@@ -87,6 +94,29 @@ def test_a_cached_plugin_is_imported_only_when_its_udm_is_used(site: Path, monke
     assert "pc_used" in sys.modules and "pc_unused" not in sys.modules
 
 
+def test_two_environments_keep_their_own_records(site: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: Path) -> None:
+    """Two virtualenvs, each with its own install of the same plugin, used in turn: each lists it from its
+    own record (one shared file made each take the other's record for stale: every run imported every
+    plugin again)."""
+    other = tmp_path / "site-b"
+    other.mkdir()
+    for root in (site, other):
+        _install(root, "pc_env", _PLUGIN.format(name="pc_env_max", version="1.0"))
+    rest = [p for p in sys.path if p != str(site)]
+    envs = [(tmp_path / "venv-a", site), (tmp_path / "venv-b", other)]
+    files = set()
+    for turn in range(3):
+        for prefix, root in envs:
+            monkeypatch.setattr(sys, "prefix", str(prefix))
+            monkeypatch.setattr(sys, "path", [str(root), *rest])
+            _forget("pc_env")
+            assert _discover(monkeypatch, "pc-env").names() == ["pc_env_max"]
+            assert ("pc_env" in sys.modules) == (turn == 0)  # imported the first time only, in each
+            files.add(_cache_path())
+    assert len(files) == 2
+
+
 def test_an_edited_plugin_is_loaded_again(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _install(site, "pc_edit", _PLUGIN.format(name="pc_edit_max", version="1.0"))
     assert _discover(monkeypatch, "pc-edit").resolve("pc_edit_max").version == "1.0"
@@ -104,7 +134,7 @@ def test_a_failing_plugin_is_never_cached_and_reported_every_time(site: Path, mo
         cat = _discover(monkeypatch, "pc-broken")
         assert [(e.plugin, e.stage) for e in cat.load_errors] == [("pc_broken", "import")]
         assert "a_module_that_is_not_installed" in cat.load_errors[0].error
-    assert not (Path(os.environ["UDM_CATALOG_CACHE"]) / "catalog-v1.json").exists()  # nothing to keep
+    assert not (_cache_path()).exists()  # nothing to keep
 
 
 def test_a_refused_udm_is_refused_from_the_cache_with_the_same_words(site: Path,
@@ -132,7 +162,7 @@ def test_the_cache_can_be_turned_off(site: Path, monkeypatch: pytest.MonkeyPatch
 
 def test_a_damaged_cache_file_is_ignored_and_rewritten(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _install(site, "pc_dmg", _PLUGIN.format(name="pc_dmg_max", version="1.0"))
-    path = Path(os.environ["UDM_CATALOG_CACHE"]) / "catalog-v1.json"
+    path = _cache_path()
     path.parent.mkdir(parents=True)
     for damage in ("{not json", json.dumps({"plugins": {"udm:pc_dmg=pc_dmg": {"stamp": 3}}}), "[]"):
         path.write_text(damage)
@@ -147,7 +177,7 @@ def test_a_stale_record_is_reported_by_name_and_dropped(site: Path, monkeypatch:
     registers by an environment variable) fails loudly when used, and is not trusted again."""
     _install(site, "pc_stale", _PLUGIN.format(name="pc_stale_max", version="1.0"))
     _discover(monkeypatch, "pc-stale")
-    path = Path(os.environ["UDM_CATALOG_CACHE"]) / "catalog-v1.json"
+    path = _cache_path()
     data = json.loads(path.read_text())
     (key,) = [k for k in data["plugins"] if "pc_stale" in k]
     data["plugins"][key]["udms"][0]["name"] = "pc_gone"
