@@ -14,7 +14,6 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 __all__ = ["skip_pandas_probe"]
@@ -35,7 +34,9 @@ def skip_pandas_probe() -> None:
         return
     sys.meta_path.insert(0, _HidePandas)
     try:
-        arr = pa.array(np.zeros(1, dtype=np.int64))  # the Python-side probe (Series? Categorical?)
+        # the Python-side probe (is it a Series?): a list asks it as an array would, without the
+        # ndarray path's ``np.ma`` check, which imports numpy.ma (~5 ms) that a small run never needs
+        arr = pa.array([0], pa.int64())
         arr.to_numpy()  # the C++ side's, on the first conversion back to numpy
         pa.chunked_array([arr]).to_numpy()
     finally:

@@ -157,10 +157,9 @@ def _file_size(p: Any) -> int | None:
 def _warm_up() -> None:
     """Load what pyarrow loads lazily on first use (it imports pandas, ~0.4 s) before the run's clock
     starts, so `RunResult.seconds` measures the run, not one-time imports."""
-    import numpy as np  # lazy: as the engine below
-    import pyarrow as pa
+    import pyarrow as pa  # lazy: as the engine below
 
-    pa.array(np.zeros(1, dtype=np.int64)).to_numpy()
+    pa.array([0], pa.int64()).to_numpy()  # (a list: an ndarray would import numpy.ma too, `arrow_probe`)
 
 
 def make_runner(plan: BoundQuery | QuerySpec | Mapping[str, Any] | str | Path, on_violation: str | None = None,
