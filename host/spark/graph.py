@@ -23,6 +23,11 @@ one per bucket, each running the stage's steps:
    the producers). The last stage's output ids are prefixed with the bucket, per-bucket CTIs are dropped
    and one ``cti(INF)`` ends the output; dead letters keep their input (column ``input``), a dead letter
    of a later stage the input its stream derives from (with no line: the element was an intermediate one).
+
+The stages are one chain of Spark transformations (`_run`): a stage reads the query inputs it needs and the
+result of the stage before it, whose rows it does not consume (dead letters, the buckets' small rows, the
+exchanges a later stage reads) pass through its buckets unchanged. Only the last result is persisted; one
+job runs every stage and brings back the small rows the checks below read (ids, T, lmerge counters).
 """
 
 from __future__ import annotations
@@ -267,11 +272,12 @@ def _route(df: DataFrame, routing: dict[str, list[str]] | str | None, n: int, ha
                                                  _key_hash(routing, n, ())))
     else:
         assert isinstance(routing, dict)
-        routed = (df.withColumn("_bucket", F.when(kind == "insert", _key_hash(routing, n, routing)))
+        key_hash = _key_hash(routing, n, routing)
+        routed = (df.withColumn("_bucket", F.when(kind == "insert", key_hash))
                   .withColumn("_idh", F.when((kind == "insert") & F.col("id").isNotNull(),
                                              F.xxhash64("input", "id"))))
         if has_retracts:
-            routed = follow_inserts(routed, ("input", "id"))
+            routed = follow_inserts(routed, ("input", "id"), bucket=key_hash)
     return _spread(routed, F.col("_bucket"), kind == "cti", n)
 
 
