@@ -244,7 +244,7 @@ def _optimistic_key_routing(df: DataFrame, keys: list[str], n: int, has_retracts
     routed = (df.withColumn("_bucket", F.when(kind == "insert", key_hash))
               .withColumn("_idh", F.when((kind == "insert") & F.col("id").isNotNull(), F.xxhash64("id"))))
     if has_retracts:
-        routed = follow_inserts(routed, ("id",))
+        routed = follow_inserts(routed, ("id",), bucket=key_hash)
     is_cti = kind == "cti"
     ctis = routed.where(is_cti).withColumn("_bucket", F.explode(F.sequence(F.lit(0), F.lit(n - 1))))
     return routed.where(~is_cti | kind.isNull()).withColumn(

@@ -23,6 +23,11 @@ one per bucket, each running the stage's steps:
    the producers). The last stage's output ids are prefixed with the bucket, per-bucket CTIs are dropped
    and one ``cti(INF)`` ends the output; dead letters keep their input (column ``input``), a dead letter
    of a later stage the input its stream derives from (with no line: the element was an intermediate one).
+
+The stages are one chain of Spark transformations (`_run`): a stage reads the query inputs it needs and the
+result of the stage before it, whose rows it does not consume (dead letters, the buckets' small rows, the
+exchanges a later stage reads) pass through its buckets unchanged. Only the last result is persisted; one
+job runs every stage and brings back the small rows the checks below read (ids, T, lmerge counters).
 """
 
 from __future__ import annotations
@@ -62,9 +67,11 @@ __all__ = ["GRAPH_RESULT_DDL", "graph_elements", "is_graph", "key_value", "run_g
 # lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
 _FINAL_LINE = 1 << 62
-#: `udm.host.spark.batch` result rows plus the dead letter's input and, between stages, the producing bucket.
+#: `udm.host.spark.batch` result rows plus the dead letter's input (an exchange row's: the stream it belongs
+#: to), between stages the producing bucket, and the stage that made the row (``part``).
 GRAPH_RESULT_DDL = ("stream string, kind string, id string, le bigint, re bigint, re_new bigint, t bigint, "
-                    "payload string, line bigint, reason string, element string, input string, bucket bigint")
+                    "payload string, line bigint, reason string, element string, input string, bucket bigint, "
+                    "part bigint")
 _RESULT_ARROW = pa.schema([(name, pa.int64() if typ == "bigint" else pa.string())
                            for name, typ in (c.split(" ") for c in GRAPH_RESULT_DDL.split(", "))])
 
@@ -110,8 +117,8 @@ def graph_elements(elements: DataFrame | Mapping[str, DataFrame], inputs: tuple[
 
 
 def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, query_inputs: tuple[str, ...],
-                  last: bool, carried: tuple[str, ...] = (), read_before: frozenset[str] = frozenset()
-                  ) -> Callable[[tuple[Any, ...], pa.Table], pa.Table]:
+                  last: bool, carried: tuple[str, ...] = (), read_before: frozenset[str] = frozenset(),
+                  later: frozenset[str] = frozenset()) -> Callable[[tuple[Any, ...], pa.Table], pa.Table]:
     """What each bucket of ``stage`` runs: a `QueryRunner` over the stage's query.
 
     Query inputs are fed in their line order up to their first ``cti(INF)``; then T (the plan-wide value,
@@ -123,7 +130,13 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
 
     A query input an earlier stage also reads (``read_before``) was checked there already: its input-level
     dead letters (bad lines, CTI violations, id errors: reasons without a ``step`` prefix) are that
-    stage's, so this stage drops its copies and one engine's single dead letter is reported once."""
+    stage's, so this stage drops its copies and one engine's single dead letter is reported once.
+
+    Rows of the earlier stages' results that this stage does not consume (their dead letters, small rows,
+    and the exchanges of streams a later stage reads, the ``later`` sinks) pass through it unchanged, so
+    the last stage's result holds every stage's rows and no stage's result is read twice. An exchange
+    this stage reads and a later one too passes through as well (its CTIs, which reach every bucket, from
+    bucket 0 only)."""
     spec_json = stage.spec.to_json_dict()
     exchanges = stage.exchanges(query_inputs)
     ordered = whole_input(stage.spec)
@@ -142,13 +155,15 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
             h = pc.drop_null(table.column("_idh")).to_numpy()
             id_blob = base64.b64encode(np.unique(h).astype(np.int64).tobytes()).decode()
         runner = make_runner(spec_json, on_violation, derived_inputs=exchanges)
+        stream, source = table.column("stream"), table.column("input")
+        is_in = pc.fill_null(pc.equal(stream, "in"), False)
         out: list[Any] = []
         tails = []
         heads = []
         for name in stage.inputs:
             if name in exchanges:
                 continue
-            part = table.filter(pc.equal(table.column("input"), name))
+            part = table.filter(pc.and_(is_in, pc.equal(source, name)))
             part = with_struct_payloads(part.sort_by("line").select(list(ELEMENT_COLUMNS)))
             # T must be set before the input's own cti(INF) (which truncates): split there
             ends = pc.and_(pc.equal(part.column("kind"), "cti"), pc.greater_equal(part.column("t"), INF))
@@ -171,7 +186,7 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
             # materialize windows beyond T that one engine never makes
             runner.ctx.reached = max(reached, t_end)
         for name in exchanges:
-            part = table.filter(pc.equal(table.column("input"), name))
+            part = table.filter(pc.and_(pc.equal(stream, "out"), pc.equal(source, name)))
             merged = merge_exchange(part.select([*ELEMENT_COLUMNS, "_src"]))
             out += runner.process_batch(ElementBatch.from_table(with_struct_payloads(merged)), name)
         for name, tail in tails:
@@ -190,7 +205,7 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
                 row(stream="out", line=seq * n + bucket, **r)
         else:
             for seq, r in enumerate(exchange_rows(bucket, out, carried)):
-                row(stream="out", line=seq, bucket=bucket, **r)
+                row(stream="out", line=seq, bucket=bucket, input=stage.sink, **r)
         for dl in runner.take_dead_letters():
             if read_before and checked_before(dl, stage, read_before):
                 continue
@@ -204,43 +219,81 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
         merges = runner.chattiness()
         if merges:  # lmerge's Theorem 1 counters (RunResult.lmerge)
             row(stream="lmerge", line=bucket, element=json.dumps(merges))
-        return pa.table(cols, schema=_RESULT_ARROW)
+        cols["part"] = [stage.index] * len(cols["stream"])
+        made = pa.table(cols, schema=_RESULT_ARROW)
+        consumed = pc.and_(pc.equal(stream, "out"), pc.is_in(source, pa.array(exchanges, pa.string())))
+        keep = pc.and_(pc.is_in(source, pa.array(sorted(later), pa.string())),
+                       pc.or_(pc.not_equal(table.column("kind"), "cti"), pa.scalar(bucket == 0)))
+        passing = table.filter(pc.invert(pc.or_(is_in, pc.and_(consumed, pc.invert(pc.fill_null(keep, False))))))
+        if not passing.num_rows:
+            return made
+        return pa.concat_tables([made, passing.select(_RESULT_ARROW.names).cast(_RESULT_ARROW)])
 
     return run
 
 
-def _route(df: DataFrame, routing: dict[str, list[str]] | str | None, n: int, has_retracts: bool,
-           exchanges: tuple[str, ...] = ()) -> DataFrame:
-    """``_bucket`` for every row (see the module doc). Rows of an ``exchanges`` stream are routed by key
-    retractions included (`exchange_rows` gives a retraction its insert's routing fields), and their ids
-    are unique, so only query inputs need the join that sends a retraction after its insert."""
+def _key_hash(routing: dict[str, list[str]] | str, n: int, names: Any) -> Column:
+    """The bucket of an insert (or an exchange's retraction) of one of ``names`` by ``routing``: the hash of
+    its input's routing fields, or of (input, id) for ``BY_ID``."""
+    from pyspark.sql import functions as F
+
+    if routing == BY_ID:
+        return F.pmod(F.xxhash64("input", "id"), F.lit(n))
+    assert isinstance(routing, dict)
+    key_hash: Any = None
+    for name, fields in routing.items():
+        if name in names:
+            h = F.pmod(F.xxhash64(*[key_value(f) for f in fields]), F.lit(n))
+            key_hash = (F.when(F.col("input") == name, h) if key_hash is None
+                        else key_hash.when(F.col("input") == name, h))
+    return key_hash if key_hash is not None else F.lit(None).cast("bigint")
+
+
+def _spread(df: DataFrame, bucket: Column, ctis: Column, n: int) -> DataFrame:
+    """``df`` with ``_bucket``: ``bucket`` (0 when null), and every bucket for a row where ``ctis`` holds (one
+    copy per bucket). One generator over the rows: no branch reads ``df`` twice (an earlier stage's
+    result is not persisted, a second read would run it again)."""
+    from pyspark.sql import functions as F
+
+    every = F.sequence(F.lit(0).cast("bigint"), F.lit(n - 1).cast("bigint"))
+    one = F.array(F.coalesce(bucket.cast("bigint"), F.lit(0).cast("bigint")))
+    return df.withColumn("_bucket", F.explode(F.when(F.coalesce(ctis, F.lit(False)), every).otherwise(one)))
+
+
+def _route(df: DataFrame, routing: dict[str, list[str]] | str | None, n: int, has_retracts: bool) -> DataFrame:
+    """``_bucket`` for every row of query inputs (see the module doc)."""
     from pyspark.sql import functions as F
 
     kind = F.col("kind")
     if routing is None or n == 1:
-        return df.withColumn("_bucket", F.lit(0))
+        return df.withColumn("_bucket", F.lit(0).cast("bigint"))
     if routing == BY_ID:
         routed = df.withColumn("_bucket", F.when(kind.isin("insert", "retract") & F.col("id").isNotNull(),
-                                                 F.pmod(F.xxhash64("input", "id"), F.lit(n))))
+                                                 _key_hash(routing, n, ())))
     else:
         assert isinstance(routing, dict)
-        key_hash: Any = None
-        for name, fields in routing.items():
-            h = F.pmod(F.xxhash64(*[key_value(f) for f in fields]), F.lit(n))
-            key_hash = (F.when(F.col("input") == name, h) if key_hash is None
-                        else key_hash.when(F.col("input") == name, h))
-        by_key = kind == "insert"
-        if exchanges:
-            by_key = by_key | ((kind == "retract") & F.col("input").isin(*exchanges))
-        routed = (df.withColumn("_bucket", F.when(by_key, key_hash))
-                  .withColumn("_idh", F.when((kind == "insert") & F.col("id").isNotNull()
-                                             & ~F.col("input").isin(*exchanges), F.xxhash64("input", "id"))))
-        if has_retracts and any(x not in exchanges for x in routing):  # (an exchange's go by key already)
-            routed = follow_inserts(routed, ("input", "id"), ~F.col("input").isin(*exchanges) if exchanges else None)
-    is_cti = kind == "cti"
-    ctis = routed.where(is_cti).withColumn("_bucket", F.explode(F.sequence(F.lit(0), F.lit(n - 1))))
-    return routed.where(~is_cti | kind.isNull()).withColumn(
-        "_bucket", F.coalesce(F.col("_bucket"), F.lit(0))).unionByName(ctis)
+        key_hash = _key_hash(routing, n, routing)
+        routed = (df.withColumn("_bucket", F.when(kind == "insert", key_hash))
+                  .withColumn("_idh", F.when((kind == "insert") & F.col("id").isNotNull(),
+                                             F.xxhash64("input", "id"))))
+        if has_retracts:
+            routed = follow_inserts(routed, ("input", "id"), bucket=key_hash)
+    return _spread(routed, F.col("_bucket"), kind == "cti", n)
+
+
+def _route_results(result: DataFrame, routing: dict[str, list[str]] | str | None, n: int,
+                   exchanges: tuple[str, ...]) -> DataFrame:
+    """``_bucket`` for every row of an earlier stage's result: the rows of the ``exchanges`` this stage reads
+    by key, retractions included (`exchange_rows` gives a retraction its insert's routing fields), CTIs to
+    every bucket; the rows passing through (`_stage_runner`) to bucket 0."""
+    from pyspark.sql import functions as F
+
+    kind = F.col("kind")
+    consumed = (F.col("stream") == "out") & F.col("input").isin(*exchanges)
+    if routing is None or n == 1:
+        return result.withColumn("_bucket", F.lit(0).cast("bigint"))
+    bucket = F.when(consumed & kind.isin("insert", "retract"), _key_hash(routing, n, exchanges))
+    return _spread(result, bucket, consumed & (kind == "cti"), n)
 
 
 def _carried(stages: list[Stage], producer: Stage) -> tuple[str, ...]:
@@ -255,63 +308,53 @@ def _carried(stages: list[Stage], producer: Stage) -> tuple[str, ...]:
 
 def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation: str, t_end: int | None,
          n: int, has_retracts: bool) -> SparkRun:
-    """Run ``stages`` in order, each over its query inputs (rows of ``df``) and the outputs of the earlier
-    stages it reads, routed by its own partitioning into up to ``n`` buckets."""
+    """Run ``stages`` in order, each over its query inputs (rows of ``df``) and the result of the stage
+    before it (the exchanges it reads, and what passes through it), routed by its own partitioning into up
+    to ``n`` buckets. The stages are one chain of transformations: only the last result is persisted, and
+    one job runs them all and brings back the small rows; nothing goes to the driver between stages."""
     from pyspark.sql import functions as F
 
-
     spark = df.sparkSession
-    results: list[DataFrame] = []
-    by_sink: dict[str, DataFrame] = {}
+    none = {"stream": "string", "reason": "string", "element": "string", "bucket": "bigint", "part": "bigint",
+            "_src": "bigint"}
+    result: DataFrame | None = None
     for stage in stages:
         last = stage is stages[-1]
+        exchanges = stage.exchanges(inputs)
+        width = n if stage.routing is not None else 1
         parts = []
         own = [x for x in stage.inputs if x in inputs]
         if own:
-            parts.append(df.where(F.col("input").isin(own)).withColumn("_src", F.lit(None).cast("bigint")))
-        for x in stage.exchanges(inputs):
-            produced = by_sink[x].where(F.col("stream") == "out")
-            parts.append(produced.select(*[F.col(c) for c in ELEMENT_COLUMNS if c not in ("error", "raw")],
-                                         F.lit(None).cast("string").alias("error"),
-                                         F.lit(None).cast("string").alias("raw"),
-                                         F.lit(x).alias("input"), F.col("bucket").alias("_src")))
+            rows = df.where(F.col("input").isin(own)).select(
+                *ELEMENT_COLUMNS, "input", *[(F.lit("in") if c == "stream" else F.lit(None)).cast(t).alias(c)
+                                             for c, t in none.items()])
+            parts.append(_route(rows, stage.routing, width, has_retracts))
+        if result is not None:
+            produced = result.select(*[F.col(c) for c in ELEMENT_COLUMNS if c not in ("error", "raw")],
+                                     F.lit(None).cast("string").alias("error"), F.lit(None).cast("string").alias("raw"),
+                                     "input", *[F.col("bucket" if c == "_src" else c).alias(c) for c in none])
+            parts.append(_route_results(produced, stage.routing, width, exchanges))
         stage_df = parts[0]
         for p in parts[1:]:
-            stage_df = stage_df.unionByName(p)
-        width = n if stage.routing is not None else 1
-        routed = _route(stage_df, stage.routing, width, has_retracts, stage.exchanges(inputs))
+            stage_df = stage_df.unionByName(p, allowMissingColumns=True)
+        later = frozenset(x for s in stages if s.index > stage.index for x in s.exchanges(inputs))
         fn = _stage_runner(stage, violation, t_end, inputs, last, _carried(stages, stage),
-                           read_before(stages, stage, inputs))
-        result = routed.groupBy("_bucket").applyInArrow(fn, GRAPH_RESULT_DDL)
-        if last:
-            final = spark.createDataFrame([("out", "cti", None, None, None, None, INF, None, _FINAL_LINE, None,
-                                            None, None, None)], GRAPH_RESULT_DDL)
-            result = result.unionByName(final)
-        result = result.persist()
-        results.append(result)
-        by_sink[stage.sink] = result
-    # one job runs every stage (each persisted as the next reads it) and brings back their small rows;
-    # no job per stage, nothing else goes to the driver between stages
-    side = None
-    for k, r in enumerate(results):
-        rows = r.where(F.col("stream").isin("ids", "T", "lmerge")).select(
-            "stream", "line", "t", "le", "element", F.lit(k).alias("part"))
-        side = rows if side is None else side.unionByName(rows)
-    assert side is not None
+                           read_before(stages, stage, inputs), later)
+        result = stage_df.groupBy("_bucket").applyInArrow(fn, GRAPH_RESULT_DDL)
+    assert result is not None
+    final = spark.createDataFrame([("out", "cti", None, None, None, None, INF, None, _FINAL_LINE, None,
+                                    None, None, None, len(stages) - 1)], GRAPH_RESULT_DDL)
+    result = result.unionByName(final).persist()
     try:
-        side_rows = side.toArrow()
+        side_rows = result.where(F.col("stream").isin("ids", "T", "lmerge")).select(
+            "stream", "line", "t", "le", "element", "part").toArrow()
     except Exception as exc:
-        for r in results:
-            r.unpersist()
+        result.unpersist()
         raise explain_failure(exc) from None
     out_cols = [c.split(" ")[0] for c in OUTPUT_DDL.split(", ")]
-    output = results[-1].where(F.col("stream") == "out").select(*out_cols)
-    dead = None
-    for r in results:
-        d = r.where(F.col("stream") == "dead").select("line", "reason", "element", F.col("kind").alias("category"),
-                                                      "input")
-        dead = d if dead is None else dead.unionByName(d)
-    assert dead is not None
+    output = result.where(F.col("stream") == "out").select(*out_cols)
+    dead = result.where(F.col("stream") == "dead").select("line", "reason", "element",
+                                                          F.col("kind").alias("category"), "input")
     first = stages[0].routing
     keys = first[inputs[0]] if isinstance(first, dict) and inputs[0] in first else []
     if n == 1:
@@ -320,8 +363,7 @@ def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation:
         split = "staged"
     else:
         split = "ids" if first == BY_ID else ("keys" if first is not None else "single")
-    return SparkRun(output, dead, n if split != "single" else 1, keys, results[-1], "engine", split, results,
-                    side_rows)
+    return SparkRun(output, dead, n if split != "single" else 1, keys, result, "engine", split, side=side_rows)
 
 
 def _side(run: SparkRun, stream: str, part: int | None = None) -> pa.Table:
@@ -381,7 +423,7 @@ def run_graph_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     stages = plan_stages(spec, split=staged and n > 1)
     run = _run(df, stages, inputs, violation, t_end, n, retracts)
     if run.split in ("keys", "staged") and any(
-            ids_repeat(_side(run, "ids", k).column("element").to_pylist()) for k in range(len(run.parts))):
+            ids_repeat(_side(run, "ids", k).column("element").to_pylist()) for k in range(len(stages))):
         run.unpersist()  # an (input, id) reused under another key: one bucket sees them all
         stages = plan_stages(spec, split=False)
         n = 1

@@ -41,10 +41,10 @@ class SparkRun:
     #: ``"keys"``, ``"time"`` (keyless query split by time range) or ``"single"``: how buckets were formed.
     split: str = "keys"
 
-    #: every persisted computation behind the run (a staged graph plan has one per stage)
+    #: every persisted computation behind the run (a staged graph plan's last result holds every stage's rows)
     parts: list[DataFrame] = field(default_factory=list)
-    #: the small rows (``ids``, ``T``; a graph plan's ``lmerge`` too, with a ``part`` column: the index in
-    #: `parts`), collected by the one job that ran the plan (an Arrow table)
+    #: the small rows (``ids``, ``T``; a graph plan's ``lmerge`` too, with a ``part`` column: the index of
+    #: the stage that made the row), collected by the one job that ran the plan (an Arrow table)
     side: Any = None
 
     def __post_init__(self) -> None:
