@@ -7,9 +7,6 @@ before the cache)."""
 from __future__ import annotations
 
 import copy
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -113,22 +110,3 @@ def test_an_index_written_before_the_cache_reads_and_takes_nothing_from_it() -> 
     reads, hits = store.counts["engine_reads"], cache.hits
     assert _seen(_call(TUMBLING, store, batches[5], cache)) == _seen(_call(TUMBLING, plain, batches[5], None))
     assert cache.hits == hits and store.counts["engine_reads"] > reads
-
-
-def test_a_processor_shipped_by_value_finds_its_workers_cache(tmp_path: Path) -> None:
-    """Spark ships the keyed processor class by value (cloudpickle), with a copy of every object its methods
-    name: unpickled in another process, as a Python worker does, its calls must reach that process's own
-    cache (a copy would arrive empty with every task, and no key would ever be taken from it)."""
-    from pyspark import cloudpickle
-
-    from udm.host.spark.streaming import _keyed_processor_class
-
-    blob = tmp_path / "processor.pkl"
-    blob.write_bytes(cloudpickle.dumps(_keyed_processor_class()))
-    child = ("import pickle, sys\n"
-             "from udm.host.spark import key_state\n"
-             "cls = pickle.loads(open(sys.argv[1], 'rb').read())\n"
-             "found = cls._run.__globals__['worker_engines']()\n"
-             "print(found is key_state.worker_engines(), type(found).__name__)\n")
-    out = subprocess.run([sys.executable, "-c", child, str(blob)], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["True", "EngineCache"]

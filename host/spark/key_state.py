@@ -59,8 +59,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from udm.host.model.plan import BoundQuery
 
-__all__ = ["NO_KEY", "BucketStore", "DictStore", "EngineCache", "KeyedBucket", "KeyedResult",
-           "dump_index", "graph_key_of", "graph_payload_key", "key_of", "load_index", "payload_key", "worker_engines"]
+__all__ = ["NO_KEY", "WORKER_ENGINES", "BucketStore", "DictStore", "EngineCache", "KeyedBucket", "KeyedResult",
+           "dump_index", "graph_key_of", "graph_payload_key", "key_of", "load_index", "payload_key"]
 
 #: the key of rows that carry no usable key (bad rows, inserts without the key fields): one engine
 #: dead-letters them as one engine over the bucket would
@@ -363,15 +363,8 @@ class EngineCache:
         return len(self._items)
 
 
-_WORKER_ENGINES = EngineCache()
-
-
-def worker_engines() -> EngineCache:
-    """This process's engines between calls (a Spark Python worker serves many micro-batches). A function,
-    not the object: Spark ships a processor class defined at run time by value (cloudpickle), with a copy of
-    every object its methods name, so a cache named directly would arrive empty with every task; a function
-    of an importable module travels by name and returns the worker's own."""
-    return _WORKER_ENGINES
+#: this process's engines between calls (a Spark Python worker serves many micro-batches)
+WORKER_ENGINES = EngineCache()
 
 
 class KeyedBucket:
