@@ -36,9 +36,8 @@ from __future__ import annotations
 
 import json
 import pickle
-import secrets
 import zlib
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -59,8 +58,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from udm.host.model.plan import BoundQuery
 
-__all__ = ["NO_KEY", "WORKER_ENGINES", "BucketStore", "DictStore", "EngineCache", "KeyedBucket", "KeyedResult",
-           "dump_index", "graph_key_of", "graph_payload_key", "key_of", "load_index", "payload_key"]
+__all__ = ["NO_KEY", "BucketStore", "DictStore", "KeyedBucket", "KeyedResult", "dump_index", "graph_key_of",
+           "graph_payload_key", "key_of", "load_index", "payload_key"]
 
 #: the key of rows that carry no usable key (bad rows, inserts without the key fields): one engine
 #: dead-letters them as one engine over the bucket would
@@ -234,10 +233,6 @@ class _Index:
     #: a graph's exact dues, per input: (threshold, key)
     by_input: dict[str, SortedList] | None = None
     keys: dict[str, _Entry] = field(default_factory=dict)
-    #: the last call's token (random) and the keys whose engines it wrote (`EngineCache`; class defaults:
-    #: an index written before the cache has none)
-    token: int = 0
-    written: frozenset[str] = frozenset()
     by_due: SortedList = field(default_factory=SortedList)
     by_hold: SortedList = field(default_factory=SortedList)
     v: int = _INDEX_VERSION
@@ -328,57 +323,16 @@ class _Live:
     fed: dict[str, int] = field(default_factory=dict)
 
 
-class EngineCache:
-    """Engines kept alive in this process between calls, each under the token of the call that wrote it.
-
-    Why: a streaming micro-batch loads every key it touches, and a key's load is a state-store read (a round
-    trip to the JVM, ~0.6 ms median, several ms in the tail) and an unpickle (~0.8 ms). Spark's Python
-    workers outlive a micro-batch, so the engines a call has just written are often still here when the
-    next call of the same bucket comes to the same worker. Exact by construction: the bucket's index names
-    its last call's token (random) and the keys that call wrote (`_Index.token`, `_Index.written`), and an
-    engine is taken from here only under that token and key, so a retried micro-batch (whose state store
-    went back a version), another worker's later write or a key written by an older call never finds a
-    stale engine; a taken engine leaves the cache, so a call that fails cannot leave a half-run one behind.
-    Bounded (least recently stored first out): a miss costs only the read it would have saved."""
-
-    def __init__(self, capacity: int = 2048) -> None:
-        self.capacity = capacity
-        self._items: OrderedDict[tuple[int, str], tuple[QueryRunner, dict[str, int], dict[str, int]]] = \
-            OrderedDict()
-        self.hits = 0
-
-    def take(self, token: int, key: str) -> tuple[QueryRunner, dict[str, int], dict[str, int]] | None:
-        got = self._items.pop((token, key), None)
-        self.hits += got is not None
-        return got
-
-    def put(self, token: int, key: str, runner: QueryRunner, ids: dict[str, int], fed: dict[str, int]) -> None:
-        if self.capacity <= 0:
-            return
-        self._items[(token, key)] = (runner, ids, fed)
-        while len(self._items) > self.capacity:
-            self._items.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-
-#: this process's engines between calls (a Spark Python worker serves many micro-batches)
-WORKER_ENGINES = EngineCache()
-
-
 class KeyedBucket:
     """One bucket's call: load what it needs from ``store``, run, write back (module doc)."""
 
     def __init__(self, bound: BoundQuery, on_violation: str | None, keys: list[str] | Mapping[str, list[str]],
                  store: BucketStore, bucket: int, *, track_ids: bool = False, buckets: int = 0,
-                 derived_inputs: tuple[str, ...] = (), cache: EngineCache | None = None) -> None:
+                 derived_inputs: tuple[str, ...] = ()) -> None:
         """``keys``: the routing-key fields; for a query graph, each input's
         (`udm.host.spark.partition.graph_routing`), which makes this a graph bucket (semantics-notes 52).
         ``derived_inputs``: a stage's exchange streams (`udm.host.spark.stage_bucket`): they do not move T,
-        which the caller brings in as ``reach`` rows (semantics-notes 59). ``cache``: engines this process
-        kept from earlier calls (`EngineCache`)."""
-        self.cache = cache
+        which the caller brings in as ``reach`` rows (semantics-notes 59)."""
         self.bound = bound
         self.derived_inputs = derived_inputs
         self.on_violation = on_violation
@@ -427,12 +381,8 @@ class KeyedBucket:
         live = self.loaded.get(key)
         if live is None:
             e = self.index.keys.get(key)
-            kept = (self.cache.take(self.index.token, key)
-                    if self.cache is not None and e is not None and key in self.index.written else None)
-            snap = self.store.get_engine(key) if e is not None and kept is None else None
-            if kept is not None and e is not None:
-                live = _Live(kept[0], e.serial, e.out, kept[1], fed=kept[2])
-            elif snap is not None and e is not None:
+            snap = self.store.get_engine(key) if e is not None else None
+            if snap is not None and e is not None:
                 engine, ids, *fed = pickle.loads(snap)
                 live = _Live(self._restore(engine), e.serial, e.out, ids, fed=fed[0] if fed else {})
             else:
@@ -660,8 +610,6 @@ class KeyedBucket:
     def _close(self) -> KeyedResult:
         ix = self.index
         c = ix.cti
-        token = secrets.randbits(63)
-        written: list[str] = []
         for key, live in self.loaded.items():
             r = live.runner
             self.dead.extend(r.take_dead_letters())
@@ -694,9 +642,6 @@ class KeyedBucket:
                 hold = self._hold(live, snap, c, due)
             ix.set(key, _Entry(due, hold, live.serial, live.out, dues or None))
             self.store.put_engine(key, pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL))
-            written.append(key)
-            if self.cache is not None:  # (the runner is in the state just written: `_hold` only reads it)
-                self.cache.put(token, key, r, live.ids, live.fed)
         ix.reached = max(ix.reached, self.idle.ctx.reached)
         self.dead.extend(self.idle.take_dead_letters())
         low = ix.idle_out
@@ -705,7 +650,6 @@ class KeyedBucket:
         if low > ix.out:
             ix.out = low
         ix.idle = self.idle.snapshot()
-        ix.token, ix.written = token, frozenset(written)
         self.store.put_index(dump_index(ix))
         stats: dict[str, Any] = {}
         if self.reasons:

@@ -60,7 +60,7 @@ from udm.host.model.spec import QuerySpec
 from udm.host.query.runners import make_runner
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
 from udm.host.spark.graph import is_graph
-from udm.host.spark.key_state import WORKER_ENGINES, KeyedBucket, SparkStore
+from udm.host.spark.key_state import KeyedBucket, SparkStore
 from udm.host.spark.partition import graph_routing, partition_keys
 from udm.host.spark.rows import dead_rows, output_rows, with_struct_payloads
 from udm.host.spark.session import ROCKSDB_PROVIDER, require_spark
@@ -361,7 +361,7 @@ def _keyed_processor_class() -> type:
                 raise UdmError(_OLD_GRAPH_LAYOUT if graph else _OLD_LAYOUT)
             try:
                 kb = KeyedBucket(self._bound_query(), self._on_violation, self._routing or self._keys, self._store,
-                                 bucket, track_ids=self._track_ids, buckets=self._buckets, cache=WORKER_ENGINES)
+                                 bucket, track_ids=self._track_ids, buckets=self._buckets)
             except ValueError as e:
                 raise UdmError(str(e)) from None
             # (a graph's rows are prepared per input by the bucket: `KeyedBucket.run`)
