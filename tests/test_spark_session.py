@@ -42,6 +42,17 @@ def test_master_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
     assert S._resolve(None, {"spark.remote": "sc://x"}) == (None, "sc://x")
 
 
+def test_default_partitions_are_one_per_local_core() -> None:
+    import os
+
+    assert S.default_partitions("local[3]") == 3
+    assert S.default_partitions("local[2, 4]") == 2  # (local[N, maxFailures])
+    assert S.default_partitions("local") == 1
+    assert S.default_partitions("local[*]") == (os.cpu_count() or 1)
+    assert S.default_partitions("spark://127.0.0.1:7077") == 4
+    assert S.default_partitions(None) == 4
+
+
 @pytest.mark.spark
 def test_session_settings(spark: Any) -> None:
     import sys

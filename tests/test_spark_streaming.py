@@ -134,6 +134,29 @@ def test_checkpoint_of_another_run_is_refused(spark: Any, tmp_path: Path) -> Non
 
 
 
+def test_a_resumed_run_keeps_the_bucket_count_it_began_with(spark: Any, tmp_path: Path) -> None:
+    """A checkpointed run begun with 3 key buckets resumes, without being told, with 3 (the session's default
+    may have changed since, e.g. on a machine with other cores): the output is the uninterrupted run's."""
+    import json
+
+    from udm.host.spark.stream_files import StreamStopped
+
+    stream = generate(seed=17, events=30, groups=4, duration="mixed", speculation=0.3, disorder="slightly",
+                      cti="regular", bad=0.05)
+    src = tmp_path / "in.jsonl"
+    write_stream(src, stream)
+    ck = tmp_path / "ck"
+    with pytest.raises(StreamStopped):
+        _run("spark-streaming", SUM_BY_G, src, tmp_path / "a.jsonl", batch_size=8, checkpoint=ck, buckets=3,
+             stop_after_batches=2)
+    assert json.loads((ck / "run.json").read_text())["buckets"] == 3
+    assert spark.conf.get("spark.sql.shuffle.partitions") != "3"
+    _run("spark-streaming", SUM_BY_G, src, tmp_path / "a.jsonl", batch_size=8, checkpoint=ck)
+    _run("spark-streaming", SUM_BY_G, src, tmp_path / "b.jsonl", batch_size=8, buckets=3)
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    assert verify(_read(tmp_path / "a.jsonl"), oracle_run(bind(parse_query(SUM_BY_G)), stream).cht)
+
+
 def test_dataframe_api_routes_retractions_by_their_keys(spark: Any, tmp_path: Path) -> None:
     """A user's streaming DataFrame: elements with a ``line`` column, explicit CTIs; a retraction that
     repeats its group key is applied in its insert's bucket, one that does not is dead-lettered with the

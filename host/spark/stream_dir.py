@@ -67,7 +67,7 @@ def run_directory_stream(req: RunRequest, directory: Path) -> RunResult:
     t0 = time.perf_counter()
     spark = get_spark(req.options.get("master"))
     shared_run_dir(req)
-    _, n = key_buckets(req.spec, req.options, spark)
+    _, n = key_buckets(req.spec, req.options, spark, req.checkpoint)
     temp = req.checkpoint is None
     run_dir = Path(tempfile.mkdtemp(prefix="udm-watch-")) if temp else Path(req.checkpoint)
     if not temp:

@@ -452,11 +452,11 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
     if graph:
         routing = graph_routing(req.spec)
         keys = routing[req.bound.graph.inputs[0]] if isinstance(routing, dict) else []
-        wanted = bucket_count(req.options, spark)
+        wanted = bucket_count(req.options, spark, req.checkpoint)
         stages = stream_stages(req.spec, wanted) if routing is None else None
         n = 1 if routing is None and stages is None else wanted
     else:
-        keys, n = key_buckets(req.spec, req.options, spark)
+        keys, n = key_buckets(req.spec, req.options, spark, req.checkpoint)
     if _holds_ecti(req):  # external CTIs count the whole input: one engine sees all of it (SEMANTICS §11)
         keys, routing, stages, n = [], None, None, 1
     temp = req.checkpoint is None

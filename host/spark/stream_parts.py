@@ -173,14 +173,24 @@ def reached_in(run_dir: Path, batches: int) -> int | None:
     return best
 
 
-def bucket_count(options: dict[str, Any], spark: Any) -> int:
-    """How many key buckets a keyed streaming run uses: ``options["buckets"]``, else the session's shuffle
-    partitions (part of the state's layout, semantics-notes 43)."""
-    return int(options.get("buckets") or spark.conf.get("spark.sql.shuffle.partitions") or 1)
+def bucket_count(options: dict[str, Any], spark: Any, checkpoint: Any = None) -> int:
+    """How many key buckets a keyed streaming run uses: ``options["buckets"]``, else what the run resumed
+    from ``checkpoint`` was started with (its ``run.json``: a session's default may have changed since, e.g.
+    on a machine with other cores), else the session's shuffle partitions (part of the state's layout,
+    semantics-notes 43)."""
+    if options.get("buckets"):
+        return int(options["buckets"])
+    meta = Path(checkpoint) / "run.json" if checkpoint is not None else None
+    if meta is not None and meta.is_file():
+        try:
+            return int(json.loads(meta.read_text(encoding="utf-8"))["buckets"])
+        except (ValueError, KeyError, TypeError):
+            pass  # (not a run's record: the resume check names what is wrong)
+    return int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
 
 
-def key_buckets(spec: Any, options: dict[str, Any], spark: Any) -> tuple[list[str], int]:
+def key_buckets(spec: Any, options: dict[str, Any], spark: Any, checkpoint: Any = None) -> tuple[list[str], int]:
     """A one-input query's partition keys and how many key buckets its streaming run uses (one when keyless:
     a single engine sees every element)."""
     keys = partition_keys(spec)
-    return keys, (bucket_count(options, spark) if keys else 1)
+    return keys, (bucket_count(options, spark, checkpoint) if keys else 1)
