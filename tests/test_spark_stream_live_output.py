@@ -24,6 +24,7 @@ import pytest
 
 from udm.host.model.plan import bind
 from udm.host.model.spec import parse_query
+from udm.host.spark.session import default_partitions
 from udm.host.spark.stream_output import CRASH_ENV
 from udm.host.temporal.elements import parse_element
 from udm.host.testing.engine_conformance import write_stream
@@ -89,21 +90,23 @@ def test_output_grows_while_the_run_goes_on(tmp_path: Path) -> None:
     assert verdict, str(verdict)
 
 
-def _in_process(q: Path, src: Path, out: Path, dead: Path, ck: Path, batch_size: int | None = None) -> None:
-    """The run in this process, on the tests' session, with the child's bucket count (the CLI's default,
-    4: a checkpoint is refused with another one)."""
+def _in_process(q: Path, src: Path, out: Path, dead: Path, ck: Path, batch_size: int | None = None,
+                buckets: int | None = None) -> None:
+    """The run in this process, on the tests' session: a new one with ``buckets``, or a resumed one (which
+    keeps the bucket count its checkpoint began with)."""
     from udm.host.model.spec import load_query
     from udm.host.query.runners import RunRequest, get_engine
 
     get_engine("spark-streaming")(RunRequest(bind(load_query(q)), src, out, dead_letter=dead, checkpoint=ck,
-                                             batch_size=batch_size, options={"buckets": 4}))
+                                             batch_size=batch_size, options={"buckets": buckets} if buckets else {}))
 
 
 @pytest.mark.parametrize("where", ["write", "deliver"])
 def test_killed_and_resumed_run_writes_each_line_once(spark: Any, tmp_path: Path, where: str) -> None:
     src, q, stream = _setup(tmp_path, events=50, seed=11)
     ref_out, ref_dead = tmp_path / "ref.jsonl", tmp_path / "ref.dead.jsonl"
-    _in_process(q, src, ref_out, ref_dead, tmp_path / "ck-ref", batch_size=7)
+    # (the child's bucket count: the CLI's default on local[2], `default_partitions`; output ids name buckets)
+    _in_process(q, src, ref_out, ref_dead, tmp_path / "ck-ref", batch_size=7, buckets=default_partitions("local[2]"))
 
     # the crash hits a micro-batch (not the first) that has output elements: the worst case to repeat
     parts = sorted((tmp_path / "ck-ref" / "out").glob("*.jsonl"))
@@ -120,7 +123,7 @@ def test_killed_and_resumed_run_writes_each_line_once(spark: Any, tmp_path: Path
     else:  # batch k is in the output file, but the record still says k - 1
         assert record["batch"] == k - 1 and out.stat().st_size > record["out_bytes"]
 
-    _in_process(q, src, out, dead, ck)  # (the batch size comes from the checkpoint)
+    _in_process(q, src, out, dead, ck)  # (the batch size and the bucket count come from the checkpoint)
     assert out.read_bytes() == ref_out.read_bytes()
     assert dead.read_bytes() == ref_dead.read_bytes()
     verdict = verify(_read(out), oracle_run(bind(parse_query(QUERY)), stream).cht)
