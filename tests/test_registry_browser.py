@@ -82,6 +82,8 @@ def test_index_filters_to_algebraic_udas(page: Any, url: str) -> None:
     page.fill("#q", "no such words")
     assert _visible(page) == set() and page.is_visible("#none")
     page.click("button[type=reset]")
+    # (the page applies a reset once the form has cleared its fields: on the next task, not in the click)
+    page.wait_for_function("n => document.querySelectorAll('#udms > li:not([hidden])').length === n", arg=len(ALL))
     assert _visible(page) == ALL and page.url == url
 
 
