@@ -33,7 +33,6 @@ grows while the run goes on.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import heapq
 import json
@@ -76,7 +75,7 @@ from udm.host.spark.stream_output import (
     shared_run_dir,
     write_atomic,
 )
-from udm.host.spark.stream_parts import DEFAULT_BATCH_SIZE, bucket_count, key_buckets
+from udm.host.spark.stream_parts import DEFAULT_BATCH_SIZE, bucket_count, key_buckets, recorded
 from udm.host.spark.stream_parts import control_part as _control
 from udm.host.spark.stream_parts import driver_routes as _routes
 from udm.host.spark.stream_parts import part_schema as _schema
@@ -423,17 +422,6 @@ def _prepare(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list
     return staged
 
 
-def _checkpoint_batch_size(checkpoint: Any) -> int | None:
-    """The batch size a checkpointed run was staged with: a resumed run without ``--batch-size`` keeps it
-    (so a run started under the old default of 50 resumes as it began)."""
-    meta = Path(checkpoint) / "run.json" if checkpoint is not None else None
-    if meta is None or not meta.is_file():
-        return None
-    with contextlib.suppress(ValueError, KeyError, TypeError):
-        return int(json.loads(meta.read_text(encoding="utf-8"))["batch_size"])
-    return None
-
-
 def run_spark_streaming(req: RunRequest) -> RunResult:
     require_spark(connect=True)
     arrival = [s for s in (req.input.values() if isinstance(req.input, dict) else [req.input])
@@ -443,7 +431,7 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
     if isinstance(req.input, (str, Path)) and str(req.input) != "-" and Path(req.input).is_dir():
         return run_directory_stream(req, Path(req.input))  # a directory that event files land in
     t0 = time.perf_counter()
-    batch_size = req.batch_size or _checkpoint_batch_size(req.checkpoint) or DEFAULT_BATCH_SIZE
+    batch_size = req.batch_size or recorded(req.checkpoint, "batch_size") or DEFAULT_BATCH_SIZE
     spark = get_spark(req.options.get("master"))
     shared_run_dir(req)
     graph = isinstance(req.input, dict) or is_graph(req.spec)

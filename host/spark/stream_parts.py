@@ -24,7 +24,7 @@ from udm.host.spark.stream_wire import ALL_STAGES, BROADCAST
 from udm.host.temporal.strict import canonical_json
 
 __all__ = ["DEFAULT_BATCH_SIZE", "LiveIds", "bucket_count", "control_part", "crc_bucket", "driver_routes",
-           "key_buckets", "part_schema", "reached_in", "write_parts"]
+           "key_buckets", "part_schema", "reached_in", "recorded", "write_parts"]
 
 #: Elements per micro-batch without ``--batch-size`` (a live feed's most per micro-batch). INTERFACES §3 says
 #: 50; a micro-batch costs Spark about a second of planning and commit whatever its size, so 50 gave ~26
@@ -173,6 +173,19 @@ def reached_in(run_dir: Path, batches: int) -> int | None:
     return best
 
 
+def recorded(checkpoint: Any, field: str) -> int | None:
+    """A whole-number setting a checkpointed run recorded in its ``run.json`` (``buckets``, ``batch_size``):
+    a resumed run keeps what it began with. None when there is no record or it lacks a usable value (not a
+    run's record: the resume check names what is wrong)."""
+    meta = Path(checkpoint) / "run.json" if checkpoint is not None else None
+    if meta is None or not meta.is_file():
+        return None
+    try:
+        return int(json.loads(meta.read_text(encoding="utf-8"))[field])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def bucket_count(options: dict[str, Any], spark: Any, checkpoint: Any = None) -> int:
     """How many key buckets a keyed streaming run uses: ``options["buckets"]``, else what the run resumed
     from ``checkpoint`` was started with (its ``run.json``: a session's default may have changed since, e.g.
@@ -180,12 +193,9 @@ def bucket_count(options: dict[str, Any], spark: Any, checkpoint: Any = None) ->
     semantics-notes 43)."""
     if options.get("buckets"):
         return int(options["buckets"])
-    meta = Path(checkpoint) / "run.json" if checkpoint is not None else None
-    if meta is not None and meta.is_file():
-        try:
-            return int(json.loads(meta.read_text(encoding="utf-8"))["buckets"])
-        except (ValueError, KeyError, TypeError):
-            pass  # (not a run's record: the resume check names what is wrong)
+    recorded_buckets = recorded(checkpoint, "buckets")
+    if recorded_buckets is not None:
+        return recorded_buckets
     return int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
 
 
