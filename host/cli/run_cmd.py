@@ -163,7 +163,9 @@ def cmd_run(
     """Run a query over an event file."""
     spec = load_query(query)
     bound = bind(spec)  # unknown UDMs, bad params, disallowed policies: fail before any event is read
-    run = get_engine(engine)
+    if engine == "local":
+        skip_pandas_probe()  # ~0.2 s of start-up a local run does not need (before the engine loads pyarrow)
+    run = get_engine(engine)  # loads the engine's modules, while start-up's collector pause lasts
     inputs = _inputs(input_, bound.graph.inputs)
     args = TableArgs(time=time_, start=start, end=end, edge=edge, key=key, id=id_, unit=unit, format=format_,
                      cti_every=cti_every, cti_lag=cti_lag)
@@ -196,8 +198,6 @@ def cmd_run(
         for n2, p2 in named[i + 1:]:
             if Path(p1).resolve() == Path(p2).resolve():
                 raise UdmError(f"{n1} and {n2} are the same file ({p1}); the run would overwrite it")
-    if engine == "local":
-        skip_pandas_probe()  # ~0.2 s of start-up a local run does not need
     startup_gc.resume()  # start-up is over: collect garbage again (host/cli/startup_gc.py)
     show_bar = not quiet and (progress or (err.is_terminal and output != "-"))
     with _progress_bar(show_bar) as update:
