@@ -222,7 +222,7 @@ class GridFamily(Family):
 
     def after(self, out: Any, em: Any) -> None:
         """After every group's evaluation: the column windows, as one block."""
-        self.closed.flush(out, em)
+        self.closed.flush(out, em, self.geo)
         self.prefix.flush(self, out, em)
         jobs = self.jobs
         self.fresh = []
@@ -239,6 +239,10 @@ class GridFamily(Family):
         K = self._last_releasable()
         if limit is not None:
             K = min(K, limit)
+        if d.done < K and not d.dirty and self.closed.on:  # (the windows a CTI closed, as one run)
+            kc = min(K, geo.last_closed(self.step.effective_cti))
+            if kc > d.done and self.closed.take_range(g, geo, d.done + 1, kc):
+                d.done = kc
         todo = list(d.dirty)
         d.dirty = []
         if d.done < K:

@@ -440,11 +440,14 @@ class GroupPanes:
         panes = self.panes
         i = panes.bisect_left(a)
         if i:
-            for p in panes.values()[:i]:
-                if p.members:
-                    for eid in p.members:
-                        g.events.pop(eid, None)
-            if 2 * i >= len(panes):  # (most go: the few that stay make a new dict)
+            if fill.kind == "members":  # (only member panes hold event objects)
+                for p in panes.values()[:i]:
+                    if p.members:
+                        for eid in p.members:
+                            g.events.pop(eid, None)
+            if i == len(panes):  # (all go: the common case of a group whose events all ended)
+                panes.clear()
+            elif 2 * i >= len(panes):  # (most go: the few that stay make a new dict)
                 self.panes = panes = SortedDict(zip(panes.keys()[i:], panes.values()[i:], strict=True))
             else:
                 for _ in range(i):
