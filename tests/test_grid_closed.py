@@ -13,7 +13,10 @@ from typing import Any
 import pytest
 from test_grid_columns import _run, _stream
 
+from udm.host.engine.rules import NEG
 from udm.host.engine.window import grid_closed
+from udm.host.engine.window.geometry import CumulateGeometry, HopGeometry
+from udm.host.engine.window.grid_panes import GroupPanes, Pane
 from udm.host.model.plan import bind
 from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
@@ -115,3 +118,20 @@ def test_closed_runs_on_disordered_streams(window: dict, udm: str, kind: str, mo
             assert on == off, (seed, chunk)
     if udm != "max":  # (max has no running sweep: its windows are merged from pane partials)
         assert written[0] > 100
+
+
+@pytest.mark.parametrize("geo", [HopGeometry(10, 10, 0), HopGeometry(50, 10, 3), HopGeometry(10, 30, 0),
+                                 CumulateGeometry(40, 10, 5)])
+def test_pane_window_count_is_the_windows_holding_a_pane(geo: Any) -> None:
+    """`GroupPanes.count_windows` of a group with panes alone (what ``state_size`` reports per batch): the
+    windows at or after ``floor`` holding one of its panes, counted one by one."""
+    rng = random.Random(7)
+    for _ in range(300):
+        d = GroupPanes()
+        panes = sorted(rng.sample(range(-20, 60), rng.randrange(0, 12)))
+        for s in panes:
+            d.panes[s] = Pane()
+        d.floor = rng.choice([NEG, rng.randrange(-10, 40)])
+        lo = max(d.floor, -100)
+        want = sum(1 for k in range(lo, 200) if any(geo.span(k)[0] <= s < geo.span(k)[1] for s in panes))
+        assert d.count_windows(geo, NEG) == want, (panes, d.floor)
