@@ -148,8 +148,10 @@ class IncrementalUDA(UDM):
     that holds exactly that slice (up to float rounding, and of the same JSON kind: an int where
     ``compute`` gives an int). Return a 1-d int64/float64 numpy array or a sequence of ``len(offsets) - 1``
     values. The engine's columnar grid path uses it for the windows made, closed and emitted inside one
-    batch (no state object per window); raising makes it call the scalar forms instead. Checked by
-    ``batch_forms`` too.
+    batch, and for the windows a CTI closes, of every group at once (no state object per window); raising
+    makes it call the scalar forms instead. ``values`` is an int64 or float64 column when the UDA reads one
+    numeric field, else (whole payloads, text, a mix) an object column of what ``add`` would receive: a form
+    that handles numbers only should raise on another dtype. Checked by ``batch_forms`` too.
 
     Optional running form, with ``add_array``: ``compute_prefixes(state, values, ends) -> column``, entry
     ``i`` the value ``compute(add(state, values[:ends[i]].tolist()))`` (``ends``: int64, non-decreasing,

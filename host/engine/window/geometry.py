@@ -53,6 +53,12 @@ class Geometry:
 
     def last_window(self, s: int) -> int:
         """The last window holding pane ``s`` (INF for the end of an endless event)."""
+        if s >= INF:
+            return INF
+        return self.last_windows(s)
+
+    def last_windows(self, s: Any) -> Any:
+        """The last window holding pane ``s`` (a finite pane, or a column of them)."""
         raise NotImplementedError
 
     def last_closed(self, t: int) -> int:
@@ -94,9 +100,7 @@ class HopGeometry(Geometry):
     def first_window(self, s: Any) -> Any:
         return -((self.L - 1 - s) // self.H)  # ceil((s - L + 1) / H)
 
-    def last_window(self, s: int) -> int:
-        if s >= INF:
-            return INF
+    def last_windows(self, s: Any) -> Any:
         return s // self.H
 
     def _last_closed(self, t: int) -> int:
@@ -124,9 +128,7 @@ class CumulateGeometry(Geometry):
     def first_window(self, s: Any) -> Any:
         return s  # (the window that ends with pane s; every later one of its period holds it too)
 
-    def last_window(self, s: int) -> int:
-        if s >= INF:
-            return INF
+    def last_windows(self, s: Any) -> Any:
         return (s // self.n) * self.n + self.n - 1  # the period's last window
 
     def _last_closed(self, t: int) -> int:

@@ -8,7 +8,8 @@ so an insert costs O(1), and the windows of a group are evaluated in order by th
 a period (one pane enters, nothing leaves), so their sweep is one state (`prefix_sweep`), started again with
 each period and taken back to an earlier window when a late change reaches a pane it holds. A batch's
 inserts come in at once (`grid_intake`); windows a batch both fills and closes are valued as arrays
-(`grid_columns`).
+(`grid_columns`), and so are the windows a CTI closes that never came out: each group hands over its run of
+them, and the flush values the runs of every group at once from their panes (`grid_closed`).
 
 Windows are evaluated when released; an element that touches a window already evaluated marks it *dirty*,
 and the next flush evaluates it again (the sweep is rebuilt there, or taken back for cumulate). Endless
@@ -57,8 +58,9 @@ class GridFamily(Family):
         self.columns = (self.fill.kind in ("merge", "running") and self.geo.width <= COLUMN_PANES
                         and step.early is None and not step.time_bound
                         and getattr(step.udm, "compute_slices", None) is not None)
-        #: windows a flush both releases and closes, valued at its end (`grid_closed`); short windows only
-        #: (their members' values are read per window)
+        #: windows a flush both releases and closes, valued at its end (`grid_closed`), a group's run at a time
+        #: (`_evaluate`) or one by one (`_each`); short windows only (a window's members' values are copied
+        #: once per window there)
         self.closed = ClosedWindows(step, self.fill.kind)
         self.closed.on = self.closed.on and self.geo.width <= COLUMN_PANES
         #: closed windows that grow (cumulate), valued a run at a time from the running state (`grid_prefix`;
@@ -222,7 +224,7 @@ class GridFamily(Family):
 
     def after(self, out: Any, em: Any) -> None:
         """After every group's evaluation: the column windows, as one block."""
-        self.closed.flush(out, em)
+        self.closed.flush(out, em, self.geo)
         self.prefix.flush(self, out, em)
         jobs = self.jobs
         self.fresh = []
@@ -239,6 +241,10 @@ class GridFamily(Family):
         K = self._last_releasable()
         if limit is not None:
             K = min(K, limit)
+        if d.done < K and not d.dirty and self.closed.on:  # (the windows a CTI closed, as one run)
+            kc = min(K, geo.last_closed(self.step.effective_cti))
+            if kc > d.done and self.closed.take_range(g, geo, d.done + 1, kc):
+                d.done = kc
         todo = list(d.dirty)
         d.dirty = []
         if d.done < K:

@@ -26,7 +26,7 @@ from ..payload import Payload, as_column
 from ..rules import INF
 from .state import Group
 
-__all__ = ["FlushJobs", "Fresh", "column_block", "column_payload", "ends_alone", "slice_values"]
+__all__ = ["FlushJobs", "Fresh", "column_block", "column_payload", "ends_alone", "fresh_slices", "slice_values"]
 
 
 def ends_alone(step: Any) -> bool:
@@ -153,24 +153,32 @@ def column_block(fam: Any, jobs: list[tuple[Fresh, int]], em: Any) -> Batch | No
     return Batch(np.full(n, INSERT, dtype=np.int8), ids, le, re, re, np.full(n, -1, dtype=np.int64), payload)
 
 
-def slice_values(wu: Any, values: np.ndarray, offsets: np.ndarray) -> Any:
-    """Each slice's value: the UDA's ``compute_slices`` when it gives one plain JSON kind of the right length,
-    else its scalar forms (so an error is reported for its window, as always)."""
+def fresh_slices(wu: Any, values: np.ndarray, offsets: np.ndarray) -> Any:
+    """Each slice's value by the UDA's ``compute_slices``, when it gives one plain JSON kind of the right
+    length; None when it has none, raises or gives something else (the caller then takes the scalar forms,
+    so an error is reported for its window, as always)."""
     fn = getattr(wu, "compute_slices", None)
-    n = len(offsets) - 1
-    if fn is not None:
-        try:
-            got = fn(values, offsets)
-        except Exception:
-            got = None
-        if got is not None and len(got) == n:
-            if isinstance(got, np.ndarray):
-                if got.dtype.kind in "if" and got.dtype.itemsize == 8:
-                    return got
-            else:
-                kinds = set(map(type, got))
-                if len(kinds) == 1 and next(iter(kinds)) in PLAIN_TYPES:
-                    return list(got)
+    if fn is None:
+        return None
+    try:
+        got = fn(values, offsets)
+    except Exception:
+        return None
+    if got is None or len(got) != len(offsets) - 1:
+        return None
+    if isinstance(got, np.ndarray):
+        return got if got.dtype.kind in "if" and got.dtype.itemsize == 8 else None
+    kinds = set(map(type, got))
+    if len(kinds) == 1 and next(iter(kinds)) in PLAIN_TYPES:
+        return list(got)
+    return None
+
+
+def slice_values(wu: Any, values: np.ndarray, offsets: np.ndarray) -> Any:
+    """Each slice's value: `fresh_slices`, else the UDA's scalar forms."""
+    got = fresh_slices(wu, values, offsets)
+    if got is not None:
+        return got
     out = []
     vl = values.tolist()
     ol = offsets.tolist()

@@ -157,6 +157,10 @@ class PaneFill:
         return wu.add(wu.initial_state(), list(p.values), None)  # type: ignore[arg-type]
 
 
+#: a cleanup pops at most this many panes one by one (more, when most of a group's panes go: a new dict)
+_POP_MAX = 8
+
+
 def _long_key(item: tuple[int, int, Ev]) -> tuple[int, int]:
     return (item[0], item[2].id)
 
@@ -420,11 +424,40 @@ class GroupPanes:
 
     def count_windows(self, geo: Geometry, frontier: int) -> int:
         """How many windows at or after ``floor`` hold a member."""
+        if not self.longs and not self.tail:
+            return self._count_pane_windows(geo)
         spans = [(geo.first_window(s), geo.last_window(s)) for s in (*self.panes, *self.tail.panes().tolist())]
         spans += [(geo.first_window(s1), min(geo.last_window(s2), frontier)) for s1, s2, _ev in self.longs]
         n = 0
         for lo, hi in merged([(max(lo, self.floor), hi) for lo, hi in spans if hi >= max(lo, self.floor)]):
             n += hi - lo + 1
+        return n
+
+    def _count_pane_windows(self, geo: Geometry) -> int:
+        """`count_windows` of a group holding short events in panes alone: a pane's windows (first, last) rise
+        with the pane, so the sorted panes' spans merge in one pass (no list, no sort: it runs for every
+        group at every batch, `WindowOp.state_size`)."""
+        floor = self.floor
+        fw = geo.first_window
+        lw = geo.last_windows
+        n = 0
+        clo = chi = NEG
+        for s in self.panes:
+            lo = fw(s)
+            if lo < floor:
+                lo = floor
+            hi = lw(s)
+            if hi < lo:
+                continue
+            if chi > NEG and lo <= chi + 1:
+                if hi > chi:
+                    chi = hi
+            else:
+                if chi > NEG:
+                    n += chi - clo + 1
+                clo, chi = lo, hi
+        if chi > NEG:
+            n += chi - clo + 1
         return n
 
     def prune(self, g: Group, geo: Geometry, fill: PaneFill, k_keep: int, c: int) -> None:
@@ -440,11 +473,14 @@ class GroupPanes:
         panes = self.panes
         i = panes.bisect_left(a)
         if i:
-            for p in panes.values()[:i]:
-                if p.members:
-                    for eid in p.members:
-                        g.events.pop(eid, None)
-            if 2 * i >= len(panes):  # (most go: the few that stay make a new dict)
+            if fill.kind == "members":  # (only member panes hold event objects)
+                for p in panes.values()[:i]:
+                    if p.members:
+                        for eid in p.members:
+                            g.events.pop(eid, None)
+            if i == len(panes):  # (all go: the common case of a group whose events all ended)
+                panes.clear()
+            elif i > _POP_MAX and 2 * i >= len(panes):  # (most of many go: the few that stay make a new dict)
                 self.panes = panes = SortedDict(zip(panes.keys()[i:], panes.values()[i:], strict=True))
             else:
                 for _ in range(i):
