@@ -51,7 +51,7 @@ from udm.host.model.plan import BoundQuery, build_plan
 from udm.host.model.spec import QuerySpec
 from udm.host.query.runners import make_runner
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
-from udm.host.spark.partition import BY_ID, follow_inserts, python_tasks, whole_input
+from udm.host.spark.partition import BY_ID, bucket_groups, follow_inserts, one_row, python_tasks, whole_input
 from udm.host.spark.results import OUTPUT_DDL, SparkRun, explain_failure, ids_repeat
 from udm.host.spark.rows import dead_rows, exchange_rows, output_rows, with_struct_payloads
 from udm.host.spark.stages import Stage, checked_before, merge_exchange, plan_stages, read_before
@@ -149,7 +149,7 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
         return origins.get(name) if multi and name is not None else None
 
     def run(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
-        bucket = int(key[0].as_py())
+        bucket = int(key[-1].as_py())  # (`bucket_groups`: _part, _bucket)
         id_blob = None
         if "_idh" in table.column_names:
             h = pc.drop_null(table.column("_idh")).to_numpy()
@@ -340,10 +340,10 @@ def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation:
         later = frozenset(x for s in stages if s.index > stage.index for x in s.exchanges(inputs))
         fn = _stage_runner(stage, violation, t_end, inputs, last, _carried(stages, stage),
                            read_before(stages, stage, inputs), later)
-        result = stage_df.groupBy("_bucket").applyInArrow(fn, GRAPH_RESULT_DDL)
+        result = bucket_groups(stage_df, width).applyInArrow(fn, GRAPH_RESULT_DDL)
     assert result is not None
-    final = spark.createDataFrame([("out", "cti", None, None, None, None, INF, None, _FINAL_LINE, None,
-                                    None, None, None, len(stages) - 1)], GRAPH_RESULT_DDL)
+    final = one_row(spark, GRAPH_RESULT_DDL, ("out", "cti", None, None, None, None, INF, None, _FINAL_LINE, None,
+                                              None, None, None, len(stages) - 1))
     result = result.unionByName(final).persist()
     try:
         side_rows = result.where(F.col("stream").isin("ids", "T", "lmerge")).select(
