@@ -147,7 +147,7 @@ def follow_inserts(routed: Any, by: Sequence[str], only: Any = None, bucket: Any
     kind = F.col("kind")
     is_retract = kind == "retract" if only is None else (kind == "retract") & only
     retracts = routed.where(is_retract)
-    wanted = retracts.select(*by).distinct()
+    wanted = retracts.select(*by)  # (no distinct: a semi join needs none, and it would be a shuffle more)
     inserts = routed.where(kind == "insert") if bucket is not None else routed.where(
         (kind == "insert") & F.col("_bucket").isNotNull())
     homes = (inserts.join(F.broadcast(wanted), list(by), "left_semi")
