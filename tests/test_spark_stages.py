@@ -188,3 +188,35 @@ def test_check_engine_holds_a_staged_plan_to_the_oracle(spark: Any) -> None:
                           variants=1, interleavings=("sync",))
     assert report.ok, report.text()
 
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8])
+def test_each_bucket_is_one_task_of_its_own(spark: Any, n: int) -> None:
+    """`bucket_groups` puts bucket ``b`` in shuffle partition ``b`` (no two buckets in one task, none
+    coalesced away by adaptive execution), however uneven the buckets are; reference: Spark's own ``hash``
+    for the partition values, and the partition each group's Python call runs in (TaskContext)."""
+    import pyarrow as pa
+    from pyspark import TaskContext
+    from pyspark.sql import functions as F
+
+    from udm.host.spark.partition import _murmur3_long, bucket_groups, bucket_partitions
+
+    values = [*range(-3, 300), 2**40 + 7, -(2**50)]
+    got = spark.createDataFrame([(v,) for v in values], "v bigint").select("v", F.hash("v").alias("h")).collect()
+    assert [_murmur3_long(r.v) for r in got] == [r.h for r in got]
+    assert [_murmur3_long(v) % n for v in bucket_partitions(n)] == list(range(n))
+
+    # bucket 0 holds most rows (a hot key); the others a few each
+    rows = spark.range(5000).select(F.when(F.col("id") < 4000, 0).otherwise(F.col("id") % n).cast("bigint")
+                                    .alias("_bucket"))
+
+    def where(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
+        ctx = TaskContext.get()
+        assert ctx is not None
+        return pa.table({"bucket": [key[-1].as_py()], "part": [ctx.partitionId()], "rows": [table.num_rows]})
+
+    out = sorted(tuple(r) for r in bucket_groups(rows, n).applyInArrow(where, "bucket bigint, part bigint, rows bigint")
+                 .collect())
+    assert [(b, p) for b, p, _ in out] == [(b, b) for b in range(n)]
+    assert sum(c for _, _, c in out) == 5000

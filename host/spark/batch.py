@@ -54,7 +54,7 @@ from udm.host.query.runners import make_runner
 from udm.host.spark.algebraic import INELIGIBLE, eligible_step, run_algebraic
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
 from udm.host.spark.graph import is_graph, run_graph_batch
-from udm.host.spark.partition import follow_inserts, partition_keys, python_tasks, time_split
+from udm.host.spark.partition import bucket_groups, follow_inserts, one_row, partition_keys, python_tasks, time_split
 from udm.host.spark.results import DEAD_LETTER_DDL, OUTPUT_DDL, SparkRun, explain_failure, ids_repeat
 from udm.host.spark.rows import dead_rows, output_rows, with_struct_payloads
 from udm.host.spark.tables import table_inputs
@@ -89,7 +89,7 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
     (open at both ends); rows carry ``_own``, true in the one bucket that reports their dead letters."""
 
     def run(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
-        bucket = int(key[0].as_py())
+        bucket = int(key[-1].as_py())  # (`bucket_groups`: _part, _bucket)
         table = table.sort_by("line")
         id_blob = None
         if "_idh" in table.column_names:  # the optimistic key routing's cross-bucket id check (run_batch)
@@ -168,8 +168,7 @@ def _finish(spark: Any, result: DataFrame, n: int, keys: list[str], path: str, s
     algebraic plan found its input not simple enough (its marker row is in the result)."""
     from pyspark.sql import functions as F
 
-    final = spark.createDataFrame([("out", "cti", None, None, None, None, INF, None, _FINAL_LINE, None, None)],
-                                  _RESULT_DDL)
+    final = one_row(spark, _RESULT_DDL, ("out", "cti", None, None, None, None, INF, None, _FINAL_LINE, None, None))
     result = result.unionByName(final).persist()
     try:
         # one job: materializes the persisted result and brings back its small rows (the plan's refusal,
@@ -384,7 +383,7 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
         fn = _bucket_runner(spec.to_json_dict(), violation, t_end, n)
         routed = _optimistic_key_routing(df, keys, n, bool(stats["retracts"]))
         try:
-            run = _finish(spark, routed.groupBy("_bucket").applyInArrow(fn, _RESULT_DDL), n, keys, "engine", "keys")
+            run = _finish(spark, bucket_groups(routed, n).applyInArrow(fn, _RESULT_DDL), n, keys, "engine", "keys")
         except Exception as exc:
             raise explain_failure(exc) from None
         assert run is not None
@@ -417,7 +416,7 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
 def _finish_engine(spark: Any, routed: DataFrame, extra: DataFrame | None, spec: QuerySpec, violation: str,
                    t_end: int | None, n: int, keys: list[str], bounds: list[int] | None, split: str) -> SparkRun:
     fn = _bucket_runner(spec.to_json_dict(), violation, t_end, n, bounds)
-    result = routed.groupBy("_bucket").applyInArrow(fn, _RESULT_DDL)
+    result = bucket_groups(routed, n).applyInArrow(fn, _RESULT_DDL)
     if extra is not None:
         result = result.unionByName(extra)
     try:

@@ -51,10 +51,11 @@ from udm.host.model.plan import BoundQuery, build_plan
 from udm.host.model.spec import QuerySpec
 from udm.host.query.runners import make_runner
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
-from udm.host.spark.partition import BY_ID, follow_inserts, python_tasks, whole_input
+from udm.host.spark.partition import BY_ID, bucket_groups, follow_inserts, one_row, python_tasks, whole_input
 from udm.host.spark.results import OUTPUT_DDL, SparkRun, explain_failure, ids_repeat
-from udm.host.spark.rows import dead_rows, exchange_rows, output_rows, with_struct_payloads
+from udm.host.spark.rows import dead_rows, with_struct_payloads
 from udm.host.spark.stages import Stage, checked_before, merge_exchange, plan_stages, read_before
+from udm.host.temporal.elements import Cti, Insert, Retract
 from udm.sdk import INF
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -149,7 +150,7 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
         return origins.get(name) if multi and name is not None else None
 
     def run(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
-        bucket = int(key[0].as_py())
+        bucket = int(key[-1].as_py())  # (`bucket_groups`: _part, _bucket)
         id_blob = None
         if "_idh" in table.column_names:
             h = pc.drop_null(table.column("_idh")).to_numpy()
@@ -193,19 +194,13 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
             if tail.num_rows:
                 out += runner.process_batch(ElementBatch.from_table(tail), name)
         out += runner.finish()
+        elements = _element_rows(bucket, out, stage, last, carried)
         cols: dict[str, list[Any]] = {c: [] for c in _RESULT_ARROW.names}
 
         def row(**values: Any) -> None:
             for c, lst in cols.items():
                 lst.append(values.get(c))
 
-        if last:
-            n = 1 << 20
-            for seq, r in enumerate(output_rows(bucket, out)):
-                row(stream="out", line=seq * n + bucket, **r)
-        else:
-            for seq, r in enumerate(exchange_rows(bucket, out, carried)):
-                row(stream="out", line=seq, bucket=bucket, input=stage.sink, **r)
         for dl in runner.take_dead_letters():
             if read_before and checked_before(dl, stage, read_before):
                 continue
@@ -220,7 +215,7 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
         if merges:  # lmerge's Theorem 1 counters (RunResult.lmerge)
             row(stream="lmerge", line=bucket, element=json.dumps(merges))
         cols["part"] = [stage.index] * len(cols["stream"])
-        made = pa.table(cols, schema=_RESULT_ARROW)
+        made = pa.concat_tables([elements, pa.table(cols, schema=_RESULT_ARROW)])
         consumed = pc.and_(pc.equal(stream, "out"), pc.is_in(source, pa.array(exchanges, pa.string())))
         keep = pc.and_(pc.is_in(source, pa.array(sorted(later), pa.string())),
                        pc.or_(pc.not_equal(table.column("kind"), "cti"), pa.scalar(bucket == 0)))
@@ -230,6 +225,73 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
         return pa.concat_tables([made, passing.select(_RESULT_ARROW.names).cast(_RESULT_ARROW)])
 
     return run
+
+
+_encode = json.JSONEncoder(separators=(",", ":")).encode  # (what json.dumps with these separators calls)
+
+
+def _element_rows(bucket: int, out: list[Any], stage: Stage, last: bool, carried: tuple[str, ...]) -> pa.Table:
+    """The stage's output elements of one bucket as result rows, built column by column (a bucket holding a
+    hot key emits most of the stage's output: a dict per row cost more than the encoding itself).
+
+    The last stage's rows are output rows (`udm.host.spark.rows.output_rows`: ids prefixed with the bucket,
+    no CTIs; ``line`` orders them within the bucket). An earlier stage's are its exchange (input: its sink;
+    ``bucket`` and ``line``: the producing bucket and the row's position there, CTIs included, which
+    `udm.host.spark.stages.merge_exchange` merges over the buckets); a retraction's payload holds its
+    insert's ``carried`` fields (what the next stage routes by), so Spark routes it by key like its insert
+    instead of looking its insert up."""
+    kind: list[str] = []
+    ids: list[str | None] = []
+    le: list[int | None] = []
+    re: list[int | None] = []
+    re_new: list[int | None] = []
+    t: list[int | None] = []
+    payload: list[str | None] = []
+    keys: dict[str, dict[str, Any]] = {}
+    prefix = f"{bucket}."
+    for el in out:
+        if isinstance(el, Insert):
+            kind.append("insert")
+            ids.append(prefix + el.id)
+            le.append(el.le)
+            re.append(el.re)
+            re_new.append(None)
+            t.append(None)
+            payload.append(_encode(el.payload))
+            if carried:
+                keys[el.id] = {f: el.payload[f] for f in carried if f in el.payload}
+        elif isinstance(el, Retract):
+            kind.append("retract")
+            ids.append(prefix + el.id)
+            le.append(el.le)
+            re.append(el.re)
+            re_new.append(el.re_new)
+            t.append(None)
+            if carried:
+                payload.append(_encode(keys.get(el.id, {})))
+                if el.re_new <= el.le:
+                    keys.pop(el.id, None)
+            else:
+                payload.append(None)
+        elif isinstance(el, Cti) and not last:
+            kind.append("cti")
+            ids.append(None)
+            le.append(None)
+            re.append(None)
+            re_new.append(None)
+            t.append(el.t)
+            payload.append(None)
+    m = len(kind)
+    line = (np.arange(m, dtype=np.int64) << 20) + bucket if last else np.arange(m, dtype=np.int64)
+    none = pa.nulls(m, pa.string())
+    cols = {"stream": pa.array(["out"] * m, pa.string()), "kind": pa.array(kind, pa.string()),
+            "id": pa.array(ids, pa.string()), "le": pa.array(le, pa.int64()), "re": pa.array(re, pa.int64()),
+            "re_new": pa.array(re_new, pa.int64()), "t": pa.array(t, pa.int64()),
+            "payload": pa.array(payload, pa.string()), "line": pa.array(line), "reason": none, "element": none,
+            "input": none if last else pa.array([stage.sink] * m, pa.string()),
+            "bucket": pa.nulls(m, pa.int64()) if last else pa.array(np.full(m, bucket, dtype=np.int64)),
+            "part": pa.array(np.full(m, stage.index, dtype=np.int64))}
+    return pa.table(cols, schema=_RESULT_ARROW)
 
 
 def _key_hash(routing: dict[str, list[str]] | str, n: int, names: Any) -> Column:
@@ -284,7 +346,7 @@ def _route(df: DataFrame, routing: dict[str, list[str]] | str | None, n: int, ha
 def _route_results(result: DataFrame, routing: dict[str, list[str]] | str | None, n: int,
                    exchanges: tuple[str, ...]) -> DataFrame:
     """``_bucket`` for every row of an earlier stage's result: the rows of the ``exchanges`` this stage reads
-    by key, retractions included (`exchange_rows` gives a retraction its insert's routing fields), CTIs to
+    by key, retractions included (`_element_rows` gives a retraction its insert's routing fields), CTIs to
     every bucket; the rows passing through (`_stage_runner`) to bucket 0."""
     from pyspark.sql import functions as F
 
@@ -340,10 +402,10 @@ def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation:
         later = frozenset(x for s in stages if s.index > stage.index for x in s.exchanges(inputs))
         fn = _stage_runner(stage, violation, t_end, inputs, last, _carried(stages, stage),
                            read_before(stages, stage, inputs), later)
-        result = stage_df.groupBy("_bucket").applyInArrow(fn, GRAPH_RESULT_DDL)
+        result = bucket_groups(stage_df, width).applyInArrow(fn, GRAPH_RESULT_DDL)
     assert result is not None
-    final = spark.createDataFrame([("out", "cti", None, None, None, None, INF, None, _FINAL_LINE, None,
-                                    None, None, None, len(stages) - 1)], GRAPH_RESULT_DDL)
+    final = one_row(spark, GRAPH_RESULT_DDL, ("out", "cti", None, None, None, None, INF, None, _FINAL_LINE, None,
+                                              None, None, None, len(stages) - 1))
     result = result.unionByName(final).persist()
     try:
         side_rows = result.where(F.col("stream").isin("ids", "T", "lmerge")).select(

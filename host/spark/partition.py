@@ -35,8 +35,8 @@ from udm.host.model.spec import (
 if TYPE_CHECKING:  # pragma: no cover
     from udm.host.model.graph import GraphNode
 
-__all__ = ["BY_ID", "follow_inserts", "graph_routing", "partition_keys", "python_tasks", "routing_of", "time_split",
-           "whole_input"]
+__all__ = ["BY_ID", "bucket_groups", "follow_inserts", "graph_routing", "one_row", "partition_keys", "python_tasks",
+           "routing_of", "time_split", "whole_input"]
 
 # lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
@@ -147,7 +147,7 @@ def follow_inserts(routed: Any, by: Sequence[str], only: Any = None, bucket: Any
     kind = F.col("kind")
     is_retract = kind == "retract" if only is None else (kind == "retract") & only
     retracts = routed.where(is_retract)
-    wanted = retracts.select(*by).distinct()
+    wanted = retracts.select(*by)  # (no distinct: a semi join needs none, and it would be a shuffle more)
     inserts = routed.where(kind == "insert") if bucket is not None else routed.where(
         (kind == "insert") & F.col("_bucket").isNotNull())
     homes = (inserts.join(F.broadcast(wanted), list(by), "left_semi")
@@ -155,6 +155,68 @@ def follow_inserts(routed: Any, by: Sequence[str], only: Any = None, bucket: Any
     followed = (retracts.join(F.broadcast(homes), list(by), "left")
                 .withColumn("_bucket", F.col("_home")).drop("_home"))
     return routed.where(~F.coalesce(is_retract, F.lit(False))).unionByName(followed)
+
+
+def _murmur3_long(value: int, seed: int = 42) -> int:
+    """Spark's ``hash`` of a bigint (``Murmur3_x86_32.hashLong``, seed 42): what a hash partitioning of a bigint
+    column is the positive remainder of."""
+    mask = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & mask
+
+    def mix_k1(k1: int) -> int:
+        return (rotl((k1 * 0xCC9E2D51) & mask, 15) * 0x1B873593) & mask
+
+    def mix_h1(h1: int, k1: int) -> int:
+        return (rotl(h1 ^ k1, 13) * 5 + 0xE6546B64) & mask
+
+    h1 = mix_h1(mix_h1(seed & mask, mix_k1(value & mask)), mix_k1((value >> 32) & mask))
+    h1 ^= 8
+    h1 ^= h1 >> 16
+    h1 = (h1 * 0x85EBCA6B) & mask
+    h1 ^= h1 >> 13
+    h1 = (h1 * 0xC2B2AE35) & mask
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 >= 1 << 31 else h1
+
+
+def bucket_partitions(n: int) -> list[int]:
+    """For each bucket ``b`` of ``n``, a bigint whose hash partition among ``n`` is ``b`` (the smallest)."""
+    found: dict[int, int] = {}
+    v = 0
+    while len(found) < n:
+        found.setdefault(_murmur3_long(v) % n, v)
+        v += 1
+    return [found[b] for b in range(n)]
+
+
+def bucket_groups(df: Any, n: int) -> Any:
+    """``df`` (with a bigint ``_bucket`` in ``[0, n)``) grouped by bucket, bucket ``b`` in shuffle partition ``b``:
+    one Python task per bucket. Grouping by ``_bucket`` alone hashes the bucket ids, which may share a
+    partition (two buckets in one task, run one after the other), and adaptive execution coalesces small
+    shuffle partitions (4 buckets ran as 3 tasks on ``local[2]``: one core ran two buckets while the other
+    idled). So the rows are repartitioned to exactly ``n`` partitions (a repartition to a number of
+    partitions is one adaptive execution leaves as it is) by ``_part``, a value per bucket whose hash
+    partition is that bucket (`bucket_partitions`), and grouped by ``(_part, _bucket)``, which that
+    partitioning already satisfies (no second shuffle). The group key a bucket's function receives is
+    ``(_part, _bucket)``."""
+    from pyspark.sql import functions as F
+
+    parts = F.array(*[F.lit(v).cast("bigint") for v in bucket_partitions(n)])
+    with_part = df.withColumn("_part", F.element_at(parts, F.col("_bucket").cast("int") + 1))
+    return with_part.repartition(n, "_part").groupBy("_part", "_bucket")
+
+
+def one_row(spark: Any, ddl: str, values: Sequence[Any]) -> Any:
+    """A one-row DataFrame of ``ddl`` (``"name type, ..."``) holding ``values``, made of literals on
+    ``spark.range(1)``: ``createDataFrame`` of a Python list is a Python task per partition of the session's
+    default parallelism (its rows are unpickled by a Python worker), seconds of worker start-up on a busy
+    machine for a row a plan adds to its result (the final ``cti(INF)``)."""
+    from pyspark.sql import functions as F
+
+    fields = [c.split(" ") for c in ddl.split(", ")]
+    return spark.range(1).select(*[F.lit(v).cast(t).alias(name) for (name, t), v in zip(fields, values, strict=True)])
 
 
 #: `graph_routing` for a graph where no step needs its rows together: each element goes by its (input, id).

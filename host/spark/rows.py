@@ -23,9 +23,9 @@ from udm.host.engine.common import DeadLetter
 from udm.host.io.batch import ElementBatch
 from udm.host.io.jsonl import struct_payloads
 from udm.host.spark.convert import ELEMENT_COLUMNS
-from udm.host.temporal.elements import Cti, Element, Insert, Retract
+from udm.host.temporal.elements import Element, Insert, Retract
 
-__all__ = ["dead_rows", "exchange_rows", "feed_by_input", "input_runs", "output_rows", "with_struct_payloads"]
+__all__ = ["dead_rows", "feed_by_input", "input_runs", "output_rows", "with_struct_payloads"]
 
 
 def with_struct_payloads(table: pa.Table) -> pa.Table:
@@ -68,30 +68,6 @@ def output_rows(bucket: int, out: Iterable[Element],
                        "payload": json.dumps(el.payload, separators=(",", ":"))}
         elif isinstance(el, Retract) and (keep is None or keep(el)):
             yield {"kind": "retract", "id": f"{bucket}.{el.id}", "le": el.le, "re": el.re, "re_new": el.re_new}
-
-
-def exchange_rows(bucket: int, out: Iterable[Element], carried: tuple[str, ...] = ()
-                  ) -> Iterator[dict[str, Any]]:
-    """`output_rows` and the bucket's CTIs (``kind`` ``cti``, ``t``): what a stage of a staged graph plan
-    hands the next stage (`udm.host.spark.stages.merge_exchange` takes the minimum over the buckets). A
-    retraction's payload holds its insert's ``carried`` fields (what the next stage routes by), so Spark
-    routes it by key like its insert instead of looking its insert up."""
-    keys: dict[str, dict[str, Any]] = {}
-    for el in out:
-        if isinstance(el, Cti):
-            yield {"kind": "cti", "t": el.t}
-            continue
-        if carried:
-            if isinstance(el, Insert):
-                keys[el.id] = {f: el.payload[f] for f in carried if f in el.payload}
-            else:
-                row = next(output_rows(bucket, (el,)))
-                row["payload"] = json.dumps(keys.get(el.id, {}), separators=(",", ":"))
-                if el.re_new <= el.le:
-                    keys.pop(el.id, None)
-                yield row
-                continue
-        yield from output_rows(bucket, (el,))
 
 
 def dead_rows(dead: Iterable[DeadLetter],
