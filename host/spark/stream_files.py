@@ -64,7 +64,7 @@ from udm.host.spark.graph import is_graph
 from udm.host.spark.key_state import graph_payload_key, payload_key
 from udm.host.spark.partition import BY_ID, graph_routing
 from udm.host.spark.results import explain_failure
-from udm.host.spark.session import get_spark, require_spark
+from udm.host.spark.session import get_spark, local_checkpoint_files, require_spark
 from udm.host.spark.stream_arrival import run_arrival_stream
 from udm.host.spark.stream_dir import run_directory_stream
 from udm.host.spark.stream_output import (
@@ -464,7 +464,8 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
             staged = _stage(req, run_dir, batch_size, n, keys)
         stop_after = req.options.get("stop_after_batches")
         live = LiveOutput(run_dir, req.output, req.dead_letter)
-        _run_query(spark, req, run_dir, staged, stop_after, batch_size, live)
+        with local_checkpoint_files(spark):  # (the run directory is on this machine's disk)
+            _run_query(spark, req, run_dir, staged, stop_after, batch_size, live)
         n_out, n_dead, reasons, truncated, merges = live.summary(per_input)
         counts = _input_counts(req, run_dir, staged, per_input, n_dead) if graph else {
             req.bound.graph.inputs[0]: {"elements_in": staged.elements, "dead_lettered": n_dead}}
