@@ -15,7 +15,8 @@ Query: a tumbling 1 s ``sum`` per key.
   aggregation); udm's CTIs come from the stream, so it holds them without moving time. The native side
   thus does a little less. ``readStream.json`` with an explicit schema and ``maxFilesPerTrigger=1``,
   the CTIs' lag as the watermark, ``groupBy(window(ts, 1 s), k).agg(sum)``, Spark's JSON file sink,
-  ``availableNow``, on a session with udmkit's settings (`get_spark`).
+  ``availableNow``, on a session with udmkit's settings (`get_spark`), its checkpoint written as udm's
+  local ones are (`local_checkpoint_files`).
 
 Children alternate (udm, native, native, udm, ...) and each is measured by wall clock and by its process
 tree's CPU seconds (`bench.child`); medians of ``--repeat``. Answers are compared on the windows every CTI
@@ -75,7 +76,7 @@ def _native_answer(path: Path, until: int) -> dict[tuple[str, int], float]:
 def native_child(args: argparse.Namespace) -> int:
     from pyspark.sql import functions as F
 
-    from udm.host.spark.session import get_spark
+    from udm.host.spark.session import get_spark, local_checkpoint_files
 
     spark = get_spark(args.master)
     schema = "kind string, id string, le bigint, re bigint, t bigint, payload struct<k: string, v: double>"
@@ -84,9 +85,10 @@ def native_child(args: argparse.Namespace) -> int:
     agg = (ev.withWatermark("ts", f"{_LAG // 1000} milliseconds")
            .groupBy(F.window("ts", f"{_WINDOW} microseconds"), "k").agg(F.sum("v").alias("x"))
            .select("k", F.unix_micros("window.start").alias("ws"), F.unix_micros("window.end").alias("we"), "x"))
-    q = (agg.writeStream.format("json").option("path", args.out).option("checkpointLocation", args.out + ".ck")
-         .outputMode("append").trigger(availableNow=True).start())
-    q.awaitTermination()
+    with local_checkpoint_files(spark):  # (as udm's runs write their local checkpoints)
+        q = (agg.writeStream.format("json").option("path", args.out).option("checkpointLocation", args.out + ".ck")
+             .outputMode("append").trigger(availableNow=True).start())
+        q.awaitTermination()
     spark.stop()
     return 0
 

@@ -51,15 +51,8 @@ class QueryRunner(ElementFeeding):
 
     def __init__(self, bound: BoundQuery, *, on_violation: str | None = None,
                  derived_inputs: Collection[str] = (), clock: Callable[[], int] | None = None) -> None:
-        for policy in (on_violation, bound.spec.on_violation):
-            if policy is not None and policy not in ("dead_letter", "adjust", "error"):
-                raise ValueError(f"on_violation must be dead_letter, adjust or error, got {policy!r}")
-        self.bound = bound
+        self._query(bound, on_violation, derived_inputs)
         graph = bound.graph
-        self._policy_override = on_violation
-        #: inputs that are streams derived from the real inputs (a Spark stage reading an earlier stage's
-        #: output): validated like any input but they do not move T (semantics-notes 2, 11)
-        self.derived_inputs = frozenset(derived_inputs)
         self.ctx = Context(self._policy(graph.inputs[0]), multi_input=len(graph.inputs) > 1)
         #: the wall clock of ``align``'s ``max_wait`` (microseconds; None: the real one)
         self.ctx.clock = clock
@@ -78,6 +71,17 @@ class QueryRunner(ElementFeeding):
         self.ended: set[str] = set()
         self.forwarded: set[str] = set()
         self.finished = False
+
+    def _query(self, bound: BoundQuery, on_violation: str | None, derived_inputs: Collection[str]) -> None:
+        """What a runner knows besides its state (a new one and a restored one alike)."""
+        for policy in (on_violation, bound.spec.on_violation):
+            if policy is not None and policy not in ("dead_letter", "adjust", "error"):
+                raise ValueError(f"on_violation must be dead_letter, adjust or error, got {policy!r}")
+        self.bound = bound
+        self._policy_override = on_violation
+        #: inputs that are streams derived from the real inputs (a Spark stage reading an earlier stage's
+        #: output): validated like any input but they do not move T (semantics-notes 2, 11)
+        self.derived_inputs = frozenset(derived_inputs)
 
     def _policy(self, input_name: str) -> str:
         if self._policy_override is not None:
@@ -296,7 +300,10 @@ class QueryRunner(ElementFeeding):
     @classmethod
     def restore(cls, data: bytes, bound: BoundQuery, *, on_violation: str | None = None,
                 derived_inputs: Collection[str] = (), clock: Callable[[], int] | None = None) -> QueryRunner:
-        fresh = cls(bound, on_violation=on_violation, derived_inputs=derived_inputs)
+        # (context, operators and gates all come from the snapshot: none is built first, which cost as much
+        # as the unpickling where a per-key streaming bucket restores an engine per key and micro-batch)
+        fresh = cls.__new__(cls)
+        fresh._query(bound, on_violation, derived_inputs)
         restore_state(fresh, data, clock)
         fresh._wire(bound.graph)
         return fresh

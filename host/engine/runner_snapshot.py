@@ -25,16 +25,18 @@ def snapshot_state(runner: Any) -> bytes:
 
 
 def restore_state(fresh: Any, data: bytes, clock: Any) -> None:
-    """Put the state of snapshot ``data`` into ``fresh``, a new runner of the same query."""
+    """Put the state of snapshot ``data`` into ``fresh``, a runner of the same query that holds nothing yet
+    (`QueryRunner.restore`: it knows its query, not even a context)."""
     state = pickle.loads(data)
     if not isinstance(state, dict) or state.get("v") != SNAPSHOT_VERSION:
         found = state.get("v") if isinstance(state, dict) else None
         raise ValueError(f"not a udmkit engine snapshot of format {SNAPSHOT_VERSION} (found format "
                          f"{found!r}); it was written by another version of udmkit — start from a new "
                          f"checkpoint")
-    if state["order"] != [op.name for op in fresh.ops]:
+    steps = [node.name for node in fresh.bound.graph.nodes]  # (the runner's operators, in its order)
+    if state["order"] != steps:
         raise ValueError(f"snapshot was taken for a query with other steps ({', '.join(state['order'])}; "
-                         f"this query: {', '.join(op.name for op in fresh.ops)})")
+                         f"this query: {', '.join(steps)})")
     fresh.ctx = state["ctx"]
     fresh.ctx.clock = clock
     fresh.ops = [state["ops"][name] for name in state["order"]]

@@ -7,7 +7,8 @@ interval (a processing-time trigger) instead of as soon as the last one is done.
 Layout of the run directory (``--checkpoint DIR``, else a temporary one removed at the end)::
 
     run.json          what was staged: input fingerprint, query, batch size, buckets (checked on resume)
-    input/            one Parquet file per micro-batch, in order (file source, maxFilesPerTrigger=1)
+    input/            one Parquet file per micro-batch, in order (file source, maxFilesPerTrigger=1; a linear
+                      query's: one row per key bucket, `stream_parts.bucket_blobs`)
     spark/            Spark's checkpoint: offsets, commits, and the RocksDB state of every bucket's engine
     out/NNNNNNNN.*    each micro-batch's output elements (.jsonl) and output CTI (.cti), by batch id
     dead/NNNNNNNN.jsonl   each micro-batch's dead letters
@@ -63,7 +64,7 @@ from udm.host.spark.graph import is_graph
 from udm.host.spark.key_state import graph_payload_key, payload_key
 from udm.host.spark.partition import BY_ID, graph_routing
 from udm.host.spark.results import explain_failure
-from udm.host.spark.session import get_spark, require_spark
+from udm.host.spark.session import get_spark, local_checkpoint_files, require_spark
 from udm.host.spark.stream_arrival import run_arrival_stream
 from udm.host.spark.stream_dir import run_directory_stream
 from udm.host.spark.stream_output import (
@@ -75,7 +76,7 @@ from udm.host.spark.stream_output import (
     shared_run_dir,
     write_atomic,
 )
-from udm.host.spark.stream_parts import DEFAULT_BATCH_SIZE, bucket_count, key_buckets, recorded
+from udm.host.spark.stream_parts import BLOB_DDL, DEFAULT_BATCH_SIZE, bucket_blobs, bucket_count, key_buckets, recorded
 from udm.host.spark.stream_parts import control_part as _control
 from udm.host.spark.stream_parts import driver_routes as _routes
 from udm.host.spark.stream_parts import part_schema as _schema
@@ -92,8 +93,9 @@ __all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "graph_routes", "progress_text
 
 #: 2: graphs with no one partitioning run in stages; 3: state per key (semantics-notes 42); 4: a keyed query
 #: graph's state per key too (semantics-notes 53), and key buckets grouped with a salt, one shuffle partition
-#: each (semantics-notes 50); 5: a keyed stage of a staged graph keeps its state per key (semantics-notes 60)
-_LAYOUT_VERSION = 5
+#: each (semantics-notes 50); 5: a keyed stage of a staged graph keeps its state per key (semantics-notes 60);
+#: 6: a linear query's micro-batch files hold one row per bucket (`stream_parts.bucket_blobs`)
+_LAYOUT_VERSION = 6
 
 
 class StreamStopped(UdmError):
@@ -219,7 +221,8 @@ def _stage(req: RunRequest, run_dir: Path, batch_size: int, n: int, keys: list[s
     head, tail = base.slice(0, first_inf), base.slice(first_inf)
     head_parts = _chunks(head, batch_size)
     tail_batches = max(1, -(-tail.num_rows // batch_size))
-    _write_parts(run_dir, head_parts, 0, time.time() - len(head_parts) - tail_batches - 60)
+    _write_parts(run_dir, [bucket_blobs(p, n) for p in head_parts], 0,
+                 time.time() - len(head_parts) - tail_batches - 60)
     pq.write_table(tail, run_dir / "tail.parquet")
     staged = _Staged(elements=base.num_rows, head_batches=len(head_parts), batches=len(head_parts) + tail_batches,
                      buckets=n)
@@ -264,6 +267,8 @@ def _stage_tail(run_dir: Path, staged: _Staged, batch_size: int, t_end: int | No
     parts = [*parts[:-1], pa.concat_tables([parts[-1], end])] if parts else [end]
     if len(parts) != staged.batches - staged.head_batches:
         raise AssertionError(f"tail staged as {len(parts)} batches, expected {staged.batches - staged.head_batches}")
+    if not graph:  # a linear query's parts: one row per bucket (`stream_parts.bucket_blobs`)
+        parts = [bucket_blobs(p, staged.buckets) for p in parts]
     _write_parts(run_dir, parts, staged.head_batches, time.time())
     (run_dir / "tail.done").write_text(str(t_end), encoding="utf-8")
 
@@ -459,7 +464,8 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
             staged = _stage(req, run_dir, batch_size, n, keys)
         stop_after = req.options.get("stop_after_batches")
         live = LiveOutput(run_dir, req.output, req.dead_letter)
-        _run_query(spark, req, run_dir, staged, stop_after, batch_size, live)
+        with local_checkpoint_files(spark):  # (the run directory is on this machine's disk)
+            _run_query(spark, req, run_dir, staged, stop_after, batch_size, live)
         n_out, n_dead, reasons, truncated, merges = live.summary(per_input)
         counts = _input_counts(req, run_dir, staged, per_input, n_dead) if graph else {
             req.bound.graph.inputs[0]: {"elements_in": staged.elements, "dead_lettered": n_dead}}
@@ -527,8 +533,8 @@ def _run_query(spark: Any, req: RunRequest, run_dir: Path, staged: _Staged, stop
                batch_size: int, live: LiveOutput) -> None:
     """Run the stream until every staged micro-batch is committed; the tail is staged once the head is.
     Each committed micro-batch reaches the user's files as soon as the loop sees its commit (``live``)."""
-    ddl = (f"{ELEMENT_DDL}, _seq bigint, _bucket bigint"
-           + (", input string" if staged.inputs is not None else ", _key string")
+    ddl = (BLOB_DDL if staged.inputs is None else  # a linear query's parts: `stream_parts.bucket_blobs`
+           f"{ELEMENT_DDL}, _seq bigint, _bucket bigint, input string"
            + (", _stage bigint, _key string" if staged.first_stage is not None else ""))
     source = (spark.readStream.schema(ddl)
               .option("maxFilesPerTrigger", 1).parquet(str(run_dir / "input")))

@@ -16,15 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from udm.host.spark.convert import ELEMENT_COLUMNS
 from udm.host.spark.partition import partition_keys
-from udm.host.spark.stream_wire import ALL_STAGES, BROADCAST
+from udm.host.spark.stream_wire import ALL_STAGES, BROADCAST, UNROUTABLE
 from udm.host.temporal.strict import canonical_json
 
-__all__ = ["DEFAULT_BATCH_SIZE", "LiveIds", "bucket_count", "control_part", "crc_bucket", "driver_routes",
-           "key_buckets", "part_schema", "reached_in", "recorded", "write_parts"]
+__all__ = ["BLOB_DDL", "DEFAULT_BATCH_SIZE", "LiveIds", "bucket_blobs", "bucket_count", "control_part", "crc_bucket",
+           "driver_routes", "key_buckets", "part_schema", "reached_in", "recorded", "write_parts"]
 
 #: Elements per micro-batch without ``--batch-size`` (a live feed's most per micro-batch). INTERFACES §3 says
 #: 50; a micro-batch costs Spark about a second of planning and commit whatever its size, so 50 gave ~26
@@ -65,6 +66,44 @@ def write_parts(run_dir: Path, tables: list[pa.Table], first: int, mtime: float)
         pq.write_table(tb, tmp)
         os.utime(tmp, (mtime + k, mtime + k))
         os.replace(tmp, inp / f"part-{k:08d}.parquet")
+
+
+def bucket_blobs(table: pa.Table, n: int) -> pa.Table:
+    """A linear query's staged micro-batch (`part_schema` rows, in order) as one row per key bucket of ``n``
+    that has input: ``_bucket`` and ``_blob``, that bucket's call input as an Arrow IPC stream. A bucket's
+    rows are those routed to it, every `BROADCAST` row (CTIs, control rows) and, for bucket 0, the
+    `UNROUTABLE` ones, as ``udm_seq``, ``udm_route`` (the row's ``_bucket``), ``udm_bucket`` and ``udm_key``
+    beside the element columns: what `udm.host.spark.streaming.run_stream` makes of such rows in Spark.
+
+    Why: the driver has routed every row already. Handed the rows, Spark decoded, copied to each bucket,
+    shuffled and sorted all of them only to bring each where ``_bucket`` said, and pyspark's
+    ``transformWithStateInPandas`` gave them to the bucket's Python worker as pandas rows rebuilt one by
+    one; as one value per bucket they cross both without being looked at (semantics-notes 45)."""
+    route = table.column("_bucket")
+    rows = pa.table({**{c: table.column(c) for c in ELEMENT_COLUMNS}, "udm_seq": table.column("_seq"),
+                     "udm_route": route, "udm_key": table.column("_key")})
+    shared = pc.equal(route, BROADCAST)
+    buckets: list[int] = []
+    blobs: list[bytes] = []
+    for b in range(n):
+        mine = pc.or_(pc.equal(route, b), shared)
+        if b == 0:
+            mine = pc.or_(mine, pc.equal(route, UNROUTABLE))
+        part = rows.filter(pc.fill_null(mine, False))
+        if not part.num_rows:
+            continue
+        part = part.add_column(part.column_names.index("udm_key"), "udm_bucket",
+                               pa.array([b] * part.num_rows, pa.int64()))
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, part.schema) as w:
+            w.write_table(part)
+        buckets.append(b)
+        blobs.append(sink.getvalue().to_pybytes())
+    return pa.table({"_bucket": pa.array(buckets, pa.int64()), "_blob": pa.array(blobs, pa.binary())})
+
+
+#: the Spark schema of `bucket_blobs` parts
+BLOB_DDL = "_bucket bigint, _blob binary"
 
 
 class LiveIds:

@@ -284,11 +284,15 @@ def _processor_class() -> type:
             parts = "udm_part" in pdf.columns  # a stream ordered per source partition (`stream_order`)
             if parts:
                 schema = schema.append(pa.field("udm_part", pa.int64()))
-            table = pa.Table.from_pandas(pdf, schema=schema, preserve_index=False)
-            for c in _TIME_COLUMNS:  # NULL_TICK back to null
-                col = table.column(c)
-                table = table.set_column(table.column_names.index(c), c,
-                                         pc.if_else(pc.equal(col, NULL_TICK), None, col))
+            if "udm_blob" in pdf.columns:  # the bucket's rows as the `udm run` driver cut them (`_run_blobs`)
+                table = pa.concat_tables([pa.ipc.open_stream(b).read_all() for b in pdf["udm_blob"]])
+                table = table.select(schema.names).cast(schema)
+            else:
+                table = pa.Table.from_pandas(pdf, schema=schema, preserve_index=False)
+                for c in _TIME_COLUMNS:  # NULL_TICK back to null
+                    col = table.column(c)
+                    table = table.set_column(table.column_names.index(c), c,
+                                             pc.if_else(pc.equal(col, NULL_TICK), None, col))
             table = table.sort_by("udm_seq")
             if parts:  # each CTI in place within its own partition (semantics-notes 44)
                 table = partition_cti_order(table).drop_columns(["udm_part"])
@@ -453,6 +457,8 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
         spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
 
     graph = isinstance(elements, Mapping) or is_graph(spec)
+    if "_blob" in frame.columns and not graph:
+        return _run_blobs(frame, spec, on_violation, buckets, per_key)
     routing: dict[str, list[str]] | str | None = None
     if graph:
         names = tuple(resolve(spec).inputs)
@@ -527,6 +533,25 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     return df.groupBy("udm_bucket", "udm_salt").transformWithStateInPandas(
         statefulProcessor=processor, outputStructType=STREAM_RESULT_DDL, outputMode="Append",
         timeMode="EventTime" if ctis_from_watermark else "None")
+
+
+def _run_blobs(frame: DataFrame, spec: QuerySpec, on_violation: str | None, buckets: int | None,
+               per_key: bool) -> DataFrame:
+    """`run_stream` of a linear query's micro-batches already cut per bucket by the ``udm run`` driver
+    (`udm.host.spark.stream_parts.bucket_blobs`: ``_bucket`` and ``_blob``, a bucket's rows as Arrow IPC).
+    The buckets' calls get the same rows, in the same order, as from element rows routed by the driver
+    (``_bucket`` and ``_key``), and keep the same state."""
+    from pyspark.sql import functions as F
+
+    keys = partition_keys(spec)
+    n = 1 if not keys else int(buckets or int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 1))
+    df = frame.select(F.col("_bucket").cast("bigint").alias("udm_bucket"), F.col("_blob").alias("udm_blob"),
+                      salt_column(n, "_bucket").alias("udm_salt"))
+    args = (spec.to_json_dict(), on_violation or spec.on_violation, keys, False, False)
+    processor = (_keyed_processor_class()(*args, track_ids=False, buckets=n, driver_keys=True) if keys and per_key
+                 else _processor_class()(*args))
+    return df.groupBy("udm_bucket", "udm_salt").transformWithStateInPandas(
+        statefulProcessor=processor, outputStructType=STREAM_RESULT_DDL, outputMode="Append", timeMode="None")
 
 
 def elements_in(table: pa.Table, bucket: int) -> int:
