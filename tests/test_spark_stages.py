@@ -200,12 +200,13 @@ def test_each_bucket_is_one_task_of_its_own(spark: Any, n: int) -> None:
     from pyspark import TaskContext
     from pyspark.sql import functions as F
 
-    from udm.host.spark.partition import _murmur3_long, bucket_groups, bucket_partitions
+    from udm.host.spark.partition import bucket_groups, bucket_partitions
+    from udm.host.spark.stream_buckets import murmur3_long
 
     values = [*range(-3, 300), 2**40 + 7, -(2**50)]
     got = spark.createDataFrame([(v,) for v in values], "v bigint").select("v", F.hash("v").alias("h")).collect()
-    assert [_murmur3_long(r.v) for r in got] == [r.h for r in got]
-    assert [_murmur3_long(v) % n for v in bucket_partitions(n)] == list(range(n))
+    assert [murmur3_long(r.v) for r in got] == [r.h for r in got]
+    assert [murmur3_long(v) % n for v in bucket_partitions(n)] == list(range(n))
 
     # bucket 0 holds most rows (a hot key); the others a few each
     rows = spark.range(5000).select(F.when(F.col("id") < 4000, 0).otherwise(F.col("id") % n).cast("bigint")

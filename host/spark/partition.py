@@ -31,6 +31,7 @@ from udm.host.model.spec import (
     UnionStep,
     WindowStep,
 )
+from udm.host.spark.stream_buckets import murmur3_long
 
 if TYPE_CHECKING:  # pragma: no cover
     from udm.host.model.graph import GraphNode
@@ -157,36 +158,12 @@ def follow_inserts(routed: Any, by: Sequence[str], only: Any = None, bucket: Any
     return routed.where(~F.coalesce(is_retract, F.lit(False))).unionByName(followed)
 
 
-def _murmur3_long(value: int, seed: int = 42) -> int:
-    """Spark's ``hash`` of a bigint (``Murmur3_x86_32.hashLong``, seed 42): what a hash partitioning of a bigint
-    column is the positive remainder of."""
-    mask = 0xFFFFFFFF
-
-    def rotl(x: int, r: int) -> int:
-        return ((x << r) | (x >> (32 - r))) & mask
-
-    def mix_k1(k1: int) -> int:
-        return (rotl((k1 * 0xCC9E2D51) & mask, 15) * 0x1B873593) & mask
-
-    def mix_h1(h1: int, k1: int) -> int:
-        return (rotl(h1 ^ k1, 13) * 5 + 0xE6546B64) & mask
-
-    h1 = mix_h1(mix_h1(seed & mask, mix_k1(value & mask)), mix_k1((value >> 32) & mask))
-    h1 ^= 8
-    h1 ^= h1 >> 16
-    h1 = (h1 * 0x85EBCA6B) & mask
-    h1 ^= h1 >> 13
-    h1 = (h1 * 0xC2B2AE35) & mask
-    h1 ^= h1 >> 16
-    return h1 - (1 << 32) if h1 >= 1 << 31 else h1
-
-
 def bucket_partitions(n: int) -> list[int]:
     """For each bucket ``b`` of ``n``, a bigint whose hash partition among ``n`` is ``b`` (the smallest)."""
     found: dict[int, int] = {}
     v = 0
     while len(found) < n:
-        found.setdefault(_murmur3_long(v) % n, v)
+        found.setdefault(murmur3_long(v) % n, v)
         v += 1
     return [found[b] for b in range(n)]
 

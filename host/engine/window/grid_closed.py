@@ -22,8 +22,7 @@ import numpy as np
 
 from ..batch import INSERT, Batch, RowsOut
 from ..invoke import PLAIN_TYPES
-from ..rules import INF
-from .emit import first_emission
+from .emit import first_emission, first_emissions
 from .geometry import Geometry
 from .grid_columns import FlushJobs, column_payload, ends_alone, fresh_slices
 from .grid_panes import GroupPanes
@@ -165,12 +164,7 @@ class ClosedWindows(FlushJobs):
         alias = None if hasattr(wu, "aliases") else getattr(wu, "alias", None)  # (several aggregates: outputs)
         plain = isinstance(res, np.ndarray) or all(type(r) in PLAIN_TYPES for r in res)
         if alias is not None and plain and int(wle.min()) >= em.out_cti:
-            wm = step.watermark
-            if wm < INF:
-                fin = wre < INF
-                stats = step.ctx.stats
-                stats.windows_emitted += int(fin.sum())
-                stats.emission_delay += int((wm - wre[fin]).sum())
+            first_emissions(step, wre)
             fields: dict[str, Any] = {}
             f0 = groups[0].fields
             for f in f0 or ():

@@ -23,7 +23,7 @@ import numpy as np
 from ..batch import INSERT, Batch
 from ..invoke import PLAIN_TYPES
 from ..payload import Payload, as_column
-from ..rules import INF
+from .emit import first_emissions
 from .state import Group
 
 __all__ = ["FlushJobs", "Fresh", "column_block", "column_payload", "ends_alone", "fresh_slices", "slice_values"]
@@ -136,12 +136,7 @@ def column_block(fam: Any, jobs: list[tuple[Fresh, int]], em: Any) -> Batch | No
     first = em.oid + 1
     em.oid += n
     ids = np.arange(first, first + n, dtype=np.int64)
-    stats = step.ctx.stats
-    wm = step.watermark
-    if wm < INF:
-        fin = re < INF
-        stats.windows_emitted += int(fin.sum())
-        stats.emission_delay += int((wm - re[fin]).sum())
+    first_emissions(step, re)
     fields: dict[str, Any] = {}
     gb = step.group_by
     for f in gb:

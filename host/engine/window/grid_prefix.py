@@ -22,6 +22,7 @@ import numpy as np
 from ..batch import INSERT, Batch
 from ..invoke import PLAIN_TYPES
 from ..rules import INF, NEG
+from .emit import first_emissions
 from .grid_columns import FlushJobs, column_payload, ends_alone
 from .state import Group
 
@@ -165,12 +166,7 @@ class PrefixWindows(FlushJobs):
         first = em.oid + 1
         em.oid += n
         ids = np.arange(first, first + n, dtype=np.int64)
-        wm = step.watermark
-        if wm < INF:
-            fin = re < INF
-            stats = step.ctx.stats
-            stats.windows_emitted += int(fin.sum())
-            stats.emission_delay += int((wm - re[fin]).sum())
+        first_emissions(step, re)
         fields: dict[str, Any] = {}
         if step.group_by:
             rows_g = [g for g, k, _r in jobs for _ in range(len(k))]
