@@ -1,6 +1,6 @@
 """`local_checkpoint_files`: queries started inside write their checkpoint files through Hadoop's FileSystem
-API; the session's own setting (none, or one the user chose) comes back afterwards, also when the block
-fails. (The streaming runs that use it, resumed and crashed on purpose, are the Spark tests'.)"""
+API unless the user chose a manager themselves, which stays in force; the setting is unset afterwards, also
+when the block fails. (The streaming runs that use it, resumed and crashed on purpose, are the Spark tests'.)"""
 
 from __future__ import annotations
 
@@ -37,9 +37,17 @@ def test_set_inside_and_unset_after() -> None:
     assert CHECKPOINT_MANAGER_CONF not in spark.conf.values
 
 
-def test_a_users_setting_comes_back_even_after_a_failure() -> None:
-    spark = _Session(**{CHECKPOINT_MANAGER_CONF: "my.Manager"})
+def test_unset_after_a_failure() -> None:
+    spark = _Session()
     with pytest.raises(RuntimeError), local_checkpoint_files(spark):
         assert spark.conf.get(CHECKPOINT_MANAGER_CONF) == FS_CHECKPOINT_MANAGER
+        raise RuntimeError("the query failed")
+    assert CHECKPOINT_MANAGER_CONF not in spark.conf.values
+
+
+def test_a_users_own_manager_stays_in_force() -> None:
+    spark = _Session(**{CHECKPOINT_MANAGER_CONF: "my.Manager"})
+    with pytest.raises(RuntimeError), local_checkpoint_files(spark):
+        assert spark.conf.get(CHECKPOINT_MANAGER_CONF) == "my.Manager"
         raise RuntimeError("the query failed")
     assert spark.conf.get(CHECKPOINT_MANAGER_CONF) == "my.Manager"

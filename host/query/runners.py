@@ -38,6 +38,7 @@ from udm.sdk import INF
 if TYPE_CHECKING:  # pragma: no cover
     from udm.host.catalog import Catalog
     from udm.host.engine import QueryRunner
+    from udm.host.io.jsonl import DeadLetterWriter
 
 __all__ = [
     "ENGINES",
@@ -156,14 +157,17 @@ def _file_size(p: Any) -> int | None:
     return None
 
 
-def _load_local() -> None:
-    """Import what `run_local` imports when the engine is chosen rather than at its first element, so the
-    CLI loads the engine while start-up's collector pause lasts (`udm.host.cli.startup_gc`: measured ~13
-    collections and ~7 ms CPU of a one-line ``udm run`` otherwise)."""
+def _load_local() -> tuple[type[QueryRunner], type[DeadLetterWriter], Callable[..., Any]]:
+    """What `run_local` runs with, imported here so that `get_engine` can load it when the engine is chosen
+    rather than at the run's first element: the CLI then loads the engine while start-up's collector pause
+    lasts (`udm.host.cli.startup_gc`: measured ~13 collections and ~7 ms CPU of a one-line ``udm run``
+    otherwise). One list, so the two callers cannot drift apart."""
     # lazy: the engine (pyarrow) loads with a run, not with `udm --help`
-    import udm.host.engine
-    import udm.host.io.jsonl
-    import udm.host.io.table_out  # noqa: F401
+    from udm.host.engine import QueryRunner
+    from udm.host.io.jsonl import DeadLetterWriter
+    from udm.host.io.table_out import open_writer
+
+    return QueryRunner, DeadLetterWriter, open_writer
 
 
 def _warm_up() -> None:
@@ -203,11 +207,7 @@ def run_local(req: RunRequest) -> RunResult:
     """The in-process engine: JSONL batches -> `QueryRunner.process_batch` -> JSONL out; end of input is
     ``cti(INF)`` (`QueryRunner.finish`). Several inputs are read side by side, in the order of
     `udm.host.io.interleave`."""
-    # lazy: the readers and writers (pyarrow) load with a run, not with `udm --help`
-    from udm.host.engine import QueryRunner
-    from udm.host.io.jsonl import DeadLetterWriter
-    from udm.host.io.table_out import open_writer
-
+    QueryRunner, DeadLetterWriter, open_writer = _load_local()
     sources = req.inputs
     ck = _local_checkpoint(req, sources) if req.checkpoint is not None else None
     mark = ck.load() if ck is not None else None

@@ -104,17 +104,17 @@ def local_checkpoint_files(spark: Any) -> Iterator[None]:
     native library, as pyspark ships it): ~920 processes spawned by the JVM in a 200,000-element run of 21
     micro-batches, none with the FileSystem API. (FileSystem's rename checks for an existing file first:
     atomic as long as one run writes a checkpoint, as ``udm run`` requires anyway.) Spark reads the
-    setting when a query starts and when it plans each micro-batch; the previous one comes back when the
-    block ends."""
-    before = spark.conf.get(CHECKPOINT_MANAGER_CONF, None)
+    setting when a query starts and when it plans each micro-batch; it is unset again when the block ends.
+    A manager the user chose (``--conf spark.sql.streaming.checkpointFileManagerClass=...``) is theirs: it
+    stays in force, inside the block too."""
+    if spark.conf.get(CHECKPOINT_MANAGER_CONF, None) is not None:
+        yield
+        return
     spark.conf.set(CHECKPOINT_MANAGER_CONF, FS_CHECKPOINT_MANAGER)
     try:
         yield
     finally:
-        if before is None:
-            spark.conf.unset(CHECKPOINT_MANAGER_CONF)
-        else:
-            spark.conf.set(CHECKPOINT_MANAGER_CONF, before)
+        spark.conf.unset(CHECKPOINT_MANAGER_CONF)
 
 
 def on_this_machine(master: str | None) -> bool:
