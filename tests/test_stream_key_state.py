@@ -246,6 +246,28 @@ def test_a_micro_batch_reads_only_the_keys_it_touches_and_the_keys_due() -> None
     assert store.counts["engine_reads"] == 0 and res.cti == 100 and store.engines == {}
 
 
+def test_the_end_of_input_reads_every_live_key_in_one_bulk_read() -> None:
+    """At the end every live key's engine ends, so all are read: in one pass over the store, not a read per
+    key (each a round trip to Spark's state server); the output is the oracle's as before."""
+    query = {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 100}, "group_by": ["g"],
+                        "udm": "sum", "input": "v"}]}
+    bound = bind(parse_query(query))
+    store = DictStore()
+    first = [*_stream_of_keys(40, 0), Cti(5)]
+    KeyedBucket(bound, None, ["g"], store, 0).run(_table(list(enumerate(first, 1))), _feed, prepare=_prepare)
+    store.counts.clear()
+    table = _table([(41, Insert("late", 50, 60, {"g": "k3", "v": 5.0}))])
+    end = pa.table({c: pa.array([None], table.schema.field(c).type) for c in table.column_names})
+    table = pa.concat_tables([table, end.set_column(0, "kind", pa.array(["_end"]))])
+    res = KeyedBucket(bound, None, ["g"], store, 0).run(table, _feed, prepare=_prepare)
+    assert store.counts["bulk_reads"] == 1
+    assert store.counts["engine_reads"] == 1  # only k3, touched before the end
+    assert len(res.out) == 40
+    assert verify([Insert(f"{p}.{el.id}", el.le, el.re, el.payload) for p, el in res.out],
+                  oracle_run(bound, [*first, Insert("late", 50, 60, {"g": "k3", "v": 5.0})]).cht)
+    assert store.engines == {}
+
+
 def test_due_is_the_next_window_end_and_the_events_end() -> None:
     bound = bind(parse_query(TUMBLING))
     r = QueryRunner(bound)

@@ -38,7 +38,7 @@ import json
 import pickle
 import zlib
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -90,6 +90,10 @@ class BucketStore(Protocol):
     """Where a bucket's per-key state lives."""
 
     def get_engine(self, key: str) -> bytes | None: ...
+    def all_engines(self) -> Iterator[tuple[str, bytes]]:
+        """Every key's snapshot in one pass (the end of input needs them all: one bulk read, not a round
+        trip to the state store per key)."""
+        ...
     def put_engine(self, key: str, snapshot: bytes) -> None: ...
     def drop_engine(self, key: str) -> None: ...
     def get_id(self, id: str) -> tuple[str, int] | None: ...
@@ -114,6 +118,12 @@ class DictStore:
         got = self.engines.get(key)
         self.counts["bytes_read"] += len(got) if got is not None else 0
         return got
+
+    def all_engines(self) -> Iterator[tuple[str, bytes]]:
+        self.counts["bulk_reads"] += 1
+        for key, snap in list(self.engines.items()):
+            self.counts["bytes_read"] += len(snap)
+            yield key, snap
 
     def put_engine(self, key: str, snapshot: bytes) -> None:
         self.counts["engine_writes"] += 1
@@ -365,6 +375,8 @@ class KeyedBucket:
         self.reasons: Counter[str] = Counter()
         self._before: dict[str, dict[str, int]] = {}
         self.fresh_ids: dict[str, str] = {}
+        #: snapshots read in bulk (`_finish`), taken by `_engine` instead of one read per key
+        self._bulk: dict[str, bytes] = {}
 
     # -- engines ----------------------------------------------------------------------------------------
     def _new_runner(self) -> QueryRunner:
@@ -381,7 +393,11 @@ class KeyedBucket:
         live = self.loaded.get(key)
         if live is None:
             e = self.index.keys.get(key)
-            snap = self.store.get_engine(key) if e is not None else None
+            snap = None
+            if e is not None:
+                snap = self._bulk.pop(key, None)
+                if snap is None:
+                    snap = self.store.get_engine(key)
             if snap is not None and e is not None:
                 engine, ids, *fed = pickle.loads(snap)
                 live = _Live(self._restore(engine), e.serial, e.out, ids, fed=fed[0] if fed else {})
@@ -597,6 +613,8 @@ class KeyedBucket:
         """End of input: every live key's engine, then the idle one, ends (one engine would end them all)."""
         if self.index.finished:
             return
+        if sum(1 for k in self.index.keys if k not in self.loaded) > 1:
+            self._bulk = dict(self.store.all_engines())
         for key in dict.fromkeys([*self.index.keys, *self.loaded]):  # (a key first loaded in this call too)
             self._engine(key)
         for live in self.loaded.values():
@@ -717,6 +735,10 @@ class SparkStore:
     def get_engine(self, key: str) -> bytes | None:
         got = self.engines.getValue((key,))
         return None if got is None else bytes(got[0])
+
+    def all_engines(self) -> Iterator[tuple[str, bytes]]:
+        for (key,), (snap,) in self.engines.iterator():  # (fetched from the state server in batches)
+            yield str(key), bytes(snap)
 
     def put_engine(self, key: str, snapshot: bytes) -> None:
         self.engines.updateValue((key,), (snapshot,))

@@ -154,6 +154,9 @@ class _StageSparkStore:
     def get_engine(self, key: str) -> bytes | None:
         return self._keys.get_engine(key)
 
+    def all_engines(self) -> Iterator[tuple[str, bytes]]:
+        return self._keys.all_engines()
+
     def put_engine(self, key: str, snapshot: bytes) -> None:
         self._keys.put_engine(key, snapshot)
 
