@@ -53,7 +53,7 @@ from udm.host.query.runners import make_runner
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
 from udm.host.spark.partition import BY_ID, bucket_groups, follow_inserts, one_row, python_tasks, whole_input
 from udm.host.spark.results import OUTPUT_DDL, SparkRun, explain_failure, ids_repeat
-from udm.host.spark.rows import dead_rows, with_struct_payloads
+from udm.host.spark.rows import dead_rows, id_prefix, payload_text, with_struct_payloads
 from udm.host.spark.stages import Stage, checked_before, merge_exchange, plan_stages, read_before
 from udm.host.temporal.elements import Cti, Insert, Retract
 from udm.sdk import INF
@@ -227,15 +227,12 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
     return run
 
 
-_encode = json.JSONEncoder(separators=(",", ":")).encode  # (what json.dumps with these separators calls)
-
-
 def _element_rows(bucket: int, out: list[Any], stage: Stage, last: bool, carried: tuple[str, ...]) -> pa.Table:
     """The stage's output elements of one bucket as result rows, built column by column (a bucket holding a
     hot key emits most of the stage's output: a dict per row cost more than the encoding itself).
 
-    The last stage's rows are output rows (`udm.host.spark.rows.output_rows`: ids prefixed with the bucket,
-    no CTIs; ``line`` orders them within the bucket). An earlier stage's are its exchange (input: its sink;
+    The last stage's rows are output rows, by the rule of `udm.host.spark.rows.output_rows` (its `id_prefix`
+    and `payload_text`), no CTIs; ``line`` orders them within the bucket). An earlier stage's are its exchange (input: its sink;
     ``bucket`` and ``line``: the producing bucket and the row's position there, CTIs included, which
     `udm.host.spark.stages.merge_exchange` merges over the buckets); a retraction's payload holds its
     insert's ``carried`` fields (what the next stage routes by), so Spark routes it by key like its insert
@@ -248,7 +245,7 @@ def _element_rows(bucket: int, out: list[Any], stage: Stage, last: bool, carried
     t: list[int | None] = []
     payload: list[str | None] = []
     keys: dict[str, dict[str, Any]] = {}
-    prefix = f"{bucket}."
+    prefix = id_prefix(bucket)
     for el in out:
         if isinstance(el, Insert):
             kind.append("insert")
@@ -257,7 +254,7 @@ def _element_rows(bucket: int, out: list[Any], stage: Stage, last: bool, carried
             re.append(el.re)
             re_new.append(None)
             t.append(None)
-            payload.append(_encode(el.payload))
+            payload.append(payload_text(el.payload))
             if carried:
                 keys[el.id] = {f: el.payload[f] for f in carried if f in el.payload}
         elif isinstance(el, Retract):
@@ -268,7 +265,7 @@ def _element_rows(bucket: int, out: list[Any], stage: Stage, last: bool, carried
             re_new.append(el.re_new)
             t.append(None)
             if carried:
-                payload.append(_encode(keys.get(el.id, {})))
+                payload.append(payload_text(keys.get(el.id, {})))
                 if el.re_new <= el.le:
                     keys.pop(el.id, None)
             else:

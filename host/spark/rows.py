@@ -25,7 +25,8 @@ from udm.host.io.jsonl import struct_payloads
 from udm.host.spark.convert import ELEMENT_COLUMNS
 from udm.host.temporal.elements import Element, Insert, Retract
 
-__all__ = ["dead_rows", "feed_by_input", "input_runs", "output_rows", "with_struct_payloads"]
+__all__ = ["dead_rows", "feed_by_input", "id_prefix", "input_runs", "output_rows", "payload_text",
+           "with_struct_payloads"]
 
 
 def with_struct_payloads(table: pa.Table) -> pa.Table:
@@ -57,17 +58,28 @@ def feed_by_input(runner: Any, table: pa.Table, names: list[Any], lo: int = 0, h
     return out
 
 
+#: an output row's payload text: compact JSON (what ``json.dumps`` with these separators calls)
+payload_text: Callable[[Any], str] = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def id_prefix(bucket: int) -> str:
+    """What a bucket's output ids start with: ids are unique per engine, so the bucket makes them unique in
+    the stream."""
+    return f"{bucket}."
+
+
 def output_rows(bucket: int, out: Iterable[Element],
                 keep: Callable[[Insert | Retract], bool] | None = None) -> Iterator[dict[str, Any]]:
     """``kind, id, le, re, re_new, payload`` of each insert and retraction in ``out`` (in order) that
-    ``keep`` accepts."""
+    ``keep`` accepts. (A staged graph's last stage writes the same rows by column: `udm.host.spark.graph`.)"""
+    prefix = id_prefix(bucket)
     for el in out:
         if isinstance(el, Insert):
             if keep is None or keep(el):
-                yield {"kind": "insert", "id": f"{bucket}.{el.id}", "le": el.le, "re": el.re,
-                       "payload": json.dumps(el.payload, separators=(",", ":"))}
+                yield {"kind": "insert", "id": prefix + el.id, "le": el.le, "re": el.re,
+                       "payload": payload_text(el.payload)}
         elif isinstance(el, Retract) and (keep is None or keep(el)):
-            yield {"kind": "retract", "id": f"{bucket}.{el.id}", "le": el.le, "re": el.re, "re_new": el.re_new}
+            yield {"kind": "retract", "id": prefix + el.id, "le": el.le, "re": el.re, "re_new": el.re_new}
 
 
 def dead_rows(dead: Iterable[DeadLetter],
