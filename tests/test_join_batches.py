@@ -30,6 +30,10 @@ AB = {"a": {}, "b": {}}
 MIXED: list[Any] = [1, 1.0, 2, 2.5, "1", "a", True, False, None, 0, 0.0, -0.0, 2**53, 2.0**53, 2**53 + 1,
                     {"x": 1}, {"x": 1.0}, [1, "a"], ""]
 
+#: numbers only: a batch's keys are then one int64 or float64 column (1 == 1.0 across batches and inputs)
+POOLS: dict[str, list[Any]] = {"mixed": MIXED, "numbers": [0, -0.0, 1, 1.0, 2.5, 3, 3.0, -7, 0.1, 2**40, 2.0**40],
+                               "many": list(range(60)), "few": ["x", 7]}
+
 
 def _stream(rng: random.Random, prefix: str, n: int, keys: list[Any], ctis: bool) -> list[Element]:
     out: list[Element] = []
@@ -109,12 +113,12 @@ JOINS: list[dict[str, Any]] = [
 
 
 @pytest.mark.parametrize("join", JOINS, ids=["inner", "prefixes", "where", "left_anti", "left_anti_where"])
-@pytest.mark.parametrize("keys", ["mixed", "many", "few"])
+@pytest.mark.parametrize("keys", ["mixed", "numbers", "many", "few"])
 def test_batches_equal_the_oracle_and_one_by_one(join: dict[str, Any], keys: str) -> None:
     bq = bind(parse_query({"inputs": AB, "steps": [{"op": "join", "from": ["a", "b"], "on": "k", **join}]}))
     for seed in range(3):
         rng = random.Random(f"{seed}:{keys}")
-        pool = MIXED if keys == "mixed" else list(range(60)) if keys == "many" else ["x", 7]
+        pool = POOLS[keys]
         a = _stream(rng, "a", 700, pool, ctis=seed != 2)
         b = _stream(rng, "b", 700, pool, ctis=seed != 1)
         if seed == 0:  # (a few inserts without the join key: dead letters, their retractions ignored)

@@ -1,11 +1,11 @@
 """The join's keys as integer codes: a batch's join keys become one int64 column, equal codes for equal keys.
 
 Keys compare as JSON values (SEMANTICS §10): numbers by value (``1 == 1.0``), never ``true == 1``, ``null``
-only with ``null``, objects and arrays by their items (numbers in them by value too). `join_key` spells that rule for one payload;
-`KeyCodes.encode` applies it to a batch: a numeric column (every row an int64, or every row a float64) is
-made unique in numpy and only its distinct values go through the rule, any other column row by row. The codes
-are dense ints shared by both inputs of one join; `KeyCodes.compact` renumbers the live ones when dead keys
-pile up, so the dictionary stays as small as the state.
+only with ``null``, objects and arrays by their items (numbers in them by value too). `join_key` spells that
+rule for one payload; `KeyCodes.encode` applies it to a batch: a numeric column is looked up in sorted number
+columns (no Python step per value), any other column row by row through a dict. The codes are dense ints
+shared by both inputs of one join; `KeyCodes.compact` renumbers the live ones when dead keys pile up, so the
+tables stay as small as the state.
 """
 
 from __future__ import annotations
@@ -41,19 +41,71 @@ def join_key(payload: dict[str, Any], fields: tuple[str, ...]) -> tuple[Any, ...
     return tuple(_key_part(payload[f]) for f in fields)
 
 
+class _Numbers:
+    """Numbers of one kind (int64 values, or non-integral float64 values) -> code: a sorted column and its
+    codes, looked up and extended a column at a time."""
+
+    __slots__ = ("code", "vals")
+
+    def __init__(self, dtype: Any) -> None:
+        self.vals = np.zeros(0, dtype=dtype)
+        self.code = np.zeros(0, dtype=np.int64)
+
+    def encode(self, x: np.ndarray, owner: KeyCodes) -> np.ndarray:
+        u, inv = np.unique(x, return_inverse=True)
+        pos = np.searchsorted(self.vals, u)
+        hit = pos < len(self.vals)
+        hit[hit] = self.vals[pos[hit]] == u[hit]
+        uc = np.empty(len(u), dtype=np.int64)
+        uc[hit] = self.code[pos[hit]]
+        new = ~hit
+        k = int(new.sum())
+        if k:
+            fresh = np.arange(owner.next, owner.next + k, dtype=np.int64)
+            owner.next += k
+            uc[new] = fresh
+            self.vals = np.insert(self.vals, pos[new], u[new])
+            self.code = np.insert(self.code, pos[new], fresh)
+        return uc[inv.reshape(-1)]
+
+    def recode(self, remap: np.ndarray) -> None:
+        c = remap[self.code]
+        keep = c >= 0
+        self.vals, self.code = self.vals[keep], c[keep]
+
+
+#: below this magnitude an integral float is an int64 exactly
+_I64_BOUND = float(2**63)
+
+
 class KeyCodes:
     """Join key -> dense code (int), for both inputs of one join. A key is its field's key part when the join
-    has one field, else the tuple of its fields' parts (`join_key`)."""
+    has one field, else the tuple of its fields' parts (`join_key`). With one field, the numbers are held as
+    sorted columns instead (`_Numbers`: integers in the int64 range, integral floats among them as the
+    integers they equal, and the other finite floats), so a numeric column is encoded without a Python step
+    per value; any other key (a text, ``null``, a boolean, an object, a number beyond int64) in a dict."""
 
-    __slots__ = ("codes",)
+    __slots__ = ("codes", "fracs", "ints", "next")
 
     def __init__(self) -> None:
-        self.codes: dict[tuple[Any, ...], int] = {}
+        self.codes: dict[Any, int] = {}
+        self.ints = _Numbers(np.int64)
+        self.fracs = _Numbers(np.float64)
+        #: the next fresh code
+        self.next = 0
 
     def __len__(self) -> int:
-        return len(self.codes)
+        return self.next
 
-    def encode(self, payload: Payload, rows: np.ndarray, fields: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
+    def _code(self, key: Any) -> int:
+        c = self.codes.get(key)
+        if c is None:
+            c = self.codes[key] = self.next
+            self.next += 1
+        return c
+
+    def encode(self, payload: Payload, rows: np.ndarray, fields: tuple[str, ...]
+               ) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
         """The codes of ``rows``' keys over ``fields``, and the rows lacking a field (mask, None: none) with,
         for each such row, the first field it lacks (-1 codes there)."""
         n = len(rows)
@@ -64,32 +116,67 @@ class KeyCodes:
             cols.append(vals)
             if m is not None:
                 miss = m if miss is None else (miss | m)
-        codes = self.codes
-        sd = codes.setdefault
         if miss is None and len(cols) == 1 and isinstance(cols[0], np.ndarray):
-            # one numeric column: only its distinct values through the rule (a number is its own key part)
-            u, inv = np.unique(cols[0], return_inverse=True)
-            uc = np.array([sd(v, len(codes)) for v in u.tolist()], dtype=np.int64)
-            return uc[inv.reshape(-1)], None, []
-        lists = [c.tolist() if isinstance(c, np.ndarray) else c for c in cols]
-        one = len(fields) == 1  # (one field: its key part is the key, not a 1-tuple)
+            return self._numbers(cols[0]), None, []
         out = np.full(n, -1, dtype=np.int64)
         lacking: list[str] = []
+        code = self._code
+        if len(fields) == 1:
+            ints: list[int] = []
+            iat: list[int] = []
+            fls: list[float] = []
+            fat: list[int] = []
+            for i, v in enumerate(cols[0].tolist() if isinstance(cols[0], np.ndarray) else cols[0]):
+                t = type(v)
+                if t is int and -(2**63) <= v < 2**63:
+                    ints.append(v)
+                    iat.append(i)
+                elif t is float:
+                    fls.append(v)
+                    fat.append(i)
+                elif miss is not None and miss[i]:
+                    lacking.append(fields[0])
+                else:
+                    out[i] = code(_key_part(v))
+            if ints:
+                out[iat] = self.ints.encode(np.array(ints, dtype=np.int64), self)
+            if fls:
+                out[fat] = self._numbers(np.array(fls, dtype=np.float64))
+            return out, miss, lacking
+        lists = [c.tolist() if isinstance(c, np.ndarray) else c for c in cols]
         for i, vs in enumerate(zip(*lists, strict=True)):
             if miss is not None and miss[i]:
                 lacking.append(next(f for f, v in zip(fields, vs, strict=True) if v is MISSING))
                 continue
-            out[i] = sd(_key_part(vs[0]) if one else tuple(_key_part(v) for v in vs), len(codes))
+            out[i] = code(tuple(_key_part(v) for v in vs))
         return out, miss, lacking
+
+    def _numbers(self, x: np.ndarray) -> np.ndarray:
+        """The codes of a numeric column (int64 or float64)."""
+        if x.dtype.kind != "f":
+            return self.ints.encode(x.astype(np.int64, copy=False), self)
+        out = np.empty(len(x), dtype=np.int64)
+        fin = np.isfinite(x)
+        whole = fin & (np.floor(x) == x) & (x >= -_I64_BOUND) & (x < _I64_BOUND)
+        if whole.any():
+            out[whole] = self.ints.encode(x[whole].astype(np.int64), self)
+        frac = fin & ~whole
+        if frac.any():
+            out[frac] = self.fracs.encode(x[frac], self)
+        rest = np.flatnonzero(~fin)
+        if len(rest):  # (not a JSON number: as itself, in the dict)
+            out[rest] = [self._code(v) for v in x[rest].tolist()]
+        return out
 
     def compact(self, live: list[np.ndarray]) -> np.ndarray:
         """Renumber: only the codes in ``live`` (arrays of codes) are kept. Returns the table old code -> new
         (-1: dropped; its last entry serves code -1)."""
         used = np.unique(np.concatenate(live)) if live else np.zeros(0, dtype=np.int64)
-        keys: list[Any] = [None] * len(self.codes)
-        for k, c in self.codes.items():
-            keys[c] = k
-        self.codes = {keys[c]: i for i, c in enumerate(used.tolist())}
-        remap = np.full(len(keys) + 1, -1, dtype=np.int64)
+        remap = np.full(self.next + 1, -1, dtype=np.int64)
         remap[used] = np.arange(len(used), dtype=np.int64)
+        rl = remap.tolist()
+        self.codes = {k: rl[c] for k, c in self.codes.items() if rl[c] >= 0}
+        self.ints.recode(remap)
+        self.fracs.recode(remap)
+        self.next = len(used)
         return remap

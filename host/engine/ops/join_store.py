@@ -21,30 +21,49 @@ from ..rules import INF
 __all__ = ["SideStore"]
 
 _I64 = np.int64
-#: appended events compared directly (probes x events) up to this many pairs, before the order is rebuilt
+#: appended events are compared with the probes directly up to this many pairs (or 16 per live event, a
+#: sort's cost, at most `_TAIL_MOST`) before the order is rebuilt
 _TAIL_PAIRS = 1 << 14
+_TAIL_MOST = 1 << 22
 _MIN = int(np.iinfo(_I64).min)
 
 
 class _Sorted:
-    """Slots ordered by (code, LE), searchable by one composite int: ``code * M + rank(LE)``."""
+    """Slots ordered by (code, LE), searchable by one composite int: ``code * M + r(LE)``, ``r`` the offset
+    from the smallest LE when the codes and LEs are few enough to fit an int64 so, else the rank."""
 
-    __slots__ = ("m", "scomp", "sslots", "u")
+    __slots__ = ("base", "cmax", "m", "scomp", "sslots", "u")
 
     def __init__(self, code: np.ndarray, le: np.ndarray, slots: np.ndarray) -> None:
         lv = le[slots]
-        self.u = np.unique(lv)
-        self.m = len(self.u) + 1
-        comp = code[slots] * self.m + np.searchsorted(self.u, lv)
+        cv = code[slots]
+        self.u: np.ndarray | None = None
+        self.base = int(lv.min()) if len(lv) else 0
+        width = (int(lv.max()) - self.base + 2) if len(lv) else 2
+        self.cmax = int(cv.max()) if len(cv) else 0
+        if width * (self.cmax + 1) < 2**62:
+            self.m = width
+            r = lv - self.base
+        else:
+            self.u = np.unique(lv)
+            self.m = len(self.u) + 1
+            r = np.searchsorted(self.u, lv)
+        comp = cv * self.m + r
         order = np.argsort(comp, kind="stable")
         self.scomp = comp[order]
         self.sslots = slots[order]
 
+    def _r(self, t: np.ndarray) -> np.ndarray:
+        """``r`` of times ``t``: where an LE of ``t`` falls (clipped to the held ones' range)."""
+        if self.u is not None:
+            return np.searchsorted(self.u, t)
+        return np.clip(t, self.base, self.base + self.m - 1) - self.base
+
     def find(self, code: np.ndarray, lo: np.ndarray | None, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(probe, slot) for the slots of the probe's code with ``lo <= LE < hi`` (``lo`` None: any)."""
-        base = code * self.m
-        a = np.searchsorted(self.scomp, base if lo is None else base + np.searchsorted(self.u, lo))
-        b = np.searchsorted(self.scomp, base + np.searchsorted(self.u, hi))
+        base = np.minimum(code, self.cmax + 1) * self.m  # (a code above the held ones: past them all)
+        a = np.searchsorted(self.scomp, base if lo is None else base + self._r(lo))
+        b = np.searchsorted(self.scomp, base + self._r(hi))
         cnt = np.maximum(b - a, 0)
         total = int(cnt.sum())
         if not total:
@@ -211,7 +230,7 @@ class SideStore:
             return z, z
         ix = self._ix
         tail = self.n - ix[0] if ix is not None else 0
-        if ix is None or tail * len(code) > _TAIL_PAIRS:
+        if ix is None or tail * len(code) > max(_TAIL_PAIRS, min(16 * self.live, _TAIL_MOST)):
             ix = self._build()
             tail = 0
         built, fin, endless = ix
