@@ -184,5 +184,5 @@ def test_a_long_history_of_point_events_is_not_looked_at() -> None:
     le = np.arange(n, dtype=np.int64)
     srt = _Sorted(np.zeros(n, dtype=np.int64), le, np.arange(n, dtype=np.int64))
     span = 1
-    probe, slot = srt.find(np.zeros(1, dtype=np.int64), np.array([4990 - span + 1]), np.array([4991]))
+    _, slot = srt.find(np.zeros(1, dtype=np.int64), np.array([4990 - span + 1]), np.array([4991]))
     assert slot.tolist() == [4990]

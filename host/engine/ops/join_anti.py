@@ -147,14 +147,16 @@ class LeftAnti:
         result = list(kept)
         payload = None
         for le, re in parts:
-            record = old_by_le.pop(le, None)
             if payload is None:
                 payload = left.payload(ls)
-            if record is None:
+            if le not in old_by_le:
                 self.next_id += 1
                 record = [self.next_id, le, re]
                 out.insert(record[0], le, re, payload)
-            elif record[2] != re:
+                result.append(record)
+                continue
+            record = old_by_le.pop(le)
+            if record[2] != re:
                 out.retract(record[0], le, record[2], re, payload)
                 record[2] = re
             result.append(record)
