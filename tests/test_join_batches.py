@@ -17,6 +17,7 @@ import pytest
 from test_engine_support import check_physical
 
 from udm.host.engine import QueryRunner
+from udm.host.engine.ops import join_store
 from udm.host.engine.ops.join_store import SideStore, _Sorted
 from udm.host.engine.payload import Payload
 from udm.host.model.plan import bind
@@ -145,7 +146,9 @@ def test_state_stays_bounded_under_ctis() -> None:
     assert most < 6000, most
 
 
-def test_find_agrees_with_the_definition_of_overlap() -> None:
+def test_find_agrees_with_the_definition_of_overlap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(join_store, "_COMPACT_MIN", 8)  # (compactions happen, with and without the id dict)
+    compactions = 0
     rng = random.Random(7)
     st = SideStore()
     nid = 0
@@ -157,6 +160,8 @@ def test_find_agrees_with_the_definition_of_overlap() -> None:
         code = np.array([rng.randrange(3) for _ in range(k)], dtype=np.int64)
         ids = np.arange(nid, nid + k, dtype=np.int64)
         nid += k
+        if rnd == 40:  # (ids that stop ascending: found through a dict from then on)
+            ids = ids[::-1].copy()
         st.append(ids, le, re, code, Payload.empty(k), np.arange(k, dtype=np.int64))
         for _ in range(rng.randint(0, 6)):  # ends move (cuts, extensions, an endless event that now ends)
             s = rng.randrange(st.n)
@@ -164,9 +169,10 @@ def test_find_agrees_with_the_definition_of_overlap() -> None:
                 st.set_re(s, int(st.le[s]) + rng.randint(1, 60))
             if rng.random() < 0.3 and st.alive[s]:
                 st.kill(s)
-        if rnd % 7 == 6:
-            st.kill(st.ending_before(rnd * 4))
-            st.compact()
+        if rnd % 4 == 3:
+            st.kill(st.ending_before(rnd * 6))
+            if st.compact():
+                compactions += 1 if rnd < 40 else 100
         pc = np.array([rng.randrange(3) for _ in range(40)], dtype=np.int64)
         pl = np.array([rng.randint(-10, 320) for _ in range(40)], dtype=np.int64)
         pr = np.array([INF if rng.random() < 0.1 else int(x) + rng.randint(1, 50) for x in pl], dtype=np.int64)
@@ -176,6 +182,11 @@ def test_find_agrees_with_the_definition_of_overlap() -> None:
         want = sorted((p, int(st.id[s])) for p in range(40) for s in range(n)
                       if st.alive[s] and st.code[s] == pc[p] and st.le[s] < pr[p] and st.re[s] > pl[p])
         assert got == want, rnd
+        for s in range(st.n):  # every event is found by its id while live, and only then
+            assert st.live_slot(int(st.id[s])) == (s if st.alive[s] else None)
+        assert st.live_slot(nid + 5) is None
+        assert (st.slot is None) == (rnd < 40), rnd
+    assert compactions % 100 >= 1 and compactions // 100 >= 1, compactions  # (before and after rnd 40)
 
 
 def test_a_long_history_of_point_events_is_not_looked_at() -> None:

@@ -26,6 +26,8 @@ _I64 = np.int64
 _TAIL_PAIRS = 1 << 14
 _TAIL_MOST = 1 << 22
 _MIN = int(np.iinfo(_I64).min)
+#: dead rows are compacted away once there are more of them than this and than live ones
+_COMPACT_MIN = 1024
 
 
 class _Sorted:
@@ -89,8 +91,9 @@ class SideStore:
         self.alive = np.zeros(16, dtype=bool)
         self.chunks: dict[int, Payload] = {}
         self.next_chunk = 0
-        #: event id -> slot (dead slots stay until a compaction: ``alive`` tells)
-        self.slot: dict[int, int] = {}
+        #: event id -> slot, only once ids stop ascending (while they ascend, a binary search over ``id``
+        #: finds an event); dead slots stay until a compaction (``alive`` tells)
+        self.slot: dict[int, int] | None = None
         self.live = 0
         #: the longest finite ``RE - LE`` held (a bound: lowered only by a compaction)
         self.span = 0
@@ -118,7 +121,10 @@ class SideStore:
         self.alive[n0:n1] = True
         self.n = n1
         self.live += k
-        self.slot.update(zip(ids.tolist(), range(n0, n1), strict=True))
+        if self.slot is None and k and ((n0 and ids[0] <= self.id[n0 - 1]) or bool((ids[1:] <= ids[:-1]).any())):
+            self.slot = dict(zip(self.id[:n0].tolist(), range(n0), strict=True))
+        if self.slot is not None:
+            self.slot.update(zip(ids.tolist(), range(n0, n1), strict=True))
         fin = re < INF
         if fin.any():
             d = re[fin] - le[fin]
@@ -168,14 +174,15 @@ class SideStore:
     def compact(self) -> bool:
         """Drops the dead rows when they outnumber the live ones; True when it did (slots changed)."""
         dead = self.n - self.live
-        if dead <= max(1024, self.live):
+        if dead <= max(_COMPACT_MIN, self.live):
             return False
         keep = np.flatnonzero(self.alive[:self.n])
         for name in ("id", "le", "re", "code", "chunk", "row"):
             setattr(self, name, getattr(self, name)[keep])
         self.alive = np.ones(len(keep), dtype=bool)
         self.n = len(keep)
-        self.slot = dict(zip(self.id.tolist(), range(self.n), strict=True))
+        if self.slot is not None:
+            self.slot = dict(zip(self.id.tolist(), range(self.n), strict=True))
         held = set(np.unique(self.chunk).tolist())
         self.chunks = {c: p for c, p in self.chunks.items() if c in held}
         fin = self.re < INF
@@ -194,6 +201,10 @@ class SideStore:
 
     def payloads(self, slots: np.ndarray) -> list[dict[str, Any]]:
         """The payloads of ``slots`` as dicts (a chunk asked for many of its rows becomes dicts at once)."""
+        if len(slots) <= 16:
+            chunks = self.chunks
+            return [chunks[c].row(r) for c, r in zip(self.chunk[slots].tolist(), self.row[slots].tolist(),
+                                                      strict=True)]
         ch = self.chunk[slots]
         rw = self.row[slots]
         got: list[Any] = [None] * len(slots)
@@ -219,6 +230,9 @@ class SideStore:
         return Payload.from_rows(self.payloads(slots))
 
     def live_slot(self, eid: int) -> int | None:
+        if self.slot is None:
+            i = int(np.searchsorted(self.id[:self.n], eid))
+            return i if i < self.n and self.id[i] == eid and self.alive[i] else None
         s = self.slot.get(eid)
         return s if s is not None and self.alive[s] else None
 
