@@ -36,11 +36,11 @@ from ..operator import Operator
 from ..payload import Payload
 from ..rules import INF, MISSING_FIELD
 from .join_anti import LeftAnti
-from .join_keys import KeyCodes, join_key
+from .join_keys import KeyCodes
 from .join_store import SideStore
 from .ports import PortClock
 
-__all__ = ["JoinOp", "join_key"]
+__all__ = ["JoinOp"]
 
 LEFT, RIGHT = 0, 1
 _I64 = np.int64

@@ -1,8 +1,8 @@
 """The join's keys as integer codes: a batch's join keys become one int64 column, equal codes for equal keys.
 
 Keys compare as JSON values (SEMANTICS §10): numbers by value (``1 == 1.0``), never ``true == 1``, ``null``
-only with ``null``, objects and arrays by their items (numbers in them by value too). `join_key` spells that
-rule for one payload; `KeyCodes.encode` applies it to a batch: a numeric column is looked up in sorted number
+only with ``null``, objects and arrays by their items (numbers in them by value too). `key_part` spells that
+rule for one value; `KeyCodes.encode` applies it to a batch: a numeric column is looked up in sorted number
 columns (no Python step per value), any other column row by row through a dict. The codes are dense ints
 shared by both inputs of one join; `KeyCodes.compact` renumbers the live ones when dead keys pile up, so the
 tables stay as small as the state.
@@ -18,10 +18,10 @@ from udm.host.temporal.strict import canonical_json
 
 from ..payload import MISSING, Payload
 
-__all__ = ["KeyCodes", "join_key"]
+__all__ = ["KeyCodes", "key_part"]
 
 
-def _key_part(v: Any) -> Any:
+def key_part(v: Any) -> Any:
     """A join-key value as a hashable value equal exactly where the JSON values are (SEMANTICS §10): a number
     or a text as itself (``1 == 1.0``; no number equals a text), ``null`` and booleans tagged (never
     ``true == 1``), an object by its items and an array by its elements, tagged, numbers in them by value."""
@@ -30,15 +30,10 @@ def _key_part(v: Any) -> Any:
     if isinstance(v, (int, float, str)):
         return v
     if isinstance(v, dict):
-        return (3, tuple(sorted((str(k), _key_part(x)) for k, x in v.items())))
+        return (3, tuple(sorted((str(k), key_part(x)) for k, x in v.items())))
     if isinstance(v, (list, tuple)):
-        return (4, tuple(_key_part(x) for x in v))
+        return (4, tuple(key_part(x) for x in v))
     return (5, canonical_json(v))
-
-
-def join_key(payload: dict[str, Any], fields: tuple[str, ...]) -> tuple[Any, ...]:
-    """The hashable join key of ``payload`` over ``fields`` (KeyError names a missing field)."""
-    return tuple(_key_part(payload[f]) for f in fields)
 
 
 class _Numbers:
@@ -80,7 +75,7 @@ _I64_BOUND = float(2**63)
 
 class KeyCodes:
     """Join key -> dense code (int), for both inputs of one join. A key is its field's key part when the join
-    has one field, else the tuple of its fields' parts (`join_key`). With one field, the numbers are held as
+    has one field, else the tuple of its fields' parts (`key_part`). With one field, the numbers are held as
     sorted columns instead (`_Numbers`: integers in the int64 range, integral floats among them as the
     integers they equal, and the other finite floats), so a numeric column is encoded without a Python step
     per value; any other key (a text, ``null``, a boolean, an object, a number beyond int64) in a dict."""
@@ -137,7 +132,7 @@ class KeyCodes:
                 elif miss is not None and miss[i]:
                     lacking.append(fields[0])
                 else:
-                    out[i] = code(_key_part(v))
+                    out[i] = code(key_part(v))
             if ints:
                 out[iat] = self.ints.encode(np.array(ints, dtype=np.int64), self)
             if fls:
@@ -148,7 +143,7 @@ class KeyCodes:
             if miss is not None and miss[i]:
                 lacking.append(next(f for f, v in zip(fields, vs, strict=True) if v is MISSING))
                 continue
-            out[i] = code(tuple(_key_part(v) for v in vs))
+            out[i] = code(tuple(key_part(v) for v in vs))
         return out, miss, lacking
 
     def _numbers(self, x: np.ndarray) -> np.ndarray:
