@@ -179,7 +179,7 @@ def payload_key(p: Any, fields: list[str], part: Callable[[Any], Any] | None = N
 
 
 def _join_part(v: Any) -> Any:
-    """A key value as a join compares it (`udm.host.engine.ops.join.join_key`): numbers by value."""
+    """A key value as a join compares it (`udm.host.engine.ops.join_keys.key_part`): numbers by value."""
     if isinstance(v, bool) or v is None:
         return v
     if isinstance(v, (int, float)):
