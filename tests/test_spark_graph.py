@@ -186,3 +186,21 @@ def test_streaming_graph_restart_from_checkpoint_is_exactly_once(spark: Any, tmp
     assert (resumed.elements_out, resumed.dead_lettered, resumed.inputs) == \
         (whole.elements_out, whole.dead_lettered, whole.inputs)
     assert_equivalent(_read(tmp_path / "a.jsonl"), oracle(bound.spec, {n: _stream(SEEDS[n]) for n in inputs}))
+
+
+@pytest.mark.parametrize("engine", ["spark", "spark-streaming"])
+def test_object_join_keys_meet_with_numbers_by_value(spark: Any, tmp_path: Path, engine: str) -> None:
+    """``{"x": 1}`` on one side meets ``{"x": 1.0}`` on the other, as the oracle and the local engine join
+    them, however the buckets split the keys."""
+    from udm.host.temporal.elements import Cti, Insert
+
+    a = [Insert(f"a{i}", i, i + 20, {"g": {"x": [i, 1]}, "v": i}) for i in range(8)] + [Cti(30)]
+    b = [Insert(f"b{i}", i + 1, i + 5, {"g": {"x": [float(i), 1.0]}, "w": i}) for i in range(8)] + [Cti(30)]
+    files = {"a": tmp_path / "a.jsonl", "b": tmp_path / "b.jsonl"}
+    write_stream(files["a"], a)
+    write_stream(files["b"], b)
+    query = {"inputs": TWO, "steps": [{"id": "j", "op": "join", "from": ["a", "b"], "on": "g"}]}
+    reference = oracle(parse_query(query), {"a": a, "b": b})
+    assert len(reference.rows()) == 8
+    _run(engine, query, files, tmp_path / "out.jsonl")
+    assert_equivalent(_read(tmp_path / "out.jsonl"), reference)

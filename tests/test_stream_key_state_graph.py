@@ -210,6 +210,8 @@ def test_graph_key_values_match_as_a_join_does() -> None:
     assert graph_key_of('{"k": 1}', ["k"]) == graph_key_of('{"k": 1.0}', ["k"])
     assert graph_key_of('{"k": true}', ["k"]) != graph_key_of('{"k": 1}', ["k"])
     assert graph_key_of('{"k": "1"}', ["k"]) != graph_key_of('{"k": 1}', ["k"])
+    assert graph_key_of('{"k": {"x": [1, 2]}}', ["k"]) == graph_key_of('{"k": {"x": [1.0, 2.0]}}', ["k"])
+    assert graph_key_of('{"k": {"x": true}}', ["k"]) != graph_key_of('{"k": {"x": 1}}', ["k"])
     assert graph_key_of('{"v": 1}', ["k"]) == graph_key_of("not json", ["k"]) == NO_KEY
 
 

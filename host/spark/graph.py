@@ -86,11 +86,14 @@ def is_graph(spec: QuerySpec) -> bool:
 
 
 def key_value(field: str) -> Column:
-    """A routing field of the JSON payload as hashed: numbers by value (``1`` and ``1.0`` alike)."""
+    """A routing field of the JSON payload as hashed: numbers by value (``1`` and ``1.0`` alike). Objects
+    and arrays, which a join compares with numbers by value inside too, all hash alike (their text tells
+    ``1`` from ``1.0``): they share a bucket, so the rows that must meet do."""
     from pyspark.sql import functions as F
 
     text = F.get_json_object("payload", f"$.{field}")
-    return F.coalesce(text.try_cast("double").cast("string"), text)
+    nested = text.startswith("{") | text.startswith("[")
+    return F.when(nested, F.lit("{}")).otherwise(F.coalesce(text.try_cast("double").cast("string"), text))
 
 
 def graph_elements(elements: DataFrame | Mapping[str, DataFrame], inputs: tuple[str, ...]) -> DataFrame:
@@ -231,8 +234,9 @@ def _element_rows(bucket: int, out: list[Any], stage: Stage, last: bool, carried
     """The stage's output elements of one bucket as result rows, built column by column (a bucket holding a
     hot key emits most of the stage's output: a dict per row cost more than the encoding itself).
 
-    The last stage's rows are output rows, by the rule of `udm.host.spark.rows.output_rows` (its `id_prefix`
-    and `payload_text`), no CTIs; ``line`` orders them within the bucket). An earlier stage's are its exchange (input: its sink;
+    The last stage's rows are output rows, by `udm.host.spark.rows.output_rows`' rule (`id_prefix`,
+    `payload_text`; no CTIs; ``line`` orders them within the bucket). An earlier stage's are its exchange
+    (input: its sink;
     ``bucket`` and ``line``: the producing bucket and the row's position there, CTIs included, which
     `udm.host.spark.stages.merge_exchange` merges over the buckets); a retraction's payload holds its
     insert's ``carried`` fields (what the next stage routes by), so Spark routes it by key like its insert

@@ -50,6 +50,7 @@ from udm.host.engine.common import INF, NEG, DeadLetter
 from udm.host.io.batch import ElementBatch
 from udm.host.query.runners import make_runner
 from udm.host.spark.rows import input_runs
+from udm.host.spark.stream_wire import join_value
 from udm.host.temporal.elements import Cti, Element
 from udm.host.temporal.strict import canonical_json
 
@@ -178,25 +179,16 @@ def payload_key(p: Any, fields: list[str], part: Callable[[Any], Any] | None = N
     return canonical_json(values)
 
 
-def _join_part(v: Any) -> Any:
-    """A key value as a join compares it (`udm.host.engine.ops.join_keys.key_part`): numbers by value."""
-    if isinstance(v, bool) or v is None:
-        return v
-    if isinstance(v, (int, float)):
-        return ["n", float(v)]
-    return v
-
-
 def graph_payload_key(p: Any, fields: list[str]) -> str:
     """`graph_key_of` of a payload already parsed (the ``udm run`` driver's and a producing stage's)."""
-    return payload_key(p, fields, _join_part)
+    return payload_key(p, fields, join_value)
 
 
 def graph_key_of(payload_json: str | None, fields: list[str]) -> str:
     """`key_of` for a query graph: numbers by value (``1`` and ``1.0`` alike, as a join matches them and
     as the graph's bucket hash does), so rows a join must meet share a key. (Coarser than a window's
     groups: one engine holding two of its groups is still one engine over a part of the bucket.)"""
-    return _key_json(payload_json, fields, _join_part)
+    return _key_json(payload_json, fields, join_value)
 
 
 def _holds_nothing(runner: QueryRunner) -> bool:

@@ -24,7 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["ALL_STAGES", "BROADCAST", "END_KIND", "IN_ARROW", "NULL_TICK", "ROUTE_LATER", "SINK_STAGE",
            "STREAM_RESULT_DDL", "TICK_KIND", "T_KIND", "UNROUTABLE", "WIRE_DDL", "WIRE_FIELDS", "WIRE_INTS",
-           "WireRows", "id_bucket", "key_bucket", "merge_exchange_part", "route_of", "stage_width", "unroutable_reason"]
+           "WireRows", "id_bucket", "join_value", "key_bucket", "merge_exchange_part", "route_of", "stage_width",
+           "unroutable_reason"]
 
 # lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
@@ -79,12 +80,30 @@ def stage_width(stage: Stage, n: int) -> int:
     return n if stage.routing is not None else 1
 
 
+def join_value(v: Any) -> Any:
+    """A key value as a join compares it (`udm.host.engine.ops.join_keys.key_part`): numbers by value, inside
+    objects and arrays too (``{"x": 1}`` meets ``{"x": 1.0}``), ``true`` apart from ``1``. What a graph's
+    rows are bucketed by (`key_bucket`) and keyed by in their bucket (`udm.host.spark.key_state`); values
+    the join tells apart that come out alike here only share a bucket or an engine."""
+    if isinstance(v, bool) or v is None:
+        return v
+    if isinstance(v, (int, float)):
+        return ["n", float(v)]
+    if isinstance(v, dict):
+        return {k: join_value(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [join_value(x) for x in v]
+    return v
+
+
 def key_bucket(payload: Any, fields: list[str], n: int) -> int:
-    """A keyed row's bucket: its fields' JSON values, numbers by value (a join matches 1 and 1.0). The
-    driver (`udm.host.spark.stream_files`) and the producing stages use this one hash, so rows that must
-    meet do, whichever side they come from."""
+    """A keyed row's bucket: its fields' values as `join_value`. The driver (`udm.host.spark.stream_files`)
+    and the producing stages use this one hash, so rows that must meet do, whichever side they come from."""
     values = [payload.get(k) if isinstance(payload, dict) else None for k in fields]
-    values = [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in values]
+    # (a number hashes as its float, as before objects and arrays were compared by value too: checkpointed
+    # streams keep their buckets)
+    values = [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool)
+              else join_value(v) if isinstance(v, (dict, list)) else v for v in values]
     return zlib.crc32(canonical_json(values).encode()) % n
 
 
