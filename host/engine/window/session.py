@@ -38,13 +38,14 @@ from sortedcontainers import SortedDict, SortedKeyList
 from ..common import Ev
 from ..rules import INF, NEG
 from .rows import RowOrderedFamily, forget, replace_range, row_key
+from .session_columns import Tail, columns_ok
 from .state import Group
 
 __all__ = ["SessionFamily"]
 
 
 class _Data:
-    __slots__ = ("dirty", "done", "floor", "rows", "wins")
+    __slots__ = ("code", "dirty", "done", "floor", "rows", "wins")
 
     def __init__(self) -> None:
         #: the group's events in canonical order
@@ -57,12 +58,15 @@ class _Data:
         self.dirty: list[tuple[int, int]] = []
         #: sessions starting before this are final (cleaned up)
         self.floor = NEG
+        #: the group's code in the family's tail (-1: none yet)
+        self.code = -1
 
     def __getstate__(self) -> tuple:
-        return (list(self.rows), self.wins, self.done, self.dirty, self.floor)
+        return (list(self.rows), self.wins, self.done, self.dirty, self.floor, self.code)
 
     def __setstate__(self, s: tuple) -> None:
-        rows, self.wins, self.done, self.dirty, self.floor = s
+        rows, self.wins, self.done, self.dirty, self.floor, *code = s
+        self.code = code[0] if code else -1
         self.rows = SortedKeyList(rows, key=row_key)
 
 
@@ -88,6 +92,8 @@ class SessionFamily(RowOrderedFamily):
         self._seq = 0
         #: compact the heaps when longer than this (stale entries below the top pile up otherwise)
         self._cap = 64
+        #: the groups held as columns (`session_columns`)
+        self.tail = Tail(self.gap)
 
     def new_group(self, g: Group) -> None:
         g.data = _Data()
@@ -135,6 +141,8 @@ class SessionFamily(RowOrderedFamily):
     # -- per event -------------------------------------------------------------------------------------
     def insert(self, g: Group, ev: Ev) -> None:
         d: _Data = g.data
+        if d.code >= 0 and self.tail.has(g):
+            self._untail(g)
         rows = d.rows
         wins = d.wins
         rows.add(ev)
@@ -153,18 +161,38 @@ class SessionFamily(RowOrderedFamily):
 
     def bulk_insert(self, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: Any,
                     closing: int | None = None) -> None:
-        """A batch's inserts, group by group in (LE, RE) order. A group's events that all come after its
-        last row are appended and cut into sessions in one pass, each session touched once (what `insert`
-        does event by event); otherwise they go in one by one."""
+        """A batch's inserts, group by group in (LE, RE) order. The rows of a group in the tail, or holding
+        nothing, go to the tail when the step's sessions can be columns; else a group's events that all come
+        after its last row are appended (`_append`), and otherwise they go in one by one."""
         order = np.lexsort((re, le, codes))
         cl = codes[order]
-        cuts = (np.flatnonzero(cl[1:] != cl[:-1]) + 1).tolist()
+        starts = np.flatnonzero(np.concatenate(([True], cl[1:] != cl[:-1])))
+        lens = np.diff(np.append(starts, len(cl)))
+        gl = [groups[k] for k in cl[starts].tolist()]
+        tail = self.tail
+        if columns_ok(self.step):
+            col = np.fromiter((tail.has(g) or (not g.data.rows and not g.data.wins and not g.out) for g in gl),
+                              dtype=bool, count=len(gl))
+        else:
+            col = np.zeros(len(gl), dtype=bool)
+        if col.any():
+            sel = order[np.repeat(col, lens)]
+            v = vals[sel] if isinstance(vals, np.ndarray) else np.fromiter(
+                (vals[i] for i in sel.tolist()), dtype=object, count=len(sel))
+            tail.add([g for g, c in zip(gl, col.tolist(), strict=True) if c], lens[col], ids[sel], le[sel],
+                     re[sel], v)
+            if col.all():
+                return
+            gl = [g for g, c in zip(gl, col.tolist(), strict=True) if not c]
+            order = order[np.repeat(~col, lens)]
+            lens = lens[~col]
         il, ll, rl = ids[order].tolist(), le[order].tolist(), re[order].tolist()
         vl = vals[order].tolist() if isinstance(vals, np.ndarray) else [vals[i] for i in order.tolist()]
-        for a, b in zip([0, *cuts], [*cuts, len(il)], strict=True):
-            g = groups[int(cl[a])]
+        a = 0
+        for g, n in zip(gl, lens.tolist(), strict=True):
             d: _Data = g.data
-            evs = [Ev(il[i], ll[i], rl[i], vl[i]) for i in range(a, b)]
+            evs = [Ev(il[i], ll[i], rl[i], vl[i]) for i in range(a, a + n)]
+            a += n
             held = g.events
             for ev in evs:
                 held[ev.id] = ev
@@ -173,30 +201,55 @@ class SessionFamily(RowOrderedFamily):
                 for ev in evs:  # (not after every row: placed and joined one by one)
                     self.insert(g, ev)
                 continue
-            if rows:
-                for ev in evs:
-                    rows.add(ev)
-            else:
-                rows.update(evs)
-            wins = d.wins
-            key: int | None = None
-            end = count = 0
-            old = False  # (is ``key`` the group's last session, which the first events may join?)
-            if wins:
-                key, (end, count) = wins.peekitem(-1)
-                old = True
+            self._append(g, d, evs)
+
+    def _append(self, g: Group, d: _Data, evs: list[Ev]) -> None:
+        """Events in (LE, RE) order that all come after the group's last row: cut into sessions in one pass,
+        each session touched once (what `insert` does event by event)."""
+        rows = d.rows
+        if rows:
             for ev in evs:
-                if key is None or (end < INF and ev.le >= end):
-                    if key is not None:
-                        self._close_run(g, d, key, end, count, old)
-                    key, end, count, old = ev.le, self._end(ev.re), 1, False
-                    continue
-                e = self._end(ev.re)
-                if e > end:
-                    end = e
-                count += 1
-            assert key is not None
-            self._close_run(g, d, key, end, count, old)
+                rows.add(ev)
+        else:
+            rows.update(evs)
+        wins = d.wins
+        key: int | None = None
+        end = count = 0
+        old = False  # (is ``key`` the group's last session, which the first events may join?)
+        if wins:
+            key, (end, count) = wins.peekitem(-1)
+            old = True
+        for ev in evs:
+            if key is None or (end < INF and ev.le >= end):
+                if key is not None:
+                    self._close_run(g, d, key, end, count, old)
+                key, end, count, old = ev.le, self._end(ev.re), 1, False
+                continue
+            e = self._end(ev.re)
+            if e > end:
+                end = e
+            count += 1
+        assert key is not None
+        self._close_run(g, d, key, end, count, old)
+
+    def _untail(self, g: Group) -> None:
+        """The group leaves the tail: its rows become its events and sessions (it holds nothing else)."""
+        evs = self.tail.take(g)
+        held = g.events
+        for ev in evs:
+            held[ev.id] = ev
+        self._append(g, g.data, evs)
+
+    def prepare(self, out: Any, em: Any) -> None:
+        """The tail's closed sessions are written; groups with a session out now but not final leave it (the
+        step evaluates them)."""
+        touched = self.step.touched
+        for g in self.tail.flush(self.step, out, em):
+            self._untail(g)
+            touched[id(g)] = g
+
+    def bulk_held(self, g: Group) -> int:
+        return self.tail.held(g)
 
     def _close_run(self, g: Group, d: _Data, key: int, end: int, count: int, old: bool) -> None:
         """`bulk_insert`: session ``key`` ends at ``end`` with ``count`` members (``old``: the group's last
@@ -239,6 +292,15 @@ class SessionFamily(RowOrderedFamily):
 
     def change(self, g: Group, ev: Ev, old: int, new: int) -> None:
         d: _Data = g.data
+        if d.code >= 0 and self.tail.has(g):
+            self._untail(g)
+            real = g.events.get(ev.id)
+            if real is not None and real is not ev:  # (the step made a stand-in for a row of the tail)
+                if new == real.le:
+                    del g.events[ev.id]
+                elif new == real.re:
+                    return
+                ev, old = real, real.re
         if self._take_out(d, ev, old, new) is None:
             return
         if new != ev.le:
@@ -303,6 +365,8 @@ class SessionFamily(RowOrderedFamily):
     # -- evaluation ------------------------------------------------------------------------------------
     def evaluate(self, g: Group, out: Any, em: Any) -> None:
         d: _Data = g.data
+        if not d.wins and not d.dirty:
+            return
         step = self.step
         todo = d.dirty
         d.dirty = []
@@ -404,11 +468,11 @@ class SessionFamily(RowOrderedFamily):
             if first is not None:
                 self._seq += 1
                 heapq.heappush(by_end, (wins[first][0], self._seq, g))
-        return list(visit.values())
+        return [*visit.values(), *self.tail.emptied]
 
     def idle(self, g: Group) -> bool:
         d: _Data = g.data
-        return not d.rows
+        return not d.rows and not self.tail.has(g)
 
     def final_point(self, g: Group, c: int) -> int:
         # a session ending at or before c holds members ending before c; with gap 0 one ending at c has a
@@ -418,14 +482,16 @@ class SessionFamily(RowOrderedFamily):
     def bound(self, c: int) -> int:
         by_le = self._by_le
         groups = self.step.groups
+        b = min(c, self.tail.min_le)
         while by_le:
             k, _, g = by_le[0]
             wins = g.data.wins
             if groups.get(g.key) is g and wins and wins.peekitem(0)[0] == k:
-                return k if k < c else c
+                return k if k < b else b
             heapq.heappop(by_le)
-        return c
+        return b
 
     def final_state(self) -> None:
         self._by_end = []
         self._by_le = []
+        self.tail = Tail(self.gap)
