@@ -44,14 +44,20 @@ from .state import Group
 __all__ = ["SessionFamily"]
 
 
+#: a group's rows and sessions until it has some (shared, never changed: `_Data.ready` makes its own); a group
+#: in the tail never needs them
+_NO_ROWS: SortedKeyList = SortedKeyList(key=row_key)
+_NO_WINS: SortedDict = SortedDict()
+
+
 class _Data:
     __slots__ = ("code", "dirty", "done", "floor", "rows", "wins")
 
     def __init__(self) -> None:
         #: the group's events in canonical order
-        self.rows: SortedKeyList = SortedKeyList(key=row_key)
+        self.rows: SortedKeyList = _NO_ROWS
         #: first LE -> [W.RE, member count] of each session
-        self.wins: SortedDict = SortedDict()
+        self.wins: SortedDict = _NO_WINS
         #: sessions starting at or before this were evaluated
         self.done = NEG
         #: (lo, hi): sessions starting in [lo, hi] to evaluate again
@@ -61,13 +67,23 @@ class _Data:
         #: the group's code in the family's tail (-1: none yet)
         self.code = -1
 
+    def ready(self) -> None:
+        """Rows and sessions of its own, before the first is added."""
+        if self.rows is _NO_ROWS:
+            self.rows = SortedKeyList(key=row_key)
+            self.wins = SortedDict()
+
     def __getstate__(self) -> tuple:
-        return (list(self.rows), self.wins, self.done, self.dirty, self.floor, self.code)
+        return (list(self.rows), self.wins if self.rows is not _NO_ROWS else None, self.done, self.dirty,
+                self.floor, self.code)
 
     def __setstate__(self, s: tuple) -> None:
-        rows, self.wins, self.done, self.dirty, self.floor, *code = s
+        rows, wins, self.done, self.dirty, self.floor, *code = s
         self.code = code[0] if code else -1
-        self.rows = SortedKeyList(rows, key=row_key)
+        if wins is None:
+            self.rows, self.wins = _NO_ROWS, _NO_WINS
+        else:
+            self.rows, self.wins = SortedKeyList(rows, key=row_key), wins
 
 
 class SessionFamily(RowOrderedFamily):
@@ -143,6 +159,7 @@ class SessionFamily(RowOrderedFamily):
         d: _Data = g.data
         if d.code >= 0 and self.tail.has(g):
             self._untail(g)
+        d.ready()
         rows = d.rows
         wins = d.wins
         rows.add(ev)
@@ -206,6 +223,7 @@ class SessionFamily(RowOrderedFamily):
     def _append(self, g: Group, d: _Data, evs: list[Ev]) -> None:
         """Events in (LE, RE) order that all come after the group's last row: cut into sessions in one pass,
         each session touched once (what `insert` does event by event)."""
+        d.ready()
         rows = d.rows
         if rows:
             for ev in evs:

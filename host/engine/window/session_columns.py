@@ -74,9 +74,12 @@ class Tail:
         #: groups the last flush left with nothing (cleanup may drop them)
         self.emptied: list[Group] = []
         self.next_code = 0
+        #: rows per code (None: to count again)
+        self._held: dict[int, int] | None = None
 
     def _clear(self) -> None:
         """Nothing held: drop the arrays (codes stay as they are)."""
+        self._held = None
         self.gid = self.ids = self.le = self.re = self.val = np.zeros(0, dtype=np.int64)
         self.pending = []
         self.dead = set()
@@ -96,6 +99,7 @@ class Tail:
             gcode[j] = d.code
             tg[d.code] = g
         self.pending.append((np.repeat(gcode, lens), ids, le, re, val))
+        self._held = None
         m = int(le.min())
         if m < self.min_le:
             self.min_le = m
@@ -108,11 +112,16 @@ class Tail:
         code = g.data.code
         if not self.has(g):
             return 0
-        n = sum(int((p[0] == code).sum()) for p in self.pending)
-        return n + int(np.searchsorted(self.gid, code, "right") - np.searchsorted(self.gid, code, "left"))
+        if self._held is None:
+            if self.pending:
+                self._sort()
+            codes, n = np.unique(self.gid, return_counts=True)
+            self._held = dict(zip(codes.tolist(), n.tolist(), strict=True))
+        return self._held.get(code, 0)
 
     def _sort(self) -> None:
         """Pending rows into the sorted arrays (rows of groups taken out leave)."""
+        self._held = None
         keep = None
         if self.dead:
             keep = ~np.isin(self.gid, np.fromiter(self.dead, dtype=np.int64, count=len(self.dead)))
@@ -127,7 +136,7 @@ class Tail:
         self.pending = []
         gid, ids, le, re = (np.concatenate([p[i] for p in parts]) for i in range(4))
         val = _cat([np.asarray(p[4]) for p in parts if len(p[0])])
-        o = np.lexsort((ids, re, le, gid))
+        o = np.lexsort((le, gid))  # (the order of equal LEs changes no session, nor a UDA's value)
         self.gid, self.ids, self.le, self.re, self.val = gid[o], ids[o], le[o], re[o], val[o]
 
     def take(self, g: Group) -> list[Ev]:
@@ -157,11 +166,15 @@ class Tail:
         first = np.empty(n, dtype=bool)
         first[0] = True
         np.not_equal(gid[1:], gid[:-1], out=first[1:])
-        # the largest RE so far in each group: a running maximum over (group ordinal, rank of RE)
-        ends, rank = np.unique(re, return_inverse=True)
-        gi = np.cumsum(first) - 1
-        w = len(ends)
-        top = ends[np.maximum.accumulate(gi * w + rank.reshape(-1)) - gi * w]
+        # the largest RE so far in each group: RE itself where the ends grow with the starts (short events),
+        # else a running maximum over (group ordinal, rank of RE)
+        if bool(((re[1:] >= re[:-1]) | first[1:]).all()):
+            top = re
+        else:
+            ends, rank = np.unique(re, return_inverse=True)
+            gi = np.cumsum(first) - 1
+            w = len(ends)
+            top = ends[np.maximum.accumulate(gi * w + rank.reshape(-1)) - gi * w]
         start = first.copy()
         prev = top[:-1]
         start[1:] |= (prev < INF) & (le[1:] - prev >= gap)
@@ -187,6 +200,7 @@ class Tail:
             before = np.unique(gid)
             keep = ~gone
             self.gid, self.ids, self.le, self.re, self.val = (a[keep] for a in (gid, self.ids, le, re, self.val))
+            self._held = None
             for code in np.setdiff1d(before, self.gid, assume_unique=True).tolist():
                 self.emptied.append(self.groups.pop(code))
         self.min_le = int(self.le.min()) if len(self.le) else INF
