@@ -63,7 +63,12 @@ class Tail:
         self.ids = np.zeros(0, dtype=np.int64)
         self.le = np.zeros(0, dtype=np.int64)
         self.re = np.zeros(0, dtype=np.int64)
-        self.val: np.ndarray = np.zeros(0, dtype=np.int64)
+        #: per row, where its value is in the store (values never move with the rows: they may be objects)
+        self.vix = np.zeros(0, dtype=np.int64)
+        #: the values, batch by batch (`_values`: end to end)
+        self.store: list[np.ndarray] = []
+        self.stored = 0
+        self._flat: np.ndarray | None = None
         self.pending: list[tuple[np.ndarray, ...]] = []
         #: code -> group, for the groups in the tail
         self.groups: dict[int, Group] = {}
@@ -80,7 +85,10 @@ class Tail:
     def _clear(self) -> None:
         """Nothing held: drop the arrays (codes stay as they are)."""
         self._held = None
-        self.gid = self.ids = self.le = self.re = self.val = np.zeros(0, dtype=np.int64)
+        self.gid = self.ids = self.le = self.re = self.vix = np.zeros(0, dtype=np.int64)
+        self.store = []
+        self.stored = 0
+        self._flat = None
         self.pending = []
         self.dead = set()
         self.min_le = INF
@@ -98,7 +106,11 @@ class Tail:
                 self.next_code += 1
             gcode[j] = d.code
             tg[d.code] = g
-        self.pending.append((np.repeat(gcode, lens), ids, le, re, val))
+        self.pending.append((np.repeat(gcode, lens), ids, le, re,
+                             np.arange(self.stored, self.stored + len(val), dtype=np.int64)))
+        self.store.append(np.asarray(val))
+        self.stored += len(val)
+        self._flat = None
         self._held = None
         m = int(le.min())
         if m < self.min_le:
@@ -126,21 +138,33 @@ class Tail:
         if self.dead:
             keep = ~np.isin(self.gid, np.fromiter(self.dead, dtype=np.int64, count=len(self.dead)))
             self.dead = set()
-        cols = [self.gid, self.ids, self.le, self.re, self.val]
+        cols = [self.gid, self.ids, self.le, self.re, self.vix]
         if keep is not None:
             cols = [c[keep] for c in cols]
         if not self.pending:
-            self.gid, self.ids, self.le, self.re, self.val = cols
+            self.gid, self.ids, self.le, self.re, self.vix = cols
             return
         parts = [cols, *self.pending]
         self.pending = []
-        gid, ids, le, re = (np.concatenate([p[i] for p in parts]) for i in range(4))
-        val = _cat([np.asarray(p[4]) for p in parts if len(p[0])])
-        o = np.lexsort((le, gid))  # (the order of equal LEs changes no session, nor a UDA's value)
-        self.gid, self.ids, self.le, self.re, self.val = gid[o], ids[o], le[o], re[o], val[o]
+        gid, ids, le, re, vix = (np.concatenate([p[i] for p in parts]) for i in range(5))
+        # (the order of equal LEs changes no session, nor a UDA's value): one key where it fits in 63 bits
+        lo = int(le.min())
+        span = int(le.max()) - lo + 1
+        if (int(gid.max()) + 1) * span < 2**62:
+            o = np.argsort(gid * span + (le - lo), kind="stable")
+        else:
+            o = np.lexsort((le, gid))
+        self.gid, self.ids, self.le, self.re, self.vix = gid[o], ids[o], le[o], re[o], vix[o]
+
+    def _values(self) -> np.ndarray:
+        """The store end to end."""
+        if self._flat is None:
+            self._flat = _cat(self.store) if self.store else np.zeros(0, dtype=np.int64)
+            self.store = [self._flat]
+        return self._flat
 
     def take(self, g: Group) -> list[Ev]:
-        """The group leaves the tail: its rows as events, in (LE, RE) order."""
+        """The group leaves the tail: its rows as events, in LE order."""
         d = g.data
         code = d.code
         del self.groups[code]
@@ -150,7 +174,7 @@ class Tail:
         b = int(np.searchsorted(self.gid, code, "right"))
         self.dead.add(code)
         return [Ev(*t) for t in zip(self.ids[a:b].tolist(), self.le[a:b].tolist(), self.re[a:b].tolist(),
-                                    self.val[a:b].tolist(), strict=True)]
+                                    self._values()[self.vix[a:b]].tolist(), strict=True)]
 
     def flush(self, step: Any, out: RowsOut, em: Any) -> list[Group]:
         """Write the sessions the CTI closes; returns the groups whose released sessions are not closed (they
@@ -194,15 +218,20 @@ class Tail:
             closed &= ~np.isin(gid[s0], gid[s0[odd]])
         if closed.any():
             self._write(step, out, em, s0[closed], s1[closed], wre[closed])
-        lens = s1 - s0
-        gone = np.repeat(closed, lens)
-        if gone.any():
-            before = np.unique(gid)
-            keep = ~gone
-            self.gid, self.ids, self.le, self.re, self.val = (a[keep] for a in (gid, self.ids, le, re, self.val))
-            self._held = None
-            for code in np.setdiff1d(before, self.gid, assume_unique=True).tolist():
+        if closed.any():
+            # groups none of whose sessions stays (sessions opening a group: ``first`` at their first row)
+            heads = np.flatnonzero(first[s0])
+            stays = np.add.reduceat((~closed).astype(np.int64), heads)
+            for code in gid[s0[heads[stays == 0]]].tolist():
                 self.emptied.append(self.groups.pop(code))
+            keep = np.repeat(~closed, s1 - s0)
+            self.gid, self.ids, self.le, self.re, self.vix = (a[keep] for a in (gid, self.ids, le, re, self.vix))
+            if self.stored > 2 * len(self.vix) + 4096:  # (values no row holds: the store keeps the rest)
+                self.store = [self._values()[self.vix]]
+                self._flat = None
+                self.stored = len(self.vix)
+                self.vix = np.arange(self.stored, dtype=np.int64)
+            self._held = None
         self.min_le = int(self.le.min()) if len(self.le) else INF
         return [self.groups[code] for code in leave.tolist() if code in self.groups]
 
@@ -213,7 +242,7 @@ class Tail:
         lens = s1 - s0
         offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
         idx = np.repeat(s0 - offsets[:-1], lens) + np.arange(int(offsets[-1]), dtype=np.int64)
-        values = self.val[idx]
+        values = self._values()[self.vix[idx]]
         res: Any = None
         if getattr(wu, "compute_slices", None) is not None:  # (several aggregates: none)
             v = values
