@@ -24,6 +24,12 @@ session are visited, and the earliest open session is found without a scan over 
 pushed when a session opens — ``(W.RE, group)`` (a session's end only grows, so the key is a lower bound)
 and ``(W.LE, group)`` (an entry whose session is no longer its group's first is stale and popped when it
 surfaces). With thousands of keys the per-CTI cost does not grow with the number of groups.
+
+Where the step's sessions can be columns (`session_columns.columns_ok`), a group that holds nothing here takes
+a batch's inserts into the family's *tail* instead, and stays there (no event object, row or session of its
+own) until a session of it comes out before it is final or an element reaches it another way: then it leaves
+the tail for the structure above (`_untail`). The tail values the sessions a CTI closes at the start of each
+flush (`prepare`), for every group at once; the output CTI takes its earliest start into account.
 """
 
 from __future__ import annotations
@@ -181,7 +187,7 @@ class SessionFamily(RowOrderedFamily):
         """A batch's inserts, group by group in (LE, RE) order. The rows of a group in the tail, or holding
         nothing, go to the tail when the step's sessions can be columns; else a group's events that all come
         after its last row are appended (`_append`), and otherwise they go in one by one."""
-        order = np.lexsort((re, le, codes))
+        order = np.argsort(codes, kind="stable")
         cl = codes[order]
         starts = np.flatnonzero(np.concatenate(([True], cl[1:] != cl[:-1])))
         lens = np.diff(np.append(starts, len(cl)))
@@ -194,8 +200,9 @@ class SessionFamily(RowOrderedFamily):
             col = np.zeros(len(gl), dtype=bool)
         if col.any():
             sel = order[np.repeat(col, lens)]
-            v = vals[sel] if isinstance(vals, np.ndarray) else np.fromiter(
-                (vals[i] for i in sel.tolist()), dtype=object, count=len(sel))
+            if not isinstance(vals, np.ndarray):
+                vals = np.fromiter(vals, dtype=object, count=len(vals))
+            v = vals[sel]
             tail.add([g for g, c in zip(gl, col.tolist(), strict=True) if c], lens[col], ids[sel], le[sel],
                      re[sel], v)
             if col.all():
@@ -203,6 +210,7 @@ class SessionFamily(RowOrderedFamily):
             gl = [g for g, c in zip(gl, col.tolist(), strict=True) if not c]
             order = order[np.repeat(~col, lens)]
             lens = lens[~col]
+        order = order[np.lexsort((re[order], le[order], codes[order]))]
         il, ll, rl = ids[order].tolist(), le[order].tolist(), re[order].tolist()
         vl = vals[order].tolist() if isinstance(vals, np.ndarray) else [vals[i] for i in order.tolist()]
         a = 0

@@ -79,6 +79,9 @@ class Tail:
         #: groups the last flush left with nothing (cleanup may drop them)
         self.emptied: list[Group] = []
         self.next_code = 0
+        #: the (CTI, release point) of the last flush: with no row added since, a flush at the same ones finds
+        #: nothing to write or release
+        self.seen: tuple[int, int] | None = None
         #: rows per code (None: to count again)
         self._held: dict[int, int] | None = None
 
@@ -183,6 +186,11 @@ class Tail:
         if not self.groups:
             self._clear()
             return []
+        c = step.effective_cti
+        rp = step.rp
+        if not self.pending and self.seen == (c, rp):
+            return []
+        self.seen = (c, rp)
         self._sort()
         gid, le, re = self.gid, self.le, self.re
         n = len(gid)
@@ -207,8 +215,6 @@ class Tail:
         wtop = top[s1 - 1]
         wre = np.minimum(wtop, INF - gap) + gap
         wre[wtop >= INF] = INF
-        c = step.effective_cti
-        rp = step.rp
         closed = (wre < c) | ((wre == c) & (gap > 0)) | (c >= INF)
         # out now but not final, or an end past INF: the group's per-event form
         out_now = ((wre <= rp) | (rp >= INF)) & ~closed
