@@ -44,15 +44,6 @@ def columns_ok(step: Any) -> bool:
     return ends_alone(step) and step.sweep_kind != "members"
 
 
-def _cat(parts: list[np.ndarray]) -> np.ndarray:
-    """Value columns end to end; of different kinds, as objects (each value as the UDM would get it)."""
-    if len(parts) == 1:
-        return parts[0]
-    if len({p.dtype for p in parts}) > 1:
-        parts = [p.astype(object) for p in parts]
-    return np.concatenate(parts)
-
-
 class Tail:
     """The rows of every group in the tail (see the module docstring), sorted by (group code, LE, RE, id) after
     each flush; ``pending``: those added since, not sorted yet."""
@@ -65,10 +56,9 @@ class Tail:
         self.re = np.zeros(0, dtype=np.int64)
         #: per row, where its value is in the store (values never move with the rows: they may be objects)
         self.vix = np.zeros(0, dtype=np.int64)
-        #: the values, batch by batch (`_values`: end to end)
+        #: the values, batch by batch (`_gather`)
         self.store: list[np.ndarray] = []
         self.stored = 0
-        self._flat: np.ndarray | None = None
         self.pending: list[tuple[np.ndarray, ...]] = []
         #: code -> group, for the groups in the tail
         self.groups: dict[int, Group] = {}
@@ -91,7 +81,6 @@ class Tail:
         self.gid = self.ids = self.le = self.re = self.vix = np.zeros(0, dtype=np.int64)
         self.store = []
         self.stored = 0
-        self._flat = None
         self.pending = []
         self.dead = set()
         self.min_le = INF
@@ -113,7 +102,6 @@ class Tail:
                              np.arange(self.stored, self.stored + len(val), dtype=np.int64)))
         self.store.append(np.asarray(val))
         self.stored += len(val)
-        self._flat = None
         self._held = None
         m = int(le.min())
         if m < self.min_le:
@@ -139,7 +127,9 @@ class Tail:
         self._held = None
         keep = None
         if self.dead:
-            keep = ~np.isin(self.gid, np.fromiter(self.dead, dtype=np.int64, count=len(self.dead)))
+            gone = np.zeros(self.next_code, dtype=bool)
+            gone[list(self.dead)] = True
+            keep = ~gone[self.gid]
             self.dead = set()
         cols = [self.gid, self.ids, self.le, self.re, self.vix]
         if keep is not None:
@@ -147,24 +137,49 @@ class Tail:
         if not self.pending:
             self.gid, self.ids, self.le, self.re, self.vix = cols
             return
-        parts = [cols, *self.pending]
+        new = [np.concatenate([p[i] for p in self.pending]) for i in range(5)]
         self.pending = []
-        gid, ids, le, re, vix = (np.concatenate([p[i] for p in parts]) for i in range(5))
-        # (the order of equal LEs changes no session, nor a UDA's value): one key where it fits in 63 bits
-        lo = int(le.min())
-        span = int(le.max()) - lo + 1
-        if (int(gid.max()) + 1) * span < 2**62:
-            o = np.argsort(gid * span + (le - lo), kind="stable")
+        # (the order of equal LEs changes no session, nor a UDA's value): one key where it fits in 63 bits,
+        # the new rows sorted and merged into the sorted ones
+        le_t = cols[2]
+        lo = int(new[2].min()) if not len(le_t) else min(int(new[2].min()), int(le_t.min()))
+        hi = int(new[2].max()) if not len(le_t) else max(int(new[2].max()), int(le_t.max()))
+        span = hi - lo + 1
+        top = max(int(new[0].max()), int(cols[0].max()) if len(le_t) else 0)
+        if (top + 1) * span < 2**62:
+            kn = new[0] * span + (new[2] - lo)
+            o = np.argsort(kn, kind="stable")
+            new = [a[o] for a in new]
+            if len(le_t):
+                pos = np.searchsorted(cols[0] * span + (le_t - lo), kn[o], "right")
+                new = [np.insert(c, pos, a) for c, a in zip(cols, new, strict=True)]
         else:
-            o = np.lexsort((le, gid))
-        self.gid, self.ids, self.le, self.re, self.vix = gid[o], ids[o], le[o], re[o], vix[o]
+            new = [np.concatenate((c, a)) for c, a in zip(cols, new, strict=True)]
+            o = np.lexsort((new[2], new[0]))
+            new = [a[o] for a in new]
+        self.gid, self.ids, self.le, self.re, self.vix = new
 
-    def _values(self) -> np.ndarray:
-        """The store end to end."""
-        if self._flat is None:
-            self._flat = _cat(self.store) if self.store else np.zeros(0, dtype=np.int64)
-            self.store = [self._flat]
-        return self._flat
+    def _gather(self, vix: np.ndarray) -> np.ndarray:
+        """The values at ``vix`` in the store: one column of their batches' kind, objects (each value as the UDM
+        would get it) where the batches differ."""
+        st = self.store
+        if len(st) == 1:
+            return st[0][vix]
+        if not len(vix):
+            return np.zeros(0, dtype=np.int64)
+        bases = np.cumsum([0, *(len(c) for c in st)])
+        ci = np.searchsorted(bases, vix, "right") - 1
+        used = np.unique(ci).tolist()
+        if len(used) == 1:
+            return st[used[0]][vix - bases[used[0]]]
+        kinds = {st[i].dtype for i in used}
+        dt = kinds.pop() if len(kinds) == 1 else np.dtype(object)
+        out = np.empty(len(vix), dtype=dt)
+        for i in used:
+            m = ci == i
+            part = st[i][vix[m] - bases[i]]
+            out[m] = part if part.dtype == dt else part.astype(object)
+        return out
 
     def take(self, g: Group) -> list[Ev]:
         """The group leaves the tail: its rows as events, in LE order."""
@@ -177,7 +192,7 @@ class Tail:
         b = int(np.searchsorted(self.gid, code, "right"))
         self.dead.add(code)
         return [Ev(*t) for t in zip(self.ids[a:b].tolist(), self.le[a:b].tolist(), self.re[a:b].tolist(),
-                                    self._values()[self.vix[a:b]].tolist(), strict=True)]
+                                    self._gather(self.vix[a:b]).tolist(), strict=True)]
 
     def flush(self, step: Any, out: RowsOut, em: Any) -> list[Group]:
         """Write the sessions the CTI closes; returns the groups whose released sessions are not closed (they
@@ -233,8 +248,7 @@ class Tail:
             keep = np.repeat(~closed, s1 - s0)
             self.gid, self.ids, self.le, self.re, self.vix = (a[keep] for a in (gid, self.ids, le, re, self.vix))
             if self.stored > 2 * len(self.vix) + 4096:  # (values no row holds: the store keeps the rest)
-                self.store = [self._values()[self.vix]]
-                self._flat = None
+                self.store = [self._gather(self.vix)]
                 self.stored = len(self.vix)
                 self.vix = np.arange(self.stored, dtype=np.int64)
             self._held = None
@@ -248,7 +262,7 @@ class Tail:
         lens = s1 - s0
         offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
         idx = np.repeat(s0 - offsets[:-1], lens) + np.arange(int(offsets[-1]), dtype=np.int64)
-        values = self._values()[self.vix[idx]]
+        values = self._gather(self.vix[idx])
         res: Any = None
         if getattr(wu, "compute_slices", None) is not None:  # (several aggregates: none)
             v = values
