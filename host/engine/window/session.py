@@ -127,7 +127,7 @@ class SessionFamily(SessionGroups):
         return super().idle(g) and not self.tail.has(g)
 
     def bound(self, c: int) -> int:
-        return min(super().bound(c), self.tail.min_le)
+        return min(super().bound(c), self.tail.lowest())
 
     def final_state(self) -> None:
         super().final_state()

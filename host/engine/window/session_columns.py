@@ -64,8 +64,10 @@ class Tail:
         self.groups: dict[int, Group] = {}
         #: codes of groups taken out whose rows are still in the arrays (dropped at the next sort)
         self.dead: set[int] = set()
-        #: the smallest LE in the tail (its earliest session's start: the output CTI's bound)
+        #: the smallest LE in the tail (its earliest session's start: the output CTI's bound; `lowest`), and
+        #: whether a group taken out may have held it
         self.min_le = INF
+        self._stale = False
         #: groups the last flush left with nothing (cleanup may drop them)
         self.emptied: list[Group] = []
         self.next_code = 0
@@ -84,6 +86,7 @@ class Tail:
         self.pending = []
         self.dead = set()
         self.min_le = INF
+        self._stale = False
 
     def add(self, groups: list[Group], lens: np.ndarray, ids: np.ndarray, le: np.ndarray, re: np.ndarray,
             val: np.ndarray) -> None:
@@ -106,6 +109,14 @@ class Tail:
         m = int(le.min())
         if m < self.min_le:
             self.min_le = m
+
+    def lowest(self) -> int:
+        """The smallest LE in the tail (INF: none)."""
+        if self._stale:
+            self._sort()
+            self.min_le = int(self.le.min()) if len(self.le) else INF
+            self._stale = False
+        return self.min_le
 
     def has(self, g: Group) -> bool:
         return self.groups.get(g.data.code) is g
@@ -191,6 +202,8 @@ class Tail:
         a = int(np.searchsorted(self.gid, code, "left"))
         b = int(np.searchsorted(self.gid, code, "right"))
         self.dead.add(code)
+        if a < b and int(self.le[a]) <= self.min_le:  # (its first row may have been the smallest LE)
+            self._stale = True
         return [Ev(*t) for t in zip(self.ids[a:b].tolist(), self.le[a:b].tolist(), self.re[a:b].tolist(),
                                     self._gather(self.vix[a:b]).tolist(), strict=True)]
 
@@ -253,6 +266,7 @@ class Tail:
                 self.vix = np.arange(self.stored, dtype=np.int64)
             self._held = None
         self.min_le = int(self.le.min()) if len(self.le) else INF
+        self._stale = False
         return [self.groups[code] for code in leave.tolist() if code in self.groups]
 
     def _write(self, step: Any, out: RowsOut, em: Any, s0: np.ndarray, s1: np.ndarray, wre: np.ndarray) -> None:
