@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from sortedcontainers import SortedDict
+
 from udm.host.errors import ContractViolation
 from udm.host.temporal.strict import canonical_json
 
 from ..batch import RowsOut
 from ..invoke import contract
 from ..rules import INF
-from .state import Group, OutputRecord
+from .state import NO_OUT, Group, OutputRecord
 
 __all__ = ["Emitter", "first_emission", "first_emissions"]
 
@@ -43,6 +45,8 @@ class Emitter:
              out: RowsOut) -> None:
         """Windows ``news`` — (key, W.LE, W.RE, outputs) — replace the outputs ``olds`` of group ``g``; each
         window's records are stored under its key in ``g.out`` (an empty one is removed)."""
+        if g.out is NO_OUT:
+            g.out = SortedDict()
         if not olds:
             for key, wle, wre, outs in news:
                 recs = self._all_new(step, wle, wre, outs, out)

@@ -67,6 +67,10 @@ class Family:
         """End of input is next."""
 
     # -- per flush ---------------------------------------------------------------------------------------
+    def prepare(self, out: Any, em: Any) -> None:
+        """At a flush, before any group's evaluation (the release point is set); a family may add groups to
+        the step's ``touched``."""
+
     def evaluate(self, g: Group, out: Any, em: Any) -> None:
         raise NotImplementedError
 

@@ -20,11 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from ..batch import INSERT, Batch, RowsOut
-from ..invoke import PLAIN_TYPES
-from .emit import first_emission, first_emissions
+from ..batch import RowsOut
 from .geometry import Geometry
-from .grid_columns import FlushJobs, column_payload, ends_alone, fresh_slices
+from .grid_columns import FlushJobs, ends_alone, fresh_slices, write_closed
 from .grid_panes import GroupPanes
 from .state import Group
 
@@ -156,32 +154,4 @@ class ClosedWindows(FlushJobs):
                 for a, n, le, re in zip(st.tolist(), lens.tolist(), wle.tolist(), wre.tolist(), strict=True)]
 
     def _write(self, out: RowsOut, em: Any, groups: list[Group], wle: np.ndarray, wre: np.ndarray, res: Any) -> None:
-        """The windows' outputs in order: one column block of inserts when each is one plain value at or after
-        the output CTI (what `WindowUDM.outputs` makes of it), else row by row through ``outputs``."""
-        step = self.step
-        wu = step.udm
-        n = len(groups)
-        alias = None if hasattr(wu, "aliases") else getattr(wu, "alias", None)  # (several aggregates: outputs)
-        plain = isinstance(res, np.ndarray) or all(type(r) in PLAIN_TYPES for r in res)
-        if alias is not None and plain and int(wle.min()) >= em.out_cti:
-            first_emissions(step, wre)
-            fields: dict[str, Any] = {}
-            f0 = groups[0].fields
-            for f in f0 or ():
-                fields[f] = [g.fields[f] for g in groups]  # type: ignore[index]
-            fields[alias] = res
-            ids = np.arange(em.oid + 1, em.oid + 1 + n, dtype=np.int64)
-            em.oid += n
-            out.block(Batch(np.full(n, INSERT, dtype=np.int8), ids, wle, wre, wre.copy(),
-                            np.full(n, -1, dtype=np.int64), column_payload(fields, n)))
-            return
-        oc = em.out_cti
-        rl = res.tolist() if isinstance(res, np.ndarray) else res
-        for g, le0, re0, r in zip(groups, wle.tolist(), wre.tolist(), rl, strict=True):
-            first_emission(step, re0)
-            for o in wu.outputs(r, le0, re0, g.fields):
-                le, re, p, _pj = o
-                if le < oc:
-                    em.check(step, le, (le0, re0), o)
-                em.oid += 1
-                out.insert(em.oid, le, re, p)
+        write_closed(self.step, out, em, groups, wle, wre, res)

@@ -20,13 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from ..batch import INSERT, Batch
+from ..batch import INSERT, Batch, RowsOut
 from ..invoke import PLAIN_TYPES
 from ..payload import Payload, as_column
-from .emit import first_emissions
+from .emit import first_emission, first_emissions
 from .state import Group
 
-__all__ = ["FlushJobs", "Fresh", "column_block", "column_payload", "ends_alone", "fresh_slices", "slice_values"]
+__all__ = ["FlushJobs", "Fresh", "column_block", "column_payload", "ends_alone", "fresh_slices", "slice_values",
+           "write_closed"]
 
 
 def ends_alone(step: Any) -> bool:
@@ -193,3 +194,36 @@ def column_payload(fields: dict[str, Any], n: int) -> Payload:
             return Payload.from_rows(rows)
         cols[name] = col
     return Payload(n, fields=cols)
+
+
+def write_closed(step: Any, out: RowsOut, em: Any, groups: list[Group], wle: np.ndarray, wre: np.ndarray,
+                 res: Any) -> None:
+    """Closed windows' outputs in order (windows that were never emitted and no element can change: nothing is
+    kept of them): one column block of inserts when each is one plain value at or after the output CTI (what
+    `WindowUDM.outputs` makes of it), else row by row through ``outputs``. ``res``: their values."""
+    wu = step.udm
+    n = len(groups)
+    alias = None if hasattr(wu, "aliases") else getattr(wu, "alias", None)  # (several aggregates: outputs)
+    plain = isinstance(res, np.ndarray) or all(type(r) in PLAIN_TYPES for r in res)
+    if alias is not None and plain and int(wle.min()) >= em.out_cti:
+        first_emissions(step, wre)
+        fields: dict[str, Any] = {}
+        f0 = groups[0].fields
+        for f in f0 or ():
+            fields[f] = [g.fields[f] for g in groups]  # type: ignore[index]
+        fields[alias] = res
+        ids = np.arange(em.oid + 1, em.oid + 1 + n, dtype=np.int64)
+        em.oid += n
+        out.block(Batch(np.full(n, INSERT, dtype=np.int8), ids, wle, wre, wre.copy(),
+                        np.full(n, -1, dtype=np.int64), column_payload(fields, n)))
+        return
+    oc = em.out_cti
+    rl = res.tolist() if isinstance(res, np.ndarray) else res
+    for g, le0, re0, r in zip(groups, wle.tolist(), wre.tolist(), rl, strict=True):
+        first_emission(step, re0)
+        for o in wu.outputs(r, le0, re0, g.fields):
+            le, re, p, _pj = o
+            if le < oc:
+                em.check(step, le, (le0, re0), o)
+            em.oid += 1
+            out.insert(em.oid, le, re, p)

@@ -14,7 +14,11 @@ from udm.host.temporal.strict import canonical_json
 
 from ..common import Ev
 
-__all__ = ["Ev", "Group", "OutputRecord", "by_identity", "group_key"]
+__all__ = ["NO_OUT", "Ev", "Group", "OutputRecord", "by_identity", "group_key"]
+
+#: a group's ``out`` until it emits (shared, never changed: `Emitter` gives the group its own on the first
+#: output; most groups of a session or grid step never keep an output record, and groups come and go)
+NO_OUT: SortedDict = SortedDict()
 
 
 def _slots_state(obj: Any) -> dict[str, Any]:
@@ -89,8 +93,8 @@ class Group:
         self.fields = fields
         #: live events of the group by engine id
         self.events: dict[int, Ev] = {}
-        #: window key -> output records it emitted
-        self.out: SortedDict = SortedDict()
+        #: window key -> output records it emitted (`NO_OUT` until the first)
+        self.out: SortedDict = NO_OUT
         self.data: Any = None
         #: the sweep carrying the last evaluated window's aggregate (None: members are evaluated directly)
         self.sweep: Any = None
@@ -98,7 +102,12 @@ class Group:
         self.swept: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return _slots_state(self)
+        st = _slots_state(self)
+        if st["out"] is NO_OUT:  # (restored, the shared one would be one object shared by the groups)
+            st["out"] = None
+        return st
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         _restore_slots(self, state)
+        if self.out is None:
+            self.out = NO_OUT

@@ -154,6 +154,7 @@ class WindowOp(WindowIntake):
         self.tb = self.effective_cti if self.time_bound else NEG
         early = self.early
         self.tick = early is not None and self.watermark >= self.early_next
+        self.family.prepare(out, self.emitter)
         visit = self.touched
         self.touched = {}
         rp = self.rp

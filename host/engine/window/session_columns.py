@@ -1,0 +1,292 @@
+"""Session windows as columns: the events of groups that hold nothing else, kept as arrays for every group at
+once, their sessions found, valued and written together at each flush.
+
+Most of a session step's groups, most of the time, hold only events appended in bulk (`SessionFamily.
+bulk_insert`) into sessions that were never output: nothing was emitted for them, so there is nothing to diff,
+and no element has reached into them. Such a group is *in the tail*: its events are rows of family-wide arrays
+(group code, id, LE, RE, value) with no event object, row structure or session record. At a flush, `Tail.flush`
+sorts the rows by (group, LE, RE), finds every group's sessions at once (a row opens one where its group
+starts or its LE is at least ``gap`` past the largest RE before it in the group: SEMANTICS §9; that maximum
+over the group's earlier rows is the maximum over the session, as every boundary row ends past it) and then:
+
+* sessions the CTI closes (``W.RE <= c``, ``< c`` with ``gap`` 0, or the end of input): final, so valued with
+  one call of the UDA's batch form ``compute_slices(values, offsets)`` (note 62; ``add`` and ``compute`` per
+  session otherwise) and written as one column block (`grid_columns.write_closed`), then dropped;
+* a session released but not closed (at or below the speculation point): it is output now and may change
+  later, so its group leaves the tail (`Tail.take`): its remaining rows become events and sessions of the
+  per-group structure, which evaluates it (the step visits it) and diffs its later changes;
+* the rest wait in the tail.
+
+Anything else that touches a group in the tail — an insert outside a bulk batch, a retraction, a batch while
+the rule needs the per-group form — takes the group out first, so every other case is the per-group rule
+itself. It is that rule's vector form (tests/test_session_columns.py holds the two to the same output); a
+UDA whose windows are released by their end alone (`ends_alone`) that keeps an aggregate (not the members)
+takes part.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..batch import RowsOut
+from ..common import Ev
+from ..rules import INF
+from .grid_columns import ends_alone, fresh_slices, write_closed
+from .state import Group
+
+__all__ = ["Tail", "columns_ok"]
+
+
+def columns_ok(step: Any) -> bool:
+    """Can the step's sessions be valued as columns (a UDA released by its end alone, keeping an aggregate)?"""
+    return ends_alone(step) and step.sweep_kind != "members"
+
+
+class Tail:
+    """The rows of every group in the tail (see the module docstring), sorted by (group code, LE, RE, id) after
+    each flush; ``pending``: those added since, not sorted yet."""
+
+    def __init__(self, gap: int) -> None:
+        self.gap = gap
+        self.gid = np.zeros(0, dtype=np.int64)
+        self.ids = np.zeros(0, dtype=np.int64)
+        self.le = np.zeros(0, dtype=np.int64)
+        self.re = np.zeros(0, dtype=np.int64)
+        #: per row, where its value is in the store (values never move with the rows: they may be objects)
+        self.vix = np.zeros(0, dtype=np.int64)
+        #: the values, batch by batch (`_gather`)
+        self.store: list[np.ndarray] = []
+        self.stored = 0
+        self.pending: list[tuple[np.ndarray, ...]] = []
+        #: code -> group, for the groups in the tail
+        self.groups: dict[int, Group] = {}
+        #: codes of groups taken out whose rows are still in the arrays (dropped at the next sort)
+        self.dead: set[int] = set()
+        #: the smallest LE in the tail (its earliest session's start: the output CTI's bound; `lowest`), and
+        #: whether a group taken out may have held it
+        self.min_le = INF
+        self._stale = False
+        #: groups the last flush left with nothing (cleanup may drop them)
+        self.emptied: list[Group] = []
+        self.next_code = 0
+        #: the (CTI, release point) of the last flush: with no row added since, a flush at the same ones finds
+        #: nothing to write or release
+        self.seen: tuple[int, int] | None = None
+        #: rows per code (None: to count again)
+        self._held: dict[int, int] | None = None
+
+    def _clear(self) -> None:
+        """Nothing held: drop the arrays (codes stay as they are)."""
+        self._held = None
+        self.gid = self.ids = self.le = self.re = self.vix = np.zeros(0, dtype=np.int64)
+        self.store = []
+        self.stored = 0
+        self.pending = []
+        self.dead = set()
+        self.min_le = INF
+        self._stale = False
+
+    def add(self, groups: list[Group], lens: np.ndarray, ids: np.ndarray, le: np.ndarray, re: np.ndarray,
+            val: np.ndarray) -> None:
+        """Rows for groups in (or entering) the tail: the first ``lens[0]`` rows are ``groups[0]``'s, and so
+        on."""
+        gcode = np.empty(len(groups), dtype=np.int64)
+        tg = self.groups
+        for j, g in enumerate(groups):
+            d = g.data
+            if d.code < 0:
+                d.code = self.next_code
+                self.next_code += 1
+            gcode[j] = d.code
+            tg[d.code] = g
+        self.pending.append((np.repeat(gcode, lens), ids, le, re,
+                             np.arange(self.stored, self.stored + len(val), dtype=np.int64)))
+        self.store.append(np.asarray(val))
+        self.stored += len(val)
+        self._held = None
+        m = int(le.min())
+        if m < self.min_le:
+            self.min_le = m
+
+    def lowest(self) -> int:
+        """The smallest LE in the tail (INF: none)."""
+        if self._stale:
+            self._sort()
+            self.min_le = int(self.le.min()) if len(self.le) else INF
+            self._stale = False
+        return self.min_le
+
+    def has(self, g: Group) -> bool:
+        return self.groups.get(g.data.code) is g
+
+    def held(self, g: Group) -> int:
+        """How many rows the group has in the tail."""
+        code = g.data.code
+        if not self.has(g):
+            return 0
+        if self._held is None:
+            if self.pending:
+                self._sort()
+            codes, n = np.unique(self.gid, return_counts=True)
+            self._held = dict(zip(codes.tolist(), n.tolist(), strict=True))
+        return self._held.get(code, 0)
+
+    def _sort(self) -> None:
+        """Pending rows into the sorted arrays (rows of groups taken out leave)."""
+        self._held = None
+        keep = None
+        if self.dead:
+            gone = np.zeros(self.next_code, dtype=bool)
+            gone[list(self.dead)] = True
+            keep = ~gone[self.gid]
+            self.dead = set()
+        cols = [self.gid, self.ids, self.le, self.re, self.vix]
+        if keep is not None:
+            cols = [c[keep] for c in cols]
+        if not self.pending:
+            self.gid, self.ids, self.le, self.re, self.vix = cols
+            return
+        new = [np.concatenate([p[i] for p in self.pending]) for i in range(5)]
+        self.pending = []
+        # (the order of equal LEs changes no session, nor a UDA's value): one key where it fits in 63 bits,
+        # the new rows sorted and merged into the sorted ones
+        le_t = cols[2]
+        lo = int(new[2].min()) if not len(le_t) else min(int(new[2].min()), int(le_t.min()))
+        hi = int(new[2].max()) if not len(le_t) else max(int(new[2].max()), int(le_t.max()))
+        span = hi - lo + 1
+        top = max(int(new[0].max()), int(cols[0].max()) if len(le_t) else 0)
+        if (top + 1) * span < 2**62:
+            kn = new[0] * span + (new[2] - lo)
+            o = np.argsort(kn, kind="stable")
+            new = [a[o] for a in new]
+            if len(le_t):
+                pos = np.searchsorted(cols[0] * span + (le_t - lo), kn[o], "right")
+                new = [np.insert(c, pos, a) for c, a in zip(cols, new, strict=True)]
+        else:
+            new = [np.concatenate((c, a)) for c, a in zip(cols, new, strict=True)]
+            o = np.lexsort((new[2], new[0]))
+            new = [a[o] for a in new]
+        self.gid, self.ids, self.le, self.re, self.vix = new
+
+    def _gather(self, vix: np.ndarray) -> np.ndarray:
+        """The values at ``vix`` in the store: one column of their batches' kind, objects (each value as the UDM
+        would get it) where the batches differ."""
+        st = self.store
+        if len(st) == 1:
+            return st[0][vix]
+        if not len(vix):
+            return np.zeros(0, dtype=np.int64)
+        bases = np.cumsum([0, *(len(c) for c in st)])
+        ci = np.searchsorted(bases, vix, "right") - 1
+        used = np.unique(ci).tolist()
+        if len(used) == 1:
+            return st[used[0]][vix - bases[used[0]]]
+        kinds = {st[i].dtype for i in used}
+        dt = kinds.pop() if len(kinds) == 1 else np.dtype(object)
+        out = np.empty(len(vix), dtype=dt)
+        for i in used:
+            m = ci == i
+            part = st[i][vix[m] - bases[i]]
+            out[m] = part if part.dtype == dt else part.astype(object)
+        return out
+
+    def take(self, g: Group) -> list[Ev]:
+        """The group leaves the tail: its rows as events, in LE order."""
+        d = g.data
+        code = d.code
+        del self.groups[code]
+        if self.pending:
+            self._sort()
+        a = int(np.searchsorted(self.gid, code, "left"))
+        b = int(np.searchsorted(self.gid, code, "right"))
+        self.dead.add(code)
+        if a < b and int(self.le[a]) <= self.min_le:  # (its first row may have been the smallest LE)
+            self._stale = True
+        return [Ev(*t) for t in zip(self.ids[a:b].tolist(), self.le[a:b].tolist(), self.re[a:b].tolist(),
+                                    self._gather(self.vix[a:b]).tolist(), strict=True)]
+
+    def flush(self, step: Any, out: RowsOut, em: Any) -> list[Group]:
+        """Write the sessions the CTI closes; returns the groups whose released sessions are not closed (they
+        leave the tail: the caller takes them out)."""
+        self.emptied = []
+        if not self.groups:
+            self._clear()
+            return []
+        c = step.effective_cti
+        rp = step.rp
+        if not self.pending and self.seen == (c, rp):
+            return []
+        self.seen = (c, rp)
+        self._sort()
+        gid, le, re = self.gid, self.le, self.re
+        n = len(gid)
+        gap = self.gap
+        first = np.empty(n, dtype=bool)
+        first[0] = True
+        np.not_equal(gid[1:], gid[:-1], out=first[1:])
+        # the largest RE so far in each group: RE itself where the ends grow with the starts (short events),
+        # else a running maximum over (group ordinal, rank of RE)
+        if bool(((re[1:] >= re[:-1]) | first[1:]).all()):
+            top = re
+        else:
+            ends, rank = np.unique(re, return_inverse=True)
+            gi = np.cumsum(first) - 1
+            w = len(ends)
+            top = ends[np.maximum.accumulate(gi * w + rank.reshape(-1)) - gi * w]
+        start = first.copy()
+        prev = top[:-1]
+        start[1:] |= (prev < INF) & (le[1:] - prev >= gap)
+        s0 = np.flatnonzero(start)
+        s1 = np.append(s0[1:], n)
+        wtop = top[s1 - 1]
+        wre = np.minimum(wtop, INF - gap) + gap
+        wre[wtop >= INF] = INF
+        closed = (wre < c) | ((wre == c) & (gap > 0)) | (c >= INF)
+        # out now but not final, or an end past INF: the group's per-event form
+        out_now = ((wre <= rp) | (rp >= INF)) & ~closed
+        odd = (wtop < INF) & (wtop > INF - gap)
+        leave = np.unique(gid[s0[out_now | odd]])
+        if odd.any():
+            closed &= ~np.isin(gid[s0], gid[s0[odd]])
+        if closed.any():
+            self._write(step, out, em, s0[closed], s1[closed], wre[closed])
+        if closed.any():
+            # groups none of whose sessions stays (sessions opening a group: ``first`` at their first row)
+            heads = np.flatnonzero(first[s0])
+            stays = np.add.reduceat((~closed).astype(np.int64), heads)
+            for code in gid[s0[heads[stays == 0]]].tolist():
+                self.emptied.append(self.groups.pop(code))
+            keep = np.repeat(~closed, s1 - s0)
+            self.gid, self.ids, self.le, self.re, self.vix = (a[keep] for a in (gid, self.ids, le, re, self.vix))
+            if self.stored > 2 * len(self.vix) + 4096:  # (values no row holds: the store keeps the rest)
+                self.store = [self._gather(self.vix)]
+                self.stored = len(self.vix)
+                self.vix = np.arange(self.stored, dtype=np.int64)
+            self._held = None
+        self.min_le = int(self.le.min()) if len(self.le) else INF
+        self._stale = False
+        return [self.groups[code] for code in leave.tolist() if code in self.groups]
+
+    def _write(self, step: Any, out: RowsOut, em: Any, s0: np.ndarray, s1: np.ndarray, wre: np.ndarray) -> None:
+        """Value and write the sessions of rows ``s0[i] .. s1[i]-1`` (ending at ``wre[i]``), in row order."""
+        wu = step.udm
+        wle = self.le[s0]
+        lens = s1 - s0
+        offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+        idx = np.repeat(s0 - offsets[:-1], lens) + np.arange(int(offsets[-1]), dtype=np.int64)
+        values = self._gather(self.vix[idx])
+        res: Any = None
+        if getattr(wu, "compute_slices", None) is not None:  # (several aggregates: none)
+            v = values
+            if v.dtype.kind not in "if" or v.dtype.itemsize != 8:
+                v = v.astype(object)
+            res = fresh_slices(wu, v, offsets)
+        if res is None:
+            vl = values.tolist()
+            res = [wu.compute_state(wu.add(wu.initial_state(), vl[a:b], (le0, re0)), le0, re0)
+                   for a, b, le0, re0 in zip(offsets[:-1].tolist(), offsets[1:].tolist(), wle.tolist(),
+                                             wre.tolist(), strict=True)]
+        groups = self.groups
+        write_closed(step, out, em, [groups[k] for k in self.gid[s0].tolist()], wle, wre, res)

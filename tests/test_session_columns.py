@@ -1,0 +1,189 @@
+"""Session windows as columns (`udm.host.engine.window.session_columns`): the groups that hold only rows of
+never-output sessions are kept as family-wide arrays, and the sessions a CTI closes are valued and written
+together at each flush. It must be the per-group rule's vector form: the same output CHT, dead letters and run
+statistics as the per-group structure alone and the kit's oracle, on generated streams (many groups, late
+events that bridge sessions, retractions of held events, long and endless events, CTIs inside batches,
+speculation at the watermark, batches of one element and of a thousand), with the columns really taking
+part."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from test_engine_support import check_physical, cht
+
+from udm.host.engine import QueryRunner
+from udm.host.engine.window import session, session_columns
+from udm.host.io.batch import ElementBatch
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
+from udm.host.temporal.elements import Cti, Element, Insert, Retract
+from udm.host.testing import oracle
+from udm.sdk import INF
+
+
+def _stream(seed: int, n: int, groups: int, kind: str) -> list[Element]:
+    """``groups`` groups with bursts and pauses (sessions open and close), events up to 60 ticks late (some
+    behind a CTI: refused), a few long or endless ones, deletions, shortened and extended lifetimes (some
+    right at a CTI that equals the end), CTIs that trail the stream; values int, float or both."""
+    rng = random.Random(seed)
+    out: list[Element] = []
+    live: list[tuple[str, int, int]] = []
+    cti = -1
+    t = 0
+    for i in range(n):
+        t += rng.choice([0, 1, 1, 2, 3, 15])
+        le = t - (rng.randrange(60) if rng.random() < 0.15 else 0)
+        r = rng.random()
+        re = le + (INF - le if r < 0.005 else rng.randrange(2, 40) if r < 0.05 else 1)
+        v: Any = rng.randrange(-50, 100)
+        if kind == "float" or (kind == "mixed" and rng.random() < 0.5):
+            v = v / 4
+        g = int(rng.paretovariate(1.2)) % groups
+        out.append(Insert(f"e{i}", le, re, {"g": g, "v": v}))
+        live.append((f"e{i}", le, re))
+        if rng.random() < 0.04 and live:
+            j = rng.randrange(max(0, len(live) - 30), len(live))
+            eid, le0, re0 = live[j]
+            if re0 < INF:
+                new = rng.choice([le0, le0 + 1, re0 + rng.randrange(1, 20)])
+                if new != re0 and new > le0:
+                    live[j] = (eid, le0, new)
+                elif new != re0:
+                    del live[j]
+                out.append(Retract(eid, le0, re0, new))
+        if rng.random() < 0.04:
+            cti = max(cti, t - rng.randrange(50))
+            if rng.random() < 0.3:  # (a CTI at an end, then that end extended: still allowed)
+                eid, le0, re0 = live[-1]
+                if cti <= re0 < INF:
+                    cti = re0
+                    live[-1] = (eid, le0, re0 + 5)
+                    out.append(Cti(cti))
+                    out.append(Retract(eid, le0, re0, re0 + 5))
+                    continue
+            out.append(Cti(cti))
+    return [*out, Cti(10**18)]
+
+
+def _run(q: Any, stream: list[Element], chunk: int) -> list[Any]:
+    """The output CHT after every batch (so the timing of outputs counts too), dead letters, run statistics."""
+    r = QueryRunner(q)
+    out: list[Any] = []
+    tables = []
+    for a in range(0, len(stream), chunk):
+        part = stream[a:a + chunk]
+        out += r.process_batch(ElementBatch.from_elements(part, list(range(a, a + len(part)))))
+        tables.append(cht([e for e in out if not isinstance(e, Cti)] + [Cti(INF)]))
+    out += r.finish()
+    check_physical(out)
+    st = r.stats
+    return [cht(out), tables, [(d.line, d.reason) for d in r.dead_letters], st.windows_emitted, st.truncated_at,
+            [e.t for e in out if isinstance(e, Cti)]]
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the sessions the columns write."""
+    written = [0]
+    real = session_columns.Tail._write
+
+    def counted(self: Any, step: Any, out: Any, em: Any, s0: Any, *a: Any) -> None:
+        written[0] += len(s0)
+        real(self, step, out, em, s0, *a)
+
+    monkeypatch.setattr(session_columns.Tail, "_write", counted)
+    return written
+
+
+def _off(m: pytest.MonkeyPatch) -> None:
+    """Every group by the per-group structure."""
+    m.setattr(session, "columns_ok", lambda step: False)
+
+
+def _query(gap: int, udm: str, **kw: Any) -> Any:
+    step = {"op": "window", "window": {"type": "session", "gap": gap}, "group_by": ["g"], "udm": udm,
+            "input": "v", **kw}
+    return bind(parse_query({"steps": [step]}))
+
+
+@pytest.mark.parametrize("gap", [0, 5, 30])
+@pytest.mark.parametrize(("udm", "kind"), [("count", "int"), ("sum", "int"), ("sum", "mixed"), ("avg", "float"),
+                                           ("max", "mixed")])
+def test_columns_equal_the_per_group_rule(gap: int, udm: str, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    q = _query(gap, udm)
+    written = _counted(monkeypatch)
+    for seed in range(2):
+        stream = _stream(seed, 1500, 40, kind)
+        want = oracle(q.spec, stream)
+        for chunk in (137, 1000):
+            with monkeypatch.context() as m:
+                _off(m)
+                off = _run(q, stream, chunk)
+            assert off[0] == want
+            assert _run(q, stream, chunk) == off, (seed, chunk)
+    assert written[0] > 100  # the columns valued many sessions
+
+
+@pytest.mark.parametrize("max_delay", [20, INF])
+def test_speculation_and_strong_consistency(max_delay: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sessions output before a CTI closes them (``max_delay`` behind the watermark) leave the columns and are
+    diffed by the per-group structure when they change; under strong consistency the columns stay out."""
+    q = _query(10, "sum", max_delay=max_delay)
+    written = _counted(monkeypatch)
+    for seed in range(3):
+        stream = _stream(seed, 1200, 25, "int")
+        want = oracle(q.spec, stream)
+        for chunk in (137, 1000):
+            with monkeypatch.context() as m:
+                _off(m)
+                off = _run(q, stream, chunk)
+            assert off[0] == want
+            assert _run(q, stream, chunk) == off, (seed, chunk)
+    assert (written[0] > 50) == (max_delay < INF)
+
+
+def test_a_count_without_input_reads_whole_payloads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``count`` with no input receives payloads (objects, not numbers): same output."""
+    q = bind(parse_query({"steps": [{"op": "window", "window": {"type": "session", "gap": 8}, "group_by": ["g"],
+                                     "udm": "count"}]}))
+    stream = _stream(5, 1500, 30, "int")
+    written = _counted(monkeypatch)
+    on = _run(q, stream, 500)
+    assert on[0] == oracle(q.spec, stream)
+    assert written[0] > 50
+    _off(monkeypatch)
+    assert _run(q, stream, 500) == on
+
+
+def test_a_snapshot_between_batches_keeps_the_columns() -> None:
+    """A runner pickled between batches (rows held in the columns) and restored gives the same output."""
+    q = _query(12, "sum")
+    stream = _stream(7, 2000, 30, "int")
+    want = oracle(q.spec, stream)
+    r = QueryRunner(q)
+    out: list[Any] = []
+    chunk = 300
+    for a in range(0, len(stream), chunk):
+        part = stream[a:a + chunk]
+        out += r.process_batch(ElementBatch.from_elements(part, list(range(a, a + len(part)))))
+        r = QueryRunner.restore(r.snapshot(), q)
+    out += r.finish()
+    assert cht(out) == want
+
+
+@pytest.mark.parametrize("gap", [0, 3])
+def test_a_session_ending_at_the_cti_is_final_only_with_a_gap(gap: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``gap`` 0 a session ending at the CTI holds a member ending there, which a later element can still
+    extend: it is not closed (nor dropped) by that CTI; with a gap its members end before the CTI."""
+    first: list[Element] = [Insert(f"p{i}", i, i + 1, {"g": 1 + i % 4, "v": i}) for i in range(20)]
+    first += [Insert("x", 30, 35 - gap, {"g": 0, "v": 7}), Cti(35)]
+    stream = [*first, *(Insert(f"q{i}", 40 + i, 41 + i, {"g": i % 3, "v": i}) for i in range(19)),
+              Retract("x", 30, 35 - gap, 38), Cti(10**18)]
+    q = _query(gap, "sum")
+    want = oracle(q.spec, stream)
+    on = _run(q, stream, len(first))
+    assert on[0] == want
+    _off(monkeypatch)
+    assert _run(q, stream, len(first)) == on
