@@ -20,11 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from ..batch import INSERT, Batch, RowsOut
-from ..invoke import PLAIN_TYPES
-from .emit import first_emission, first_emissions
+from ..batch import RowsOut
 from .geometry import Geometry
-from .grid_columns import FlushJobs, column_payload, ends_alone, fresh_slices
+from .grid_columns import FlushJobs, ends_alone
 from .grid_panes import GroupPanes
 from .state import Group
 
@@ -130,58 +128,5 @@ class ClosedWindows(FlushJobs):
         st = voff[i0]
         lens = voff[i1] - st
         wle, wre = geo.extent(wk)
-        res = self._values(pv, st, lens, wle, wre)
+        res = self._values(list(chain.from_iterable(pv)), st, lens, wle, wre)
         self._write(out, em, [jobs[j][0] for j in wj.tolist()], wle, wre, res)
-
-    def _values(self, pv: list[list[Any]], st: np.ndarray, lens: np.ndarray, wle: np.ndarray,
-                wre: np.ndarray) -> Any:
-        """Each window's value (its members: ``lens`` values from ``st`` in the panes' values end to end)."""
-        wu = self.step.udm
-        flat = list(chain.from_iterable(pv))
-        if getattr(wu, "compute_slices", None) is not None:  # (several aggregates: none)
-            values: Any = None
-            if type(flat[0]) in (int, float):
-                values = np.asarray(flat)
-                if values.dtype.kind not in "if" or values.dtype.itemsize != 8:
-                    values = None
-            if values is None:  # (not one numeric field: whole payloads, text; entries as ``add`` has them)
-                values = np.fromiter(flat, dtype=object, count=len(flat))
-            total = int(lens.sum())
-            offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
-            idx = np.repeat(st - offsets[:-1], lens) + np.arange(total, dtype=np.int64)
-            got = fresh_slices(wu, values[idx], offsets)
-            if got is not None:
-                return got
-        return [wu.compute_state(wu.add(wu.initial_state(), flat[a:a + n], (le, re)), le, re)
-                for a, n, le, re in zip(st.tolist(), lens.tolist(), wle.tolist(), wre.tolist(), strict=True)]
-
-    def _write(self, out: RowsOut, em: Any, groups: list[Group], wle: np.ndarray, wre: np.ndarray, res: Any) -> None:
-        """The windows' outputs in order: one column block of inserts when each is one plain value at or after
-        the output CTI (what `WindowUDM.outputs` makes of it), else row by row through ``outputs``."""
-        step = self.step
-        wu = step.udm
-        n = len(groups)
-        alias = None if hasattr(wu, "aliases") else getattr(wu, "alias", None)  # (several aggregates: outputs)
-        plain = isinstance(res, np.ndarray) or all(type(r) in PLAIN_TYPES for r in res)
-        if alias is not None and plain and int(wle.min()) >= em.out_cti:
-            first_emissions(step, wre)
-            fields: dict[str, Any] = {}
-            f0 = groups[0].fields
-            for f in f0 or ():
-                fields[f] = [g.fields[f] for g in groups]  # type: ignore[index]
-            fields[alias] = res
-            ids = np.arange(em.oid + 1, em.oid + 1 + n, dtype=np.int64)
-            em.oid += n
-            out.block(Batch(np.full(n, INSERT, dtype=np.int8), ids, wle, wre, wre.copy(),
-                            np.full(n, -1, dtype=np.int64), column_payload(fields, n)))
-            return
-        oc = em.out_cti
-        rl = res.tolist() if isinstance(res, np.ndarray) else res
-        for g, le0, re0, r in zip(groups, wle.tolist(), wre.tolist(), rl, strict=True):
-            first_emission(step, re0)
-            for o in wu.outputs(r, le0, re0, g.fields):
-                le, re, p, _pj = o
-                if le < oc:
-                    em.check(step, le, (le0, re0), o)
-                em.oid += 1
-                out.insert(em.oid, le, re, p)
