@@ -31,6 +31,7 @@ import heapq
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 from sortedcontainers import SortedKeyList
 
 from ..common import Ev
@@ -95,8 +96,31 @@ def forget(g: Group, dropped: Iterable[Ev]) -> None:
             del held[ev.id]
 
 
-def _rows(evs: Iterable[Ev]) -> SortedKeyList:
-    return SortedKeyList(evs, key=row_key)
+class _RowList(SortedKeyList):
+    """A group's rows in canonical order (`row_key`), which a bulk insert extends at the end in one step."""
+
+    def extend_after(self, evs: list[Ev]) -> None:
+        """Append ``evs``, whose (LE, RE) increase and exceed the last row's: whole sublists of at most the
+        load factor (what `add` makes of them one by one, without a search per row)."""
+        keys = [row_key(ev) for ev in evs]
+        lists, kl, maxes = self._lists, self._keys, self._maxes
+        load = self._load
+        i = 0
+        if lists and len(lists[-1]) < load:
+            i = load - len(lists[-1])
+            lists[-1].extend(evs[:i])
+            kl[-1].extend(keys[:i])
+            maxes[-1] = kl[-1][-1]
+        for j in range(i, len(evs), load):
+            lists.append(evs[j:j + load])
+            kl.append(keys[j:j + load])
+            maxes.append(kl[-1][-1])
+        self._len += len(evs)
+        del self._index[:]  # (the positional index is made again when next needed)
+
+
+def _rows(evs: Iterable[Ev]) -> _RowList:
+    return _RowList(evs, key=row_key)
 
 
 class _Data:
@@ -104,7 +128,7 @@ class _Data:
 
     def __init__(self) -> None:
         #: the group's rows in canonical order; row number of list position ``i``: ``purged + i + 1``
-        self.rows: SortedKeyList = _rows(())
+        self.rows: _RowList = _rows(())
         #: how many leading rows were dropped
         self.purged = 0
         #: windows with a yield row at or below this were evaluated
@@ -182,6 +206,8 @@ class RowsFamily(RowOrderedFamily):
     #: per CTI, visit only the groups touched since the last one or not yet settled (off: every group, the
     #: tests compare the two)
     tracks_settled = True
+    #: a batch's inserts at once (`bulk_insert`)
+    bulk = True
 
     def __init__(self, step: Any, spec: Any) -> None:
         super().__init__(step, spec)
@@ -264,6 +290,45 @@ class RowsFamily(RowOrderedFamily):
         if rows[-1] is ev:
             return  # appended: no row is renumbered, at most a new last window appears
         self._moved(g, d, d.purged + rows.bisect_key_left(row_key(ev)) + 1, INF)
+
+    def bulk_insert(self, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: Any,
+                    closing: int | None = None) -> None:
+        """A batch's inserts, a group at a time in (LE, RE) order: those after the group's last row, of
+        distinct (LE, RE), are appended at once (no row renumbered); the others go one by one (`insert`)."""
+        order = np.lexsort((re, le, codes))
+        cs = codes[order]
+        les = le[order]
+        res = re[order]
+        il = ids[order].tolist()
+        ll = les.tolist()
+        rl = res.tolist()
+        vl = vals[order].tolist() if isinstance(vals, np.ndarray) else [vals[i] for i in order.tolist()]
+        m = len(cs)
+        cut = (np.flatnonzero(cs[1:] != cs[:-1]) + 1).tolist()
+        # a row of its group's run with the (LE, RE) of the one before: only its full key orders them
+        ties = set((np.flatnonzero((cs[1:] == cs[:-1]) & (les[1:] == les[:-1]) & (res[1:] == res[:-1])) + 1).tolist())
+        for a, b in zip([0, *cut], [*cut, m], strict=True):
+            g = groups[int(cs[a])]
+            d: _Data = g.data
+            evs = [Ev(il[i], ll[i], rl[i], vl[i]) for i in range(a, b)]
+            held = g.events
+            for ev in evs:
+                held[ev.id] = ev
+            rows = d.rows
+            j = a
+            if rows:
+                last = rows[-1]
+                key = (last.le, last.re)
+                while j < b and (ll[j], rl[j]) <= key:
+                    j += 1
+            if j < b and not (ties and any(i in ties for i in range(j + 1, b))):
+                for ev in evs[:j - a]:
+                    self.insert(g, ev)
+                self._touch(g, d)
+                rows.extend_after(evs[j - a:])
+            else:
+                for ev in evs:
+                    self.insert(g, ev)
 
     def change(self, g: Group, ev: Ev, old: int, new: int) -> None:
         d: _Data = g.data
