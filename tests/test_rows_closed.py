@@ -76,12 +76,12 @@ def _closed_off(m: pytest.MonkeyPatch) -> None:
 
 WINDOWS = [{"type": "rows", "n": 10}, {"type": "rows", "n": 6, "slide": 3},
            {"type": "rows", "n": 5, "slide": 2, "partial": True}, {"type": "rows", "n": 1},
-           {"type": "rows", "n": 4, "slide": 7}]
+           {"type": "rows", "n": 4, "slide": 7}, {"type": "rows", "n": 45, "slide": 1}]  # (the last: swept)
 
 
 @pytest.mark.parametrize("window", WINDOWS)
 @pytest.mark.parametrize(("udm", "kind"), [("count", "int"), ("sum", "int"), ("sum", "float"), ("avg", "mixed"),
-                                           ("avg", "int")])
+                                           ("avg", "int"), ("max", "float")])  # (max: no batch form, swept)
 def test_closed_rows_equal_the_sweep_and_the_oracle(window: dict, udm: str, kind: str,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Output CHT, dead letters and run statistics: the oracle's and the sweep's, whatever the batch cut."""
@@ -118,14 +118,15 @@ def test_closed_rows_other_shapes(spec: dict, monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_long_windows_are_swept() -> None:
-    """A row in more than `ROW_SPAN` windows would be copied once per window: such windows are swept."""
-    def on(window: dict) -> bool:
-        q = bind(parse_query({"steps": [{"op": "window", "window": window, "udm": "sum", "input": "v"}]}))
-        r = QueryRunner(q)
-        fam = next(op for op in r.ops if hasattr(op, "family")).family
-        return bool(fam.closed.on)
+    """A row in more than `ROW_SPAN` windows would be copied once per window: such windows are valued by the
+    sweep (and still written as one block), as are those of a UDA without ``compute_slices``."""
+    def vector(window: dict, udm: str = "sum") -> tuple[bool, bool]:
+        q = bind(parse_query({"steps": [{"op": "window", "window": window, "udm": udm, "input": "v"}]}))
+        closed = next(op for op in QueryRunner(q).ops if hasattr(op, "family")).family.closed
+        return closed.on, closed.vector
 
     span = rows_closed.ROW_SPAN
-    assert on({"type": "rows", "n": span})
-    assert not on({"type": "rows", "n": span + 1})
-    assert on({"type": "rows", "n": 10 * span, "slide": 10})
+    assert vector({"type": "rows", "n": span}) == (True, True)
+    assert vector({"type": "rows", "n": span + 1}) == (True, False)
+    assert vector({"type": "rows", "n": 10 * span, "slide": 10}) == (True, True)
+    assert vector({"type": "rows", "n": 5}, "max") == (True, False)

@@ -100,8 +100,8 @@ class _RowList(SortedKeyList):
     """A group's rows in canonical order (`row_key`), which a bulk insert extends at the end in one step."""
 
     def extend_after(self, evs: list[Ev]) -> None:
-        """Append ``evs``, whose (LE, RE) increase and exceed the last row's: whole sublists of at most the
-        load factor (what `add` makes of them one by one, without a search per row)."""
+        """Append ``evs``, in canonical order and each after the last row: whole sublists of at most the load
+        factor (what `add` makes of them one by one, without a search per row)."""
         keys = [row_key(ev) for ev in evs]
         lists, kl, maxes = self._lists, self._keys, self._maxes
         load = self._load
@@ -117,6 +117,20 @@ class _RowList(SortedKeyList):
             maxes.append(kl[-1][-1])
         self._len += len(evs)
         del self._index[:]  # (the positional index is made again when next needed)
+
+    def drop_front(self, k: int) -> None:
+        """Drop the first ``k`` rows (``del rows[:k]`` would sort the rest again when few remain)."""
+        lists, kl, maxes = self._lists, self._keys, self._maxes
+        self._len -= k
+        while k:
+            n0 = len(lists[0])
+            if k < n0:
+                del lists[0][:k]
+                del kl[0][:k]
+                break
+            del lists[0], kl[0], maxes[0]
+            k -= n0
+        del self._index[:]
 
 
 def _rows(evs: Iterable[Ev]) -> _RowList:
@@ -293,8 +307,8 @@ class RowsFamily(RowOrderedFamily):
 
     def bulk_insert(self, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: Any,
                     closing: int | None = None) -> None:
-        """A batch's inserts, a group at a time in (LE, RE) order: those after the group's last row, of
-        distinct (LE, RE), are appended at once (no row renumbered); the others go one by one (`insert`)."""
+        """A batch's inserts, a group at a time in canonical order: those after the group's last row are
+        appended at once (no row renumbered); the others go one by one (`insert`)."""
         order = np.lexsort((re, le, codes))
         cs = codes[order]
         les = le[order]
@@ -321,14 +335,14 @@ class RowsFamily(RowOrderedFamily):
                 key = (last.le, last.re)
                 while j < b and (ll[j], rl[j]) <= key:
                     j += 1
-            if j < b and not (ties and any(i in ties for i in range(j + 1, b))):
-                for ev in evs[:j - a]:
-                    self.insert(g, ev)
+            for ev in evs[:j - a]:
+                self.insert(g, ev)
+            if j < b:
                 self._touch(g, d)
-                rows.extend_after(evs[j - a:])
-            else:
-                for ev in evs:
-                    self.insert(g, ev)
+                tail = evs[j - a:]
+                if ties and any(i in ties for i in range(j + 1, b)):
+                    tail.sort(key=row_key)
+                rows.extend_after(tail)
 
     def change(self, g: Group, ev: Ev, old: int, new: int) -> None:
         d: _Data = g.data
@@ -383,11 +397,19 @@ class RowsFamily(RowOrderedFamily):
         hi = (d.purged + fix) // self.slide * self.slide  # the last window whose rows are all fixed
         if hi < lo or (g.out and next(iter(g.out.irange(lo, hi)), None) is not None):
             return
-        self.closed.take(g, lo, hi)
         d.done = hi
-        if g.swept is not None:  # (the sweep would resume from a window before the run: start it again)
-            g.sweep.clear()
-            g.swept = None
+        closed = self.closed
+        if closed.vector:
+            closed.take(g, lo, hi)
+            if g.swept is not None:  # (the sweep would resume from a window before the run: start it again)
+                g.sweep.clear()
+                g.swept = None
+            return
+        wu = self.step.udm
+        for k in range(lo, hi + 1, self.slide):
+            self._sweep_to(g, d, k)
+            wle, wre = self._extent(d, k)
+            closed.put(g, wle, wre, wu.compute_state(g.sweep.state(), wle, wre))
 
     def after(self, out: Any, em: Any) -> None:
         self.closed.flush(self, out, em)
@@ -515,7 +537,7 @@ class RowsFamily(RowOrderedFamily):
             drop = min(d.fixed, self._first(k_open) - 1 - base)
             if drop > 0:
                 forget(g, d.rows.islice(0, drop))
-                del d.rows[:drop]
+                d.rows.drop_front(drop)
                 d.purged += drop
                 d.fixed -= drop
             if k_open > d.floor:

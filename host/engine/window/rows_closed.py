@@ -12,7 +12,8 @@ out one after the other (``add`` and ``compute`` per window when it fails) — a
 It is the sweep's vector form (tests/test_rows_closed.py holds the two and the oracle to the same output).
 
 Windows of ``n`` rows every ``slide`` rows copy each row ``n / slide`` times: longer windows (``n / slide``
-above `ROW_SPAN`) are swept window by window, at a cost per row that does not grow with ``n``.
+above `ROW_SPAN`), and those of a UDA without the batch form, are valued by the group's sweep window by
+window, at a cost per row that does not grow with ``n`` (`put`), and written with the others.
 """
 
 from __future__ import annotations
@@ -32,25 +33,50 @@ ROW_SPAN = 32
 
 
 class ClosedRows(FlushJobs):
-    """A flush's final windows of one rows step: runs ``(group, first yield row, last yield row)``."""
+    """A flush's final windows of one rows step: runs ``(group, first yield row, last yield row)`` to value
+    (`vector`), or windows the family's sweep valued already (``swept``: group, W.LE, W.RE, value each)."""
 
-    __slots__ = ()
+    __slots__ = ("swept", "vector")
 
     def __init__(self, step: Any, kind: str, n: int, slide: int) -> None:
         self.step = step
-        #: a UDA over a running or merge sweep with the fresh-window batch form, released by its end alone,
-        #: short windows (without ``compute_slices`` a window's rows would each be added once per window: the
-        #: sweep adds and removes each once)
-        self.on = (kind != "members" and ends_alone(step) and -(-n // slide) <= ROW_SPAN
-                   and getattr(step.udm, "compute_slices", None) is not None)
+        #: a UDA over a running or merge sweep, released by its end alone
+        self.on = kind != "members" and ends_alone(step)
+        #: valued here, as arrays: short windows of a UDA with the fresh-window batch form (without
+        #: ``compute_slices`` a window's rows would each be added once per window: the sweep adds and removes
+        #: each once)
+        self.vector = (self.on and -(-n // slide) <= ROW_SPAN
+                       and getattr(step.udm, "compute_slices", None) is not None)
         self.jobs: list[tuple[Group, int, int]] = []
+        self.swept: tuple[list[Group], list[int], list[int], list[Any]] = ([], [], [], [])
+
+    def __getstate__(self) -> tuple:
+        assert not self.jobs and not self.swept[0]  # (a snapshot is taken between flushes)
+        return (self.step, self.on, self.vector)
+
+    def __setstate__(self, s: tuple) -> None:
+        self.step, self.on, self.vector = s
+        self.jobs = []
+        self.swept = ([], [], [], [])
 
     def take(self, g: Group, lo: int, hi: int) -> None:
         """The windows of yield rows ``lo, lo + slide, .. hi`` of ``g`` are final and were never emitted."""
         self.jobs.append((g, lo, hi))
 
+    def put(self, g: Group, wle: int, wre: int, value: Any) -> None:
+        """A final window never emitted, valued by the sweep: written with the others."""
+        gs, les, res, vals = self.swept
+        gs.append(g)
+        les.append(wle)
+        res.append(wre)
+        vals.append(value)
+
     def flush(self, fam: Any, out: RowsOut, em: Any) -> None:
         """Value every window taken since the last call and write its outputs (``fam``: the rows family)."""
+        gs, les, res, vals = self.swept
+        if gs:
+            self.swept = ([], [], [], [])
+            self._write(out, em, gs, np.array(les, dtype=np.int64), np.array(res, dtype=np.int64), vals)
         jobs = self.jobs
         if not jobs:
             return
