@@ -3,13 +3,14 @@
 Most row windows a flush releases are also *final* by then: every row they hold lies before the first row a
 valid element can still move at the CTI (`RowsFamily._fix`: the rows before the first block of equal LEs
 holding an end at or after the CTI, SEMANTICS §9), so no later element changes them, and none was emitted
-before, so there is nothing to diff. Such a window needs no sweep step, no output record and no entry in its
-group's ``out``. A group hands over its run of such windows (`take`, from `RowsFamily.evaluate`); after every
-group was evaluated, `flush` reads the rows of all the runs once and, as arrays over every group: each window's
-first and last row, its extent ``[LE(first row), LE(last row) + 1)``, its value — the UDA's fresh-window batch
-form ``compute_slices(values, offsets)`` (note 62, the UDAs that declare it) over the windows' rows copied
-out one after the other (``add`` and ``compute`` per window when it fails) — and the outputs, one column block in group-run order (`FlushJobs._write`).
-It is the sweep's vector form (tests/test_rows_closed.py holds the two and the oracle to the same output).
+before, so there is nothing to diff. Such a window needs no output record and no entry in its group's ``out``.
+A group hands over its run of such windows (`take`, from `RowsFamily.evaluate`); after every group was
+evaluated, `flush` reads the rows of all the runs once and, as arrays over every group: each window's first
+and last row, its extent ``[LE(first row), LE(last row) + 1)``, its value — the UDA's fresh-window batch form
+``compute_slices(values, offsets)`` (note 62, the UDAs that declare it) over the windows' rows copied out one
+after the other (``add`` and ``compute`` per window when it fails) — and the outputs, one column block in
+group-run order (`FlushJobs._write`). It is the sweep's vector form (tests/test_rows_closed.py holds the two
+and the oracle to the same output).
 
 Windows of ``n`` rows every ``slide`` rows copy each row ``n / slide`` times: longer windows (``n / slide``
 above `ROW_SPAN`), and those of a UDA without the batch form, are valued by the group's sweep window by
@@ -73,10 +74,10 @@ class ClosedRows(FlushJobs):
 
     def flush(self, fam: Any, out: RowsOut, em: Any) -> None:
         """Value every window taken since the last call and write its outputs (``fam``: the rows family)."""
-        gs, les, res, vals = self.swept
+        gs, sle, sre, sval = self.swept
         if gs:
             self.swept = ([], [], [], [])
-            self._write(out, em, gs, np.array(les, dtype=np.int64), np.array(res, dtype=np.int64), vals)
+            self._write(out, em, gs, np.array(sle, dtype=np.int64), np.array(sre, dtype=np.int64), sval)
         jobs = self.jobs
         if not jobs:
             return
