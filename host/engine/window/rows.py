@@ -31,13 +31,11 @@ import heapq
 from collections.abc import Iterable
 from typing import Any
 
-import numpy as np
-from sortedcontainers import SortedKeyList
-
 from ..common import Ev
 from ..rules import INF
 from .emit import first_emission
 from .family import Family, merged
+from .rows_bulk import RowList, bulk_rows
 from .rows_closed import ClosedRows
 from .state import Group, by_identity
 
@@ -96,45 +94,8 @@ def forget(g: Group, dropped: Iterable[Ev]) -> None:
             del held[ev.id]
 
 
-class _RowList(SortedKeyList):
-    """A group's rows in canonical order (`row_key`), which a bulk insert extends at the end in one step."""
-
-    def extend_after(self, evs: list[Ev]) -> None:
-        """Append ``evs``, in canonical order and each after the last row: whole sublists of at most the load
-        factor (what `add` makes of them one by one, without a search per row)."""
-        keys = [row_key(ev) for ev in evs]
-        lists, kl, maxes = self._lists, self._keys, self._maxes
-        load = self._load
-        i = 0
-        if lists and len(lists[-1]) < load:
-            i = load - len(lists[-1])
-            lists[-1].extend(evs[:i])
-            kl[-1].extend(keys[:i])
-            maxes[-1] = kl[-1][-1]
-        for j in range(i, len(evs), load):
-            lists.append(evs[j:j + load])
-            kl.append(keys[j:j + load])
-            maxes.append(kl[-1][-1])
-        self._len += len(evs)
-        del self._index[:]  # (the positional index is made again when next needed)
-
-    def drop_front(self, k: int) -> None:
-        """Drop the first ``k`` rows (``del rows[:k]`` would sort the rest again when few remain)."""
-        lists, kl, maxes = self._lists, self._keys, self._maxes
-        self._len -= k
-        while k:
-            n0 = len(lists[0])
-            if k < n0:
-                del lists[0][:k]
-                del kl[0][:k]
-                break
-            del lists[0], kl[0], maxes[0]
-            k -= n0
-        del self._index[:]
-
-
-def _rows(evs: Iterable[Ev]) -> _RowList:
-    return _RowList(evs, key=row_key)
+def _rows(evs: Iterable[Ev]) -> RowList:
+    return RowList(evs, key=row_key)
 
 
 class _Data:
@@ -142,7 +103,7 @@ class _Data:
 
     def __init__(self) -> None:
         #: the group's rows in canonical order; row number of list position ``i``: ``purged + i + 1``
-        self.rows: _RowList = _rows(())
+        self.rows: RowList = _rows(())
         #: how many leading rows were dropped
         self.purged = 0
         #: windows with a yield row at or below this were evaluated
@@ -307,42 +268,8 @@ class RowsFamily(RowOrderedFamily):
 
     def bulk_insert(self, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: Any,
                     closing: int | None = None) -> None:
-        """A batch's inserts, a group at a time in canonical order: those after the group's last row are
-        appended at once (no row renumbered); the others go one by one (`insert`)."""
-        order = np.lexsort((re, le, codes))
-        cs = codes[order]
-        les = le[order]
-        res = re[order]
-        il = ids[order].tolist()
-        ll = les.tolist()
-        rl = res.tolist()
-        vl = vals[order].tolist() if isinstance(vals, np.ndarray) else [vals[i] for i in order.tolist()]
-        m = len(cs)
-        cut = (np.flatnonzero(cs[1:] != cs[:-1]) + 1).tolist()
-        # a row of its group's run with the (LE, RE) of the one before: only its full key orders them
-        ties = set((np.flatnonzero((cs[1:] == cs[:-1]) & (les[1:] == les[:-1]) & (res[1:] == res[:-1])) + 1).tolist())
-        for a, b in zip([0, *cut], [*cut, m], strict=True):
-            g = groups[int(cs[a])]
-            d: _Data = g.data
-            evs = [Ev(il[i], ll[i], rl[i], vl[i]) for i in range(a, b)]
-            held = g.events
-            for ev in evs:
-                held[ev.id] = ev
-            rows = d.rows
-            j = a
-            if rows:
-                last = rows[-1]
-                key = (last.le, last.re)
-                while j < b and (ll[j], rl[j]) <= key:
-                    j += 1
-            for ev in evs[:j - a]:
-                self.insert(g, ev)
-            if j < b:
-                self._touch(g, d)
-                tail = evs[j - a:]
-                if ties and any(i in ties for i in range(j + 1, b)):
-                    tail.sort(key=row_key)
-                rows.extend_after(tail)
+        """A batch's inserts at once (`rows_bulk`: appended a group at a time where they follow its rows)."""
+        bulk_rows(self, groups, codes, ids, le, re, vals)
 
     def change(self, g: Group, ev: Ev, old: int, new: int) -> None:
         d: _Data = g.data
