@@ -22,7 +22,7 @@ import numpy as np
 
 from ..batch import RowsOut
 from .geometry import Geometry
-from .grid_columns import FlushJobs, ends_alone, fresh_slices, write_closed
+from .grid_columns import FlushJobs, ends_alone
 from .grid_panes import GroupPanes
 from .state import Group
 
@@ -128,30 +128,5 @@ class ClosedWindows(FlushJobs):
         st = voff[i0]
         lens = voff[i1] - st
         wle, wre = geo.extent(wk)
-        res = self._values(pv, st, lens, wle, wre)
+        res = self._values(list(chain.from_iterable(pv)), st, lens, wle, wre)
         self._write(out, em, [jobs[j][0] for j in wj.tolist()], wle, wre, res)
-
-    def _values(self, pv: list[list[Any]], st: np.ndarray, lens: np.ndarray, wle: np.ndarray,
-                wre: np.ndarray) -> Any:
-        """Each window's value (its members: ``lens`` values from ``st`` in the panes' values end to end)."""
-        wu = self.step.udm
-        flat = list(chain.from_iterable(pv))
-        if getattr(wu, "compute_slices", None) is not None:  # (several aggregates: none)
-            values: Any = None
-            if type(flat[0]) in (int, float):
-                values = np.asarray(flat)
-                if values.dtype.kind not in "if" or values.dtype.itemsize != 8:
-                    values = None
-            if values is None:  # (not one numeric field: whole payloads, text; entries as ``add`` has them)
-                values = np.fromiter(flat, dtype=object, count=len(flat))
-            total = int(lens.sum())
-            offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
-            idx = np.repeat(st - offsets[:-1], lens) + np.arange(total, dtype=np.int64)
-            got = fresh_slices(wu, values[idx], offsets)
-            if got is not None:
-                return got
-        return [wu.compute_state(wu.add(wu.initial_state(), flat[a:a + n], (le, re)), le, re)
-                for a, n, le, re in zip(st.tolist(), lens.tolist(), wle.tolist(), wre.tolist(), strict=True)]
-
-    def _write(self, out: RowsOut, em: Any, groups: list[Group], wle: np.ndarray, wre: np.ndarray, res: Any) -> None:
-        write_closed(self.step, out, em, groups, wle, wre, res)

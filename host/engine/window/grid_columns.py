@@ -38,8 +38,9 @@ def ends_alone(step: Any) -> bool:
 
 
 class FlushJobs:
-    """Windows a flush values together at its end: ``jobs`` are empty between flushes, when snapshots are
-    taken, so a snapshot keeps only the step and whether the path is on."""
+    """Windows a flush values together at its end (`grid_closed`, `grid_prefix`, `rows_closed`): their values
+    (`_values`) and their outputs (`_write`). ``jobs`` are empty between flushes, when snapshots are taken, so
+    a snapshot keeps only the step and whether the path is on."""
 
     __slots__ = ("jobs", "on", "step")
 
@@ -52,6 +53,31 @@ class FlushJobs:
     def __setstate__(self, s: tuple) -> None:
         self.step, self.on = s
         self.jobs = []
+
+    def _values(self, flat: list[Any], st: np.ndarray, lens: np.ndarray, wle: np.ndarray, wre: np.ndarray) -> Any:
+        """Each window's value (its members: ``lens`` values from ``st`` in ``flat``): the UDA's
+        ``compute_slices`` over one numeric column when it has one (the slices copied out, so they may
+        overlap), else ``add`` and ``compute`` per window."""
+        wu = self.step.udm
+        if getattr(wu, "compute_slices", None) is not None:  # (several aggregates: none)
+            values: Any = None
+            if type(flat[0]) in (int, float):
+                values = np.asarray(flat)
+                if values.dtype.kind not in "if" or values.dtype.itemsize != 8:
+                    values = None
+            if values is None:  # (not one numeric field: whole payloads, text; entries as ``add`` has them)
+                values = np.fromiter(flat, dtype=object, count=len(flat))
+            total = int(lens.sum())
+            offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+            idx = np.repeat(st - offsets[:-1], lens) + np.arange(total, dtype=np.int64)
+            got = fresh_slices(wu, values[idx], offsets)
+            if got is not None:
+                return got
+        return [wu.compute_state(wu.add(wu.initial_state(), flat[a:a + n], (le, re)), le, re)
+                for a, n, le, re in zip(st.tolist(), lens.tolist(), wle.tolist(), wre.tolist(), strict=True)]
+
+    def _write(self, out: RowsOut, em: Any, groups: list[Group], wle: np.ndarray, wre: np.ndarray, res: Any) -> None:
+        write_closed(self.step, out, em, groups, wle, wre, res)
 
 
 class Fresh:

@@ -31,11 +31,12 @@ import heapq
 from collections.abc import Iterable
 from typing import Any
 
-from sortedcontainers import SortedKeyList
-
 from ..common import Ev
 from ..rules import INF
+from .emit import first_emission
 from .family import Family, merged
+from .rows_bulk import RowList, bulk_rows
+from .rows_closed import ClosedRows
 from .state import Group, by_identity
 
 __all__ = ["RowOrderedFamily", "RowsFamily", "forget", "replace_range", "row_key"]
@@ -93,8 +94,8 @@ def forget(g: Group, dropped: Iterable[Ev]) -> None:
             del held[ev.id]
 
 
-def _rows(evs: Iterable[Ev]) -> SortedKeyList:
-    return SortedKeyList(evs, key=row_key)
+def _rows(evs: Iterable[Ev]) -> RowList:
+    return RowList(evs, key=row_key)
 
 
 class _Data:
@@ -102,7 +103,7 @@ class _Data:
 
     def __init__(self) -> None:
         #: the group's rows in canonical order; row number of list position ``i``: ``purged + i + 1``
-        self.rows: SortedKeyList = _rows(())
+        self.rows: RowList = _rows(())
         #: how many leading rows were dropped
         self.purged = 0
         #: windows with a yield row at or below this were evaluated
@@ -180,6 +181,8 @@ class RowsFamily(RowOrderedFamily):
     #: per CTI, visit only the groups touched since the last one or not yet settled (off: every group, the
     #: tests compare the two)
     tracks_settled = True
+    #: a batch's inserts at once (`bulk_insert`)
+    bulk = True
 
     def __init__(self, step: Any, spec: Any) -> None:
         super().__init__(step, spec)
@@ -193,6 +196,8 @@ class RowsFamily(RowOrderedFamily):
         self._stamp = 0
         #: compact ``_quiet`` when it is longer than this (stale entries below its top pile up otherwise)
         self._quiet_cap = 64
+        #: final windows never emitted, valued together at the end of the flush (`rows_closed`)
+        self.closed = ClosedRows(step, step.sweep_kind, self.n, self.slide)
         self._forget_bounds()
 
     def _forget_bounds(self) -> None:
@@ -212,6 +217,8 @@ class RowsFamily(RowOrderedFamily):
 
     def __setstate__(self, s: dict[str, Any]) -> None:
         s["_active"] = {id(g): g for g in by_identity(s["_active"])}
+        if "closed" not in s:  # (a snapshot from before the closed form: window by window)
+            s["closed"] = ClosedRows(s["step"], "members", 1, 1)
         self.__dict__.update(s)
         self._forget_bounds()
 
@@ -259,6 +266,11 @@ class RowsFamily(RowOrderedFamily):
             return  # appended: no row is renumbered, at most a new last window appears
         self._moved(g, d, d.purged + rows.bisect_key_left(row_key(ev)) + 1, INF)
 
+    def bulk_insert(self, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: Any,
+                    closing: int | None = None) -> None:
+        """A batch's inserts at once (`rows_bulk`: appended a group at a time where they follow its rows)."""
+        bulk_rows(self, groups, codes, ids, le, re, vals)
+
     def change(self, g: Group, ev: Ev, old: int, new: int) -> None:
         d: _Data = g.data
         self._touch(g, d)
@@ -283,6 +295,8 @@ class RowsFamily(RowOrderedFamily):
     def evaluate(self, g: Group, out: Any, em: Any) -> None:
         d: _Data = g.data
         step = self.step
+        if self.closed.on:  # (above every dirty range, which ``done`` bounds)
+            self._take_final(g, d)
         todo = d.dirty
         d.dirty = []
         total = d.purged + len(d.rows)
@@ -295,6 +309,37 @@ class RowsFamily(RowOrderedFamily):
             todo.append((k0, k - self.slide))
             d.done = k - self.slide
         self._evaluate(g, d, todo, out, em)
+
+    def _take_final(self, g: Group, d: _Data) -> None:
+        """The group's next windows that are final at the CTI and were never emitted go to `closed` (valued
+        at the end of the flush), as one run: those whose rows all lie before the first row that can still
+        move (`_fix`; at the end of input, every row)."""
+        c = self.step.effective_cti
+        if c >= INF:
+            fix = len(d.rows)
+        else:
+            self._fix(d, c)
+            fix = d.fixed
+        lo = self._yield_at(max(d.done + 1, d.floor))
+        hi = (d.purged + fix) // self.slide * self.slide  # the last window whose rows are all fixed
+        if hi < lo or (g.out and next(iter(g.out.irange(lo, hi)), None) is not None):
+            return
+        d.done = hi
+        closed = self.closed
+        if closed.vector:
+            closed.take(g, lo, hi)
+            if g.swept is not None:  # (the sweep would resume from a window before the run: start it again)
+                g.sweep.clear()
+                g.swept = None
+            return
+        wu = self.step.udm
+        for k in range(lo, hi + 1, self.slide):
+            self._sweep_to(g, d, k)
+            wle, wre = self._extent(d, k)
+            closed.put(g, wle, wre, wu.compute_state(g.sweep.state(), wle, wre))
+
+    def after(self, out: Any, em: Any) -> None:
+        self.closed.flush(self, out, em)
 
     def _range(self, g: Group, d: _Data, lo: int, hi: int, out: Any, em: Any) -> int | None:
         step = self.step
@@ -315,7 +360,14 @@ class RowsFamily(RowOrderedFamily):
                 vals = self.value(g, wle, wre, self._members(d, k))
             news.append((k, wle, wre, vals))
             k += self.slide
-        replace_range(self, g, lo, hi if stop is None else stop - 1, news, out, em)
+        top = hi if stop is None else stop - 1
+        if g.out and news:  # (a window first out with others that change: `put` counts the rest)
+            had = set(g.out.irange(lo, top))
+            if had:
+                for key, _wle, wre, vals in news:
+                    if vals and key not in had:
+                        first_emission(step, wre)
+        replace_range(self, g, lo, top, news, out, em)
         return stop
 
     def _members(self, d: _Data, k: int) -> list[Ev]:
@@ -412,7 +464,7 @@ class RowsFamily(RowOrderedFamily):
             drop = min(d.fixed, self._first(k_open) - 1 - base)
             if drop > 0:
                 forget(g, d.rows.islice(0, drop))
-                del d.rows[:drop]
+                d.rows.drop_front(drop)
                 d.purged += drop
                 d.fixed -= drop
             if k_open > d.floor:

@@ -1,0 +1,115 @@
+"""The rows family's final windows, valued and written together at the end of a flush from their rows.
+
+Most row windows a flush releases are also *final* by then: every row they hold lies before the first row a
+valid element can still move at the CTI (`RowsFamily._fix`: the rows before the first block of equal LEs
+holding an end at or after the CTI, SEMANTICS §9), so no later element changes them, and none was emitted
+before, so there is nothing to diff. Such a window needs no output record and no entry in its group's ``out``.
+A group hands over its run of such windows (`take`, from `RowsFamily.evaluate`); after every group was
+evaluated, `flush` reads the rows of all the runs once and, as arrays over every group: each window's first
+and last row, its extent ``[LE(first row), LE(last row) + 1)``, its value — the UDA's fresh-window batch form
+``compute_slices(values, offsets)`` (note 62, the UDAs that declare it) over the windows' rows copied out one
+after the other (``add`` and ``compute`` per window when it fails) — and the outputs, one column block in
+group-run order (`FlushJobs._write`). It is the sweep's vector form (tests/test_rows_closed.py holds the two
+and the oracle to the same output).
+
+Windows of ``n`` rows every ``slide`` rows copy each row ``n / slide`` times: longer windows (``n / slide``
+above `ROW_SPAN`), and those of a UDA without the batch form, are valued by the group's sweep window by
+window, at a cost per row that does not grow with ``n`` (`put`), and written with the others.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..batch import RowsOut
+from .grid_columns import FlushJobs, ends_alone
+from .state import Group
+
+__all__ = ["ROW_SPAN", "ClosedRows"]
+
+#: the most windows a row may be in for the closed form (its values are copied once per window)
+ROW_SPAN = 32
+
+
+class ClosedRows(FlushJobs):
+    """A flush's final windows of one rows step: runs ``(group, first yield row, last yield row)`` to value
+    (`vector`), or windows the family's sweep valued already (``swept``: group, W.LE, W.RE, value each)."""
+
+    __slots__ = ("swept", "vector")
+
+    def __init__(self, step: Any, kind: str, n: int, slide: int) -> None:
+        self.step = step
+        #: a UDA over a running or merge sweep, released by its end alone
+        self.on = kind != "members" and ends_alone(step)
+        #: valued here, as arrays: short windows of a UDA with the fresh-window batch form (without
+        #: ``compute_slices`` a window's rows would each be added once per window: the sweep adds and removes
+        #: each once)
+        self.vector = (self.on and -(-n // slide) <= ROW_SPAN
+                       and getattr(step.udm, "compute_slices", None) is not None)
+        self.jobs: list[tuple[Group, int, int]] = []
+        self.swept: tuple[list[Group], list[int], list[int], list[Any]] = ([], [], [], [])
+
+    def __getstate__(self) -> tuple:
+        assert not self.jobs and not self.swept[0]  # (a snapshot is taken between flushes)
+        return (self.step, self.on, self.vector)
+
+    def __setstate__(self, s: tuple) -> None:
+        self.step, self.on, self.vector = s
+        self.jobs = []
+        self.swept = ([], [], [], [])
+
+    def take(self, g: Group, lo: int, hi: int) -> None:
+        """The windows of yield rows ``lo, lo + slide, .. hi`` of ``g`` are final and were never emitted."""
+        self.jobs.append((g, lo, hi))
+
+    def put(self, g: Group, wle: int, wre: int, value: Any) -> None:
+        """A final window never emitted, valued by the sweep: written with the others."""
+        gs, les, res, vals = self.swept
+        gs.append(g)
+        les.append(wle)
+        res.append(wre)
+        vals.append(value)
+
+    def flush(self, fam: Any, out: RowsOut, em: Any) -> None:
+        """Value every window taken since the last call and write its outputs (``fam``: the rows family)."""
+        gs, sle, sre, sval = self.swept
+        if gs:
+            self.swept = ([], [], [], [])
+            self._write(out, em, gs, np.array(sle, dtype=np.int64), np.array(sre, dtype=np.int64), sval)
+        jobs = self.jobs
+        if not jobs:
+            return
+        self.jobs = []
+        n = fam.n
+        slide = fam.slide
+        # the rows of every run end to end: from its first window's first row to its last window's row
+        vals: list[Any] = []
+        les: list[int] = []
+        lo_l: list[int] = []
+        a_l: list[int] = []
+        base_l: list[int] = []
+        cnt_l: list[int] = []
+        for g, lo, hi in jobs:
+            d = g.data
+            a = fam._first(lo)
+            evs = list(d.rows.islice(a - 1 - d.purged, hi - d.purged))
+            lo_l.append(lo)
+            a_l.append(a)
+            base_l.append(len(vals))
+            cnt_l.append((hi - lo) // slide + 1)
+            vals += [ev.val for ev in evs]
+            les += [ev.le for ev in evs]
+        cnt = np.array(cnt_l, dtype=np.int64)
+        J = np.repeat(np.arange(len(jobs), dtype=np.int64), cnt)
+        firsts = np.concatenate(([0], np.cumsum(cnt)[:-1]))
+        K = np.array(lo_l, dtype=np.int64)[J] + slide * (np.arange(len(J), dtype=np.int64) - firsts[J])
+        shift = np.array(base_l, dtype=np.int64)[J] - np.array(a_l, dtype=np.int64)[J]
+        st = np.maximum(K - n + 1, 1) + shift  # each window's first row and past its last, in ``vals``
+        en = K + 1 + shift
+        L = np.array(les, dtype=np.int64)
+        wle = L[st]
+        wre = L[en - 1] + 1
+        res = self._values(vals, st, en - st, wle, wre)
+        self._write(out, em, [jobs[j][0] for j in J.tolist()], wle, wre, res)
