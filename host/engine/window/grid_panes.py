@@ -168,7 +168,7 @@ def _long_key(item: tuple[int, int, Ev]) -> tuple[int, int]:
 class GroupPanes:
     """A group's panes, long events, and how far its windows were evaluated."""
 
-    __slots__ = ("col", "dirty", "done", "endless", "floor", "longs", "panes", "tail", "vfloor")
+    __slots__ = ("col", "dirty", "done", "endless", "floor", "longs", "num", "panes", "tail", "vfloor")
 
     def __init__(self) -> None:
         self.panes: SortedDict = SortedDict()
@@ -189,15 +189,18 @@ class GroupPanes:
         self.vfloor = NEG
         #: this flush's column windows (first, last, the bulk insert's record, group code), or None
         self.col: Any = None
+        #: the group's number in the family's pane store while its events are there (`grid_store`), else -1
+        self.num = -1
 
     def __getstate__(self) -> tuple:
         assert self.col is None  # (a snapshot is taken between flushes)
         return (self.panes, list(self.longs), self.done, self.dirty, self.endless, self.floor, self.vfloor,
-                self.tail)
+                self.tail, self.num)
 
     def __setstate__(self, s: tuple) -> None:
         self.panes, longs, self.done, self.dirty, self.endless, self.floor, self.vfloor = s[:7]
         self.tail = s[7] if len(s) > 7 else PaneTail()  # (snapshots before the tail hold none)
+        self.num = s[8] if len(s) > 8 else -1  # (snapshots before the store: panes only)
         self.col = None
         self.longs = SortedKeyList(longs, key=_long_key)
 
