@@ -282,9 +282,9 @@ class PaneStore:
         """Windows before ``kk`` are final: the rows only they hold and their output records go; returns the
         groups that now hold nothing (they leave the store)."""
         if kk >= INF:
-            gone = list(self.groups.values())
+            final = list(self.groups.values())
             self.__init__(self.step, self.geo, self.fill, self.on)  # type: ignore[misc]
-            return gone
+            return final
         self.settle()
         a = self.geo.span(kk)[0]
         if len(self.S) and int(self.S.min()) < a:
