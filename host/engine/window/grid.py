@@ -8,8 +8,10 @@ so an insert costs O(1), and the windows of a group are evaluated in order by th
 a period (one pane enters, nothing leaves), so their sweep is one state (`prefix_sweep`), started again with
 each period and taken back to an earlier window when a late change reaches a pane it holds. A batch's
 inserts come in at once (`grid_intake`); windows a batch both fills and closes are valued as arrays
-(`grid_columns`), and so are the windows a CTI closes that never came out: each group hands over its run of
-them, and the flush values the runs of every group at once from their panes (`grid_closed`).
+(`grid_columns`). Under a running UDA released by its end alone, with short windows, groups holding short
+events alone keep them in the family's columnar pane store instead of panes (`grid_store`): every such group's
+windows are valued, written and cleaned up with numpy at each flush; a group leaves it for panes of its own
+when a retraction, an event spanning panes or a late event needs them, and joins it again once evaluated.
 
 Windows are evaluated when released; an element that touches a window already evaluated marks it *dirty*,
 and the next flush evaluates it again (the sweep is rebuilt there, or taken back for cumulate). Endless
