@@ -112,12 +112,13 @@ class GridFamily(Family):
 
     # -- per event -------------------------------------------------------------------------------------
     def new_group(self, g: Group) -> None:
-        d = g.data = GroupPanes()
+        num = self.store.enrol(g)
+        d = g.data = GroupPanes(stored=num >= 0)
+        d.num = num
         # windows the CTI already closed are final for a group made now too (it may hold an event that ended
         # exactly at the CTI, extended now: SEMANTICS §1 allows it; its old windows must not come out again)
         d.floor = self.floor_k
         d.done = self.floor_k - 1 if self.floor_k > NEG else NEG
-        d.num = self.store.enrol(g)
         if self.geo.grows and g.sweep is not None:  # (windows only grow within a period)
             g.sweep = PrefixSweep(self.step.udm, self.fill.kind == "merge")
 
@@ -425,6 +426,15 @@ class GridFamily(Family):
         if d.num >= 0:
             return self.store.count_windows(d.num, max(d.floor, self.floor_k))
         return d.count_windows(self.geo, self.frontier)
+
+    def sizes(self, groups: Iterable[Group]) -> tuple[int, int]:
+        own = [g for g in groups if g.data.num < 0]
+        nwin, events = super().sizes(own)
+        if self.store.on:
+            held, wins = self.store.totals(self.floor_k)
+            nwin += wins
+            events += held
+        return nwin, events
 
     def busy(self) -> bool:
         return any(g.data.dirty for g in self.step.groups.values())

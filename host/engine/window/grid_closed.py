@@ -22,13 +22,15 @@ from .emit import first_emission, first_emissions
 from .grid_columns import column_payload, fresh_slices
 from .state import Group
 
-__all__ = ["window_values", "write_closed"]
+__all__ = ["one_block", "window_values", "write_closed"]
 
 
 def window_values(wu: Any, V: np.ndarray, st: np.ndarray, lens: np.ndarray, wle: np.ndarray, wre: np.ndarray) -> Any:
     """Each window's value: its members are ``lens`` values of ``V`` (a column) from ``st``."""
-    if getattr(wu, "compute_slices", None) is not None:  # (several aggregates: none)
-        values = V  # (one numeric kind: a column; else entries as ``add`` has them: an int among floats stays one)
+    # (several aggregates: no batch form; numbers of two kinds: ``add`` alone keeps an int among floats one)
+    mixed = V.dtype == object and len(V) > 0 and type(V[0]) in (int, float)
+    if getattr(wu, "compute_slices", None) is not None and not mixed:
+        values = V  # (one numeric kind: a column; whole payloads, text: entries as ``add`` has them)
         total = int(lens.sum())
         offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
         idx = np.repeat(st - offsets[:-1], lens) + np.arange(total, dtype=np.int64)
@@ -40,6 +42,15 @@ def window_values(wu: Any, V: np.ndarray, st: np.ndarray, lens: np.ndarray, wle:
             for a, n, le, re in zip(st.tolist(), lens.tolist(), wle.tolist(), wre.tolist(), strict=True)]
 
 
+def one_block(step: Any, em: Any, wle: np.ndarray, res: Any) -> bool:
+    """Do the windows go out as one column block of inserts: one plain value each, as the UDA's only output
+    field (what `WindowUDM.outputs` makes of it: one output per window), none before the output CTI?"""
+    wu = step.udm
+    alias = None if hasattr(wu, "aliases") else getattr(wu, "alias", None)  # (several aggregates: outputs)
+    plain = isinstance(res, np.ndarray) or all(type(r) in PLAIN_TYPES for r in res)
+    return alias is not None and plain and int(wle.min()) >= em.out_cti
+
+
 def write_closed(step: Any, out: RowsOut, em: Any, groups: list[Group], wle: np.ndarray, wre: np.ndarray,
                  res: Any) -> None:
     """The windows' outputs in order: one column block of inserts when each is one plain value at or after
@@ -48,15 +59,13 @@ def write_closed(step: Any, out: RowsOut, em: Any, groups: list[Group], wle: np.
     n = len(groups)
     if not n:
         return
-    alias = None if hasattr(wu, "aliases") else getattr(wu, "alias", None)  # (several aggregates: outputs)
-    plain = isinstance(res, np.ndarray) or all(type(r) in PLAIN_TYPES for r in res)
-    if alias is not None and plain and int(wle.min()) >= em.out_cti:
+    if one_block(step, em, wle, res):
         first_emissions(step, wre)
         fields: dict[str, Any] = {}
         f0 = groups[0].fields
         for f in f0 or ():
             fields[f] = [g.fields[f] for g in groups]  # type: ignore[index]
-        fields[alias] = res
+        fields[wu.alias] = res
         ids = np.arange(em.oid + 1, em.oid + 1 + n, dtype=np.int64)
         em.oid += n
         out.block(Batch(np.full(n, INSERT, dtype=np.int8), ids, wle, wre, wre.copy(),

@@ -26,8 +26,8 @@ from sortedcontainers import SortedDict
 
 from ..rules import INF, NEG
 from .geometry import Geometry
-from .grid_closed import window_values, write_closed
-from .state import Group
+from .grid_closed import one_block, window_values, write_closed
+from .state import Group, OutputRecord
 
 __all__ = ["PaneStore"]
 
@@ -51,9 +51,12 @@ def _column(vals: Any) -> np.ndarray:
             return np.array(lst, dtype=np.int64)
         except OverflowError:
             pass
-    out = np.empty(len(lst), dtype=object)
-    out[:] = lst
-    return out
+    return _objects(lst)
+
+
+def _where(res: Any, idx: np.ndarray) -> Any:
+    """The entries ``idx`` of a column or list of values."""
+    return res[idx] if isinstance(res, np.ndarray) else [res[i] for i in idx.tolist()]
 
 
 def _cat(cols: list[np.ndarray]) -> np.ndarray:
@@ -61,7 +64,13 @@ def _cat(cols: list[np.ndarray]) -> np.ndarray:
     kinds = {c.dtype for c in cols}
     if len(kinds) == 1:
         return np.concatenate(cols)
-    return np.concatenate([c if c.dtype == object else _column(c.tolist()) for c in cols])
+    return np.concatenate([c if c.dtype == object else _objects(c.tolist()) for c in cols])
+
+
+def _objects(lst: list[Any]) -> np.ndarray:
+    out = np.empty(len(lst), dtype=object)
+    out[:] = lst
+    return out
 
 
 class PaneStore:
@@ -83,8 +92,14 @@ class PaneStore:
         self.ones: list[tuple[int, int, Any]] = []
         #: every window up to this one was evaluated for every group in the store
         self.done = NEG
-        #: groups in the store holding output records (windows released before the CTI closed them)
+        #: groups in the store holding output records (windows released before the CTI closed them), and a
+        #: window at or before the first of them
         self.out: dict[int, Group] = {}
+        self.out_first = NEG
+        #: windows of groups in the store released before the CTI closes them, written in one block with the
+        #: closed ones: chunks (group number, window, output id, value); the group's output record of one is
+        #: made when the group leaves the store (`_records`), until then nothing can change it
+        self.spec: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         #: the earliest CTI at which a CTI alone changes the store (`due`)
         self.next_due = INF
         #: per group number: events held and windows holding one, at or after a floor (`held`,
@@ -135,9 +150,36 @@ class PaneStore:
             d.num = -1
             self.groups.pop(n, None)
             self.out.pop(n, None)
-            d.panes = SortedDict((s, fill.made(vals)) for s, vals in by_num.get(n, ()))
+            d.own(SortedDict((s, fill.made(vals)) for s, vals in by_num.get(n, ())))
             d.done = max(d.done, self.done)
             d.floor = max(d.floor, floor_k)
+        if self.spec:
+            self._records(gs, nums)
+
+    def _records(self, gs: list[Group], nums: list[int]) -> None:
+        """The output records of the groups' windows written in a block before the CTI closed them."""
+        G, K, ids, V = self._spec()
+        mine = np.isin(G, np.array(nums, dtype=np.int64))
+        if not mine.any():
+            return
+        keep = ~mine
+        self.spec = [(G[keep], K[keep], ids[keep], V[keep])]
+        by_num = dict(zip(nums, gs, strict=True))
+        wu = self.step.udm
+        geo = self.geo
+        for n, k, i, v in zip(G[mine].tolist(), K[mine].tolist(), ids[mine].tolist(), V[mine].tolist(), strict=True):
+            g = by_num[n]
+            wle, wre = geo.extent(k)
+            le, re, p, pj = wu.outputs(v, wle, wre, g.fields)[0]
+            g.out[k] = [OutputRecord(i, le, re, p, pj)]
+
+    def _spec(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The windows written before the CTI closed them, as one chunk."""
+        spec = self.spec
+        if len(spec) > 1:
+            spec[:] = [(np.concatenate([c[0] for c in spec]), np.concatenate([c[1] for c in spec]),
+                        np.concatenate([c[2] for c in spec]), _cat([c[3] for c in spec]))]
+        return spec[0]
 
     def enrol_panes(self, g: Group) -> None:
         """A group evaluated window by window joins the store again: its panes' values become rows (it holds
@@ -161,6 +203,8 @@ class PaneStore:
             self.add_rows(np.full(len(S), n, dtype=np.int64), np.array(S, dtype=np.int64), V)
         if g.out:
             self.out[n] = g
+            first = int(g.out.peekitem(0)[0])
+            self.out_first = first if not self.out_first > NEG else min(self.out_first, first)
 
     # -- rows ----------------------------------------------------------------------------------------------
     def late(self, s: Any) -> Any:
@@ -195,6 +239,11 @@ class PaneStore:
     def count_windows(self, num: int, floor: int) -> int:
         """How many windows at or after ``floor`` hold an event of group ``num``."""
         return int(self._count(floor)[1][num])
+
+    def totals(self, floor: int) -> tuple[int, int]:
+        """Events held and windows at or after ``floor`` holding one, over every group in the store."""
+        held, wins = self._count(floor)
+        return int(held.sum()), int(wins.sum())
 
     def _count(self, floor: int) -> tuple[np.ndarray, np.ndarray]:
         """Per group number: its events, and its windows at or after ``floor`` holding one (a group's panes
@@ -259,8 +308,12 @@ class PaneStore:
         res = window_values(step.udm, self.V, i0, i1 - i0, wle, wre)
         groups = self.groups
         closed = wre <= step.effective_cti
-        if closed.all():
+        if closed.all() or one_block(step, em, wle, res):
             write_closed(step, out, em, [groups[n] for n in wg.tolist()], wle, wre, res)
+            if not closed.all():  # (their output records are made when something needs them: `_records`)
+                first = em.oid - len(wk) + 1
+                spec = np.flatnonzero(~closed)
+                self.spec.append((wg[spec], wk[spec], spec + first, _column(_where(res, spec))))
             return
         if closed.any():
             idx = np.flatnonzero(closed)
@@ -276,6 +329,8 @@ class PaneStore:
             fam.put(g, int(wk[i]), le, re, wu.outputs(rl[i], le, re, g.fields), out, em)
             if g.out:
                 self.out[n] = g
+                if not self.out_first > NEG:
+                    self.out_first = int(wk[i])
 
     # -- cleanup ---------------------------------------------------------------------------------------------
     def cleanup(self, kk: int) -> list[Group]:
@@ -296,10 +351,18 @@ class PaneStore:
                 o.popitem(0)
             if not o:
                 del self.out[n]
+        if self.spec:
+            G, K, ids, V = self._spec()
+            if len(K) and int(K.min()) < kk:
+                keep = kk <= K
+                self.spec = [(G[keep], K[keep], ids[keep], V[keep])]
+        self.out_first = kk if self.out else NEG
         gone: list[Group] = []
         if self.groups:
             nums = np.fromiter(self.groups, dtype=np.int64, count=len(self.groups))
             empty = nums[~np.isin(nums, self.G)]
+            if self.spec and len(self.spec[0][0]):
+                empty = empty[~np.isin(empty, self.spec[0][0])]
             for n in empty.tolist():
                 g = self.groups[n]
                 if not g.out:
@@ -317,8 +380,10 @@ class PaneStore:
             S = self.S
             x = np.minimum(np.maximum(geo.first_window(S), min(max(self.done + 1, _LO), _HI)), geo.last_windows(S))
             due = int(geo.extent(int(x.min()))[1])
-        for g in self.out.values():
-            due = min(due, int(geo.extent(g.out.peekitem(0)[0])[1]))
+        if self.spec and len(self._spec()[1]):
+            due = min(due, int(geo.extent(int(self.spec[0][1].min()))[1]))
+        if self.out:  # (a window at or before the first output record's: an early answer is a safe one)
+            due = min(due, int(geo.extent(self.out_first)[1]))
         self.next_due = due
 
     def due(self) -> int:
