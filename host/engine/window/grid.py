@@ -257,7 +257,7 @@ class GridFamily(Family):
             for g in self.back:
                 d: GroupPanes = g.data
                 if (d.num < 0 and d.done == store.done and not d.dirty and not d.longs and not d.tail
-                        and d.col is None and self.step.groups.get(g.key) is g):
+                        and d.col is None and not g.events and self.step.groups.get(g.key) is g):
                     store.enrol_panes(g)
             self.back = []
         self.prefix.flush(self, out, em)

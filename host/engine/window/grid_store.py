@@ -365,7 +365,7 @@ class PaneStore:
                 empty = empty[~np.isin(empty, self.spec[0][0])]
             for n in empty.tolist():
                 g = self.groups[n]
-                if not g.out:
+                if not g.out and not g.events:
                     del self.groups[n]
                     gone.append(g)
         self._due()
