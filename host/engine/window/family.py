@@ -106,6 +106,12 @@ class Family:
     def windows(self, g: Group) -> int:
         return len(g.out)
 
+    def sizes(self, groups: Iterable[Group]) -> tuple[int, int]:
+        """``state_size``'s windows and events over ``groups`` (a family holding some as columns sums those
+        at once)."""
+        gs = list(groups)
+        return (sum(self.windows(g) for g in gs), sum(len(g.events) + self.bulk_held(g) for g in gs))
+
     def after(self, out: Any, em: Any) -> None:
         """After every group's evaluation at a flush."""
 

@@ -8,8 +8,10 @@ so an insert costs O(1), and the windows of a group are evaluated in order by th
 a period (one pane enters, nothing leaves), so their sweep is one state (`prefix_sweep`), started again with
 each period and taken back to an earlier window when a late change reaches a pane it holds. A batch's
 inserts come in at once (`grid_intake`); windows a batch both fills and closes are valued as arrays
-(`grid_columns`), and so are the windows a CTI closes that never came out: each group hands over its run of
-them, and the flush values the runs of every group at once from their panes (`grid_closed`).
+(`grid_columns`). Under a running UDA released by its end alone, with short windows, groups holding short
+events alone keep them in the family's columnar pane store instead of panes (`grid_store`): every such group's
+windows are valued, written and cleaned up with numpy at each flush; a group leaves it for panes of its own
+when a retraction, an event spanning panes or a late event needs them, and joins it again once evaluated.
 
 Windows are evaluated when released; an element that touches a window already evaluated marks it *dirty*,
 and the next flush evaluates it again (the sweep is rebuilt there, or taken back for cumulate). Endless
@@ -26,11 +28,11 @@ from typing import Any
 from ..rules import INF, NEG
 from .family import Family, merged
 from .geometry import geometry_of
-from .grid_closed import ClosedWindows
-from .grid_columns import Fresh, column_block
+from .grid_columns import Fresh, column_block, ends_alone
 from .grid_intake import bulk_insert
-from .grid_panes import GroupPanes, PaneFill
+from .grid_panes import GroupPanes, PaneFill, panes_of
 from .grid_prefix import PrefixWindows
+from .grid_store import PaneStore
 from .prefix_sweep import PrefixSweep
 from .state import Ev, Group, by_identity
 
@@ -53,23 +55,25 @@ class GridFamily(Family):
         self.geo = geometry_of(spec)
         #: how panes hold their events (`grid_panes.PaneFill`), after how windows are evaluated
         self.fill = PaneFill(step)
+        #: the groups holding short events alone, none late, as columns valued with numpy (`grid_store`): a
+        #: UDA over a running sweep released by its end alone, short windows (a window's values are copied
+        #: once per window there)
+        self.store = PaneStore(step, self.geo, self.fill, self.fill.kind == "running" and ends_alone(step)
+                               and self.geo.width <= COLUMN_PANES)
         #: windows valued column-wise (`grid_columns`): a merge-sweep UDA with the fresh-window batch form,
         #: released only by its end (no progressive output, no time_bound liveliness)
         self.columns = (self.fill.kind in ("merge", "running") and self.geo.width <= COLUMN_PANES
-                        and step.early is None and not step.time_bound
+                        and step.early is None and not step.time_bound and not self.store.on
                         and getattr(step.udm, "compute_slices", None) is not None)
-        #: windows a flush both releases and closes, valued at its end (`grid_closed`), a group's run at a time
-        #: (`_evaluate`) or one by one (`_each`); short windows only (a window's members' values are copied
-        #: once per window there)
-        self.closed = ClosedWindows(step, self.fill.kind)
-        self.closed.on = self.closed.on and self.geo.width <= COLUMN_PANES
         #: closed windows that grow (cumulate), valued a run at a time from the running state (`grid_prefix`;
-        #: short ones are `closed` windows)
+        #: short ones are in the `store`)
         self.prefix = PrefixWindows(step, self.fill.kind, self.geo.grows)
-        self.prefix.on = self.prefix.on and not self.closed.on
+        self.prefix.on = self.prefix.on and not self.store.on
         #: a bulk insert's short events at or after a group's last pane join its tail as columns, no pane
         #: made (`grid_tail`: only `prefix` reads them without making their panes)
         self.tail = self.prefix.on and not self.columns
+        #: groups this flush evaluated one by one (they may join the store again)
+        self.back: list[Group] = []
         #: this batch's bulk-insert records, and the column windows to value at the flush
         self.fresh: list[Fresh] = []
         self.jobs: list[tuple[Fresh, int]] = []
@@ -98,6 +102,9 @@ class GridFamily(Family):
         s["endless_groups"] = {id(g): g for g in by_identity(s["endless_groups"])}
         s["held"] = {id(h[1]): h for h in by_identity(s["held"])}
         s.setdefault("tail", False)  # (a snapshot from before the tail: its groups keep panes only)
+        s.pop("closed", None)  # (a snapshot from before the store: its groups keep panes)
+        s.setdefault("store", PaneStore(s["step"], s["geo"], s["fill"], False))
+        s.setdefault("back", [])
         self.__dict__.update(s)
 
     def closing(self, c: int) -> int | None:
@@ -105,7 +112,9 @@ class GridFamily(Family):
 
     # -- per event -------------------------------------------------------------------------------------
     def new_group(self, g: Group) -> None:
-        d = g.data = GroupPanes()
+        num = self.store.enrol(g)
+        d = g.data = GroupPanes(stored=num >= 0)
+        d.num = num
         # windows the CTI already closed are final for a group made now too (it may hold an event that ended
         # exactly at the CTI, extended now: SEMANTICS §1 allows it; its old windows must not come out again)
         d.floor = self.floor_k
@@ -124,13 +133,27 @@ class GridFamily(Family):
         bulk_insert(self, groups, codes, ids, le, re, vals, closing)
 
     def bulk_held(self, g: Group) -> int:
-        return g.data.held()
+        d: GroupPanes = g.data
+        return self.store.held(d.num) if d.num >= 0 else d.held()
+
+    def materialize(self, gs: list[Group]) -> None:
+        """Groups leave the store for panes of their own (`PaneStore.materialize`)."""
+        self.store.materialize_all(gs, self.floor_k)
 
     def insert(self, g: Group, ev: Ev) -> None:
+        d: GroupPanes = g.data
+        if d.num >= 0:
+            s1, s2 = panes_of(self.geo, ev)
+            if s1 == s2 and not self.store.late(s1):
+                self.store.add(d.num, s1, ev.val)
+                return
+            self.materialize([g])
         s1, s2 = self._add(g, ev)
         self.touch(g, s1, s2)
 
     def change(self, g: Group, ev: Ev, old: int, new: int) -> None:
+        if g.data.num >= 0:
+            self.materialize([g])
         a1, a2 = g.data.drop(self.geo, self.fill, ev)
         self._unsweep(g, a1)  # (the sweep took the event in as it was)
         ev.re = new
@@ -213,6 +236,10 @@ class GridFamily(Family):
 
     def evaluate(self, g: Group, out: Any, em: Any) -> None:
         d: GroupPanes = g.data
+        if d.num >= 0:  # (in the store: valued with every other group's windows by `after`)
+            return
+        if self.store.on:
+            self.back.append(g)
         col = d.col
         if col is not None:  # window by window up to the column windows, which `after` values at once
             d.col = None
@@ -223,8 +250,16 @@ class GridFamily(Family):
         self._evaluate(g, out, em, None)
 
     def after(self, out: Any, em: Any) -> None:
-        """After every group's evaluation: the column windows, as one block."""
-        self.closed.flush(out, em, self.geo)
+        """After every group's evaluation: the store's windows, and the column windows, as one block each."""
+        store = self.store
+        store.flush(self._last_releasable(), out, em)
+        if self.back:  # groups evaluated one by one that need it no more join the store again
+            for g in self.back:
+                d: GroupPanes = g.data
+                if (d.num < 0 and d.done == store.done and not d.dirty and not d.longs and not d.tail
+                        and d.col is None and not g.events and self.step.groups.get(g.key) is g):
+                    store.enrol_panes(g)
+            self.back = []
         self.prefix.flush(self, out, em)
         jobs = self.jobs
         self.fresh = []
@@ -241,10 +276,6 @@ class GridFamily(Family):
         K = self._last_releasable()
         if limit is not None:
             K = min(K, limit)
-        if d.done < K and not d.dirty and self.closed.on:  # (the windows a CTI closed, as one run)
-            kc = min(K, geo.last_closed(self.step.effective_cti))
-            if kc > d.done and self.closed.take_range(g, geo, d.done + 1, kc):
-                d.done = kc
         todo = list(d.dirty)
         d.dirty = []
         if d.done < K:
@@ -260,7 +291,6 @@ class GridFamily(Family):
     def _values(self, g: Group, todo: list[tuple[int, int]], out: Any, em: Any) -> list[tuple[int, int]]:
         """Value and emit the windows of ``todo`` that are released; returns those that are not."""
         d: GroupPanes = g.data
-        closed = self.closed if self.closed.on and not d.endless else None
         prefix = self.prefix if self.prefix.on and not d.endless else None
         keep: list[tuple[int, int]] = []
         for lo0, hi0 in todo:
@@ -268,11 +298,10 @@ class GridFamily(Family):
                 if together:
                     self._run(g, lo, hi, out, em)
                     continue
-                self._each(g, lo, hi, closed, keep, out, em)
+                self._each(g, lo, hi, keep, out, em)
         return keep
 
-    def _each(self, g: Group, lo: int, hi: int, closed: ClosedWindows | None, keep: list[tuple[int, int]],
-              out: Any, em: Any) -> None:
+    def _each(self, g: Group, lo: int, hi: int, keep: list[tuple[int, int]], out: Any, em: Any) -> None:
         """Windows ``lo..hi`` of ``g`` one by one; those not released go to ``keep``."""
         d: GroupPanes = g.data
         geo = self.geo
@@ -283,8 +312,6 @@ class GridFamily(Family):
             wle, wre = geo.extent(k)
             if not step.releasable(wle, wre, k in g.out):
                 keep.append((k, k))
-                continue
-            if closed is not None and closed.take(g, geo, k, wle, wre):
                 continue
             if k > self.frontier and d.endless and not d.has_finite(geo, k):
                 news = []  # (past T, never-ending events alone make no window: semantics-notes 2)
@@ -328,10 +355,11 @@ class GridFamily(Family):
         while h and h[0][0] <= c:
             g = heapq.heappop(h)[2]
             visit[id(g)] = g
-        if c >= INF:
-            return list(visit.values())
         geo = self.geo
         kf = geo.last_closed(c)
+        gone = self.store.cleanup(kf + 1 if c < INF else INF) if self.store.on else []
+        if c >= INF:
+            return [*visit.values(), *gone]
         soe = self.step.sees_open_ends
         # windows past the frontier that endless events will reach once T moves are not final yet (they have
         # not come out: semantics-notes 2)
@@ -356,7 +384,7 @@ class GridFamily(Family):
                 heapq.heappush(h, (geo.extent(kk)[1], self.seq, g))
             if not d.endless:
                 self.endless_groups.pop(id(g), None)
-        return list(visit.values())
+        return [*visit.values(), *gone]
 
     def _first_open(self, g: Group, kf: int, c: int) -> int:
         """Time-sensitive without right clipping: the first window at or before ``kf`` holding a member
@@ -373,6 +401,8 @@ class GridFamily(Family):
 
     def idle(self, g: Group) -> bool:
         d: GroupPanes = g.data
+        if d.num >= 0:
+            return d.num not in self.store.groups
         return not d.holds()
 
     def bound(self, c: int) -> int:
@@ -392,13 +422,25 @@ class GridFamily(Family):
 
     def windows(self, g: Group) -> int:
         """The windows holding a member that are not final yet."""
-        return g.data.count_windows(self.geo, self.frontier)
+        d: GroupPanes = g.data
+        if d.num >= 0:
+            return self.store.count_windows(d.num, max(d.floor, self.floor_k))
+        return d.count_windows(self.geo, self.frontier)
+
+    def sizes(self, groups: Iterable[Group]) -> tuple[int, int]:
+        own = [g for g in groups if g.data.num < 0]
+        nwin, events = super().sizes(own)
+        if self.store.on:
+            held, wins = self.store.totals(self.floor_k)
+            nwin += wins
+            events += held
+        return nwin, events
 
     def busy(self) -> bool:
         return any(g.data.dirty for g in self.step.groups.values())
 
     def due(self) -> int:
-        best = self.clean[0][0] if self.clean else INF
+        best = min(self.clean[0][0] if self.clean else INF, self.store.due())
         if any(g.data.endless for g in self.endless_groups.values()):  # windows are made as the frontier moves
             best = min(best, self.geo.extent(self.frontier + 1)[0])
         return best

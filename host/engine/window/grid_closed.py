@@ -1,132 +1,119 @@
-"""The grid family's closed windows, valued and written together at the end of a flush from their panes.
+"""The grid family's closed windows, valued and written together: the vector form of the sweep's values.
 
 Most windows a flush releases are also *closed* by it: the CTI has passed their end, so no valid element can
 change them again (SEMANTICS §7, a time-insensitive UDA), and none was emitted before, so there is nothing to
-diff. Such a window needs no sweep step, no output record and no entry in its group's ``out``. A group hands
-over a run of such windows at once (`ClosedWindows.take_range`, or one window at a time from the family's
-window-by-window loop, `take`); after every group was evaluated, `flush` reads the panes of all the runs once
-(a running sweep's panes keep their values) and, as arrays over every group: which windows hold a member, where
-each window's members lie in the panes' values, their values — the UDA's fresh-window batch form
-``compute_slices(values, offsets)`` (note 62) over one numeric column when it has one, else ``add`` and
-``compute`` per window — and the outputs, one column block in window order (per row when a value is not a
-plain JSON kind or an output would fall below the output CTI). It is the sweep's vector form
-(tests/test_grid_closed.py holds the two to the same output).
+diff. Such windows need no sweep step, no output record and no entry in their group's ``out``. The pane store
+(`grid_store`) hands over every group's windows at once as slices of its sorted values; `window_values` values
+them — the UDA's fresh-window batch form ``compute_slices(values, offsets)`` (note 62) over one numeric column
+when it has one, else ``add`` and ``compute`` per window — and `write_closed` writes the outputs, one column
+block in window order (per row when a value is not a plain JSON kind or an output would fall below the output
+CTI). tests/test_grid_closed.py holds them to the window-by-window sweep's output.
 """
 
 from __future__ import annotations
 
-from itertools import chain
 from typing import Any
 
 import numpy as np
 
-from ..batch import RowsOut
-from .geometry import Geometry
-from .grid_columns import FlushJobs, ends_alone
-from .grid_panes import GroupPanes
+from ..batch import INSERT, Batch, RowsOut
+from ..invoke import PLAIN_TYPES
+from .emit import first_emission, first_emissions
+from .grid_columns import column_payload, fresh_slices
 from .state import Group
 
-__all__ = ["ClosedWindows"]
+__all__ = ["FlushJobs", "one_block", "window_values", "write_closed"]
 
 
-class ClosedWindows(FlushJobs):
-    """A flush's closed windows of one grid step: runs ``(group, first window, last window)``, in output order."""
+def window_values(wu: Any, V: np.ndarray, st: np.ndarray, lens: np.ndarray, wle: np.ndarray, wre: np.ndarray,
+                  flat: list[Any] | None = None) -> Any:
+    """Each window's value: its members are ``lens`` values of ``V`` (a column) from ``st``; ``flat``: the same
+    values as ``add`` takes them, when ``V`` is a converted column (an int among floats stays an int)."""
+    # (several aggregates: no batch form; numbers of two kinds: ``add`` alone keeps an int among floats one)
+    mixed = V.dtype == object and len(V) > 0 and type(V[0]) in (int, float)
+    if getattr(wu, "compute_slices", None) is not None and not mixed:
+        values = V  # (one numeric kind: a column; whole payloads, text: entries as ``add`` has them)
+        total = int(lens.sum())
+        offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+        idx = np.repeat(st - offsets[:-1], lens) + np.arange(total, dtype=np.int64)
+        got = fresh_slices(wu, values[idx], offsets)
+        if got is not None:
+            return got
+    if flat is None:
+        flat = V.tolist()
+    return [wu.compute_state(wu.add(wu.initial_state(), flat[a:a + n], (le, re)), le, re)
+            for a, n, le, re in zip(st.tolist(), lens.tolist(), wle.tolist(), wre.tolist(), strict=True)]
 
-    __slots__ = ()
 
-    def __init__(self, step: Any, kind: str) -> None:
-        self.step = step
-        #: a UDA over a running sweep (its panes keep their values), released by its end alone
-        self.on = kind == "running" and ends_alone(step)
-        self.jobs: list[tuple[Group, int, int]] = []
+def one_block(step: Any, em: Any, wle: np.ndarray, res: Any) -> bool:
+    """Do the windows go out as one column block of inserts: one plain value each, as the UDA's only output
+    field (what `WindowUDM.outputs` makes of it: one output per window), none before the output CTI?"""
+    wu = step.udm
+    alias = None if hasattr(wu, "aliases") else getattr(wu, "alias", None)  # (several aggregates: outputs)
+    plain = isinstance(res, np.ndarray) or all(type(r) in PLAIN_TYPES for r in res)
+    return alias is not None and plain and int(wle.min()) >= em.out_cti
 
-    def take(self, g: Group, geo: Geometry, k: int, wle: int, wre: int) -> bool:
-        """Window ``k`` of ``g`` (released) is valued here if it is closed and was never emitted."""
-        d: GroupPanes = g.data
-        if wre > self.step.effective_cti or d.longs or k in g.out:
-            return False
-        self._add(g, k, k)
-        return True
 
-    def take_range(self, g: Group, geo: Geometry, lo: int, hi: int) -> bool:
-        """Windows ``lo..hi`` of ``g`` (released, those holding a member written) are valued here if every one
-        is closed and none was emitted; else nothing is taken."""
-        d: GroupPanes = g.data
-        if geo.extent(hi)[1] > self.step.effective_cti or d.longs or d.endless:
-            return False
-        if g.out and next(iter(g.out.irange(lo, hi)), None) is not None:
-            return False
-        if d.panes:  # (windows before its first pane's hold nothing: ``lo`` may be NEG + 1)
-            lo = max(lo, geo.first_window(d.panes.peekitem(0)[0]))
-            if lo <= hi:
-                self._add(g, lo, hi)
-        return True
+def write_closed(step: Any, out: RowsOut, em: Any, groups: list[Group], wle: np.ndarray, wre: np.ndarray,
+                 res: Any) -> None:
+    """The windows' outputs in order: one column block of inserts when each is one plain value at or after
+    the output CTI (what `WindowUDM.outputs` makes of it), else row by row through ``outputs``."""
+    wu = step.udm
+    n = len(groups)
+    if not n:
+        return
+    if one_block(step, em, wle, res):
+        first_emissions(step, wre)
+        fields: dict[str, Any] = {}
+        f0 = groups[0].fields
+        for f in f0 or ():
+            fields[f] = [g.fields[f] for g in groups]  # type: ignore[index]
+        fields[wu.alias] = res
+        ids = np.arange(em.oid + 1, em.oid + 1 + n, dtype=np.int64)
+        em.oid += n
+        out.block(Batch(np.full(n, INSERT, dtype=np.int8), ids, wle, wre, wre.copy(),
+                        np.full(n, -1, dtype=np.int64), column_payload(fields, n)))
+        return
+    oc = em.out_cti
+    rl = res.tolist() if isinstance(res, np.ndarray) else res
+    for g, le0, re0, r in zip(groups, wle.tolist(), wre.tolist(), rl, strict=True):
+        first_emission(step, re0)
+        for o in wu.outputs(r, le0, re0, g.fields):
+            le, re, p, _pj = o
+            if le < oc:
+                em.check(step, le, (le0, re0), o)
+            em.oid += 1
+            out.insert(em.oid, le, re, p)
 
-    def _add(self, g: Group, lo: int, hi: int) -> None:
-        jobs = self.jobs
-        if jobs:
-            last = jobs[-1]
-            if last[0] is g and last[2] + 1 == lo:
-                jobs[-1] = (g, last[1], hi)
-                return
-        jobs.append((g, lo, hi))
 
-    def flush(self, out: RowsOut, em: Any, geo: Geometry) -> None:
-        """Value every window taken since the last call and write its outputs."""
-        jobs = self.jobs
-        if not jobs:
-            return
+class FlushJobs:
+    """Windows a flush values together at its end (`grid_closed`, `grid_prefix`, `rows_closed`): their values
+    (`_values`) and their outputs (`_write`). ``jobs`` are empty between flushes, when snapshots are taken, so
+    a snapshot keeps only the step and whether the path is on."""
+
+    __slots__ = ("jobs", "on", "step")
+
+    jobs: list[Any]
+
+    def __getstate__(self) -> tuple:
+        assert not self.jobs  # (a snapshot is taken between flushes)
+        return (self.step, self.on)
+
+    def __setstate__(self, s: tuple) -> None:
+        self.step, self.on = s
         self.jobs = []
-        # the panes of every run, in run order and pane order: run, pane, member count, values
-        jl: list[int] = []
-        sl: list[int] = []
-        cl: list[int] = []
-        pv: list[list[Any]] = []
-        for j, (g, lo, hi) in enumerate(jobs):
-            panes = g.data.panes
-            i0 = panes.bisect_left(geo.span(lo)[0])
-            i1 = panes.bisect_left(geo.span(hi)[1])
-            if i1 > i0:
-                ps = panes.values()[i0:i1]
-                sl += panes.keys()[i0:i1]
-                cl += [p.count for p in ps]
-                pv += [p.values for p in ps]
-                jl += [j] * (i1 - i0)
-        if not jl:
-            return
-        J = np.array(jl, dtype=np.int64)
-        S = np.array(sl, dtype=np.int64)
-        C = np.array(cl, dtype=np.int64)
-        lo_j = np.array([j[1] for j in jobs], dtype=np.int64)
-        hi_j = np.array([j[2] for j in jobs], dtype=np.int64)
-        # the windows of its run each pane is in; a window holds a member when one of its panes does
-        kf = np.maximum(geo.first_window(S), lo_j[J])
-        kl = np.minimum(geo.last_windows(S), hi_j[J])
-        nwin = np.maximum(kl - kf + 1, 0)
-        inw = (nwin > 0) & (C > 0)
-        if not inw.all():  # (an empty pane, or one no window of its run holds: its values take no part)
-            J, S, C, kf, nwin = J[inw], S[inw], C[inw], kf[inw], nwin[inw]
-            pv = [v for v, keep in zip(pv, inw.tolist(), strict=True) if keep]
-            if not len(J):
-                return
-        rows = np.repeat(np.arange(len(J), dtype=np.int64), nwin)
-        firsts = np.concatenate(([0], np.cumsum(nwin)[:-1]))
-        wk = kf[rows] + (np.arange(len(rows), dtype=np.int64) - firsts[rows])
-        kmin = int(wk.min())
-        width = int(wk.max()) - kmin + 1
-        wkey = np.unique(J[rows] * width + (wk - kmin))  # (run order, then window order: the output order)
-        wj = wkey // width
-        wk = wkey % width + kmin
-        # each window's members: a run of consecutive panes, so one slice of the values laid end to end
-        smin = int(S.min())
-        m = int(S.max()) - smin + 1
-        pkey = J * m + (S - smin)
-        a, b = geo.span(wk)
-        i0 = np.searchsorted(pkey, wj * m + np.clip(a - smin, 0, m))
-        i1 = np.searchsorted(pkey, wj * m + np.clip(b - smin, 0, m))
-        voff = np.concatenate(([0], np.cumsum(C)))
-        st = voff[i0]
-        lens = voff[i1] - st
-        wle, wre = geo.extent(wk)
-        res = self._values(list(chain.from_iterable(pv)), st, lens, wle, wre)
-        self._write(out, em, [jobs[j][0] for j in wj.tolist()], wle, wre, res)
+
+    def _values(self, flat: list[Any], st: np.ndarray, lens: np.ndarray, wle: np.ndarray, wre: np.ndarray) -> Any:
+        """Each window's value (its members: ``lens`` values from ``st`` in ``flat``): `window_values` over one
+        numeric column when the values are one (the slices copied out, so they may overlap)."""
+        V: Any = None
+        if flat and type(flat[0]) in (int, float):
+            V = np.asarray(flat)
+            if V.dtype.kind not in "if" or V.dtype.itemsize != 8:
+                V = None
+        if V is None:  # (not one numeric field: whole payloads, text; entries as ``add`` has them)
+            V = np.fromiter(flat, dtype=object, count=len(flat))
+        return window_values(self.step.udm, V, st, lens, wle, wre, flat)
+
+    def _write(self, out: RowsOut, em: Any, groups: list[Group], wle: np.ndarray, wre: np.ndarray, res: Any) -> None:
+        write_closed(self.step, out, em, groups, wle, wre, res)

@@ -20,14 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from ..batch import INSERT, Batch, RowsOut
+from ..batch import INSERT, Batch
 from ..invoke import PLAIN_TYPES
 from ..payload import Payload, as_column
-from .emit import first_emission, first_emissions
+from .emit import first_emissions
 from .state import Group
 
-__all__ = ["FlushJobs", "Fresh", "column_block", "column_payload", "ends_alone", "fresh_slices", "slice_values",
-           "write_closed"]
+__all__ = ["Fresh", "column_block", "column_payload", "ends_alone", "fresh_slices", "slice_values"]
 
 
 def ends_alone(step: Any) -> bool:
@@ -35,49 +34,6 @@ def ends_alone(step: Any) -> bool:
     strong consistency, time-insensitive (the windows a flush values together from their panes)."""
     return bool(step.udm.is_uda and step.early is None and not step.time_bound and not step.strong
                 and not step.time_sensitive)
-
-
-class FlushJobs:
-    """Windows a flush values together at its end (`grid_closed`, `grid_prefix`, `rows_closed`): their values
-    (`_values`) and their outputs (`_write`). ``jobs`` are empty between flushes, when snapshots are taken, so
-    a snapshot keeps only the step and whether the path is on."""
-
-    __slots__ = ("jobs", "on", "step")
-
-    jobs: list[Any]
-
-    def __getstate__(self) -> tuple:
-        assert not self.jobs  # (a snapshot is taken between flushes)
-        return (self.step, self.on)
-
-    def __setstate__(self, s: tuple) -> None:
-        self.step, self.on = s
-        self.jobs = []
-
-    def _values(self, flat: list[Any], st: np.ndarray, lens: np.ndarray, wle: np.ndarray, wre: np.ndarray) -> Any:
-        """Each window's value (its members: ``lens`` values from ``st`` in ``flat``): the UDA's
-        ``compute_slices`` over one numeric column when it has one (the slices copied out, so they may
-        overlap), else ``add`` and ``compute`` per window."""
-        wu = self.step.udm
-        if getattr(wu, "compute_slices", None) is not None:  # (several aggregates: none)
-            values: Any = None
-            if type(flat[0]) in (int, float):
-                values = np.asarray(flat)
-                if values.dtype.kind not in "if" or values.dtype.itemsize != 8:
-                    values = None
-            if values is None:  # (not one numeric field: whole payloads, text; entries as ``add`` has them)
-                values = np.fromiter(flat, dtype=object, count=len(flat))
-            total = int(lens.sum())
-            offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
-            idx = np.repeat(st - offsets[:-1], lens) + np.arange(total, dtype=np.int64)
-            got = fresh_slices(wu, values[idx], offsets)
-            if got is not None:
-                return got
-        return [wu.compute_state(wu.add(wu.initial_state(), flat[a:a + n], (le, re)), le, re)
-                for a, n, le, re in zip(st.tolist(), lens.tolist(), wle.tolist(), wre.tolist(), strict=True)]
-
-    def _write(self, out: RowsOut, em: Any, groups: list[Group], wle: np.ndarray, wre: np.ndarray, res: Any) -> None:
-        write_closed(self.step, out, em, groups, wle, wre, res)
 
 
 class Fresh:
@@ -220,36 +176,3 @@ def column_payload(fields: dict[str, Any], n: int) -> Payload:
             return Payload.from_rows(rows)
         cols[name] = col
     return Payload(n, fields=cols)
-
-
-def write_closed(step: Any, out: RowsOut, em: Any, groups: list[Group], wle: np.ndarray, wre: np.ndarray,
-                 res: Any) -> None:
-    """Closed windows' outputs in order (windows that were never emitted and no element can change: nothing is
-    kept of them): one column block of inserts when each is one plain value at or after the output CTI (what
-    `WindowUDM.outputs` makes of it), else row by row through ``outputs``. ``res``: their values."""
-    wu = step.udm
-    n = len(groups)
-    alias = None if hasattr(wu, "aliases") else getattr(wu, "alias", None)  # (several aggregates: outputs)
-    plain = isinstance(res, np.ndarray) or all(type(r) in PLAIN_TYPES for r in res)
-    if alias is not None and plain and int(wle.min()) >= em.out_cti:
-        first_emissions(step, wre)
-        fields: dict[str, Any] = {}
-        f0 = groups[0].fields
-        for f in f0 or ():
-            fields[f] = [g.fields[f] for g in groups]  # type: ignore[index]
-        fields[alias] = res
-        ids = np.arange(em.oid + 1, em.oid + 1 + n, dtype=np.int64)
-        em.oid += n
-        out.block(Batch(np.full(n, INSERT, dtype=np.int8), ids, wle, wre, wre.copy(),
-                        np.full(n, -1, dtype=np.int64), column_payload(fields, n)))
-        return
-    oc = em.out_cti
-    rl = res.tolist() if isinstance(res, np.ndarray) else res
-    for g, le0, re0, r in zip(groups, wle.tolist(), wre.tolist(), rl, strict=True):
-        first_emission(step, re0)
-        for o in wu.outputs(r, le0, re0, g.fields):
-            le, re, p, _pj = o
-            if le < oc:
-                em.check(step, le, (le0, re0), o)
-            em.oid += 1
-            out.insert(em.oid, le, re, p)

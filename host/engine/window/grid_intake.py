@@ -18,7 +18,7 @@ from .grid_columns import Fresh
 from .grid_panes import GroupPanes, Pane
 from .state import Ev, Group
 
-__all__ = ["TAIL_RUNS", "bulk_insert", "group_runs", "plan_columns", "to_tails"]
+__all__ = ["TAIL_RUNS", "bulk_insert", "group_runs", "plan_columns", "to_store", "to_tails"]
 
 #: a group without a tail starts one for a bulk insert of at least this many runs (panes) of its own
 TAIL_RUNS = 2
@@ -35,6 +35,14 @@ def bulk_insert(fam: Any, groups: list[Group], codes: Any, ids: Any, le: Any, re
     s1 = geo.pane(le)
     s2 = np.where(fin, geo.pane(np.where(fin, re, 1) - 1), s1 - 1)
     short = fin & (s1 == s2)
+    if fam.store.on:
+        rest = to_store(fam, groups, codes, s1, short, vals)
+        if rest is not None:
+            if not len(rest):
+                return
+            closing = None
+            codes, ids, le, re, s1, short = codes[rest], ids[rest], le[rest], re[rest], s1[rest], short[rest]
+            vals = vals[rest] if isinstance(vals, np.ndarray) else [vals[j] for j in rest.tolist()]
     arr = vals if isinstance(vals, np.ndarray) else None
     if not short.all():
         closing = None
@@ -117,6 +125,31 @@ def bulk_insert(fam: Any, groups: list[Group], codes: Any, ids: Any, le: Any, re
     elif panes:
         fill.fold_runs(panes, sl, svals, starts, ends, contiguous)
     touch_runs(fam, groups, *(touched or (run_codes, run_panes)))
+
+
+def to_store(fam: Any, groups: list[Group], codes: np.ndarray, s1: np.ndarray, short: np.ndarray,
+             vals: Any) -> np.ndarray | None:
+    """The rows of groups in the family's pane store join it (`grid_store`); a group with an event spanning
+    panes or late for a window already evaluated leaves the store first (all its rows are then its panes').
+    Returns the rows left for panes (None: all of them)."""
+    store = fam.store
+    nums = np.fromiter((g.data.num for g in groups), dtype=np.int64, count=len(groups))
+    rn = nums[codes]
+    col = rn >= 0
+    if not col.any():
+        return None
+    bad = col & (~short | store.late(s1))
+    if bad.any():
+        out = np.unique(codes[bad])
+        fam.materialize([groups[c] for c in out.tolist()])
+        nums[out] = -1
+        rn = nums[codes]
+        col = rn >= 0
+    sel = np.flatnonzero(col)
+    if len(sel):
+        v = vals[sel] if isinstance(vals, np.ndarray) else [vals[j] for j in sel.tolist()]
+        store.add_rows(rn[sel], s1[sel], v)
+    return np.flatnonzero(~col)
 
 
 def to_tails(groups: list[Group], run_codes: list[int], run_panes: list[int], starts: np.ndarray, ends: np.ndarray,

@@ -165,18 +165,27 @@ def _long_key(item: tuple[int, int, Ev]) -> tuple[int, int]:
     return (item[0], item[2].id)
 
 
+#: the empty containers of the groups in the pane store (never written: see `GroupPanes.__init__`)
+_NO_PANES: SortedDict = SortedDict()
+_NO_TAIL = PaneTail()
+_NO_LONGS: SortedKeyList = SortedKeyList(key=_long_key)
+
+
 class GroupPanes:
     """A group's panes, long events, and how far its windows were evaluated."""
 
-    __slots__ = ("col", "dirty", "done", "endless", "floor", "longs", "panes", "tail", "vfloor")
+    __slots__ = ("col", "dirty", "done", "endless", "floor", "longs", "num", "panes", "tail", "vfloor")
 
-    def __init__(self) -> None:
-        self.panes: SortedDict = SortedDict()
+    def __init__(self, stored: bool = False) -> None:
+        """``stored``: the group's events are in the family's pane store (`grid_store`), which it leaves
+        (`own`) before anything is written here: until then it shares empty containers with every such group
+        (making them cost more than its events do)."""
+        self.panes: SortedDict = _NO_PANES if stored else SortedDict()
         #: short events after every pane of ``panes``, as columns (`grid_tail`: cumulate runs only); paths
         #: that read panes one by one make them first (`settle`)
-        self.tail = PaneTail()
+        self.tail = _NO_TAIL if stored else PaneTail()
         #: (first pane, last pane or INF, event) of events spanning panes, by first pane
-        self.longs: SortedKeyList = SortedKeyList(key=_long_key)
+        self.longs: SortedKeyList = _NO_LONGS if stored else SortedKeyList(key=_long_key)
         #: the last window evaluated in order
         self.done = NEG
         #: windows at or before ``done`` to evaluate again: (lo, hi) index ranges
@@ -189,17 +198,26 @@ class GroupPanes:
         self.vfloor = NEG
         #: this flush's column windows (first, last, the bulk insert's record, group code), or None
         self.col: Any = None
+        #: the group's number in the family's pane store while its events are there (`grid_store`), else -1
+        self.num = -1
 
     def __getstate__(self) -> tuple:
         assert self.col is None  # (a snapshot is taken between flushes)
         return (self.panes, list(self.longs), self.done, self.dirty, self.endless, self.floor, self.vfloor,
-                self.tail)
+                self.tail, self.num)
 
     def __setstate__(self, s: tuple) -> None:
         self.panes, longs, self.done, self.dirty, self.endless, self.floor, self.vfloor = s[:7]
         self.tail = s[7] if len(s) > 7 else PaneTail()  # (snapshots before the tail hold none)
+        self.num = s[8] if len(s) > 8 else -1  # (snapshots before the store: panes only)
         self.col = None
         self.longs = SortedKeyList(longs, key=_long_key)
+
+    def own(self, panes: SortedDict) -> None:
+        """The group leaves the pane store: ``panes`` and containers of its own."""
+        self.panes = panes
+        self.tail = PaneTail()
+        self.longs = SortedKeyList(key=_long_key)
 
     def settle(self, fill: PaneFill) -> SortedDict:
         """The panes, the tail's made now (for the paths that read panes one by one)."""

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from ..batch import RowsOut
-from .grid_columns import FlushJobs, ends_alone
+from .grid_closed import FlushJobs
+from .grid_columns import ends_alone
 from .state import Group
 
 __all__ = ["ROW_SPAN", "ClosedRows"]

@@ -11,7 +11,7 @@ over the group's earlier rows is the maximum over the session, as every boundary
 
 * sessions the CTI closes (``W.RE <= c``, ``< c`` with ``gap`` 0, or the end of input): final, so valued with
   one call of the UDA's batch form ``compute_slices(values, offsets)`` (note 62; ``add`` and ``compute`` per
-  session otherwise) and written as one column block (`grid_columns.write_closed`), then dropped;
+  session otherwise) and written as one column block (`grid_closed.write_closed`), then dropped;
 * a session released but not closed (at or below the speculation point): it is output now and may change
   later, so its group leaves the tail (`Tail.take`): its remaining rows become events and sessions of the
   per-group structure, which evaluates it (the step visits it) and diffs its later changes;
@@ -33,7 +33,8 @@ import numpy as np
 from ..batch import RowsOut
 from ..common import Ev
 from ..rules import INF
-from .grid_columns import ends_alone, fresh_slices, write_closed
+from .grid_closed import write_closed
+from .grid_columns import ends_alone, fresh_slices
 from .state import Group
 
 __all__ = ["Tail", "columns_ok"]

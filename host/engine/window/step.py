@@ -238,6 +238,5 @@ class WindowOp(WindowIntake):
         return c if c >= INF or self.time_bound else min(c, self.family.bound(c))
 
     def state_size(self) -> dict[str, int]:
-        nwin = sum(self.family.windows(g) for g in self.groups.values())
-        events = sum(len(g.events) + self.family.bulk_held(g) for g in self.groups.values())
+        nwin, events = self.family.sizes(self.groups.values())
         return {"events": events, "groups": len(self.groups), "windows": nwin}

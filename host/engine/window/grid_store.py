@@ -1,0 +1,392 @@
+"""The grid family's columnar pane store: every group's short events as three columns, valued with numpy.
+
+Under a UDA over a running sweep released by its end alone (`grid_columns.ends_alone`), with windows of a few
+panes, a group that holds only short events, none late, nothing retracted, needs no pane, sweep or window
+record of its own: its windows are valued together with every other such group's at each flush. The store
+holds their events as rows ``(group number, pane, value)`` — new rows in chunks, sorted by (group, pane) once
+per flush, insertion order kept within a pane — and one number ``done``: every window up to it was evaluated
+for every group in the store. A flush values the windows in ``(done, K]`` (``K`` the last released) holding a
+row, for all groups at once (`grid_closed.window_values`): those the CTI closes go out as one column block
+with no output record (nothing valid can change them, SEMANTICS §7), the others (released at the watermark
+before the CTI) with their records in ``Group.out``, through the usual diff. Cleanup drops the rows of panes
+only final windows hold, and the output records of final windows, with numpy.
+
+A group leaves the store for its own panes (`materialize`, `grid_panes.GroupPanes`) the first time the rule
+needs per-group state: a retraction, an event spanning panes, or an event late for a window already evaluated
+(that window must be diffed against what it emitted). From then on it is evaluated window by window; both
+forms are one rule (tests/test_grid_closed.py holds them and the oracle to the same output).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sortedcontainers import SortedDict
+
+from ..rules import INF, NEG
+from .geometry import Geometry
+from .grid_closed import one_block, window_values, write_closed
+from .state import NO_OUT, Group, OutputRecord
+
+__all__ = ["PaneStore"]
+
+#: numpy's int64 holds the window and pane numbers the store computes; NEG / INF are clipped to these
+_LO = -(2**62)
+_HI = 2**62
+_NUMERIC = (np.dtype(np.int64), np.dtype(np.float64))
+
+
+def _column(vals: Any) -> np.ndarray:
+    """Values as a column: an int64 / float64 column, or Python ints alone / floats alone as one; anything
+    else as Python objects (an int among floats stays an int)."""
+    if isinstance(vals, np.ndarray) and vals.dtype in _NUMERIC and vals.ndim == 1:
+        return vals
+    lst = vals.tolist() if isinstance(vals, np.ndarray) else list(vals)
+    kinds = set(map(type, lst))
+    if kinds == {float}:
+        return np.array(lst, dtype=np.float64)
+    if kinds == {int}:
+        try:
+            return np.array(lst, dtype=np.int64)
+        except OverflowError:
+            pass
+    return _objects(lst)
+
+
+def _where(res: Any, idx: np.ndarray) -> Any:
+    """The entries ``idx`` of a column or list of values."""
+    return res[idx] if isinstance(res, np.ndarray) else [res[i] for i in idx.tolist()]
+
+
+def _cat(cols: list[np.ndarray]) -> np.ndarray:
+    """Columns end to end: one numeric kind stays so; mixed kinds become Python objects (an int stays an int)."""
+    kinds = {c.dtype for c in cols}
+    if len(kinds) == 1:
+        return np.concatenate(cols)
+    return np.concatenate([c if c.dtype == object else _objects(c.tolist()) for c in cols])
+
+
+def _objects(lst: list[Any]) -> np.ndarray:
+    out = np.empty(len(lst), dtype=object)
+    out[:] = lst
+    return out
+
+
+class PaneStore:
+    """Rows ``(G, S, V)`` of the groups in the store (see the module doc), sorted by (G, S) after `settle`."""
+
+    def __init__(self, step: Any, geo: Geometry, fill: Any, on: bool) -> None:
+        self.step = step
+        self.geo = geo
+        self.fill = fill
+        self.on = on
+        #: the groups in the store by number, and the next number
+        self.groups: dict[int, Group] = {}
+        self.nums = 0
+        self.G = np.zeros(0, dtype=np.int64)
+        self.S = np.zeros(0, dtype=np.int64)
+        self.V: np.ndarray = np.zeros(0, dtype=np.int64)
+        #: rows not sorted in yet: chunks (G, S, V), and single rows (g, s, v)
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.ones: list[tuple[int, int, Any]] = []
+        #: every window up to this one was evaluated for every group in the store
+        self.done = NEG
+        #: groups in the store holding output records (windows released before the CTI closed them), and a
+        #: window at or before the first of them
+        self.out: dict[int, Group] = {}
+        self.out_first = NEG
+        #: windows of groups in the store released before the CTI closes them, written in one block with the
+        #: closed ones: chunks (group number, window, output id, value); the group's output record of one is
+        #: made when the group leaves the store (`_records`), until then nothing can change it
+        self.spec: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        #: the earliest CTI at which a CTI alone changes the store (`due`)
+        self.next_due = INF
+        #: per group number: events held and windows holding one, at or after a floor (`held`,
+        #: `count_windows`: asked for every group at every batch), while the rows and the floor are unchanged
+        self._counts: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        s = dict(self.__dict__)
+        s["_counts"] = None
+        return s
+
+    # -- groups ------------------------------------------------------------------------------------------
+    def enrol(self, g: Group) -> int:
+        """A new group joins the store; returns its number (-1: not in the store)."""
+        if not self.on:
+            return -1
+        n = self.nums
+        self.nums = n + 1
+        self.groups[n] = g
+        return n
+
+    def materialize(self, g: Group, floor_k: int) -> None:
+        """Group ``g`` leaves the store: its rows become its panes (in the order they came), its windows up to
+        ``done`` count as evaluated, and it is evaluated window by window from now on."""
+        self.materialize_all([g], floor_k)
+
+    def materialize_all(self, gs: list[Group], floor_k: int) -> None:
+        """`materialize` of several groups (one pass over the rows)."""
+        nums = [g.data.num for g in gs]
+        self.settle()
+        taken = np.isin(self.G, np.array(nums, dtype=np.int64))
+        S, V, G = self.S[taken], self.V[taken], self.G[taken]
+        if taken.any():
+            keep = ~taken
+            self.G, self.S, self.V = self.G[keep], self.S[keep], self.V[keep]
+        by_num: dict[int, list[tuple[int, list[Any]]]] = {}
+        if len(G):
+            cuts = np.flatnonzero((G[1:] != G[:-1]) | (S[1:] != S[:-1])) + 1
+            starts = [0, *cuts.tolist()]
+            ends = [*cuts.tolist(), len(G)]
+            vl = V.tolist()
+            for n, s, a, b in zip(G[starts].tolist(), S[starts].tolist(), starts, ends, strict=True):
+                by_num.setdefault(n, []).append((s, vl[a:b]))
+        fill = self.fill
+        for g in gs:
+            d = g.data
+            n = d.num
+            d.num = -1
+            self.groups.pop(n, None)
+            self.out.pop(n, None)
+            d.own(SortedDict((s, fill.made(vals)) for s, vals in by_num.get(n, ())))
+            d.done = max(d.done, self.done)
+            d.floor = max(d.floor, floor_k)
+        if self.spec:
+            self._records(gs, nums)
+
+    def _records(self, gs: list[Group], nums: list[int]) -> None:
+        """The output records of the groups' windows written in a block before the CTI closed them."""
+        G, K, ids, V = self._spec()
+        mine = np.isin(G, np.array(nums, dtype=np.int64))
+        if not mine.any():
+            return
+        keep = ~mine
+        self.spec = [(G[keep], K[keep], ids[keep], V[keep])]
+        by_num = dict(zip(nums, gs, strict=True))
+        wu = self.step.udm
+        geo = self.geo
+        for n, k, i, v in zip(G[mine].tolist(), K[mine].tolist(), ids[mine].tolist(), V[mine].tolist(), strict=True):
+            g = by_num[n]
+            wle, wre = geo.extent(k)
+            le, re, p, pj = wu.outputs(v, wle, wre, g.fields)[0]
+            if g.out is NO_OUT:  # (the shared empty map: the group gets its own)
+                g.out = SortedDict()
+            g.out[k] = [OutputRecord(i, le, re, p, pj)]
+
+    def _spec(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The windows written before the CTI closed them, as one chunk."""
+        spec = self.spec
+        if len(spec) > 1:
+            spec[:] = [(np.concatenate([c[0] for c in spec]), np.concatenate([c[1] for c in spec]),
+                        np.concatenate([c[2] for c in spec]), _cat([c[3] for c in spec]))]
+        return spec[0]
+
+    def enrol_panes(self, g: Group) -> None:
+        """A group evaluated window by window joins the store again: its panes' values become rows (it holds
+        short events alone and its windows are evaluated up to ``done``, as every group's in the store)."""
+        d = g.data
+        n = self.enrol(g)
+        if n < 0:
+            return
+        d.num = n
+        S: list[int] = []
+        V: list[Any] = []
+        for s, p in d.panes.items():
+            if p.count:
+                S += [s] * p.count
+                V += p.values
+        d.panes = SortedDict()
+        if g.sweep is not None:
+            g.sweep.clear()
+        g.swept = None
+        if S:
+            self.add_rows(np.full(len(S), n, dtype=np.int64), np.array(S, dtype=np.int64), V)
+        if g.out:
+            self.out[n] = g
+            first = int(g.out.peekitem(0)[0])
+            self.out_first = first if not self.out_first > NEG else min(self.out_first, first)
+
+    # -- rows ----------------------------------------------------------------------------------------------
+    def late(self, s: Any) -> Any:
+        """Does a short event in pane ``s`` (an int or a column) reach a window already evaluated?"""
+        return self.geo.first_window(s) <= min(max(self.done, _LO), _HI)
+
+    def add(self, num: int, s: int, v: Any) -> None:
+        self.ones.append((num, s, v))
+
+    def add_rows(self, G: np.ndarray, S: np.ndarray, V: Any) -> None:
+        self.parts.append((G, S, _column(V)))
+
+    def settle(self) -> None:
+        """The rows not sorted in yet join the sorted columns (stable: a pane's values keep their order)."""
+        if self.ones:
+            ones, self.ones = self.ones, []
+            self.parts.append((np.array([o[0] for o in ones], dtype=np.int64),
+                               np.array([o[1] for o in ones], dtype=np.int64), _column([o[2] for o in ones])))
+        if not self.parts:
+            return
+        parts, self.parts = self.parts, []
+        G = np.concatenate([self.G, *(p[0] for p in parts)])
+        S = np.concatenate([self.S, *(p[1] for p in parts)])
+        V = _cat([self.V, *(p[2] for p in parts)]) if len(self.V) else _cat([p[2] for p in parts])
+        order = np.lexsort((S, G))
+        self.G, self.S, self.V = G[order], S[order], V[order]
+
+    def held(self, num: int) -> int:
+        """How many events group ``num`` holds in the store."""
+        return int(self._count(NEG)[0][num])
+
+    def count_windows(self, num: int, floor: int) -> int:
+        """How many windows at or after ``floor`` hold an event of group ``num``."""
+        return int(self._count(floor)[1][num])
+
+    def totals(self, floor: int) -> tuple[int, int]:
+        """Events held and windows at or after ``floor`` holding one, over every group in the store."""
+        held, wins = self._count(floor)
+        return int(held.sum()), int(wins.sum())
+
+    def _count(self, floor: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per group number: its events, and its windows at or after ``floor`` holding one (a group's panes
+        rise, and so do their windows: a row counts the windows past its predecessor's in the group)."""
+        self.settle()
+        c = self._counts
+        if c is not None and c[0] is self.G and c[1] == self.nums and c[2] == floor:
+            return c[3], c[4]
+        G, S = self.G, self.S
+        geo = self.geo
+        lo = np.maximum(geo.first_window(S), min(max(floor, _LO), _HI))
+        hi = geo.last_windows(S)
+        first = np.ones(len(G), dtype=bool)
+        first[1:] = G[1:] != G[:-1]
+        prev = np.where(first, _LO, np.concatenate(([_LO], hi[:-1])))
+        n = np.maximum(hi - np.maximum(lo, prev + 1) + 1, 0)
+        held = np.bincount(G, minlength=self.nums)
+        wins = np.bincount(G, weights=n, minlength=self.nums).astype(np.int64)
+        self._counts = (self.G, self.nums, floor, held, wins)
+        return held, wins
+
+    # -- flush -----------------------------------------------------------------------------------------------
+    def flush(self, K: int, out: Any, em: Any) -> None:
+        """Value and write the windows in ``(done, K]`` of every group in the store."""
+        self.settle()
+        geo = self.geo
+        lo = self.done + 1
+        if lo <= K and len(self.G):
+            G, S = self.G, self.S
+            kf = np.maximum(geo.first_window(S), max(lo, _LO))
+            kl = np.minimum(geo.last_windows(S), min(K, _HI))
+            nwin = np.maximum(kl - kf + 1, 0)
+            rows = np.flatnonzero(nwin)
+            if len(rows):
+                self._windows(G, S, rows, kf[rows], nwin[rows], out, em)
+        if self.done < K:
+            self.done = K
+        self._due()
+
+    def _windows(self, G: np.ndarray, S: np.ndarray, rows: np.ndarray, kf: np.ndarray, nwin: np.ndarray,
+                 out: Any, em: Any) -> None:
+        """The windows of rows ``rows`` (first ``kf``, ``nwin`` each): valued, then written."""
+        geo = self.geo
+        step = self.step
+        r = np.repeat(np.arange(len(rows), dtype=np.int64), nwin)
+        firsts = np.concatenate(([0], np.cumsum(nwin)[:-1]))
+        wk = kf[r] + (np.arange(len(r), dtype=np.int64) - firsts[r])
+        wg = G[rows][r]
+        kmin = int(wk.min())
+        width = int(wk.max()) - kmin + 1
+        wkey = np.unique(wg * width + (wk - kmin))  # (group order, then window order)
+        wg = wkey // width
+        wk = wkey % width + kmin
+        # each window's rows: one slice of the sorted rows (its group's, panes [a, b))
+        U = np.unique(S)
+        nu = len(U)
+        key = G * nu + np.searchsorted(U, S)
+        a, b = geo.span(wk)
+        i0 = np.searchsorted(key, wg * nu + np.searchsorted(U, a))
+        i1 = np.searchsorted(key, wg * nu + np.searchsorted(U, b))
+        wle, wre = geo.extent(wk)
+        res = window_values(step.udm, self.V, i0, i1 - i0, wle, wre)
+        groups = self.groups
+        closed = wre <= step.effective_cti
+        if closed.all() or one_block(step, em, wle, res):
+            write_closed(step, out, em, [groups[n] for n in wg.tolist()], wle, wre, res)
+            if not closed.all():  # (their output records are made when something needs them: `_records`)
+                first = em.oid - len(wk) + 1
+                spec = np.flatnonzero(~closed)
+                self.spec.append((wg[spec], wk[spec], spec + first, _column(_where(res, spec))))
+            return
+        if closed.any():
+            idx = np.flatnonzero(closed)
+            write_closed(step, out, em, [groups[n] for n in wg[idx].tolist()], wle[idx], wre[idx],
+                         res[idx] if isinstance(res, np.ndarray) else [res[i] for i in idx.tolist()])
+        wu = step.udm
+        rl = res.tolist() if isinstance(res, np.ndarray) else res
+        fam = step.family
+        for i in np.flatnonzero(~closed).tolist():
+            n = int(wg[i])
+            g = groups[n]
+            le, re = int(wle[i]), int(wre[i])
+            fam.put(g, int(wk[i]), le, re, wu.outputs(rl[i], le, re, g.fields), out, em)
+            if g.out:
+                self.out[n] = g
+                if not self.out_first > NEG:
+                    self.out_first = int(wk[i])
+
+    # -- cleanup ---------------------------------------------------------------------------------------------
+    def cleanup(self, kk: int) -> list[Group]:
+        """Windows before ``kk`` are final: the rows only they hold and their output records go; returns the
+        groups that now hold nothing (they leave the store)."""
+        if kk >= INF:
+            final = list(self.groups.values())
+            self.__init__(self.step, self.geo, self.fill, self.on)  # type: ignore[misc]
+            return final
+        self.settle()
+        a = self.geo.span(kk)[0]
+        if len(self.S) and int(self.S.min()) < a:
+            keep = a <= self.S
+            self.G, self.S, self.V = self.G[keep], self.S[keep], self.V[keep]
+        for n, g in list(self.out.items()):
+            o = g.out
+            while o and o.peekitem(0)[0] < kk:
+                o.popitem(0)
+            if not o:
+                del self.out[n]
+        if self.spec:
+            G, K, ids, V = self._spec()
+            if len(K) and int(K.min()) < kk:
+                keep = kk <= K
+                self.spec = [(G[keep], K[keep], ids[keep], V[keep])]
+        self.out_first = kk if self.out else NEG
+        gone: list[Group] = []
+        if self.groups:
+            nums = np.fromiter(self.groups, dtype=np.int64, count=len(self.groups))
+            empty = nums[~np.isin(nums, self.G)]
+            if self.spec and len(self.spec[0][0]):
+                empty = empty[~np.isin(empty, self.spec[0][0])]
+            for n in empty.tolist():
+                g = self.groups[n]
+                if not g.out and not g.events:
+                    del self.groups[n]
+                    gone.append(g)
+        self._due()
+        return gone
+
+    def _due(self) -> None:
+        """The earliest CTI at which a CTI alone changes the store: a window to release, a row to drop, an
+        output record to drop."""
+        geo = self.geo
+        due = INF
+        if len(self.S):
+            S = self.S
+            x = np.minimum(np.maximum(geo.first_window(S), min(max(self.done + 1, _LO), _HI)), geo.last_windows(S))
+            due = int(geo.extent(int(x.min()))[1])
+        if self.spec and len(self._spec()[1]):
+            due = min(due, int(geo.extent(int(self.spec[0][1].min()))[1]))
+        if self.out:  # (a window at or before the first output record's: an early answer is a safe one)
+            due = min(due, int(geo.extent(self.out_first)[1]))
+        self.next_due = due
+
+    def due(self) -> int:
+        return self.next_due
