@@ -72,11 +72,11 @@ def test_scan_counts_elements_and_cuts_ranges_after_newlines(tmp_path: Path) -> 
         assert b == nxt[0] and (a == 0 or data[a - 1:a] == b"\n")
         assert first == data[:a].count(b"\n") + 1
     assert scan.elements == sum(1 for ln in data.split(b"\n") if ln.strip())
-    assert scan.facts.retracts and scan.facts.infinite and scan.ctis
+    assert scan.facts.infinite and scan.ctis
     plain = tmp_path / "plain.jsonl"
     _write(plain, [LINES[0], LINES[6]])
     facts = scan_file(plain, 2).facts
-    assert (facts.retracts, facts.infinite, scan_file(plain, 2).ctis) == (False, False, False)
+    assert (facts.infinite, scan_file(plain, 2).ctis) == (False, False)
 
 
 @pytest.mark.spark

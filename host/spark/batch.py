@@ -9,7 +9,8 @@ partitions are coalesced first, `python_tasks`, since every task has a fixed cos
 
 1. every input element gets a ``_bucket``:
    - *key buckets* (the query has partition keys, `partition_keys`): an insert goes to the hash of its
-     keys; a retraction follows the latest insert of its id (it need not carry the payload). An id whose
+     keys; a retraction goes to every bucket and the one holding its id's inserts keeps it (it need not
+     carry the payload: `udm.host.spark.retract_route`). An id whose
      inserts hash to different buckets ("colliding": an id reused, live or not, under another key) cannot
      be judged by one bucket, so its elements, with every CTI, are first validated together by one
      engine running the query's first step (`_id_judge`); its rejections are final dead letters, and its
@@ -54,8 +55,9 @@ from udm.host.query.runners import make_runner
 from udm.host.spark.algebraic import INELIGIBLE, eligible_step, run_algebraic
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
 from udm.host.spark.graph import is_graph, run_graph_batch
-from udm.host.spark.partition import bucket_groups, follow_inserts, one_row, partition_keys, python_tasks, time_split
+from udm.host.spark.partition import bucket_groups, one_row, partition_keys, python_tasks, time_split
 from udm.host.spark.results import DEAD_LETTER_DDL, OUTPUT_DDL, SparkRun, explain_failure, ids_repeat
+from udm.host.spark.retract_route import everywhere, id_hash, keep_own_retractions, orphans, spread
 from udm.host.spark.rows import dead_rows, output_rows, with_struct_payloads
 from udm.host.spark.tables import table_inputs
 from udm.host.temporal.elements import Insert, Retract
@@ -90,10 +92,11 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
 
     def run(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
         bucket = int(key[-1].as_py())  # (`bucket_groups`: _part, _bucket)
-        table = table.sort_by("line")
+        table, unmatched = keep_own_retractions(table.sort_by("line"), report=bucket == 0)
         id_blob = None
         if "_idh" in table.column_names:  # the optimistic key routing's cross-bucket id check (run_batch)
-            h = pc.drop_null(table.column("_idh")).to_numpy()
+            inserts = pc.fill_null(pc.equal(table.column("kind"), "insert"), False)
+            h = pc.drop_null(pc.filter(table.column("_idh"), inserts)).to_numpy()
             id_blob = base64.b64encode(np.unique(h).astype(np.int64).tobytes()).decode()
         owned_lines: set[int] | None = None
         if "_own" in table.column_names:
@@ -135,6 +138,8 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
             row(**r, stream="dead", kind=r["category"])
         if id_blob is not None:
             row(stream="ids", line=bucket, element=id_blob)
+        if unmatched is not None:
+            row(stream="unmatched", line=bucket, element=unmatched)
         if reached > NEG:  # (NEG: nothing seen)
             row(stream="T", line=bucket, t=reached, le=int(runner.stats.truncated_at is not None))
         return _result_table(cols)
@@ -173,7 +178,7 @@ def _finish(spark: Any, result: DataFrame, n: int, keys: list[str], path: str, s
     try:
         # one job: materializes the persisted result and brings back its small rows (the plan's refusal,
         # the buckets' id hashes and T), which the checks after it read instead of running jobs of their own
-        side = result.where(F.col("stream").isin("ids", "T") | (F.col("kind") == INELIGIBLE)).select(
+        side = result.where(F.col("stream").isin("ids", "unmatched", "T") | (F.col("kind") == INELIGIBLE)).select(
             "stream", "kind", "line", "t", "le", "element").toArrow()
     except Exception:
         result.unpersist()
@@ -232,22 +237,17 @@ def _key_routing(spec: QuerySpec, df: DataFrame, keys: list[str], n: int,
     return routed, judged
 
 
-def _optimistic_key_routing(df: DataFrame, keys: list[str], n: int, has_retracts: bool) -> DataFrame:
+def _optimistic_key_routing(df: DataFrame, keys: list[str], n: int, lost: list[int]) -> DataFrame:
     """Key buckets assuming no id has inserts in two buckets; each bucket reports the hashes of its insert
     ids (``_idh``), which `run_batch` checks afterwards: cheaper than shuffling every element by id first.
-    A retraction goes to its id's insert (`follow_inserts`)."""
+    A retraction goes to every bucket, the one holding its id's inserts keeps it; one of ``lost`` (an id
+    no bucket holds) to bucket 0 (`udm.host.spark.retract_route`)."""
     from pyspark.sql import functions as F
 
     kind = F.col("kind")
     key_hash = F.pmod(F.xxhash64(*[F.get_json_object("payload", f"$.{k}") for k in keys]), F.lit(n))
-    routed = (df.withColumn("_bucket", F.when(kind == "insert", key_hash))
-              .withColumn("_idh", F.when((kind == "insert") & F.col("id").isNotNull(), F.xxhash64("id"))))
-    if has_retracts:
-        routed = follow_inserts(routed, ("id",), bucket=key_hash)
-    is_cti = kind == "cti"
-    ctis = routed.where(is_cti).withColumn("_bucket", F.explode(F.sequence(F.lit(0), F.lit(n - 1))))
-    return routed.where(~is_cti | kind.isNull()).withColumn(
-        "_bucket", F.coalesce(F.col("_bucket"), F.lit(0))).unionByName(ctis)
+    ided = df.withColumn("_idh", id_hash(("id",), lost))
+    return spread(ided, F.when(kind == "insert", key_hash), (kind == "cti") | everywhere(), n)
 
 
 def _side_rows(run: SparkRun, stream: str) -> list[dict[str, Any]]:
@@ -363,14 +363,13 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
 
     size = None if keys or n == 1 else time_split(spec)
     facts = scan.facts if scan is not None else None
-    if size is None and facts is not None and facts.infinite is False and facts.retracts is not None:
+    if size is None and facts is not None and facts.infinite is False:
         # nothing to ask Spark: no lifetime to cut at T (`_true_end` runs again if a step made one)
-        stats: Any = {"t_end": None, "retracts": int(facts.retracts)}
+        stats: Any = {"t_end": None}
     else:
         finite = [F.when(F.col(c) < F.lit(INF), F.col(c)) for c in ("le", "re", "re_new", "t")]
         kind = F.col("kind")
-        aggs = [F.max(F.when(kind.isin("insert", "retract", "cti"), F.greatest(*finite))).alias("t_end"),
-                F.count(F.when(kind == "retract", 1)).alias("retracts")]
+        aggs = [F.max(F.when(kind.isin("insert", "retract", "cti"), F.greatest(*finite))).alias("t_end")]
         if size is not None:
             aggs.append(F.min(F.when((kind == "insert") & (F.col("le") < F.lit(INF)), F.col("le"))).alias("t_lo"))
         stats = df.agg(*aggs).first()
@@ -381,13 +380,19 @@ def run_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     extra: DataFrame | None = None
     if keys and n > 1:
         fn = _bucket_runner(spec.to_json_dict(), violation, t_end, n)
-        routed = _optimistic_key_routing(df, keys, n, bool(stats["retracts"]))
+        routed = _optimistic_key_routing(df, keys, n, [])
         try:
             run = _finish(spark, bucket_groups(routed, n).applyInArrow(fn, _RESULT_DDL), n, keys, "engine", "keys")
         except Exception as exc:
             raise explain_failure(exc) from None
         assert run is not None
         if not _ids_cross_buckets(run):
+            lost = orphans([r["element"] for r in _side_rows(run, "unmatched")],
+                           [r["element"] for r in _side_rows(run, "ids")])
+            if lost:  # retractions of ids no bucket has inserts of: to bucket 0 (`udm.host.spark.retract_route`)
+                run.unpersist()
+                routed = _optimistic_key_routing(df, keys, n, lost)
+                run = _finish_engine(spark, routed, None, spec, violation, t_end, n, keys, None, "keys")
             if (exact := _true_end(run, t_end)) is None:
                 return run
             run.unpersist()  # cut at a T that only an invalid element reached: once more with the true T

@@ -17,7 +17,7 @@ and for a cluster on this machine (`udm.host.spark.session.on_this_machine`); fo
 reads the file on the driver and ships it instead (docs/query-writer.md, "Running on a cluster").
 
 `InputFacts` carries what the driver's pass learned that spares Spark a pre-pass: whether the file can
-hold a retraction, or an infinite time (the batch plan needs the stream's T only then, semantics-notes 2).
+hold an infinite time (the batch plan needs the stream's T only then, semantics-notes 2).
 """
 
 from __future__ import annotations
@@ -62,11 +62,10 @@ _BLANK = b" \t\r\x0b\x0c"  # what bytes.strip() removes besides the newline itse
 @dataclass(frozen=True)
 class InputFacts:
     """What a pass over an input's bytes proved, for plans that would otherwise ask Spark: ``None`` means
-    unknown. Both are conservative: ``False`` only when no line can hold a retraction (an infinite time).
-    A wrong ``infinite=False`` would cost no correctness either: a run that cut an infinite lifetime at a
+    unknown. It is conservative: ``False`` only when no line can hold an infinite time. A wrong
+    ``infinite=False`` would cost no correctness either: a run that cut an infinite lifetime at a
     T it did not know is run again with the true T (`udm.host.spark.batch`)."""
 
-    retracts: bool | None = None
     infinite: bool | None = None
 
 
@@ -98,12 +97,11 @@ def scan_file(path: str | Path, parts: int, *, min_bytes: int = _MIN_RANGE) -> F
         raise UdmError(f"cannot read input {p}: {exc.strerror or exc}") from None
     with f:
         if size == 0:
-            return FileScan(str(p.resolve()), (), 0, InputFacts(False, False), False)
+            return FileScan(str(p.resolve()), (), 0, InputFacts(False), False)
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             buf = np.frombuffer(mm, dtype=np.uint8)
             nl = np.flatnonzero(buf == 10)
             elements = _non_blank(mm, buf, nl, size)
-            retracts = mm.find(b'"retract"') >= 0
             infinite = any(mm.find(s) >= 0 for s in _MAYBE_INF)
             ctis = mm.find(b'"cti"') >= 0 and _CTI_KIND.search(mm) is not None
             ectis = mm.find(b'"ecti"') >= 0
@@ -117,7 +115,7 @@ def scan_file(path: str | Path, parts: int, *, min_bytes: int = _MIN_RANGE) -> F
     cuts.append(size)
     first_lines = [1 + int(np.searchsorted(nl, c)) for c in cuts[:-1]]  # newlines before the cut, plus one
     ranges = tuple((a, b, ln) for a, b, ln in zip(cuts, cuts[1:], first_lines, strict=False) if b > a)
-    return FileScan(str(p.resolve()), ranges, elements, InputFacts(retracts, infinite), ctis, ectis)
+    return FileScan(str(p.resolve()), ranges, elements, InputFacts(infinite), ctis, ectis)
 
 
 def may_hold_ecti(source: object) -> bool:

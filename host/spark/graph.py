@@ -9,12 +9,13 @@ one per bucket, each running the stage's steps:
    line in that input's file, as in its dead letters);
 2. buckets (`udm.host.spark.partition.routing_of` the stage): each input's inserts go to the hash of *its*
    routing fields (the same slots on every input, e.g. the left input of a join by ``auction`` and the
-   right by ``id``); a retraction follows the latest insert of its (input, id). Values are hashed as
+   right by ``id``); a retraction goes to every bucket, and the one holding its (input, id)'s inserts keeps it
+   (`udm.host.spark.retract_route`). Values are hashed as
    numbers when they read as numbers (a join matches ``1`` and ``1.0``). A stage whose steps never need
    rows of different ids together goes by (input, id); one with no valid partitioning (a keyless window)
    runs in one bucket. When an (input, id) turns out to have inserts in two buckets (each bucket reports
-   the ids it saw), the whole graph runs again in one bucket. CTIs go to every bucket; bad rows and
-   unknown retractions to bucket 0;
+   the ids it saw), the whole graph runs again in one bucket; when a retraction's (input, id) has inserts in
+   none, it runs again with that retraction in bucket 0. CTIs go to every bucket; bad rows to bucket 0;
 3. each bucket feeds its inputs one after the other, each in its own order (the CHT does not depend on
    the interleaving, SEMANTICS §10), with T (over all inputs of the whole stream, semantics-notes 2) set
    before the inputs end, then `finish`;
@@ -51,8 +52,9 @@ from udm.host.model.plan import BoundQuery, build_plan
 from udm.host.model.spec import QuerySpec
 from udm.host.query.runners import make_runner
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
-from udm.host.spark.partition import BY_ID, bucket_groups, follow_inserts, one_row, python_tasks, whole_input
+from udm.host.spark.partition import BY_ID, bucket_groups, one_row, python_tasks, whole_input
 from udm.host.spark.results import OUTPUT_DDL, SparkRun, explain_failure, ids_repeat
+from udm.host.spark.retract_route import everywhere, id_hash, keep_own_retractions, orphans, spread
 from udm.host.spark.rows import dead_rows, id_prefix, payload_text, with_struct_payloads
 from udm.host.spark.stages import Stage, checked_before, merge_exchange, plan_stages, read_before
 from udm.host.temporal.elements import Cti, Insert, Retract
@@ -155,9 +157,11 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
     def run(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
         bucket = int(key[-1].as_py())  # (`bucket_groups`: _part, _bucket)
         id_blob = None
+        table, unmatched = keep_own_retractions(table, report=bucket == 0)
         if "_idh" in table.column_names:
-            h = pc.drop_null(table.column("_idh")).to_numpy()
-            id_blob = base64.b64encode(np.unique(h).astype(np.int64).tobytes()).decode()
+            kind = table.column("kind")
+            h = pc.drop_null(pc.filter(table.column("_idh"), pc.fill_null(pc.equal(kind, "insert"), False)))
+            id_blob = base64.b64encode(np.unique(h.to_numpy()).astype(np.int64).tobytes()).decode()
         runner = make_runner(spec_json, on_violation, derived_inputs=exchanges)
         stream, source = table.column("stream"), table.column("input")
         is_in = pc.fill_null(pc.equal(stream, "in"), False)
@@ -211,6 +215,8 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
                 row(**r, stream="dead", kind=r["category"], input=dead_input(dl))
         if id_blob is not None:
             row(stream="ids", line=bucket, element=id_blob)
+        if unmatched is not None:
+            row(stream="unmatched", line=bucket, element=unmatched)
         if reached > NEG or runner.stats.truncated_at is not None:
             row(stream="T", line=bucket, t=reached if reached > NEG else None,
                 le=int(runner.stats.truncated_at is not None))
@@ -312,36 +318,20 @@ def _key_hash(routing: dict[str, list[str]] | str, n: int, names: Any) -> Column
     return key_hash if key_hash is not None else F.lit(None).cast("bigint")
 
 
-def _spread(df: DataFrame, bucket: Column, ctis: Column, n: int) -> DataFrame:
-    """``df`` with ``_bucket``: ``bucket`` (0 when null), and every bucket for a row where ``ctis`` holds (one
-    copy per bucket). One generator over the rows: no branch reads ``df`` twice (an earlier stage's
-    result is not persisted, a second read would run it again)."""
-    from pyspark.sql import functions as F
-
-    every = F.sequence(F.lit(0).cast("bigint"), F.lit(n - 1).cast("bigint"))
-    one = F.array(F.coalesce(bucket.cast("bigint"), F.lit(0).cast("bigint")))
-    return df.withColumn("_bucket", F.explode(F.when(F.coalesce(ctis, F.lit(False)), every).otherwise(one)))
-
-
-def _route(df: DataFrame, routing: dict[str, list[str]] | str | None, n: int, has_retracts: bool) -> DataFrame:
-    """``_bucket`` for every row of query inputs (see the module doc)."""
+def _route(df: DataFrame, routing: dict[str, list[str]] | str | None, n: int, lost: list[int]) -> DataFrame:
+    """``_bucket`` for every row of query inputs (see the module doc); ``lost``: orphan retractions' id
+    hashes (`udm.host.spark.retract_route`)."""
     from pyspark.sql import functions as F
 
     kind = F.col("kind")
     if routing is None or n == 1:
         return df.withColumn("_bucket", F.lit(0).cast("bigint"))
     if routing == BY_ID:
-        routed = df.withColumn("_bucket", F.when(kind.isin("insert", "retract") & F.col("id").isNotNull(),
-                                                 _key_hash(routing, n, ())))
-    else:
-        assert isinstance(routing, dict)
-        key_hash = _key_hash(routing, n, routing)
-        routed = (df.withColumn("_bucket", F.when(kind == "insert", key_hash))
-                  .withColumn("_idh", F.when((kind == "insert") & F.col("id").isNotNull(),
-                                             F.xxhash64("input", "id"))))
-        if has_retracts:
-            routed = follow_inserts(routed, ("input", "id"), bucket=key_hash)
-    return _spread(routed, F.col("_bucket"), kind == "cti", n)
+        bucket = F.when(kind.isin("insert", "retract") & F.col("id").isNotNull(), _key_hash(routing, n, ()))
+        return spread(df, bucket, kind == "cti", n)
+    assert isinstance(routing, dict)
+    ided = df.withColumn("_idh", id_hash(("input", "id"), lost))
+    return spread(ided, F.when(kind == "insert", _key_hash(routing, n, routing)), (kind == "cti") | everywhere(), n)
 
 
 def _route_results(result: DataFrame, routing: dict[str, list[str]] | str | None, n: int,
@@ -356,7 +346,7 @@ def _route_results(result: DataFrame, routing: dict[str, list[str]] | str | None
     if routing is None or n == 1:
         return result.withColumn("_bucket", F.lit(0).cast("bigint"))
     bucket = F.when(consumed & kind.isin("insert", "retract"), _key_hash(routing, n, exchanges))
-    return _spread(result, bucket, consumed & (kind == "cti"), n)
+    return spread(result, bucket, consumed & (kind == "cti"), n)
 
 
 def _carried(stages: list[Stage], producer: Stage) -> tuple[str, ...]:
@@ -370,7 +360,7 @@ def _carried(stages: list[Stage], producer: Stage) -> tuple[str, ...]:
 
 
 def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation: str, t_end: int | None,
-         n: int, has_retracts: bool) -> SparkRun:
+         n: int, lost: list[int]) -> SparkRun:
     """Run ``stages`` in order, each over its query inputs (rows of ``df``) and the result of the stage
     before it (the exchanges it reads, and what passes through it), routed by its own partitioning into up
     to ``n`` buckets. The stages are one chain of transformations: only the last result is persisted, and
@@ -391,7 +381,7 @@ def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation:
             rows = df.where(F.col("input").isin(own)).select(
                 *ELEMENT_COLUMNS, "input", *[(F.lit("in") if c == "stream" else F.lit(None)).cast(t).alias(c)
                                              for c, t in none.items()])
-            parts.append(_route(rows, stage.routing, width, has_retracts))
+            parts.append(_route(rows, stage.routing, width, lost))
         if result is not None:
             produced = result.select(*[F.col(c) for c in ELEMENT_COLUMNS if c not in ("error", "raw")],
                                      F.lit(None).cast("string").alias("error"), F.lit(None).cast("string").alias("raw"),
@@ -409,7 +399,7 @@ def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation:
                                               None, None, None, len(stages) - 1))
     result = result.unionByName(final).persist()
     try:
-        side_rows = result.where(F.col("stream").isin("ids", "T", "lmerge")).select(
+        side_rows = result.where(F.col("stream").isin("ids", "unmatched", "T", "lmerge")).select(
             "stream", "line", "t", "le", "element", "part").toArrow()
     except Exception as exc:
         result.unpersist()
@@ -435,6 +425,11 @@ def _side(run: SparkRun, stream: str, part: int | None = None) -> pa.Table:
     if part is not None:
         mask = pc.and_(mask, pc.equal(run.side.column("part"), part))
     return run.side.filter(mask)
+
+
+def _side_ids(run: SparkRun, stream: str, part: int) -> list[str]:
+    """The id blobs (``ids`` or ``unmatched``, `udm.host.spark.retract_route`) of stage ``part``'s buckets."""
+    return _side(run, stream, part).column("element").to_pylist()
 
 
 def lmerge_counts(run: SparkRun) -> dict[str, dict[str, int]]:
@@ -472,29 +467,33 @@ def run_graph_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     df = df.coalesce(python_tasks(spark))
     n = max(1, int(buckets or int(spark.conf.get("spark.sql.shuffle.partitions") or 1)))
     known = [facts.get(x) for x in inputs] if facts is not None else []
-    if known and all(f is not None and f.infinite is False and f.retracts is not None for f in known):
+    if known and all(f is not None and f.infinite is False for f in known):
         # nothing to ask Spark: no lifetime to cut at T (the T rows below run it again if a step made one)
-        t_end, retracts = None, any(bool(f.retracts) for f in known if f is not None)
+        t_end = None
     else:
         finite = [F.when(F.col(c) < F.lit(INF), F.col(c)) for c in ("le", "re", "re_new", "t")]
         kind = F.col("kind")
-        stats = df.agg(F.max(F.when(kind.isin("insert", "retract", "cti"), F.greatest(*finite))).alias("t_end"),
-                       F.count(F.when(kind == "retract", 1)).alias("retracts")).first()
+        stats = df.agg(F.max(F.when(kind.isin("insert", "retract", "cti"), F.greatest(*finite))).alias("t_end")).first()
         assert stats is not None
-        t_end, retracts = stats["t_end"], bool(stats["retracts"])
+        t_end = stats["t_end"]
     violation = on_violation or spec.on_violation
     stages = plan_stages(spec, split=staged and n > 1)
-    run = _run(df, stages, inputs, violation, t_end, n, retracts)
-    if run.split in ("keys", "staged") and any(
-            ids_repeat(_side(run, "ids", k).column("element").to_pylist()) for k in range(len(stages))):
+    lost: list[int] = []
+    run = _run(df, stages, inputs, violation, t_end, n, lost)
+    parts = range(len(stages))
+    if run.split in ("keys", "staged") and any(ids_repeat(_side_ids(run, "ids", k)) for k in parts):
         run.unpersist()  # an (input, id) reused under another key: one bucket sees them all
         stages = plan_stages(spec, split=False)
         n = 1
-        run = _run(df, stages, inputs, violation, t_end, n, retracts)
+        run = _run(df, stages, inputs, violation, t_end, n, lost)
+    elif run.split in ("keys", "staged") and (lost := sorted({h for k in parts for h in orphans(
+            _side_ids(run, "unmatched", k), _side_ids(run, "ids", k))})):
+        run.unpersist()  # retractions of an (input, id) no bucket has inserts of: to bucket 0 (module doc)
+        run = _run(df, stages, inputs, violation, t_end, n, lost)
     reached = _side(run, "T")
     ts = [t for t in reached.column("t").to_pylist() if t is not None]
     cut = any(reached.column("le").to_pylist())
     if ts and cut and max(ts) != t_end:
         run.unpersist()  # cut at a T that only an invalid element reached: once more with the true T
-        run = _run(df, stages, inputs, violation, max(ts), n, retracts)
+        run = _run(df, stages, inputs, violation, max(ts), n, lost)
     return run

@@ -36,7 +36,7 @@ from udm.host.spark.stream_buckets import murmur3_long
 if TYPE_CHECKING:  # pragma: no cover
     from udm.host.model.graph import GraphNode
 
-__all__ = ["BY_ID", "bucket_groups", "follow_inserts", "graph_routing", "one_row", "partition_keys", "python_tasks",
+__all__ = ["BY_ID", "bucket_groups", "graph_routing", "one_row", "partition_keys", "python_tasks",
            "routing_of", "time_split", "whole_input"]
 
 # lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
@@ -128,34 +128,6 @@ def python_tasks(spark: Any, per_slot: int = 2) -> int:
     except Exception:  # Spark Connect has no SparkContext
         slots = int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
     return max(1, slots) * per_slot
-
-
-def follow_inserts(routed: Any, by: Sequence[str], only: Any = None, bucket: Any = None) -> Any:
-    """``routed`` (rows with ``_bucket`` set for inserts) with each retraction's ``_bucket`` that of the
-    insert of its id (``by``: the id columns, ``("id",)`` or ``("input", "id")``), or null when there is none;
-    ``only``: a condition the retractions to route so must meet too (the others keep their ``_bucket``).
-
-    Plans that route by key assume each id has its inserts in one bucket (they check it afterwards: the
-    buckets report their insert ids, and a run where an id crossed buckets is run again another way), so a
-    retraction's bucket is *the* bucket of its id's inserts. Found with a join against the few retracted
-    ids (broadcast, no shuffle of the rows): a window over every row by id would sort the whole input
-    first (seconds per 100 k rows; the staged graph plan paid it twice). A retraction that comes before
-    any insert of its id goes where that insert goes: its engine dead-letters it as one engine would
-    (an unknown id then). ``bucket``: the expression ``_bucket`` was computed by for inserts, if any: it is then
-    evaluated for the inserts of retracted ids only, not for every insert (a key read from JSON text costs)."""
-    from pyspark.sql import functions as F
-
-    kind = F.col("kind")
-    is_retract = kind == "retract" if only is None else (kind == "retract") & only
-    retracts = routed.where(is_retract)
-    wanted = retracts.select(*by)  # (no distinct: a semi join needs none, and it would be a shuffle more)
-    inserts = routed.where(kind == "insert") if bucket is not None else routed.where(
-        (kind == "insert") & F.col("_bucket").isNotNull())
-    homes = (inserts.join(F.broadcast(wanted), list(by), "left_semi")
-             .select(*by, (F.col("_bucket") if bucket is None else bucket).alias("_home")).distinct())
-    followed = (retracts.join(F.broadcast(homes), list(by), "left")
-                .withColumn("_bucket", F.col("_home")).drop("_home"))
-    return routed.where(~F.coalesce(is_retract, F.lit(False))).unionByName(followed)
 
 
 def bucket_partitions(n: int) -> list[int]:
