@@ -17,10 +17,13 @@ import numpy as np
 
 from ..common import Ev
 from .session_columns import Tail, columns_ok
-from .session_groups import SessionGroups, _Data
+from .session_groups import SessionData, SessionGroups
 from .state import Group
 
 __all__ = ["SessionFamily"]
+
+#: engine snapshots taken before the session family was split pickled a group's data as ``session._Data``
+_Data = SessionData
 
 
 class SessionFamily(SessionGroups):
@@ -75,7 +78,7 @@ class SessionFamily(SessionGroups):
         vl = vals[order].tolist() if isinstance(vals, np.ndarray) else [vals[i] for i in order.tolist()]
         a = 0
         for g, n in zip(gl, lens.tolist(), strict=True):
-            d: _Data = g.data
+            d: SessionData = g.data
             evs = [Ev(il[i], ll[i], rl[i], vl[i]) for i in range(a, a + n)]
             a += n
             held = g.events

@@ -39,16 +39,16 @@ from ..rules import INF, NEG
 from .rows import RowOrderedFamily, forget, replace_range, row_key
 from .state import Group
 
-__all__ = ["SessionGroups"]
+__all__ = ["SessionData", "SessionGroups"]
 
 
-#: a group's rows and sessions until it has some (shared, never changed: `_Data.ready` makes its own); a group
+#: a group's rows and sessions until it has some (shared, never changed: `SessionData.ready` makes its own); a group
 #: in the tail never needs them
 _NO_ROWS: SortedKeyList = SortedKeyList(key=row_key)
 _NO_WINS: SortedDict = SortedDict()
 
 
-class _Data:
+class SessionData:
     __slots__ = ("code", "dirty", "done", "floor", "rows", "wins")
 
     def __init__(self) -> None:
@@ -108,12 +108,12 @@ class SessionGroups(RowOrderedFamily):
         self._cap = 64
 
     def new_group(self, g: Group) -> None:
-        g.data = _Data()
+        g.data = SessionData()
 
     def _end(self, top: int) -> int:
         return INF if top >= INF else top + self.gap
 
-    def _open(self, g: Group, d: _Data, key: int, end: int, count: int) -> None:
+    def _open(self, g: Group, d: SessionData, key: int, end: int, count: int) -> None:
         """A new session (or a changed one) at ``key``; evaluated again if sessions past it were (its
         group's sessions all went, or a retraction moved its start)."""
         d.wins[key] = [end, count]
@@ -152,7 +152,7 @@ class SessionGroups(RowOrderedFamily):
 
     # -- per event -------------------------------------------------------------------------------------
     def insert(self, g: Group, ev: Ev) -> None:
-        d: _Data = g.data
+        d: SessionData = g.data
         d.ready()
         rows = d.rows
         wins = d.wins
@@ -170,7 +170,7 @@ class SessionGroups(RowOrderedFamily):
         if not self._join_inside(g, d, ev):
             self._rescan(g, d, ev.le, None)
 
-    def _append(self, g: Group, d: _Data, evs: list[Ev]) -> None:
+    def _append(self, g: Group, d: SessionData, evs: list[Ev]) -> None:
         """Events in (LE, RE) order that all come after the group's last row: cut into sessions in one pass,
         each session touched once (what `insert` does event by event)."""
         d.ready()
@@ -200,7 +200,7 @@ class SessionGroups(RowOrderedFamily):
         assert key is not None
         self._close_run(g, d, key, end, count, old)
 
-    def _close_run(self, g: Group, d: _Data, key: int, end: int, count: int, old: bool) -> None:
+    def _close_run(self, g: Group, d: SessionData, key: int, end: int, count: int, old: bool) -> None:
         """`bulk_insert`: session ``key`` ends at ``end`` with ``count`` members (``old``: the group's last
         session, which may have grown)."""
         if not old:
@@ -211,7 +211,7 @@ class SessionGroups(RowOrderedFamily):
             w[0], w[1] = end, count
             self._dirty(d, key, key)
 
-    def _join(self, g: Group, d: _Data, key: int, w: list[int], ev: Ev) -> None:
+    def _join(self, g: Group, d: SessionData, key: int, w: list[int], ev: Ev) -> None:
         """``ev`` joins session ``key`` (``w``: its end and count), reaching no other session."""
         end = self._end(ev.re)
         if end > w[0]:
@@ -222,7 +222,7 @@ class SessionGroups(RowOrderedFamily):
         if sw is not None and sw[0] == key and row_key(ev) < sw[1]:
             g.sweep.enter(0, [ev.val])  # a member among those the sweep took in already
 
-    def _join_inside(self, g: Group, d: _Data, ev: Ev) -> bool:
+    def _join_inside(self, g: Group, d: SessionData, ev: Ev) -> bool:
         """A late event inside a session (``W.LE <= LE < W.RE``) that does not reach the next one joins it
         directly: the scan would put it in that session's run (the row after it was within ``gap`` of the
         same running maximum; ahead of it, maxima only grow) and keep the next boundary."""
@@ -240,7 +240,7 @@ class SessionGroups(RowOrderedFamily):
         return True
 
     def change(self, g: Group, ev: Ev, old: int, new: int) -> None:
-        d: _Data = g.data
+        d: SessionData = g.data
         if self._take_out(d, ev, old, new) is None:
             return
         if new != ev.le:
@@ -250,7 +250,7 @@ class SessionGroups(RowOrderedFamily):
             g.swept = None  # the sweep took the member in as it was
         self._rescan(g, d, ev.le, ev if new != ev.le else None)
 
-    def _rescan(self, g: Group, d: _Data, x: int, changed: Ev | None) -> None:
+    def _rescan(self, g: Group, d: SessionData, x: int, changed: Ev | None) -> None:
         """Re-derive the sessions from the one holding (or preceding) LE ``x`` up to the first old boundary
         past ``x``; keep a session whose extent and count did not change (one element changed, so its
         members did not either). ``changed``: an event whose end changed (a time-sensitive UDM sees it)."""
@@ -304,7 +304,7 @@ class SessionGroups(RowOrderedFamily):
 
     # -- evaluation ------------------------------------------------------------------------------------
     def evaluate(self, g: Group, out: Any, em: Any) -> None:
-        d: _Data = g.data
+        d: SessionData = g.data
         if not d.wins and not d.dirty:
             return
         step = self.step
@@ -323,7 +323,7 @@ class SessionGroups(RowOrderedFamily):
             d.done = last
         self._evaluate(g, d, todo, out, em)
 
-    def _range(self, g: Group, d: _Data, lo: int, hi: int, out: Any, em: Any) -> int | None:
+    def _range(self, g: Group, d: SessionData, lo: int, hi: int, out: Any, em: Any) -> int | None:
         step = self.step
         rows = d.rows
         news = []
@@ -343,7 +343,7 @@ class SessionGroups(RowOrderedFamily):
         replace_range(self, g, lo, hi if stop is None else stop - 1, news, out, em)
         return stop
 
-    def _sweep_to(self, g: Group, d: _Data, key: int, a: int, b: int) -> None:
+    def _sweep_to(self, g: Group, d: SessionData, key: int, a: int, b: int) -> None:
         """Bring the sweep to session ``key`` (rows ``a .. b-1``): the members after the last one it took
         in enter (all of them when it held another session). ``g.swept``: (session, last row taken in)."""
         sweep = g.sweep
@@ -358,7 +358,7 @@ class SessionGroups(RowOrderedFamily):
             sweep.enter(0, [ev.val for ev in rows.islice(start, b)])
         g.swept = (key, row_key(rows[b - 1]))
 
-    def _pending(self, g: Group, d: _Data) -> None:
+    def _pending(self, g: Group, d: SessionData) -> None:
         wins = d.wins
         key = next(iter(wins.irange(d.done, inclusive=(False, True))), None)
         if key is not None:
@@ -382,7 +382,7 @@ class SessionGroups(RowOrderedFamily):
                 visit[id(g)] = g
         gap = self.gap
         for g in visit.values():
-            d: _Data = g.data
+            d: SessionData = g.data
             wins = d.wins
             while wins:
                 end = wins.peekitem(0)[1][0]
@@ -411,7 +411,7 @@ class SessionGroups(RowOrderedFamily):
         return list(visit.values())
 
     def idle(self, g: Group) -> bool:
-        d: _Data = g.data
+        d: SessionData = g.data
         return not d.rows
 
     def final_point(self, g: Group, c: int) -> int:
