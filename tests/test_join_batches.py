@@ -146,8 +146,14 @@ def test_state_stays_bounded_under_ctis() -> None:
     assert most < 6000, most
 
 
-def test_find_agrees_with_the_definition_of_overlap(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("lookup", ["mixed", "order", "scan"])
+def test_find_agrees_with_the_definition_of_overlap(monkeypatch: pytest.MonkeyPatch, lookup: str) -> None:
+    """``order``: every lookup through the sorted order; ``scan``: every lookup a direct comparison; ``mixed``:
+    as the store chooses (the order once probes × unordered events grow)."""
     monkeypatch.setattr(join_store, "_COMPACT_MIN", 8)  # (compactions happen, with and without the id dict)
+    if lookup != "mixed":
+        monkeypatch.setattr(join_store, "_TAIL_PAIRS", 0 if lookup == "order" else 1 << 40)
+        monkeypatch.setattr(join_store, "_TAIL_MOST", 0 if lookup == "order" else 1 << 40)
     compactions = 0
     rng = random.Random(7)
     st = SideStore()

@@ -6,7 +6,9 @@ outnumber the live ones. `find` answers, for a column of probes ``(code, le, re)
 same code whose lifetime overlaps the probe's, as two aligned arrays (probe, slot): through `_Sorted`, the
 events ordered by (code, LE) — a finite event overlapping ``[le, re)`` starts in ``(le - span, re)``, with
 ``span`` the longest finite lifetime the side held, so a key's long history is not looked at — and, for the
-events appended since that order was built, a direct comparison while they are few.
+events appended since that order was built (every event, when none is built), a direct comparison while
+probes × events are few: a handful of probes (a window's results joined back to its input, after each CTI's
+compaction dropped the order) costs a scan, not a sort.
 """
 
 from __future__ import annotations
@@ -243,26 +245,31 @@ class SideStore:
         if not self.live or not len(code):
             return z, z
         ix = self._ix
-        tail = self.n - ix[0] if ix is not None else 0
-        if ix is None or tail * len(code) > max(_TAIL_PAIRS, min(16 * self.live, _TAIL_MOST)):
+        built = ix[0] if ix is not None else 0
+        tail = self.n - built
+        if tail * len(code) > max(_TAIL_PAIRS, min(16 * self.live, _TAIL_MOST)):
             ix = self._build()
-            tail = 0
-        built, fin, endless = ix
-        ps, ss = [], []
-        sp = self.span  # (a finite event overlapping ``[le, re)`` starts after ``le - span``; no overflow)
-        p, s = fin.find(code, np.maximum(le, _MIN + sp) - sp + 1, re)
-        ps.append(p)
-        ss.append(s)
-        if endless is not None:
-            p, s = endless.find(code, None, re)
+            built, tail = self.n, 0
+        ps: list[np.ndarray] = []
+        ss: list[np.ndarray] = []
+        if ix is not None:
+            _, fin, endless = ix
+            sp = self.span  # (a finite event overlapping ``[le, re)`` starts after ``le - span``; no overflow)
+            p, s = fin.find(code, np.maximum(le, _MIN + sp) - sp + 1, re)
             ps.append(p)
             ss.append(s)
+            if endless is not None:
+                p, s = endless.find(code, None, re)
+                ps.append(p)
+                ss.append(s)
         if tail:
             t = np.arange(built, self.n, dtype=_I64)
             hit = (self.code[t][None, :] == code[:, None]) & (self.le[t][None, :] < re[:, None])
             p, j = np.nonzero(hit)
             ps.append(p.astype(_I64))
             ss.append(t[j])
+        if not ps:
+            return z, z
         probe = np.concatenate(ps) if len(ps) > 1 else ps[0]
         slot = np.concatenate(ss) if len(ss) > 1 else ss[0]
         ok = self.alive[slot] & (self.re[slot] > le[probe])
