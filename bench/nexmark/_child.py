@@ -7,10 +7,13 @@ all its threads over the run (the per-core figure), wall time from interpreter s
 peak RSS (VmHWM, the process's own; see `bench._udm_child`) and the process's CPU seconds from its start
 (``cpu_all``: start-up included).
 
-Start-up as ``udm run --engine local`` has it: no cyclic garbage collection until the query is bound
-(`udm.host.cli.startup_gc`), and pyarrow's first pandas probes run with pandas hidden
-(`udm.host.io.arrow_probe`: ~0.2 s of CPU a local run does not need). The Spark engines keep both as they
-are."""
+Start-up as ``udm run --engine local`` has it, in its order: one BLAS thread (`udm.host.cli.blas_threads`,
+before numpy loads), no cyclic garbage collection until the query is bound (`udm.host.cli.startup_gc`), and
+pyarrow's first pandas probes run with pandas hidden (`udm.host.io.arrow_probe`: ~0.2 s of CPU a local run
+does not need) before the engine is loaded, as ``udm run`` loads it. (Until session 8 the child hid pandas
+only after loading the engine, whose first pyarrow call had imported it already, and left OpenBLAS its
+spinning threads: ~0.25 CPU-s of start-up that ``udm run`` does not spend.) The Spark engines keep all
+three as they are."""
 
 from __future__ import annotations
 
@@ -23,8 +26,9 @@ from typing import Any
 T_START = time.perf_counter()
 
 if __name__ == "__main__" and not any(a.startswith("native:") or a == "spark" for a in sys.argv[1:]):
-    from udm.host.cli import startup_gc
+    from udm.host.cli import blas_threads, startup_gc
 
+    blas_threads.limit("__main__")
     startup_gc.pause("__main__")
 
 
@@ -50,15 +54,18 @@ def main(argv: list[str]) -> int:
     bound = bind(spec, Catalog.discover(plugins=[udfs]))
     names = list(bound.graph.inputs)
     source = {n: inp for n in names} if len(names) > 1 or names != ["main"] else inp
+    local = engine in ("local", "el")
+    if local:  # as `udm run --engine local` starts (the module docstring): before the engine loads pyarrow
+        from udm.host.io.arrow_probe import skip_pandas_probe
+
+        skip_pandas_probe()
     run = _one_by_one if engine == "el" else get_engine(engine)
     import udm.host.engine  # noqa: F401  (imports and warm-up outside the CPU clock, as out of RunResult.seconds)
     from udm.host.query.runners import _warm_up
 
-    if engine in ("local", "el"):  # as `udm run --engine local` starts (the module docstring)
+    if local:
         from udm.host.cli import startup_gc
-        from udm.host.io.arrow_probe import skip_pandas_probe
 
-        skip_pandas_probe()
         startup_gc.resume()
     _warm_up()
     c0 = time.process_time()
