@@ -187,3 +187,63 @@ def test_a_session_ending_at_the_cti_is_final_only_with_a_gap(gap: int, monkeypa
     assert on[0] == want
     _off(monkeypatch)
     assert _run(q, stream, len(first)) == on
+
+
+def _kinds_stream(seed: int, n: int, groups: int) -> list[Element]:
+    """Groups whose values are all ints, all floats (integral ones among them: ``3.0``) or both, arriving in
+    phases of ints alone, floats alone and both, so that one flush values sessions from columns of different
+    kinds and an all-int session's rows come from an int column and a mixed one; late events, retractions,
+    CTIs."""
+    rng = random.Random(seed)
+    out: list[Element] = []
+    live: list[tuple[str, int, int]] = []
+    t = cti = 0
+    for i in range(n):
+        phase = (i // 97) % 3  # ints alone, floats alone, both
+        t += rng.choice([0, 1, 2, 4, 13])
+        le = max(cti, t - (rng.randrange(30) if rng.random() < 0.1 else 0))
+        g = rng.randrange(groups)
+        kind = g % 3  # this group's values: int, float, both
+        if phase < 2 and kind != 2 and kind != phase:
+            g -= kind - 2  # (a group that takes this phase's kind)
+            kind = 2
+        v: Any = rng.randrange(-50, 100)
+        if kind == 1 or (kind == 2 and (phase == 1 or (phase == 2 and rng.random() < 0.5))):
+            v = v / rng.choice([1, 4])
+        re = le + (rng.randrange(2, 25) if rng.random() < 0.05 else 1)
+        out.append(Insert(f"e{i}", le, re, {"g": g, "v": v}))
+        live.append((f"e{i}", le, re))
+        if rng.random() < 0.03:
+            j = rng.randrange(max(0, len(live) - 20), len(live))
+            eid, le0, re0 = live.pop(j)
+            if re0 > cti:
+                out.append(Retract(eid, le0, re0, le0 if le0 >= cti else re0 + 3))
+        if rng.random() < 0.05:
+            cti = max(cti, t - rng.randrange(40))
+            out.append(Cti(cti))
+    return [*out, Cti(10**18)]
+
+
+@pytest.mark.parametrize("udm", ["sum", "max", "min", "avg"])
+def test_sessions_of_int_and_float_values_are_written_as_the_oracle_writes_them(
+        udm: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An all-int session gives an int (``49``, not ``49.0``) and an integral float stays a float, whatever the
+    kinds of the columns its rows came in and of the sessions valued beside it; a snapshot half-way changes
+    nothing."""
+    q = _query(6, udm)
+    written = _counted(monkeypatch)
+    for seed in range(3):
+        stream = _kinds_stream(seed, 1800, 12)
+        want = oracle(q.spec, stream)
+        for chunk in (97, 150, 700):
+            assert _run(q, stream, chunk)[0] == want, (seed, chunk)
+        r = QueryRunner(q)
+        out: list[Any] = []
+        for a in range(0, len(stream), 200):
+            part = stream[a:a + 200]
+            out += r.process_batch(ElementBatch.from_elements(part, list(range(a, a + len(part)))))
+            if a == 800:
+                r = QueryRunner.restore(r.snapshot(), q)
+        out += r.finish()
+        assert cht(out) == want, seed
+    assert written[0] > 300

@@ -9,9 +9,9 @@ sorts the rows by (group, LE, RE), finds every group's sessions at once (a row o
 starts or its LE is at least ``gap`` past the largest RE before it in the group: SEMANTICS §9; that maximum
 over the group's earlier rows is the maximum over the session, as every boundary row ends past it) and then:
 
-* sessions the CTI closes (``W.RE <= c``, ``< c`` with ``gap`` 0, or the end of input): final, so valued with
-  one call of the UDA's batch form ``compute_slices(values, offsets)`` (note 62; ``add`` and ``compute`` per
-  session otherwise) and written as one column block (`grid_closed.write_closed`), then dropped;
+* sessions the CTI closes (``W.RE <= c``, ``< c`` with ``gap`` 0, or the end of input): final, so valued by
+  the grid family's rule for closed windows (`grid_closed.window_values`: one call of the UDA's batch form
+  where it applies) and written as one column block (`grid_closed.write_closed`), then dropped;
 * a session released but not closed (at or below the speculation point): it is output now and may change
   later, so its group leaves the tail (`Tail.take`): its remaining rows become events and sessions of the
   per-group structure, which evaluates it (the step visits it) and diffs its later changes;
@@ -33,8 +33,8 @@ import numpy as np
 from ..batch import RowsOut
 from ..common import Ev
 from ..rules import INF
-from .grid_closed import write_closed
-from .grid_columns import ends_alone, fresh_slices
+from .grid_closed import window_values, write_closed
+from .grid_columns import ends_alone
 from .state import Group
 
 __all__ = ["Tail", "columns_ok"]
@@ -271,23 +271,12 @@ class Tail:
         return [self.groups[code] for code in leave.tolist() if code in self.groups]
 
     def _write(self, step: Any, out: RowsOut, em: Any, s0: np.ndarray, s1: np.ndarray, wre: np.ndarray) -> None:
-        """Value and write the sessions of rows ``s0[i] .. s1[i]-1`` (ending at ``wre[i]``), in row order."""
-        wu = step.udm
-        wle = self.le[s0]
+        """Value (`window_values`) and write the sessions of rows ``s0[i] .. s1[i]-1`` (ending at ``wre[i]``), in
+        row order."""
         lens = s1 - s0
-        offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
-        idx = np.repeat(s0 - offsets[:-1], lens) + np.arange(int(offsets[-1]), dtype=np.int64)
-        values = self._gather(self.vix[idx])
-        res: Any = None
-        if getattr(wu, "compute_slices", None) is not None:  # (several aggregates: none)
-            v = values
-            if v.dtype.kind not in "if" or v.dtype.itemsize != 8:
-                v = v.astype(object)
-            res = fresh_slices(wu, v, offsets)
-        if res is None:
-            vl = values.tolist()
-            res = [wu.compute_state(wu.add(wu.initial_state(), vl[a:b], (le0, re0)), le0, re0)
-                   for a, b, le0, re0 in zip(offsets[:-1].tolist(), offsets[1:].tolist(), wle.tolist(),
-                                             wre.tolist(), strict=True)]
+        st = np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64)
+        idx = np.repeat(s0 - st, lens) + np.arange(int(lens.sum()), dtype=np.int64)
+        wle = self.le[s0]
+        res = window_values(step.udm, self._gather(self.vix[idx]), st, lens, wle, wre)
         groups = self.groups
         write_closed(step, out, em, [groups[k] for k in self.gid[s0].tolist()], wle, wre, res)
