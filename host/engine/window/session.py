@@ -62,12 +62,15 @@ class SessionFamily(SessionGroups):
         else:
             col = np.zeros(len(gl), dtype=bool)
         if col.any():
+            intail = [g for g, c in zip(gl, col.tolist(), strict=True) if c]
+            touched = self.step.touched
+            for g in intail:  # (nothing of theirs for the step to evaluate: the tail values their sessions)
+                touched.pop(id(g), None)
             sel = order[np.repeat(col, lens)]
             if not isinstance(vals, np.ndarray):
                 vals = np.fromiter(vals, dtype=object, count=len(vals))
             v = vals[sel]
-            tail.add([g for g, c in zip(gl, col.tolist(), strict=True) if c], lens[col], ids[sel], le[sel],
-                     re[sel], v)
+            tail.add(intail, lens[col], ids[sel], le[sel], re[sel], v)
             if col.all():
                 return
             gl = [g for g, c in zip(gl, col.tolist(), strict=True) if not c]
@@ -114,6 +117,11 @@ class SessionFamily(SessionGroups):
     def bulk_held(self, g: Group) -> int:
         return self.tail.held(g)
 
+    def sizes(self, groups: Iterable[Group]) -> tuple[int, int]:
+        """``groups``: all of the step's (the tail's rows are counted at once)."""
+        gs = list(groups)
+        return sum(len(g.out) for g in gs), sum(len(g.events) for g in gs) + self.tail.size()
+
     # -- per flush ---------------------------------------------------------------------------------------
     def prepare(self, out: Any, em: Any) -> None:
         """The tail's closed sessions are written; groups with a session out now but not final leave it (the
@@ -124,7 +132,7 @@ class SessionFamily(SessionGroups):
             touched[id(g)] = g
 
     def cleanup(self, c: int) -> Iterable[Group]:
-        return [*super().cleanup(c), *self.tail.emptied]
+        return [*super().cleanup(c), *self.tail.drained()]
 
     def idle(self, g: Group) -> bool:
         return super().idle(g) and not self.tail.has(g)

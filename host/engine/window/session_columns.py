@@ -69,14 +69,27 @@ class Tail:
         #: whether a group taken out may have held it
         self.min_le = INF
         self._stale = False
-        #: groups the last flush left with nothing (cleanup may drop them)
+        #: groups the flushes left with nothing since the last CTI, and those left so before it (`drained`)
         self.emptied: list[Group] = []
+        self.quiet: list[Group] = []
         self.next_code = 0
         #: the (CTI, release point) of the last flush: with no row added since, a flush at the same ones finds
         #: nothing to write or release
         self.seen: tuple[int, int] | None = None
         #: rows per code (None: to count again)
         self._held: dict[int, int] | None = None
+
+    def __setstate__(self, s: dict[str, Any]) -> None:
+        self.__dict__.update(s)
+        self.__dict__.setdefault("quiet", [])  # (a snapshot from before `drained`)
+
+    def drained(self) -> list[Group]:
+        """The groups to drop at this CTI: those left with nothing before the last one and given no row since.
+        A group waits a CTI in the tail's keeping, so a key that comes back soon (a busy bidder's next session)
+        keeps its group: making a group again costs more than keeping it that long."""
+        gone = [g for g in self.quiet if not self.has(g)]
+        self.quiet, self.emptied = self.emptied, []
+        return gone
 
     def _clear(self) -> None:
         """Nothing held: drop the arrays (codes stay as they are)."""
@@ -133,6 +146,12 @@ class Tail:
             codes, n = np.unique(self.gid, return_counts=True)
             self._held = dict(zip(codes.tolist(), n.tolist(), strict=True))
         return self._held.get(code, 0)
+
+    def size(self) -> int:
+        """How many rows the groups in the tail hold."""
+        if self.pending or self.dead:
+            self._sort()
+        return len(self.gid)
 
     def _sort(self) -> None:
         """Pending rows into the sorted arrays (rows of groups taken out leave)."""
@@ -211,7 +230,6 @@ class Tail:
     def flush(self, step: Any, out: RowsOut, em: Any) -> list[Group]:
         """Write the sessions the CTI closes; returns the groups whose released sessions are not closed (they
         leave the tail: the caller takes them out)."""
-        self.emptied = []
         if not self.groups:
             self._clear()
             return []
