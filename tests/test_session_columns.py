@@ -247,3 +247,37 @@ def test_sessions_of_int_and_float_values_are_written_as_the_oracle_writes_them(
         out += r.finish()
         assert cht(out) == want, seed
     assert written[0] > 300
+
+
+def test_a_key_back_within_the_gap_keeps_its_group_and_quiet_groups_go(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group whose sessions all closed waits in the tail until the CTI is a ``gap`` past its last session's
+    end: a key back before that (a new session each round) keeps its group, and keys that stop leave no group
+    behind; the output is the oracle's all along."""
+    made = [0]
+    real = session.SessionFamily.new_group
+
+    def counted(self: Any, g: Any) -> None:
+        made[0] += 1
+        real(self, g)
+
+    monkeypatch.setattr(session.SessionFamily, "new_group", counted)
+    q = _query(10, "sum")
+    rounds: list[list[Element]] = []
+    for i in range(40):
+        t = 20 * i  # (each round's sessions end by t + 13 and close at its CTI, t + 15)
+        keys = range(50) if i < 20 else range(25)
+        rounds.append([*(Insert(f"e{i}-{k}", t + k % 3, t + k % 3 + 1, {"g": k, "v": i * k}) for k in keys),
+                       Cti(t + 15)])
+    stream = [el for part in rounds for el in part]
+    r = QueryRunner(q)
+    out: list[Any] = []
+    groups = []
+    a = 0
+    for part in rounds:  # (a round a batch)
+        out += r.process_batch(ElementBatch.from_elements(part, list(range(a, a + len(part)))))
+        a += len(part)
+        groups.append(r.ops[0].state_size()["groups"])
+    out += r.finish()
+    assert cht(out) == oracle(q.spec, [*stream, Cti(10**18)])
+    assert made[0] == 50  # (every key's group made once)
+    assert groups[-1] == 25  # (the keys that stopped: dropped)

@@ -132,7 +132,7 @@ class SessionFamily(SessionGroups):
             touched[id(g)] = g
 
     def cleanup(self, c: int) -> Iterable[Group]:
-        return [*super().cleanup(c), *self.tail.drained()]
+        return [*super().cleanup(c), *self.tail.drained(c)]
 
     def idle(self, g: Group) -> bool:
         return super().idle(g) and not self.tail.has(g)

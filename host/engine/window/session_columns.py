@@ -26,6 +26,7 @@ takes part.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -69,9 +70,9 @@ class Tail:
         #: whether a group taken out may have held it
         self.min_le = INF
         self._stale = False
-        #: groups the flushes left with nothing since the last CTI, and those left so before it (`drained`)
-        self.emptied: list[Group] = []
-        self.quiet: list[Group] = []
+        #: code -> (when to drop it, group) for the groups the tail left with nothing (`drained`), in the order
+        #: they were left so
+        self.quiet: OrderedDict[int, tuple[int, Group]] = OrderedDict()
         self.next_code = 0
         #: the (CTI, release point) of the last flush: with no row added since, a flush at the same ones finds
         #: nothing to write or release
@@ -81,14 +82,23 @@ class Tail:
 
     def __setstate__(self, s: dict[str, Any]) -> None:
         self.__dict__.update(s)
-        self.__dict__.setdefault("quiet", [])  # (a snapshot from before `drained`)
+        if "quiet" not in s:  # (a snapshot from before `drained`: the step dropped the groups it had emptied)
+            self.__dict__.pop("emptied", None)
+            self.quiet = OrderedDict()
 
-    def drained(self) -> list[Group]:
-        """The groups to drop at this CTI: those left with nothing before the last one and given no row since.
-        A group waits a CTI in the tail's keeping, so a key that comes back soon (a busy bidder's next session)
-        keeps its group: making a group again costs more than keeping it that long."""
-        gone = [g for g in self.quiet if not self.has(g)]
-        self.quiet, self.emptied = self.emptied, []
+    def drained(self, c: int) -> list[Group]:
+        """The groups to drop at CTI ``c``: a group the tail leaves with nothing is kept until the CTI is a
+        ``gap`` past its last session's end (as long again as that session waited to close), unless a row
+        comes for it: a key that comes back within that time (a busy bidder's next session) finds its group,
+        as making one again costs more than keeping it, and what is kept is the keys of the last stretch of
+        time, as what is held."""
+        q = self.quiet
+        gone = []
+        while q:
+            code = next(iter(q))
+            if q[code][0] > c:
+                break
+            gone.append(q.popitem(last=False)[1][1])
         return gone
 
     def _clear(self) -> None:
@@ -108,11 +118,14 @@ class Tail:
         on."""
         gcode = np.empty(len(groups), dtype=np.int64)
         tg = self.groups
+        quiet = self.quiet
         for j, g in enumerate(groups):
             d = g.data
             if d.code < 0:
                 d.code = self.next_code
                 self.next_code += 1
+            elif quiet:
+                quiet.pop(d.code, None)
             gcode[j] = d.code
             tg[d.code] = g
         self.pending.append((np.repeat(gcode, lens), ids, le, re,
@@ -275,8 +288,11 @@ class Tail:
             # groups none of whose sessions stays (sessions opening a group: ``first`` at their first row)
             heads = np.flatnonzero(first[s0])
             stays = np.add.reduceat((~closed).astype(np.int64), heads)
-            for code in gid[s0[heads[stays == 0]]].tolist():
-                self.emptied.append(self.groups.pop(code))
+            done = stays == 0
+            until = wre[np.append(heads[1:], len(s0))[done] - 1]  # (its last session's end)
+            quiet = self.quiet
+            for code, t in zip(gid[s0[heads[done]]].tolist(), until.tolist(), strict=True):
+                quiet[code] = (t + gap if t < INF - gap else INF, self.groups.pop(code))
             keep = np.repeat(~closed, s1 - s0)
             self.gid, self.ids, self.le, self.re, self.vix = (a[keep] for a in (gid, self.ids, le, re, self.vix))
             if self.stored > 2 * len(self.vix) + 4096:  # (values no row holds: the store keeps the rest)
