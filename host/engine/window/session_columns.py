@@ -88,10 +88,10 @@ class Tail:
 
     def drained(self, c: int) -> list[Group]:
         """The groups to drop at CTI ``c``: a group the tail leaves with nothing is kept until the CTI is a
-        ``gap`` past its last session's end (as long again as that session waited to close), unless a row
-        comes for it: a key that comes back within that time (a busy bidder's next session) finds its group,
-        as making one again costs more than keeping it, and what is kept is the keys of the last stretch of
-        time, as what is held."""
+        ``gap`` past its last session's end, unless a row comes for it. A key back within that time (a busy
+        bidder's next session) finds its group, as making one again costs more than keeping it; what is kept
+        is the keys of a recent stretch of time (the first waiting may hold the others back by up to a
+        ``gap``)."""
         q = self.quiet
         gone = []
         while q:
@@ -225,20 +225,24 @@ class Tail:
             out[m] = part if part.dtype == dt else part.astype(object)
         return out
 
-    def take(self, g: Group) -> list[Ev]:
-        """The group leaves the tail: its rows as events, in LE order."""
-        d = g.data
-        code = d.code
-        del self.groups[code]
+    def take(self, gs: list[Group]) -> list[list[Ev]]:
+        """The groups leave the tail: each one's rows as events, in LE order (their values gathered at once)."""
         if self.pending:
             self._sort()
-        a = int(np.searchsorted(self.gid, code, "left"))
-        b = int(np.searchsorted(self.gid, code, "right"))
-        self.dead.add(code)
-        if a < b and int(self.le[a]) <= self.min_le:  # (its first row may have been the smallest LE)
+        codes = np.fromiter((g.data.code for g in gs), dtype=np.int64, count=len(gs))
+        for code in codes.tolist():
+            del self.groups[code]
+            self.dead.add(code)
+        a = np.searchsorted(self.gid, codes, "left")
+        b = np.searchsorted(self.gid, codes, "right")
+        lens = b - a
+        if bool((self.le[a[lens > 0]] <= self.min_le).any()):  # (a first row may have been the smallest LE)
             self._stale = True
-        return [Ev(*t) for t in zip(self.ids[a:b].tolist(), self.le[a:b].tolist(), self.re[a:b].tolist(),
-                                    self._gather(self.vix[a:b]).tolist(), strict=True)]
+        st = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+        idx = np.repeat(a - st[:-1], lens) + np.arange(int(st[-1]), dtype=np.int64)
+        evs = [Ev(*t) for t in zip(self.ids[idx].tolist(), self.le[idx].tolist(), self.re[idx].tolist(),
+                                   self._gather(self.vix[idx]).tolist(), strict=True)]
+        return [evs[x:y] for x, y in zip(st[:-1].tolist(), st[1:].tolist(), strict=True)]
 
     def flush(self, step: Any, out: RowsOut, em: Any) -> list[Group]:
         """Write the sessions the CTI closes; returns the groups whose released sessions are not closed (they
