@@ -187,3 +187,97 @@ def test_a_session_ending_at_the_cti_is_final_only_with_a_gap(gap: int, monkeypa
     assert on[0] == want
     _off(monkeypatch)
     assert _run(q, stream, len(first)) == on
+
+
+def _kinds_stream(seed: int, n: int, groups: int) -> list[Element]:
+    """Groups whose values are all ints, all floats (integral ones among them: ``3.0``) or both, arriving in
+    phases of ints alone, floats alone and both, so that one flush values sessions from columns of different
+    kinds and an all-int session's rows come from an int column and a mixed one; late events, retractions,
+    CTIs."""
+    rng = random.Random(seed)
+    out: list[Element] = []
+    live: list[tuple[str, int, int]] = []
+    t = cti = 0
+    for i in range(n):
+        phase = (i // 97) % 3  # ints alone, floats alone, both
+        t += rng.choice([0, 1, 2, 4, 13])
+        le = max(cti, t - (rng.randrange(30) if rng.random() < 0.1 else 0))
+        g = rng.randrange(groups)
+        kind = g % 3  # this group's values: int, float, both
+        if phase < 2 and kind != 2 and kind != phase:
+            g -= kind - 2  # (a group that takes this phase's kind)
+            kind = 2
+        v: Any = rng.randrange(-50, 100)
+        if kind == 1 or (kind == 2 and (phase == 1 or (phase == 2 and rng.random() < 0.5))):
+            v = v / rng.choice([1, 4])
+        re = le + (rng.randrange(2, 25) if rng.random() < 0.05 else 1)
+        out.append(Insert(f"e{i}", le, re, {"g": g, "v": v}))
+        live.append((f"e{i}", le, re))
+        if rng.random() < 0.03:
+            j = rng.randrange(max(0, len(live) - 20), len(live))
+            eid, le0, re0 = live.pop(j)
+            if re0 > cti:
+                out.append(Retract(eid, le0, re0, le0 if le0 >= cti else re0 + 3))
+        if rng.random() < 0.05:
+            cti = max(cti, t - rng.randrange(40))
+            out.append(Cti(cti))
+    return [*out, Cti(10**18)]
+
+
+@pytest.mark.parametrize("udm", ["sum", "max", "min", "avg"])
+def test_sessions_of_int_and_float_values_are_written_as_the_oracle_writes_them(
+        udm: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An all-int session gives an int (``49``, not ``49.0``) and an integral float stays a float, whatever the
+    kinds of the columns its rows came in and of the sessions valued beside it; a snapshot half-way changes
+    nothing."""
+    q = _query(6, udm)
+    written = _counted(monkeypatch)
+    for seed in range(3):
+        stream = _kinds_stream(seed, 1800, 12)
+        want = oracle(q.spec, stream)
+        for chunk in (97, 150, 700):
+            assert _run(q, stream, chunk)[0] == want, (seed, chunk)
+        r = QueryRunner(q)
+        out: list[Any] = []
+        for a in range(0, len(stream), 200):
+            part = stream[a:a + 200]
+            out += r.process_batch(ElementBatch.from_elements(part, list(range(a, a + len(part)))))
+            if a == 800:
+                r = QueryRunner.restore(r.snapshot(), q)
+        out += r.finish()
+        assert cht(out) == want, seed
+    assert written[0] > 300
+
+
+def test_a_key_back_within_the_gap_keeps_its_group_and_quiet_groups_go(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group whose sessions all closed waits in the tail until the CTI is a ``gap`` past its last session's
+    end: a key back before that (a new session each round) keeps its group, and keys that stop leave no group
+    behind; the output is the oracle's all along."""
+    made = [0]
+    real = session.SessionFamily.new_group
+
+    def counted(self: Any, g: Any) -> None:
+        made[0] += 1
+        real(self, g)
+
+    monkeypatch.setattr(session.SessionFamily, "new_group", counted)
+    q = _query(10, "sum")
+    rounds: list[list[Element]] = []
+    for i in range(40):
+        t = 20 * i  # (each round's sessions end by t + 13 and close at its CTI, t + 15)
+        keys = range(50) if i < 20 else range(25)
+        rounds.append([*(Insert(f"e{i}-{k}", t + k % 3, t + k % 3 + 1, {"g": k, "v": i * k}) for k in keys),
+                       Cti(t + 15)])
+    stream = [el for part in rounds for el in part]
+    r = QueryRunner(q)
+    out: list[Any] = []
+    groups = []
+    a = 0
+    for part in rounds:  # (a round a batch)
+        out += r.process_batch(ElementBatch.from_elements(part, list(range(a, a + len(part)))))
+        a += len(part)
+        groups.append(r.ops[0].state_size()["groups"])
+    out += r.finish()
+    assert cht(out) == oracle(q.spec, [*stream, Cti(10**18)])
+    assert made[0] == 50  # (every key's group made once)
+    assert groups[-1] == 25  # (the keys that stopped: dropped)

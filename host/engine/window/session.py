@@ -11,6 +11,7 @@ each flush (`prepare`), for every group at once; the output CTI takes its earlie
 from __future__ import annotations
 
 from collections.abc import Iterable
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,9 @@ from .session_groups import SessionData, SessionGroups
 from .state import Group
 
 __all__ = ["SessionFamily"]
+
+_OUT = attrgetter("out")
+_EVENTS = attrgetter("events")
 
 #: engine snapshots taken before the session family was split pickled a group's data as ``session._Data``
 _Data = SessionData
@@ -42,7 +46,7 @@ class SessionFamily(SessionGroups):
     # -- per event -------------------------------------------------------------------------------------
     def insert(self, g: Group, ev: Ev) -> None:
         if g.data.code >= 0 and self.tail.has(g):
-            self._untail(g)
+            self._untail([g])
         super().insert(g, ev)
 
     def bulk_insert(self, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: Any,
@@ -57,17 +61,21 @@ class SessionFamily(SessionGroups):
         gl = [groups[k] for k in cl[starts].tolist()]
         tail = self.tail
         if columns_ok(self.step):
-            col = np.fromiter((tail.has(g) or (not g.data.rows and not g.data.wins and not g.out) for g in gl),
+            tg = tail.groups  # (in the tail, or holding nothing)
+            col = np.fromiter((tg.get(g.data.code) is g or not (g.data.rows or g.data.wins or g.out) for g in gl),
                               dtype=bool, count=len(gl))
         else:
             col = np.zeros(len(gl), dtype=bool)
         if col.any():
+            intail = [g for g, c in zip(gl, col.tolist(), strict=True) if c]
+            touched = self.step.touched
+            for g in intail:  # (nothing of theirs for the step to evaluate: the tail values their sessions)
+                touched.pop(id(g), None)
             sel = order[np.repeat(col, lens)]
             if not isinstance(vals, np.ndarray):
                 vals = np.fromiter(vals, dtype=object, count=len(vals))
             v = vals[sel]
-            tail.add([g for g, c in zip(gl, col.tolist(), strict=True) if c], lens[col], ids[sel], le[sel],
-                     re[sel], v)
+            tail.add(intail, lens[col], ids[sel], le[sel], re[sel], v)
             if col.all():
                 return
             gl = [g for g, c in zip(gl, col.tolist(), strict=True) if not c]
@@ -91,17 +99,17 @@ class SessionFamily(SessionGroups):
                 continue
             self._append(g, d, evs)
 
-    def _untail(self, g: Group) -> None:
-        """The group leaves the tail: its rows become its events and sessions (it holds nothing else)."""
-        evs = self.tail.take(g)
-        held = g.events
-        for ev in evs:
-            held[ev.id] = ev
-        self._append(g, g.data, evs)
+    def _untail(self, gs: list[Group]) -> None:
+        """The groups leave the tail: their rows become their events and sessions (they hold nothing else)."""
+        for g, evs in zip(gs, self.tail.take(gs), strict=True):
+            held = g.events
+            for ev in evs:
+                held[ev.id] = ev
+            self._append(g, g.data, evs)
 
     def change(self, g: Group, ev: Ev, old: int, new: int) -> None:
         if g.data.code >= 0 and self.tail.has(g):
-            self._untail(g)
+            self._untail([g])
             real = g.events.get(ev.id)
             if real is not None and real is not ev:  # (the step made a stand-in for a row of the tail)
                 if new == real.le:
@@ -114,17 +122,24 @@ class SessionFamily(SessionGroups):
     def bulk_held(self, g: Group) -> int:
         return self.tail.held(g)
 
+    def sizes(self, groups: Iterable[Group]) -> tuple[int, int]:
+        """``groups``: all of the step's (the tail's rows are counted at once)."""
+        gs = list(groups)
+        return (sum(map(len, map(_OUT, gs))), sum(map(len, map(_EVENTS, gs))) + self.tail.size())
+
     # -- per flush ---------------------------------------------------------------------------------------
     def prepare(self, out: Any, em: Any) -> None:
         """The tail's closed sessions are written; groups with a session out now but not final leave it (the
         step evaluates them)."""
-        touched = self.step.touched
-        for g in self.tail.flush(self.step, out, em):
-            self._untail(g)
-            touched[id(g)] = g
+        leave = self.tail.flush(self.step, out, em)
+        if leave:
+            self._untail(leave)
+            touched = self.step.touched
+            for g in leave:
+                touched[id(g)] = g
 
     def cleanup(self, c: int) -> Iterable[Group]:
-        return [*super().cleanup(c), *self.tail.emptied]
+        return [*super().cleanup(c), *self.tail.drained(c)]
 
     def idle(self, g: Group) -> bool:
         return super().idle(g) and not self.tail.has(g)

@@ -9,9 +9,9 @@ sorts the rows by (group, LE, RE), finds every group's sessions at once (a row o
 starts or its LE is at least ``gap`` past the largest RE before it in the group: SEMANTICS §9; that maximum
 over the group's earlier rows is the maximum over the session, as every boundary row ends past it) and then:
 
-* sessions the CTI closes (``W.RE <= c``, ``< c`` with ``gap`` 0, or the end of input): final, so valued with
-  one call of the UDA's batch form ``compute_slices(values, offsets)`` (note 62; ``add`` and ``compute`` per
-  session otherwise) and written as one column block (`grid_closed.write_closed`), then dropped;
+* sessions the CTI closes (``W.RE <= c``, ``< c`` with ``gap`` 0, or the end of input): final, so valued by
+  the grid family's rule for closed windows (`grid_closed.window_values`: one call of the UDA's batch form
+  where it applies) and written as one column block (`grid_closed.write_closed`), then dropped;
 * a session released but not closed (at or below the speculation point): it is output now and may change
   later, so its group leaves the tail (`Tail.take`): its remaining rows become events and sessions of the
   per-group structure, which evaluates it (the step visits it) and diffs its later changes;
@@ -26,6 +26,7 @@ takes part.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -33,8 +34,8 @@ import numpy as np
 from ..batch import RowsOut
 from ..common import Ev
 from ..rules import INF
-from .grid_closed import write_closed
-from .grid_columns import ends_alone, fresh_slices
+from .grid_closed import window_values, write_closed
+from .grid_columns import ends_alone
 from .state import Group
 
 __all__ = ["Tail", "columns_ok"]
@@ -69,14 +70,36 @@ class Tail:
         #: whether a group taken out may have held it
         self.min_le = INF
         self._stale = False
-        #: groups the last flush left with nothing (cleanup may drop them)
-        self.emptied: list[Group] = []
+        #: code -> (when to drop it, group) for the groups the tail left with nothing (`drained`), in the order
+        #: they were left so
+        self.quiet: OrderedDict[int, tuple[int, Group]] = OrderedDict()
         self.next_code = 0
         #: the (CTI, release point) of the last flush: with no row added since, a flush at the same ones finds
         #: nothing to write or release
         self.seen: tuple[int, int] | None = None
         #: rows per code (None: to count again)
         self._held: dict[int, int] | None = None
+
+    def __setstate__(self, s: dict[str, Any]) -> None:
+        self.__dict__.update(s)
+        if "quiet" not in s:  # (a snapshot from before `drained`: the step dropped the groups it had emptied)
+            self.__dict__.pop("emptied", None)
+            self.quiet = OrderedDict()
+
+    def drained(self, c: int) -> list[Group]:
+        """The groups to drop at CTI ``c``: a group the tail leaves with nothing is kept until the CTI is a
+        ``gap`` past its last session's end, unless a row comes for it. A key back within that time (a busy
+        bidder's next session) finds its group, as making one again costs more than keeping it; what is kept
+        is the keys of a recent stretch of time (the first waiting may hold the others back by up to a
+        ``gap``)."""
+        q = self.quiet
+        gone = []
+        while q:
+            code = next(iter(q))
+            if q[code][0] > c:
+                break
+            gone.append(q.popitem(last=False)[1][1])
+        return gone
 
     def _clear(self) -> None:
         """Nothing held: drop the arrays (codes stay as they are)."""
@@ -95,11 +118,14 @@ class Tail:
         on."""
         gcode = np.empty(len(groups), dtype=np.int64)
         tg = self.groups
+        quiet = self.quiet
         for j, g in enumerate(groups):
             d = g.data
             if d.code < 0:
                 d.code = self.next_code
                 self.next_code += 1
+            elif quiet:
+                quiet.pop(d.code, None)
             gcode[j] = d.code
             tg[d.code] = g
         self.pending.append((np.repeat(gcode, lens), ids, le, re,
@@ -133,6 +159,12 @@ class Tail:
             codes, n = np.unique(self.gid, return_counts=True)
             self._held = dict(zip(codes.tolist(), n.tolist(), strict=True))
         return self._held.get(code, 0)
+
+    def size(self) -> int:
+        """How many rows the groups in the tail hold."""
+        if self.pending or self.dead:
+            self._sort()
+        return len(self.gid)
 
     def _sort(self) -> None:
         """Pending rows into the sorted arrays (rows of groups taken out leave)."""
@@ -193,25 +225,28 @@ class Tail:
             out[m] = part if part.dtype == dt else part.astype(object)
         return out
 
-    def take(self, g: Group) -> list[Ev]:
-        """The group leaves the tail: its rows as events, in LE order."""
-        d = g.data
-        code = d.code
-        del self.groups[code]
+    def take(self, gs: list[Group]) -> list[list[Ev]]:
+        """The groups leave the tail: each one's rows as events, in LE order (their values gathered at once)."""
         if self.pending:
             self._sort()
-        a = int(np.searchsorted(self.gid, code, "left"))
-        b = int(np.searchsorted(self.gid, code, "right"))
-        self.dead.add(code)
-        if a < b and int(self.le[a]) <= self.min_le:  # (its first row may have been the smallest LE)
+        codes = np.fromiter((g.data.code for g in gs), dtype=np.int64, count=len(gs))
+        for code in codes.tolist():
+            del self.groups[code]
+            self.dead.add(code)
+        a = np.searchsorted(self.gid, codes, "left")
+        b = np.searchsorted(self.gid, codes, "right")
+        lens = b - a
+        if bool((self.le[a[lens > 0]] <= self.min_le).any()):  # (a first row may have been the smallest LE)
             self._stale = True
-        return [Ev(*t) for t in zip(self.ids[a:b].tolist(), self.le[a:b].tolist(), self.re[a:b].tolist(),
-                                    self._gather(self.vix[a:b]).tolist(), strict=True)]
+        st = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+        idx = np.repeat(a - st[:-1], lens) + np.arange(int(st[-1]), dtype=np.int64)
+        evs = [Ev(*t) for t in zip(self.ids[idx].tolist(), self.le[idx].tolist(), self.re[idx].tolist(),
+                                   self._gather(self.vix[idx]).tolist(), strict=True)]
+        return [evs[x:y] for x, y in zip(st[:-1].tolist(), st[1:].tolist(), strict=True)]
 
     def flush(self, step: Any, out: RowsOut, em: Any) -> list[Group]:
         """Write the sessions the CTI closes; returns the groups whose released sessions are not closed (they
         leave the tail: the caller takes them out)."""
-        self.emptied = []
         if not self.groups:
             self._clear()
             return []
@@ -257,8 +292,11 @@ class Tail:
             # groups none of whose sessions stays (sessions opening a group: ``first`` at their first row)
             heads = np.flatnonzero(first[s0])
             stays = np.add.reduceat((~closed).astype(np.int64), heads)
-            for code in gid[s0[heads[stays == 0]]].tolist():
-                self.emptied.append(self.groups.pop(code))
+            done = stays == 0
+            until = wre[np.append(heads[1:], len(s0))[done] - 1]  # (its last session's end)
+            quiet = self.quiet
+            for code, t in zip(gid[s0[heads[done]]].tolist(), until.tolist(), strict=True):
+                quiet[code] = (t + gap if t < INF - gap else INF, self.groups.pop(code))
             keep = np.repeat(~closed, s1 - s0)
             self.gid, self.ids, self.le, self.re, self.vix = (a[keep] for a in (gid, self.ids, le, re, self.vix))
             if self.stored > 2 * len(self.vix) + 4096:  # (values no row holds: the store keeps the rest)
@@ -271,23 +309,12 @@ class Tail:
         return [self.groups[code] for code in leave.tolist() if code in self.groups]
 
     def _write(self, step: Any, out: RowsOut, em: Any, s0: np.ndarray, s1: np.ndarray, wre: np.ndarray) -> None:
-        """Value and write the sessions of rows ``s0[i] .. s1[i]-1`` (ending at ``wre[i]``), in row order."""
-        wu = step.udm
-        wle = self.le[s0]
+        """Value (`window_values`) and write the sessions of rows ``s0[i] .. s1[i]-1`` (ending at ``wre[i]``), in
+        row order."""
         lens = s1 - s0
-        offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
-        idx = np.repeat(s0 - offsets[:-1], lens) + np.arange(int(offsets[-1]), dtype=np.int64)
-        values = self._gather(self.vix[idx])
-        res: Any = None
-        if getattr(wu, "compute_slices", None) is not None:  # (several aggregates: none)
-            v = values
-            if v.dtype.kind not in "if" or v.dtype.itemsize != 8:
-                v = v.astype(object)
-            res = fresh_slices(wu, v, offsets)
-        if res is None:
-            vl = values.tolist()
-            res = [wu.compute_state(wu.add(wu.initial_state(), vl[a:b], (le0, re0)), le0, re0)
-                   for a, b, le0, re0 in zip(offsets[:-1].tolist(), offsets[1:].tolist(), wle.tolist(),
-                                             wre.tolist(), strict=True)]
+        st = np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64)
+        idx = np.repeat(s0 - st, lens) + np.arange(int(lens.sum()), dtype=np.int64)
+        wle = self.le[s0]
+        res = window_values(step.udm, self._gather(self.vix[idx]), st, lens, wle, wre)
         groups = self.groups
         write_closed(step, out, em, [groups[k] for k in self.gid[s0].tolist()], wle, wre, res)

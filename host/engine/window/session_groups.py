@@ -17,26 +17,19 @@ after in-order appends adds only the new members (a late member inside it enters
 session re-evaluated at every flush (progressive output, speculation) costs O(new members); a merge or a
 split rebuilds the sessions it touched.
 
-Frozen prefix at CTI ``c``: a session is final once ``W.RE <= c`` (``W.RE < c`` with ``gap`` 0: a member
-ending at ``c`` can still be extended); final sessions are a prefix, dropped with their rows, and the output
-CTI is the first LE of the earliest session that is not final. Per CTI, only groups that can have a final
-session are visited, and the earliest open session is found without a scan over every group: two lazy heaps,
-pushed when a session opens — ``(W.RE, group)`` (a session's end only grows, so the key is a lower bound)
-and ``(W.LE, group)`` (an entry whose session is no longer its group's first is stale and popped when it
-surfaces). With thousands of keys the per-CTI cost does not grow with the number of groups.
+What a CTI makes final, and the output CTI: `session_ends`.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Iterable
 from typing import Any
 
 from sortedcontainers import SortedDict, SortedKeyList
 
 from ..common import Ev
 from ..rules import INF, NEG
-from .rows import RowOrderedFamily, forget, replace_range, row_key
+from .rows import replace_range, row_key
+from .session_ends import SessionEnds
 from .state import Group
 
 __all__ = ["SessionData", "SessionGroups"]
@@ -84,8 +77,8 @@ class SessionData:
             self.rows, self.wins = SortedKeyList(rows, key=row_key), wins
 
 
-class SessionGroups(RowOrderedFamily):
-    """``session{gap}``, group by group (the module docstring)."""
+class SessionGroups(SessionEnds):
+    """``session{gap}``, group by group (the module docstring); what a CTI finalizes: `SessionEnds`."""
 
     #: nothing leaves a session's sweep (its partials combine into one entry)
     fifo = True
@@ -96,59 +89,16 @@ class SessionGroups(RowOrderedFamily):
     #: that starts after the CTI (semantics-notes 72), so ``time_bound`` gives the input CTI
     time_bound_ok = True
 
-    def __init__(self, step: Any, spec: Any) -> None:
-        super().__init__(step, spec)
-        self.gap: int = spec.gap
-        #: (W.RE when pushed, seq, group): groups that may hold a final session
-        self._by_end: list[tuple[int, int, Group]] = []
-        #: (W.LE, seq, group): output-CTI candidates
-        self._by_le: list[tuple[int, int, Group]] = []
-        self._seq = 0
-        #: compact the heaps when longer than this (stale entries below the top pile up otherwise)
-        self._cap = 64
 
     def new_group(self, g: Group) -> None:
         g.data = SessionData()
-
-    def _end(self, top: int) -> int:
-        return INF if top >= INF else top + self.gap
 
     def _open(self, g: Group, d: SessionData, key: int, end: int, count: int) -> None:
         """A new session (or a changed one) at ``key``; evaluated again if sessions past it were (its
         group's sessions all went, or a retraction moved its start)."""
         d.wins[key] = [end, count]
         self._dirty(d, key, key)
-        self._seq += 1
-        heapq.heappush(self._by_end, (end, self._seq, g))
-        heapq.heappush(self._by_le, (key, self._seq, g))
-        if len(self._by_le) + len(self._by_end) > self._cap:
-            self._compact()
-
-    def _compact(self) -> None:
-        """Drop the heaps' stale entries: in ``_by_le`` those of sessions that are gone (every live session
-        keeps one), in ``_by_end`` all but each live group's earliest."""
-        groups = self.step.groups
-
-        def alive(g: Group) -> bool:
-            return groups.get(g.key) is g
-
-        seen: set[tuple[int, int]] = set()
-        by_le = []
-        for e in self._by_le:
-            k, _, g = e
-            if alive(g) and k in g.data.wins and (k, id(g)) not in seen:
-                seen.add((k, id(g)))
-                by_le.append(e)
-        heapq.heapify(by_le)
-        self._by_le = by_le
-        first: dict[int, tuple[int, int, Group]] = {}
-        for e in self._by_end:
-            g = e[2]
-            if alive(g) and (id(g) not in first or e < first[id(g)]):
-                first[id(g)] = e
-        self._by_end = list(first.values())
-        heapq.heapify(self._by_end)
-        self._cap = 2 * (len(self._by_le) + len(self._by_end)) + 64
+        self._watch(g, key, end)
 
     # -- per event -------------------------------------------------------------------------------------
     def insert(self, g: Group, ev: Ev) -> None:
@@ -299,8 +249,7 @@ class SessionGroups(RowOrderedFamily):
                 g.swept = None
             self._dirty(d, lo, hi)
         if not wins:  # visit it at the next CTI: it may be idle then
-            self._seq += 1
-            heapq.heappush(self._by_end, (NEG, self._seq, g))
+            self._revisit(g)
 
     # -- evaluation ------------------------------------------------------------------------------------
     def evaluate(self, g: Group, out: Any, em: Any) -> None:
@@ -368,68 +317,3 @@ class SessionGroups(RowOrderedFamily):
             key = next(iter(wins.irange(lo, hi)), None)
             if key is not None:
                 self.step.pending(g, wins[key][0], key)
-
-    # -- cleanup, output CTI ------------------------------------------------------------------------------
-    def cleanup(self, c: int) -> Iterable[Group]:
-        groups = self.step.groups
-        if c >= INF:
-            return list(groups.values())
-        by_end = self._by_end
-        visit: dict[int, Group] = {}
-        while by_end and by_end[0][0] <= c:
-            g = heapq.heappop(by_end)[2]
-            if groups.get(g.key) is g:
-                visit[id(g)] = g
-        gap = self.gap
-        for g in visit.values():
-            d: SessionData = g.data
-            wins = d.wins
-            while wins:
-                end = wins.peekitem(0)[1][0]
-                if not (end < c or (end == c and gap > 0)):
-                    break
-                wins.popitem(0)
-            first = wins.peekitem(0)[0] if wins else None
-            rows = d.rows
-            cut = rows.bisect_key_left((first,)) if first is not None else len(rows)
-            if cut:
-                forget(g, rows.islice(0, cut))
-                del rows[:cut]
-            out = g.out
-            while out and (first is None or out.peekitem(0)[0] < first):
-                out.popitem(0)
-            if g.swept is not None and (first is None or g.swept[0] < first):
-                g.sweep.clear()  # it held a final session
-                g.swept = None
-            floor = c if first is None else min(first, c)
-            if floor > d.floor:
-                d.floor = floor
-                d.dirty = [(max(lo, floor), hi) for lo, hi in d.dirty if hi >= floor]
-            if first is not None:
-                self._seq += 1
-                heapq.heappush(by_end, (wins[first][0], self._seq, g))
-        return list(visit.values())
-
-    def idle(self, g: Group) -> bool:
-        d: SessionData = g.data
-        return not d.rows
-
-    def final_point(self, g: Group, c: int) -> int:
-        # a session ending at or before c holds members ending before c; with gap 0 one ending at c has a
-        # member ending at c, which can still be extended
-        return c - 1 if self.gap == 0 else c
-
-    def bound(self, c: int) -> int:
-        by_le = self._by_le
-        groups = self.step.groups
-        while by_le:
-            k, _, g = by_le[0]
-            wins = g.data.wins
-            if groups.get(g.key) is g and wins and wins.peekitem(0)[0] == k:
-                return k if k < c else c
-            heapq.heappop(by_le)
-        return c
-
-    def final_state(self) -> None:
-        self._by_end = []
-        self._by_le = []
