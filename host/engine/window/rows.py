@@ -35,40 +35,11 @@ from ..common import Ev
 from ..rules import INF
 from .emit import first_emission
 from .family import Family, merged
-from .rows_bulk import RowList, bulk_rows
+from .rows_bulk import RowList, bulk_rows, row_key
 from .rows_closed import ClosedRows
 from .state import Group, by_identity
 
 __all__ = ["RowOrderedFamily", "RowsFamily", "forget", "replace_range", "row_key"]
-
-
-class _Tie:
-    """The part of a row's key after (LE, RE): the canonical JSON of its value, then its id. Made only when
-    two rows share (LE, RE), so in-order rows never serialize their values."""
-
-    __slots__ = ("ev",)
-
-    def __init__(self, ev: Ev) -> None:
-        self.ev = ev
-
-    def _key(self) -> tuple[str, int]:
-        return (self.ev.canon(), self.ev.id)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Tie) and (self.ev is other.ev or self._key() == other._key())
-
-    def __lt__(self, other: _Tie) -> bool:
-        return self._key() < other._key()
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-def row_key(ev: Ev, re: int | None = None) -> tuple[int, int, _Tie]:
-    """Canonical row order (SEMANTICS §5/§9, semantics-notes 5 and 26): (LE, RE), the canonical JSON of the
-    value; the id only breaks exact ties. ``re``: the key the row had with that end."""
-    return (ev.le, ev.re if re is None else re, _Tie(ev))
-
-
 
 
 def replace_range(fam: Family, g: Group, lo: int, top: int, news: list[tuple[Any, int, int, list]], out: Any,
@@ -441,7 +412,10 @@ class RowsFamily(RowOrderedFamily):
         Rows before the last such position are not looked at again."""
         rows = d.rows
         pm = rows.bisect_key_left((c,))
-        for ev in rows.islice(min(d.fixed, pm), pm):
+        if d.fixed >= pm:
+            d.fixed = pm
+            return
+        for ev in rows.islice(d.fixed, pm):
             if ev.re >= c:
                 d.fixed = rows.bisect_key_left((ev.le,))
                 return
@@ -463,8 +437,7 @@ class RowsFamily(RowOrderedFamily):
                 out.popitem(0)
             drop = min(d.fixed, self._first(k_open) - 1 - base)
             if drop > 0:
-                forget(g, d.rows.islice(0, drop))
-                d.rows.drop_front(drop)
+                forget(g, d.rows.drop_front(drop))
                 d.purged += drop
                 d.fixed -= drop
             if k_open > d.floor:
@@ -476,7 +449,9 @@ class RowsFamily(RowOrderedFamily):
                 d.settled = self._stamp
                 heapq.heappush(self._quiet, (self._contribution(d, c), self._stamp, g))
                 if len(self._quiet) > self._quiet_cap:
-                    self._quiet = [e for e in self._quiet if self._settled(*e)]
+                    groups = self.step.groups
+                    self._quiet = [e for e in self._quiet
+                                   if e[2].data.settled == e[1] and groups.get(e[2].key) is e[2]]
                     heapq.heapify(self._quiet)
                     self._quiet_cap = 2 * len(self._quiet) + 64
             else:
@@ -504,7 +479,7 @@ class RowsFamily(RowOrderedFamily):
             pm = rows.bisect_key_left((c,))
             r = self._first(self._up(base + pm + 1))  # a new row lands after the rows with LE < c
             last = None
-            for ev in rows.islice(d.fixed, pm):
+            for ev in rows.islice(d.fixed, pm) if d.fixed < pm else ():
                 if ev.re < c or ev.le == last:
                     continue
                 last = ev.le
