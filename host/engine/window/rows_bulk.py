@@ -121,7 +121,7 @@ def bulk_rows(fam: Any, groups: list[Group], codes: np.ndarray, ids: np.ndarray,
     for a, b, c in zip(starts, ends, cl, strict=True):
         g = groups[c]
         d = g.data
-        g.events.update(zip(il[a:b], evs[a:b]))
+        g.events.update(zip(il[a:b], evs[a:b], strict=True))
         rows: RowList = d.rows
         j = a
         if rows:
