@@ -133,7 +133,7 @@ def bulk_rows(fam: Any, groups: list[Group], codes: np.ndarray, ids: np.ndarray,
         if j < b:
             fam._touch(g, d)
             if tied[b - 1] > tied[j]:
-                tail = sorted(evs[j:b], key=row_key)
-                rows.extend_after(tail, [row_key(ev) for ev in tail])
+                at = sorted(range(j, b), key=keys.__getitem__)
+                rows.extend_after([evs[i] for i in at], [keys[i] for i in at])
             else:
                 rows.extend_after(evs[j:b], keys[j:b])
