@@ -283,7 +283,7 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
         return stop
 
     def _members(self, d: _Data, k: int) -> list[Ev]:
-        return list(d.rows.islice(self._first(k) - 1 - d.purged, k - d.purged))
+        return d.rows[self._first(k) - 1 - d.purged:k - d.purged]
 
     def _whole(self, d: _Data, k: int) -> bool:
         """Strong consistency, a UDM that does not see ends: does window ``k`` hold no part of a block of
@@ -315,7 +315,7 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
             sweep.leave_before(f)
             start = max(prev[1] + 1, f)
         if start <= k:
-            vals = [ev.val for ev in d.rows.islice(start - 1 - d.purged, k - d.purged)]
+            vals = [ev.val for ev in d.rows[start - 1 - d.purged:k - d.purged]]
             n = self.n
             i = 0
             r = start

@@ -102,7 +102,7 @@ class RowsCleanup:
         if d.fixed >= pm:
             d.fixed = pm
             return
-        for ev in rows.islice(d.fixed, pm):
+        for ev in rows[d.fixed:pm]:
             if ev.re >= c:
                 d.fixed = rows.bisect_key_left((ev.le,))
                 return
@@ -166,7 +166,7 @@ class RowsCleanup:
             pm = rows.bisect_key_left((c,))
             r = self._first(self._up(base + pm + 1))  # a new row lands after the rows with LE < c
             last = None
-            for ev in rows.islice(d.fixed, pm) if d.fixed < pm else ():
+            for ev in rows[d.fixed:pm]:
                 if ev.re < c or ev.le == last:
                     continue
                 last = ev.le
