@@ -1,11 +1,13 @@
-"""A batch's inserts into a rows family's groups at once (`RowsFamily.bulk_insert`), and the row list it fills.
+"""A batch's inserts into a rows family's groups at once (`RowsFamily.bulk_insert`), the row list it fills and
+the list's key (`row_key`, canonical row order).
 
 The inserts of a batch commute, so they are taken a group at a time in canonical order (SEMANTICS §9: LE,
 RE, then the full row key for ties). The rows after the group's last one — on an in-order stream, all of
 them — are appended as whole sublists of the group's `RowList` (no row renumbered, no search per row); the
 others go through `RowsFamily.insert` one by one, which marks the windows they renumber dirty. The tests of
 tests/test_rows_closed.py and tests/test_engine_rows.py feed the same streams in batches of one element (no
-bulk insert) and of many, against the oracle.
+bulk insert) and of many, against the oracle. A batch's events and their keys are made in one pass over the
+batch, not group by group: a group's run costs a dict update and a list append whatever its length.
 """
 
 from __future__ import annotations
