@@ -48,11 +48,11 @@ def test_row_list_equals_a_plain_sorted_list(seed: int) -> None:
             run.sort(key=_key)
             if rows and _key(run[0]) < _key(rows[-1]):
                 continue
-            rows.extend_after(run)
+            rows.extend_after(run, [_key(ev) for ev in run])
             plain.update(run)
         elif op < 0.7 and len(rows):  # drop a prefix
             k = rnd.randint(1, len(rows))
-            rows.drop_front(k)
+            assert rows.drop_front(k) == list(plain[:k])
             del plain[:k]
         else:  # a plain insert anywhere
             le = rnd.randint(max(0, t - 20), t + 1)

@@ -16,18 +16,11 @@ emitted (minimal diffs keep what did not change), and the sweep is rebuilt if it
 row. A changed end moves a row only inside its block of equal LEs: only the windows holding part of the
 rows between its old and new place change (every window holding it, for a time-sensitive UDM).
 
-Frozen prefix at CTI ``c``: a future insert has ``LE >= c``, so it lands after every row with ``LE < c``; a
-future end change needs ``RE >= c`` and moves its row only inside its LE block. Rows before the first block
-holding such an open row can no longer move: windows ending there are final, rows no remaining window lists
-are dropped, and the output CTI is SEMANTICS §7's, lowered to the first LE of the earliest window holding
-part of a block where a row can still move (semantics-notes 26; ``_contribution``). A group whose rows are
-all fixed contributes the same at every later CTI until an element touches it: it leaves the per-CTI visit
-list for a heap of settled contributions, so the per-CTI work does not grow with the number of groups.
+Which rows are frozen at a CTI, cleanup and the output CTI: `rows_cti`.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable
 from typing import Any
 
@@ -35,40 +28,12 @@ from ..common import Ev
 from ..rules import INF
 from .emit import first_emission
 from .family import Family, merged
-from .rows_bulk import RowList, bulk_rows
+from .rows_bulk import RowList, bulk_rows, row_key
 from .rows_closed import ClosedRows
+from .rows_cti import RowsCleanup, forget
 from .state import Group, by_identity
 
 __all__ = ["RowOrderedFamily", "RowsFamily", "forget", "replace_range", "row_key"]
-
-
-class _Tie:
-    """The part of a row's key after (LE, RE): the canonical JSON of its value, then its id. Made only when
-    two rows share (LE, RE), so in-order rows never serialize their values."""
-
-    __slots__ = ("ev",)
-
-    def __init__(self, ev: Ev) -> None:
-        self.ev = ev
-
-    def _key(self) -> tuple[str, int]:
-        return (self.ev.canon(), self.ev.id)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Tie) and (self.ev is other.ev or self._key() == other._key())
-
-    def __lt__(self, other: _Tie) -> bool:
-        return self._key() < other._key()
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-def row_key(ev: Ev, re: int | None = None) -> tuple[int, int, _Tie]:
-    """Canonical row order (SEMANTICS §5/§9, semantics-notes 5 and 26): (LE, RE), the canonical JSON of the
-    value; the id only breaks exact ties. ``re``: the key the row had with that end."""
-    return (ev.le, ev.re if re is None else re, _Tie(ev))
-
-
 
 
 def replace_range(fam: Family, g: Group, lo: int, top: int, news: list[tuple[Any, int, int, list]], out: Any,
@@ -83,15 +48,6 @@ def replace_range(fam: Family, g: Group, lo: int, top: int, news: list[tuple[Any
             fam.put(g, key, wle, wre, vals, out, em)
     else:
         em.emit(fam.step, g, olds, news, out)
-
-
-def forget(g: Group, dropped: Iterable[Ev]) -> None:
-    """Rows dropped by cleanup leave the group's events (unless an insert reused the id of a closed one:
-    semantics-notes 63)."""
-    held = g.events
-    for ev in dropped:
-        if held.get(ev.id) is ev:
-            del held[ev.id]
 
 
 def _rows(evs: Iterable[Ev]) -> RowList:
@@ -173,40 +129,22 @@ class RowOrderedFamily(Family):
         raise NotImplementedError
 
 
-class RowsFamily(RowOrderedFamily):
-    """``rows{n, slide, partial}``."""
+class RowsFamily(RowsCleanup, RowOrderedFamily):
+    """``rows{n, slide, partial}``: its rows, windows and their values (at a CTI: `RowsCleanup`)."""
 
     #: rows leave the sweep in the order they entered it (a merge-only UDA's partials in two stacks)
     fifo = True
-    #: per CTI, visit only the groups touched since the last one or not yet settled (off: every group, the
-    #: tests compare the two)
-    tracks_settled = True
     #: a batch's inserts at once (`bulk_insert`)
     bulk = True
 
     def __init__(self, step: Any, spec: Any) -> None:
         super().__init__(step, spec)
-        self.n: int = spec.n
-        self.slide: int = spec.slide
-        self.partial: bool = spec.partial
-        #: groups to visit at the next CTI, by id
-        self._active: dict[int, Group] = {}
-        #: (bound contribution, stamp, group) of settled groups
-        self._quiet: list[tuple[int, int, Group]] = []
-        self._stamp = 0
-        #: compact ``_quiet`` when it is longer than this (stale entries below its top pile up otherwise)
-        self._quiet_cap = 64
+        self.n = spec.n
+        self.slide = spec.slide
+        self.partial = spec.partial
         #: final windows never emitted, valued together at the end of the flush (`rows_closed`)
         self.closed = ClosedRows(step, step.sweep_kind, self.n, self.slide)
-        self._forget_bounds()
-
-    def _forget_bounds(self) -> None:
-        """`bound`'s cache: the CTI it is for (None: none), each candidate group's contribution there (by id),
-        and the groups touched since (their contribution is computed again). Between two CTIs only touched
-        groups change theirs, so a flush per element costs O(touched groups), not O(groups)."""
-        self._bc: int | None = None
-        self._cval: dict[int, int] = {}
-        self._stale: dict[int, Group] = {}
+        self._settling()
 
     def __getstate__(self) -> dict[str, Any]:
         s = dict(self.__dict__)
@@ -224,32 +162,6 @@ class RowsFamily(RowOrderedFamily):
 
     def new_group(self, g: Group) -> None:
         g.data = _Data()
-
-    # -- row numbers -------------------------------------------------------------------------------------
-    def _first(self, k: int) -> int:
-        """The first row of the window of yield row ``k``."""
-        return k - self.n + 1 if k > self.n else 1
-
-    def _up(self, x: int) -> int:
-        """The smallest multiple of ``slide`` at or above ``x``."""
-        return -(-x // self.slide) * self.slide
-
-    def _yield_at(self, x: int) -> int:
-        """The first window at or after row ``x``."""
-        return self._up(max(x, 1 if self.partial else self.n))
-
-    def _le(self, d: _Data, r: int) -> int:
-        return d.rows[r - 1 - d.purged].le
-
-    def _extent(self, d: _Data, k: int) -> tuple[int, int]:
-        return self._le(d, self._first(k)), self._le(d, k) + 1
-
-    # -- per event -------------------------------------------------------------------------------------
-    def _touch(self, g: Group, d: _Data) -> None:
-        self._active[id(g)] = g
-        d.settled = None
-        if self._bc is not None:
-            self._stale[id(g)] = g
 
     def _moved(self, g: Group, d: _Data, r: int, hi: int) -> None:
         """Rows from number ``r`` on changed (windows up to yield row ``hi`` hold them)."""
@@ -371,7 +283,7 @@ class RowsFamily(RowOrderedFamily):
         return stop
 
     def _members(self, d: _Data, k: int) -> list[Ev]:
-        return list(d.rows.islice(self._first(k) - 1 - d.purged, k - d.purged))
+        return d.rows[self._first(k) - 1 - d.purged:k - d.purged]
 
     def _whole(self, d: _Data, k: int) -> bool:
         """Strong consistency, a UDM that does not see ends: does window ``k`` hold no part of a block of
@@ -403,7 +315,7 @@ class RowsFamily(RowOrderedFamily):
             sweep.leave_before(f)
             start = max(prev[1] + 1, f)
         if start <= k:
-            vals = [ev.val for ev in d.rows.islice(start - 1 - d.purged, k - d.purged)]
+            vals = [ev.val for ev in d.rows[start - 1 - d.purged:k - d.purged]]
             n = self.n
             i = 0
             r = start
@@ -426,129 +338,3 @@ class RowsFamily(RowOrderedFamily):
             if k <= total:
                 wle, wre = self._extent(d, k)
                 self.step.pending(g, wre, wle)
-
-    # -- cleanup, output CTI ------------------------------------------------------------------------------
-    def _candidates(self) -> list[Group]:
-        """Groups whose cleanup or output-CTI contribution can change."""
-        groups = self.step.groups
-        if not self.tracks_settled:
-            return list(groups.values())
-        return [g for g in self._active.values() if groups.get(g.key) is g]
-
-    def _fix(self, d: _Data, c: int) -> None:
-        """Set ``d.fixed`` to the first list position a valid element can still change after CTI ``c``: the
-        start of the first LE block holding a row with ``RE >= c``, else the first row with ``LE >= c``.
-        Rows before the last such position are not looked at again."""
-        rows = d.rows
-        pm = rows.bisect_key_left((c,))
-        for ev in rows.islice(min(d.fixed, pm), pm):
-            if ev.re >= c:
-                d.fixed = rows.bisect_key_left((ev.le,))
-                return
-        d.fixed = pm
-
-    def cleanup(self, c: int) -> Iterable[Group]:
-        self._forget_bounds()
-        if c >= INF:
-            return list(self.step.groups.values())
-        visit = self._candidates()
-        self._active = {}
-        for g in visit:
-            d: _Data = g.data
-            self._fix(d, c)
-            base = d.purged
-            k_open = self._up(base + d.fixed + 1)  # the earliest window that can still change or appear
-            out = g.out
-            while out and out.peekitem(0)[0] < k_open:
-                out.popitem(0)
-            drop = min(d.fixed, self._first(k_open) - 1 - base)
-            if drop > 0:
-                forget(g, d.rows.islice(0, drop))
-                d.rows.drop_front(drop)
-                d.purged += drop
-                d.fixed -= drop
-            if k_open > d.floor:
-                d.floor = k_open
-                d.dirty = [(max(lo, k_open), hi) for lo, hi in d.dirty if hi >= k_open]
-            if self.tracks_settled and d.fixed == len(d.rows):
-                # every row fixed: it cleans up and bounds the output CTI alike until an element touches it
-                self._stamp += 1
-                d.settled = self._stamp
-                heapq.heappush(self._quiet, (self._contribution(d, c), self._stamp, g))
-                if len(self._quiet) > self._quiet_cap:
-                    self._quiet = [e for e in self._quiet if self._settled(*e)]
-                    heapq.heapify(self._quiet)
-                    self._quiet_cap = 2 * len(self._quiet) + 64
-            else:
-                d.settled = None
-                self._active[id(g)] = g
-        return visit
-
-    def _part_holder(self, s0: int, e0: int, held: int) -> int | None:
-        """The earliest window (yield row) holding part, not all, of rows ``s0..e0`` (``s0 < e0``)."""
-        k = self._yield_at(s0)
-        if k < e0:
-            return k  # it holds row k of the block, not row e0
-        k = self._up(max(k, s0 + self.n))  # the first one past k that lost row s0
-        return k if k <= e0 + self.n - 1 and k <= held else None
-
-    def _contribution(self, d: _Data, c: int) -> int:
-        """The smallest LE the group lets the output CTI reach at input CTI ``c`` (``INF``: none), with
-        ``d.fixed`` as ``cleanup`` left it for ``c`` (semantics-notes 26)."""
-        rows = d.rows
-        base = d.purged
-        held = base + len(rows)
-        if self.step.ends_hold_cti:  # every window from the first row that can still change
-            r = self._first(self._up(base + d.fixed + 1))
-        else:
-            pm = rows.bisect_key_left((c,))
-            r = self._first(self._up(base + pm + 1))  # a new row lands after the rows with LE < c
-            last = None
-            for ev in rows.islice(d.fixed, pm):
-                if ev.re < c or ev.le == last:
-                    continue
-                last = ev.le
-                s0 = base + rows.bisect_key_left((ev.le,)) + 1  # its block's row numbers: s0..e0
-                e0 = base + rows.bisect_key_left((ev.le + 1,))
-                if e0 > s0:
-                    k = self._part_holder(s0, e0, held)
-                    if k is not None:
-                        r = min(r, self._first(k))
-        return self._le(d, r) if r <= held else INF
-
-    def idle(self, g: Group) -> bool:
-        """A group without rows may go when a new group (numbering from 1) would number its future rows
-        alike: only the ``slide`` alignment of the dropped rows matters."""
-        d: _Data = g.data
-        return not d.rows and d.purged % self.slide == 0
-
-    def _settled(self, le: int, stamp: int, g: Group) -> bool:
-        """Is this `_quiet` entry still its group's?"""
-        return g.data.settled == stamp and self.step.groups.get(g.key) is g
-
-    def bound(self, c: int) -> int:
-        b = c
-        quiet = self._quiet
-        while quiet:
-            le, stamp, g = quiet[0]
-            if self._settled(le, stamp, g):
-                b = min(b, le)
-                break
-            heapq.heappop(quiet)
-        if self._bc != c:
-            self._bc = c
-            self._cval = {id(g): self._contribution(g.data, c) for g in self._candidates()}
-        elif self._stale:
-            groups = self.step.groups
-            for gid, g in self._stale.items():
-                if groups.get(g.key) is g:
-                    self._cval[gid] = self._contribution(g.data, c)
-        self._stale = {}
-        if self._cval:
-            b = min(b, min(self._cval.values()))
-        return b
-
-    def final_state(self) -> None:
-        self._active = {}
-        self._quiet = []
-        self._forget_bounds()

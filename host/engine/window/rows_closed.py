@@ -95,7 +95,7 @@ class ClosedRows(FlushJobs):
         for g, lo, hi in jobs:
             d = g.data
             a = fam._first(lo)
-            evs = list(d.rows.islice(a - 1 - d.purged, hi - d.purged))
+            evs = d.rows[a - 1 - d.purged:hi - d.purged]
             lo_l.append(lo)
             a_l.append(a)
             base_l.append(len(vals))
