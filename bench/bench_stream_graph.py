@@ -5,9 +5,9 @@ One bucket holds ``--live`` keys, each with a long-lived event on input ``a``; e
 ``--touched`` inserts on ``b`` (each meeting one key's event) and moves both inputs' CTIs without ending the
 long events. The whole-bucket layout (streaming layout 2/3 for graphs) restores the bucket's one pickled
 engine, feeds the batch and pickles it back, as its ``ValueState`` does per call; the per-key layout runs
-`KeyedBucket` over a `DictStore` (one pickled engine per key, the index). Printed per layout: median CPU
+`KeyedBucket` over a `DictStore` (one pickled engine per key, in slabs, and the index). Printed per layout: median CPU
 ms per micro-batch (``time.process_time``, so the other processes on the machine do not count), state
-bytes read per micro-batch, engines read; and the ratio whole / per key, measured in the same run,
+bytes read per micro-batch, slabs read; and the ratio whole / per key, measured in the same run,
 alternating the two layouts batch by batch. Three graphs: a join (exact dues: a CTI that ends nothing
 loads no key), a join followed by a tumbling window (exact: loaded at its windows' ends), and a join
 followed by a snapshot window (a key holding its state is loaded on every CTI advance: the conservative
@@ -16,7 +16,7 @@ rule). Both layouts' output is checked to be the same CHT.
 A staged graph (joined by ``k``, then a tumbling count per ``g``: two stages, each keyed, semantics-notes 59)
 at ``--staged-live`` live keys (2,000 and 20,000) is replayed without Spark through both stages'
 `StageBucket`s over dict stores (2 buckets per stage), per key against one engine per stage bucket: CPU ms
-per micro-batch, state bytes read (engines, index, exchange blob), engines read. ``--staged --spark`` runs it
+per micro-batch, state bytes read (slabs, index, exchange blob), slabs read. ``--staged --spark`` runs it
 on Structured Streaming instead.
 
 ``--spark`` runs the join on Structured Streaming instead (`run_stream` over two JSON file sources, one
@@ -54,7 +54,7 @@ JOIN_SNAPSHOT = {"inputs": {"a": {}, "b": {}}, "steps": [
 
 
 class _Bytes:
-    """A `DictStore` that also counts the bytes of engines read."""
+    """A `DictStore` that also counts the bytes of slabs read."""
 
     def __init__(self) -> None:
         from udm.host.spark.key_state import DictStore
@@ -65,8 +65,8 @@ class _Bytes:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
 
-    def get_engine(self, key: str) -> bytes | None:
-        got = self.store.get_engine(key)
+    def get_slab(self, n: int) -> bytes | None:
+        got = self.store.get_slab(n)
         self.read += len(got or b"")
         return got
 
@@ -137,10 +137,10 @@ def _one(query: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
                 got = _feed(r, table)
                 whole_blob = r.snapshot()
             else:
-                before, reads = keyed.read, keyed.counts["engine_reads"]
+                before, reads = keyed.read, keyed.counts["slab_reads"]
                 res = KeyedBucket(bound, None, routing, keyed, 0).run(table, _feed, prepare=_prepare)
                 n = keyed.read - before
-                nread = keyed.counts["engine_reads"] - reads
+                nread = keyed.counts["slab_reads"] - reads
             dt = (time.process_time() - t0) * 1000
             if b == 0:
                 continue  # the load: not a steady micro-batch
@@ -197,7 +197,7 @@ def _staged(args: argparse.Namespace, live: int) -> dict[str, Any]:
             ms[layout].append(dt)
             read[layout].append(sum(st.counts["bytes_read"] + st.counts["aux_bytes_read"] for st in stores))
             if layout == "key":
-                engines.append(sum(st.counts["engine_reads"] for st in stores))
+                engines.append(sum(st.counts["slab_reads"] for st in stores))
     assert cht(outs["whole"]) == cht(outs["key"]), "the two layouts disagree"
     return {name: {"ms": statistics.median(ms[name]), "bytes": statistics.median(read[name])}
             for name in ms} | {"engines": statistics.median(engines)}
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         r = _one(query, args)
         w, k = r["whole"], r["key"]
         print(f"{label:30s} whole bucket {w['ms']:8.1f} ms {w['bytes'] / 1e6:7.2f} MB read | per key "
-              f"{k['ms']:8.1f} ms {k['bytes'] / 1e6:7.2f} MB read, {r['engines']:.0f} engines | "
+              f"{k['ms']:8.1f} ms {k['bytes'] / 1e6:7.2f} MB read, {r['engines']:.0f} slabs | "
               f"whole/per-key {w['ms'] / max(k['ms'], 1e-9):.2f}x time, "
               f"{w['bytes'] / max(k['bytes'], 1):.1f}x bytes")
     for live in args.staged_live:
@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         w, k = r["whole"], r["key"]
         label = f"staged join|tumbling {live}"
         print(f"{label:30s} whole bucket {w['ms']:8.1f} ms {w['bytes'] / 1e6:7.2f} MB read | per key "
-              f"{k['ms']:8.1f} ms {k['bytes'] / 1e6:7.2f} MB read, {r['engines']:.0f} engines | "
+              f"{k['ms']:8.1f} ms {k['bytes'] / 1e6:7.2f} MB read, {r['engines']:.0f} slabs | "
               f"whole/per-key {w['ms'] / max(k['ms'], 1e-9):.2f}x time, "
               f"{w['bytes'] / max(k['bytes'], 1):.1f}x bytes", flush=True)
     _ = pickle  # (engines are pickled by both layouts)

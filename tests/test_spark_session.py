@@ -67,6 +67,40 @@ def test_session_settings(spark: Any) -> None:
 
 
 @pytest.mark.spark
+def test_workers_import_the_installed_compiled_pyspark(spark: Any) -> None:
+    """A local session's Python workers (`worker_daemon`) import pyspark from the installed package, not
+    from ``pyspark.zip`` (which Spark puts first on their path and Python never caches compiled)."""
+    import pyspark
+
+    def where(_: Any) -> Any:
+        import pyspark as p
+
+        yield p.__file__
+
+    got = set(spark.sparkContext.parallelize(range(2), 2).mapPartitions(where).collect())
+    assert got == {pyspark.__file__} and ".zip" not in pyspark.__file__
+
+
+def test_only_the_installed_packages_zips_move_behind_it(tmp_path: Any) -> None:
+    """`worker_daemon.installed_first`: the zips inside the installed pyspark's ``python/lib`` go last;
+    another Spark installation's zip stays first (its pyspark matches its JVM); no installed pyspark on
+    the path: unchanged."""
+    import os
+
+    import pyspark
+
+    from udm.host.spark.worker_daemon import installed_first
+
+    site = os.path.dirname(os.path.dirname(pyspark.__file__))
+    lib = os.path.join(site, "pyspark", "python", "lib")
+    ours = [os.path.join(lib, "pyspark.zip"), os.path.join(lib, "py4j-src.zip")]
+    other = str(tmp_path / "spark" / "python" / "lib" / "pyspark.zip")
+    assert installed_first([*ours, "/x", site]) == ["/x", site, *ours]
+    assert installed_first([other, site]) == [other, site]
+    assert installed_first([*ours, "/x"]) == [*ours, "/x"]
+
+
+@pytest.mark.spark
 def test_another_thread_reuses_the_running_session_as_it_is(spark: Any) -> None:
     """PySpark's active session is per thread: from another thread `get_spark` still returns the running
     session, and udmkit's defaults (4 shuffle partitions) do not retune it."""

@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tests.stream_io import agrees_with_whole
+from tests.stream_io import agrees_with_whole, named_outputs
 from udm.host.engine import QueryRunner
 from udm.host.io.batch import ElementBatch
 from udm.host.model.plan import bind
@@ -121,7 +121,7 @@ def test_keyed_bucket_equals_the_oracle_and_one_engine(query: dict[str, Any], se
     verdict = verify(out, expected.cht)
     assert verdict, str(verdict)
     assert not check_properties(stream, out, parse_query(query))
-    assert store.engines == {}  # the end of input leaves no per-key state behind
+    assert store.slabs == {}  # the end of input leaves no per-key state behind
 
 
 @pytest.mark.parametrize(("query", "seed", "size"), [(TUMBLING, 11, 7), (HOPPING, 13, 11), (SESSION, 14, 9),
@@ -230,20 +230,20 @@ def test_a_micro_batch_reads_only_the_keys_it_touches_and_the_keys_due() -> None
         return KeyedBucket(bound, None, ["g"], store, 3).run(_table(list(enumerate(els, 1))), _feed, prepare=_prepare)
 
     call([*_stream_of_keys(40, 0), Cti(5)])  # 40 keys, each with an open window [0, 100)
-    assert len(store.engines) == 40
+    assert len(store.slabs) == 1  # (40 small engines: one slab)
     store.counts.clear()
     res = call([Insert("one", 10, 20, {"g": "k7", "v": 2.0}), Cti(60)])  # one key, no window closes
-    assert store.counts["engine_reads"] == 1 and store.counts["engine_writes"] == 1
+    assert store.counts["slab_reads"] == 1 and store.counts["slab_writes"] == 1
     assert res.out == [] and res.stats["keys"] == {"loaded": 1, "live": 40}
     assert res.cti == 0  # every key holds its window open from 0
     store.counts.clear()
     res = call([Cti(100)])  # closes every key's window: all 40 are due, none is in the batch
-    assert store.counts["engine_reads"] == 40
+    assert store.counts["slab_reads"] == 2 and res.stats["keys"]["loaded"] == 40  # (the 39 keys' slab, k7's)
     assert sorted(el.payload["g"] for _, el in res.out) == sorted(f"k{k}" for k in range(40))
     assert res.cti == 100
     store.counts.clear()
-    res = call([Cti(150)])  # nothing is live any more: no engine read
-    assert store.counts["engine_reads"] == 0 and res.cti == 100 and store.engines == {}
+    res = call([Cti(150)])  # nothing is live any more: no slab read
+    assert store.counts["slab_reads"] == 0 and res.cti == 100 and store.slabs == {}
 
 
 def test_the_end_of_input_reads_every_live_key_in_one_bulk_read() -> None:
@@ -261,11 +261,11 @@ def test_the_end_of_input_reads_every_live_key_in_one_bulk_read() -> None:
     table = pa.concat_tables([table, end.set_column(0, "kind", pa.array(["_end"]))])
     res = KeyedBucket(bound, None, ["g"], store, 0).run(table, _feed, prepare=_prepare)
     assert store.counts["bulk_reads"] == 1
-    assert store.counts["engine_reads"] == 1  # only k3, touched before the end
+    assert store.counts["slab_reads"] == 1  # only k3's, touched before the end
     assert len(res.out) == 40
     assert verify([Insert(f"{p}.{el.id}", el.le, el.re, el.payload) for p, el in res.out],
                   oracle_run(bound, [*first, Insert("late", 50, 60, {"g": "k3", "v": 5.0})]).cht)
-    assert store.engines == {}
+    assert store.slabs == {}
 
 
 def test_due_is_the_next_window_end_and_the_events_end() -> None:
@@ -286,26 +286,83 @@ def test_an_index_of_another_layout_is_refused() -> None:
         KeyedBucket(bind(parse_query(TUMBLING)), None, ["g"], store, 0)
 
 
-def test_the_index_is_stored_compressed_and_a_plain_one_still_reads() -> None:
+def test_the_index_is_stored_compressed_and_an_older_layout_is_refused() -> None:
     """The index blob is compressed (semantics-notes 61): a bucket of 400 keys writes it over twice as
-    small as its pickle (~3x; ~10x at 10,000 keys); an index written plain (streaming layouts 3 and 4)
-    reads as it did, and the bucket goes on from it to the same output as from the compressed one."""
-    from udm.host.spark.key_state import load_index
+    small as its pickle (~3x; ~10x at 10,000 keys). An index of streaming layouts 3 to 6 (plain, or of
+    index version 1: engines by key, not in slabs) is refused in one line (semantics-notes 74)."""
+    from udm.host.spark.key_state import dump_index, load_index
 
     bound = bind(parse_query(TUMBLING))
     store = DictStore()
     KeyedBucket(bound, None, ["g"], store, 0).run(_table(list(enumerate([*_stream_of_keys(400, 0), Cti(2)], 1))),
                                                   _feed, prepare=_prepare)
     blob = store.index or b""
-    plain = pickle.dumps(load_index(blob), protocol=pickle.HIGHEST_PROTOCOL)
+    ix = load_index(blob)
+    plain = pickle.dumps(ix, protocol=pickle.HIGHEST_PROTOCOL)
     assert len(blob) * 2 < len(plain)
-    old = DictStore(engines=dict(store.engines), index=plain)
-    results = [KeyedBucket(bound, None, ["g"], st, 0).run(_table([(1000, Cti(100))]), _feed, prepare=_prepare)
-               for st in (store, old)]
-    # each key's event [0..2, 90) is in the 9 windows [0, 10) .. [80, 90), all closed by cti(100)
-    assert [len(r.out) for r in results] == [9 * 400, 9 * 400] and results[0].cti == results[1].cti == 100
-    assert sorted((el.le, el.payload["g"]) for _, el in results[0].out) == \
-        sorted((el.le, el.payload["g"]) for _, el in results[1].out)
+    ix.v = 1
+    for old in (plain, dump_index(ix)):
+        with pytest.raises(ValueError, match="^bucket state of another layout: start from a new checkpoint$"):
+            KeyedBucket(bound, None, ["g"], DictStore(slabs=dict(store.slabs), index=old), 0)
+
+
+@pytest.mark.parametrize("seed", [31, 32])
+def test_slabs_keep_reads_flat_in_held_keys_and_the_store_compact(seed: int, monkeypatch: Any) -> None:
+    """Keys held open (one far window each) and 40 active keys, a few of them touched a call, slabs of a
+    few engines: a call reads and writes a number of slabs that does not grow with the held keys; after
+    every call no slab holds more than twice as many engines as it has live keys (a slab read and left under
+    half full is repacked), every live key's engine in the slab the index names; the output is the oracle's,
+    restarting from the store each call, with disorder and retractions among the active keys."""
+    import random
+
+    from udm.host.spark import key_state
+
+    monkeypatch.setattr(key_state, "SLAB_BYTES", 20000)
+    bound = bind(parse_query({"steps": [{"op": "window", "window": {"type": "tumbling", "size": 1000},
+                                         "group_by": ["g"], "udm": "sum", "input": "v"}]}))
+    rnd = random.Random(seed)
+    reads: dict[int, list[int]] = {}
+    for held in (30, 300):
+        store = DictStore()
+        stream: list[Element] = [Insert(f"h{k}", 10**9 + k, 10**9 + k + 1, {"g": f"h{k}", "v": 1.0})
+                                 for k in range(held)]
+        batches = [list(stream)]
+        for b in range(16):
+            batch: list[Element] = []
+            live: dict[str, Insert] = {}
+            active = rnd.sample(range(40), 5)
+            for i in range(20):  # (out of order within the batch; some retracted, all after the last CTI)
+                if live and rnd.random() < 0.2:
+                    ev = live.pop(rnd.choice(sorted(live)))
+                    batch.append(Retract(ev.id, ev.le, ev.re, ev.le, ev.payload))
+                le = b * 10 + rnd.randrange(10)
+                ev = Insert(f"e{b}-{i}", le, le + 1 + rnd.randrange(3), {"g": f"k{rnd.choice(active)}", "v": float(i)})
+                live[ev.id] = ev
+                batch.append(ev)
+            batch.append(Cti(b * 10 + 10))
+            batches.append(batch)
+            stream += batch
+        out: list[Element] = []
+        n = 0
+        for k, batch in enumerate(batches):
+            store.counts.clear()
+            table = _table(list(enumerate(batch, n + 1)))
+            n += len(batch)
+            if k == len(batches) - 1:
+                end = pa.table({c: pa.array([None], table.schema.field(c).type) for c in table.column_names})
+                table = pa.concat_tables([table, end.set_column(0, "kind", pa.array(["_end"]))])
+            res = KeyedBucket(bound, None, ["g"], store, 0, track_ids=True).run(table, _feed, prepare=_prepare)
+            out += named_outputs(res)
+            if 0 < k < len(batches) - 1:
+                reads.setdefault(held, []).append(store.counts["slab_reads"] + store.counts["slab_writes"])
+                ix = key_state.load_index(store.index or b"")
+                engines = {key: pickle.loads(store.slabs[e.slab]) for key, e in ix.keys.items()}
+                assert all(key in got for key, got in engines.items())
+                for n, blob in store.slabs.items():  # (no slab holds more than twice its live keys)
+                    assert len(pickle.loads(blob)) <= 2 * sum(e.slab == n for e in ix.keys.values()), (k, n)
+        assert store.slabs == {}
+        assert verify(out, oracle_run(bound, stream).cht)
+    assert max(reads[300]) <= max(reads[30]) + 2
 
 
 def test_key_values_keep_json_types_apart() -> None:

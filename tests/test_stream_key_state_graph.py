@@ -133,7 +133,7 @@ def test_graph_bucket_equals_the_oracle_and_one_engine(name: str, seed: int, siz
     expected = oracle_run(bind(parse_query(query)), streams)
     verdict = verify(out, expected.cht)
     assert verdict, str(verdict)
-    assert store.engines == {} and store.ids == {}
+    assert store.slabs == {} and store.ids == {}
 
 
 def test_graph_bucket_without_the_id_map_routes_retractions_by_their_keys() -> None:
@@ -173,22 +173,22 @@ def test_a_graph_micro_batch_reads_only_the_keys_it_touches_and_the_keys_due() -
 
     call([("a", Insert(f"a{k}", 1, 50, {"k": f"k{k}", "v": 1.0})) for k in range(40)]
          + [("a", Cti(1)), ("b", Cti(1))])
-    assert len(store.engines) == 40
+    assert len(store.slabs) == 1  # (40 small engines: one slab)
     store.counts.clear()
     res = call([("b", Insert("b7", 2, 30, {"k": "k7", "v": 2.0}))])
-    assert store.counts["engine_reads"] == 1 and store.counts["engine_writes"] == 1
+    assert store.counts["slab_reads"] == 1 and store.counts["slab_writes"] == 1
     assert [el.payload["k"] for _, el in res.out] == ["k7"]  # the join met its partner
     assert res.stats["keys"] == {"loaded": 1, "live": 40}
     store.counts.clear()
     res = call([("a", Cti(20)), ("b", Cti(20))])  # no event ends: a join's output CTI is the idle engine's
-    assert store.counts["engine_reads"] == 0 and res.cti == 20
+    assert store.counts["slab_reads"] == 0 and res.cti == 20
     store.counts.clear()
     res = call([("a", Cti(60)), ("b", Cti(60))])  # every event ends: all 40 are read once, then dropped
-    assert store.counts["engine_reads"] == 40 and store.engines == {}
+    assert store.counts["slab_reads"] == 2 and res.stats["keys"]["loaded"] == 40 and store.slabs == {}
     assert res.cti == 60
     store.counts.clear()
     res = call([("a", Cti(70)), ("b", Cti(70))])
-    assert store.counts["engine_reads"] == 0 and res.cti == 70
+    assert store.counts["slab_reads"] == 0 and res.cti == 70
 
 
 def test_a_window_after_a_union_is_loaded_at_its_windows_end() -> None:
@@ -199,9 +199,10 @@ def test_a_window_after_a_union_is_loaded_at_its_windows_end() -> None:
     call([("a", Insert(f"a{k}", 1, 50, {"k": f"k{k}"})) for k in range(30)] + [("a", Cti(1)), ("b", Cti(1))])
     store.counts.clear()
     res = call([("a", Cti(6)), ("b", Cti(5))])  # events shifted to [4, 11); window clock 8: [0, 10) stays open
-    assert store.counts["engine_reads"] == 0 and res.cti == 0
+    assert store.counts["slab_reads"] == 0 and res.cti == 0
     res = call([("a", Cti(15)), ("b", Cti(12))])  # window clock 15: [0, 10) closes in every key
-    assert store.counts["engine_reads"] == 30 and len(res.out) == 30 and res.cti == 10
+    assert store.counts["slab_reads"] == 1 and res.stats["keys"]["loaded"] == 30
+    assert len(res.out) == 30 and res.cti == 10
 
 
 def test_graph_key_values_match_as_a_join_does() -> None:

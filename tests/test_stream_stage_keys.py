@@ -103,7 +103,7 @@ def test_keyed_stages_equal_one_engine_per_stage_bucket_and_the_oracle(name: str
     assert sum(len(b.dead) for b in results) > 0  # the bad lines were judged
     for s, stores in zip(keyed.stages, keyed.stores, strict=True):
         if keyed_stage(s):
-            assert all(st.engines == {} and st.ids == {} and st.whole is None for st in stores), s.index
+            assert all(st.slabs == {} and st.ids == {} and st.whole is None for st in stores), s.index
 
 
 @pytest.mark.parametrize(("seed", "size"), [(15, 5), (24, 8), (34, 5)])
@@ -199,22 +199,22 @@ def test_a_stage_micro_batch_reads_only_the_keys_it_touches_and_the_keys_due() -
     for rep in (keyed, whole):
         call(rep, first)
         _reads(rep, 0), _reads(rep, 1)
-    assert sum(len(st.engines) for st in keyed.stores[0]) == 40
+    assert sum(len(st.slabs) for st in keyed.stores[0]) == 2  # (each bucket's ~20 small engines: one slab)
     touch = [("b", Insert("b7", 2, 30, {"k": "k7"}))]
     res = call(keyed, touch)
-    assert (_reads(keyed, 0), _reads(keyed, 1)) == (1, 0)  # the window's stage: a new key (nothing to read)
+    assert (_reads(keyed, 0, "slab_reads"), _reads(keyed, 1, "slab_reads")) == (1, 0)  # the window's stage: a new key
     call(whole, touch)  # one engine: the touched bucket's, holding its ~20 keys (bytes: bench_stream_graph)
     assert _reads(whole, 0) == 1
     assert res.out == []  # the window is open
     ctis = [("a", Cti(20)), ("b", Cti(20))]
     res = call(keyed, ctis)  # no join event ends; the windows [0, 10), [10, 20) of the one joined key close
-    assert (_reads(keyed, 0), _reads(keyed, 1)) == (0, 1)
+    assert (_reads(keyed, 0, "slab_reads"), _reads(keyed, 1, "slab_reads")) == (0, 1)
     assert sorted((e.le, e.re, e.payload["n"]) for e in res.out if isinstance(e, Insert)) == [(0, 10, 1), (10, 20, 1)]
     assert res.cti == 20
-    res = call(keyed, [("a", Cti(60)), ("b", Cti(60))])  # every join event ends: each key read once, dropped
-    assert _reads(keyed, 0) == 40 and all(st.engines == {} for st in keyed.stores[0])
+    res = call(keyed, [("a", Cti(60)), ("b", Cti(60))])  # every join event ends: each slab read once, dropped
+    assert _reads(keyed, 0, "slab_reads") == 3 and all(st.slabs == {} for st in keyed.stores[0])
     call(keyed, [("a", Cti(70)), ("b", Cti(70))])
-    assert _reads(keyed, 0) == 0
+    assert _reads(keyed, 0, "slab_reads") == 0
 
 
 def test_a_stage_checkpoint_of_another_layout_is_refused_in_one_line() -> None:

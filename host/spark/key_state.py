@@ -19,6 +19,12 @@ elements in it and the keys due at or before its new CTI (semantics-notes 41).
   ``cti(due - 1)``.
 * A loaded key's engine is first fed the bucket's CTI, so its elements are judged against the CTI one
   engine would have seen; it also takes the bucket's ``reached`` (T so far, semantics-notes 2).
+* **Slabs** (semantics-notes 74): a call writes the engines it changed packed together into *slabs*, a
+  state value each of up to `SLAB_BYTES`; the index names each key's slab. A call reads each slab holding
+  a key it loads once, and writes one value per `SLAB_BYTES` of changed engines, instead of a state-store
+  round trip per key each way (at 100 keys a micro-batch those round trips were half of the bucket's
+  time). A slab read in a call and left under half full has its remaining keys moved to the call's new
+  slabs, so the store holds at most about twice the live engines; a slab no key lives in is dropped.
 * A key whose engine holds nothing is dropped; if it comes back it gets a new engine with a new serial,
   and output ids are ``bucket.serial.id`` (unique in the stream).
 * Ids: a retraction, or an insert reusing a live id, goes to the key holding that id, as one engine would
@@ -28,7 +34,7 @@ elements in it and the keys due at or before its new CTI (semantics-notes 41).
 
 Due times and holds come from the engine itself (`QueryRunner.due`, `graph_due`, `hold`). `KeyedBucket`
 works on any `BucketStore`: the Spark processor (`udm.host.spark.streaming`) backs it by a
-``transformWithStateInPandas`` MapState per key and a ValueState for the index; `DictStore` backs it by
+``transformWithStateInPandas`` MapState of slabs and a ValueState for the index; `DictStore` backs it by
 dicts and counts reads (the tests' instrumented hook).
 """
 
@@ -59,17 +65,19 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from udm.host.model.plan import BoundQuery
 
-__all__ = ["NO_KEY", "BucketStore", "DictStore", "KeyedBucket", "KeyedResult", "dump_index", "graph_key_of",
-           "graph_payload_key", "key_of", "load_index", "payload_key"]
+__all__ = ["NO_KEY", "SLAB_BYTES", "BucketStore", "DictStore", "KeyedBucket", "KeyedResult", "dump_index",
+           "graph_key_of", "graph_payload_key", "key_of", "load_index", "payload_key"]
 
 #: the key of rows that carry no usable key (bad rows, inserts without the key fields): one engine
 #: dead-letters them as one engine over the bucket would
 NO_KEY = ""
-#: index layout (a new one needs a new streaming layout number, semantics-notes 42)
-_INDEX_VERSION = 1
+#: index layout (a new one needs a new streaming layout number, semantics-notes 42); 2: engines in slabs
+_INDEX_VERSION = 2
+#: a slab's size: the changed engines of a call are written in values of about this many bytes
+SLAB_BYTES = 1 << 20
 
 
-#: the start of a compressed index blob (semantics-notes 61); a blob without it is a plain pickle (layouts 3, 4)
+#: the start of a compressed index blob (semantics-notes 61)
 _ZINDEX = b"udmz1"
 
 
@@ -81,22 +89,21 @@ def dump_index(ix: Any) -> bytes:
 
 
 def load_index(blob: bytes) -> Any:
-    """`dump_index`'s blob, or a plain pickled one written before it (still read)."""
-    if blob.startswith(_ZINDEX):
-        return pickle.loads(zlib.decompress(blob[len(_ZINDEX):]))
-    return pickle.loads(blob)
+    """`dump_index`'s blob (a plain pickled one, of streaming layouts 3 and 4, is refused as another layout)."""
+    if not blob.startswith(_ZINDEX):
+        raise ValueError("bucket state of another layout: start from a new checkpoint")
+    return pickle.loads(zlib.decompress(blob[len(_ZINDEX):]))
 
 
 class BucketStore(Protocol):
-    """Where a bucket's per-key state lives."""
+    """Where a bucket's per-key state lives: slabs of engines by number (module doc), ids, the index."""
 
-    def get_engine(self, key: str) -> bytes | None: ...
-    def all_engines(self) -> Iterator[tuple[str, bytes]]:
-        """Every key's snapshot in one pass (the end of input needs them all: one bulk read, not a round
-        trip to the state store per key)."""
+    def get_slab(self, n: int) -> bytes | None: ...
+    def all_slabs(self) -> Iterator[tuple[int, bytes]]:
+        """Every slab in one pass (the end of input needs every key)."""
         ...
-    def put_engine(self, key: str, snapshot: bytes) -> None: ...
-    def drop_engine(self, key: str) -> None: ...
+    def put_slab(self, n: int, blob: bytes) -> None: ...
+    def drop_slab(self, n: int) -> None: ...
     def get_id(self, id: str) -> tuple[str, int] | None: ...
     def put_id(self, id: str, key: str, re: int) -> None: ...
     def drop_id(self, id: str) -> None: ...
@@ -106,32 +113,32 @@ class BucketStore(Protocol):
 
 @dataclass
 class DictStore:
-    """A `BucketStore` in dicts, counting engine reads and writes (tests: a micro-batch reads only what it
+    """A `BucketStore` in dicts, counting slab reads and writes (tests: a micro-batch reads only what it
     touches)."""
 
-    engines: dict[str, bytes] = field(default_factory=dict)
+    slabs: dict[int, bytes] = field(default_factory=dict)
     ids: dict[str, tuple[str, int]] = field(default_factory=dict)
     index: bytes | None = None
     counts: Counter[str] = field(default_factory=Counter)
 
-    def get_engine(self, key: str) -> bytes | None:
-        self.counts["engine_reads"] += 1
-        got = self.engines.get(key)
+    def get_slab(self, n: int) -> bytes | None:
+        self.counts["slab_reads"] += 1
+        got = self.slabs.get(n)
         self.counts["bytes_read"] += len(got) if got is not None else 0
         return got
 
-    def all_engines(self) -> Iterator[tuple[str, bytes]]:
+    def all_slabs(self) -> Iterator[tuple[int, bytes]]:
         self.counts["bulk_reads"] += 1
-        for key, snap in list(self.engines.items()):
-            self.counts["bytes_read"] += len(snap)
-            yield key, snap
+        for n, blob in list(self.slabs.items()):
+            self.counts["bytes_read"] += len(blob)
+            yield n, blob
 
-    def put_engine(self, key: str, snapshot: bytes) -> None:
-        self.counts["engine_writes"] += 1
-        self.engines[key] = snapshot
+    def put_slab(self, n: int, blob: bytes) -> None:
+        self.counts["slab_writes"] += 1
+        self.slabs[n] = blob
 
-    def drop_engine(self, key: str) -> None:
-        self.engines.pop(key, None)
+    def drop_slab(self, n: int) -> None:
+        self.slabs.pop(n, None)
 
     def get_id(self, id: str) -> tuple[str, int] | None:
         self.counts["id_reads"] += 1
@@ -211,6 +218,8 @@ class _Entry:
     out: int = NEG
     #: a graph's key with exact dues: per input, the CTI that loads it (`graph_due`)
     dues: dict[str, int] | None = None
+    #: the slab holding its engine (module doc; -1 until the call's slabs are written)
+    slab: int = -1
 
 
 @dataclass
@@ -235,6 +244,9 @@ class _Index:
     #: a graph's exact dues, per input: (threshold, key)
     by_input: dict[str, SortedList] | None = None
     keys: dict[str, _Entry] = field(default_factory=dict)
+    #: per slab: how many keys it was written with, and how many of them it still holds
+    slabs: dict[int, list[int]] = field(default_factory=dict)
+    next_slab: int = 0
     by_due: SortedList = field(default_factory=SortedList)
     by_hold: SortedList = field(default_factory=SortedList)
     v: int = _INDEX_VERSION
@@ -248,19 +260,20 @@ class _Index:
         es = list(self.keys.values())
         inputs = sorted({x for e in es if e.dues for x in e.dues})
         state["cols"] = (names, [e.due for e in es], [e.hold for e in es], [e.serial for e in es],
-                         [e.out for e in es], {x: [e.dues.get(x, NEG) if e.dues else NEG for e in es] for x in inputs})
+                         [e.out for e in es], {x: [e.dues.get(x, NEG) if e.dues else NEG for e in es] for x in inputs},
+                         [e.slab for e in es])
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         cols = state.pop("cols", None)
         self.__dict__.update(state)
-        if cols is None:  # an index pickled with an object per key (before columns): read as it is
+        if cols is None or state.get("v") != _INDEX_VERSION:  # another layout: refused by its reader
             return
-        names, due, hold, serial, out, dues = cols
+        names, due, hold, serial, out, dues, slab = cols
         self.keys = {}
         for i, k in enumerate(names):
             d = {x: col[i] for x, col in dues.items() if col[i] != NEG}
-            self.keys[k] = _Entry(due[i], hold[i], serial[i], out[i], d or None)
+            self.keys[k] = _Entry(due[i], hold[i], serial[i], out[i], d or None, slab[i])
         self.by_due = SortedList(zip(due, names, strict=True))
         self.by_hold = SortedList(zip(hold, names, strict=True))
         self.by_input = {x: SortedList((t, k) for t, k in zip(col, names, strict=True) if t != NEG)
@@ -369,6 +382,8 @@ class KeyedBucket:
         self.fresh_ids: dict[str, str] = {}
         #: snapshots read in bulk (`_finish`), taken by `_engine` instead of one read per key
         self._bulk: dict[str, bytes] = {}
+        #: the slabs read in this call, by number: each key's pickled engine
+        self._read: dict[int, dict[str, bytes]] = {}
 
     # -- engines ----------------------------------------------------------------------------------------
     def _new_runner(self) -> QueryRunner:
@@ -389,7 +404,7 @@ class KeyedBucket:
             if e is not None:
                 snap = self._bulk.pop(key, None)
                 if snap is None:
-                    snap = self.store.get_engine(key)
+                    snap = self._slab(e.slab).get(key)
             if snap is not None and e is not None:
                 engine, ids, *fed = pickle.loads(snap)
                 live = _Live(self._restore(engine), e.serial, e.out, ids, fed=fed[0] if fed else {})
@@ -413,6 +428,14 @@ class KeyedBucket:
         if c > NEG and r.input_cti() < c:
             self._emit(live, r.process(Cti(c)))
         return live
+
+    def _slab(self, n: int) -> dict[str, bytes]:
+        """Slab ``n``'s engines (read once a call)."""
+        got = self._read.get(n)
+        if got is None:
+            blob = self.store.get_slab(n)
+            got = self._read[n] = {} if blob is None else pickle.loads(blob)
+        return got
 
     def _emit(self, live: _Live, els: list[Element]) -> None:
         prefix = f"{self.bucket}.{live.serial}"
@@ -606,7 +629,9 @@ class KeyedBucket:
         if self.index.finished:
             return
         if sum(1 for k in self.index.keys if k not in self.loaded) > 1:
-            self._bulk = dict(self.store.all_engines())
+            where = {k: e.slab for k, e in self.index.keys.items() if k not in self.loaded}
+            for n, blob in self.store.all_slabs():  # (a slab may hold an older copy of a key moved since)
+                self._bulk.update((k, snap) for k, snap in pickle.loads(blob).items() if where.get(k) == n)
         for key in dict.fromkeys([*self.index.keys, *self.loaded]):  # (a key first loaded in this call too)
             self._engine(key)
         for live in self.loaded.values():
@@ -620,8 +645,12 @@ class KeyedBucket:
     def _close(self) -> KeyedResult:
         ix = self.index
         c = ix.cti
+        written: dict[str, bytes] = {}
         for key, live in self.loaded.items():
             r = live.runner
+            was = ix.keys.get(key)
+            if was is not None:
+                self._leave(was.slab)
             self.dead.extend(r.take_dead_letters())
             before = self._before.get(key, {})
             for k, v in r.stats.reasons.items():
@@ -633,7 +662,6 @@ class KeyedBucket:
             self._ids(key, live)
             if ix.finished or _holds_nothing(r):
                 ix.remove(key)
-                self.store.drop_engine(key)
                 continue
             snap = r.snapshot()
             dues: dict[str, int] | None = None
@@ -651,7 +679,8 @@ class KeyedBucket:
                 kept = (snap, live.ids)
                 hold = self._hold(live, snap, c, due)
             ix.set(key, _Entry(due, hold, live.serial, live.out, dues or None))
-            self.store.put_engine(key, pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL))
+            written[key] = pickle.dumps(kept, protocol=pickle.HIGHEST_PROTOCOL)
+        self._write_slabs(written)
         ix.reached = max(ix.reached, self.idle.ctx.reached)
         self.dead.extend(self.idle.take_dead_letters())
         low = ix.idle_out
@@ -670,6 +699,39 @@ class KeyedBucket:
             stats["T"] = ix.reached
         stats["keys"] = {"loaded": len(self.loaded), "live": len(ix.keys)}
         return KeyedResult(self.out, self.dead, ix.out if ix.out > NEG else None, stats)
+
+    def _leave(self, n: int) -> None:
+        """A key's engine no longer lives in slab ``n``."""
+        self.index.slabs[n][1] -= 1
+
+    def _write_slabs(self, written: dict[str, bytes]) -> None:
+        """The call's changed engines into new slabs, with the keys of slabs read in this call and left under
+        half full (their bytes as read: moved, not restored); slabs no key lives in dropped (module doc)."""
+        ix = self.index
+        for n, got in self._read.items():
+            size, live = ix.slabs.get(n, (0, 0))
+            if live > 0 and 2 * live < size:
+                for k, snap in got.items():
+                    e = ix.keys.get(k)
+                    if e is not None and e.slab == n and k not in written:
+                        written[k] = snap
+                        self._leave(n)
+        for n in [n for n, (_, live) in ix.slabs.items() if live == 0]:
+            del ix.slabs[n]
+            self.store.drop_slab(n)
+        part: dict[str, bytes] = {}
+        size = 0
+        for i, (k, snap) in enumerate(written.items()):
+            part[k] = snap
+            size += len(snap)
+            if size >= SLAB_BYTES or i == len(written) - 1:
+                n = ix.next_slab
+                ix.next_slab += 1
+                self.store.put_slab(n, pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
+                ix.slabs[n] = [len(part), len(part)]
+                for key in part:
+                    ix.keys[key].slab = n
+                part, size = {}, 0
 
     def _hold(self, live: _Live, snap: bytes, c: int, due: int) -> int:
         """The key's output CTI cap until its due (module doc)."""
@@ -719,24 +781,25 @@ class KeyedBucket:
 
 class SparkStore:
     """`udm.host.spark.key_state.BucketStore` over the bucket's ``transformWithStateInPandas`` state:
-    a MapState of engines by key, a MapState of ids, a ValueState index."""
+    a MapState of slabs by number (the ``engines`` state of streaming layouts 3 to 6, keyed by the slab's
+    number as text), a MapState of ids, a ValueState index."""
 
     def __init__(self, engines: Any, ids: Any, index: Any) -> None:
         self.engines, self.ids, self.index = engines, ids, index
 
-    def get_engine(self, key: str) -> bytes | None:
-        got = self.engines.getValue((key,))
+    def get_slab(self, n: int) -> bytes | None:
+        got = self.engines.getValue((str(n),))
         return None if got is None else bytes(got[0])
 
-    def all_engines(self) -> Iterator[tuple[str, bytes]]:
-        for (key,), (snap,) in self.engines.iterator():  # (fetched from the state server in batches)
-            yield str(key), bytes(snap)
+    def all_slabs(self) -> Iterator[tuple[int, bytes]]:
+        for (n,), (blob,) in self.engines.iterator():  # (fetched from the state server in batches)
+            yield int(n), bytes(blob)
 
-    def put_engine(self, key: str, snapshot: bytes) -> None:
-        self.engines.updateValue((key,), (snapshot,))
+    def put_slab(self, n: int, blob: bytes) -> None:
+        self.engines.updateValue((str(n),), (blob,))
 
-    def drop_engine(self, key: str) -> None:
-        self.engines.removeKey((key,))
+    def drop_slab(self, n: int) -> None:
+        self.engines.removeKey((str(n),))
 
     def get_id(self, id: str) -> tuple[str, int] | None:
         got = self.ids.getValue((id,))

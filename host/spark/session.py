@@ -269,6 +269,8 @@ def get_spark(master: str | None = None, *, app_name: str = "udmkit", shuffle_pa
             # Workers must run this interpreter (the venv with udmkit and the plugins installed).
             os.environ["PYSPARK_PYTHON"] = sys.executable
             os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+            # and import pyspark compiled, not from pyspark.zip (`worker_daemon`)
+            defaults["spark.python.daemon.module"] = "udm.host.spark.worker_daemon"
         else:
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = builder.master(master)

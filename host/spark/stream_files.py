@@ -94,8 +94,9 @@ __all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "graph_routes", "progress_text
 #: 2: graphs with no one partitioning run in stages; 3: state per key (semantics-notes 42); 4: a keyed query
 #: graph's state per key too (semantics-notes 53), and key buckets grouped with a salt, one shuffle partition
 #: each (semantics-notes 50); 5: a keyed stage of a staged graph keeps its state per key (semantics-notes 60);
-#: 6: a linear query's micro-batch files hold one row per bucket (`stream_parts.bucket_blobs`)
-_LAYOUT_VERSION = 6
+#: 6: a linear query's micro-batch files hold one row per bucket (`stream_parts.bucket_blobs`); 7: per-key
+#: engines kept in slabs (`key_state`, semantics-notes 74)
+_LAYOUT_VERSION = 7
 
 
 class StreamStopped(UdmError):

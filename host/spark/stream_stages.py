@@ -151,17 +151,17 @@ class _StageSparkStore:
     def put_aux(self, blob: bytes) -> None:
         self._aux.update((blob,))
 
-    def get_engine(self, key: str) -> bytes | None:
-        return self._keys.get_engine(key)
+    def get_slab(self, n: int) -> bytes | None:
+        return self._keys.get_slab(n)
 
-    def all_engines(self) -> Iterator[tuple[str, bytes]]:
-        return self._keys.all_engines()
+    def all_slabs(self) -> Iterator[tuple[int, bytes]]:
+        return self._keys.all_slabs()
 
-    def put_engine(self, key: str, snapshot: bytes) -> None:
-        self._keys.put_engine(key, snapshot)
+    def put_slab(self, n: int, blob: bytes) -> None:
+        self._keys.put_slab(n, blob)
 
-    def drop_engine(self, key: str) -> None:
-        self._keys.drop_engine(key)
+    def drop_slab(self, n: int) -> None:
+        self._keys.drop_slab(n)
 
     def get_id(self, id: str) -> tuple[str, int] | None:
         return self._keys.get_id(id)

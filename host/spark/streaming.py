@@ -11,8 +11,8 @@ Plan of `run_stream` (a streaming DataFrame in, a streaming DataFrame out):
    partition, so a task, of its own: `udm.host.spark.stream_buckets`): for each bucket with input in a micro-batch,
    the processor feeds the micro-batch's elements in physical order (``line`` is the sequence number:
    Spark does not keep row order across the shuffle) and emits what they produced. A keyed linear query
-   keeps one engine per key value (`_keyed_processor_class`, `udm.host.spark.key_state`: MapState per
-   key, an index of due times; a micro-batch loads only the keys it touches and the keys due,
+   keeps one engine per key value (`_keyed_processor_class`, `udm.host.spark.key_state`: engines in
+   slabs of a MapState, an index of due times; a micro-batch loads only the keys it touches and the keys due,
    semantics-notes 41; a keyed query graph likewise, semantics-notes 52); keyless queries and other graphs
    keep the bucket's one engine in a `ValueState` (the pickled `QueryRunner.snapshot`). Either is in the
    RocksDB state store, checkpointed by Spark;
@@ -323,7 +323,7 @@ _OLD_GRAPH_LAYOUT = ("a checkpoint of a query graph's whole-bucket state layout 
 
 
 def _keyed_processor_class() -> type:
-    """The processor of a keyed linear query or a keyed query graph: per-key engines in MapState
+    """The processor of a keyed linear query or a keyed query graph: per-key engines in MapState slabs
     (`udm.host.spark.key_state`; a graph's ``routing`` gives each input's key fields, semantics-notes 52)."""
     base = _processor_class()
 
