@@ -57,7 +57,7 @@ class _Bytes:
     """A `DictStore` that also counts the bytes of slabs read."""
 
     def __init__(self) -> None:
-        from udm.host.spark.key_state import DictStore
+        from udm.host.spark.key_store import DictStore
 
         self.store = DictStore()
         self.read = 0

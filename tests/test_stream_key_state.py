@@ -18,7 +18,8 @@ from udm.host.engine import QueryRunner
 from udm.host.io.batch import ElementBatch
 from udm.host.model.plan import bind
 from udm.host.model.spec import parse_query
-from udm.host.spark.key_state import DictStore, KeyedBucket, KeyedResult, payload_key
+from udm.host.spark.key_state import KeyedBucket, KeyedResult, payload_key
+from udm.host.spark.key_store import DictStore
 from udm.host.spark.rows import with_struct_payloads
 from udm.host.spark.stream_files import _routes
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
@@ -290,7 +291,7 @@ def test_the_index_is_stored_compressed_and_an_older_layout_is_refused() -> None
     """The index blob is compressed (semantics-notes 61): a bucket of 400 keys writes it over twice as
     small as its pickle (~3x; ~10x at 10,000 keys). An index of streaming layouts 3 to 6 (plain, or of
     index version 1: engines by key, not in slabs) is refused in one line (semantics-notes 74)."""
-    from udm.host.spark.key_state import dump_index, load_index
+    from udm.host.spark.key_store import dump_index, load_index
 
     bound = bind(parse_query(TUMBLING))
     store = DictStore()
@@ -315,9 +316,9 @@ def test_slabs_keep_reads_flat_in_held_keys_and_the_store_compact(seed: int, mon
     restarting from the store each call, with disorder and retractions among the active keys."""
     import random
 
-    from udm.host.spark import key_state
+    from udm.host.spark import key_store
 
-    monkeypatch.setattr(key_state, "SLAB_BYTES", 20000)
+    monkeypatch.setattr(key_store, "SLAB_BYTES", 20000)
     bound = bind(parse_query({"steps": [{"op": "window", "window": {"type": "tumbling", "size": 1000},
                                          "group_by": ["g"], "udm": "sum", "input": "v"}]}))
     rnd = random.Random(seed)
@@ -355,7 +356,7 @@ def test_slabs_keep_reads_flat_in_held_keys_and_the_store_compact(seed: int, mon
             out += named_outputs(res)
             if 0 < k < len(batches) - 1:
                 reads.setdefault(held, []).append(store.counts["slab_reads"] + store.counts["slab_writes"])
-                ix = key_state.load_index(store.index or b"")
+                ix = key_store.load_index(store.index or b"")
                 engines = {key: pickle.loads(store.slabs[e.slab]) for key, e in ix.keys.items()}
                 assert all(key in got for key, got in engines.items())
                 for n, blob in store.slabs.items():  # (no slab holds more than twice its live keys)

@@ -19,7 +19,8 @@ from udm.host.io.batch import ElementBatch
 from udm.host.io.interleave import interleave
 from udm.host.model.plan import bind
 from udm.host.model.spec import parse_query
-from udm.host.spark.key_state import NO_KEY, DictStore, KeyedBucket, KeyedResult, graph_key_of, load_index
+from udm.host.spark.key_state import NO_KEY, KeyedBucket, KeyedResult, graph_key_of
+from udm.host.spark.key_store import DictStore, load_index
 from udm.host.spark.partition import graph_routing
 from udm.host.spark.rows import feed_by_input, with_struct_payloads
 from udm.host.temporal.elements import Cti, Element, Insert, Retract

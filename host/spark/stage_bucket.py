@@ -37,7 +37,8 @@ from udm.host.io.batch import ElementBatch
 from udm.host.model.plan import build_plan
 from udm.host.query.runners import make_runner
 from udm.host.spark.convert import ELEMENT_COLUMNS
-from udm.host.spark.key_state import NO_KEY, BucketStore, DictStore, KeyedBucket, graph_key_of, graph_payload_key
+from udm.host.spark.key_state import NO_KEY, KeyedBucket, graph_key_of, graph_payload_key
+from udm.host.spark.key_store import BucketStore, DictStore
 from udm.host.spark.rows import dead_rows, output_rows, with_struct_payloads
 from udm.host.spark.stages import Stage, checked_before, read_before
 from udm.host.spark.stream_wire import (

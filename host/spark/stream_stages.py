@@ -45,7 +45,7 @@ from udm.host.errors import UdmError
 from udm.host.model.spec import QuerySpec
 from udm.host.spark.convert import ELEMENT_COLUMNS
 from udm.host.spark.graph import key_value
-from udm.host.spark.key_state import SparkStore
+from udm.host.spark.key_store import SparkStore
 from udm.host.spark.partition import BY_ID
 from udm.host.spark.stage_bucket import StageBucket
 from udm.host.spark.stages import Stage, plan_stages

@@ -60,7 +60,8 @@ from udm.host.model.spec import QuerySpec
 from udm.host.query.runners import make_runner
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
 from udm.host.spark.graph import is_graph
-from udm.host.spark.key_state import KeyedBucket, SparkStore
+from udm.host.spark.key_state import KeyedBucket
+from udm.host.spark.key_store import SparkStore
 from udm.host.spark.partition import graph_routing, partition_keys
 from udm.host.spark.rows import dead_rows, output_rows, with_struct_payloads
 from udm.host.spark.session import ROCKSDB_PROVIDER, require_spark

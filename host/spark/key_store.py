@@ -1,0 +1,329 @@
+"""Where a streaming key bucket's state lives, and its layout: the stores (`BucketStore`: Spark's state, or
+dicts for tests), the per-bucket index of live keys (`KeyIndex`, one small compressed blob), and the slabs
+the keys' engines are packed in (`EngineSlabs`: what one call reads and writes of them).
+
+Apart from `udm.host.spark.key_state` (how a call runs its keys' engines) because this is the checkpoint's
+format: a change here needs a new streaming layout number (semantics-notes 42, 74).
+
+**Slabs** (semantics-notes 74): a call writes the engines it changed packed together into *slabs*, a state
+value each of up to `SLAB_BYTES`; the index names each key's slab. A call reads each slab holding a key it
+loads once, and writes one value per `SLAB_BYTES` of changed engines, instead of a state-store round trip
+per key each way (at 100 keys a micro-batch those round trips were half of the bucket's time). A slab read
+in a call and left under half full has its remaining keys moved to the call's new slabs, so the store holds
+at most about twice the live engines; a slab no key lives in is dropped.
+"""
+
+from __future__ import annotations
+
+import pickle
+import zlib
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from sortedcontainers import SortedList
+
+from udm.host.engine.common import NEG
+
+__all__ = ["INDEX_VERSION", "SLAB_BYTES", "BucketStore", "DictStore", "EngineSlabs", "KeyEntry", "KeyIndex",
+           "SparkStore", "dump_index", "load_index"]
+
+#: index layout (a new one needs a new streaming layout number, semantics-notes 42); 2: engines in slabs
+INDEX_VERSION = 2
+#: a slab's size: the changed engines of a call are written in values of about this many bytes
+SLAB_BYTES = 1 << 20
+
+
+#: the start of a compressed index blob (semantics-notes 61)
+_ZINDEX = b"udmz1"
+
+
+def dump_index(ix: Any) -> bytes:
+    """The index blob: pickled, then zlib-compressed (level 1). Its columns repeat the same large numbers
+    (INF dues, NEG CTIs) and key shapes, so 10,000 keys' ~590 KB become ~55 KB for ~2.5 ms of CPU — the blob
+    is read and written on every call, by Spark over its state server (semantics-notes 61)."""
+    return _ZINDEX + zlib.compress(pickle.dumps(ix, protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+
+def load_index(blob: bytes) -> Any:
+    """`dump_index`'s blob (a plain pickled one, of streaming layouts 3 and 4, is refused as another layout)."""
+    if not blob.startswith(_ZINDEX):
+        raise ValueError("bucket state of another layout: start from a new checkpoint")
+    return pickle.loads(zlib.decompress(blob[len(_ZINDEX):]))
+
+
+class BucketStore(Protocol):
+    """Where a bucket's per-key state lives: slabs of engines by number (module doc), ids, the index."""
+
+    def get_slab(self, n: int) -> bytes | None: ...
+    def all_slabs(self) -> Iterator[tuple[int, bytes]]:
+        """Every slab in one pass (the end of input needs every key)."""
+        ...
+    def put_slab(self, n: int, blob: bytes) -> None: ...
+    def drop_slab(self, n: int) -> None: ...
+    def get_id(self, id: str) -> tuple[str, int] | None: ...
+    def put_id(self, id: str, key: str, re: int) -> None: ...
+    def drop_id(self, id: str) -> None: ...
+    def get_index(self) -> bytes | None: ...
+    def put_index(self, blob: bytes) -> None: ...
+
+
+@dataclass
+class DictStore:
+    """A `BucketStore` in dicts, counting slab reads and writes (tests: a micro-batch reads only what it
+    touches)."""
+
+    slabs: dict[int, bytes] = field(default_factory=dict)
+    ids: dict[str, tuple[str, int]] = field(default_factory=dict)
+    index: bytes | None = None
+    counts: Counter[str] = field(default_factory=Counter)
+
+    def get_slab(self, n: int) -> bytes | None:
+        self.counts["slab_reads"] += 1
+        got = self.slabs.get(n)
+        self.counts["bytes_read"] += len(got) if got is not None else 0
+        return got
+
+    def all_slabs(self) -> Iterator[tuple[int, bytes]]:
+        self.counts["bulk_reads"] += 1
+        for n, blob in list(self.slabs.items()):
+            self.counts["bytes_read"] += len(blob)
+            yield n, blob
+
+    def put_slab(self, n: int, blob: bytes) -> None:
+        self.counts["slab_writes"] += 1
+        self.slabs[n] = blob
+
+    def drop_slab(self, n: int) -> None:
+        self.slabs.pop(n, None)
+
+    def get_id(self, id: str) -> tuple[str, int] | None:
+        self.counts["id_reads"] += 1
+        return self.ids.get(id)
+
+    def put_id(self, id: str, key: str, re: int) -> None:
+        self.counts["id_writes"] += 1
+        self.ids[id] = (key, re)
+
+    def drop_id(self, id: str) -> None:
+        self.ids.pop(id, None)
+
+    def get_index(self) -> bytes | None:
+        self.counts["bytes_read"] += len(self.index) if self.index is not None else 0
+        return self.index
+
+    def put_index(self, blob: bytes) -> None:
+        self.index = blob
+
+
+@dataclass
+class KeyEntry:
+    """One live key in the index."""
+
+    due: int
+    hold: int
+    serial: int
+    #: the output CTI its engine emitted so far
+    out: int = NEG
+    #: a graph's key with exact dues: per input, the CTI that loads it (`graph_due`)
+    dues: dict[str, int] | None = None
+    #: the slab holding its engine (module doc; -1 until the call's slabs are written)
+    slab: int = -1
+
+
+@dataclass
+class KeyIndex:
+    """The per-bucket index (one small blob): every live key's due and hold, the bucket's CTI so far,
+    the idle engine and the counters."""
+
+    cti: int = NEG
+    out: int = NEG
+    reached: int = NEG
+    truncated_at: int | None = None
+    serial: int = 0
+    finished: bool = False
+    idle: bytes | None = None
+    idle_out: int = NEG
+    #: how many buckets the stream has (routing by key depends on it; 0: not recorded)
+    buckets: int = 0
+    #: a query graph's bucket (semantics-notes 52): ``cti`` counts CTI advances of any input, ``ctis`` holds
+    #: each input's CTI (class defaults: an index pickled before graphs had these reads as a linear one)
+    graph: bool = False
+    ctis: dict[str, int] | None = None
+    #: a graph's exact dues, per input: (threshold, key)
+    by_input: dict[str, SortedList] | None = None
+    keys: dict[str, KeyEntry] = field(default_factory=dict)
+    #: per slab: how many keys it was written with, and how many of them it still holds
+    slabs: dict[int, list[int]] = field(default_factory=dict)
+    next_slab: int = 0
+    by_due: SortedList = field(default_factory=SortedList)
+    by_hold: SortedList = field(default_factory=SortedList)
+    v: int = INDEX_VERSION
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The keys as columns, not an object each: the index is read and written on every call, and at
+        20,000 keys the objects and their sorted copies made it a 2.5 MB, ~160 ms round trip (as much as
+        one engine over the whole bucket); the sorted lists are rebuilt on load."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("keys", "by_due", "by_hold", "by_input")}
+        names = list(self.keys)
+        es = list(self.keys.values())
+        inputs = sorted({x for e in es if e.dues for x in e.dues})
+        state["cols"] = (names, [e.due for e in es], [e.hold for e in es], [e.serial for e in es],
+                         [e.out for e in es], {x: [e.dues.get(x, NEG) if e.dues else NEG for e in es] for x in inputs},
+                         [e.slab for e in es])
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        cols = state.pop("cols", None)
+        self.__dict__.update(state)
+        if cols is None or state.get("v") != INDEX_VERSION:  # another layout: refused by its reader
+            return
+        names, due, hold, serial, out, dues, slab = cols
+        self.keys = {}
+        for i, k in enumerate(names):
+            d = {x: col[i] for x, col in dues.items() if col[i] != NEG}
+            self.keys[k] = KeyEntry(due[i], hold[i], serial[i], out[i], d or None, slab[i])
+        self.by_due = SortedList(zip(due, names, strict=True))
+        self.by_hold = SortedList(zip(hold, names, strict=True))
+        self.by_input = {x: SortedList((t, k) for t, k in zip(col, names, strict=True) if t != NEG)
+                         for x, col in dues.items()} or None
+
+    def set(self, key: str, e: KeyEntry) -> None:
+        self.remove(key)
+        self.keys[key] = e
+        self.by_due.add((e.due, key))
+        self.by_hold.add((e.hold, key))
+        if e.dues:
+            if self.by_input is None:
+                self.by_input = {}
+            for x, t in e.dues.items():
+                self.by_input.setdefault(x, SortedList()).add((t, key))
+
+    def remove(self, key: str) -> None:
+        old = self.keys.pop(key, None)
+        if old is not None:
+            self.by_due.remove((old.due, key))
+            self.by_hold.remove((old.hold, key))
+            for x, t in (old.dues or {}).items():
+                assert self.by_input is not None
+                self.by_input[x].remove((t, key))
+
+    def due_by(self, c: int) -> list[str]:
+        """Keys due by ``c`` (a graph's: by its tick ``c``, or by an input's CTI for exact dues)."""
+        due = [k for _, k in self.by_due.irange(maximum=(c, "\U0010ffff"))]
+        if self.by_input and self.ctis:
+            seen = set(due)
+            for x, lst in self.by_input.items():
+                t = self.ctis.get(x)
+                if t is None:
+                    continue
+                for _, k in lst.irange(maximum=(t, "\U0010ffff")):
+                    if k not in seen:
+                        seen.add(k)
+                        due.append(k)
+        return due
+
+
+class SparkStore:
+    """`BucketStore` over the bucket's ``transformWithStateInPandas`` state:
+    a MapState of slabs by number (the ``engines`` state of streaming layouts 3 to 6, keyed by the slab's
+    number as text), a MapState of ids, a ValueState index."""
+
+    def __init__(self, engines: Any, ids: Any, index: Any) -> None:
+        self.engines, self.ids, self.index = engines, ids, index
+
+    def get_slab(self, n: int) -> bytes | None:
+        got = self.engines.getValue((str(n),))
+        return None if got is None else bytes(got[0])
+
+    def all_slabs(self) -> Iterator[tuple[int, bytes]]:
+        for (n,), (blob,) in self.engines.iterator():  # (fetched from the state server in batches)
+            yield int(n), bytes(blob)
+
+    def put_slab(self, n: int, blob: bytes) -> None:
+        self.engines.updateValue((str(n),), (blob,))
+
+    def drop_slab(self, n: int) -> None:
+        self.engines.removeKey((str(n),))
+
+    def get_id(self, id: str) -> tuple[str, int] | None:
+        got = self.ids.getValue((id,))
+        return None if got is None else (str(got[0]), int(got[1]))
+
+    def put_id(self, id: str, key: str, re: int) -> None:
+        self.ids.updateValue((id,), (key, re))
+
+    def drop_id(self, id: str) -> None:
+        self.ids.removeKey((id,))
+
+    def get_index(self) -> bytes | None:
+        return bytes(self.index.get()[0]) if self.index.exists() else None
+
+    def put_index(self, blob: bytes) -> None:
+        self.index.update((blob,))
+
+
+class EngineSlabs:
+    """One call's view of the slabs: each read at most once, the call's changed engines written into new ones
+    (module doc)."""
+
+    def __init__(self, store: BucketStore, index: KeyIndex) -> None:
+        self.store = store
+        self.index = index
+        #: the slabs read in this call, by number: each key's pickled engine
+        self.read: dict[int, dict[str, bytes]] = {}
+        #: engines read in bulk (`read_all`), taken by `engine` instead of one read per slab
+        self.bulk: dict[str, bytes] = {}
+
+    def engine(self, key: str, e: KeyEntry) -> bytes | None:
+        """Key ``key``'s pickled engine (its entry ``e``), or None when its slab does not hold it."""
+        snap = self.bulk.pop(key, None)
+        return snap if snap is not None else self._slab(e.slab).get(key)
+
+    def read_all(self, keys: Iterable[str]) -> None:
+        """Every slab in one pass, for ``keys`` (the end of input needs them all)."""
+        where = {k: self.index.keys[k].slab for k in keys}
+        for n, blob in self.store.all_slabs():  # (a slab may hold an older copy of a key moved since)
+            self.bulk.update((k, snap) for k, snap in pickle.loads(blob).items() if where.get(k) == n)
+
+    def _slab(self, n: int) -> dict[str, bytes]:
+        """Slab ``n``'s engines (read once a call)."""
+        got = self.read.get(n)
+        if got is None:
+            blob = self.store.get_slab(n)
+            got = self.read[n] = {} if blob is None else pickle.loads(blob)
+        return got
+
+    def leave(self, n: int) -> None:
+        """A key's engine no longer lives in slab ``n``."""
+        self.index.slabs[n][1] -= 1
+
+    def write(self, written: dict[str, bytes]) -> None:
+        """The call's changed engines into new slabs, with the keys of slabs read in this call and left under
+        half full (their bytes as read: moved, not restored); slabs no key lives in dropped (module doc)."""
+        ix = self.index
+        for n, got in self.read.items():
+            size, live = ix.slabs.get(n, (0, 0))
+            if live > 0 and 2 * live < size:
+                for k, snap in got.items():
+                    e = ix.keys.get(k)
+                    if e is not None and e.slab == n and k not in written:
+                        written[k] = snap
+                        self.leave(n)
+        for n in [n for n, (_, live) in ix.slabs.items() if live == 0]:
+            del ix.slabs[n]
+            self.store.drop_slab(n)
+        part: dict[str, bytes] = {}
+        size = 0
+        for i, (k, snap) in enumerate(written.items()):
+            part[k] = snap
+            size += len(snap)
+            if size >= SLAB_BYTES or i == len(written) - 1:
+                n = ix.next_slab
+                ix.next_slab += 1
+                self.store.put_slab(n, pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
+                ix.slabs[n] = [len(part), len(part)]
+                for key in part:
+                    ix.keys[key].slab = n
+                part, size = {}, 0
