@@ -302,9 +302,27 @@ def test_the_index_is_stored_compressed_and_an_older_layout_is_refused() -> None
     plain = pickle.dumps(ix, protocol=pickle.HIGHEST_PROTOCOL)
     assert len(blob) * 2 < len(plain)
     ix.v = 1
-    for old in (plain, dump_index(ix)):
+    for old in (plain, dump_index(ix), _index_of_layout_6()):
         with pytest.raises(ValueError, match="^bucket state of another layout: start from a new checkpoint$"):
             KeyedBucket(bound, None, ["g"], DictStore(slabs=dict(store.slabs), index=old), 0)
+
+
+def _index_of_layout_6() -> bytes:
+    """A compressed index blob as layouts 5 and 6 wrote it: an object of the class ``key_state._Index``, a
+    name that no longer exists."""
+    import zlib
+
+    from udm.host.spark import key_state
+
+    class Old:
+        pass
+
+    Old.__module__, Old.__qualname__ = key_state.__name__, "_Index"
+    key_state._Index = Old  # type: ignore[attr-defined]  # (only while it is pickled)
+    try:
+        return b"udmz1" + zlib.compress(pickle.dumps(Old(), protocol=pickle.HIGHEST_PROTOCOL), 1)
+    finally:
+        del key_state._Index  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("seed", [31, 32])

@@ -50,7 +50,10 @@ def load_index(blob: bytes) -> Any:
     """`dump_index`'s blob (a plain pickled one, of streaming layouts 3 and 4, is refused as another layout)."""
     if not blob.startswith(_ZINDEX):
         raise ValueError("bucket state of another layout: start from a new checkpoint")
-    return pickle.loads(zlib.decompress(blob[len(_ZINDEX):]))
+    try:
+        return pickle.loads(zlib.decompress(blob[len(_ZINDEX):]))
+    except (AttributeError, ImportError) as exc:  # (an index of layouts up to 6: a class of key_state's)
+        raise ValueError("bucket state of another layout: start from a new checkpoint") from exc
 
 
 class BucketStore(Protocol):
