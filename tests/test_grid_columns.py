@@ -51,15 +51,24 @@ def _run(q: Any, stream: list[Element], chunk: int) -> tuple[Any, ...]:
                                     {"type": "tumbling", "size": 7, "offset": 3},
                                     {"type": "cumulate", "size": 30, "step": 10, "offset": 5}])
 @pytest.mark.parametrize("udm", ["sum", "count", "avg"])
-def test_columns_equal_window_by_window(window: dict, udm: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    spec = {"steps": [{"op": "window", "window": window, "group_by": ["g"], "udm": udm, "input": "v"}]}
+@pytest.mark.parametrize("delay", [None, "inf"])
+def test_columns_equal_window_by_window(window: dict, udm: str, delay: str | None,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # (strong consistency, ``max_delay: "inf"``: no pane store, the batch's windows valued by `column_block`)
+    step = {"op": "window", "window": window, "group_by": ["g"], "udm": udm, "input": "v"}
+    if delay is not None:
+        step["max_delay"] = delay
+    spec = {"steps": [step]}
     q = bind(parse_query(spec))
     blocks = [0]
     real = grid_columns.column_block
 
+    cols = [0]
+
     def counted(*a: Any) -> Any:
         got = real(*a)
         blocks[0] += 0 if got is None else len(got)
+        cols[0] += 0 if got is None else len(got)
         return got
 
     monkeypatch.setattr(grid, "column_block", counted)
@@ -79,6 +88,8 @@ def test_columns_equal_window_by_window(window: dict, udm: str, monkeypatch: pyt
             off = _run(q, stream, 1000)
         assert on == off, seed
     assert blocks[0] > 1000  # the column form valued most windows
+    if delay is not None and window["type"] != "cumulate":
+        assert cols[0] > 1000  # (cumulate: valued by `grid_prefix`)
 
 
 @pytest.mark.parametrize("broken", ["raises", "short", "mixed"])

@@ -18,11 +18,11 @@ import numpy as np
 
 from ..batch import INSERT, Batch, RowsOut
 from ..invoke import PLAIN_TYPES
+from ..payload import Payload, as_column
 from .emit import first_emission, first_emissions
-from .grid_columns import column_payload, fresh_slices
 from .state import Group
 
-__all__ = ["FlushJobs", "one_block", "window_values", "write_closed"]
+__all__ = ["FlushJobs", "column_payload", "fresh_slices", "one_block", "window_values", "write_closed"]
 
 
 def window_values(wu: Any, V: np.ndarray, st: np.ndarray, lens: np.ndarray, wle: np.ndarray, wre: np.ndarray,
@@ -32,17 +32,54 @@ def window_values(wu: Any, V: np.ndarray, st: np.ndarray, lens: np.ndarray, wle:
     # (several aggregates: no batch form; numbers of two kinds: ``add`` alone keeps an int among floats one)
     mixed = V.dtype == object and len(V) > 0 and type(V[0]) in (int, float)
     if getattr(wu, "compute_slices", None) is not None and not mixed:
-        values = V  # (one numeric kind: a column; whole payloads, text: entries as ``add`` has them)
+        # (one numeric kind: a column; whole payloads, text: entries as ``add`` has them)
         total = int(lens.sum())
         offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
-        idx = np.repeat(st - offsets[:-1], lens) + np.arange(total, dtype=np.int64)
-        got = fresh_slices(wu, values[idx], offsets)
+        if total == len(V) and bool((st == offsets[:-1]).all()):
+            values = V  # (the windows are the values, in order, nothing between: tumbling)
+        else:  # (the slices copied out, so they may overlap)
+            values = V[np.repeat(st - offsets[:-1], lens) + np.arange(total, dtype=np.int64)]
+        got = fresh_slices(wu, values, offsets)
         if got is not None:
             return got
     if flat is None:
         flat = V.tolist()
     return [wu.compute_state(wu.add(wu.initial_state(), flat[a:a + n], (le, re)), le, re)
             for a, n, le, re in zip(st.tolist(), lens.tolist(), wle.tolist(), wre.tolist(), strict=True)]
+
+
+def fresh_slices(wu: Any, values: np.ndarray, offsets: np.ndarray) -> Any:
+    """Each slice's value by the UDA's ``compute_slices``, when it gives one plain JSON kind of the right
+    length; None when it has none, raises or gives something else (the caller then takes the scalar forms,
+    so an error is reported for its window, as always)."""
+    fn = getattr(wu, "compute_slices", None)
+    if fn is None:
+        return None
+    try:
+        got = fn(values, offsets)
+    except Exception:
+        return None
+    if got is None or len(got) != len(offsets) - 1:
+        return None
+    if isinstance(got, np.ndarray):
+        return got if got.dtype.kind in "if" and got.dtype.itemsize == 8 else None
+    kinds = set(map(type, got))
+    if len(kinds) == 1 and next(iter(kinds)) in PLAIN_TYPES:
+        return list(got)
+    return None
+
+
+def column_payload(fields: dict[str, Any], n: int) -> Payload:
+    """Output fields (a column or list each, ``n`` rows) as a payload: typed columns, else rows."""
+    cols = {}
+    for name, vals in fields.items():
+        col = as_column(vals)
+        if col is None:
+            rows = [dict(zip(fields, t, strict=True)) for t in zip(*(
+                (v.tolist() if isinstance(v, np.ndarray) else v) for v in fields.values()), strict=True)]
+            return Payload.from_rows(rows)
+        cols[name] = col
+    return Payload(n, fields=cols)
 
 
 def one_block(step: Any, em: Any, wle: np.ndarray, res: Any) -> bool:

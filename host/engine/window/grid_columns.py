@@ -1,8 +1,8 @@
 """The grid family's column-wise evaluation: windows that a batch both fills and closes, valued as arrays.
 
 On an in-order stream most tumbling/hopping windows are born, filled, released and closed by the CTIs of one
-batch. Their members are then all in that batch, contiguous in its rows sorted by (group, pane), so the UDA's
-fresh-window batch form ``compute_slices(values, offsets)`` (note 62) values all of them in one call, and they
+batch. Their members are then all in that batch, contiguous in its rows sorted by (group, pane), so one
+`grid_closed.window_values` call (the rule every closed window is valued by) values all of them, and they
 go out as one column block, with no window, pane state or output record ever made for them. It is the
 scalar evaluation's vector form (tests/test_grid_columns.py holds the two to the same output): a window comes
 here only when every pane it covers was made by this batch, nothing else changed the group in the batch, and
@@ -15,18 +15,17 @@ windows of every group and writes them as one block.
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import numpy as np
 
 from ..batch import INSERT, Batch
-from ..invoke import PLAIN_TYPES
-from ..payload import Payload, as_column
 from .emit import first_emissions
+from .grid_closed import column_payload, fresh_slices, window_values
 from .state import Group
 
-__all__ = ["Fresh", "column_block", "column_payload", "ends_alone", "fresh_slices", "slice_values"]
+#: (``fresh_slices`` is `grid_closed`'s: importable here while `session_columns` takes it from here)
+__all__ = ["Fresh", "column_block", "ends_alone", "fresh_slices"]
 
 
 def ends_alone(step: Any) -> bool:
@@ -103,18 +102,9 @@ def column_block(fam: Any, jobs: list[tuple[Fresh, int]], em: Any) -> Batch | No
             recs.append(rec)
     allv = recs[0].svals if len(recs) == 1 else np.concatenate([r.svals for r in recs])
     shift = np.array([base[id(jobs[j][0])] for j in range(len(jobs))], dtype=np.int64)[gv]
-    r0 = r0 + shift
-    total = int(lens.sum())
-    if total == len(allv) and bool((r0[1:] == (r0 + lens)[:-1]).all()) and (len(r0) == 0 or r0[0] == 0):
-        values = allv  # (tumbling: the windows are the rows, in order, with nothing between)
-    else:
-        starts = np.repeat(r0 - np.concatenate(([0], np.cumsum(lens)[:-1])), lens)
-        values = allv[np.arange(total, dtype=np.int64) + starts]
-    offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
-    results = slice_values(wu, values, offsets)
-    n = len(kv)
     le, re = fam.geo.extent(kv)
-    kk = kv
+    results = window_values(wu, allv, r0 + shift, lens, le, re)
+    n = len(kv)
     gg = gv.tolist()
     first = em.oid + 1
     em.oid += n
@@ -127,52 +117,4 @@ def column_block(fam: Any, jobs: list[tuple[Fresh, int]], em: Any) -> Batch | No
         fields[f] = [per_job[j] for j in gg]
     fields[wu.alias] = results
     payload = column_payload(fields, n)
-    del kk
     return Batch(np.full(n, INSERT, dtype=np.int8), ids, le, re, re, np.full(n, -1, dtype=np.int64), payload)
-
-
-def fresh_slices(wu: Any, values: np.ndarray, offsets: np.ndarray) -> Any:
-    """Each slice's value by the UDA's ``compute_slices``, when it gives one plain JSON kind of the right
-    length; None when it has none, raises or gives something else (the caller then takes the scalar forms,
-    so an error is reported for its window, as always)."""
-    fn = getattr(wu, "compute_slices", None)
-    if fn is None:
-        return None
-    try:
-        got = fn(values, offsets)
-    except Exception:
-        return None
-    if got is None or len(got) != len(offsets) - 1:
-        return None
-    if isinstance(got, np.ndarray):
-        return got if got.dtype.kind in "if" and got.dtype.itemsize == 8 else None
-    kinds = set(map(type, got))
-    if len(kinds) == 1 and next(iter(kinds)) in PLAIN_TYPES:
-        return list(got)
-    return None
-
-
-def slice_values(wu: Any, values: np.ndarray, offsets: np.ndarray) -> Any:
-    """Each slice's value: `fresh_slices`, else the UDA's scalar forms."""
-    got = fresh_slices(wu, values, offsets)
-    if got is not None:
-        return got
-    out = []
-    vl = values.tolist()
-    ol = offsets.tolist()
-    for a, b in itertools.pairwise(ol):
-        out.append(wu.compute_state(wu.add(wu.initial_state(), vl[a:b], None), 0, 0))
-    return out
-
-
-def column_payload(fields: dict[str, Any], n: int) -> Payload:
-    """Output fields (a column or list each, ``n`` rows) as a payload: typed columns, else rows."""
-    cols = {}
-    for name, vals in fields.items():
-        col = as_column(vals)
-        if col is None:
-            rows = [dict(zip(fields, t, strict=True)) for t in zip(*(
-                (v.tolist() if isinstance(v, np.ndarray) else v) for v in fields.values()), strict=True)]
-            return Payload.from_rows(rows)
-        cols[name] = col
-    return Payload(n, fields=cols)

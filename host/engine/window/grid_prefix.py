@@ -23,8 +23,8 @@ from ..batch import INSERT, Batch
 from ..invoke import PLAIN_TYPES
 from ..rules import INF, NEG
 from .emit import first_emissions
-from .grid_closed import FlushJobs
-from .grid_columns import column_payload, ends_alone
+from .grid_closed import FlushJobs, column_payload
+from .grid_columns import ends_alone
 from .state import Group
 
 __all__ = ["PrefixWindows", "prefix_values"]

@@ -277,6 +277,11 @@ class PaneStore:
             G, S = self.G, self.S
             kf = np.maximum(geo.first_window(S), max(lo, _LO))
             kl = np.minimum(geo.last_windows(S), min(K, _HI))
+            # a group's rows rise, and so do their windows: a row gives those past its predecessor's alone, so
+            # each window comes once, in (group, window) order
+            first = np.ones(len(G), dtype=bool)
+            first[1:] = G[1:] != G[:-1]
+            kf = np.maximum(kf, np.where(first, _LO, np.concatenate(([_LO], kl[:-1])) + 1))
             nwin = np.maximum(kl - kf + 1, 0)
             rows = np.flatnonzero(nwin)
             if len(rows):
@@ -287,18 +292,14 @@ class PaneStore:
 
     def _windows(self, G: np.ndarray, S: np.ndarray, rows: np.ndarray, kf: np.ndarray, nwin: np.ndarray,
                  out: Any, em: Any) -> None:
-        """The windows of rows ``rows`` (first ``kf``, ``nwin`` each): valued, then written."""
+        """The windows of rows ``rows`` (first ``kf``, ``nwin`` each, none twice, in (group, window) order):
+        valued, then written."""
         geo = self.geo
         step = self.step
         r = np.repeat(np.arange(len(rows), dtype=np.int64), nwin)
         firsts = np.concatenate(([0], np.cumsum(nwin)[:-1]))
         wk = kf[r] + (np.arange(len(r), dtype=np.int64) - firsts[r])
         wg = G[rows][r]
-        kmin = int(wk.min())
-        width = int(wk.max()) - kmin + 1
-        wkey = np.unique(wg * width + (wk - kmin))  # (group order, then window order)
-        wg = wkey // width
-        wk = wkey % width + kmin
         # each window's rows: one slice of the sorted rows (its group's, panes [a, b))
         U = np.unique(S)
         nu = len(U)

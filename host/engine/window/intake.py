@@ -44,14 +44,18 @@ class WindowIntake(Operator):
     refused: dict[int, int]
 
     # -- groups --------------------------------------------------------------------------------------
-    def group(self, key: Any, payload: dict[str, Any]) -> Group:
+    def group(self, key: Any, fields: dict[str, Any] | None) -> Group:
+        """The group of ``key``, made on first sight with its key ``fields`` (None: no ``group_by``)."""
         g = self.groups.get(key)
         if g is None:
-            gb = self.group_by
-            g = self.groups[key] = Group(key, {f: payload[f] for f in gb} if gb else None)
+            g = self.groups[key] = Group(key, fields)
             g.sweep = make_sweep(self.sweep_kind, self.udm, self.family.fifo)
             self.family.new_group(g)
         return g
+
+    def _key_fields(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        gb = self.group_by
+        return {f: payload[f] for f in gb} if gb else None
 
     def _keys(self, b: Batch, rows: np.ndarray) -> list[Any]:
         gb = self.group_by
@@ -74,6 +78,8 @@ class WindowIntake(Operator):
                 return vals if numeric else vals.tolist()
             return vals
         pls = b.payload.rows()
+        if m.kind == 0:  # (the payload itself)
+            return [pls[i] for i in rows.tolist()]
         return [m(pls[i]) for i in rows.tolist()]
 
     # -- input ---------------------------------------------------------------------------------------
@@ -99,9 +105,8 @@ class WindowIntake(Operator):
         if not gb:
             g = self.groups.get(())
             if g is None:
-                g = self.group((), {})
+                g = self.group((), None)
             return np.zeros(len(rows), dtype=np.int64), [g]
-        rl = rows.tolist()
         arr = b.payload.arrow(gb[0]) if len(gb) == 1 else None
         sub = None
         if isinstance(arr, pa.Array) and not pa.types.is_nested(arr.type):
@@ -112,15 +117,11 @@ class WindowIntake(Operator):
             enc = pc.dictionary_encode(sub)
             codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
             groups: list[Group] = []
-            first: Any = None
-            for j, v in enumerate(enc.dictionary.to_pylist()):
+            f0 = gb[0]
+            for v in enc.dictionary.to_pylist():  # (a key's value is its field's: one field, no nulls)
                 k = group_key(v)
                 g = self.groups.get(k)
-                if g is None:
-                    if first is None:
-                        first = np.unique(codes, return_index=True)[1]
-                    g = self.group(k, b.payload.row(rl[int(first[j])]))
-                groups.append(g)
+                groups.append(g if g is not None else self.group(k, {f0: v}))
             return codes, groups
         keys = self._keys(b, rows)
         index: dict[Any, int] = {}
@@ -130,10 +131,11 @@ class WindowIntake(Operator):
         for j, code in enumerate(codes.tolist()):
             if code not in first:
                 first[code] = j
+        rl = rows.tolist()
         for k, code in index.items():
             g = self.groups.get(k)
             if g is None:
-                g = self.group(k, b.payload.row(rl[first[code]]))
+                g = self.group(k, self._key_fields(b.payload.row(rl[first[code]])))
             groups.append(g)
         return codes, groups
 
@@ -174,7 +176,7 @@ class WindowIntake(Operator):
         for j, (k, eid, le, re, rn, key, val) in enumerate(zip(kinds.tolist(), ids, les, res, rns, keys, vals,
                                                                 strict=True)):
             found = self.groups.get(key)
-            g = found if found is not None else self.group(key, pls.row(int(rows[j])))
+            g = found if found is not None else self.group(key, self._key_fields(pls.row(int(rows[j]))))
             touched[id(g)] = g
             if k == INSERT:
                 ev = Ev(eid, le, re, val)
