@@ -21,11 +21,10 @@ import numpy as np
 
 from ..batch import INSERT, Batch
 from .emit import first_emissions
-from .grid_closed import column_payload, fresh_slices, window_values
+from .grid_closed import column_payload, window_values
 from .state import Group
 
-#: (``fresh_slices`` is `grid_closed`'s: importable here while `session_columns` takes it from here)
-__all__ = ["Fresh", "column_block", "ends_alone", "fresh_slices"]
+__all__ = ["Fresh", "column_block", "ends_alone"]
 
 
 def ends_alone(step: Any) -> bool:
