@@ -21,8 +21,10 @@ one per bucket, each running the stage's steps:
    before the inputs end, then `finish`;
 4. a stage read by a later one hands it its output with its CTIs (an *exchange*: rows of every producing
    bucket, routed by the reading stage's key, CTIs to every bucket, merged there with the minimum CTI over
-   the producers). The last stage's output ids are prefixed with the bucket, per-bucket CTIs are dropped
-   and one ``cti(INF)`` ends the output; dead letters keep their input (column ``input``), a dead letter
+   the producers). The producing bucket writes the texts of the fields the reading stages route by in a
+   column (``keys``; a retraction its insert's), so the exchange is routed without parsing a payload.
+   The last stage's output ids are prefixed with the bucket, per-bucket CTIs are dropped and one
+   ``cti(INF)`` ends the output; dead letters keep their input (column ``input``), a dead letter
    of a later stage the input its stream derives from (with no line: the element was an intermediate one).
 
 The stages are one chain of Spark transformations (`_run`): a stage reads the query inputs it needs and the
@@ -65,7 +67,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from udm.host.spark.file_source import InputFacts
 
-__all__ = ["GRAPH_RESULT_DDL", "graph_elements", "is_graph", "key_value", "run_graph_batch"]
+__all__ = ["GRAPH_RESULT_DDL", "graph_elements", "is_graph", "key_of_text", "key_text", "key_value", "run_graph_batch"]
 
 # lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
@@ -95,11 +97,11 @@ def key_value(field: str) -> Column:
     ``1`` from ``1.0``): they share a bucket, so the rows that must meet do."""
     from pyspark.sql import functions as F
 
-    return _hashed(F.get_json_object("payload", f"$.{field}"))
+    return key_of_text(F.get_json_object("payload", f"$.{field}"))
 
 
 def key_text(payload: Any, field: str) -> str | None:
-    """What ``get_json_object`` reads of ``field`` in ``payload``'s JSON text, for `_hashed` (an exchange row
+    """What ``get_json_object`` reads of ``field`` in ``payload``'s JSON text, for `key_of_text` (an exchange row
     carries it in ``keys``, so its reading stage routes it without parsing the payload): a string as it
     is, a number or a boolean as JSON text, an object or array as any text starting with ``{``."""
     v = payload.get(field) if isinstance(payload, dict) else None
@@ -110,7 +112,7 @@ def key_text(payload: Any, field: str) -> str | None:
     return payload_text(v)
 
 
-def _hashed(text: Column) -> Column:
+def key_of_text(text: Column) -> Column:
     """`key_value`'s value of a field's ``get_json_object`` text."""
     from pyspark.sql import functions as F
 
@@ -345,7 +347,7 @@ def _key_bucket(df: DataFrame, routing: dict[str, list[str]], n: int, rows: Colu
             v = text(name, fields[i])
             got = F.when(F.col("input") == name, v) if got is None else got.when(F.col("input") == name, v)
         cols[f"{_SLOT}{i}"] = F.when(rows, got)
-    bucket = F.when(rows, F.pmod(F.xxhash64(*[_hashed(F.col(k)) for k in cols]), F.lit(n)))
+    bucket = F.when(rows, F.pmod(F.xxhash64(*[key_of_text(F.col(k)) for k in cols]), F.lit(n)))
     return df.withColumns(cols), bucket
 
 
