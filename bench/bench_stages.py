@@ -86,8 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     answers: dict[str, Any] = {}
     loads = [os.getloadavg()[0]]
     plans = [("single bucket", False), ("staged", True)]
+    meter = Meter(spark) if not spark.sparkContext.master.startswith("spark://") else None
+    costs: dict[str, list[dict[str, float]]] = {"single bucket": [], "staged": []}
     for r in range(args.repeat):
         for label, staged in (plans if r % 2 == 0 else plans[::-1]):
+            if meter is not None:
+                meter.start()
             t0 = time.perf_counter()
             run = run_graph_batch(spec, frames, buckets=args.buckets, staged=staged)
             try:
@@ -97,12 +101,21 @@ def main(argv: list[str] | None = None) -> int:
                 run.unpersist()
             secs = time.perf_counter() - t0
             times[label].append(secs)
+            if meter is not None:
+                costs[label].append(meter.stop())
             answers[label] = cht(out)
             loads.append(os.getloadavg()[0])
             if not args.json:
                 print(f"{label:>14}: {secs:7.1f}s  {n / secs:9,.0f} el/s  {len(out):,} output elements  "
                       f"split={split}", flush=True)
     med = {k: statistics.median(v) for k, v in times.items()}
+    if meter is not None and not args.json:
+        for label, runs in costs.items():
+            m = {k: statistics.median(c[k] for c in runs) for k in runs[0]}
+            print(f"{label:>14} (median of {len(runs)}): {m['jobs']:.0f} jobs, {m['stages']:.0f} stages, "
+                  f"{m['tasks']:.0f} tasks, shuffle {m['shuffle_rows']:,.0f} rows {m['shuffle_mb']:.1f} MB; "
+                  f"CPU s: python workers {m['python']:.1f}, JVM {m['jvm']:.1f} (tasks {m['jvm_task_cpu']:.1f}), "
+                  f"driver {m['driver']:.1f}, total {m['python'] + m['jvm'] + m['driver']:.1f}", flush=True)
     same = answers["staged"] == answers["single bucket"]
     ratio = med["staged"] / med["single bucket"]
     if args.json:
@@ -114,6 +127,96 @@ def main(argv: list[str] | None = None) -> int:
               f"{os.cpu_count()} cpus; target <= 1.0x); same CHT: {same}; load {min(loads):.1f}-{max(loads):.1f}",
               flush=True)
     return 0 if same else 1
+
+
+class Meter:
+    """What one plan run cost that the machine's load does not change: Spark jobs, stages and tasks, shuffle
+    rows and bytes written (the JVM's status store), and CPU seconds of the JVM, of its Python workers (the
+    JVM's process tree in /proc: live processes' own and reaped children's time) and of this driver."""
+
+    def __init__(self, spark: Any) -> None:
+        self.sc = spark.sparkContext
+        self.store = self.sc._jsc.sc().statusStore()
+        self.root = self.sc._gateway.proc.pid
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def _cpu(self) -> dict[str, float]:
+        """CPU seconds of the JVM's process tree, by ``java`` and the rest (Python workers)."""
+        kids: dict[int, list[int]] = {}
+        stat: dict[int, list[str]] = {}
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                text = Path(f"/proc/{d}/stat").read_text()
+            except OSError:
+                continue
+            name = text[text.index("(") + 1:text.rindex(")")]
+            rest = text[text.rindex(")") + 2:].split()
+            stat[int(d)] = [name, *rest]
+            kids.setdefault(int(rest[1]), []).append(int(d))
+        got = {"jvm": 0.0, "python": 0.0}
+        todo = [self.root]
+        while todo:
+            pid = todo.pop()
+            todo.extend(kids.get(pid, []))
+            if pid not in stat:
+                continue
+            f = stat[pid]  # (fields 14-17 of proc(5): utime stime cutime cstime, here at 12..15)
+            secs = sum(int(x) for x in f[12:16]) / self.tick
+            got["jvm" if f[0] == "java" else "python"] += secs
+        import resource
+
+        got["driver"] = resource.getrusage(resource.RUSAGE_SELF).ru_utime + resource.getrusage(
+            resource.RUSAGE_SELF).ru_stime
+        return got
+
+    def _stages(self) -> Any:
+        none = self.sc._gateway.new_array(self.sc._gateway.jvm.double, 0)
+        return self.store.stageList(None, False, False, none, None)
+
+    def stage_rows(self) -> list[tuple[Any, ...]]:
+        """(stage id, name, tasks, task CPU s, shuffle read rows, shuffle write rows, rows out) of the stages
+        since `start` (for a look at where the time went)."""
+        stages = self._stages()
+        rows = []
+        for i in range(stages.size()):
+            s = stages.apply(i)
+            if s.stageId() > self.before[1] and str(s.status()) == "COMPLETE":
+                rows.append((s.stageId(), str(s.name())[:40], s.numCompleteTasks(), round(s.executorCpuTime() / 1e9, 2),
+                             s.shuffleReadRecords(), s.shuffleWriteRecords(), s.outputRecords(), s.inputRecords()))
+        return rows
+
+    def _ids(self) -> tuple[int, int]:
+        jobs = self.store.jobsList(None)
+        stages = self._stages()
+        return (max([jobs.apply(i).jobId() for i in range(jobs.size())], default=-1),
+                max([stages.apply(i).stageId() for i in range(stages.size())], default=-1))
+
+    def start(self) -> None:
+        self.sc._jsc.sc().listenerBus().waitUntilEmpty()
+        self.before = self._ids()
+        self.cpu0 = self._cpu()
+
+    def stop(self) -> dict[str, float]:
+        cpu = self._cpu()
+        self.sc._jsc.sc().listenerBus().waitUntilEmpty()
+        jobs = self.store.jobsList(None)
+        stages = self._stages()
+        got: dict[str, float] = {k: cpu[k] - self.cpu0[k] for k in cpu}
+        got["jobs"] = sum(1 for i in range(jobs.size()) if jobs.apply(i).jobId() > self.before[0])
+        for key in ("stages", "tasks", "shuffle_rows", "shuffle_mb", "jvm_task_cpu"):
+            got[key] = 0
+        for i in range(stages.size()):
+            s = stages.apply(i)
+            if s.stageId() <= self.before[1] or str(s.status()) != "COMPLETE":
+                continue
+            got["stages"] += 1
+            got["tasks"] += s.numCompleteTasks()
+            got["shuffle_rows"] += s.shuffleWriteRecords()
+            got["shuffle_mb"] += s.shuffleWriteBytes() / 1e6
+            got["jvm_task_cpu"] += s.executorCpuTime() / 1e9
+        return got
 
 
 def _cluster(args: argparse.Namespace, n: int) -> int:

@@ -221,3 +221,30 @@ def test_each_bucket_is_one_task_of_its_own(spark: Any, n: int) -> None:
                  .collect())
     assert [(b, p) for b, p, _ in out] == [(b, b) for b in range(n)]
     assert sum(c for _, _, c in out) == 5000
+
+
+@pytest.mark.spark
+def test_an_exchange_rows_key_text_hashes_as_its_payload_field(spark: Any) -> None:
+    """An exchange row is routed by the `key_text` its producing bucket wrote, a query input's row by its
+    payload's JSON: rows with equal payload fields must hash alike. Reference: Spark's ``get_json_object``
+    of the same payload text (`key_value`), over random values of every JSON kind."""
+    import json
+
+    from pyspark.sql import functions as F
+
+    from udm.host.spark.graph import key_of_text, key_text, key_value
+
+    rng = random.Random(5)
+    kinds = [lambda: rng.randint(-5, 5), lambda: rng.choice([0.5, 1.0, -2.0, 1e20, 3.25]), lambda: rng.choice(
+        ["a", "1", "2.0", "é\"x", "{x", "", "true"]), lambda: rng.choice([True, False]), lambda: None,
+             lambda: {"a": rng.randint(0, 2)}, lambda: [rng.randint(0, 2)]]
+    payloads = []
+    for _ in range(200):
+        p = {"z": 1}
+        if rng.random() < 0.9:
+            p["k"] = rng.choice(kinds)()
+        payloads.append(p)
+    rows = [(json.dumps(p), key_text(p, "k")) for p in payloads]
+    got = spark.createDataFrame(rows, "payload string, kt string").select(
+        F.xxhash64(key_value("k")).alias("a"), F.xxhash64(key_of_text(F.col("kt"))).alias("b")).collect()
+    assert [r.a for r in got] == [r.b for r in got]

@@ -21,8 +21,10 @@ one per bucket, each running the stage's steps:
    before the inputs end, then `finish`;
 4. a stage read by a later one hands it its output with its CTIs (an *exchange*: rows of every producing
    bucket, routed by the reading stage's key, CTIs to every bucket, merged there with the minimum CTI over
-   the producers). The last stage's output ids are prefixed with the bucket, per-bucket CTIs are dropped
-   and one ``cti(INF)`` ends the output; dead letters keep their input (column ``input``), a dead letter
+   the producers). The producing bucket writes the texts of the fields the reading stages route by in a
+   column (``keys``; a retraction its insert's), so the exchange is routed without parsing a payload.
+   The last stage's output ids are prefixed with the bucket, per-bucket CTIs are dropped and one
+   ``cti(INF)`` ends the output; dead letters keep their input (column ``input``), a dead letter
    of a later stage the input its stream derives from (with no line: the element was an intermediate one).
 
 The stages are one chain of Spark transformations (`_run`): a stage reads the query inputs it needs and the
@@ -65,17 +67,19 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from udm.host.spark.file_source import InputFacts
 
-__all__ = ["GRAPH_RESULT_DDL", "graph_elements", "is_graph", "key_value", "run_graph_batch"]
+__all__ = ["GRAPH_RESULT_DDL", "graph_elements", "is_graph", "key_of_text", "key_text", "key_value", "run_graph_batch"]
 
 # lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
 _FINAL_LINE = 1 << 62
 #: `udm.host.spark.batch` result rows plus the dead letter's input (an exchange row's: the stream it belongs
-#: to), between stages the producing bucket, and the stage that made the row (``part``).
+#: to), between stages the producing bucket and an exchange row's routing keys (``keys``: `key_text` of each
+#: field the later stages route it by, `_carried`), and the stage that made the row (``part``).
 GRAPH_RESULT_DDL = ("stream string, kind string, id string, le bigint, re bigint, re_new bigint, t bigint, "
                     "payload string, line bigint, reason string, element string, input string, bucket bigint, "
-                    "part bigint")
-_RESULT_ARROW = pa.schema([(name, pa.int64() if typ == "bigint" else pa.string())
+                    "keys array<string>, part bigint")
+_ARROW_TYPES = {"bigint": pa.int64(), "string": pa.string(), "array<string>": pa.list_(pa.string())}
+_RESULT_ARROW = pa.schema([(name, _ARROW_TYPES[typ])
                            for name, typ in (c.split(" ") for c in GRAPH_RESULT_DDL.split(", "))])
 
 
@@ -93,7 +97,25 @@ def key_value(field: str) -> Column:
     ``1`` from ``1.0``): they share a bucket, so the rows that must meet do."""
     from pyspark.sql import functions as F
 
-    text = F.get_json_object("payload", f"$.{field}")
+    return key_of_text(F.get_json_object("payload", f"$.{field}"))
+
+
+def key_text(payload: Any, field: str) -> str | None:
+    """What ``get_json_object`` reads of ``field`` in ``payload``'s JSON text, for `key_of_text` (an exchange row
+    carries it in ``keys``, so its reading stage routes it without parsing the payload): a string as it
+    is, a number or a boolean as JSON text, an object or array as any text starting with ``{``."""
+    v = payload.get(field) if isinstance(payload, dict) else None
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, (dict, list)):
+        return "{}"
+    return payload_text(v)
+
+
+def key_of_text(text: Column) -> Column:
+    """`key_value`'s value of a field's ``get_json_object`` text."""
+    from pyspark.sql import functions as F
+
     nested = text.startswith("{") | text.startswith("[")
     return F.when(nested, F.lit("{}")).otherwise(F.coalesce(text.try_cast("double").cast("string"), text))
 
@@ -132,7 +154,8 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
     (an earlier stage's sink) is merged from its producer's buckets (`merge_exchange`: its CTI is the
     minimum over them) and does not move T, which is the real inputs'. A stage that is not the last
     reports its CTIs too, with the bucket and the position of each element, so the next stage can merge
-    them, and gives each retraction the ``carried`` fields of its insert, so it is routed like it.
+    them, and gives each row the ``keys`` of the ``carried`` fields (a retraction its insert's), so the
+    later stages route it by column, a retraction like its insert.
 
     A query input an earlier stage also reads (``read_before``) was checked there already: its input-level
     dead letters (bad lines, CTI violations, id errors: reasons without a ``step`` prefix) are that
@@ -244,9 +267,9 @@ def _element_rows(bucket: int, out: list[Any], stage: Stage, last: bool, carried
     `payload_text`; no CTIs; ``line`` orders them within the bucket). An earlier stage's are its exchange
     (input: its sink;
     ``bucket`` and ``line``: the producing bucket and the row's position there, CTIs included, which
-    `udm.host.spark.stages.merge_exchange` merges over the buckets); a retraction's payload holds its
-    insert's ``carried`` fields (what the next stage routes by), so Spark routes it by key like its insert
-    instead of looking its insert up."""
+    `udm.host.spark.stages.merge_exchange` merges over the buckets); ``keys`` holds the `key_text` of the
+    ``carried`` fields (what the later stages route by), a retraction's its insert's, so Spark routes it
+    by key like its insert instead of looking its insert up, and no row's payload is parsed for it."""
     kind: list[str] = []
     ids: list[str | None] = []
     le: list[int | None] = []
@@ -254,7 +277,8 @@ def _element_rows(bucket: int, out: list[Any], stage: Stage, last: bool, carried
     re_new: list[int | None] = []
     t: list[int | None] = []
     payload: list[str | None] = []
-    keys: dict[str, dict[str, Any]] = {}
+    keys: list[list[str | None] | None] = []
+    live: dict[str, list[str | None]] = {}
     prefix = id_prefix(bucket)
     for el in out:
         if isinstance(el, Insert):
@@ -266,7 +290,9 @@ def _element_rows(bucket: int, out: list[Any], stage: Stage, last: bool, carried
             t.append(None)
             payload.append(payload_text(el.payload))
             if carried:
-                keys[el.id] = {f: el.payload[f] for f in carried if f in el.payload}
+                keys.append(live.setdefault(el.id, [key_text(el.payload, f) for f in carried]))
+            else:
+                keys.append(None)
         elif isinstance(el, Retract):
             kind.append("retract")
             ids.append(prefix + el.id)
@@ -274,12 +300,10 @@ def _element_rows(bucket: int, out: list[Any], stage: Stage, last: bool, carried
             re.append(el.re)
             re_new.append(el.re_new)
             t.append(None)
-            if carried:
-                payload.append(payload_text(keys.get(el.id, {})))
-                if el.re_new <= el.le:
-                    keys.pop(el.id, None)
-            else:
-                payload.append(None)
+            payload.append(None)
+            keys.append(live.get(el.id) if carried else None)
+            if carried and el.re_new <= el.le:
+                live.pop(el.id, None)
         elif isinstance(el, Cti) and not last:
             kind.append("cti")
             ids.append(None)
@@ -288,6 +312,7 @@ def _element_rows(bucket: int, out: list[Any], stage: Stage, last: bool, carried
             re_new.append(None)
             t.append(el.t)
             payload.append(None)
+            keys.append(None)
     m = len(kind)
     line = (np.arange(m, dtype=np.int64) << 20) + bucket if last else np.arange(m, dtype=np.int64)
     none = pa.nulls(m, pa.string())
@@ -297,25 +322,33 @@ def _element_rows(bucket: int, out: list[Any], stage: Stage, last: bool, carried
             "payload": pa.array(payload, pa.string()), "line": pa.array(line), "reason": none, "element": none,
             "input": none if last else pa.array([stage.sink] * m, pa.string()),
             "bucket": pa.nulls(m, pa.int64()) if last else pa.array(np.full(m, bucket, dtype=np.int64)),
+            "keys": pa.array(keys, pa.list_(pa.string())),
             "part": pa.array(np.full(m, stage.index, dtype=np.int64))}
     return pa.table(cols, schema=_RESULT_ARROW)
 
 
-def _key_hash(routing: dict[str, list[str]] | str, n: int, names: Any) -> Column:
-    """The bucket of an insert (or an exchange's retraction) of one of ``names`` by ``routing``: the hash of
-    its input's routing fields, or of (input, id) for ``BY_ID``."""
+_SLOT = "_slot"
+
+
+def _key_bucket(df: DataFrame, routing: dict[str, list[str]], n: int, rows: Column,
+                text: Callable[[str, str], Column]) -> tuple[DataFrame, Column]:
+    """``df`` with each routing slot's text (`key_value`'s ``get_json_object`` text, of the slot's field of
+    the row's input: ``text(input, field)``) in a column ``_slot{i}`` of its own, and the bucket column of the
+    ``rows`` routed by key (null for the others): the hash of the slots' values. The texts are columns so
+    that each is computed once per row (inside the per-input branches, Spark would parse the payload
+    once per use: a third of stage 0's task time in ``bench_stages``)."""
     from pyspark.sql import functions as F
 
-    if routing == BY_ID:
-        return F.pmod(F.xxhash64("input", "id"), F.lit(n))
-    assert isinstance(routing, dict)
-    key_hash: Any = None
-    for name, fields in routing.items():
-        if name in names:
-            h = F.pmod(F.xxhash64(*[key_value(f) for f in fields]), F.lit(n))
-            key_hash = (F.when(F.col("input") == name, h) if key_hash is None
-                        else key_hash.when(F.col("input") == name, h))
-    return key_hash if key_hash is not None else F.lit(None).cast("bigint")
+    slots = max(len(fields) for fields in routing.values())
+    cols: dict[str, Column] = {}
+    for i in range(slots):
+        got: Any = None
+        for name, fields in routing.items():
+            v = text(name, fields[i])
+            got = F.when(F.col("input") == name, v) if got is None else got.when(F.col("input") == name, v)
+        cols[f"{_SLOT}{i}"] = F.when(rows, got)
+    bucket = F.when(rows, F.pmod(F.xxhash64(*[key_of_text(F.col(k)) for k in cols]), F.lit(n)))
+    return df.withColumns(cols), bucket
 
 
 def _route(df: DataFrame, routing: dict[str, list[str]] | str | None, n: int, lost: list[int]) -> DataFrame:
@@ -327,30 +360,46 @@ def _route(df: DataFrame, routing: dict[str, list[str]] | str | None, n: int, lo
     if routing is None or n == 1:
         return df.withColumn("_bucket", F.lit(0).cast("bigint"))
     if routing == BY_ID:
-        bucket = F.when(kind.isin("insert", "retract") & F.col("id").isNotNull(), _key_hash(routing, n, ()))
+        bucket = F.when(kind.isin("insert", "retract") & F.col("id").isNotNull(),
+                        F.pmod(F.xxhash64("input", "id"), F.lit(n)))
         return spread(df, bucket, kind == "cti", n)
     assert isinstance(routing, dict)
     ided = df.withColumn("_idh", id_hash(("input", "id"), lost))
-    return spread(ided, F.when(kind == "insert", _key_hash(routing, n, routing)), (kind == "cti") | everywhere(), n)
+    keyed, bucket = _key_bucket(ided, routing, n, kind == "insert",
+                                lambda _, f: F.get_json_object("payload", f"$.{f}"))
+    return _without_keys(spread(keyed, bucket, (kind == "cti") | everywhere(), n))
+
+
+def _without_keys(df: DataFrame) -> DataFrame:
+    """``df`` without `_key_bucket`'s slot columns (the buckets' functions do not read them)."""
+    return df.drop(*[c for c in df.columns if c.startswith(_SLOT)])
 
 
 def _route_results(result: DataFrame, routing: dict[str, list[str]] | str | None, n: int,
-                   exchanges: tuple[str, ...]) -> DataFrame:
-    """``_bucket`` for every row of an earlier stage's result: the rows of the ``exchanges`` this stage reads
-    by key, retractions included (`_element_rows` gives a retraction its insert's routing fields), CTIs to
-    every bucket; the rows passing through (`_stage_runner`) to bucket 0."""
+                   carried: Mapping[str, tuple[str, ...]]) -> DataFrame:
+    """``_bucket`` for every row of an earlier stage's result: the rows of the exchanges this stage reads
+    (``carried``: each one's fields in ``keys``) by key, retractions included (`_element_rows` gives a
+    retraction its insert's keys), CTIs to every bucket; the rows passing through (`_stage_runner`) to
+    bucket 0."""
     from pyspark.sql import functions as F
 
     kind = F.col("kind")
-    consumed = (F.col("stream") == "out") & F.col("input").isin(*exchanges)
+    consumed = (F.col("stream") == "out") & F.col("input").isin(*carried)
     if routing is None or n == 1:
         return result.withColumn("_bucket", F.lit(0).cast("bigint"))
-    bucket = F.when(consumed & kind.isin("insert", "retract"), _key_hash(routing, n, exchanges))
-    return spread(result, bucket, consumed & (kind == "cti"), n)
+    every = consumed & (kind == "cti")
+    rows = consumed & kind.isin("insert", "retract")
+    if routing == BY_ID:
+        return spread(result, F.when(rows, F.pmod(F.xxhash64("input", "id"), F.lit(n))), every, n)
+    assert isinstance(routing, dict)
+    mine = {x: fields for x, fields in routing.items() if x in carried}
+    keyed, bucket = _key_bucket(result, mine, n, rows,
+                                lambda x, f: F.col("keys").getItem(carried[x].index(f)))
+    return _without_keys(spread(keyed, bucket, every, n))
 
 
 def _carried(stages: list[Stage], producer: Stage) -> tuple[str, ...]:
-    """The payload fields the later stages route ``producer``'s output by (its retractions repeat them)."""
+    """The payload fields the later stages route ``producer``'s output by (its rows' ``keys``)."""
     fields: dict[str, None] = {}
     for stage in stages:
         routing = stage.routing
@@ -368,8 +417,9 @@ def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation:
     from pyspark.sql import functions as F
 
     spark = df.sparkSession
-    none = {"stream": "string", "reason": "string", "element": "string", "bucket": "bigint", "part": "bigint",
-            "_src": "bigint"}
+    none = {"stream": "string", "reason": "string", "element": "string", "bucket": "bigint",
+            "keys": "array<string>", "part": "bigint", "_src": "bigint"}
+    sinks = {s.sink: s for s in stages}
     result: DataFrame | None = None
     for stage in stages:
         last = stage is stages[-1]
@@ -386,7 +436,8 @@ def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation:
             produced = result.select(*[F.col(c) for c in ELEMENT_COLUMNS if c not in ("error", "raw")],
                                      F.lit(None).cast("string").alias("error"), F.lit(None).cast("string").alias("raw"),
                                      "input", *[F.col("bucket" if c == "_src" else c).alias(c) for c in none])
-            parts.append(_route_results(produced, stage.routing, width, exchanges))
+            carried = {x: _carried(stages, sinks[x]) for x in exchanges}
+            parts.append(_route_results(produced, stage.routing, width, carried))
         stage_df = parts[0]
         for p in parts[1:]:
             stage_df = stage_df.unionByName(p, allowMissingColumns=True)
@@ -396,7 +447,7 @@ def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation:
         result = bucket_groups(stage_df, width).applyInArrow(fn, GRAPH_RESULT_DDL)
     assert result is not None
     final = one_row(spark, GRAPH_RESULT_DDL, ("out", "cti", None, None, None, None, INF, None, _FINAL_LINE, None,
-                                              None, None, None, len(stages) - 1))
+                                              None, None, None, None, len(stages) - 1))
     result = result.unionByName(final).persist()
     try:
         side_rows = result.where(F.col("stream").isin("ids", "unmatched", "T", "lmerge")).select(
