@@ -50,7 +50,7 @@ screenshots: demo-registry $(CHROMIUM)
 	$(BIN)/python tests/marketplace_screenshots.py $(DEMO_REGISTRY) docs/img
 
 test: install $(CHROMIUM)
-	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 --durations=30 $(PYTEST_ARGS)
 
 test-fast: install $(CHROMIUM)
 	$(BIN)/python -m pytest -n 2 -m "not spark and not slow" $(PYTEST_ARGS)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from spark_runs import collected, local_dead
 from stage_queries import JOIN_THEN_WINDOW
 
 from udm.host.model.spec import parse_query
@@ -83,7 +84,7 @@ def test_staged_plan_routes_retractions_as_one_engine_sees_them(spark: Any, viol
     from udm.host.engine import QueryRunner
     from udm.host.errors import UdmError
     from udm.host.model.plan import bind
-    from udm.host.spark.convert import collect_elements, elements_df
+    from udm.host.spark.convert import elements_df
     from udm.host.spark.graph import run_graph_batch
     from udm.host.testing.cht import cht
 
@@ -97,15 +98,10 @@ def test_staged_plan_routes_retractions_as_one_engine_sees_them(spark: Any, viol
             run_graph_batch(spec, {n: elements_df(spark, s) for n, s in streams.items()}, buckets=3).unpersist()
         return
     expected = local.run_all(streams)
-    run = run_graph_batch(spec, {n: elements_df(spark, s) for n, s in streams.items()}, buckets=3)
-    try:
-        assert run.split == "staged"
-        out = collect_elements(run.output)
-        dead = sorted((r["input"], r["line"], r["reason"]) for r in run.dead_letters.collect())
-    finally:
-        run.unpersist()
+    out, dead = collected(run_graph_batch(spec, {n: elements_df(spark, s) for n, s in streams.items()}, buckets=3),
+                          "staged")
     assert cht(out) == cht(expected)
-    assert dead == sorted((d.input, d.line, d.reason) for d in local.take_dead_letters())
+    assert dead == local_dead(local)
     assert any("unknown id 'zz'" in r for _, _, r in dead)
 
 
@@ -114,7 +110,7 @@ def test_key_buckets_route_retractions_as_one_engine_sees_them(spark: Any) -> No
     from udm.host.engine import QueryRunner
     from udm.host.model.plan import bind
     from udm.host.spark.batch import run_batch
-    from udm.host.spark.convert import collect_elements, elements_df
+    from udm.host.spark.convert import elements_df
     from udm.host.testing.cht import cht
 
     spec = parse_query({"steps": [{"id": "w", "op": "window", "window": {"type": "tumbling", "size": 4},
@@ -122,13 +118,8 @@ def test_key_buckets_route_retractions_as_one_engine_sees_them(spark: Any) -> No
     stream = _streams()["a"]
     local = QueryRunner(bind(spec))
     expected = local.run_all({spec.input_names[0]: stream})
-    run = run_batch(spec, elements_df(spark, stream), buckets=3, algebraic=False)
-    try:
-        assert run.split == "keys"
-        out = collect_elements(run.output)
-        dead = sorted((r["line"], r["reason"]) for r in run.dead_letters.collect())
-    finally:
-        run.unpersist()
+    fields = ("line", "reason")
+    out, dead = collected(run_batch(spec, elements_df(spark, stream), buckets=3, algebraic=False), "keys", fields)
     assert cht(out) == cht(expected)
-    assert dead == sorted((d.line, d.reason) for d in local.take_dead_letters())
+    assert dead == local_dead(local, fields)
     assert any("unknown id 'zz'" in r for _, r in dead)

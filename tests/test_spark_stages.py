@@ -11,6 +11,7 @@ import random
 from typing import Any
 
 import pytest
+from spark_runs import collected, local_dead
 from stage_queries import (
     JOIN_THEN_KEYLESS,
     JOIN_THEN_WINDOW,
@@ -133,7 +134,7 @@ def _inputs(seed: int) -> dict[str, list[Any]]:
 def test_staged_plan_equals_the_oracle_and_the_local_engine(spark: Any, name: str) -> None:
     from udm.host.engine import QueryRunner
     from udm.host.model.plan import bind
-    from udm.host.spark.convert import collect_elements, elements_df
+    from udm.host.spark.convert import elements_df
     from udm.host.spark.graph import run_graph_batch
     from udm.host.testing import assert_equivalent, oracle
     from udm.host.testing.cht import cht
@@ -142,18 +143,13 @@ def test_staged_plan_equals_the_oracle_and_the_local_engine(spark: Any, name: st
     assert len(plan_stages(spec)) > 1
     for seed in range(4):
         streams = _inputs(100 + seed)
-        run = run_graph_batch(spec, {n: elements_df(spark, s) for n, s in streams.items()}, buckets=3)
-        try:
-            assert run.split == "staged"
-            out = collect_elements(run.output)
-            dead = sorted((r["input"], r["line"], r["reason"]) for r in run.dead_letters.collect())
-        finally:
-            run.unpersist()
+        out, dead = collected(run_graph_batch(spec, {n: elements_df(spark, s) for n, s in streams.items()},
+                                              buckets=3), "staged")
         assert_equivalent(out, oracle(spec, streams))
         local = QueryRunner(bind(spec))
         expected = local.run_all(streams)
         assert cht(out) == cht(expected)
-        assert dead == sorted((d.input, d.line, d.reason) for d in local.take_dead_letters())
+        assert dead == local_dead(local)
 
 
 @pytest.mark.spark
