@@ -14,13 +14,12 @@ import pytest
 
 from udm.host.engine import QueryRunner
 from udm.host.io.batch import ElementBatch
+from udm.host.io.table_columns import physical_elements
 from udm.host.io.table_out import TableSink, TableWriter
 from udm.host.model.plan import build_plan
-from udm.host.temporal.elements import Cti, Element, Insert, Retract
 from udm.host.testing.cht import cht
 from udm.host.testing.generator import generate
 from udm.host.testing.oracle import oracle
-from udm.sdk import INF
 
 QUERIES: dict[str, dict[str, Any]] = {
     "project": {"steps": [{"op": "project", "keep": ["g", "v"], "set": {"src": "gen", "le": 1}}]},
@@ -59,21 +58,6 @@ def _run(query: dict[str, Any], stream: list[Any], sinks: list[TableWriter], siz
     out(runner.finish_batch())
 
 
-def _elements(rows: list[dict[str, Any]]) -> list[Element]:
-    """Physical rows back to elements (payload: every column that is not the view's own)."""
-    own = {"kind", "id", "le", "re", "re_new", "t"}
-    out: list[Element] = []
-    for r in rows:
-        if r["kind"] == "cti":
-            out.append(Cti(INF if r["t"] is None else r["t"]))
-        elif r["kind"] == "retract":
-            out.append(Retract(r["id"], r["le"], r["re"], r["re_new"]))
-        else:
-            out.append(Insert(r["id"], r["le"], r["re"], {k.removeprefix("p_"): v for k, v in r.items()
-                                                          if k not in own}))
-    return out
-
-
 @pytest.mark.parametrize("name", sorted(QUERIES))
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("size", [7, 64])
@@ -91,7 +75,7 @@ def test_columns_write_the_rows_elements_write_and_the_oracles_cht(tmp_path: Pat
     assert cols.to_pylist() == els.to_pylist()
     assert len(cols) > 0
     want = oracle(build_plan(query), stream)
-    assert cht(_elements(cols.to_pylist())) == want
+    assert cht(physical_elements(cols.to_pylist())) == want
 
 
 @pytest.mark.parametrize("times", ["ticks", "timestamps"])

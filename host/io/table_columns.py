@@ -10,23 +10,25 @@ are read row by row. The rows the two routes make are the same (`tests/test_io_t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from udm.host.temporal.elements import Cti, Insert, Retract
 from udm.sdk import INF
 
 from .encode import ConstColumn
 
-__all__ = ["TIME_COLUMNS", "OutputBatch", "OutputPayload", "field_name", "physical_table", "rows_table"]
+__all__ = ["TIME_COLUMNS", "OutputBatch", "OutputPayload", "field_name", "kind_text", "physical_elements",
+           "physical_table", "rows_table"]
 
 #: the physical view's own columns; a payload field of the same name gets a ``p_`` prefix
 TIME_COLUMNS = ("kind", "id", "le", "re", "re_new", "t")
 
 _INSERT, _RETRACT, _CTI = 0, 1, 2  # `udm.host.engine.batch`'s kind codes
-_KIND_NAMES = pa.array(["insert", "retract", "cti"], pa.string())
 _I64 = pa.int64()
 _STR = pa.string()
 
@@ -60,6 +62,13 @@ class OutputBatch(Protocol):
     def to_elements(self) -> list[Any]: ...
 
 
+@cache
+def kind_text() -> pa.Array:
+    """The kinds' names by code (made on first use: a module-level ``pa.array`` would run pyarrow's first
+    pandas probe when the CLI starts, before `udm.host.io.arrow_probe` can hide pandas: +0.2 CPU-s)."""
+    return pa.array(["insert", "retract", "cti"], _STR)
+
+
 def field_name(name: str) -> str:
     """A payload field's column name: ``p_`` before a name the view's own columns use."""
     return f"p_{name}" if name in TIME_COLUMNS else name
@@ -91,7 +100,7 @@ def physical_table(b: OutputBatch, timestamps: bool = False) -> pa.Table:
 
     ids = pc.utf8_replace_slice(pa.array(b.id, _I64, mask=no_time).cast(_STR), start=0, stop=0, replacement="o")
     cols: dict[str, pa.Array] = {
-        "kind": _KIND_NAMES.take(pa.array(kind.astype(np.int64, copy=False))),
+        "kind": kind_text().take(pa.array(kind.astype(np.int64, copy=False))),
         "id": ids,
         "le": times(b.le, no_time),
         "re": times(b.re, no_time),
@@ -122,3 +131,24 @@ def _payload_columns(p: OutputPayload, is_ins: np.ndarray, n: int) -> dict[str, 
         arr = pa.repeat(pa.scalar(col.value), n) if isinstance(col, ConstColumn) else col
         out[name] = arr if idx is None else arr.take(idx)
     return out
+
+
+def physical_elements(rows: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """A physical view's rows (as ``pyarrow``'s ``to_pylist`` gives them, times in ticks) back as the
+    elements they spell, payload fields without their ``p_`` prefix (tests and the benchmark compare
+    CHTs with them)."""
+    out: list[Any] = []
+    for r in rows:
+        if r["kind"] == "cti":
+            out.append(Cti(INF if r["t"] is None else r["t"]))
+        elif r["kind"] == "retract":
+            out.append(Retract(r["id"], r["le"], INF if r["re"] is None else r["re"], r["re_new"]))
+        else:
+            out.append(Insert(r["id"], r["le"], INF if r["re"] is None else r["re"],
+                              {_field(k): v for k, v in r.items() if k not in TIME_COLUMNS}))
+    return out
+
+
+def _field(column: str) -> str:
+    """A payload column's field name (`field_name` undone)."""
+    return column[2:] if column.startswith("p_") and column[2:] in TIME_COLUMNS else column

@@ -32,6 +32,7 @@ from udm.sdk import INF
 
 from .batch import ElementBatch
 from .jsonl import JsonlReader
+from .table_columns import kind_text
 from .table_options import FORMATS, UNITS, TableOptions, TableSource, detect_format
 
 __all__ = ["TableReader", "microsecond_ticks", "open_reader", "read_table_elements", "time_kind", "timestamp_inputs"]
@@ -42,7 +43,6 @@ _I64 = pa.int64()
 _STR = pa.string()
 _BAD = np.iinfo(np.int64).min  # a time that could not be read (TIME_MIN: never a valid time)
 _US = pa.timestamp("us", tz="UTC")
-_KIND_TEXT = pa.array(["insert", "retract", "cti"], _STR)  # by `_Plan` kind code
 
 
 # ------------------------------------------------------------------------------------------ record batches
@@ -396,7 +396,7 @@ class TableReader:
         is_cti = kind == 2
         t = p.t if p.t is not None else np.zeros(n, np.int64)
         table = pa.table({
-            "kind": _KIND_TEXT.take(pa.array(kind, pa.int8(), mask=bad if any_bad else None)),
+            "kind": kind_text().take(pa.array(kind, pa.int8(), mask=bad if any_bad else None)),
             "id": ids,
             "le": pa.array(p.le, _I64, mask=not_ev),
             "re": pa.array(p.re, _I64, mask=not_ev),
