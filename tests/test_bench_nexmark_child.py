@@ -86,7 +86,8 @@ def test_the_table_child_runs_as_udm_run_over_a_table_with_the_jsonl_runs_answer
         spec = tmp_path / f"{q}.json"
         spec.write_text(json.dumps(QUERIES[q]))
         cli = _facts(_CLI, "run", str(spec), "--input", str(table), "--time", opts["time"], "--cti-every",
-                     str(opts["cti_every"]), "--cti-lag", str(opts["cti_lag"]), "--output", str(tmp_path / "cli.parquet"))
+                     str(opts["cti_every"]), "--cti-lag", str(opts["cti_lag"]), "--output",
+                     str(tmp_path / "cli.parquet"))
         child = _facts(_CHILD, json.dumps(QUERIES[q]), str(table), str(tmp_path / "child.parquet"), "local",
                        json.dumps(opts))
         assert child == cli
