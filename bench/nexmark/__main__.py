@@ -65,7 +65,7 @@ def run_child(query: dict[str, Any], inp: Path, out: Path, engine: str, table: d
     return json.loads(res.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def _same_output(a: Path, b: Path) -> str:
+def same_output(a: Path, b: Path) -> str:
     """Whether two runs' outputs agree: the same bytes, or else the same CHT (ids and order may differ)."""
     if a.read_bytes() == b.read_bytes():
         return "same bytes"
@@ -150,12 +150,12 @@ def main(argv: list[str] | None = None) -> int:
                 target = 1_000_000 if q in FAST else 500_000
                 mark = f" (target {target / 1e6:g} M el/s incl. start{'' if whole >= target else ': missed'}"
                 if eng == "local" and "el" in secs:
-                    same = _same_output(tmp / f"{q}.el.out.jsonl", tmp / f"{q}.local.out.jsonl")
+                    same = same_output(tmp / f"{q}.el.out.jsonl", tmp / f"{q}.local.out.jsonl")
                     mark += f"; x{secs['el'] / r['seconds']:.1f} one el/call's el/s, {same}"
                     r["same_as_el"] = same
                 ref = next((e for e in ("local", "el") if e in secs), None)
                 if eng == "parquet" and ref is not None:
-                    same = _same_output(tmp / f"{q}.{ref}.out.jsonl", tmp / f"{q}.parquet.out.parquet")
+                    same = same_output(tmp / f"{q}.{ref}.out.jsonl", tmp / f"{q}.parquet.out.parquet")
                     mark += f"; vs JSON Lines ({ref}): {same}"
                     r["same_as_jsonl"] = same
                 mark += ")"

@@ -32,6 +32,7 @@ from udm.sdk import INF
 
 from .batch import ElementBatch
 from .jsonl import JsonlReader
+from .prefetch import prefetched
 from .table_columns import kind_text
 from .table_options import FORMATS, UNITS, TableOptions, TableSource, detect_format
 
@@ -258,15 +259,17 @@ class TableReader:
     """`ElementBatch`es from a table input, in row order (iterate; `close` when done).
 
     ``bytes_done`` approximates the bytes consumed (whole files plus the share of the current one), for
-    the progress bar.
+    the progress bar. ``prefetch=k`` reads and converts up to ``k`` batches ahead in a background thread
+    (decoding and the conversion's kernels run in pyarrow, without the GIL, beside the engine).
     """
 
-    def __init__(self, source: TableSource, *, batch_size: int = 65536) -> None:
+    def __init__(self, source: TableSource, *, batch_size: int = 65536, prefetch: int = 0) -> None:
         self.opts = source.options.check(str(source.path))
         self.path = Path(source.path)
         self.format = detect_format(self.path, self.opts.format)
         self.files = _files(self.path, self.format)
         self.batch_size = batch_size
+        self.prefetch = prefetch
         self.bytes_done = 0
         self.rows = 0
         self._open: dict[tuple[Any, ...], tuple[str, int]] = {}  # edge: key -> (id, le) of its open sample
@@ -274,6 +277,10 @@ class TableReader:
         self._last_cti = _BAD
 
     def __iter__(self) -> Iterator[ElementBatch]:
+        batches = self._batches()
+        return prefetched(batches, self.prefetch, "udm-table-reader") if self.prefetch > 0 else batches
+
+    def _batches(self) -> Iterator[ElementBatch]:
         for f in self.files:
             size = f.stat().st_size
             base = self.bytes_done
@@ -435,7 +442,7 @@ class TableReader:
         kind = np.concatenate((p.kind, np.full(len(at), 2, np.int8)))[order]
         src = np.concatenate((p.src, np.full(len(at), -1)))[order]
         line = np.concatenate((p.line, np.full(len(at), -1)))[order]
-        ids = p.ids.take(pa.array(pos[order], _I64, mask=kind == 2))
+        ids = p.ids.take(pa.array(order, _I64, mask=kind == 2))
         le = np.concatenate((p.le, np.zeros(len(at), np.int64)))[order]
         re = np.concatenate((p.re, np.zeros(len(at), np.int64)))[order]
         re_new = np.concatenate((p.re_new, np.zeros(len(at), np.int64)))[order]
@@ -538,7 +545,7 @@ def microsecond_ticks(inputs: Iterable[Any]) -> bool:
 def open_reader(source: Any, *, batch_size: int, **jsonl_options: Any) -> Any:
     """A reader of `ElementBatch`es for any input: a `TableSource`, else element JSON Lines."""
     if isinstance(source, TableSource):
-        return TableReader(source, batch_size=batch_size)
+        return TableReader(source, batch_size=batch_size, prefetch=jsonl_options.get("prefetch", 0))
     return JsonlReader(source, batch_size=batch_size, **jsonl_options)
 
 

@@ -313,16 +313,16 @@ def _feed_one(req: RunRequest, runner: Any, source: Source, out: Any, dead_lette
     # write-behind thread while the engine goes on (`udm.host.io.write_behind`); else element lists,
     # written here once the lines before them are
     encoded = getattr(runner, "process_batch_encoded", None) if hasattr(out, "write_encoded") else None
-    columns = getattr(out, "write_batch", None)  # a table output: the engine's batches, column by column
-    behind = WriteBehind(out) if encoded is not None else None
+    columns = hasattr(out, "write_batch")  # a table output: the engine's batches, column by column, behind too
+    behind = WriteBehind(out) if encoded is not None or columns else None
     ok = False
     try:
         for batch in reader:
             lines = encoded(batch, defer=True) if encoded is not None else None
             if lines is not None:
                 behind.write_encoded(lines)  # type: ignore[union-attr]
-            elif columns is not None:
-                columns(runner.run_batch(batch))
+            elif columns:
+                behind.write_batch(runner.run_batch(batch))  # type: ignore[union-attr]
             else:
                 if behind is not None:
                     behind.drain()
