@@ -13,6 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
+from bench.nexmark.__main__ import output_elements
+from bench.nexmark.gen import generate, table_options, to_parquet
 from bench.nexmark.queries import QUERIES
 from udm.host.cli.blas_threads import CHOICES
 
@@ -67,3 +71,29 @@ def test_the_child_starts_as_udm_run_does(tmp_path: Path) -> None:
     assert cli == [False, "1"]  # what `udm run` is documented to do (arrow_probe, blas_threads)
     assert child == cli
     assert (tmp_path / "child.jsonl").read_bytes() == (tmp_path / "cli.jsonl").read_bytes()
+
+
+def test_the_table_child_runs_as_udm_run_over_a_table_with_the_jsonl_runs_answer(tmp_path: Path) -> None:
+    """``--format parquet``: the child over the bids as a Parquet table, with Parquet output, starts and
+    writes as ``udm run --input bids.parquet --time le --cti-every .. --cti-lag .. --output out.parquet``;
+    its output spells the CHT of the JSON Lines run over the same bids (windows: q7)."""
+    from udm.host.testing.cht import cht
+
+    streams = generate(tmp_path, 3000, disorder=20)
+    table = to_parquet(streams.bids, tmp_path / "bids.parquet")
+    opts = table_options(20)
+    for q in ("q0", "q7"):
+        spec = tmp_path / f"{q}.json"
+        spec.write_text(json.dumps(QUERIES[q]))
+        cli = _facts(_CLI, "run", str(spec), "--input", str(table), "--time", opts["time"], "--cti-every",
+                     str(opts["cti_every"]), "--cti-lag", str(opts["cti_lag"]), "--output",
+                     str(tmp_path / "cli.parquet"))
+        child = _facts(_CHILD, json.dumps(QUERIES[q]), str(table), str(tmp_path / "child.parquet"), "local",
+                       json.dumps(opts))
+        assert child == cli
+        got = pq.read_table(tmp_path / "child.parquet")
+        assert got.to_pylist() == pq.read_table(tmp_path / "cli.parquet").to_pylist()
+        assert "kind" in got.column_names  # the physical view
+        jsonl = _facts(_CHILD, json.dumps(QUERIES[q]), str(streams.bids), str(tmp_path / "child.jsonl"), "local")
+        assert jsonl == cli
+        assert cht(output_elements(tmp_path / "child.parquet")) == cht(output_elements(tmp_path / "child.jsonl"))

@@ -156,3 +156,36 @@ def test_gzipped_csv_json_array_and_progress_in_bytes(tmp_path: Path) -> None:
         seen.append(reader.bytes_done)
     # (the bytes read so far, read-ahead included: a few 4 MiB blocks ahead of the rows handed out)
     assert seen == sorted(seen) and seen[-1] == path.stat().st_size
+
+
+@pytest.mark.parametrize("shape", ["point", "interval", "edge"])
+def test_read_ahead_gives_the_same_batches_and_raises_in_the_consumer(tmp_path: Path, shape: str) -> None:
+    """``prefetch``: the batches a background thread reads ahead are the ones read in line (bad rows, CTIs
+    across batch borders, edge state), and a file that cannot be read fails the consumer's loop."""
+    import random
+
+    rng = random.Random(7)
+    rows = [{"ts": rng.choice([None, *range(i, i + 8)]), "end": i + rng.randrange(-2, 9), "k": i % 3,
+             "x": rng.choice([1.5, float("nan"), 2.0])} for i in range(0, 400, 2)]
+    path = _write("parquet", tmp_path / "r.parquet", rows)
+    opts = {"point": TableOptions(time="ts", cti_every=10, cti_lag=3),
+            "interval": TableOptions(start="ts", end="end", cti_every=10),
+            "edge": TableOptions(edge="ts", key=("k",))}[shape]
+
+    def read(prefetch: int) -> list[Any]:
+        reader = TableReader(TableSource(path, opts), batch_size=17, prefetch=prefetch)
+        return [(ln, repr(e)) for b in reader for ln, e in b.to_elements()]
+
+    assert read(2) == read(0)
+    assert any("BadElement" in e for _, e in read(2))
+    if shape == "point":  # independently: each good row is its insert, CTIs and bad rows in between
+        import math
+
+        got = [e for b in TableReader(TableSource(path, opts), batch_size=17, prefetch=2) for _, e in b.to_elements()
+               if isinstance(e, Insert)]
+        want = [(r["ts"], {"end": r["end"], "k": r["k"], "x": r["x"]}) for r in rows
+                if r["ts"] is not None and not math.isnan(r["x"])]
+        assert [(e.le, e.payload) for e in got] == want and all(e.re == e.le + 1 for e in got)
+    (tmp_path / "bad.parquet").write_bytes(b"not parquet")
+    with pytest.raises(UdmError, match="cannot read parquet input"):
+        list(TableReader(TableSource(tmp_path / "bad.parquet", opts), prefetch=2))

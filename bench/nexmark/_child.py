@@ -1,11 +1,12 @@
-"""``python -m bench.nexmark._child QUERY_JSON INPUT OUTPUT ENGINE``: one run, with the benchmark's UDFs in
-the catalog, through `run_local` (``local``, what ``udm run`` does), the same engine fed one element per
-call (``el``: the file read by the same reader, each batch decoded into elements and every element handed
+"""``python -m bench.nexmark._child QUERY_JSON INPUT OUTPUT ENGINE [TABLE_JSON]``: one run, with the benchmark's
+UDFs in the catalog, through `run_local` (``local``, what ``udm run`` does), the same engine fed one element
+per call (``el``: the file read by the same reader, each batch decoded into elements and every element handed
 to `QueryRunner.process`, the output written by `JsonlWriter`), or the Spark batch engine; prints one JSON
-line: the run's seconds (first byte read to last byte written, as `RunResult.seconds`), the CPU seconds of
-all its threads over the run (the per-core figure), wall time from interpreter start, elements in and out,
-peak RSS (VmHWM, the process's own; see `bench._udm_child`) and the process's CPU seconds from its start
-(``cpu_all``: start-up included).
+line: the run's seconds (first byte read to last byte written, as `RunResult.seconds`), the CPU seconds of all
+its threads over the run (the per-core figure), wall time from interpreter start, elements in and out, peak
+RSS (VmHWM, the process's own; see `bench._udm_child`) and the process's CPU seconds from its start
+(``cpu_all``: start-up included). With ``TABLE_JSON`` (`udm.host.io.table_options.TableOptions` as JSON) the
+input is a table, and an OUTPUT named ``*.parquet`` is a table too, as ``udm run`` has them.
 
 Start-up as ``udm run --engine local`` has it, in its order: one BLAS thread (`udm.host.cli.blas_threads`,
 before numpy loads), no cyclic garbage collection until the query is bound (`udm.host.cli.startup_gc`), and
@@ -47,13 +48,14 @@ def main(argv: list[str]) -> int:
     from udm.host.model.spec import QuerySpec
     from udm.host.query.runners import RunRequest, get_engine
 
-    spec_json, inp, out, engine = argv
+    spec_json, inp, out, engine, *table = argv
     if engine.startswith("native:"):
         return _native(engine.split(":", 1)[1], inp, out)
     spec = QuerySpec.model_validate(json.loads(spec_json))
     bound = bind(spec, Catalog.discover(plugins=[udfs]))
     names = list(bound.graph.inputs)
-    source = {n: inp for n in names} if len(names) > 1 or names != ["main"] else inp
+    one = _source(inp, table[0] if table else None)
+    source = {n: one for n in names} if len(names) > 1 or names != ["main"] else one
     local = engine in ("local", "el")
     if local:  # as `udm run --engine local` starts (the module docstring): before the engine loads pyarrow
         from udm.host.io.arrow_probe import skip_pandas_probe
@@ -68,13 +70,34 @@ def main(argv: list[str]) -> int:
 
         startup_gc.resume()
     _warm_up()
+    sink = _sink(out, one)
     c0 = time.process_time()
-    res = run(RunRequest(bound, source, out, dead_letter=out + ".dl"))
+    res = run(RunRequest(bound, source, sink, dead_letter=out + ".dl"))
     cpu = time.process_time() - c0
     print(json.dumps({"seconds": res.seconds, "cpu": cpu, "wall": time.perf_counter() - T_START, "in": res.elements_in,
                       "out": res.elements_out, "dead": res.dead_lettered, "rss_mb": _vmhwm_kb() / 1024,
                       "cpu_all": time.process_time()}))
     return 0
+
+
+def _source(inp: str, table: str | None) -> Any:
+    """The input as ``udm run`` takes it: element JSON Lines, or with ``table`` (`TableOptions` as JSON:
+    ``--time`` and the rest) a table."""
+    if table is None:
+        return inp
+    from pathlib import Path
+
+    from udm.host.io.table_options import TableOptions, TableSource
+
+    return TableSource(Path(inp), TableOptions(**json.loads(table)))
+
+
+def _sink(out: str, source: Any) -> Any:
+    """The output as ``udm run --output OUT`` writes it: a table for a ``.parquet`` name (the physical view),
+    else element JSON Lines."""
+    from udm.host.io.table_out import output_sink
+
+    return output_sink(out, inputs=[source])
 
 
 def _one_by_one(req: Any) -> Any:

@@ -13,7 +13,8 @@ Runs alternate (base, current, ...) ``--repeats`` times per query after one unti
 tree it prints the median of: el/s over the run, el/s over the child's whole wall time (``incl. start``, the
 issue-26 target figure), el per CPU-second of the run (all threads) and of the whole child (start-up
 included; the steadier figures on a loaded machine), peak RSS; then the ratios current / base and whether
-the two trees' outputs are the same bytes or the same CHT. Nothing here fails a build.
+the two trees' outputs are the same bytes or the same CHT. ``--format parquet``: the bids as a Parquet
+table and Parquet output, as ``bench.nexmark --format parquet`` runs them. Nothing here fails a build.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from typing import Any
 
 from bench.bench_before_after import REDIRECT, export_tree
 from bench.machine import load_text
-from bench.nexmark.gen import generate
+from bench.nexmark.__main__ import same_output
+from bench.nexmark.gen import generate, table_options, to_parquet
 from bench.nexmark.queries import QUERIES, query_names
 
 __all__ = ["main"]
@@ -40,10 +42,10 @@ __all__ = ["main"]
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 BOOT = r'''
-"""``python boot.py TREE QUERY_JSON INPUT OUTPUT``: bench.nexmark._child on the udm of TREE."""
+"""``python boot.py TREE QUERY_JSON INPUT OUTPUT [TABLE_JSON]``: bench.nexmark._child on the udm of TREE."""
 import runpy
 ''' + REDIRECT + r'''
-sys.argv = ["bench.nexmark._child", *sys.argv[1:], "local"]
+sys.argv = ["bench.nexmark._child", *sys.argv[1:4], "local", *sys.argv[4:]]
 import udm.host  # noqa: E402
 
 sys.stderr.write(f"UDM_BENCH_TREE={udm.host.__file__}\n")
@@ -51,13 +53,15 @@ runpy.run_module("bench.nexmark._child", run_name="__main__", alter_sys=True)
 '''
 
 
-def run_tree(boot: Path, tree: Path, query: dict[str, Any], inp: Path, out: Path, pyc: bool) -> dict[str, Any]:
+def run_tree(boot: Path, tree: Path, query: dict[str, Any], inp: Path, out: Path, pyc: bool,
+             table: dict[str, Any] | None = None) -> dict[str, Any]:
     """One child on ``tree``: the child's own figures plus its CPU seconds from the OS (start-up included)."""
     env = dict(os.environ)
     if pyc:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPATH"] = str(ROOT)
-    cmd = [sys.executable, str(boot), str(tree), json.dumps(query), str(inp), str(out)]
+    cmd = [sys.executable, str(boot), str(tree), json.dumps(query), str(inp), str(out),
+           *([json.dumps(table)] if table is not None else [])]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env, text=True)
     stdout, stderr = proc.communicate()
@@ -72,14 +76,6 @@ def run_tree(boot: Path, tree: Path, query: dict[str, Any], inp: Path, out: Path
     return r
 
 
-def _same(a: Path, b: Path) -> str:
-    if a.read_bytes() == b.read_bytes():
-        return "same bytes"
-    from udm.host.io.jsonl import read_jsonl_elements
-    from udm.host.testing.cht import cht
-
-    same = cht(el for _, el in read_jsonl_elements(a)) == cht(el for _, el in read_jsonl_elements(b))
-    return "same CHT" if same else "OUTPUTS DIFFER"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-pyc", action="store_true", help="children without bytecode caches (PYTHONDONTWRITEBYTECODE)")
     ap.add_argument("--keep", type=Path, default=None, help="generate (or reuse) the streams in this directory")
+    ap.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl",
+                    help="input and output as element JSON Lines, or as Parquet tables (`bench.nexmark --format`)")
     args = ap.parse_args(argv)
     names = query_names(ap, args.queries)
     tmp = Path(tempfile.mkdtemp(prefix="nexmark-ba-"))
@@ -107,12 +105,17 @@ def main(argv: list[str] | None = None) -> int:
         with open(bids, "rb") as f:
             tiny.write_bytes(b"".join(f.readline() for _ in range(100)))
             n_lines = 100 + sum(1 for _ in f)
+        table = table_options() if args.format == "parquet" else None
+        ext = "parquet" if table is not None else "jsonl"
+        if table is not None:
+            bids, tiny = to_parquet(bids, tmp / "bids.parquet"), to_parquet(tiny, tmp / "tiny.parquet")
         pyc = not args.no_pyc
-        print(f"nexmark before/after, local engine: {n_lines:,} bid elements ({bids}); base = {args.base} "
+        print(f"nexmark before/after, local engine: {n_lines:,} bid elements ({bids}, {args.format}); "
+              f"base = {args.base} "
               f"({sha[:10]}), current = {ROOT}; {args.repeats} alternating repeats, median; bytecode caches "
               f"{'on' if pyc else 'off'}; {load_text()}", flush=True)
         for tree in trees.values():  # bytecode caches and the page cache
-            run_tree(boot, tree, QUERIES["q0"], tiny, tmp / "warm.jsonl", pyc)
+            run_tree(boot, tree, QUERIES["q0"], tiny, tmp / f"warm.{ext}", pyc, table)
         print(f"{'query':5} {'tree':7} {'el/s':>10} {'incl.start':>10} {'el/cpu-s':>10} {'cpu incl.':>10} "
               f"{'RSS MiB':>7}   (ratios: current / base)", flush=True)
         for q in names:
@@ -120,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             outs: dict[str, Path] = {}
             for _ in range(args.repeats):
                 for label, tree in trees.items():
-                    out = tmp / f"{q}.{label}.out.jsonl"
-                    res[label].append(run_tree(boot, tree, QUERIES[q], bids, out, pyc))
+                    out = tmp / f"{q}.{label}.out.{ext}"
+                    res[label].append(run_tree(boot, tree, QUERIES[q], bids, out, pyc, table))
                     outs[label] = out
             med: dict[str, dict[str, float]] = {}
             for label, runs in res.items():
@@ -137,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             b, c = med["base"], med["current"]
             print(f"{q:5} {'ratio':7} {c['eps'] / b['eps']:>9.2f}x {c['start'] / b['start']:>9.2f}x "
                   f"{c['cps'] / b['cps']:>9.2f}x {c['cps_all'] / b['cps_all']:>9.2f}x {'':>7}   "
-                  f"{_same(outs['base'], outs['current'])}; {load_text()}", flush=True)
+                  f"{same_output(outs['base'], outs['current'])}; {load_text()}", flush=True)
             for p in outs.values():
                 p.unlink(missing_ok=True)
     finally:

@@ -11,6 +11,11 @@ Shape, per ``events`` generated (proportions 1 : 3 : 46 as in Nexmark):
 - *CTIs*: every ``cti_every`` elements, a CTI at ``arrival - disorder - 1`` (no element is ever late).
 
 Written with plain string formatting (like `bench.gen`) so generation is not the bottleneck.
+
+`to_parquet` writes the bids as a user's table (``bench.nexmark --format parquet``): one row per bid,
+columns ``le``, ``auction``, ``bidder``, ``price``, ``channel``, no id column and no CTI rows; read with
+`table_options` (``--time le``, a CTI every 1000 ticks ``disorder + 1`` behind the largest time: the
+stream's own CTIs are ``disorder + 1`` behind the arrival position, so no bid is late either way).
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-__all__ = ["HOT_AUCTIONS", "HOT_BIDDERS", "Streams", "generate"]
+__all__ = ["HOT_AUCTIONS", "HOT_BIDDERS", "Streams", "generate", "table_options", "to_parquet"]
 
 HOT_AUCTIONS = 10
 HOT_BIDDERS = 10
@@ -93,3 +99,24 @@ def generate(out_dir: Path, events: int, *, disorder: int = 100, cti_every: int 
         for f in files.values():
             f.close()
     return Streams(paths["bids"], paths["auctions"], paths["persons"], counts)
+
+
+def table_options(disorder: int = 100, cti_every: int = 1000) -> dict[str, Any]:
+    """`udm.host.io.table_options.TableOptions` of the `to_parquet` table (``udm run --time le --cti-every
+    1000 --cti-lag 101``)."""
+    return {"time": "le", "cti_every": cti_every, "cti_lag": disorder + 1}
+
+
+def to_parquet(bids: Path, out: Path) -> Path:
+    """The bids of ``bids`` (element JSON Lines from `generate`) as a Parquet table at ``out``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pajson
+    import pyarrow.parquet as pq
+
+    t = pajson.read_json(bids)
+    t = t.filter(pc.equal(t["kind"], "insert"))
+    p = t["payload"].combine_chunks()
+    cols = {"le": t["le"], **{f: p.field(f) for f in ("auction", "bidder", "price", "channel")}}
+    pq.write_table(pa.table(cols), out)
+    return out

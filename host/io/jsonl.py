@@ -22,12 +22,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import queue
 import re
 import sys
-import threading
 from collections import deque
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
@@ -46,6 +44,7 @@ from udm.sdk import INF
 from .arrow_pool import use_bulk_pool
 from .batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch, ints_filled, raw_json
 from .encode import MIN_RUN, DeferredLines, EncodedLines, element_lines, element_text
+from .prefetch import prefetched
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -513,12 +512,13 @@ def _read_parallel(
     """`_read`, with blocks parsed by ``workers`` threads, up to ``ahead`` blocks ahead of the consumer,
     handed out in line order. pyarrow parses without the GIL, so the parse of the next blocks overlaps
     the consumer's work (the engine) and, with two workers, uses both cores while the engine waits.
-    One more thread reads the file and counts newlines (`_prefetched`), so the calling thread (the
+    One more thread reads the file and counts newlines (`udm.host.io.prefetch.prefetched`), so the calling thread (the
     engine's) only hands blocks to the workers and takes their batches."""
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="udm-jsonl-reader")
     pending: deque[tuple[Future[list[ElementBatch]], int]] = deque()
     done = 0
-    blocks = _prefetched(_numbered_blocks(f, block_bytes), 1)  # (one block read ahead of the workers' queue)
+    # (one block read ahead of the workers' queue)
+    blocks = prefetched(_numbered_blocks(f, block_bytes), 1, "udm-jsonl-reader")
     try:
         exhausted = False
         while True:
@@ -539,43 +539,6 @@ def _read_parallel(
         for fut, _ in pending:
             fut.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _prefetched(it: Iterator[Any], depth: int) -> Generator[Any, None, None]:
-    """Runs ``it`` in a background thread, ``depth`` batches ahead: pyarrow parses without the GIL, so
-    reading overlaps with the consumer's work."""
-    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    done = object()
-
-    def work() -> None:
-        try:
-            for item in it:
-                while not stop.is_set():
-                    try:
-                        q.put(item, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            q.put(done)
-        except BaseException as exc:  # handed to the consumer
-            q.put(exc)
-
-    th = threading.Thread(target=work, name="udm-jsonl-reader", daemon=True)
-    th.start()
-    try:
-        while True:
-            item = q.get()
-            if item is done:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        th.join(timeout=5)
 
 
 class JsonlReader:
@@ -634,7 +597,7 @@ class JsonlReader:
         else:
             it = _read(f, self.batch_size, self.fast, self.block_bytes)
             if self.prefetch > 0:
-                it = _prefetched(it, self.prefetch)
+                it = prefetched(it, self.prefetch, "udm-jsonl-reader")
         self._it = it
         try:
             for batch, done in it:

@@ -32,6 +32,8 @@ from udm.sdk import INF
 
 from .batch import ElementBatch
 from .jsonl import JsonlReader
+from .prefetch import prefetched
+from .table_columns import kind_text
 from .table_options import FORMATS, UNITS, TableOptions, TableSource, detect_format
 
 __all__ = ["TableReader", "microsecond_ticks", "open_reader", "read_table_elements", "time_kind", "timestamp_inputs"]
@@ -212,7 +214,7 @@ def _payload_column(arr: pa.Array) -> pa.Array:
         return pa.array([None if v is None else json.dumps(v, default=str) for v in arr.to_pylist()], _STR)
 
 
-def _nonfinite_reasons(batch: pa.RecordBatch, reserved: frozenset[str], reason: np.ndarray) -> None:
+def _nonfinite_reasons(batch: pa.RecordBatch, reserved: frozenset[str], reason: _Reasons) -> None:
     """A row whose payload column holds NaN or an infinity is malformed (SEMANTICS §1): its reason, unless it
     has one already."""
     for name in batch.schema.names:
@@ -226,9 +228,7 @@ def _nonfinite_reasons(batch: pa.RecordBatch, reserved: frozenset[str], reason: 
             bad = np.array([nonfinite_in(v) is not None for v in col.to_pylist()], dtype=bool)
         else:
             continue
-        if bad.any():
-            reason[bad & (reason == None)] = (  # noqa: E711 (numpy elementwise)
-                f"malformed value: column {name!r} is not a finite number (NaN or an infinity)")
+        reason.mark(bad, f"malformed value: column {name!r} is not a finite number (NaN or an infinity)")
 
 
 def _holds_floats(typ: pa.DataType) -> bool:
@@ -259,15 +259,17 @@ class TableReader:
     """`ElementBatch`es from a table input, in row order (iterate; `close` when done).
 
     ``bytes_done`` approximates the bytes consumed (whole files plus the share of the current one), for
-    the progress bar.
+    the progress bar. ``prefetch=k`` reads and converts up to ``k`` batches ahead in a background thread
+    (decoding and the conversion's kernels run in pyarrow, without the GIL, beside the engine).
     """
 
-    def __init__(self, source: TableSource, *, batch_size: int = 65536) -> None:
+    def __init__(self, source: TableSource, *, batch_size: int = 65536, prefetch: int = 0) -> None:
         self.opts = source.options.check(str(source.path))
         self.path = Path(source.path)
         self.format = detect_format(self.path, self.opts.format)
         self.files = _files(self.path, self.format)
         self.batch_size = batch_size
+        self.prefetch = prefetch
         self.bytes_done = 0
         self.rows = 0
         self._open: dict[tuple[Any, ...], tuple[str, int]] = {}  # edge: key -> (id, le) of its open sample
@@ -275,6 +277,10 @@ class TableReader:
         self._last_cti = _BAD
 
     def __iter__(self) -> Iterator[ElementBatch]:
+        batches = self._batches()
+        return prefetched(batches, self.prefetch, "udm-table-reader") if self.prefetch > 0 else batches
+
+    def _batches(self) -> Iterator[ElementBatch]:
         for f in self.files:
             size = f.stat().st_size
             base = self.bytes_done
@@ -306,44 +312,43 @@ class TableReader:
         self.rows += n
         rows = np.arange(first, first + n, dtype=np.int64)
         le = times(rb.column(o.time or o.start or o.edge), o.unit)
-        reason = np.full(n, None, dtype=object)
+        reason = _Reasons(n)
         tcol = o.time or o.start or o.edge
-        reason[le == _BAD] = f"column {tcol!r}: no time (null, not a time, or out of range)"
+        reason.mark(le == _BAD, f"column {tcol!r}: no time (null, not a time, or out of range)")
         if o.shape == "point":
             re = le + 1
         elif o.shape == "interval":
             end_col = rb.column(o.end)
             re = times(end_col, o.unit)
-            null_end = np.asarray(pc.is_null(end_col).to_numpy(zero_copy_only=False), dtype=bool)
-            re[null_end] = INF
-            ok = reason == None  # noqa: E711 (numpy elementwise)
-            reason[ok & (re == _BAD)] = f"column {o.end!r}: not a time, or out of range"
-            reason[ok & (re != _BAD) & (re <= le)] = f"column {o.end!r}: end is not after start"
+            if end_col.null_count:
+                re[np.asarray(pc.is_null(end_col).to_numpy(zero_copy_only=False), dtype=bool)] = INF
+            reason.mark(re == _BAD, f"column {o.end!r}: not a time, or out of range")
+            reason.mark(re <= le, f"column {o.end!r}: end is not after start")
         else:
             re = np.full(n, INF, dtype=np.int64)
+        # ids "r<row>": numbers cast to text by pyarrow (numpy's char functions took ~0.25 µs a row)
         ids = (rb.column(o.id).cast(_STR) if o.id else
-               pa.array(np.char.add("r", rows.astype(str)), _STR))
-        if o.id:
-            ok = reason == None  # noqa: E711
-            null_id = np.asarray(pc.is_null(ids).to_numpy(zero_copy_only=False), dtype=bool)
-            reason[ok & null_id] = f"column {o.id!r}: no id (null)"
+               pc.utf8_replace_slice(pa.array(rows, _I64).cast(_STR), start=0, stop=0, replacement="r"))
+        if o.id and ids.null_count:
+            reason.mark(np.asarray(pc.is_null(ids).to_numpy(zero_copy_only=False), dtype=bool),
+                        f"column {o.id!r}: no id (null)")
         payload = _payload(rb, o.reserved)
         _nonfinite_reasons(rb, o.reserved, reason)
-        good = reason == None  # noqa: E711
         if o.shape == "edge":
-            return self._edge_batch(rb, rows, le, ids, payload, reason, good)
-        kind = np.where(good, 0, -1).astype(np.int8)
+            return self._edge_batch(rb, rows, le, ids, payload, reason)
+        kind = np.where(reason.ok, 0, -1).astype(np.int8)
         plan = _Plan(kind, np.arange(n), rows, ids, le, re, np.full(n, _BAD), reason)
         return self._finish(rb, plan, payload)
 
     def _edge_batch(self, rb: pa.RecordBatch, rows: np.ndarray, le: np.ndarray, ids: pa.Array,
-                    payload: pa.Array, reason: np.ndarray, good: np.ndarray) -> ElementBatch:
+                    payload: pa.Array, reason: _Reasons) -> ElementBatch:
         """Edge samples: retract the key's open sample to end here, then insert this one open-ended."""
         o = self.opts
         keys = list(zip(*(rb.column(k).to_pylist() for k in o.key), strict=True)) if o.key else [()] * len(le)
         id_list = ids.to_pylist()
         rows_out: list[tuple[int, int, str, int, int, int, int]] = []  # kind, src, id, le, re, re_new, line
         emit = rows_out.append
+        good = reason.ok  # (a row's reason is set below only after its own check)
         for i in range(len(le)):
             line = int(rows[i])
             if not good[i]:
@@ -353,8 +358,8 @@ class TableReader:
             prev = self._open.get(keys[i])
             if prev is not None:
                 if t < prev[1]:
-                    reason[i] = (f"column {o.edge!r}: sample at {t} is earlier than the previous sample of "
-                                 f"its key at {prev[1]} (edge input must be in time order per key)")
+                    reason.set(i, f"column {o.edge!r}: sample at {t} is earlier than the previous sample of "
+                                  f"its key at {prev[1]} (edge input must be in time order per key)")
                     emit((-1, i, "", _BAD, _BAD, _BAD, line))
                     continue
                 emit((1, -1, prev[0], prev[1], INF, t, line))
@@ -370,37 +375,49 @@ class TableReader:
 
     # ------------------------------------------------------------------ assembling the batch
     def _finish(self, rb: pa.RecordBatch, p: _Plan, payload: pa.Array) -> ElementBatch:
+        """The plan's rows as an `ElementBatch`, column by column: a record batch of good point or interval
+        rows keeps its payload as it is, other shapes take theirs by source row (CTIs, bad rows: null)."""
         if self.opts.cti_every is not None:
             p = self._with_ctis(p)
         kind, src = p.kind, p.src
-        names = np.array(["insert", "retract", "cti"], dtype=object)
-        kind_txt = np.where(kind >= 0, names[np.maximum(kind, 0)], None)
+        n = len(kind)
         is_ev = (kind == 0) | (kind == 1)
-        with_payload = (kind == 0) & (src >= 0)
-        take = pa.array(np.where(with_payload, src, 0), _I64, mask=~with_payload)
         bad = kind == -1
-        errors: Any = np.full(len(kind), None, dtype=object)
-        if bad.any():
-            errors[bad] = p.reason[src[bad]]
-        raw: list[str | None] = [None] * len(kind)
-        if bad.any():
+        any_bad = bool(bad.any())
+        with_payload = (kind == 0) & (src >= 0)
+        if n == len(payload) and bool(with_payload.all()) and bool((src == np.arange(n)).all()):
+            pay = payload  # every row an insert of its own source row, in order
+        else:
+            pay = payload.take(pa.array(src, _I64, mask=~with_payload))
+        ids = p.ids if not any_bad else pc.if_else(pa.array(is_ev), p.ids, pa.scalar(None, _STR))
+        errors, raw = pa.nulls(n, _STR), pa.nulls(n, _STR)
+        if any_bad:
+            assert p.reason.text is not None
+            errors = pa.array(np.where(bad, p.reason.text[np.maximum(src, 0)], None), _STR, from_pandas=True)
+            texts: list[str | None] = [None] * n
             bad_rows = rb.take(pa.array(src[bad])).to_pylist()
             for j, r in zip(np.flatnonzero(bad).tolist(), bad_rows, strict=True):
-                raw[j] = echo_dumps(r, default=str, separators=(",", ":"))
-        ids = pc.if_else(pa.array(is_ev), p.ids, pa.scalar(None, _STR))
+                texts[j] = echo_dumps(r, default=str, separators=(",", ":"))
+            raw = pa.array(texts, _STR)
+        not_ev = None if bool(is_ev.all()) else ~is_ev
+        is_cti = kind == 2
+        t = p.t if p.t is not None else np.zeros(n, np.int64)
         table = pa.table({
-            "kind": pa.array(kind_txt, _STR),
-            "id": pa.array(ids, _STR),
-            "le": pa.array(p.le, _I64, mask=~is_ev),
-            "re": pa.array(p.re, _I64, mask=~is_ev),
+            "kind": kind_text().take(pa.array(kind, pa.int8(), mask=bad if any_bad else None)),
+            "id": ids,
+            "le": pa.array(p.le, _I64, mask=not_ev),
+            "re": pa.array(p.re, _I64, mask=not_ev),
             "re_new": pa.array(p.re_new, _I64, mask=kind != 1),
-            "t": pa.array(p.t if p.t is not None else np.zeros(len(kind), np.int64), _I64, mask=kind != 2),
-            "payload": payload.take(take),
+            "t": pa.array(t, _I64, mask=~is_cti),
+            "payload": pay,
             "line": pa.array(p.line, _I64, mask=p.line < 0),
-            "error": pa.array(errors, _STR, from_pandas=True),
-            "raw": pa.array(raw, _STR),
+            "error": errors,
+            "raw": raw,
         })
-        return ElementBatch(table)
+        # (the gate reads kinds and times as numpy: handed over as made, nulls as 0, as `ElementBatch.column`)
+        ints = {"le": np.where(is_ev, p.le, 0), "re": np.where(is_ev, p.re, 0),
+                "re_new": np.where(kind == 1, p.re_new, 0), "t": np.where(is_cti, t, 0)}
+        return ElementBatch._with_columns(table, kind_codes=kind.astype(np.int8, copy=True), ints=ints)
 
     def _with_ctis(self, p: _Plan) -> _Plan:
         """Put a CTI after each row where the running max time minus ``cti_lag`` crosses a new multiple of
@@ -425,11 +442,36 @@ class TableReader:
         kind = np.concatenate((p.kind, np.full(len(at), 2, np.int8)))[order]
         src = np.concatenate((p.src, np.full(len(at), -1)))[order]
         line = np.concatenate((p.line, np.full(len(at), -1)))[order]
-        ids = pa.concat_arrays([p.ids, pa.nulls(len(at), _STR)]).take(pa.array(order))
+        ids = p.ids.take(pa.array(order, _I64, mask=kind == 2))
         le = np.concatenate((p.le, np.zeros(len(at), np.int64)))[order]
         re = np.concatenate((p.re, np.zeros(len(at), np.int64)))[order]
         re_new = np.concatenate((p.re_new, np.zeros(len(at), np.int64)))[order]
         return _Plan(kind, src, line, ids, le, re, re_new, p.reason, cti_t)
+
+
+class _Reasons:
+    """Why each source row of a record batch is bad: ``ok`` per row, and the first reason found for the
+    others (``text``, made when a row first turns out bad)."""
+
+    __slots__ = ("ok", "text")
+
+    def __init__(self, n: int) -> None:
+        self.ok = np.ones(n, dtype=bool)
+        self.text: np.ndarray | None = None
+
+    def mark(self, rows: np.ndarray, why: str) -> None:
+        """``why`` for the rows in ``rows`` (a boolean mask) that have no reason yet."""
+        new = rows & self.ok
+        if new.any():
+            if self.text is None:
+                self.text = np.full(len(self.ok), None, dtype=object)
+            self.text[new] = why
+            self.ok &= ~new
+
+    def set(self, i: int, why: str) -> None:
+        mask = np.zeros(len(self.ok), dtype=bool)
+        mask[i] = True
+        self.mark(mask, why)
 
 
 class _Plan:
@@ -439,7 +481,7 @@ class _Plan:
     __slots__ = ("ids", "kind", "le", "line", "re", "re_new", "reason", "src", "t")
 
     def __init__(self, kind: np.ndarray, src: np.ndarray, line: np.ndarray, ids: pa.Array, le: np.ndarray,
-                 re: np.ndarray, re_new: np.ndarray, reason: np.ndarray, t: np.ndarray | None = None) -> None:
+                 re: np.ndarray, re_new: np.ndarray, reason: _Reasons, t: np.ndarray | None = None) -> None:
         self.kind, self.src, self.line, self.ids = kind, src, line, ids
         self.le, self.re, self.re_new, self.reason, self.t = le, re, re_new, reason, t
 
@@ -503,7 +545,7 @@ def microsecond_ticks(inputs: Iterable[Any]) -> bool:
 def open_reader(source: Any, *, batch_size: int, **jsonl_options: Any) -> Any:
     """A reader of `ElementBatch`es for any input: a `TableSource`, else element JSON Lines."""
     if isinstance(source, TableSource):
-        return TableReader(source, batch_size=batch_size)
+        return TableReader(source, batch_size=batch_size, prefetch=jsonl_options.get("prefetch", 0))
     return JsonlReader(source, batch_size=batch_size, **jsonl_options)
 
 

@@ -1,11 +1,13 @@
-"""`WriteBehind`: a writer's ``write_encoded`` run in a background thread, in order, so that encoding and
-writing one batch's output overlap the engine's work on the next.
+"""`WriteBehind`: a writer's ``write_encoded`` (JSON Lines) or ``write_batch`` (a table) run in a background
+thread, in order, so that encoding and writing one batch's output overlap the engine's work on the next.
 
 Why: on a span query the engine's own thread spends about a third of its time encoding output lines
 (pyarrow compute, which releases the GIL) and writing them (a system call, likewise); done in a second
 thread they run beside the next batch's planning and the reader's parse instead of after them.
 
-Only encoded lines (`EncodedLines`, `DeferredLines`: values that no longer change) go behind; anything
+Only encoded lines (`EncodedLines`, `DeferredLines`: values that no longer change) and the engine's output
+batches (`udm.host.engine.batch.Batch`: a batch handed out is not changed again; its columns become a
+table's, and Parquet's encoding and compression run without the GIL too) go behind; anything
 else (``flush``, element lists from the row path, whose payload objects the engine owns) first waits
 until the queue is written (`drain`), so the file holds everything in the order it was given. A write
 that fails is raised in the caller's thread at its next call or at `close`.
@@ -28,8 +30,8 @@ _STOP = object()
 
 
 class WriteBehind:
-    """Wraps ``writer`` (anything with ``write_encoded``): `write_encoded` queues, everything else drains
-    the queue first and is then called on ``writer`` directly."""
+    """Wraps ``writer`` (anything with ``write_encoded`` or ``write_batch``): those two queue, everything else
+    drains the queue first and is then called on ``writer`` directly."""
 
     def __init__(self, writer: Any) -> None:
         self.writer = writer
@@ -46,7 +48,8 @@ class WriteBehind:
                 if item is _STOP:
                     return
                 if not self._failed:  # after a failure the rest is dropped: the run stops with its error
-                    self.writer.write_encoded(item)
+                    write, arg = item
+                    write(arg)
             except BaseException as exc:
                 self._failed = True
                 self._error = exc
@@ -62,7 +65,13 @@ class WriteBehind:
         """Queue ``lines`` (waits while `DEPTH` batches are queued)."""
         self._raise()
         if lines.count:
-            self._q.put(lines)
+            self._q.put((self.writer.write_encoded, lines))
+
+    def write_batch(self, batch: Any) -> None:
+        """Queue the engine's output ``batch`` for a table writer (waits while `DEPTH` batches are queued)."""
+        self._raise()
+        if len(batch):
+            self._q.put((self.writer.write_batch, batch))
 
     def drain(self) -> None:
         """Wait until everything queued is written; raise a failed write's error."""

@@ -246,7 +246,10 @@ def run_local(req: RunRequest) -> RunResult:
             else:
                 _feed_several(req, runner, sources, out, dead_letters)
             warnings = peak.warnings(runner)
-            out.write(runner.finish())
+            if hasattr(out, "write_batch"):  # a table output takes the engine's columns (`io.table_columns`)
+                out.write_batch(runner.finish_batch())
+            else:
+                out.write(runner.finish())
             dead_letters()
             if ck is not None:
                 _commit(ck, runner, out, dlw, -1, done=True)
@@ -310,13 +313,16 @@ def _feed_one(req: RunRequest, runner: Any, source: Source, out: Any, dead_lette
     # write-behind thread while the engine goes on (`udm.host.io.write_behind`); else element lists,
     # written here once the lines before them are
     encoded = getattr(runner, "process_batch_encoded", None) if hasattr(out, "write_encoded") else None
-    behind = WriteBehind(out) if encoded is not None else None
+    columns = hasattr(out, "write_batch")  # a table output: the engine's batches, column by column, behind too
+    behind = WriteBehind(out) if encoded is not None or columns else None
     ok = False
     try:
         for batch in reader:
             lines = encoded(batch, defer=True) if encoded is not None else None
             if lines is not None:
                 behind.write_encoded(lines)  # type: ignore[union-attr]
+            elif columns:
+                behind.write_batch(runner.run_batch(batch))  # type: ignore[union-attr]
             else:
                 if behind is not None:
                     behind.drain()
