@@ -375,10 +375,10 @@ def test_slabs_keep_reads_flat_in_held_keys_and_the_store_compact(seed: int, mon
             if 0 < k < len(batches) - 1:
                 reads.setdefault(held, []).append(store.counts["slab_reads"] + store.counts["slab_writes"])
                 ix = key_store.load_index(store.index or b"")
-                engines = {key: pickle.loads(store.slabs[e.slab]) for key, e in ix.keys.items()}
+                engines = {key: pickle.loads(store.slabs[e.slab]) for key, e in ix.entries()}
                 assert all(key in got for key, got in engines.items())
                 for n, blob in store.slabs.items():  # (no slab holds more than twice its live keys)
-                    assert len(pickle.loads(blob)) <= 2 * sum(e.slab == n for e in ix.keys.values()), (k, n)
+                    assert len(pickle.loads(blob)) <= 2 * sum(e.slab == n for _, e in ix.entries()), (k, n)
         assert store.slabs == {}
         assert verify(out, oracle_run(bound, stream).cht)
     assert max(reads[300]) <= max(reads[30]) + 2
