@@ -310,12 +310,20 @@ class KeyedBucket:
             since: dict[str, int] = {}
 
             def drain() -> None:
+                if not pending:
+                    return
+                # every key's rows in one take, each key's part a slice of it: a take per key cost ~0.1 ms,
+                # as much as feeding a key its one row (10,000 new keys in a micro-batch: a second)
+                grouped = elements.take(pa.array([i for rows in pending.values() for i in rows], pa.int64()))
+                at = 0
                 for key, rows in pending.items():
                     live = self._engine(key, since.get(key))
-                    self._emit(live, feed(live.runner, elements.take(pa.array(rows, pa.int64()))))
+                    self._emit(live, feed(live.runner, grouped.slice(at, len(rows))))
+                    at += len(rows)
                     # T so far is the bucket's (one engine's): the next key brought to a CTI sees it
                     self.index.reached = max(self.index.reached, live.runner.ctx.reached)
-                    live.touched.update(ids[i] for i in rows if ids[i] is not None)
+                    if self.id_map is not None:
+                        live.touched.update(ids[i] for i in rows if ids[i] is not None)
                 pending.clear()
                 since.clear()
 
