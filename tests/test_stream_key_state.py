@@ -290,7 +290,8 @@ def test_an_index_of_another_layout_is_refused() -> None:
 def test_the_index_is_stored_compressed_and_an_older_layout_is_refused() -> None:
     """The index blob is compressed (semantics-notes 61): a bucket of 400 keys writes it over twice as
     small as its pickle (~3x; ~10x at 10,000 keys). An index of streaming layouts 3 to 6 (plain, or of
-    index version 1: engines by key, not in slabs) is refused in one line (semantics-notes 74)."""
+    index version 1: engines by key, not in slabs) or of layout 7 (index version 2: the keys as a tuple of
+    lists) is refused in one line (semantics-notes 74, 75)."""
     from udm.host.spark.key_store import dump_index, load_index
 
     bound = bind(parse_query(TUMBLING))
@@ -302,7 +303,7 @@ def test_the_index_is_stored_compressed_and_an_older_layout_is_refused() -> None
     plain = pickle.dumps(ix, protocol=pickle.HIGHEST_PROTOCOL)
     assert len(blob) * 2 < len(plain)
     ix.v = 1
-    for old in (plain, dump_index(ix), _index_of_layout_6()):
+    for old in (plain, dump_index(ix), _index_of_layout_6(), _index_of_layout_7()):
         with pytest.raises(ValueError, match="^bucket state of another layout: start from a new checkpoint$"):
             KeyedBucket(bound, None, ["g"], DictStore(slabs=dict(store.slabs), index=old), 0)
 
@@ -323,6 +324,21 @@ def _index_of_layout_6() -> bytes:
         return b"udmz1" + zlib.compress(pickle.dumps(Old(), protocol=pickle.HIGHEST_PROTOCOL), 1)
     finally:
         del key_state._Index  # type: ignore[attr-defined]
+
+
+def _index_of_layout_7() -> bytes:
+    """A compressed index blob as layout 7 wrote it: a ``KeyIndex`` of index version 2, its keys a tuple of
+    lists (names, dues, holds, serials, outputs, per-input dues, slabs)."""
+    import zlib
+
+    from udm.host.spark.key_store import KeyIndex
+
+    state = {"cti": 4, "out": 4, "serial": 1, "v": 2, "cols": (['["a"]'], [10], [5], [1], [4], {}, [0]),
+             "slabs": {0: [1, 1]}, "next_slab": 1}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(KeyIndex, "__getstate__", lambda self: state)
+        blob = pickle.dumps(KeyIndex.__new__(KeyIndex), protocol=pickle.HIGHEST_PROTOCOL)
+    return b"udmz1" + zlib.compress(blob, 1)
 
 
 @pytest.mark.parametrize("seed", [31, 32])
@@ -375,10 +391,10 @@ def test_slabs_keep_reads_flat_in_held_keys_and_the_store_compact(seed: int, mon
             if 0 < k < len(batches) - 1:
                 reads.setdefault(held, []).append(store.counts["slab_reads"] + store.counts["slab_writes"])
                 ix = key_store.load_index(store.index or b"")
-                engines = {key: pickle.loads(store.slabs[e.slab]) for key, e in ix.keys.items()}
+                engines = {key: pickle.loads(store.slabs[e.slab]) for key, e in ix.entries()}
                 assert all(key in got for key, got in engines.items())
                 for n, blob in store.slabs.items():  # (no slab holds more than twice its live keys)
-                    assert len(pickle.loads(blob)) <= 2 * sum(e.slab == n for e in ix.keys.values()), (k, n)
+                    assert len(pickle.loads(blob)) <= 2 * sum(e.slab == n for _, e in ix.entries()), (k, n)
         assert store.slabs == {}
         assert verify(out, oracle_run(bound, stream).cht)
     assert max(reads[300]) <= max(reads[30]) + 2
