@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..common import Ev
+from ..rules import NEG
 from .session_columns import Tail, columns_ok
 from .session_groups import SessionData, SessionGroups
 from .state import Group
@@ -100,12 +101,18 @@ class SessionFamily(SessionGroups):
             self._append(g, d, evs)
 
     def _untail(self, gs: list[Group]) -> None:
-        """The groups leave the tail: their rows become their events and sessions (they hold nothing else)."""
-        for g, evs in zip(gs, self.tail.take(gs), strict=True):
+        """The groups leave the tail: their rows become their events and sessions (they hold nothing else but
+        the outputs of sessions the tail released before their close: those sessions count as evaluated, and
+        are evaluated again, diffed against those outputs)."""
+        for g, (evs, last) in zip(gs, self.tail.take(gs), strict=True):
             held = g.events
             for ev in evs:
                 held[ev.id] = ev
-            self._append(g, g.data, evs)
+            d: SessionData = g.data
+            self._append(g, d, evs)
+            if last is not None:
+                d.done = last
+                d.dirty.append((NEG, last))
 
     def change(self, g: Group, ev: Ev, old: int, new: int) -> None:
         if g.data.code >= 0 and self.tail.has(g):
@@ -125,7 +132,8 @@ class SessionFamily(SessionGroups):
     def sizes(self, groups: Iterable[Group]) -> tuple[int, int]:
         """``groups``: all of the step's (the tail's rows are counted at once)."""
         gs = list(groups)
-        return (sum(map(len, map(_OUT, gs))), sum(map(len, map(_EVENTS, gs))) + self.tail.size())
+        return (sum(map(len, map(_OUT, gs))) + self.tail.released.windows(),
+                sum(map(len, map(_EVENTS, gs))) + self.tail.size())
 
     # -- per flush ---------------------------------------------------------------------------------------
     def prepare(self, out: Any, em: Any) -> None:

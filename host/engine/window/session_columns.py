@@ -11,8 +11,9 @@ sorts the rows by (group, LE), finds every group's sessions at once (`session_sc
   the grid family's rule for closed windows (`grid_closed.window_values`: one call of the UDA's batch form
   where it applies) and written as one column block (`grid_closed.write_closed`), then dropped;
 * a session released but not closed (at or below the speculation point): it is output now and may change
-  later, so its group leaves the tail (`Tail.take`): its remaining rows become events and sessions of the
-  per-group structure, which evaluates it (the step visits it) and diffs its later changes;
+  later; the tail keeps what it wrote (`session_released`) and writes nothing more for it while it stays as
+  it was; if it changes, its group leaves the tail (`Tail.take`): its rows become events and sessions of
+  the per-group structure, its outputs that structure's, which diffs the change;
 * the rest wait in the tail, their members before the CTI frozen into one row of the session's *head*
   (`session_heads`), so that a session open for long is not sorted and scanned again at every flush.
 
@@ -36,7 +37,9 @@ from ..rules import INF
 from .grid_closed import window_values, write_closed
 from .grid_columns import ends_alone
 from .session_heads import Heads
-from .session_scan import scan
+from .session_released import Released
+from .session_scan import scan, spans
+from .session_store import gather
 from .state import Group
 
 __all__ = ["Tail", "columns_ok"]
@@ -62,7 +65,9 @@ class Tail:
         self.vix = np.zeros(0, dtype=np.int64)
         #: the frozen members of open sessions (`session_heads`)
         self.heads = Heads()
-        #: the values, batch by batch (`_gather`)
+        #: the sessions output before their close (`session_released`)
+        self.released = Released()
+        #: the values, batch by batch (`gather`)
         self.store: list[np.ndarray] = []
         self.stored = 0
         self.pending: list[tuple[np.ndarray, ...]] = []
@@ -91,6 +96,8 @@ class Tail:
             self.quiet = OrderedDict()
         if "heads" not in s:  # (a snapshot from before the heads)
             self.heads = Heads()
+        if "released" not in s:  # (a snapshot from before: such groups had left the tail)
+            self.released = Released()
 
     def drained(self, c: int) -> list[Group]:
         """The groups to drop at CTI ``c``: a group the tail leaves with nothing is kept until the CTI is a
@@ -118,6 +125,7 @@ class Tail:
         self.min_le = INF
         self._stale = False
         self.heads = Heads()
+        self.released = Released()
 
     def add(self, groups: list[Group], lens: np.ndarray, ids: np.ndarray, le: np.ndarray, re: np.ndarray,
             val: np.ndarray) -> None:
@@ -210,30 +218,10 @@ class Tail:
             new = [a[o] for a in new]
         self.gid, self.ids, self.le, self.re, self.vix = new
 
-    def _gather(self, vix: np.ndarray) -> np.ndarray:
-        """The values at ``vix`` in the store: one column of their batches' kind, objects (each value as the UDM
-        would get it) where the batches differ."""
-        st = self.store
-        if len(st) == 1:
-            return st[0][vix]
-        if not len(vix):
-            return np.zeros(0, dtype=np.int64)
-        bases = np.cumsum([0, *(len(c) for c in st)])
-        ci = np.searchsorted(bases, vix, "right") - 1
-        used = np.unique(ci).tolist()
-        if len(used) == 1:
-            return st[used[0]][vix - bases[used[0]]]
-        kinds = {st[i].dtype for i in used}
-        dt = kinds.pop() if len(kinds) == 1 else np.dtype(object)
-        out = np.empty(len(vix), dtype=dt)
-        for i in used:
-            m = ci == i
-            part = st[i][vix[m] - bases[i]]
-            out[m] = part if part.dtype == dt else part.astype(object)
-        return out
-
-    def take(self, gs: list[Group]) -> list[list[Ev]]:
-        """The groups leave the tail: each one's rows as events, in LE order (their values gathered at once)."""
+    def take(self, gs: list[Group]) -> list[tuple[list[Ev], int | None]]:
+        """The groups leave the tail: each one's rows as events, in LE order (their values gathered at once),
+        and the start of its last session output before its close (None: none), whose records are now its
+        ``out`` (`session_released`)."""
         if self.pending:
             self._sort()
         codes = np.fromiter((g.data.code for g in gs), dtype=np.int64, count=len(gs))
@@ -245,15 +233,16 @@ class Tail:
         lens = b - a
         if bool((self.le[a[lens > 0]] <= self.min_le).any()):  # (a first row may have been the smallest LE)
             self._stale = True
-        st = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
-        idx = np.repeat(a - st[:-1], lens) + np.arange(int(st[-1]), dtype=np.int64)
+        st, idx = spans(a, lens)
         real = self.vix[idx] >= 0  # (a head's row stands for its frozen rows, which the heads give)
         st = np.concatenate(([0], np.cumsum(real))).astype(np.int64)[st]
         idx = idx[real]
         evs = [Ev(*t) for t in zip(self.ids[idx].tolist(), self.le[idx].tolist(), self.re[idx].tolist(),
-                                   self._gather(self.vix[idx]).tolist(), strict=True)]
+                                   gather(self.store, self.vix[idx]).tolist(), strict=True)]
         frozen = self.heads.take(codes.tolist())
-        return [f + evs[x:y] for f, x, y in zip(frozen, st[:-1].tolist(), st[1:].tolist(), strict=True)]
+        rel = self.released.restore
+        return [(f + evs[x:y], rel(g, code)) for g, code, f, x, y in zip(gs, codes.tolist(), frozen, st[:-1].tolist(),
+                                                                        st[1:].tolist(), strict=True)]
 
     def flush(self, step: Any, out: RowsOut, em: Any) -> list[Group]:
         """Write the sessions the CTI closes; returns the groups whose released sessions are not closed (they
@@ -271,15 +260,24 @@ class Tail:
         gap = self.gap
         first, top, s0, s1, wtop, wre = scan(gid, le, self.re, gap)
         closed = (wre < c) | ((wre == c) & (gap > 0)) | (c >= INF)
-        # out now but not final, or an end past INF: the group's per-event form
         out_now = ((wre <= rp) | (rp >= INF)) & ~closed
-        odd = (wtop < INF) & (wtop > INF - gap)
-        leave = np.unique(gid[s0[out_now | odd]])
-        if odd.any():
-            closed &= ~np.isin(gid[s0], gid[s0[odd]])
+        known, changed = self.released.match(gid[s0], le[s0], wre, s1 - s0, self.vix[s0] < 0, self.heads)
+        # the group's per-event form: an end past INF, a session output before that changed (`session_released`)
+        # or one to output now that has a head; such a group leaves with all its rows
+        odd = ((wtop < INF) & (wtop > INF - gap)) | (out_now & ~known & (self.vix[s0] < 0))
+        leave = np.union1d(gid[s0[odd]], np.fromiter(changed, dtype=np.int64, count=len(changed)))
+        going = np.isin(gid[s0], leave)
+        closed &= ~going
+        spec = out_now & ~known & ~going
+        if spec.any():
+            self._release(step, out, em, s0[spec], s1[spec], wre[spec])
         keep = None
         if closed.any():
-            self._write(step, out, em, s0[closed], s1[closed], wre[closed])
+            for code, k in zip(gid[s0[closed & known]].tolist(), le[s0[closed & known]].tolist(), strict=True):
+                self.released.forget(code, k)  # (output already: its rows go without output)
+            if not (closed & known).all():
+                w = closed & ~known
+                self._write(step, out, em, s0[w], s1[w], wre[w])
             # groups none of whose sessions stays (sessions opening a group: ``first`` at their first row)
             opens = np.flatnonzero(first[s0])
             stays = np.add.reduceat((~closed).astype(np.int64), opens)
@@ -290,12 +288,12 @@ class Tail:
                 quiet[code] = (t + gap if t < INF - gap else INF, self.groups.pop(code))
             keep = np.repeat(~closed, s1 - s0)
         if c < INF:
-            keep = self._freeze(step, c, s0, s1, ~closed & ~np.isin(gid[s0], leave), top, keep)
+            keep = self._freeze(step, c, s0, s1, ~closed & ~going & ~out_now, top, keep)
         if keep is not None:
             self.gid, self.ids, self.le, self.re, self.vix = (a[keep] for a in (gid, self.ids, le, self.re, self.vix))
             if self.stored > 2 * len(self.vix) + 4096:  # (values no row holds: the store keeps the rest)
                 real = self.vix >= 0
-                self.store = [self._gather(self.vix[real])]
+                self.store = [gather(self.store, self.vix[real])]
                 self.stored = int(real.sum())
                 self.vix[real] = np.arange(self.stored, dtype=np.int64)
             self._held = None
@@ -310,23 +308,16 @@ class Tail:
         ``top``'s running maximum at the last of them), the others leave the arrays. Returns which rows stay
         (``keep``: those that stay so far; None: all)."""
         vix = self.vix
-        nb = np.add.reduceat((self.le < c).astype(np.int64), s0)  # (a session's rows are in LE order)
-        head = vix[s0] < 0
-        fz = stay & (nb >= 2)  # (two rows, or a head and a row, become one)
-        if not fz.any():
+        got = self.heads.fold(step.udm, c, (self.gid, self.ids, self.le, self.re, vix), self.store, s0, stay)
+        if got is None:
             return keep
-        f0, fn, fh = s0[fz], nb[fz], head[fz].astype(np.int64)
-        lens = fn - fh
-        offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
-        idx = np.repeat(f0 + fh - offsets[:-1], lens) + np.arange(int(offsets[-1]), dtype=np.int64)
-        rows = (self.gid[idx], self.ids[idx], self.le[idx], self.re[idx], self._gather(vix[idx]))
-        self.heads.freeze(step.udm, self.gid[f0].tolist(), self.le[f0].tolist(), offsets.tolist(), rows)
+        f0, fn = got
         n = len(vix)
         if keep is None:
             keep = np.ones(n, dtype=bool)
         drop = np.zeros(n + 1, dtype=np.int64)
-        np.add.at(drop, f0 + 1, 1)
-        np.add.at(drop, f0 + fn, -1)
+        drop[f0 + 1] += 1  # (no two sessions share a start, nor an end)
+        drop[f0 + fn] -= 1
         keep &= np.cumsum(drop[:-1]) == 0
         self.re = self.re.copy()  # (``top`` may be it)
         self.re[f0] = top[f0 + fn - 1]
@@ -336,6 +327,17 @@ class Tail:
         self.ids[f0] = -1
         return keep
 
+    def _release(self, step: Any, out: RowsOut, em: Any, s0: np.ndarray, s1: np.ndarray, wre: np.ndarray) -> None:
+        """Output the sessions of rows ``s0[i] .. s1[i]-1`` (no head) that are released but not closed, and keep
+        what was written (`session_released`)."""
+        lens = s1 - s0
+        st, idx = spans(s0, lens)
+        wle = self.le[s0]
+        res = window_values(step.udm, gather(self.store, self.vix[idx]), st[:-1], lens, wle, wre)
+        codes = self.gid[s0].tolist()
+        self.released.write(step, out, em, [self.groups[k] for k in codes], codes, wle.tolist(), wre.tolist(),
+                            lens.tolist(), res.tolist() if isinstance(res, np.ndarray) else list(res))
+
     def _write(self, step: Any, out: RowsOut, em: Any, s0: np.ndarray, s1: np.ndarray, wre: np.ndarray) -> None:
         """Value (`window_values`; from its head's state and the rows after it for a session with a head) and
         write the sessions of rows ``s0[i] .. s1[i]-1`` (ending at ``wre[i]``), in row order."""
@@ -343,17 +345,15 @@ class Tail:
         head = self.vix[s0] < 0
         plain = ~head
         lens = s1[plain] - s0[plain]
-        st = np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64)
-        idx = np.repeat(s0[plain] - st, lens) + np.arange(int(lens.sum()), dtype=np.int64)
+        st, idx = spans(s0[plain], lens)
         res: Any = []
         if len(lens):
-            res = window_values(step.udm, self._gather(self.vix[idx]), st, lens, wle[plain], wre[plain])
+            res = window_values(step.udm, gather(self.store, self.vix[idx]), st[:-1], lens, wle[plain], wre[plain])
         if head.any():
             hs = np.flatnonzero(head)
             a = s0[hs] + 1
-            lens = s1[hs] - a
-            st = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
-            vals = self._gather(self.vix[np.repeat(a - st[:-1], lens) + np.arange(int(st[-1]), dtype=np.int64)])
+            st, idx = spans(a, s1[hs] - a)
+            vals = gather(self.store, self.vix[idx])
             res = self.heads.values(step.udm, res, head, self.gid[a - 1], wle[hs], wre[hs], vals.tolist(), st)
         groups = self.groups
         write_closed(step, out, em, [groups[k] for k in self.gid[s0].tolist()], wle, wre, res)

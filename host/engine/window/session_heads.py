@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 
 from ..common import Ev
+from .session_scan import spans
+from .session_store import gather
 
 __all__ = ["Heads"]
 
@@ -64,6 +66,23 @@ class Heads:
         live = sum(h[1] for h in of.values())
         if self.frozen > 2 * live + 4096 or len(self.chunks) > 32:
             self._compact()
+
+    def fold(self, wu: Any, c: int, cols: tuple[np.ndarray, ...], store: list[np.ndarray], s0: np.ndarray,
+             stay: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """The tail's rows ``cols`` (code, id, LE, RE, value index in ``store``), sessions from rows ``s0``: the
+        members before CTI ``c`` of the sessions that ``stay`` join their heads, where that makes two rows or
+        more one. Returns those sessions' first rows and how many of their rows are before ``c`` (None:
+        none)."""
+        gid, ids, le, re, vix = cols
+        nb = np.add.reduceat((le < c).astype(np.int64), s0)  # (a session's rows are in LE order)
+        fz = stay & (nb >= 2)  # (two rows, or a head and a row, become one)
+        if not fz.any():
+            return None
+        f0, fn, fh = s0[fz], nb[fz], (vix[s0[fz]] < 0).astype(np.int64)
+        offsets, idx = spans(f0 + fh, fn - fh)
+        self.freeze(wu, gid[f0].tolist(), le[f0].tolist(), offsets.tolist(),
+                    (gid[idx], ids[idx], le[idx], re[idx], gather(store, vix[idx])))
+        return f0, fn
 
     def values(self, wu: Any, res: Any, head: np.ndarray, codes: np.ndarray, le: np.ndarray, re: np.ndarray,
                vals: list[Any], st: np.ndarray) -> list[Any]:
