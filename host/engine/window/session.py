@@ -52,36 +52,26 @@ class SessionFamily(SessionGroups):
 
     def bulk_insert(self, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: Any,
                     closing: int | None = None) -> None:
-        """A batch's inserts, group by group in (LE, RE) order. The rows of a group in the tail, or holding
-        nothing, go to the tail when the step's sessions can be columns; else a group's events that all come
-        after its last row are appended (`_append`), and otherwise they go in one by one."""
+        """A batch's inserts. The rows of a group in the tail, or holding nothing, go to the tail when the step's
+        sessions can be columns (`Tail.admit`); else, group by group in (LE, RE) order, a group's events that
+        all come after its last row are appended (`_append`), and otherwise they go in one by one."""
+        if columns_ok(self.step):
+            col, tcode = self.tail.admit(groups, self.step.touched)
+            if col.any():
+                if not isinstance(vals, np.ndarray):
+                    vals = np.fromiter(vals, dtype=object, count=len(vals))
+                if col.all():
+                    self.tail.add(tcode[codes], ids, le, re, vals)
+                    return
+                rows = col[codes]
+                self.tail.add(tcode[codes[rows]], ids[rows], le[rows], re[rows], vals[rows])
+                rest = np.flatnonzero(~rows)
+                codes, ids, le, re, vals = codes[rest], ids[rest], le[rest], re[rest], vals[rest]
         order = np.argsort(codes, kind="stable")
         cl = codes[order]
         starts = np.flatnonzero(np.concatenate(([True], cl[1:] != cl[:-1])))
         lens = np.diff(np.append(starts, len(cl)))
         gl = [groups[k] for k in cl[starts].tolist()]
-        tail = self.tail
-        if columns_ok(self.step):
-            tg = tail.groups  # (in the tail, or holding nothing)
-            col = np.fromiter((tg.get(g.data.code) is g or not (g.data.rows or g.data.wins or g.out) for g in gl),
-                              dtype=bool, count=len(gl))
-        else:
-            col = np.zeros(len(gl), dtype=bool)
-        if col.any():
-            intail = [g for g, c in zip(gl, col.tolist(), strict=True) if c]
-            touched = self.step.touched
-            for g in intail:  # (nothing of theirs for the step to evaluate: the tail values their sessions)
-                touched.pop(id(g), None)
-            sel = order[np.repeat(col, lens)]
-            if not isinstance(vals, np.ndarray):
-                vals = np.fromiter(vals, dtype=object, count=len(vals))
-            v = vals[sel]
-            tail.add(intail, lens[col], ids[sel], le[sel], re[sel], v)
-            if col.all():
-                return
-            gl = [g for g, c in zip(gl, col.tolist(), strict=True) if not c]
-            order = order[np.repeat(~col, lens)]
-            lens = lens[~col]
         order = order[np.lexsort((re[order], le[order], codes[order]))]
         il, ll, rl = ids[order].tolist(), le[order].tolist(), re[order].tolist()
         vl = vals[order].tolist() if isinstance(vals, np.ndarray) else [vals[i] for i in order.tolist()]

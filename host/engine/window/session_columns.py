@@ -127,24 +127,31 @@ class Tail:
         self.heads = Heads()
         self.released = Released()
 
-    def add(self, groups: list[Group], lens: np.ndarray, ids: np.ndarray, le: np.ndarray, re: np.ndarray,
-            val: np.ndarray) -> None:
-        """Rows for groups in (or entering) the tail: the first ``lens[0]`` rows are ``groups[0]``'s, and so
-        on."""
-        gcode = np.empty(len(groups), dtype=np.int64)
+    def admit(self, groups: list[Group], touched: dict[int, Group]) -> tuple[np.ndarray, np.ndarray]:
+        """Which of the groups take rows here (in the tail, or holding nothing: they enter it, and leave
+        ``touched``, as the tail values their sessions) and their codes (-1: not here)."""
+        codes = np.full(len(groups), -1, dtype=np.int64)
         tg = self.groups
         quiet = self.quiet
         for j, g in enumerate(groups):
             d = g.data
-            if d.code < 0:
-                d.code = self.next_code
-                self.next_code += 1
-            elif quiet:
-                quiet.pop(d.code, None)
-            gcode[j] = d.code
-            tg[d.code] = g
-        self.pending.append((np.repeat(gcode, lens), ids, le, re,
-                             np.arange(self.stored, self.stored + len(val), dtype=np.int64)))
+            code = d.code
+            if tg.get(code) is not g:
+                if d.rows or d.wins or g.out:
+                    continue
+                if code < 0:
+                    code = d.code = self.next_code
+                    self.next_code += 1
+                elif quiet:
+                    quiet.pop(code, None)
+                tg[code] = g
+            codes[j] = code
+            touched.pop(id(g), None)
+        return codes >= 0, codes
+
+    def add(self, gid: np.ndarray, ids: np.ndarray, le: np.ndarray, re: np.ndarray, val: np.ndarray) -> None:
+        """Rows for groups `admit`ted, of codes ``gid``."""
+        self.pending.append((gid, ids, le, re, np.arange(self.stored, self.stored + len(val), dtype=np.int64)))
         self.store.append(np.asarray(val))
         self.stored += len(val)
         self._held = None
