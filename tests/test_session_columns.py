@@ -15,7 +15,7 @@ import pytest
 from test_engine_support import check_physical, cht
 
 from udm.host.engine import QueryRunner
-from udm.host.engine.window import session, session_columns
+from udm.host.engine.window import session, session_columns, session_heads, session_released
 from udm.host.io.batch import ElementBatch
 from udm.host.model.plan import bind
 from udm.host.model.spec import parse_query
@@ -281,3 +281,139 @@ def test_a_key_back_within_the_gap_keeps_its_group_and_quiet_groups_go(monkeypat
     assert cht(out) == oracle(q.spec, [*stream, Cti(10**18)])
     assert made[0] == 50  # (every key's group made once)
     assert groups[-1] == 25  # (the keys that stopped: dropped)
+
+
+def _hot_stream(seed: int, n: int, kind: str) -> list[Element]:
+    """A few busy keys whose sessions never pause for the gap (they span the whole stream) beside sporadic
+    ones; long events among them that a later retraction shortens, extends or deletes after CTIs passed their
+    starts (their sync time is their end; none of key 3, which stays in the tail all along), events a little
+    late, CTIs every few events."""
+    rng = random.Random(seed)
+    out: list[Element] = []
+    long: list[tuple[str, int, int]] = []
+    t = cti = 0
+    for i in range(n):
+        t += rng.choice([0, 1, 1, 2])
+        le = max(cti, t - (rng.randrange(8) if rng.random() < 0.2 else 0))
+        g = rng.randrange(4) if rng.random() < 0.8 else 4 + rng.randrange(40)
+        re = le + (rng.randrange(15, 120) if rng.random() < 0.04 else 1)
+        v: Any = rng.randrange(-50, 100)
+        if kind == "float" or (kind == "mixed" and (i // 200) % 2):
+            v = v / 4
+        out.append(Insert(f"e{i}", le, re, {"g": g, "v": v}))
+        if re > le + 1 and g != 3:
+            long.append((f"e{i}", le, re))
+        if long and rng.random() < 0.03:
+            eid, le0, re0 = long.pop(rng.randrange(len(long)))
+            if re0 > cti:
+                new = rng.choice([le0, max(cti, le0 + 1), re0 + rng.randrange(1, 30)])
+                if new != re0:
+                    out.append(Retract(eid, le0, re0, new))
+        if rng.random() < 0.1:
+            cti = max(cti, t - rng.randrange(10))
+            out.append(Cti(cti))
+    return [*out, Cti(10**18)]
+
+
+@pytest.mark.parametrize(("udm", "kind", "max_delay"), [("count", "int", 0), ("sum", "mixed", 0), ("avg", "float", 0),
+                                                        ("max", "mixed", 0), ("sum", "int", 15)])
+def test_long_sessions_freeze_into_heads(udm: str, kind: str, max_delay: int,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sessions open across many flushes keep their members before the CTI as one head row and a state
+    (`session_heads`): the output is the per-group rule's and the oracle's, whether the session closes (valued
+    from its head), leaves the tail early (a retraction of a frozen member, a speculative release: the frozen
+    members come back as events) or is snapshotted half-way; the heads really form, close and leave."""
+    seen = {"freeze": 0, "values": 0, "take": 0, "compact": 0}
+    heads = session_heads.Heads
+    real = {k: getattr(heads, k) for k in ("freeze", "values", "take", "_compact")}
+
+    def counting(name: str) -> Any:
+        def f(self: Any, *a: Any) -> Any:
+            got = real[name](self, *a)
+            seen[name.strip("_")] += sum(map(bool, got)) if name == "take" else 1
+            return got
+        return f
+
+    for name in real:
+        monkeypatch.setattr(heads, name, counting(name))
+    q = _query(10, udm, max_delay=max_delay)
+    for seed in range(2):
+        stream = _hot_stream(seed, 2500, kind)
+        want = oracle(q.spec, stream)
+        for chunk in (23, 400):
+            with monkeypatch.context() as m:
+                _off(m)
+                off = _run(q, stream, chunk)
+            assert off[0] == want
+            assert _run(q, stream, chunk) == off, (seed, chunk)
+        r = QueryRunner(q)
+        out: list[Any] = []
+        for a in range(0, len(stream), 50):
+            part = stream[a:a + 50]
+            out += r.process_batch(ElementBatch.from_elements(part, list(range(a, a + len(part)))))
+            if a % 500 == 0:
+                r = QueryRunner.restore(r.snapshot(), q)
+        out += r.finish()
+        assert cht(out) == want, seed
+    assert min(seen.values()) > 0, seen
+
+
+def _late_stream(seed: int, n: int) -> list[Element]:
+    """Sessions that end well before the watermark while the CTI lags behind (output at the speculation
+    point, not closed), then late members that join one, bridge two or land just before one."""
+    rng = random.Random(seed)
+    out: list[Element] = []
+    t = cti = 0
+    for i in range(n):
+        t += rng.choice([0, 1, 2, 3])
+        le = max(cti, t - (rng.randrange(25) if rng.random() < 0.3 else 0))
+        re = le + (rng.randrange(2, 9) if rng.random() < 0.1 else 1)
+        out.append(Insert(f"e{i}", le, re, {"g": rng.randrange(12), "v": rng.randrange(-9, 30)}))
+        if rng.random() < 0.08:
+            cti = max(cti, t - 30 - rng.randrange(10))
+            out.append(Cti(cti))
+    return [*out, Cti(10**18)]
+
+
+@pytest.mark.parametrize("udm", ["count", "sum"])
+def test_sessions_output_before_their_close_stay_in_the_tail(udm: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session released at the watermark before the CTI closes it is written by the tail, which keeps what it
+    wrote: unchanged, it closes later without output; changed by a late member, its group leaves with those
+    outputs and the per-group structure diffs the change. The same output as the per-group rule and the
+    oracle, batch by batch, with snapshots half-way; both cases really happen."""
+    seen = {"known": 0, "changed": 0}
+    real = session_released.Released.match
+
+    def counted(self: Any, *a: Any) -> Any:
+        known, changed = real(self, *a)
+        seen["known"] += int(known.sum())
+        seen["changed"] += len(changed)
+        return known, changed
+
+    monkeypatch.setattr(session_released.Released, "match", counted)
+    q = _query(10, udm)
+    for seed in range(3):
+        stream = _late_stream(seed, 1500)
+        want = oracle(q.spec, stream)
+        for chunk in (5, 61, 400):
+            with monkeypatch.context() as m:
+                _off(m)
+                off = _run(q, stream, chunk)
+            assert off[0] == want
+            assert _run(q, stream, chunk) == off, (seed, chunk)
+        r, r_off = QueryRunner(q), QueryRunner(q)
+        out: list[Any] = []
+        for a in range(0, len(stream), 40):
+            part = stream[a:a + 40]
+            out += r.process_batch(ElementBatch.from_elements(part, list(range(a, a + len(part)))))
+            with monkeypatch.context() as m:
+                _off(m)
+                r_off.process_batch(ElementBatch.from_elements(part, list(range(a, a + len(part)))))
+            if a % 400 == 0:
+                r = QueryRunner.restore(r.snapshot(), q)
+            size, off_size = r.ops[0].state_size(), r_off.ops[0].state_size()
+            assert (size["events"], size["windows"]) == (off_size["events"], off_size["windows"])  # (groups: quiet)
+        out += r.finish()
+        assert cht(out) == want, seed
+    assert seen["known"] > 100 and seen["changed"] > 10, seen
+

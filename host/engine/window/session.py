@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..common import Ev
+from ..rules import NEG
 from .session_columns import Tail, columns_ok
 from .session_groups import SessionData, SessionGroups
 from .state import Group
@@ -51,36 +52,26 @@ class SessionFamily(SessionGroups):
 
     def bulk_insert(self, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: Any,
                     closing: int | None = None) -> None:
-        """A batch's inserts, group by group in (LE, RE) order. The rows of a group in the tail, or holding
-        nothing, go to the tail when the step's sessions can be columns; else a group's events that all come
-        after its last row are appended (`_append`), and otherwise they go in one by one."""
+        """A batch's inserts. The rows of a group in the tail, or holding nothing, go to the tail when the step's
+        sessions can be columns (`Tail.admit`); else, group by group in (LE, RE) order, a group's events that
+        all come after its last row are appended (`_append`), and otherwise they go in one by one."""
+        if columns_ok(self.step):
+            col, tcode = self.tail.admit(groups, self.step.touched)
+            if col.any():
+                if not isinstance(vals, np.ndarray):
+                    vals = np.fromiter(vals, dtype=object, count=len(vals))
+                if col.all():
+                    self.tail.add(tcode[codes], ids, le, re, vals)
+                    return
+                rows = col[codes]
+                self.tail.add(tcode[codes[rows]], ids[rows], le[rows], re[rows], vals[rows])
+                rest = np.flatnonzero(~rows)
+                codes, ids, le, re, vals = codes[rest], ids[rest], le[rest], re[rest], vals[rest]
         order = np.argsort(codes, kind="stable")
         cl = codes[order]
         starts = np.flatnonzero(np.concatenate(([True], cl[1:] != cl[:-1])))
         lens = np.diff(np.append(starts, len(cl)))
         gl = [groups[k] for k in cl[starts].tolist()]
-        tail = self.tail
-        if columns_ok(self.step):
-            tg = tail.groups  # (in the tail, or holding nothing)
-            col = np.fromiter((tg.get(g.data.code) is g or not (g.data.rows or g.data.wins or g.out) for g in gl),
-                              dtype=bool, count=len(gl))
-        else:
-            col = np.zeros(len(gl), dtype=bool)
-        if col.any():
-            intail = [g for g, c in zip(gl, col.tolist(), strict=True) if c]
-            touched = self.step.touched
-            for g in intail:  # (nothing of theirs for the step to evaluate: the tail values their sessions)
-                touched.pop(id(g), None)
-            sel = order[np.repeat(col, lens)]
-            if not isinstance(vals, np.ndarray):
-                vals = np.fromiter(vals, dtype=object, count=len(vals))
-            v = vals[sel]
-            tail.add(intail, lens[col], ids[sel], le[sel], re[sel], v)
-            if col.all():
-                return
-            gl = [g for g, c in zip(gl, col.tolist(), strict=True) if not c]
-            order = order[np.repeat(~col, lens)]
-            lens = lens[~col]
         order = order[np.lexsort((re[order], le[order], codes[order]))]
         il, ll, rl = ids[order].tolist(), le[order].tolist(), re[order].tolist()
         vl = vals[order].tolist() if isinstance(vals, np.ndarray) else [vals[i] for i in order.tolist()]
@@ -100,12 +91,18 @@ class SessionFamily(SessionGroups):
             self._append(g, d, evs)
 
     def _untail(self, gs: list[Group]) -> None:
-        """The groups leave the tail: their rows become their events and sessions (they hold nothing else)."""
-        for g, evs in zip(gs, self.tail.take(gs), strict=True):
+        """The groups leave the tail: their rows become their events and sessions (they hold nothing else but
+        the outputs of sessions the tail released before their close: those sessions count as evaluated, and
+        are evaluated again, diffed against those outputs)."""
+        for g, (evs, last) in zip(gs, self.tail.take(gs), strict=True):
             held = g.events
             for ev in evs:
                 held[ev.id] = ev
-            self._append(g, g.data, evs)
+            d: SessionData = g.data
+            self._append(g, d, evs)
+            if last is not None:
+                d.done = last
+                d.dirty.append((NEG, last))
 
     def change(self, g: Group, ev: Ev, old: int, new: int) -> None:
         if g.data.code >= 0 and self.tail.has(g):
@@ -125,7 +122,8 @@ class SessionFamily(SessionGroups):
     def sizes(self, groups: Iterable[Group]) -> tuple[int, int]:
         """``groups``: all of the step's (the tail's rows are counted at once)."""
         gs = list(groups)
-        return (sum(map(len, map(_OUT, gs))), sum(map(len, map(_EVENTS, gs))) + self.tail.size())
+        return (sum(map(len, map(_OUT, gs))) + self.tail.released.windows(),
+                sum(map(len, map(_EVENTS, gs))) + self.tail.size())
 
     # -- per flush ---------------------------------------------------------------------------------------
     def prepare(self, out: Any, em: Any) -> None:

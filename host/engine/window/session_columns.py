@@ -5,17 +5,17 @@ Most of a session step's groups, most of the time, hold only events appended in 
 bulk_insert`) into sessions that were never output: nothing was emitted for them, so there is nothing to diff,
 and no element has reached into them. Such a group is *in the tail*: its events are rows of family-wide arrays
 (group code, id, LE, RE, value) with no event object, row structure or session record. At a flush, `Tail.flush`
-sorts the rows by (group, LE, RE), finds every group's sessions at once (a row opens one where its group
-starts or its LE is at least ``gap`` past the largest RE before it in the group: SEMANTICS §9; that maximum
-over the group's earlier rows is the maximum over the session, as every boundary row ends past it) and then:
+sorts the rows by (group, LE), finds every group's sessions at once (`session_scan`) and then:
 
 * sessions the CTI closes (``W.RE <= c``, ``< c`` with ``gap`` 0, or the end of input): final, so valued by
   the grid family's rule for closed windows (`grid_closed.window_values`: one call of the UDA's batch form
   where it applies) and written as one column block (`grid_closed.write_closed`), then dropped;
 * a session released but not closed (at or below the speculation point): it is output now and may change
-  later, so its group leaves the tail (`Tail.take`): its remaining rows become events and sessions of the
-  per-group structure, which evaluates it (the step visits it) and diffs its later changes;
-* the rest wait in the tail.
+  later; the tail keeps what it wrote (`session_released`) and writes nothing more for it while it stays as
+  it was; if it changes, its group leaves the tail (`Tail.take`): its rows become events and sessions of
+  the per-group structure, its outputs that structure's, which diffs the change;
+* the rest wait in the tail, their members before the CTI frozen into one row of the session's *head*
+  (`session_heads`), so that a session open for long is not sorted and scanned again at every flush.
 
 Anything else that touches a group in the tail — an insert outside a bulk batch, a retraction, a batch while
 the rule needs the per-group form — takes the group out first, so every other case is the per-group rule
@@ -36,6 +36,10 @@ from ..common import Ev
 from ..rules import INF
 from .grid_closed import window_values, write_closed
 from .grid_columns import ends_alone
+from .session_heads import Heads
+from .session_released import Released
+from .session_scan import scan, spans
+from .session_store import gather
 from .state import Group
 
 __all__ = ["Tail", "columns_ok"]
@@ -56,9 +60,14 @@ class Tail:
         self.ids = np.zeros(0, dtype=np.int64)
         self.le = np.zeros(0, dtype=np.int64)
         self.re = np.zeros(0, dtype=np.int64)
-        #: per row, where its value is in the store (values never move with the rows: they may be objects)
+        #: per row, where its value is in the store (values never move with the rows: they may be objects);
+        #: -1: a head's row (`session_heads`), with id -1
         self.vix = np.zeros(0, dtype=np.int64)
-        #: the values, batch by batch (`_gather`)
+        #: the frozen members of open sessions (`session_heads`)
+        self.heads = Heads()
+        #: the sessions output before their close (`session_released`)
+        self.released = Released()
+        #: the values, batch by batch (`gather`)
         self.store: list[np.ndarray] = []
         self.stored = 0
         self.pending: list[tuple[np.ndarray, ...]] = []
@@ -85,6 +94,10 @@ class Tail:
         if "quiet" not in s:  # (a snapshot from before `drained`: the step dropped the groups it had emptied)
             self.__dict__.pop("emptied", None)
             self.quiet = OrderedDict()
+        if "heads" not in s:  # (a snapshot from before the heads)
+            self.heads = Heads()
+        if "released" not in s:  # (a snapshot from before: such groups had left the tail)
+            self.released = Released()
 
     def drained(self, c: int) -> list[Group]:
         """The groups to drop at CTI ``c``: a group the tail leaves with nothing is kept until the CTI is a
@@ -111,25 +124,34 @@ class Tail:
         self.dead = set()
         self.min_le = INF
         self._stale = False
+        self.heads = Heads()
+        self.released = Released()
 
-    def add(self, groups: list[Group], lens: np.ndarray, ids: np.ndarray, le: np.ndarray, re: np.ndarray,
-            val: np.ndarray) -> None:
-        """Rows for groups in (or entering) the tail: the first ``lens[0]`` rows are ``groups[0]``'s, and so
-        on."""
-        gcode = np.empty(len(groups), dtype=np.int64)
+    def admit(self, groups: list[Group], touched: dict[int, Group]) -> tuple[np.ndarray, np.ndarray]:
+        """Which of the groups take rows here (in the tail, or holding nothing: they enter it, and leave
+        ``touched``, as the tail values their sessions) and their codes (-1: not here)."""
+        codes = np.full(len(groups), -1, dtype=np.int64)
         tg = self.groups
         quiet = self.quiet
         for j, g in enumerate(groups):
             d = g.data
-            if d.code < 0:
-                d.code = self.next_code
-                self.next_code += 1
-            elif quiet:
-                quiet.pop(d.code, None)
-            gcode[j] = d.code
-            tg[d.code] = g
-        self.pending.append((np.repeat(gcode, lens), ids, le, re,
-                             np.arange(self.stored, self.stored + len(val), dtype=np.int64)))
+            code = d.code
+            if tg.get(code) is not g:
+                if d.rows or d.wins or g.out:
+                    continue
+                if code < 0:
+                    code = d.code = self.next_code
+                    self.next_code += 1
+                elif quiet:
+                    quiet.pop(code, None)
+                tg[code] = g
+            codes[j] = code
+            touched.pop(id(g), None)
+        return codes >= 0, codes
+
+    def add(self, gid: np.ndarray, ids: np.ndarray, le: np.ndarray, re: np.ndarray, val: np.ndarray) -> None:
+        """Rows for groups `admit`ted, of codes ``gid``."""
+        self.pending.append((gid, ids, le, re, np.arange(self.stored, self.stored + len(val), dtype=np.int64)))
         self.store.append(np.asarray(val))
         self.stored += len(val)
         self._held = None
@@ -158,13 +180,13 @@ class Tail:
                 self._sort()
             codes, n = np.unique(self.gid, return_counts=True)
             self._held = dict(zip(codes.tolist(), n.tolist(), strict=True))
-        return self._held.get(code, 0)
+        return self._held.get(code, 0) + self.heads.extra(code)
 
     def size(self) -> int:
         """How many rows the groups in the tail hold."""
         if self.pending or self.dead:
             self._sort()
-        return len(self.gid)
+        return len(self.gid) + self.heads.total_extra()
 
     def _sort(self) -> None:
         """Pending rows into the sorted arrays (rows of groups taken out leave)."""
@@ -203,30 +225,10 @@ class Tail:
             new = [a[o] for a in new]
         self.gid, self.ids, self.le, self.re, self.vix = new
 
-    def _gather(self, vix: np.ndarray) -> np.ndarray:
-        """The values at ``vix`` in the store: one column of their batches' kind, objects (each value as the UDM
-        would get it) where the batches differ."""
-        st = self.store
-        if len(st) == 1:
-            return st[0][vix]
-        if not len(vix):
-            return np.zeros(0, dtype=np.int64)
-        bases = np.cumsum([0, *(len(c) for c in st)])
-        ci = np.searchsorted(bases, vix, "right") - 1
-        used = np.unique(ci).tolist()
-        if len(used) == 1:
-            return st[used[0]][vix - bases[used[0]]]
-        kinds = {st[i].dtype for i in used}
-        dt = kinds.pop() if len(kinds) == 1 else np.dtype(object)
-        out = np.empty(len(vix), dtype=dt)
-        for i in used:
-            m = ci == i
-            part = st[i][vix[m] - bases[i]]
-            out[m] = part if part.dtype == dt else part.astype(object)
-        return out
-
-    def take(self, gs: list[Group]) -> list[list[Ev]]:
-        """The groups leave the tail: each one's rows as events, in LE order (their values gathered at once)."""
+    def take(self, gs: list[Group]) -> list[tuple[list[Ev], int | None]]:
+        """The groups leave the tail: each one's rows as events, in LE order (their values gathered at once),
+        and the start of its last session output before its close (None: none), whose records are now its
+        ``out`` (`session_released`)."""
         if self.pending:
             self._sort()
         codes = np.fromiter((g.data.code for g in gs), dtype=np.int64, count=len(gs))
@@ -238,11 +240,16 @@ class Tail:
         lens = b - a
         if bool((self.le[a[lens > 0]] <= self.min_le).any()):  # (a first row may have been the smallest LE)
             self._stale = True
-        st = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
-        idx = np.repeat(a - st[:-1], lens) + np.arange(int(st[-1]), dtype=np.int64)
+        st, idx = spans(a, lens)
+        real = self.vix[idx] >= 0  # (a head's row stands for its frozen rows, which the heads give)
+        st = np.concatenate(([0], np.cumsum(real))).astype(np.int64)[st]
+        idx = idx[real]
         evs = [Ev(*t) for t in zip(self.ids[idx].tolist(), self.le[idx].tolist(), self.re[idx].tolist(),
-                                   self._gather(self.vix[idx]).tolist(), strict=True)]
-        return [evs[x:y] for x, y in zip(st[:-1].tolist(), st[1:].tolist(), strict=True)]
+                                   gather(self.store, self.vix[idx]).tolist(), strict=True)]
+        frozen = self.heads.take(codes.tolist())
+        rel = self.released.restore
+        return [(f + evs[x:y], rel(g, code)) for g, code, f, x, y in zip(gs, codes.tolist(), frozen, st[:-1].tolist(),
+                                                                        st[1:].tolist(), strict=True)]
 
     def flush(self, step: Any, out: RowsOut, em: Any) -> list[Group]:
         """Write the sessions the CTI closes; returns the groups whose released sessions are not closed (they
@@ -256,65 +263,104 @@ class Tail:
             return []
         self.seen = (c, rp)
         self._sort()
-        gid, le, re = self.gid, self.le, self.re
-        n = len(gid)
+        gid, le = self.gid, self.le
         gap = self.gap
-        first = np.empty(n, dtype=bool)
-        first[0] = True
-        np.not_equal(gid[1:], gid[:-1], out=first[1:])
-        # the largest RE so far in each group: RE itself where the ends grow with the starts (short events),
-        # else a running maximum over (group ordinal, rank of RE)
-        if bool(((re[1:] >= re[:-1]) | first[1:]).all()):
-            top = re
-        else:
-            ends, rank = np.unique(re, return_inverse=True)
-            gi = np.cumsum(first) - 1
-            w = len(ends)
-            top = ends[np.maximum.accumulate(gi * w + rank.reshape(-1)) - gi * w]
-        start = first.copy()
-        prev = top[:-1]
-        start[1:] |= (prev < INF) & (le[1:] - prev >= gap)
-        s0 = np.flatnonzero(start)
-        s1 = np.append(s0[1:], n)
-        wtop = top[s1 - 1]
-        wre = np.minimum(wtop, INF - gap) + gap
-        wre[wtop >= INF] = INF
+        first, top, s0, s1, wtop, wre = scan(gid, le, self.re, gap)
         closed = (wre < c) | ((wre == c) & (gap > 0)) | (c >= INF)
-        # out now but not final, or an end past INF: the group's per-event form
         out_now = ((wre <= rp) | (rp >= INF)) & ~closed
-        odd = (wtop < INF) & (wtop > INF - gap)
-        leave = np.unique(gid[s0[out_now | odd]])
-        if odd.any():
-            closed &= ~np.isin(gid[s0], gid[s0[odd]])
+        known, changed = self.released.match(gid[s0], le[s0], wre, s1 - s0, self.vix[s0] < 0, self.heads)
+        # the group's per-event form: an end past INF, a session output before that changed (`session_released`)
+        # or one to output now that has a head; such a group leaves with all its rows
+        odd = ((wtop < INF) & (wtop > INF - gap)) | (out_now & ~known & (self.vix[s0] < 0))
+        leave = np.union1d(gid[s0[odd]], np.fromiter(changed, dtype=np.int64, count=len(changed)))
+        going = np.isin(gid[s0], leave)
+        closed &= ~going
+        spec = out_now & ~known & ~going
+        if spec.any():
+            self._release(step, out, em, s0[spec], s1[spec], wre[spec])
+        keep = None
         if closed.any():
-            self._write(step, out, em, s0[closed], s1[closed], wre[closed])
-        if closed.any():
+            for code, k in zip(gid[s0[closed & known]].tolist(), le[s0[closed & known]].tolist(), strict=True):
+                self.released.forget(code, k)  # (output already: its rows go without output)
+            if not (closed & known).all():
+                w = closed & ~known
+                self._write(step, out, em, s0[w], s1[w], wre[w])
             # groups none of whose sessions stays (sessions opening a group: ``first`` at their first row)
-            heads = np.flatnonzero(first[s0])
-            stays = np.add.reduceat((~closed).astype(np.int64), heads)
+            opens = np.flatnonzero(first[s0])
+            stays = np.add.reduceat((~closed).astype(np.int64), opens)
             done = stays == 0
-            until = wre[np.append(heads[1:], len(s0))[done] - 1]  # (its last session's end)
+            until = wre[np.append(opens[1:], len(s0))[done] - 1]  # (its last session's end)
             quiet = self.quiet
-            for code, t in zip(gid[s0[heads[done]]].tolist(), until.tolist(), strict=True):
+            for code, t in zip(gid[s0[opens[done]]].tolist(), until.tolist(), strict=True):
                 quiet[code] = (t + gap if t < INF - gap else INF, self.groups.pop(code))
             keep = np.repeat(~closed, s1 - s0)
-            self.gid, self.ids, self.le, self.re, self.vix = (a[keep] for a in (gid, self.ids, le, re, self.vix))
+        if c < INF:
+            keep = self._freeze(step, c, s0, s1, ~closed & ~going & ~out_now, top, keep)
+        if keep is not None:
+            self.gid, self.ids, self.le, self.re, self.vix = (a[keep] for a in (gid, self.ids, le, self.re, self.vix))
             if self.stored > 2 * len(self.vix) + 4096:  # (values no row holds: the store keeps the rest)
-                self.store = [self._gather(self.vix)]
-                self.stored = len(self.vix)
-                self.vix = np.arange(self.stored, dtype=np.int64)
+                real = self.vix >= 0
+                self.store = [gather(self.store, self.vix[real])]
+                self.stored = int(real.sum())
+                self.vix[real] = np.arange(self.stored, dtype=np.int64)
             self._held = None
         self.min_le = int(self.le.min()) if len(self.le) else INF
         self._stale = False
         return [self.groups[code] for code in leave.tolist() if code in self.groups]
 
-    def _write(self, step: Any, out: RowsOut, em: Any, s0: np.ndarray, s1: np.ndarray, wre: np.ndarray) -> None:
-        """Value (`window_values`) and write the sessions of rows ``s0[i] .. s1[i]-1`` (ending at ``wre[i]``), in
-        row order."""
+    def _freeze(self, step: Any, c: int, s0: np.ndarray, s1: np.ndarray, stay: np.ndarray, top: np.ndarray,
+                keep: np.ndarray | None) -> np.ndarray | None:
+        """The members before CTI ``c`` of each session that ``stay``s (open, its group not leaving) join its
+        head (`session_heads`): the session's first row becomes the head's row (its RE the largest of theirs,
+        ``top``'s running maximum at the last of them), the others leave the arrays. Returns which rows stay
+        (``keep``: those that stay so far; None: all)."""
+        vix = self.vix
+        got = self.heads.fold(step.udm, c, (self.gid, self.ids, self.le, self.re, vix), self.store, s0, stay)
+        if got is None:
+            return keep
+        f0, fn = got
+        n = len(vix)
+        if keep is None:
+            keep = np.ones(n, dtype=bool)
+        drop = np.zeros(n + 1, dtype=np.int64)
+        drop[f0 + 1] += 1  # (no two sessions share a start, nor an end)
+        drop[f0 + fn] -= 1
+        keep &= np.cumsum(drop[:-1]) == 0
+        self.re = self.re.copy()  # (``top`` may be it)
+        self.re[f0] = top[f0 + fn - 1]
+        self.vix = vix.copy()
+        self.vix[f0] = -1
+        self.ids = self.ids.copy()
+        self.ids[f0] = -1
+        return keep
+
+    def _release(self, step: Any, out: RowsOut, em: Any, s0: np.ndarray, s1: np.ndarray, wre: np.ndarray) -> None:
+        """Output the sessions of rows ``s0[i] .. s1[i]-1`` (no head) that are released but not closed, and keep
+        what was written (`session_released`)."""
         lens = s1 - s0
-        st = np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64)
-        idx = np.repeat(s0 - st, lens) + np.arange(int(lens.sum()), dtype=np.int64)
+        st, idx = spans(s0, lens)
         wle = self.le[s0]
-        res = window_values(step.udm, self._gather(self.vix[idx]), st, lens, wle, wre)
+        res = window_values(step.udm, gather(self.store, self.vix[idx]), st[:-1], lens, wle, wre)
+        codes = self.gid[s0].tolist()
+        self.released.write(step, out, em, [self.groups[k] for k in codes], codes, wle.tolist(), wre.tolist(),
+                            lens.tolist(), res.tolist() if isinstance(res, np.ndarray) else list(res))
+
+    def _write(self, step: Any, out: RowsOut, em: Any, s0: np.ndarray, s1: np.ndarray, wre: np.ndarray) -> None:
+        """Value (`window_values`; from its head's state and the rows after it for a session with a head) and
+        write the sessions of rows ``s0[i] .. s1[i]-1`` (ending at ``wre[i]``), in row order."""
+        wle = self.le[s0]
+        head = self.vix[s0] < 0
+        plain = ~head
+        lens = s1[plain] - s0[plain]
+        st, idx = spans(s0[plain], lens)
+        res: Any = []
+        if len(lens):
+            res = window_values(step.udm, gather(self.store, self.vix[idx]), st[:-1], lens, wle[plain], wre[plain])
+        if head.any():
+            hs = np.flatnonzero(head)
+            a = s0[hs] + 1
+            st, idx = spans(a, s1[hs] - a)
+            vals = gather(self.store, self.vix[idx])
+            res = self.heads.values(step.udm, res, head, self.gid[a - 1], wle[hs], wre[hs], vals.tolist(), st)
         groups = self.groups
         write_closed(step, out, em, [groups[k] for k in self.gid[s0].tolist()], wle, wre, res)
