@@ -21,7 +21,8 @@ so nothing is late and windows are released as the stream goes. Each cell runs i
 is fed untimed in large chunks, then the slide (the events after the first ``size`` ticks: the windows have
 filled, the regime ESL's curve is about) in ``--chunks`` equal chunks, each timed in CPU seconds of
 `process_batch` (the child's own CPU time, which a loaded machine inflates far less than wall time); the
-figure is the median chunk's CPU µs per event. A cell still running after ``--cap`` wall seconds is stopped
+figure is the median chunk's CPU µs per event. Every cell runs ``--repeats`` times (default 3), the cells of a
+row alternating, and shows the median. A cell still running after ``--cap`` wall seconds is stopped
 and shows the median of the chunks it measured with ``+`` (``*``: not one). `finish` is not in the figure (a
 stream does not end).
 
@@ -41,7 +42,7 @@ is not a slide's. Printed, never asserted.
 (`udm.host.engine.aggregation`) against the sorted-fold baseline, in order and out of order.
 
 ``python -m bench.bench_sliding [--quick] [--rows hopping,rows] [--sizes 10,1000] [--udas sum,min]
-[--slide 3000] [--chunks 5] [--cap 120] [--groups 10] [--disorder-size 1000] [--distances 1,10,100,1000]
+[--slide 3000] [--chunks 5] [--repeats 3] [--cap 120] [--groups 10] [--disorder-size 1000] [--distances 1,10,100,1000]
 [--no-disorder]``.
 """
 
@@ -388,9 +389,27 @@ class Plan:
     slide: int = 3000
     chunks: int = 5
     cap: float = 120.0
+    #: every cell of a row runs this many times, the cells of the row alternating (size 10, 100, ..., 10,
+    #: 100, ...), so load that drifts during a row weighs on every size alike; a cell's figure is the median
+    repeats: int = 3
 
-    def cell(self, row: str, size: int, uda: str, s: Stream) -> Cell:
-        return run_cell(row, size, uda, s, self.slide, self.chunks, self.cap)
+    def cells(self, row: str, uda: str, runs: list[tuple[int, Stream]]) -> list[Cell]:
+        """One cell per (size, stream) of ``runs``, each the median of ``repeats`` alternating runs."""
+        got: list[list[Cell]] = [[] for _ in runs]
+        for _ in range(self.repeats):
+            for i, (size, s) in enumerate(runs):
+                got[i].append(run_cell(row, size, uda, s, self.slide, self.chunks, self.cap))
+        return [median_cell(cs) for cs in got]
+
+
+def median_cell(cs: list[Cell]) -> Cell:
+    """The repeats of one cell as one: the median of the figures over the slide, checked when every run was
+    (wrong when any was)."""
+    slid = [c for c in cs if c.slid]
+    us = float(np.median([c.us for c in slid])) if slid else math.inf
+    oks = [c.ok for c in cs]
+    ok = False if False in oks else None if None in oks else True
+    return Cell(us, bool(slid), all(c.complete for c in cs), ok, cs[-1].state, cs[-1].agg_values)
 
 
 def _held(c: Cell) -> str:
@@ -409,7 +428,7 @@ def in_order(rows: list[str], sizes: list[int], udas: list[str], groups: int, pl
           + f"{'ratio':>9} {'state at ' + format(sizes[-1], ','):>40}  check", flush=True)
     for row in rows:
         for uda in udas:
-            cells = [plan.cell(row, size, uda, streams[size]) for size in sizes]
+            cells = plan.cells(row, uda, [(size, streams[size]) for size in sizes])
             ratio = _ratio(cells[0], cells[-1])
             held = _held(cells[-1])
             verdict, good = _verdict([f"{sz:,}" for sz in sizes], cells)
@@ -433,7 +452,7 @@ def disordered(rows: list[str], size: int, udas: list[str], distances: list[int]
     lg = math.log2(distances[-1] + 2) / math.log2(distances[0] + 2)
     for row in rows:
         for uda in udas:
-            cells = [plan.cell(row, size, uda, streams[d]) for d in distances]
+            cells = plan.cells(row, uda, [(size, streams[d]) for d in distances])
             growth = _ratio(cells[0], cells[-1])
             verdict, good = _verdict([f"d={d}" for d in distances], cells)
             ok &= good
@@ -521,6 +540,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slide", type=int, default=3000, help="events measured per cell after the fill (default 3000)")
     ap.add_argument("--chunks", type=int, default=5, help="timed chunks of the slide; the figure is their median")
     ap.add_argument("--cap", type=float, default=120.0, help="wall seconds after which a cell is stopped")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="runs of every cell, alternating along the row; the figure is their median (default 3)")
     ap.add_argument("--groups", type=int, default=10, help="groups of the grouped variant (default 10; 1: none)")
     ap.add_argument("--disorder-size", type=int, default=1000, help="window size of the disordered runs")
     ap.add_argument("--distances", default=",".join(map(str, DISTANCES)), help="comma list of disorders d")
@@ -532,10 +553,10 @@ def main(argv: list[str] | None = None) -> int:
     udas = [u for u in args.udas.split(",") if u]
     sizes = [int(x) for x in args.sizes.split(",") if x]
     distances = [int(x) for x in args.distances.split(",") if x]
-    plan = Plan(args.slide, args.chunks, args.cap)
+    plan = Plan(args.slide, args.chunks, args.cap, args.repeats)
     if args.quick:
         sizes, udas, distances = [10, 1000], ["sum", "min"], [1, 100]
-        plan.slide = min(plan.slide, 1000)
+        plan.slide, plan.repeats = min(plan.slide, 1000), 1
     unknown = [x for x in rows if x not in ROWS] + [x for x in udas if x not in UDAS]
     if unknown:
         ap.error(f"unknown row or UDA {unknown[0]!r} (rows: {', '.join(ROWS)}; UDAs: {', '.join(UDAS)})")
@@ -543,7 +564,7 @@ def main(argv: list[str] | None = None) -> int:
         aggregators(args.quick)
         return 0
     print(f"bench_sliding: local engine, QueryRunner.process_batch; {plan.slide:,} events of slide per cell "
-          f"in {plan.chunks} chunks; "
+          f"in {plan.chunks} chunks, median of {plan.repeats} alternating runs; "
           f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus", flush=True)
     t0 = time.perf_counter()
     ok = in_order(rows, sizes, udas, 1, plan)

@@ -58,3 +58,12 @@ def test_a_wrong_answer_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bs, "expected", lambda *a: [(g, le, re, v + 1) for g, le, re, v in real(*a)])
     cell = bs.run_cell("rows", 5, "sum", bs.make_stream(100, 1, 0), slide=50, chunks=2)
     assert cell.ok is False and cell.text() == "WRONG"
+
+
+def test_repeats_show_the_median_and_a_wrong_run_stays_wrong() -> None:
+    c = [bs.Cell(us, True, True, True) for us in (5.0, 1.0, 3.0)]
+    assert bs.median_cell(c).us == 3.0 and bs.median_cell(c).ok is True
+    c[1] = bs.Cell(1.0, True, True, False)
+    assert bs.median_cell(c).ok is False
+    c[1] = bs.Cell(1.0, True, False, None)
+    assert bs.median_cell(c).ok is None and not bs.median_cell(c).complete

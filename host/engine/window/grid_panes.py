@@ -512,9 +512,12 @@ class GroupPanes:
             for item in [it for it in self.longs if it[1] < a and it[2].re < c]:
                 self.longs.remove(item)
                 g.events.pop(item[2].id, None)
-        if g.swept is not None and geo.span(g.swept)[0] < a:  # (the sweep holds panes that are gone)
-            g.sweep.clear()
-            g.swept = None
+        if g.swept is not None and geo.span(g.swept)[0] < a:  # the sweep holds panes that are gone:
+            if geo.grows:  # a growing window's run is over (its sweep starts again with the next)
+                g.sweep.clear()
+                g.swept = None
+            else:  # they leave it (windows before k_keep are final: it only moves on, as if they had left)
+                g.sweep.leave_before(a)
         self.dirty = [(max(lo, k_keep), hi) for lo, hi in self.dirty if hi >= k_keep]
         self.floor = max(self.floor, k_keep)
 
