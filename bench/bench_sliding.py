@@ -21,10 +21,10 @@ so nothing is late and windows are released as the stream goes. Each cell runs i
 is fed untimed in large chunks, then the slide (the events after the first ``size`` ticks: the windows have
 filled, the regime ESL's curve is about) in ``--chunks`` equal chunks, each timed in CPU seconds of
 `process_batch` (the child's own CPU time, which a loaded machine inflates far less than wall time); the
-figure is the median chunk's CPU µs per event. Every cell runs ``--repeats`` times (default 3), the cells of a
-row alternating, and shows the median. A cell still running after ``--cap`` wall seconds is stopped
-and shows the median of the chunks it measured with ``+`` (``*``: not one). `finish` is not in the figure (a
-stream does not end).
+figure is the median chunk's CPU µs per event. With ``--repeats R`` every cell runs R times, the cells of a
+row alternating, and shows the median (the full table takes about 3 CPU minutes a repeat). A cell still
+running after ``--cap`` wall seconds is stopped and shows the median of the chunks it measured with ``+``
+(``*``: not one). `finish` is not in the figure (a stream does not end).
 
 Every cell's output (its final CHT, over the events it fed) is compared with an independent computation:
 numpy prefix sums for sum/count/avg and a sparse table for min/max over the members each window of the
@@ -42,7 +42,7 @@ is not a slide's. Printed, never asserted.
 (`udm.host.engine.aggregation`) against the sorted-fold baseline, in order and out of order.
 
 ``python -m bench.bench_sliding [--quick] [--rows hopping,rows] [--sizes 10,1000] [--udas sum,min]
-[--slide 3000] [--chunks 5] [--repeats 3] [--cap 120] [--groups 10] [--disorder-size 1000] [--distances 1,10,100,1000]
+[--slide 3000] [--chunks 5] [--repeats 1] [--cap 120] [--groups 10] [--disorder-size 1000] [--distances 1,10,100,1000]
 [--no-disorder]``.
 """
 
@@ -391,7 +391,7 @@ class Plan:
     cap: float = 120.0
     #: every cell of a row runs this many times, the cells of the row alternating (size 10, 100, ..., 10,
     #: 100, ...), so load that drifts during a row weighs on every size alike; a cell's figure is the median
-    repeats: int = 3
+    repeats: int = 1
 
     def cells(self, row: str, uda: str, runs: list[tuple[int, Stream]]) -> list[Cell]:
         """One cell per (size, stream) of ``runs``, each the median of ``repeats`` alternating runs."""
@@ -540,8 +540,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slide", type=int, default=3000, help="events measured per cell after the fill (default 3000)")
     ap.add_argument("--chunks", type=int, default=5, help="timed chunks of the slide; the figure is their median")
     ap.add_argument("--cap", type=float, default=120.0, help="wall seconds after which a cell is stopped")
-    ap.add_argument("--repeats", type=int, default=3,
-                    help="runs of every cell, alternating along the row; the figure is their median (default 3)")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="runs of every cell, alternating along the row; the figure is their median (default 1; "
+                         "3 for figures to compare under load)")
     ap.add_argument("--groups", type=int, default=10, help="groups of the grouped variant (default 10; 1: none)")
     ap.add_argument("--disorder-size", type=int, default=1000, help="window size of the disordered runs")
     ap.add_argument("--distances", default=",".join(map(str, DISTANCES)), help="comma list of disorders d")
