@@ -242,10 +242,10 @@ class GroupPanes:
             s = self.tail.first_in(a, b)
         return s
 
-    def short_values(self, a: int, b: int) -> tuple[Any, Any]:
+    def short_values(self, a: int, b: int) -> tuple[Any, Any] | None:
         """The values of the short events in panes ``[a, b)`` in pane order and the pane of each: two int64
         columns or two float64 columns from the tail alone (new arrays: the caller may hand them to a UDA),
-        else two lists."""
+        else two lists; None when a pane keeps its partial alone (a merge-only UDA's, closed by the CTI)."""
         panes = self.panes
         i0 = panes.bisect_left(a)
         i1 = panes.bisect_left(b)
@@ -253,6 +253,8 @@ class GroupPanes:
         at: list[int] = []
         for s, p in zip(panes.keys()[i0:i1], panes.values()[i0:i1], strict=True):
             if p.count:
+                if p.values is None:
+                    return None
                 vals.extend(p.values)
                 at.extend([s] * p.count)
         parts = self.tail.between(a, b) if self.tail else []
