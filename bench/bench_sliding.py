@@ -15,24 +15,24 @@ inflates far less than wall time), through `QueryRunner.process_batch` on
 - then disordered (one group, one ``--disorder-size``): each event's LE up to ``d`` ticks before its
   arrival position, d = 1, 10, 100, 1,000.
 
-Inputs hold ``max(2 * size + 2000, 10000)`` ticks, so a window fills and then slides. A CTI follows every
-100 ticks' events (in order) or every 100 events (disordered) at the smallest LE still to come, so nothing
-is late and windows are released as the stream goes. The figure is CPU µs per event over the *slide*, the
-events after the first ``size`` ticks (the windows have filled), the regime ESL's curve is about. Each
-cell runs in a forked child; the fill gets 4 time budgets, then the slide one (``--budget`` seconds of
-`process_batch`; chunks start at one event and grow with the measured rate). A cell that runs out is
-ended with `finish` and shows ``+``; one whose fill did not end within its budget shows its fill
-figure with ``*``. Budgets are wall time (they bound how long the bench takes). A chunk that overruns the
-budget by far is stopped: the cell then shows a lower bound (``>``: the CPU time of the chunks before it
-plus the wall time until it was stopped, over every event fed, that chunk's included) and cannot be
-checked. `finish` is
-not in the figure (a stream does not end).
+Inputs hold the ``size`` ticks that fill the windows, then ``--slide`` events (default 3,000) more. A CTI
+follows every 100 ticks' events (in order) or every 100 events (disordered) at the smallest LE still to come,
+so nothing is late and windows are released as the stream goes. Each cell runs in a forked child: the fill
+is fed untimed in large chunks, then the slide (the events after the first ``size`` ticks: the windows have
+filled, the regime ESL's curve is about) in ``--chunks`` equal chunks, each timed in CPU seconds of
+`process_batch` (the child's own CPU time, which a loaded machine inflates far less than wall time); the
+figure is the median chunk's CPU µs per event. With ``--repeats R`` every cell runs R times, the cells of a
+row alternating, and shows the median (the full table takes about 3 CPU minutes a repeat). A cell still
+running after ``--cap`` wall seconds is stopped and shows the median of the chunks it measured with ``+``
+(``*``: not one). `finish` is not in the figure (a stream does not end).
 
 Every cell's output (its final CHT, over the events it fed) is compared with an independent computation:
 numpy prefix sums for sum/count/avg and a sparse table for min/max over the members each window of the
 spec has (SEMANTICS §3 and §9). A wrong cell prints ``WRONG`` and the bench exits 1: no speed is reported
-for wrong answers without saying so. Memory: the largest `QueryRunner.state_size` (events, windows) and
-resident-memory growth of the child (MiB) seen between chunks, at the largest size.
+for wrong answers without saying so. Memory: the largest `QueryRunner.state_size` (held, windows) and
+resident-memory growth of the child (MiB) seen between chunks, and the values one window's aggregate
+state holds (``agg``: a ``min`` that keeps every member shows the window size, one that keeps its extreme
+1), at the largest size.
 
 Printed per row: the ratio size 10,000 / size 10 (target <= 1.5, issue 26), and for disorder the growth
 from d = 1 to d = 1,000 beside log2(d + 2)'s (target: no faster than log d); ``-`` where either figure
@@ -42,7 +42,8 @@ is not a slide's. Printed, never asserted.
 (`udm.host.engine.aggregation`) against the sorted-fold baseline, in order and out of order.
 
 ``python -m bench.bench_sliding [--quick] [--rows hopping,rows] [--sizes 10,1000] [--udas sum,min]
-[--budget 0.25] [--groups 10] [--disorder-size 1000] [--distances 1,10,100,1000] [--no-disorder]``.
+[--slide 3000] [--chunks 5] [--repeats 1] [--cap 120] [--groups 10] [--disorder-size 1000] [--distances 1,10,100,1000]
+[--no-disorder]``.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ SIZES = (10, 100, 1000, 10_000)
 DISTANCES = (1, 10, 100, 1000)
 CTI_EVERY = 100
 FLAT_TARGET = 1.5
-FILL_BUDGETS = 4  # the fill's time budget, in slide budgets
+FILL_CHUNK = 4096  # rows per (untimed) chunk of the fill
 
 
 # ---- queries and inputs ----------------------------------------------------------------------------------
@@ -236,19 +237,19 @@ def same(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> bool:
 # ---- one cell ----------------------------------------------------------------------------------------------
 @dataclass
 class Cell:
-    us: float  # CPU µs per event: over the slide when any of it ran, else over the fill; a lower bound when ``low``
+    us: float  # median CPU µs per event over the slide's chunks (the fill's, when no slide chunk ran)
     slid: bool  # the figure is over the slide (events after the windows filled)
-    complete: bool  # every event of the phase measured was fed
-    ok: bool | None  # None: not checked (the child was stopped before it could end the run)
+    complete: bool  # every slide chunk ran
+    ok: bool | None  # None: not checked (the child was stopped by the cap)
     state: dict[str, int] = field(default_factory=dict)
-    low: bool = False  # stopped in the middle of a chunk
+    agg_values: int | None = None  # values in the window aggregate's UDA state at the end of the slide
 
     def text(self) -> str:
         if self.ok is False:
             return "WRONG"
         mark = ("" if self.complete else "+") if self.slid else "*"
         fig = f"{self.us:,.1f}" if self.us < 1000 else f"{self.us:,.0f}"
-        return (">" if self.low else "") + fig + mark
+        return fig + mark
 
 
 def _fill_row(size: int, s: Stream) -> int:
@@ -256,111 +257,118 @@ def _fill_row(size: int, s: Stream) -> int:
     return int(s.event_rows[min((size + 1) * s.groups, len(s.le) - 1)])
 
 
-def _cell_child(row: str, size: int, uda: str, s: Stream, budget: float, send: Connection) -> None:
-    """Feed the stream in chunks, the fill and then the slide each until its budget is spent, then finish
-    and check; report after every chunk."""
+def _values(x: Any) -> int:
+    """How many scalar values a UDA state holds (containers are walked)."""
+    if x is None:
+        return 0
+    if isinstance(x, (int, float, str, bool)):
+        return 1
+    if isinstance(x, dict):
+        return sum(_values(v) for v in x.values())
+    if isinstance(x, (list, tuple, set, frozenset)) or hasattr(x, "__iter__"):
+        return sum(_values(v) for v in x)
+    return 1
+
+
+def agg_values(r: QueryRunner) -> int | None:
+    """The most values one group's window aggregate state holds (a sweep's ``state()``: a ``min``
+    holding every member shows the window size, one holding its extreme 1); None: no sweep."""
+    got = None
+    for op in r.ops:
+        for g in getattr(op, "groups", {}).values():
+            sw = getattr(g, "sweep", None)
+            if sw is not None and getattr(g, "swept", None) is not None:
+                got = max(got or 0, _values(sw.state()))
+    return got
+
+
+def _slide_rows(s: Stream, fill_row: int, events: int, chunks: int) -> list[int]:
+    """The table rows ending each of the ``chunks`` slide chunks of ``events`` events in all."""
+    first = int(np.searchsorted(s.event_rows, fill_row))
+    last = min(first + events, len(s.le))
+    cuts = np.linspace(first, last, chunks + 1).astype(int)[1:]
+    return [int(s.event_rows[c - 1]) + 1 for c in cuts if c > first]
+
+
+def _cell_child(row: str, size: int, uda: str, s: Stream, slide: int, chunks: int, send: Connection) -> None:
+    """Feed the fill in large untimed chunks, then the slide in ``chunks`` timed chunks (CPU time each),
+    then finish and check; report after every slide chunk."""
     r = QueryRunner(bind(parse_query(query_spec(row, size, uda, s.groups > 1))))
-    table, rows_total = s.table, s.table.num_rows
+    table = s.table
     fill_row = _fill_row(size, s)
     out: list[Any] = []
     state: dict[str, int] = {}
     rss0 = rss()
-    spent = [0.0, 0.0]  # wall seconds of process_batch in the fill, in the slide (the budgets)
-    cpu = [0.0, 0.0]  # CPU seconds of the same (the figure)
-    budgets = (FILL_BUDGETS * budget, budget)
-    done, chunk = 0, 1
+    us: list[float] = []
     with quiet_gc():
-        while done < rows_total:
-            phase = int(done >= fill_row)
-            if spent[phase] >= budgets[phase]:
-                break
-            if done < fill_row < done + chunk:  # no chunk runs across the fill: its rate would mislead
-                chunk = fill_row - done
-            batch = ElementBatch.from_table(table.slice(done, chunk))
-            t0, c0 = time.perf_counter(), time.process_time()
+        done = 0
+        while done < fill_row:
+            n = min(FILL_CHUNK, fill_row - done)
+            out += r.process_batch(ElementBatch.from_table(table.slice(done, n)))
+            done += n
+        held = None
+        for end in _slide_rows(s, fill_row, slide, chunks):
+            batch = ElementBatch.from_table(table.slice(done, end - done))
+            events = int(np.searchsorted(s.event_rows, end) - np.searchsorted(s.event_rows, done))
+            c0 = time.process_time()
             out += r.process_batch(batch)
-            cpu[phase] += time.process_time() - c0
-            dt = time.perf_counter() - t0
-            spent[phase] += dt
-            done += min(chunk, rows_total - done)
+            us.append((time.process_time() - c0) / max(events, 1) * 1e6)
+            done = end
             for k, x in (*r.state_size().items(), ("rss_mib", (rss() - rss0) >> 20)):
                 state[k] = max(state.get(k, 0), x)
-            # the next chunk: about half what is left of the phase's budget at the rate seen, at most twice
-            # the last; one event again when the slide starts
-            rate = chunk / max(dt, 1e-6)
-            left = budgets[phase] - spent[phase]
-            chunk = 1 if done == fill_row else int(min(max(rate * left / 2, 1), 2 * chunk, 65_536))
-            send.send(("chunk", done, tuple(spent), tuple(cpu), state, chunk))
+            held = agg_values(r)
+            send.send(("chunk", us, state, held))
         out += r.finish()
     fed = int(np.searchsorted(s.event_rows, done))
     send.send(("checked", same(observed(out, uda), expected(row, size, uda, s, fed))))
 
 
-def run_cell(row: str, size: int, uda: str, s: Stream, budget: float) -> Cell:
-    """One cell in a forked child (it inherits the stream): a chunk can take far longer than the budget
-    on a slow engine, and only a process can be stopped in the middle of one. The fill gets 4 budgets,
-    the slide one, each plus twice the budget again (at least 1 s) to end its last chunk;
-    the end gets 5 budgets (at least 5 s) to finish and check. A child stopped in the middle of a chunk
-    is reported as a lower bound (``>``): the time until it was stopped over every event of that chunk."""
+def run_cell(row: str, size: int, uda: str, s: Stream, slide: int = 3000, chunks: int = 5, cap: float = 120.0
+             ) -> Cell:
+    """One cell in a forked child (it inherits the stream), so a runaway engine can be stopped: after ``cap``
+    wall seconds the child is killed and the cell shows the median of the slide chunks it measured (``+``),
+    unchecked."""
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_cell_child, args=(row, size, uda, s, budget, send), daemon=True)
-    rows_total = s.table.num_rows
-    fill_row = _fill_row(size, s)
-    grace = max(2 * budget, 1.0)
-    t0 = time.monotonic()
+    child = ctx.Process(target=_cell_child, args=(row, size, uda, s, slide, chunks, send), daemon=True)
+    deadline = time.monotonic() + cap
     child.start()
     send.close()
-    done, spent, cpu, state, ok, chunk = 0, (0.0, 0.0), (0.0, 0.0), {}, None, 1
-    deadline, last, finishing = t0 + FILL_BUDGETS * budget + grace, t0, False
+    us: list[float] = []
+    state: dict[str, int] = {}
+    held: int | None = None
+    ok: bool | None = None
     try:
-        while True:
-            if not recv.poll(max(deadline - time.monotonic(), 0)):
-                break  # past the deadline: stopped below
+        while recv.poll(max(deadline - time.monotonic(), 0)):
             try:
                 msg = recv.recv()
             except EOFError:
                 break  # the child died (its exit code is reported below)
-            if msg[0] != "chunk":
+            if msg[0] == "checked":
                 ok = msg[1]
                 break
-            slid_before = done >= fill_row
-            _, done, spent, cpu, state, chunk = msg
-            last = time.monotonic()
-            phase = int(done >= fill_row)
-            if done == rows_total or spent[phase] >= (budget if phase else FILL_BUDGETS * budget):
-                finishing = True
-                deadline = last + max(5 * budget, 5.0)
-            elif phase and not slid_before:
-                deadline = last + budget + grace
+            _, us, state, held = msg
     finally:
-        stopped = time.monotonic()
         if child.is_alive():
             child.kill()
         child.join()
     if ok is None and child.exitcode not in (0, -9):
         raise RuntimeError(f"the {row} {uda} cell at size {size} failed in its child (exit code {child.exitcode})")
-    low = ok is None and not finishing  # stopped in the middle of a chunk
-    end = min(done + chunk, rows_total) if low else done
-    slid = end > fill_row
-    first, last_row = (fill_row, end) if slid else (0, end)
-    events = int(np.searchsorted(s.event_rows, last_row) - np.searchsorted(s.event_rows, first))
-    secs = cpu[int(slid)] + (stopped - last if low else 0.0)
-    complete = done == rows_total
-    return Cell(secs / max(events, 1) * 1e6, slid, complete, ok, state, low)
+    want = len(_slide_rows(s, _fill_row(size, s), slide, chunks))
+    return Cell(float(np.median(us)) if us else math.inf, bool(us), len(us) == want, ok, state, held)
 
 
 # ---- tables ------------------------------------------------------------------------------------------------
-def _ticks(size: int) -> int:
-    return max(2 * size + 2000, 10_000)
+def _ticks(size: int, slide: int, groups: int, d: int) -> int:
+    """Ticks enough to fill the windows and then slide ``slide`` events (d: the disorder)."""
+    return size + 2 + d + -(-slide // groups)
 
 
 def _ratio(small: Cell, big: Cell) -> str:
-    """``big``'s figure over ``small``'s, when both measured the slide (a fill figure is another regime);
-    ``>`` when ``big``'s is a lower bound."""
-    if not (small.slid and big.slid and small.us) or small.low or small.ok is False or big.ok is False:
+    """``big``'s figure over ``small``'s, when both measured the slide."""
+    if not (small.slid and big.slid and small.us) or small.ok is False or big.ok is False:
         return "-"
-    return f"{'>' if big.low else ''}{big.us / small.us:,.2f}x"
+    return f"{big.us / small.us:,.2f}x"
 
 
 def _verdict(labels: list[str], cells: list[Cell]) -> tuple[str, bool]:
@@ -373,32 +381,70 @@ def _verdict(labels: list[str], cells: list[Cell]) -> tuple[str, bool]:
     return "; ".join(parts) or "ok", not wrong
 
 
-def in_order(rows: list[str], sizes: list[int], udas: list[str], groups: int, budget: float) -> bool:
+@dataclass
+class Plan:
+    """How each cell measures: ``slide`` events after the fill, in ``chunks`` timed chunks (the figure is
+    their median); a cell still running after ``cap`` wall seconds is stopped."""
+
+    slide: int = 3000
+    chunks: int = 5
+    cap: float = 120.0
+    #: every cell of a row runs this many times, the cells of the row alternating (size 10, 100, ..., 10,
+    #: 100, ...), so load that drifts during a row weighs on every size alike; a cell's figure is the median
+    repeats: int = 1
+
+    def cells(self, row: str, uda: str, runs: list[tuple[int, Stream]]) -> list[Cell]:
+        """One cell per (size, stream) of ``runs``, each the median of ``repeats`` alternating runs."""
+        got: list[list[Cell]] = [[] for _ in runs]
+        for _ in range(self.repeats):
+            for i, (size, s) in enumerate(runs):
+                got[i].append(run_cell(row, size, uda, s, self.slide, self.chunks, self.cap))
+        return [median_cell(cs) for cs in got]
+
+
+def median_cell(cs: list[Cell]) -> Cell:
+    """The repeats of one cell as one: the median of the figures over the slide, checked when every run was
+    (wrong when any was)."""
+    slid = [c for c in cs if c.slid]
+    us = float(np.median([c.us for c in slid])) if slid else math.inf
+    oks = [c.ok for c in cs]
+    ok = False if False in oks else None if None in oks else True
+    return Cell(us, bool(slid), all(c.complete for c in cs), ok, cs[-1].state, cs[-1].agg_values)
+
+
+def _held(c: Cell) -> str:
+    st = c.state
+    agg = "-" if c.agg_values is None else f"{c.agg_values:,}"
+    return f"{st.get('held', 0):,} ev/{st.get('windows', 0):,} win/{agg} agg/{st.get('rss_mib', 0):,} MiB"
+
+
+def in_order(rows: list[str], sizes: list[int], udas: list[str], groups: int, plan: Plan) -> bool:
     ok = True
-    streams = {size: make_stream(_ticks(size), groups, 0) for size in sizes}
+    streams = {size: make_stream(_ticks(size, plan.slide, groups, 0), groups, 0) for size in sizes}
     label = "1 group" if groups == 1 else f"{groups} groups (one event per group per tick)"
-    print(f"\nin order, {label}: CPU µs per event of the slide at window size  (+ budget ran out, * fill only, "
-          f"> lower bound)", flush=True)
+    print(f"\nin order, {label}: CPU µs per event of the slide at window size  (median of {plan.chunks} chunks "
+          f"of {plan.slide:,} events; + stopped by the cap)", flush=True)
     print(f"{'row':<15} {'uda':<6}" + "".join(f"{s:>12,}" for s in sizes)
-          + f"{'ratio':>9} {'state at ' + format(sizes[-1], ','):>30}  check", flush=True)
+          + f"{'ratio':>9} {'state at ' + format(sizes[-1], ','):>40}  check", flush=True)
     for row in rows:
         for uda in udas:
-            cells = [run_cell(row, size, uda, streams[size], budget) for size in sizes]
+            cells = plan.cells(row, uda, [(size, streams[size]) for size in sizes])
             ratio = _ratio(cells[0], cells[-1])
-            st = cells[-1].state
-            held = f"{st.get('events', 0):,} ev/{st.get('windows', 0):,} win/{st.get('rss_mib', 0):,} MiB"
+            held = _held(cells[-1])
             verdict, good = _verdict([f"{sz:,}" for sz in sizes], cells)
             ok &= good
             print(f"{row:<15} {uda:<6}" + "".join(f"{c.text():>12}" for c in cells)
-                  + f"{ratio:>9} {held:>30}  {verdict}", flush=True)
+                  + f"{ratio:>9} {held:>40}  {verdict}", flush=True)
     if len(sizes) > 1:
-        print(f"ratio: µs per event at size {sizes[-1]:,} / size {sizes[0]:,} (target <= {FLAT_TARGET})")
+        print(f"ratio: µs per event at size {sizes[-1]:,} / size {sizes[0]:,} (target <= {FLAT_TARGET}); state: "
+              f"the most held members (ev), windows (win), values in one window's aggregate state (agg; "
+              f"- without a sweep) and resident-memory growth seen")
     return ok
 
 
-def disordered(rows: list[str], size: int, udas: list[str], distances: list[int], budget: float) -> bool:
+def disordered(rows: list[str], size: int, udas: list[str], distances: list[int], plan: Plan) -> bool:
     ok = True
-    streams = {d: make_stream(_ticks(size), 1, d) for d in distances}
+    streams = {d: make_stream(_ticks(size, plan.slide, 1, d), 1, d) for d in distances}
     print(f"\ndisordered, 1 group, size {size:,}: CPU µs per event of the slide at disorder d (LE up to d ticks early)",
           flush=True)
     print(f"{'row':<15} {'uda':<6}" + "".join(f"{'d=' + str(d):>12}" for d in distances)
@@ -406,7 +452,7 @@ def disordered(rows: list[str], size: int, udas: list[str], distances: list[int]
     lg = math.log2(distances[-1] + 2) / math.log2(distances[0] + 2)
     for row in rows:
         for uda in udas:
-            cells = [run_cell(row, size, uda, streams[d], budget) for d in distances]
+            cells = plan.cells(row, uda, [(size, streams[d]) for d in distances])
             growth = _ratio(cells[0], cells[-1])
             verdict, good = _verdict([f"d={d}" for d in distances], cells)
             ok &= good
@@ -491,8 +537,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", default=",".join(ROWS), help=f"comma list of {', '.join(ROWS)}")
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="comma list of window sizes")
     ap.add_argument("--udas", default=",".join(UDAS), help=f"comma list of {', '.join(UDAS)}")
-    ap.add_argument("--budget", type=float, default=0.25,
-                    help="seconds of process_batch per cell for the slide, 4 times that for the fill (default 0.25)")
+    ap.add_argument("--slide", type=int, default=3000, help="events measured per cell after the fill (default 3000)")
+    ap.add_argument("--chunks", type=int, default=5, help="timed chunks of the slide; the figure is their median")
+    ap.add_argument("--cap", type=float, default=120.0, help="wall seconds after which a cell is stopped")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="runs of every cell, alternating along the row; the figure is their median (default 1; "
+                         "3 for figures to compare under load)")
     ap.add_argument("--groups", type=int, default=10, help="groups of the grouped variant (default 10; 1: none)")
     ap.add_argument("--disorder-size", type=int, default=1000, help="window size of the disordered runs")
     ap.add_argument("--distances", default=",".join(map(str, DISTANCES)), help="comma list of disorders d")
@@ -504,23 +554,25 @@ def main(argv: list[str] | None = None) -> int:
     udas = [u for u in args.udas.split(",") if u]
     sizes = [int(x) for x in args.sizes.split(",") if x]
     distances = [int(x) for x in args.distances.split(",") if x]
-    budget = args.budget
+    plan = Plan(args.slide, args.chunks, args.cap, args.repeats)
     if args.quick:
-        sizes, udas, distances, budget = [10, 1000], ["sum", "min"], [1, 100], min(budget, 0.3)
+        sizes, udas, distances = [10, 1000], ["sum", "min"], [1, 100]
+        plan.slide, plan.repeats = min(plan.slide, 1000), 1
     unknown = [x for x in rows if x not in ROWS] + [x for x in udas if x not in UDAS]
     if unknown:
         ap.error(f"unknown row or UDA {unknown[0]!r} (rows: {', '.join(ROWS)}; UDAs: {', '.join(UDAS)})")
     if args.aggregators_only:
         aggregators(args.quick)
         return 0
-    print(f"bench_sliding: local engine, QueryRunner.process_batch; budget {budget}s per cell; "
+    print(f"bench_sliding: local engine, QueryRunner.process_batch; {plan.slide:,} events of slide per cell "
+          f"in {plan.chunks} chunks, median of {plan.repeats} alternating runs; "
           f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus", flush=True)
     t0 = time.perf_counter()
-    ok = in_order(rows, sizes, udas, 1, budget)
+    ok = in_order(rows, sizes, udas, 1, plan)
     if args.groups > 1:
-        ok &= in_order(rows, sizes, udas, args.groups, budget)
+        ok &= in_order(rows, sizes, udas, args.groups, plan)
     if not args.no_disorder:
-        ok &= disordered(rows, args.disorder_size, udas, distances, budget)
+        ok &= disordered(rows, args.disorder_size, udas, distances, plan)
     if args.aggregators or args.quick:
         aggregators(args.quick)
     print(f"\n{'every cell matched the independent computation' if ok else 'SOME CELLS GAVE WRONG ANSWERS'}; "

@@ -38,7 +38,7 @@ def test_the_bench_computation_equals_the_oracle(row: str, ticks: int, groups: i
 
 
 def test_a_prefix_is_the_query_over_the_events_fed() -> None:
-    """A cell stopped by its budget is checked over the events it fed: the computation of a prefix must
+    """A cell is checked over the events it fed: the computation of a prefix must
     differ from the whole stream's (or the check of a cut cell would prove nothing)."""
     s = bs.make_stream(200, 1, 3)
     assert bs.expected("rows", 5, "sum", s, 100) != bs.expected("rows", 5, "sum", s, len(s.le))
@@ -46,14 +46,24 @@ def test_a_prefix_is_the_query_over_the_events_fed() -> None:
 
 def test_a_cell_runs_and_is_checked() -> None:
     s = bs.make_stream(300, 2, 0)
-    cell = bs.run_cell("hopping", 20, "max", s, budget=5.0)
+    cell = bs.run_cell("hopping", 20, "max", s, slide=200, chunks=3)
     assert cell.ok is True and cell.complete and cell.slid and cell.us > 0
     assert cell.text()[0].isdigit()
+    assert cell.agg_values is not None and cell.agg_values >= 1
 
 
 def test_a_wrong_answer_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     """The check is live: a computation that disagrees with the engine marks the cell WRONG."""
     real = bs.expected
     monkeypatch.setattr(bs, "expected", lambda *a: [(g, le, re, v + 1) for g, le, re, v in real(*a)])
-    cell = bs.run_cell("rows", 5, "sum", bs.make_stream(100, 1, 0), budget=5.0)
+    cell = bs.run_cell("rows", 5, "sum", bs.make_stream(100, 1, 0), slide=50, chunks=2)
     assert cell.ok is False and cell.text() == "WRONG"
+
+
+def test_repeats_show_the_median_and_a_wrong_run_stays_wrong() -> None:
+    c = [bs.Cell(us, True, True, True) for us in (5.0, 1.0, 3.0)]
+    assert bs.median_cell(c).us == 3.0 and bs.median_cell(c).ok is True
+    c[1] = bs.Cell(1.0, True, True, False)
+    assert bs.median_cell(c).ok is False
+    c[1] = bs.Cell(1.0, True, False, None)
+    assert bs.median_cell(c).ok is None and not bs.median_cell(c).complete

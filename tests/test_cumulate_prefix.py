@@ -155,7 +155,9 @@ def test_compute_prefixes_is_compute_of_add_over_each_prefix(name: str, kind: st
 
 
 @pytest.mark.parametrize("name", ["min", "max"])
-def test_the_extreme_state_is_the_extreme_of_its_multiset(name: str) -> None:
+def test_the_extreme_state_is_the_extreme_of_its_values(name: str) -> None:
+    """A min/max state holds its extreme alone, whatever entered by ``add``, ``add_array`` or ``merge`` (no
+    ``remove``: the engine folds again from the members it keeps what a retraction changes)."""
     u = _stats(name)
     pick = min if name == "min" else max
     rng = random.Random(11)
@@ -163,8 +165,7 @@ def test_the_extreme_state_is_the_extreme_of_its_multiset(name: str) -> None:
         state = u.initial_state()
         held: list[Any] = []
         for _ in range(rng.randint(1, 30)):
-            op = rng.random()
-            if op < 0.55 or not held:
+            if rng.random() < 0.75 or not held:
                 delta = [rng.choice([rng.randint(-9, 9), float(rng.randint(-9, 9))]) for _ in range(rng.randint(1, 5))]
                 if rng.random() < 0.3:
                     state = u.add_array(state, np.array([int(x) for x in delta], dtype=np.int64))
@@ -172,24 +173,13 @@ def test_the_extreme_state_is_the_extreme_of_its_multiset(name: str) -> None:
                 else:
                     state = u.add(state, delta)
                 held += delta
-            elif op < 0.85:
-                gone = rng.sample(held, rng.randint(1, len(held)))
-                state = u.remove(state, gone)
-                for x in gone:
-                    held.remove(x)
             else:
                 other = u.add(u.initial_state(), [3, -4.0])
                 merged = u.merge(state, other)
                 assert u.compute(merged) == pick([*held, 3, -4.0])
-                if held:
-                    assert u.compute(state) == pick(held)  # (merge left its arguments as they were)
-            if held:
-                assert u.compute(state) == pick(held)
-    # a value that does not order (NaN) sends every value to the sorted list, as before
-    state = u.add(u.initial_state(), [1.0, 2.0])
-    state = u.add(state, [float("nan")])
-    state = u.remove(state, [2.0] if name == "max" else [1.0])
-    assert u.compute(state) in (1.0, 2.0) or u.compute(state) != u.compute(state)
+                assert u.compute(state) == pick(held)  # (merge left its arguments as they were)
+            assert u.compute(state) == pick(held) and len(state) == 1
+    assert not hasattr(u, "remove")
 
 
 @pytest.mark.parametrize("udm", ["sum", "max", "min"])

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 import pickle
 import random
 import statistics
 
+import numpy as np
 import pytest
 
 from udm.host.validation import check_udm
@@ -90,11 +92,47 @@ def test_variance_after_removals_equals_a_fresh_pass_exactly() -> None:
         assert fresh == pytest.approx(statistics.pvariance([float(x) for x in kept]), rel=1e-12, abs=1e-12)
 
 
-def test_min_max_with_removals() -> None:
-    assert _inc(Min, [5, 3, 8, 3]) == 3
-    assert _inc(Min, [5, 3, 8, 3], [3]) == 3  # one of two 3s removed
-    assert _inc(Min, [5, 3, 8, 3], [3, 3]) == 5
-    assert _inc(Max, [5, 3, 8], [8]) == 5
+def test_min_max_hold_one_value_and_are_merge_only() -> None:
+    """A min/max state is its extreme alone (a slice's partial is O(1)); without ``remove`` the engine
+    evaluates them merge-only and re-folds what a retraction changes from the members it keeps."""
+    assert _inc(Min, [5, 3, 8, 3]) == 3 and _inc(Max, [5, 3, 8]) == 8
+    for cls in (Min, Max):
+        u = cls()
+        assert not hasattr(u, "remove")
+        assert len(u.add(u.initial_state(), list(range(1000)))) == 1
+        assert len(u.merge(u.add(u.initial_state(), [1, 2]), u.add(u.initial_state(), [3]))) == 1
+
+
+@pytest.mark.parametrize("cls", [Min, Max])
+def test_min_max_pick_the_same_value_whatever_the_order_and_grouping(cls: type) -> None:
+    """Among values equal as numbers an int ranks below a float and -0.0 below 0.0; the pick (its JSON text:
+    ``3`` or ``3.0``) must not depend on the order values enter or partials merge in (a finger B-tree
+    merges slices by leave position)."""
+    rng = random.Random(11)
+    u = cls()
+
+    def want(vals: list[float]) -> float:  # brute force: the extreme of the total order
+        key = lambda v: (v, type(v) is float, math.copysign(1.0, v) > 0)  # noqa: E731
+        return max(vals, key=key) if cls is Max else min(vals, key=key)
+
+    for _ in range(300):
+        vals = [rng.choice([3, 3.0, 0, 0.0, -0.0, -2, -2.0, 7, 7.5]) for _ in range(rng.randint(1, 8))]
+        rng.shuffle(vals)
+        cut = sorted(rng.sample(range(len(vals) + 1), k=min(3, len(vals) + 1)))
+        parts = [vals[a:b] for a, b in zip([0, *cut], [*cut, len(vals)], strict=True)]
+        states = [u.add(u.initial_state(), p) for p in parts]
+        rng.shuffle(states)
+        st = u.initial_state()
+        for x in states:
+            st = u.merge(x, st) if rng.random() < 0.5 else u.merge(st, x)
+        got = u.compute(st)
+        w = want(vals)
+        assert json.dumps(got) == json.dumps(w), (vals, got, w)
+        assert json.dumps(u.compute(u.add(u.initial_state(), vals))) == json.dumps(w)
+        for dt in ("float64",) if any(type(v) is float for v in vals) else ("int64", "float64"):
+            col = np.array(vals, dtype=dt)
+            assert json.dumps(u.compute(u.add_array(u.initial_state(), col))) == json.dumps(
+                want(col.tolist()))
 
 
 @pytest.mark.parametrize("cls", [Count, Sum, Avg, Min, Max, Variance])
@@ -177,3 +215,20 @@ def test_in_range_udf() -> None:
     assert not f.compute(field=-0.1) and not f.compute(field=100.1)
     assert not f.compute(field="12") and not f.compute(field=None)  # type: ignore[arg-type]
     assert InRange().compute(field=-math.inf)
+
+
+@pytest.mark.parametrize("cls", [Min, Max])
+def test_min_max_prefixes_equal_the_scalar_fold_with_signed_zeros(cls: type) -> None:
+    """``compute_prefixes`` (the vectorized form) against ``add`` of each prefix, zeros of both signs and a
+    state of the other kind included."""
+    rng = random.Random(3)
+    u = cls()
+    for _ in range(200):
+        vals = [rng.choice([0.0, -0.0, 1.5, -1.5, 2.0]) for _ in range(rng.randint(1, 9))]
+        pre = rng.choice([[], [0], [0.0], [-0.0], [2], [-3.5]])
+        st = u.add(u.initial_state(), pre)
+        ends = sorted(rng.randint(0 if pre else 1, len(vals)) for _ in range(4))
+        got = u.compute_prefixes(st, np.array(vals), ends)
+        got = got.tolist() if hasattr(got, "tolist") else list(got)
+        want = [u.compute(u.add(u.add(u.initial_state(), pre), vals[:k])) for k in ends]
+        assert json.dumps(got) == json.dumps(want), (pre, vals, ends)

@@ -242,10 +242,10 @@ class GroupPanes:
             s = self.tail.first_in(a, b)
         return s
 
-    def short_values(self, a: int, b: int) -> tuple[Any, Any]:
+    def short_values(self, a: int, b: int) -> tuple[Any, Any] | None:
         """The values of the short events in panes ``[a, b)`` in pane order and the pane of each: two int64
         columns or two float64 columns from the tail alone (new arrays: the caller may hand them to a UDA),
-        else two lists."""
+        else two lists; None when a pane keeps its partial alone (a merge-only UDA's, closed by the CTI)."""
         panes = self.panes
         i0 = panes.bisect_left(a)
         i1 = panes.bisect_left(b)
@@ -253,6 +253,8 @@ class GroupPanes:
         at: list[int] = []
         for s, p in zip(panes.keys()[i0:i1], panes.values()[i0:i1], strict=True):
             if p.count:
+                if p.values is None:
+                    return None
                 vals.extend(p.values)
                 at.extend([s] * p.count)
         parts = self.tail.between(a, b) if self.tail else []
@@ -512,9 +514,12 @@ class GroupPanes:
             for item in [it for it in self.longs if it[1] < a and it[2].re < c]:
                 self.longs.remove(item)
                 g.events.pop(item[2].id, None)
-        if g.swept is not None and geo.span(g.swept)[0] < a:  # (the sweep holds panes that are gone)
-            g.sweep.clear()
-            g.swept = None
+        if g.swept is not None and geo.span(g.swept)[0] < a:  # the sweep holds panes that are gone:
+            if geo.grows:  # a growing window's run is over (its sweep starts again with the next)
+                g.sweep.clear()
+                g.swept = None
+            else:  # they leave it (windows before k_keep are final: it only moves on, as if they had left)
+                g.sweep.leave_before(a)
         self.dirty = [(max(lo, k_keep), hi) for lo, hi in self.dirty if hi >= k_keep]
         self.floor = max(self.floor, k_keep)
 

@@ -39,8 +39,9 @@ class PrefixWindows(FlushJobs):
     def __init__(self, step: Any, kind: str, grows: bool) -> None:
         self.step = step
         wu = step.udm
-        #: a UDA with the running form over a running sweep, released by its end alone, one output field
-        self.on = (grows and kind == "running" and ends_alone(step) and not hasattr(wu, "aliases")
+        #: a UDA with the running form over a running or a merge sweep (the sweep's state takes the run's values
+        #: with one ``add_array``), released by its end alone, one output field
+        self.on = (grows and kind in ("running", "merge") and ends_alone(step) and not hasattr(wu, "aliases")
                    and getattr(wu, "compute_prefixes", None) is not None)
         self.jobs: list[tuple[Group, np.ndarray, Any]] = []
 
@@ -75,7 +76,10 @@ class PrefixWindows(FlushJobs):
         tops = geo.span(kv)[1]  # (each window's panes end there)
         d = g.data
         top = int(tops[-1])
-        vals, at = d.short_values(start, top)  # (``at``: the pane each value enters at)
+        got = d.short_values(start, top)  # (``at``: the pane each value enters at)
+        if got is None:
+            return False
+        vals, at = got
         if d.longs:  # events spanning panes enter at their first pane in the period, after its short ones
             lo_key = (NEG, NEG) if fresh else (start, NEG)
             longs = [(max(s1, a), ev.val) for s1, s2, ev in d.longs.irange_key(lo_key, (top - 1, INF)) if s2 >= a]
@@ -120,7 +124,11 @@ class PrefixWindows(FlushJobs):
         res = prefix_values(wu, st, arr, e)
         if res is None:
             return False
-        sweep.enter_state(start, wu._call(wu.add_array, (st, arr), None, "add_array"), vals)
+        if sweep.partials:  # (a merge-only UDA: the run's values as a fresh partial merged in, marks are states)
+            part = wu._call(wu.add_array, (wu.initial_state(), arr), None, "add_array")
+            sweep.enter_state(start, part if empty else wu.merge(st, part), vals)
+        else:
+            sweep.enter_state(start, wu._call(wu.add_array, (st, arr), None, "add_array"), vals)
         sweep.mark(hi)
         g.swept = hi
         out_g = g.out

@@ -57,11 +57,12 @@ class PrefixSweep(Sweep):
             self.low = pos
 
     def enter_state(self, pos: int, st: Any, items: list[Any]) -> None:
-        """Values ``items`` entered, from ``pos`` on, and ``st`` is the state with them (a UDA with ``remove``:
-        `grid_prefix` added them at once)."""
+        """Values ``items`` entered, from ``pos`` on, and ``st`` is the state with them (`grid_prefix` added
+        them at once; a merge-only UDA's marks are states, so nothing is logged)."""
         self.st = st
         self.has = True
-        self.log.extend(items)
+        if not self.partials:
+            self.log.extend(items)
         if pos < self.low:
             self.low = pos
 

@@ -14,6 +14,7 @@ split keeps an output whose LE and payload survive, as one retraction to its new
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from typing import Any
 
@@ -28,7 +29,7 @@ __all__ = ["SnapshotFamily"]
 
 
 class _Data:
-    __slots__ = ("dirty", "done", "endless", "eps", "floor", "starts")
+    __slots__ = ("dirty", "done", "endless", "ends", "eps", "floor", "starts")
 
     def __init__(self) -> None:
         #: finite endpoint -> how many events have it (as LE or RE)
@@ -37,6 +38,9 @@ class _Data:
         self.starts: SortedDict = SortedDict()
         #: events that never end
         self.endless = 0
+        #: (RE, LE, id) of every finite end an event had, a heap: cleanup pops the events that ended (an entry
+        #: whose event has another end now is stale and skipped), so it costs what it drops, not what stays
+        self.ends: list[tuple[int, int, Any]] = []
         #: windows starting before this were evaluated
         self.done = NEG
         #: (lo, hi): windows with LE in [lo, hi] to evaluate again
@@ -45,10 +49,10 @@ class _Data:
         self.floor = NEG
 
     def __getstate__(self) -> tuple:
-        return (self.eps, self.starts, self.endless, self.done, self.dirty, self.floor)
+        return (self.eps, self.starts, self.endless, self.ends, self.done, self.dirty, self.floor)
 
     def __setstate__(self, s: tuple) -> None:
-        self.eps, self.starts, self.endless, self.done, self.dirty, self.floor = s
+        self.eps, self.starts, self.endless, self.ends, self.done, self.dirty, self.floor = s
 
 
 class SnapshotFamily(Family):
@@ -100,6 +104,7 @@ class SnapshotFamily(Family):
         self._ep_add(d, ev.le)
         if ev.re < INF:
             self._ep_add(d, ev.re)
+            heapq.heappush(d.ends, (ev.re, ev.le, ev.id))
         else:
             d.endless += 1
         got = d.starts.get(ev.le)
@@ -120,6 +125,7 @@ class SnapshotFamily(Family):
         lo = self._before(d, le if (full or self.step.sees_open_ends) else a)
         if not full and new < INF:
             self._ep_add(d, new)
+            heapq.heappush(d.ends, (new, le, ev.id))
         if old < INF:
             self._ep_remove(d, old)
         else:
@@ -218,6 +224,15 @@ class SnapshotFamily(Family):
                     out.append(ev)
         return out
 
+    def _held(self, d: _Data, x: int) -> bool:
+        """Does the window starting at ``x`` have a member (stops at the first)?"""
+        starts = d.starts
+        for le in starts.irange(maximum=x):
+            for ev in starts[le].values():
+                if ev.re > x:
+                    return True
+        return False
+
     def _sweep_to(self, g: Group, x: int, y: int) -> None:
         d: _Data = g.data
         sweep = g.sweep
@@ -281,14 +296,17 @@ class SnapshotFamily(Family):
                 del g.out[key]
             for x in list(eps.irange(maximum=keep, inclusive=(True, False))):
                 del eps[x]
-            for le in list(d.starts.irange(maximum=keep)):
-                evs = d.starts[le]
-                for eid, ev in list(evs.items()):
-                    if ev.re <= keep and ev.re < INF:
-                        del evs[eid]
-                        g.events.pop(eid, None)
+            ends, starts = d.ends, d.starts
+            while ends and ends[0][0] <= keep:
+                re, le, eid = heapq.heappop(ends)
+                evs = starts.get(le)
+                ev = None if evs is None else evs.get(eid)
+                if ev is None or ev.re != re:
+                    continue  # (stale: the event went, or has another end now)
+                del evs[eid]
+                g.events.pop(eid, None)
                 if not evs:
-                    del d.starts[le]
+                    del starts[le]
             if g.swept is not None and g.swept[0] < keep:
                 g.sweep.clear()
                 g.swept = None
@@ -312,10 +330,9 @@ class SnapshotFamily(Family):
                 y = self._next(d, x)
                 if y is None:
                     break
-                mem = self._members(d, x)
-                if not mem:
+                if not self._held(d, x):
                     continue
-                if y > c or (y == c and ts) or (soe and any(ev.re >= c for ev in mem)):
+                if y > c or (y == c and ts) or (soe and any(ev.re >= c for ev in self._members(d, x))):
                     b = x
                     break
         return b

@@ -17,8 +17,6 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-from sortedcontainers import SortedList
-
 from udm.sdk import IncrementalUDA, udm
 
 __all__ = ["Avg", "Count", "Max", "Min", "Sum", "Variance"]
@@ -346,120 +344,115 @@ class Variance(IncrementalUDA):
         return float(Fraction(s2 * n - s1 * s1, n * n))
 
 
-#: a min/max state: [sorted values, pending values, the pending values' extreme (None: none), exact]. Values
-#: that only enter wait in ``pending`` (one ``list.extend`` and one C-level min/max per call); they are sorted
-#: into the `SortedList` only when something leaves (``remove``), so a window that only grows (cumulate, a
-#: running aggregate) never pays the sorted insert. ``exact``: a value that does not order (NaN, a non-number)
-#: entered, so every value goes straight into the sorted list, as before the pending part existed.
-_Ext = list[Any]
+#: a min/max state: ``()`` before any value, else ``(extreme,)``: one value whatever the number of members, so
+#: a slice's partial, a pane's and a whole window's are alike O(1) and ``merge`` is one comparison. There is
+#: no ``remove``: one value cannot lose a member exactly. The engine keeps a window's members anyway (its
+#: buckets, panes or rows) and treats a UDA without ``remove`` as merge-only: its sweeps keep one partial per
+#: slice in two stacks or a finger B-tree, and a retraction folds the changed slice again from the members
+#: it keeps (`udm.host.engine.window.sweep`).
+#:
+#: Among values equal as numbers (``3`` and ``3.0``, ``0.0`` and ``-0.0``) the pick follows one total order,
+#: an int below a float and ``-0.0`` below ``0.0`` (`_tie_key`): ``min`` takes the lowest, ``max`` the
+#: highest. The pick is then the same whatever the order values and partials are combined in (a finger
+#: B-tree combines slices by where they leave, not in canonical order). Inputs are finite numbers
+#: (SEMANTICS §1: ``NaN`` is not a payload number).
+_Ext = tuple[Any, ...]
+
+
+def _tie_key(v: Any) -> tuple[bool, bool]:
+    """Where ``v`` stands among the values equal to it (see ``_Ext``)."""
+    if type(v) is float:
+        return True, math.copysign(1.0, v) > 0
+    return False, False
 
 
 class _Extreme(IncrementalUDA):
-    """Shared shape of min/max: a sorted multiset, so removals are exact, with the values that only entered
-    kept aside until something leaves (see ``_Ext``)."""
+    """Shared shape of min/max (see ``_Ext``)."""
 
-    #: Max: the last of equal extremes entered wins (a sorted list's last); Min: the first
+    #: max picks the highest, min the lowest
     _max = True
 
     def initial_state(self) -> _Ext:
-        return [SortedList(), [], None, False]
+        return ()
 
     def _pick(self, vals: list[Any]) -> Any:
-        return max(reversed(vals)) if self._max else min(vals)
+        """The extreme of a non-empty list: one C-level pass, a second over the equal ones for the tie."""
+        m = max(vals) if self._max else min(vals)
+        if vals.count(m) > 1:
+            ties = [x for x in vals if x == m]
+            m = max(ties, key=_tie_key) if self._max else min(ties, key=_tie_key)
+        return m
 
-    def _beats(self, a: Any, b: Any) -> bool:
-        """Does ``a``, entered after ``b``, become the extreme?"""
-        return a >= b if self._max else a < b  # type: ignore[no-any-return]
+    def _pick2(self, a: Any, b: Any) -> Any:
+        if a == b:
+            ka, kb = _tie_key(a), _tie_key(b)
+            return a if (ka >= kb if self._max else ka <= kb) else b
+        return a if (a > b if self._max else a < b) else b
 
     def add(self, state: _Ext, delta: Sequence[float]) -> _Ext:
-        vals = list(delta)
+        vals = delta if isinstance(delta, list) else list(delta)
         if not vals:
             return state
-        if not state[3]:
-            try:
-                total = sum(vals)
-                ok = total == total  # (NaN, or inf - inf: the sorted list decides, as before)
-            except TypeError:
-                ok = False
-            if ok:
-                self._pend(state, vals)
-                return state
-            state[3] = True
-        self._settle(state)
-        state[0].update(vals)
-        return state
-
-    def _pend(self, state: _Ext, vals: list[Any]) -> None:
         b = self._pick(vals)
-        state[1].extend(vals)
-        if state[2] is None or self._beats(b, state[2]):
-            state[2] = b
-
-    @staticmethod
-    def _settle(state: _Ext) -> SortedList:
-        """The pending values join the sorted list."""
-        sl = state[0]
-        if state[1]:
-            sl.update(state[1])
-            state[1] = []
-            state[2] = None
-        return sl
-
-    def remove(self, state: _Ext, delta: Sequence[float]) -> _Ext:
-        sl = self._settle(state)
-        for v in delta:
-            sl.remove(v)
-        return state
+        return (self._pick2(state[0], b),) if state else (b,)
 
     def merge(self, a: _Ext, b: _Ext) -> _Ext:
-        if a[3] or b[3]:
-            out = SortedList(a[0])
-            out.update(a[1])
-            out.update(b[0])
-            out.update(b[1])
-            return [out, [], None, True]
-        vals = [*a[0], *a[1], *b[0], *b[1]]
-        st = self.initial_state()
-        if vals:
-            self._pend(st, vals)
-        return st
+        if not a:
+            return b
+        if not b:
+            return a
+        return (self._pick2(a[0], b[0]),)
+
+    def _column_pick(self, values: Any) -> Any:
+        """The extreme of a non-empty int64/float64 column, ties of zeros as ``_pick`` breaks them."""
+        import numpy as np
+
+        m = (values.max() if self._max else values.min()).item()
+        if m == 0 and type(m) is float:
+            neg = np.signbit(values[values == 0])
+            m = (0.0 if not neg.all() else -0.0) if self._max else (-0.0 if neg.any() else 0.0)
+        return m
 
     def add_array(self, state: _Ext, values: Any) -> _Ext:
-        if _kind(values) and not state[3]:
-            if len(values):
-                self._pend(state, values.tolist())
+        if not _kind(values):
+            return self.add(state, values.tolist() if hasattr(values, "tolist") else list(values))
+        if not len(values):
             return state
-        return self.add(state, values.tolist() if hasattr(values, "tolist") else list(values))
+        b = self._column_pick(values)
+        return (self._pick2(state[0], b),) if state else (b,)
 
     def compute_prefixes(self, state: _Ext, values: Any, ends: Any) -> Any:
         """Numeric values: one running ``maximum``/``minimum.accumulate``, each window's against the state's
-        extreme (the values entered after it: ties as ``add`` breaks them)."""
+        extreme; a running extreme of zero takes its sign as ``_pick`` does (numpy does not order ``-0.0``)."""
         import numpy as np
 
-        if not _kind(values) or state[3]:
+        kind = _kind(values)
+        if not kind:
             raise TypeError("values that do not order: the scalar forms decide")
         e = np.asarray(ends, dtype=np.int64)
         run = (np.maximum if self._max else np.minimum).accumulate(values)
+        if kind == "float" and len(run):
+            zero = values == 0
+            if zero.any():
+                neg = np.signbit(values) & zero
+                # min: -0.0 once a -0.0 came; max: 0.0 once a 0.0 came
+                seen = np.logical_or.accumulate((zero & ~neg) if self._max else neg)
+                signed = np.where(seen, 0.0, -0.0) if self._max else np.where(seen, -0.0, 0.0)
+                run = np.where(run == 0, signed, run)
         tops = run[np.maximum(e - 1, 0)] if len(run) else np.zeros(len(e), dtype=values.dtype)
-        if not state[0] and not state[1]:
+        if not state:
             if len(e) and int(e.min()) <= 0:
                 raise ValueError("a window without members has no value")
             return tops
-        base = self._extreme(state)
-        if _same_kind(base, values):  # (one column: the windows' extremes are of the values' kind either way)
-            wins = (e > 0) & ((tops >= base) if self._max else (tops < base))
+        base = state[0]
+        if _same_kind(base, values) and not (kind == "float" and base == 0):  # (no tie of kinds or zeros)
+            wins = (e > 0) & ((tops > base) if self._max else (tops < base))
             return np.where(wins, tops, base)
-        beats = self._beats
-        return [t if x > 0 and beats(t, base) else base for t, x in zip(tops.tolist(), e.tolist(), strict=True)]
+        pick = self._pick2
+        return [pick(base, t) if x > 0 else base for t, x in zip(tops.tolist(), e.tolist(), strict=True)]
 
-    def _extreme(self, state: _Ext) -> Any:
-        sl, pend, pb, _exact = state
-        if not pend:
-            return sl[-1] if self._max else sl[0]
-        if not sl:
-            return pb
-        top = sl[-1] if self._max else sl[0]
-        return pb if self._beats(pb, top) else top
+    def compute(self, state: _Ext) -> float:
+        return state[0]  # type: ignore[no-any-return]
 
 
 @udm(name="min", version="1.0.0", algebraic=True, input_type="float", output_type="float")
@@ -468,13 +461,7 @@ class Min(_Extreme):
 
     _max = False
 
-    def compute(self, state: _Ext) -> float:
-        return self._extreme(state)  # type: ignore[no-any-return]
-
 
 @udm(name="max", version="1.0.0", algebraic=True, input_type="float", output_type="float")
 class Max(_Extreme):
     """Largest input."""
-
-    def compute(self, state: _Ext) -> float:
-        return self._extreme(state)  # type: ignore[no-any-return]
