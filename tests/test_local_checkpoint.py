@@ -121,3 +121,21 @@ def test_checkpoint_of_another_run_is_refused(run_dir: Path) -> None:
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert res.returncode == 1 and "different query spec" in res.stderr and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_checkpoint_of_another_layout_is_refused_in_one_line(run_dir: Path) -> None:
+    """A checkpoint whose engine state another udmkit wrote (another `FORMAT`) must not be unpickled into
+    this engine's classes: one line, no traceback."""
+    import pickle
+
+    from udm.host.io.checkpoint import FORMAT
+
+    res = subprocess.run(_cmd(run_dir, "old", "ck-old"), capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    path = run_dir / "ck-old" / "local-run.pkl"
+    data = pickle.loads(path.read_bytes())
+    assert data["format"] == FORMAT
+    path.write_bytes(pickle.dumps({**data, "format": FORMAT - 1}))
+    res = subprocess.run(_cmd(run_dir, "old", "ck-old"), capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1 and "another version of udmkit" in res.stderr and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1

@@ -24,9 +24,11 @@ from typing import Any
 
 from udm.host.errors import UdmError
 
-__all__ = ["LocalCheckpoint", "Mark", "file_digest", "truncate_to"]
+__all__ = ["FORMAT", "LocalCheckpoint", "Mark", "file_digest", "truncate_to"]
 
-_FORMAT = 1
+#: the layout of a local run's checkpoint, engine state included: a checkpoint of another is refused in one line
+#: (2: a snapshot window's state keeps a heap of its events' ends)
+FORMAT = 2
 _NAME = "local-run.pkl"
 
 
@@ -70,7 +72,7 @@ class LocalCheckpoint:
                 data = pickle.load(f)
         except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as exc:
             raise UdmError(f"checkpoint {self.path} cannot be read ({exc}); delete it to start over") from None
-        if not isinstance(data, dict) or data.get("format") != _FORMAT:
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise UdmError(f"checkpoint {self.path} was written by another version of udmkit; delete it to "
                            f"start over")
         old = data["fingerprint"]
@@ -88,7 +90,7 @@ class LocalCheckpoint:
         self.dir.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(_NAME + ".tmp")
         with tmp.open("wb") as f:
-            pickle.dump({"format": _FORMAT, "fingerprint": self.fingerprint, "mark": mark}, f,
+            pickle.dump({"format": FORMAT, "fingerprint": self.fingerprint, "mark": mark}, f,
                         protocol=pickle.HIGHEST_PROTOCOL)
             f.flush()
             os.fsync(f.fileno())
