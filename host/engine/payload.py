@@ -22,7 +22,7 @@ import pyarrow as pa
 from udm.host.io.batch import dict_builder
 from udm.host.io.encode import ConstColumn, plain_column
 
-__all__ = ["MISSING", "Payload", "as_column"]
+__all__ = ["MISSING", "Payload", "as_column", "value_array"]
 
 #: what `Payload.column` puts where a row lacks the field (rows form only)
 MISSING: Any = object()
@@ -289,3 +289,26 @@ def as_column(values: Any) -> pa.Array | None:
         return None  # (NaN and infinities are no JSON value: the payloads become dicts, which the writer refuses)
     return arr
     return None
+
+
+_NUMERIC = (np.dtype(np.int64), np.dtype(np.float64))
+
+
+def value_array(vals: Any) -> np.ndarray:
+    """UDM input values as one numpy column: int64 / float64 when every value is an int, or every value a
+    float; anything else (an int among floats, text, payloads) as Python objects, so an int stays an int
+    and a window of ints gives an int (``np.asarray`` would make ``[5, 1.5]`` floats, and a max of 5 ``5.0``)."""
+    if isinstance(vals, np.ndarray) and vals.dtype in _NUMERIC and vals.ndim == 1:
+        return vals
+    lst = vals.tolist() if isinstance(vals, np.ndarray) else list(vals)
+    kinds = set(map(type, lst))
+    if kinds == {float}:
+        return np.array(lst, dtype=np.float64)
+    if kinds == {int}:
+        try:
+            return np.array(lst, dtype=np.int64)
+        except OverflowError:
+            pass
+    out = np.empty(len(lst), dtype=object)
+    out[:] = lst
+    return out

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..batch import INSERT, Batch, RowsOut
 from ..invoke import PLAIN_TYPES
-from ..payload import Payload, as_column
+from ..payload import Payload, as_column, value_array
 from .emit import first_emission, first_emissions
 from .state import Group
 
@@ -143,13 +143,9 @@ class FlushJobs:
     def _values(self, flat: list[Any], st: np.ndarray, lens: np.ndarray, wle: np.ndarray, wre: np.ndarray) -> Any:
         """Each window's value (its members: ``lens`` values from ``st`` in ``flat``): `window_values` over one
         numeric column when the values are one (the slices copied out, so they may overlap)."""
-        V: Any = None
-        if flat and type(flat[0]) in (int, float):
-            V = np.asarray(flat)
-            if V.dtype.kind not in "if" or V.dtype.itemsize != 8:
-                V = None
-        if V is None:  # (not one numeric field: whole payloads, text; entries as ``add`` has them)
-            V = np.fromiter(flat, dtype=object, count=len(flat))
+        # (not one numeric kind: an int among floats, whole payloads, text: entries as ``add`` has them)
+        V = value_array(flat) if flat and type(flat[0]) in (int, float) else np.fromiter(flat, dtype=object,
+                                                                                          count=len(flat))
         return window_values(self.step.udm, V, st, lens, wle, wre, flat)
 
     def _write(self, out: RowsOut, em: Any, groups: list[Group], wle: np.ndarray, wre: np.ndarray, res: Any) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..payload import value_array
 from ..rules import INF, NEG
 from .grid_columns import Fresh
 from .grid_panes import GroupPanes, Pane
@@ -70,11 +71,8 @@ def bulk_insert(fam: Any, groups: list[Group], codes: Any, ids: Any, le: Any, re
     svals: Any = None
     sl: Any = None
     if arr is None and len(vals) and type(vals[0]) in (int, float):
-        try:
-            a = np.asarray(vals)
-        except (OverflowError, ValueError):
-            a = None
-        if a is not None and a.dtype.kind in "if" and a.dtype.itemsize == 8:
+        a = value_array(vals)
+        if a.dtype.kind in "if":
             arr = a
     if arr is not None:
         vals = arr

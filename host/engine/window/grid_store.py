@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from sortedcontainers import SortedDict
 
+from ..payload import value_array
 from ..rules import INF, NEG
 from .geometry import Geometry
 from .grid_closed import one_block, window_values, write_closed
@@ -34,24 +35,6 @@ __all__ = ["PaneStore"]
 #: numpy's int64 holds the window and pane numbers the store computes; NEG / INF are clipped to these
 _LO = -(2**62)
 _HI = 2**62
-_NUMERIC = (np.dtype(np.int64), np.dtype(np.float64))
-
-
-def _column(vals: Any) -> np.ndarray:
-    """Values as a column: an int64 / float64 column, or Python ints alone / floats alone as one; anything
-    else as Python objects (an int among floats stays an int)."""
-    if isinstance(vals, np.ndarray) and vals.dtype in _NUMERIC and vals.ndim == 1:
-        return vals
-    lst = vals.tolist() if isinstance(vals, np.ndarray) else list(vals)
-    kinds = set(map(type, lst))
-    if kinds == {float}:
-        return np.array(lst, dtype=np.float64)
-    if kinds == {int}:
-        try:
-            return np.array(lst, dtype=np.int64)
-        except OverflowError:
-            pass
-    return _objects(lst)
 
 
 def _where(res: Any, idx: np.ndarray) -> Any:
@@ -64,12 +47,11 @@ def _cat(cols: list[np.ndarray]) -> np.ndarray:
     kinds = {c.dtype for c in cols}
     if len(kinds) == 1:
         return np.concatenate(cols)
-    return np.concatenate([c if c.dtype == object else _objects(c.tolist()) for c in cols])
-
-
-def _objects(lst: list[Any]) -> np.ndarray:
-    out = np.empty(len(lst), dtype=object)
-    out[:] = lst
+    out = np.empty(sum(len(c) for c in cols), dtype=object)
+    at = 0
+    for c in cols:  # (element by element: numpy would make an int64 and a float64 column one float64)
+        out[at:at + len(c)] = c.tolist()
+        at += len(c)
     return out
 
 
@@ -217,14 +199,14 @@ class PaneStore:
         self.ones.append((num, s, v))
 
     def add_rows(self, G: np.ndarray, S: np.ndarray, V: Any) -> None:
-        self.parts.append((G, S, _column(V)))
+        self.parts.append((G, S, value_array(V)))
 
     def settle(self) -> None:
         """The rows not sorted in yet join the sorted columns (stable: a pane's values keep their order)."""
         if self.ones:
             ones, self.ones = self.ones, []
             self.parts.append((np.array([o[0] for o in ones], dtype=np.int64),
-                               np.array([o[1] for o in ones], dtype=np.int64), _column([o[2] for o in ones])))
+                               np.array([o[1] for o in ones], dtype=np.int64), value_array([o[2] for o in ones])))
         if not self.parts:
             return
         parts, self.parts = self.parts, []
@@ -316,7 +298,7 @@ class PaneStore:
             if not closed.all():  # (their output records are made when something needs them: `_records`)
                 first = em.oid - len(wk) + 1
                 spec = np.flatnonzero(~closed)
-                self.spec.append((wg[spec], wk[spec], spec + first, _column(_where(res, spec))))
+                self.spec.append((wg[spec], wk[spec], spec + first, value_array(_where(res, spec))))
             return
         if closed.any():
             idx = np.flatnonzero(closed)
