@@ -102,6 +102,19 @@ def _off(m: pytest.MonkeyPatch) -> None:
     m.setattr(session, "columns_ok", lambda step: False)
 
 
+def _same_both_ways(q: Any, stream: list[Element], chunks: tuple[int, ...], seed: int) -> Any:
+    """For each batch size, the per-group structure's run equals the oracle, and the columns' run equals it
+    (output after every batch, dead letters, statistics). Returns the oracle's CHT."""
+    want = oracle(q.spec, stream)
+    for chunk in chunks:
+        with pytest.MonkeyPatch.context() as m:
+            _off(m)
+            off = _run(q, stream, chunk)
+        assert off[0] == want
+        assert _run(q, stream, chunk) == off, (seed, chunk)
+    return want
+
+
 def _query(gap: int, udm: str, **kw: Any) -> Any:
     step = {"op": "window", "window": {"type": "session", "gap": gap}, "group_by": ["g"], "udm": udm,
             "input": "v", **kw}
@@ -116,13 +129,7 @@ def test_columns_equal_the_per_group_rule(gap: int, udm: str, kind: str, monkeyp
     written = _counted(monkeypatch)
     for seed in range(2):
         stream = _stream(seed, 1500, 40, kind)
-        want = oracle(q.spec, stream)
-        for chunk in (137, 1000):
-            with monkeypatch.context() as m:
-                _off(m)
-                off = _run(q, stream, chunk)
-            assert off[0] == want
-            assert _run(q, stream, chunk) == off, (seed, chunk)
+        _same_both_ways(q, stream, (137, 1000), seed)
     assert written[0] > 100  # the columns valued many sessions
 
 
@@ -134,13 +141,7 @@ def test_speculation_and_strong_consistency(max_delay: int, monkeypatch: pytest.
     written = _counted(monkeypatch)
     for seed in range(3):
         stream = _stream(seed, 1200, 25, "int")
-        want = oracle(q.spec, stream)
-        for chunk in (137, 1000):
-            with monkeypatch.context() as m:
-                _off(m)
-                off = _run(q, stream, chunk)
-            assert off[0] == want
-            assert _run(q, stream, chunk) == off, (seed, chunk)
+        _same_both_ways(q, stream, (137, 1000), seed)
     assert (written[0] > 50) == (max_delay < INF)
 
 
@@ -339,13 +340,7 @@ def test_long_sessions_freeze_into_heads(udm: str, kind: str, max_delay: int,
     q = _query(10, udm, max_delay=max_delay)
     for seed in range(2):
         stream = _hot_stream(seed, 2500, kind)
-        want = oracle(q.spec, stream)
-        for chunk in (23, 400):
-            with monkeypatch.context() as m:
-                _off(m)
-                off = _run(q, stream, chunk)
-            assert off[0] == want
-            assert _run(q, stream, chunk) == off, (seed, chunk)
+        want = _same_both_ways(q, stream, (23, 400), seed)
         r = QueryRunner(q)
         out: list[Any] = []
         for a in range(0, len(stream), 50):
@@ -394,13 +389,7 @@ def test_sessions_output_before_their_close_stay_in_the_tail(udm: str, monkeypat
     q = _query(10, udm)
     for seed in range(3):
         stream = _late_stream(seed, 1500)
-        want = oracle(q.spec, stream)
-        for chunk in (5, 61, 400):
-            with monkeypatch.context() as m:
-                _off(m)
-                off = _run(q, stream, chunk)
-            assert off[0] == want
-            assert _run(q, stream, chunk) == off, (seed, chunk)
+        want = _same_both_ways(q, stream, (5, 61, 400), seed)
         r, r_off = QueryRunner(q), QueryRunner(q)
         out: list[Any] = []
         for a in range(0, len(stream), 40):
