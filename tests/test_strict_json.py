@@ -208,3 +208,16 @@ def test_dumps_and_echo() -> None:
     with pytest.raises(UdmError, match="output field 'a.b\\[1\\]' is not a finite number"):
         strict.dumps({"a": {"b": [1.0, math.inf]}})
     assert strict.echo_dumps({"x": [math.nan, -math.inf, 1.5]}) == '{"x": ["NaN", "-Infinity", 1.5]}'
+
+
+def test_a_dead_letter_quotes_a_value_nested_too_deeply_as_a_note() -> None:
+    """A line the decoder could read but the encoder cannot write back (nested past the recursion limit, found
+    by test_fuzz under pytest's deeper stack) is quoted as a note, not raised from the reader."""
+    from udm.host.temporal.strict import TOO_DEEP, echo_dumps
+
+    deep: list[Any] = []
+    for _ in range(20_000):
+        deep = [deep]
+    assert json.loads(echo_dumps(deep)) == TOO_DEEP
+    assert json.loads(echo_dumps({"v": [deep], "x": float("nan")})) == TOO_DEEP
+    assert json.loads(echo_dumps({"v": [1, 2.5], "x": float("nan")})) == {"v": [1, 2.5], "x": "NaN"}

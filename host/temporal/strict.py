@@ -30,6 +30,7 @@ from udm.sdk import INF
 __all__ = [
     "TIME_MAX",
     "TIME_MIN",
+    "TOO_DEEP",
     "NotStrictJSON",
     "canonical_json",
     "dumps",
@@ -212,9 +213,16 @@ def echo(value: Any) -> Any:
     return value
 
 
+#: what a dead letter quotes for a value nested too deeply for the JSON encoder
+TOO_DEEP = "(a value nested too deeply to quote)"
+
+
 def echo_dumps(value: Any, **kw: Any) -> str:
     """`echo`'s form of ``value`` as JSON text (for dead letters and diagnostics, never for results)."""
     try:
-        return json.dumps(value, allow_nan=False, **kw)
-    except ValueError:
-        return json.dumps(echo(value), allow_nan=False, **kw)
+        try:
+            return json.dumps(value, allow_nan=False, **kw)
+        except ValueError:
+            return json.dumps(echo(value), allow_nan=False, **kw)
+    except RecursionError:  # (a line nested deeper than Python's recursion limit: a note instead of a crash)
+        return json.dumps(TOO_DEEP)
