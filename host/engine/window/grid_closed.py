@@ -22,7 +22,7 @@ from ..payload import Payload, as_column, value_array
 from .emit import first_emission, first_emissions
 from .state import Group
 
-__all__ = ["FlushJobs", "column_payload", "fresh_slices", "one_block", "window_values", "write_closed"]
+__all__ = ["FlushJobs", "column_payload", "fresh_slices", "one_block", "spans", "window_values", "write_closed"]
 
 
 def window_values(wu: Any, V: np.ndarray, st: np.ndarray, lens: np.ndarray, wle: np.ndarray, wre: np.ndarray,
@@ -35,10 +35,9 @@ def window_values(wu: Any, V: np.ndarray, st: np.ndarray, lens: np.ndarray, wle:
         # (one numeric kind: a column; whole payloads, text: entries as ``add`` has them)
         total = int(lens.sum())
         offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
-        if total == len(V) and bool((st == offsets[:-1]).all()):
-            values = V  # (the windows are the values, in order, nothing between: tumbling)
-        else:  # (the slices copied out, so they may overlap)
-            values = V[np.repeat(st - offsets[:-1], lens) + np.arange(total, dtype=np.int64)]
+        # (the windows are the values, in order, nothing between: tumbling; else the slices copied out, so
+        # they may overlap)
+        values = V if total == len(V) and bool((st == offsets[:-1]).all()) else V[spans(st, lens)[1]]
         got = fresh_slices(wu, values, offsets)
         if got is not None:
             return got
@@ -46,6 +45,13 @@ def window_values(wu: Any, V: np.ndarray, st: np.ndarray, lens: np.ndarray, wle:
         flat = V.tolist()
     return [wu.compute_state(wu.add(wu.initial_state(), flat[a:a + n], (le, re)), le, re)
             for a, n, le, re in zip(st.tolist(), lens.tolist(), wle.tolist(), wre.tolist(), strict=True)]
+
+
+def spans(a: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Runs of rows ``a[i] .. a[i] + lens[i] - 1``, one after another: their offsets in the result (one more
+    than runs) and the rows."""
+    st = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+    return st, np.repeat(a - st[:-1], lens) + np.arange(int(st[-1]), dtype=np.int64)
 
 
 def fresh_slices(wu: Any, values: np.ndarray, offsets: np.ndarray) -> Any:
@@ -144,9 +150,7 @@ class FlushJobs:
         """Each window's value (its members: ``lens`` values from ``st`` in ``flat``): `window_values` over one
         numeric column when the values are one (the slices copied out, so they may overlap)."""
         # (not one numeric kind: an int among floats, whole payloads, text: entries as ``add`` has them)
-        V = value_array(flat) if flat and type(flat[0]) in (int, float) else np.fromiter(flat, dtype=object,
-                                                                                          count=len(flat))
-        return window_values(self.step.udm, V, st, lens, wle, wre, flat)
+        return window_values(self.step.udm, value_array(flat), st, lens, wle, wre, flat)
 
     def _write(self, out: RowsOut, em: Any, groups: list[Group], wle: np.ndarray, wre: np.ndarray, res: Any) -> None:
         write_closed(self.step, out, em, groups, wle, wre, res)

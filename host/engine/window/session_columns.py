@@ -34,11 +34,11 @@ import numpy as np
 from ..batch import RowsOut
 from ..common import Ev
 from ..rules import INF
-from .grid_closed import window_values, write_closed
+from .grid_closed import spans, window_values, write_closed
 from .grid_columns import ends_alone
 from .session_heads import Heads
 from .session_released import Released
-from .session_scan import scan, spans
+from .session_scan import scan
 from .session_store import gather
 from .state import Group
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..common import Ev
-from .session_scan import spans
+from .grid_closed import spans
 from .session_store import gather
 
 __all__ = ["Heads"]

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..rules import INF
 
-__all__ = ["Sessions", "scan", "spans"]
+__all__ = ["Sessions", "scan"]
 
 
 class Sessions(NamedTuple):
@@ -51,9 +51,3 @@ def scan(gid: np.ndarray, le: np.ndarray, re: np.ndarray, gap: int) -> Sessions:
     wre[wtop >= INF] = INF
     return Sessions(first, top, s0, s1, wtop, wre)
 
-
-def spans(a: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Runs of rows ``a[i] .. a[i] + lens[i] - 1``, one after another: their offsets in the result (one more
-    than runs) and the rows."""
-    st = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
-    return st, np.repeat(a - st[:-1], lens) + np.arange(int(st[-1]), dtype=np.int64)
