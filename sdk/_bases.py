@@ -151,7 +151,8 @@ class IncrementalUDA(UDM):
     batch, and for the windows a CTI closes, of every group at once (no state object per window); raising
     makes it call the scalar forms instead. ``values`` is an int64 or float64 column when the UDA reads one
     numeric field, else (whole payloads, text, a mix) an object column of what ``add`` would receive: a form
-    that handles numbers only should raise on another dtype. Checked by ``batch_forms`` too.
+    that handles numbers only should raise on another dtype. Checked by ``batch_forms`` too. A UDA declaring
+    ``value_blind`` (`Properties`) gets placeholders instead of values, in every form: int64 zeros.
 
     Optional running form, with ``add_array``: ``compute_prefixes(state, values, ends) -> column``, entry
     ``i`` the value ``compute(add(state, values[:ends[i]].tolist()))`` (``ends``: int64, non-decreasing,

@@ -67,6 +67,7 @@ def udm(
     time_bound: bool = False,
     algebraic: bool = False,
     deterministic: bool = True,
+    value_blind: bool = False,
     params: type[BaseModel] | None = None,
     input_type: str | None = None,
     output_type: str | None = None,
@@ -84,7 +85,8 @@ def udm(
     result against the implementation, so a wrong declaration is caught at load time, not at run time.
     A span UDO (`udm.sdk.SpanUDO`) takes no clipping or output policy.
     ``error_bound`` (an `ErrorBound`) is for an approximate aggregate: how far its value may be from the
-    exact one, which the conformance kit checks.
+    exact one, which the conformance kit checks. ``value_blind`` declares a UDA that reads no member value
+    (a count): the host hands it placeholders (`udm.sdk.Properties`), and the kit checks the promise.
     """
 
     def wrap(cls: T) -> T:
@@ -110,6 +112,7 @@ def udm(
                 time_bound=time_bound,
                 algebraic=algebraic,
                 deterministic=deterministic,
+                value_blind=value_blind,
             ),
             params=params or getattr(cls, "Params", NoParams),
             input_type=input_type or hin,

@@ -53,6 +53,10 @@ class Properties(BaseModel):
     time_bound: bool = False
     algebraic: bool = False
     deterministic: bool = True
+    #: a UDA whose value depends only on how many members a window has (and, time-sensitive, on their
+    #: lifetimes), never on their values: the host hands it a placeholder for each member's value, so it
+    #: never builds payloads for it (an extension of INTERFACES §4; the kit's ``value_blind`` check)
+    value_blind: bool = False
 
 
 class ErrorBound(BaseModel):
@@ -134,6 +138,12 @@ class Manifest(BaseModel):
     def _span_is_an_operator(self) -> Manifest:
         if self.span and self.kind != "udo":
             raise ValueError(f"span: only an operator (udo) can be span-based, not a {self.kind}")
+        return self
+
+    @model_validator(mode="after")
+    def _value_blind_is_an_aggregate(self) -> Manifest:
+        if self.properties.value_blind and (self.kind != "uda" or self.span):
+            raise ValueError(f"value_blind: only an aggregate (uda) can be value-blind, not a {self.kind}")
         return self
 
     @field_validator("params")

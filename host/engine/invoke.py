@@ -38,17 +38,19 @@ class Mapper:
 
     __slots__ = ("fields", "kind", "spec")
 
-    def __init__(self, spec: str | dict[str, str] | None) -> None:
+    def __init__(self, spec: str | dict[str, str] | None, blind: bool = False) -> None:
         self.spec = spec
+        self.fields: tuple[str, ...] = ()
         if spec is None:
             self.kind = 0
-            self.fields: tuple[str, ...] = ()
         elif isinstance(spec, str):
             self.kind = 1
             self.fields = (spec,)
         else:
             self.kind = 2
             self.fields = tuple(spec.values())
+        if blind:  # a value-blind UDA (`udm.sdk.Properties.value_blind`): 0 stands for every value, no payload
+            self.kind = 4  # is read; its fields are still required of each event (semantics-notes 3)
 
     def __call__(self, payload: dict[str, Any]) -> Any:
         k = self.kind
@@ -56,6 +58,8 @@ class Mapper:
             return payload[self.spec]  # type: ignore[index]
         if k == 0:
             return payload
+        if k == 4:
+            return 0
         return {u: payload[f] for u, f in self.spec.items()}  # type: ignore[union-attr]
 
 

@@ -43,6 +43,11 @@ AssertionError listing every failed check with the seed and a minimal reproducer
     ``add``, by chunks, or as merged chunk states, the value is within the declared bound of the exact
     distinct count / quantile rank / frequencies — in all but the misses its declared confidence allows
     (`estimates.allowed_misses`, a one-in-a-million chance of failing a correct estimator).
+``value_blind``
+    For UDAs declaring ``value_blind`` (`udm.sdk.Properties`: the engine hands them a placeholder for each
+    member's value, never a payload): the value over random members equals the value over the same members
+    with each value replaced by ``0`` (the engine's placeholder) and by ``None``; its column forms give over
+    a zero int64 column what they give over random numbers. A UDA that reads its values fails it.
 
 Span UDOs (`udm.sdk.SpanUDO`, `udm.sdk.TimeSensitiveSpanUDO`: a ``flat_map`` step runs them once per
 event) are checked the same way on one event at a time: ``manifest`` (outputs are payload objects; a
@@ -109,7 +114,7 @@ from .verifier import payloads_close, verify
 __all__ = ["CHECKS", "CheckResult", "assert_contracts", "format_failures", "run_contract_checks"]
 
 CHECKS: tuple[str, ...] = ("manifest", "params_roundtrip", "deterministic", "physical_reordering", "incremental",
-                           "algebraic_merge", "state_pickle", "batch_forms", "time_bound", "error_bound")
+                           "algebraic_merge", "state_pickle", "batch_forms", "time_bound", "error_bound", "value_blind")
 
 
 @dataclass
@@ -1264,8 +1269,74 @@ def _check_error_bound(h: _Harness, rng: random.Random, examples: int) -> str:
             f"{len(misses)} outside (confidence {eb.confidence} allows {allowed})")
 
 
+#: what a value-blind UDA's members are replaced by: the engine's placeholder (0) and one no arithmetic takes
+_PLACEHOLDERS: tuple[Any, ...] = (0, None)
+
+
+def _check_value_blind(h: _Harness, rng: random.Random, examples: int) -> str:
+    """A UDA declaring ``value_blind`` gets a placeholder for each member's value (`udm.sdk.Properties`): its
+    value must be what the real members give, whatever stands in for them, in every form it implements."""
+    if not h.props.value_blind:
+        raise _Skip("not value-blind")
+    for _ in range(examples):
+        w, clip, members = h.case(rng, 8)
+        udm = h.new()
+        try:
+            want = h.normal(h.compute(udm, members, w))
+        except Exception:
+            continue  # (members the UDA refuses: the manifest check's business)
+        for ph in _PLACEHOLDERS:
+            blind = [Event(m.le, m.re, ph) if isinstance(m, Event) else ph for m in members]
+            try:
+                got = h.normal(h.compute(h.new(), blind, w))
+            except Exception as exc:
+                raise _Fail(f"declared value_blind, but compute raised {_err(exc)} on placeholder values "
+                            f"({ph!r}): it reads them", h.case_text(members, w, clip)) from None
+            if not h.same(want, got):
+                raise _Fail(f"declared value_blind, but gives {_show(got)} with placeholder values ({ph!r}) "
+                            f"where the members give {_show(want)}: it reads them", h.case_text(members, w, clip))
+    forms = _blind_forms(h, rng, examples)
+    return f"{examples} windows{forms}: the value is the same with placeholders for the members' values"
+
+
+def _blind_forms(h: _Harness, rng: random.Random, examples: int) -> str:
+    """The column forms (`_check_batch_forms`) over the engine's placeholders, a zero int64 column, give what
+    they give over random numbers."""
+    probe = h.new()
+    forms = [f for f in ("add_array", "add_batch", "compute_slices", "compute_prefixes")
+             if callable(getattr(probe, f, None))] if h.props.incremental and not h.props.time_sensitive else []
+    for _ in range(examples if forms else 0):
+        lens = [rng.randint(0, 6) for _ in range(rng.randint(1, 4))]
+        offsets = np.cumsum([0, *lens]).astype(np.int64)
+        n = int(offsets[-1])
+        real = (np.array([rng.randint(-9, 9) for _ in range(n)], dtype=np.int64) if rng.random() < 0.5 else
+                np.array([rng.uniform(-9, 9) for _ in range(n)], dtype=np.float64))
+        for f in forms:
+            want, got = _blind_form(h, f, real, offsets), _blind_form(h, f, np.zeros(n, dtype=np.int64), offsets)
+            if not h.same(want, got):
+                raise _Fail(f"declared value_blind, but {f} gives {_show(got)} over a zero column where it gives "
+                            f"{_show(want)} over {real.tolist()!r} (slices at {offsets.tolist()}): it reads them")
+    return f" and {', '.join(forms)}" if forms else ""
+
+
+def _blind_form(h: _Harness, form: str, col: np.ndarray, offsets: np.ndarray) -> Any:
+    udm = h.new()
+    try:
+        if form == "compute_slices":
+            return [h.normal(v) for v in list(udm.compute_slices(col, offsets))]
+        if form == "compute_prefixes":
+            return [h.normal(v) for v in list(udm.compute_prefixes(udm.initial_state(), col, offsets[1:]))]
+        if form == "add_batch":
+            states = udm.add_batch([udm.initial_state() for _ in offsets[1:]], col, offsets)
+            return [h.normal(h.finish(udm, st, None)) for st in states]
+        return h.normal(h.finish(udm, udm.add_array(udm.initial_state(), col), None))
+    except Exception as exc:
+        return f"raised {_err(exc)}"
+
+
 _RUNNERS: dict[str, Callable[..., str]] = {
     "error_bound": _check_error_bound,
+    "value_blind": _check_value_blind,
 
     "batch_forms": _check_batch_forms,
     "manifest": _check_manifest,

@@ -48,6 +48,17 @@ class GoodCount(IncrementalUDA):
         return state
 
 
+# -- value_blind --------------------------------------------------------------------------------
+
+
+@udm(name="blind_distinct", version="1.0.0", value_blind=True, input_type="any", output_type="int")
+class BlindDistinct(UDA):
+    """Declares it reads no values, and counts the distinct ones (the engine would hand it placeholders)."""
+
+    def compute(self, payloads: Sequence[Any]) -> int:
+        return len({repr(p) for p in payloads})
+
+
 # -- manifest -----------------------------------------------------------------------------------
 
 
@@ -417,6 +428,7 @@ BROKEN: dict[type[UDM], set[str]] = {
     SpanLiar: {"time_bound"},
     SpanNoisy: {"deterministic", "physical_reordering"},
     SpanPicky: {"manifest"},
+    BlindDistinct: {"value_blind"},
 }
 
 ALL: tuple[type[UDM], ...] = (GoodCount, ExactDistinct, *BROKEN)

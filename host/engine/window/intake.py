@@ -70,8 +70,12 @@ class WindowIntake(Operator):
         return [tuple(group_key(v) for v in t) for t in zip(*cols, strict=True)]
 
     def _values(self, b: Batch, rows: np.ndarray, numeric: bool = False) -> Any:
-        """What the UDM receives of each row (``numeric``: an int64/float64 column is given as such)."""
+        """What the UDM receives of each row (``numeric``: an int64/float64 column is given as such); a
+        value-blind UDA's placeholders (`invoke.Mapper`) as an int64 column, no payload read."""
         m = self.mapper
+        if m.kind == 4:
+            zeros = np.zeros(len(rows), dtype=np.int64)
+            return zeros if numeric else zeros.tolist()
         if m.kind == 1:
             vals, _ = b.payload.column(m.spec, rows)
             if isinstance(vals, np.ndarray):

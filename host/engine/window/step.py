@@ -98,7 +98,8 @@ class WindowOp(WindowIntake):
         self.bs = bs
         assert bs is not None
         self.udm = window_udm(bs)
-        self.mapper = MultiMapper([p.step.input for p in bs.parts]) if bs.parts else Mapper(bs.step.input)
+        self.mapper = (MultiMapper([p.step.input for p in bs.parts]) if bs.parts
+                       else Mapper(bs.step.input, bs.entry.manifest.properties.value_blind))
         udm = self.udm
         self.time_sensitive = udm.time_sensitive
         self.incremental = udm.incremental

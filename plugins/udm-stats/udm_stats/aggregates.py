@@ -113,7 +113,7 @@ def _numbers(values: Sequence[object], who: str) -> Sequence[float]:
     return values  # type: ignore[return-value]
 
 
-@udm(name="count", version="1.0.0", algebraic=True, input_type="any", output_type="int")
+@udm(name="count", version="1.0.0", algebraic=True, value_blind=True, input_type="any", output_type="int")
 class Count(IncrementalUDA):
     """Number of members."""
 
