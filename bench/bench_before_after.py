@@ -74,13 +74,16 @@ tree = Path(sys.argv.pop(1)).resolve()
 if any(m == "udm" or m.startswith("udm.") for m in sys.modules):
     raise SystemExit("udm was imported before the bootstrap could redirect it")
 finders = [sys.modules.get(getattr(f, "__module__", "")) for f in sys.meta_path]
-finders = [m for m in finders if m is not None and "udm" in getattr(m, "MAPPING", {})]
-if not finders:
+finders = [m for m in finders if m is not None and getattr(m, "MAPPING", None)]
+roots = {Path(m.MAPPING["udm"]).parent for m in finders if "udm" in m.MAPPING}
+if not roots:
     raise SystemExit("no editable-install finder for 'udm' on sys.meta_path")
+# udm and the checkout's plugins (plugins/*: a plugin may use SDK declarations the other tree lacks)
 for mod in finders:
-    old_root = Path(mod.MAPPING["udm"]).parent
     for name, path in list(mod.MAPPING.items()):
-        mod.MAPPING[name] = str(tree / Path(path).relative_to(old_root))
+        root = next((r for r in roots if Path(path).is_relative_to(r)), None)
+        if root is not None:
+            mod.MAPPING[name] = str(tree / Path(path).relative_to(root))
 '''
 
 BOOTSTRAP = r'''

@@ -15,6 +15,7 @@ import pytest
 from test_engine_support import check_physical, cht
 
 from udm.host.engine import QueryRunner
+from udm.host.engine.window.state import group_key, group_keys
 from udm.host.io.batch import ElementBatch
 from udm.host.model.plan import bind
 from udm.host.model.spec import parse_query
@@ -73,3 +74,17 @@ def test_group_codes_from_an_arrow_column_equal_the_oracle(kind: str, step: dict
             got += r.finish()
             check_physical(got)
             assert cht(got) == want, (kind, seed, chunk)
+
+
+def test_group_keys_are_group_key_of_each_value() -> None:
+    """`group_keys` (a batch's distinct key values at once) is `group_key` per value: one kind or mixed,
+    ``1``, ``1.0`` and ``True`` apart, unhashable values by their JSON."""
+    rng = random.Random(5)
+    pools: list[list[Any]] = [*KEYS.values(), [1, 1.0, True, "1", None], [[1, 2], {"a": 1}, 3], [None, None]]
+    for _ in range(300):
+        pool = rng.choice(pools)
+        values = [rng.choice(pool) for _ in range(rng.randrange(0, 12))]
+        got = group_keys(list(values))
+        want = [group_key(v) for v in values]
+        assert got == want and [type(k) for k in got] == [type(k) for k in want], values
+        assert all(type(a[1]) is type(b[1]) for a, b in zip(got, want, strict=True) if isinstance(a, tuple))

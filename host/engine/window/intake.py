@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from ..batch import CTI, INSERT, Batch
 from ..operator import Operator
 from ..rules import CTI_VIOLATION, INF, UNKNOWN_ID, FieldCheck, cti_reason, effective_cti, sync_time
-from .state import Ev, Group, group_key
+from .state import Ev, Group, group_key, group_keys
 from .sweep import make_sweep
 
 __all__ = ["WindowIntake"]
@@ -66,7 +66,7 @@ class WindowIntake(Operator):
             vals, _ = b.payload.column(f, rows)
             cols.append(vals.tolist() if isinstance(vals, np.ndarray) else vals)
         if len(gb) == 1:
-            return [group_key(v) for v in cols[0]]
+            return group_keys(list(cols[0]))
         return [tuple(group_key(v) for v in t) for t in zip(*cols, strict=True)]
 
     def _values(self, b: Batch, rows: np.ndarray, numeric: bool = False) -> Any:
@@ -120,12 +120,12 @@ class WindowIntake(Operator):
         if sub is not None:
             enc = pc.dictionary_encode(sub)
             codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-            groups: list[Group] = []
             f0 = gb[0]
-            for v in enc.dictionary.to_pylist():  # (a key's value is its field's: one field, no nulls)
-                k = group_key(v)
-                g = self.groups.get(k)
-                groups.append(g if g is not None else self.group(k, {f0: v}))
+            vals = enc.dictionary.to_pylist()
+            keys = group_keys(vals)
+            groups: list[Any] = list(map(self.groups.get, keys))
+            for j in [j for j, g in enumerate(groups) if g is None]:  # (a key's value is its field's)
+                groups[j] = self.group(keys[j], {f0: vals[j]})
             return codes, groups
         keys = self._keys(b, rows)
         index: dict[Any, int] = {}
