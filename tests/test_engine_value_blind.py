@@ -161,7 +161,7 @@ def test_an_input_field_still_must_be_there() -> None:
     bound = bind(parse_query(q), CAT)
     r = QueryRunner(bound)
     out = r.process_many(stream, range(1, len(stream) + 1)) + r.finish()
-    assert r.stats().dead_lettered > 0
+    assert r.stats.dead_lettered > 0
     verdict = verify(out, oracle(bound, stream), rel_tol=0.0, abs_tol=0.0)
     assert verdict.ok, verdict.diff
 

@@ -130,13 +130,15 @@ class Tail:
     def admit(self, groups: list[Group], touched: dict[int, Group]) -> tuple[np.ndarray, np.ndarray]:
         """Which of the groups take rows here (in the tail, or holding nothing: they enter it, and leave
         ``touched``, as the tail values their sessions) and their codes (-1: not here)."""
-        codes = np.full(len(groups), -1, dtype=np.int64)
+        got = [-1] * len(groups)  # (a list, made an array once: numpy item writes cost more than the loop)
         tg = self.groups
+        find = tg.get
         quiet = self.quiet
+        untouch = touched.pop
         for j, g in enumerate(groups):
             d = g.data
             code = d.code
-            if tg.get(code) is not g:
+            if find(code) is not g:
                 if d.rows or d.wins or g.out:
                     continue
                 if code < 0:
@@ -145,8 +147,9 @@ class Tail:
                 elif quiet:
                     quiet.pop(code, None)
                 tg[code] = g
-            codes[j] = code
-            touched.pop(id(g), None)
+            got[j] = code
+            untouch(id(g), None)
+        codes = np.array(got, dtype=np.int64)
         return codes >= 0, codes
 
     def add(self, gid: np.ndarray, ids: np.ndarray, le: np.ndarray, re: np.ndarray, val: np.ndarray) -> None:
