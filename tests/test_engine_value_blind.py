@@ -19,7 +19,7 @@ from udm.host.model.plan import bind
 from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert
 from udm.host.testing import oracle, verify
-from udm.sdk import Event, IncrementalUDA, TimeSensitiveUDA, WindowDescriptor, udm
+from udm.sdk import UDA, UDO, Event, IncrementalUDA, TimeSensitiveUDA, WindowDescriptor, udm
 
 #: how many member values each spy saw in the engine, by the form it saw them in
 SEEN: dict[str, int] = {}
@@ -165,3 +165,18 @@ def test_an_input_field_still_must_be_there() -> None:
     verdict = verify(out, oracle(bound, stream), rel_tol=0.0, abs_tol=0.0)
     assert verdict.ok, verdict.diff
 
+
+
+def test_only_an_aggregate_can_be_value_blind() -> None:
+    class Op(UDO):
+        def compute(self, payloads: Sequence[Any]) -> list[dict[str, Any]]:
+            return [{"n": len(payloads)}]
+
+    with pytest.raises(ValueError, match="value_blind: only an aggregate"):
+        udm(name="blind_op", value_blind=True)(Op)
+
+    class Seeing(UDA):
+        def compute(self, payloads: Sequence[Any]) -> int:
+            return len(payloads)
+
+    assert udm(name="seeing")(Seeing).manifest.properties.value_blind is False

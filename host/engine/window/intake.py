@@ -154,8 +154,7 @@ class WindowIntake(Operator):
             # follows its own insert), then the retractions in order
             irows = rows[ins]
             codes, groups = self._group_codes(b, irows)
-            for g in groups:
-                touched[id(g)] = g
+            touched.update(zip(map(id, groups), groups, strict=True))
             le = b.le[irows]
             only = bool(ins.all()) and self.max_memory_time >= INF
             fam.bulk_insert(groups, codes, b.id[irows], le, b.re[irows], self._values(b, irows, True),

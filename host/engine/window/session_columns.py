@@ -26,7 +26,9 @@ takes part.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from itertools import compress, repeat
+from operator import attrgetter, is_not
 from typing import Any
 
 import numpy as np
@@ -43,6 +45,9 @@ from .session_store import gather
 from .state import Group
 
 __all__ = ["Tail", "columns_ok"]
+
+#: a group's code in the tail (-1: never in it)
+_CODE = attrgetter("data.code")
 
 
 def columns_ok(step: Any) -> bool:
@@ -130,27 +135,27 @@ class Tail:
     def admit(self, groups: list[Group], touched: dict[int, Group]) -> tuple[np.ndarray, np.ndarray]:
         """Which of the groups take rows here (in the tail, or holding nothing: they enter it, and leave
         ``touched``, as the tail values their sessions) and their codes (-1: not here)."""
-        got = [-1] * len(groups)  # (a list, made an array once: numpy item writes cost more than the loop)
         tg = self.groups
-        find = tg.get
-        quiet = self.quiet
-        untouch = touched.pop
-        for j, g in enumerate(groups):
+        got = list(map(_CODE, groups))
+        # (a group in the tail is its code's group; the others, few, one by one)
+        for j in compress(range(len(groups)), map(is_not, map(tg.get, got), groups)):
+            g = groups[j]
             d = g.data
             code = d.code
-            if find(code) is not g:
-                if d.rows or d.wins or g.out:
-                    continue
-                if code < 0:
-                    code = d.code = self.next_code
-                    self.next_code += 1
-                elif quiet:
-                    quiet.pop(code, None)
-                tg[code] = g
+            if d.rows or d.wins or g.out:
+                got[j] = -1
+                continue
+            if code < 0:
+                code = d.code = self.next_code
+                self.next_code += 1
+            elif self.quiet:
+                self.quiet.pop(code, None)
+            tg[code] = g
             got[j] = code
-            untouch(id(g), None)
         codes = np.array(got, dtype=np.int64)
-        return codes >= 0, codes
+        col = codes >= 0
+        deque(map(touched.pop, map(id, compress(groups, col.tolist())), repeat(None)), maxlen=0)
+        return col, codes
 
     def add(self, gid: np.ndarray, ids: np.ndarray, le: np.ndarray, re: np.ndarray, val: np.ndarray) -> None:
         """Rows for groups `admit`ted, of codes ``gid``."""
