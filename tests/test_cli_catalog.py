@@ -51,6 +51,12 @@ def test_info_human_and_json() -> None:
     assert "window" in json.dumps(data)
 
 
+def test_info_names_every_declared_property() -> None:
+    """`count` declares value_blind (it reads no member value): `udm info` says so, `median` does not."""
+    assert "value_blind" in runner.invoke(app, ["info", "count"], terminal_width=200).output
+    assert "value_blind" not in runner.invoke(app, ["info", "median"], terminal_width=200).output
+
+
 def test_info_shows_an_estimators_error_bound_and_bracketed_types() -> None:
     res = runner.invoke(app, ["info", "approx_quantile"], terminal_width=200)
     assert res.exit_code == 0, res.output

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = ["register"]
 
-_PROPS = ("incremental", "time_sensitive", "time_bound", "algebraic", "deterministic")
+_PROPS = ("incremental", "time_sensitive", "time_bound", "algebraic", "value_blind", "deterministic")
 
 
 def _props(entry: CatalogEntry) -> list[str]:
