@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
             m = {k: statistics.median(c[k] for c in runs) for k in runs[0]}
             print(f"{label:>14} (median of {len(runs)}): {m['jobs']:.0f} jobs, {m['stages']:.0f} stages, "
                   f"{m['tasks']:.0f} tasks, shuffle {m['shuffle_rows']:,.0f} rows {m['shuffle_mb']:.1f} MB; "
-                  f"CPU s: python workers {m['python']:.1f}, JVM {m['jvm']:.1f} (tasks {m['jvm_task_cpu']:.1f}), "
+                  f"CPU s: python workers {m['python']:.1f}, JVM {m['jvm']:.1f} (tasks {m['jvm_task_cpu']:.1f}, "
+                  f"JIT {m['jit']:.1f}), "
                   f"driver {m['driver']:.1f}, total {m['python'] + m['jvm'] + m['driver']:.1f}", flush=True)
     same = answers["staged"] == answers["single bucket"]
     ratio = med["staged"] / med["single bucket"]
@@ -131,8 +132,9 @@ def main(argv: list[str] | None = None) -> int:
 
 class Meter:
     """What one plan run cost that the machine's load does not change: Spark jobs, stages and tasks, shuffle
-    rows and bytes written (the JVM's status store), and CPU seconds of the JVM, of its Python workers (the
-    JVM's process tree in /proc: live processes' own and reaped children's time) and of this driver."""
+    rows and bytes written (the JVM's status store), and CPU seconds of the JVM (of which its JIT compiler
+    threads'), of its Python workers (the JVM's process tree in /proc: live processes' own and reaped
+    children's time) and of this driver."""
 
     def __init__(self, spark: Any) -> None:
         self.sc = spark.sparkContext
@@ -165,6 +167,15 @@ class Meter:
             f = stat[pid]  # (fields 14-17 of proc(5): utime stime cutime cstime, here at 12..15)
             secs = sum(int(x) for x in f[12:16]) / self.tick
             got["jvm" if f[0] == "java" else "python"] += secs
+        got["jit"] = 0.0  # the JVM's compiler threads (C1/C2: more distinct generated code, more to compile)
+        for task in os.listdir(f"/proc/{self.root}/task") if self.root in stat else []:
+            try:
+                text = Path(f"/proc/{self.root}/task/{task}/stat").read_text()
+            except OSError:
+                continue
+            if "CompilerThre" in text[text.index("(") + 1:text.rindex(")")]:
+                f = text[text.rindex(")") + 2:].split()
+                got["jit"] += (int(f[11]) + int(f[12])) / self.tick
         import resource
 
         got["driver"] = resource.getrusage(resource.RUSAGE_SELF).ru_utime + resource.getrusage(

@@ -102,3 +102,34 @@ def test_file_batches_keep_every_payload_exactly(spark: Any, tmp_path: Any, bad:
     assert [r["line"] for r in rows] == list(range(1, len(lines) + 1))
     if bad:
         assert rows[-2]["kind"] is None and rows[-2]["error"]
+
+
+@pytest.mark.parametrize("seed", range(50))
+def test_payload_texts_are_each_payloads_compact_json(seed: int) -> None:
+    """The reader's struct payloads as text, built column by column (`object_texts`), read back as the
+    payloads, and spelled as ``json.dumps`` with compact separators spells them (ints stay ints)."""
+    import random
+
+    from udm.host.io.batch import ElementBatch
+    from udm.host.io.jsonl import struct_payloads
+    from udm.host.spark.convert import payload_texts
+
+    rng = random.Random(seed)
+    kinds = [lambda: rng.randint(-10**12, 10**12), lambda: rng.choice([0.1, 2.0, -1e22, 5e-5, 1e-300]),
+             lambda: rng.choice(["a", "é\"\\x", "", "{"]), lambda: rng.random() < 0.5, lambda: {"n": [1, 2.5]}]
+    fields = rng.sample(["k", "v", "w", "x"], rng.randint(0, 4))
+    typed = {f: rng.choice(kinds) for f in fields}
+    els: list[Any] = []
+    for i in range(rng.randint(1, 30)):
+        if rng.random() < 0.2:
+            els.append(Cti(i))
+        else:
+            els.append(Insert(f"e{i}", i, i + 1, {f: (typed[f]() if rng.random() < 0.9 else None) for f in fields}))
+    batch = ElementBatch.from_elements(els)
+    struct = struct_payloads(batch.table.column("payload"))  # (the reader's struct column, when faithful)
+    if struct is not None:
+        batch = ElementBatch.from_table(batch.table.set_column(batch.table.column_names.index("payload"),
+                                                               "payload", struct))
+    got = payload_texts(batch).to_pylist()
+    want = [json.dumps(e.payload, separators=(",", ":")) if isinstance(e, Insert) else None for e in els]
+    assert got == want

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from spark_runs import collected, local_dead
 from stage_queries import (
@@ -120,6 +121,103 @@ def test_merge_exchange_is_a_valid_union_whose_cti_is_the_minimum(seed: int) -> 
         sync = el.le if isinstance(el, Insert) else min(el.re, el.re_new)
         assert sync >= low
     assert low == min(max((x.t for x in els if isinstance(x, Cti)), default=-(2**63)) for els in streams.values())
+
+
+def _value(rng: random.Random) -> Any:
+    return rng.choice([lambda: rng.randint(-3, 3), lambda: rng.choice([0.5, 2.0, -1e20, 1e-7, 123456789.0]),
+                       lambda: rng.choice(["a", "1", "é\"x", "", "{"]), lambda: rng.choice([True, False]),
+                       lambda: None, lambda: {"a": [1, 2.5]}, lambda: [rng.randint(0, 2)]])()
+
+
+def _engine_output(rng: random.Random) -> Any:
+    """An engine output batch: inserts (payloads of one shape or several, as dicts or as columns),
+    retractions of earlier inserts (and of ids never inserted), CTIs."""
+    from udm.host.engine.batch import CTI, INSERT, RETRACT, Batch
+    from udm.host.engine.payload import Payload
+
+    shapes = [tuple(rng.sample(["k", "q", "v", "w"], rng.randint(0, 3))) for _ in range(rng.randint(1, 2))]
+    typed = {f: rng.choice([int, float, str, bool, None]) for f in "kqvw"}
+    kind: list[int] = []
+    ids: list[int] = []
+    le: list[int] = []
+    re: list[int] = []
+    rn: list[int] = []
+    payloads: list[Any] = []
+    live: list[int] = []
+    for i in range(rng.randint(0, 40)):
+        r = rng.random()
+        if r < 0.15:
+            kind.append(CTI)
+            ids.append(0)
+            le.append(i)
+            re.append(i)
+            rn.append(i)
+            payloads.append({})
+            continue
+        if r < 0.35:
+            kind.append(RETRACT)
+            ids.append(rng.choice(live) if live and rng.random() < 0.9 else 1000 + i)
+            payloads.append({})
+        else:
+            kind.append(INSERT)
+            ids.append(i)
+            live.append(i)
+            shape = rng.choice(shapes)
+            t = {f: typed[f] for f in shape}
+            payloads.append({f: (t[f](rng.randint(0, 5)) if t[f] is not None and rng.random() < 0.9
+                                 else _value(rng)) for f in shape})
+        le.append(i)
+        re.append(i + 5)
+        rn.append(i + 1)
+    b = Batch.of(kind, ids, le, re, rn, payloads)
+    if len(shapes) == 1 and shapes[0] and rng.random() < 0.5:
+        try:  # the same payloads held as columns (what a span step or the reader hands on)
+            struct = pa.array([p if k == INSERT else None for k, p in zip(kind, payloads, strict=True)])
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            return b
+        if pa.types.is_struct(struct.type):
+            b = b.with_payload(Payload.from_struct(struct))
+    return b
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_bucket_rows_are_the_engines_output_elements(seed: int) -> None:
+    """A bucket's result rows, built column by column from its engine's output batch, spell the batch's
+    elements (read back one by one): ids with the bucket's prefix, compact JSON payloads, an exchange row's
+    ``keys`` the `key_text` of its payload's fields, a retraction's those of the latest insert of its id."""
+    import json
+
+    from udm.host.spark.graph import bucket_rows, key_text
+
+    rng = random.Random(seed)
+    b = _engine_output(rng)
+    last = rng.random() < 0.3
+    carried = () if last else tuple(rng.sample(["k", "q", "x"], rng.randint(0, 2)))
+    stage = plan_stages(parse_query(JOIN_THEN_WINDOW))[0]
+    got = bucket_rows(3, b, stage, last, carried).to_pylist()
+    want = []
+    keys: dict[str, Any] = {}
+    for el in b.to_elements():
+        if isinstance(el, Cti):
+            if not last:
+                want.append({"kind": "cti", "t": el.t, "keys": None})
+            continue
+        row: dict[str, Any] = {"kind": "insert" if isinstance(el, Insert) else "retract", "id": f"3.{el.id}",
+                               "le": el.le, "re": el.re}
+        if isinstance(el, Insert):
+            row["payload"] = json.dumps(el.payload, separators=(",", ":"))
+            keys[el.id] = [key_text(el.payload, f) for f in carried] if carried else None
+            row["keys"] = keys[el.id]
+        else:
+            row["re_new"] = el.re_new
+            row["keys"] = keys.get(el.id)
+        want.append(row)
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert {k: g[k] for k in w} == w
+        assert g["payload"] is None or g["kind"] == "insert"
+        assert g["input"] == (None if last else stage.sink) and g["part"] == stage.index
+    assert [g["line"] for g in got] == [(i << 20) + 3 if last else i for i in range(len(got))]
 
 
 def _inputs(seed: int) -> dict[str, list[Any]]:

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from udm.host.errors import UdmError
 from udm.host.io.batch import ElementBatch
-from udm.host.io.encode import EncodedLines, encode_value_column
+from udm.host.io.encode import ConstColumn, EncodedLines, encode_value_column
 from udm.host.temporal.elements import Cti, Ecti, Element, Insert, Retract
 from udm.sdk import INF
 
@@ -36,11 +36,13 @@ __all__ = [
     "batch_to_arrow",
     "cht_df",
     "collect_elements",
+    "compact_json",
     "element_lines_of",
     "elements_df",
     "elements_of",
     "events_from_df",
     "normalize_elements",
+    "object_texts",
     "payload_texts",
     "ticks_to_timestamp",
 ]
@@ -65,8 +67,7 @@ def batch_to_arrow(batch: ElementBatch) -> pa.Table:
 
 def payload_texts(batch: ElementBatch) -> pa.Array:
     """The payload column as compact JSON text (null where absent), built column by column for the
-    reader's struct payloads (`udm.host.io.encode`): ``json.dumps`` per row costs ~3 s per million. A
-    field holding objects or lists is encoded value by value."""
+    reader's struct payloads (`object_texts`): ``json.dumps`` per row costs ~3 s per million."""
     col = batch.table.column("payload").combine_chunks()
     typ = col.type
     if not pa.types.is_struct(typ):
@@ -76,22 +77,36 @@ def payload_texts(batch: ElementBatch) -> pa.Array:
     sub = col.filter(valid) if col.null_count else col  # (CTIs and bare retractions have none)
     if len(sub) == 0:
         return pa.nulls(n, pa.string())
-    if typ.num_fields == 0:
-        text = pa.array(["{}"] * len(sub), pa.string())
-    else:
-        parts: list[Any] = []
-        for k, field in enumerate(sub.flatten()):  # (children with the array's offset applied)
-            parts.append(("{" if k == 0 else ",") + json.dumps(typ.field(k).name) + ":")
-            if pa.types.is_struct(field.type) or pa.types.is_list(field.type):
-                parts.append(pa.array([json.dumps(v, separators=(",", ":")) for v in field.to_pylist()], pa.string()))
-                continue
-            value, quote = encode_value_column(field)
-            parts.extend(['"', value, '"'] if quote else [value])
-        parts.append("}")
-        text = pc.binary_join_element_wise(*parts, "")
+    text = object_texts([(typ.field(k).name, field) for k, field in enumerate(sub.flatten())], len(sub))
     if col.null_count:
         text = pc.replace_with_mask(pa.nulls(n, pa.string()), valid, text)
     return text
+
+
+#: a value's compact JSON text (what ``json.dumps`` with these separators gives)
+compact_json = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def object_texts(fields: Sequence[tuple[str, pa.Array | ConstColumn | list[Any]]], n: int) -> pa.Array:
+    """``n`` compact JSON objects from their fields in order, built column by column (`udm.host.io.encode`):
+    a field is a typed column of the ``n`` rows, a `ConstColumn` (one value for all) or a list of Python
+    values (encoded one by one, as is a column holding objects or lists)."""
+    parts: list[Any] = []
+    for k, (name, col) in enumerate(fields):
+        parts.append(("{" if k == 0 else ",") + json.dumps(name) + ":")
+        if isinstance(col, ConstColumn):
+            parts.append(compact_json(col.value))
+        elif isinstance(col, list):
+            parts.append(pa.array([compact_json(v) for v in col], pa.string()))
+        elif pa.types.is_nested(col.type):
+            parts.append(pa.array([compact_json(v) for v in col.to_pylist()], pa.string()))
+        else:
+            value, quote = encode_value_column(col)
+            parts.extend(['"', value, '"'] if quote else [value])
+    parts.append("}" if parts else "{}")
+    if not any(isinstance(p, pa.Array) for p in parts):
+        return pa.array(["".join(parts)] * n, pa.string())
+    return pc.binary_join_element_wise(*parts, "")
 
 
 def elements_df(spark: SparkSession, source: Iterable[Element] | Iterable[ElementBatch],

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,21 +45,32 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from udm.host.engine.batch import CTI, INSERT, RETRACT, Batch
 from udm.host.engine.common import NEG
+from udm.host.engine.feeding import CHUNK
+from udm.host.engine.payload import Payload
 from udm.host.errors import UdmError
 from udm.host.io.batch import ElementBatch
+from udm.host.io.encode import encode_value_column
 from udm.host.io.interleave import interleave
+from udm.host.io.table_columns import kind_text
 from udm.host.model.graph import resolve
 from udm.host.model.plan import BoundQuery, build_plan
 from udm.host.model.spec import QuerySpec
 from udm.host.query.runners import make_runner
-from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
+from udm.host.spark.convert import ELEMENT_COLUMNS, compact_json, normalize_elements
 from udm.host.spark.partition import BY_ID, bucket_groups, one_row, python_tasks, whole_input
 from udm.host.spark.results import OUTPUT_DDL, SparkRun, explain_failure, ids_repeat
 from udm.host.spark.retract_route import everywhere, id_hash, keep_own_retractions, orphans, spread
-from udm.host.spark.rows import dead_rows, id_prefix, payload_text, with_struct_payloads
+from udm.host.spark.rows import (
+    PayloadFields,
+    dead_rows,
+    id_prefix,
+    payload_fields,
+    payload_texts_at,
+    with_struct_payloads,
+)
 from udm.host.spark.stages import Stage, checked_before, merge_exchange, plan_stages, read_before
-from udm.host.temporal.elements import Cti, Insert, Retract
 from udm.sdk import INF
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -67,7 +78,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from udm.host.spark.file_source import InputFacts
 
-__all__ = ["GRAPH_RESULT_DDL", "graph_elements", "is_graph", "key_of_text", "key_text", "key_value", "run_graph_batch"]
+__all__ = ["GRAPH_RESULT_DDL", "bucket_rows", "graph_elements", "is_graph", "key_of_text", "key_text", "key_texts",
+           "key_value", "run_graph_batch"]
 
 # lazy imports: pyspark, pandas — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
@@ -109,7 +121,23 @@ def key_text(payload: Any, field: str) -> str | None:
         return v
     if isinstance(v, (dict, list)):
         return "{}"
-    return payload_text(v)
+    return compact_json(v)
+
+
+def key_texts(payload: Payload, rows: np.ndarray, fields: PayloadFields | None, field: str) -> pa.Array:
+    """`key_text` of ``field`` for the payloads of ``rows`` (``fields``: `payload_fields` of them), column
+    by column when the field is a column of strings, or of numbers or booleans without nulls."""
+    col = dict(fields).get(field) if fields is not None else None
+    if fields is not None and col is None:
+        return pa.nulls(len(rows), pa.string())
+    if isinstance(col, pa.Array):
+        typ = col.type
+        if pa.types.is_string(typ):
+            return col
+        if col.null_count == 0 and (pa.types.is_int64(typ) or pa.types.is_float64(typ) or pa.types.is_boolean(typ)):
+            return encode_value_column(col)[0]
+    every = payload.rows()
+    return pa.array([key_text(every[i], field) for i in rows.tolist()], pa.string())
 
 
 def key_of_text(text: Column) -> Column:
@@ -188,7 +216,7 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
         runner = make_runner(spec_json, on_violation, derived_inputs=exchanges)
         stream, source = table.column("stream"), table.column("input")
         is_in = pc.fill_null(pc.equal(stream, "in"), False)
-        out: list[Any] = []
+        out: list[Batch] = []
         tails = []
         heads = []
         for name in stage.inputs:
@@ -206,10 +234,11 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
         if ordered and len(heads) > 1:
             # the stage's result follows the inputs' physical interleaving (a finite finalize): the
             # documented order of `udm.host.io.interleave`, as the local engine reads them
-            out += runner.process_interleaved(interleave([(n, b.to_elements()) for n, b in heads]))
+            for name, batch, at, length in _interleaved_runs(heads):
+                out.append(runner.run_batch(batch.slice(at, length), name))
         else:
             for name, batch in heads:
-                out += runner.process_batch(batch, name)
+                out.append(runner.run_batch(batch, name))
         reached = runner.ctx.reached  # T as this bucket's real inputs gave it
         if t_end is not None:
             # the plan-wide T (semantics-notes 2, 10) for the truncation at cti(INF). Not as a cti(T) on the
@@ -219,12 +248,12 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
         for name in exchanges:
             part = table.filter(pc.and_(pc.equal(stream, "out"), pc.equal(source, name)))
             merged = merge_exchange(part.select([*ELEMENT_COLUMNS, "_src"]))
-            out += runner.process_batch(ElementBatch.from_table(with_struct_payloads(merged)), name)
+            out.append(runner.run_batch(ElementBatch.from_table(with_struct_payloads(merged)), name))
         for name, tail in tails:
             if tail.num_rows:
-                out += runner.process_batch(ElementBatch.from_table(tail), name)
-        out += runner.finish()
-        elements = _element_rows(bucket, out, stage, last, carried)
+                out.append(runner.run_batch(ElementBatch.from_table(tail), name))
+        out.append(runner.finish_batch())
+        elements = bucket_rows(bucket, Batch.concat(out), stage, last, carried)
         cols: dict[str, list[Any]] = {c: [] for c in _RESULT_ARROW.names}
 
         def row(**values: Any) -> None:
@@ -259,72 +288,88 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
     return run
 
 
-def _element_rows(bucket: int, out: list[Any], stage: Stage, last: bool, carried: tuple[str, ...]) -> pa.Table:
-    """The stage's output elements of one bucket as result rows, built column by column (a bucket holding a
-    hot key emits most of the stage's output: a dict per row cost more than the encoding itself).
+def _interleaved_runs(heads: list[tuple[str, ElementBatch]]) -> Iterator[tuple[str, ElementBatch, int, int]]:
+    """The inputs' rows in the documented interleaving (`udm.host.io.interleave`) as runs ``(input, its
+    batch, first row, rows)`` of one input each, at most `CHUNK` rows long (as `QueryRunner.process_interleaved`
+    feeds them)."""
+    at = dict.fromkeys((name for name, _ in heads), 0)
+    batches = dict(heads)
+    name: str | None = None
+    start = length = 0
+    for nm, _, _ in interleave([(n, b.to_elements()) for n, b in heads]):
+        if nm != name or length >= CHUNK:
+            if name is not None:
+                yield name, batches[name], start, length
+            name, start, length = nm, at[nm], 0
+        at[nm] += 1
+        length += 1
+    if name is not None:
+        yield name, batches[name], start, length
 
-    The last stage's rows are output rows, by `udm.host.spark.rows.output_rows`' rule (`id_prefix`,
-    `payload_text`; no CTIs; ``line`` orders them within the bucket). An earlier stage's are its exchange
-    (input: its sink;
-    ``bucket`` and ``line``: the producing bucket and the row's position there, CTIs included, which
-    `udm.host.spark.stages.merge_exchange` merges over the buckets); ``keys`` holds the `key_text` of the
-    ``carried`` fields (what the later stages route by), a retraction's its insert's, so Spark routes it
-    by key like its insert instead of looking its insert up, and no row's payload is parsed for it."""
-    kind: list[str] = []
-    ids: list[str | None] = []
-    le: list[int | None] = []
-    re: list[int | None] = []
-    re_new: list[int | None] = []
-    t: list[int | None] = []
-    payload: list[str | None] = []
-    keys: list[list[str | None] | None] = []
-    live: dict[str, list[str | None]] = {}
-    prefix = id_prefix(bucket)
-    for el in out:
-        if isinstance(el, Insert):
-            kind.append("insert")
-            ids.append(prefix + el.id)
-            le.append(el.le)
-            re.append(el.re)
-            re_new.append(None)
-            t.append(None)
-            payload.append(payload_text(el.payload))
-            if carried:
-                keys.append(live.setdefault(el.id, [key_text(el.payload, f) for f in carried]))
-            else:
-                keys.append(None)
-        elif isinstance(el, Retract):
-            kind.append("retract")
-            ids.append(prefix + el.id)
-            le.append(el.le)
-            re.append(el.re)
-            re_new.append(el.re_new)
-            t.append(None)
-            payload.append(None)
-            keys.append(live.get(el.id) if carried else None)
-            if carried and el.re_new <= el.le:
-                live.pop(el.id, None)
-        elif isinstance(el, Cti) and not last:
-            kind.append("cti")
-            ids.append(None)
-            le.append(None)
-            re.append(None)
-            re_new.append(None)
-            t.append(el.t)
-            payload.append(None)
-            keys.append(None)
+
+def bucket_rows(bucket: int, b: Batch, stage: Stage, last: bool, carried: tuple[str, ...]) -> pa.Table:
+    """The stage's output (one bucket's engine's output batch) as result rows, column by column from the
+    batch's columns (a row per element cost more than the rest of the exchange: issue #31).
+
+    The last stage's rows are output rows, by `udm.host.spark.rows.output_rows`' rule (`id_prefix`, the
+    payload as compact JSON; no CTIs; ``line`` orders them within the bucket). An earlier stage's are its
+    exchange (input: its sink; ``bucket`` and ``line``: the producing bucket and the row's position there,
+    CTIs included, which `udm.host.spark.stages.merge_exchange` merges over the buckets); ``keys`` holds
+    the `key_text` of the ``carried`` fields (what the later stages route by), a retraction's its
+    insert's, so Spark routes it by key like its insert instead of looking its insert up, and no row's
+    payload is parsed for it."""
+    if last:
+        b = b.take(np.flatnonzero(b.kind != CTI))
+    kind = b.kind
     m = len(kind)
+    is_ins = kind == INSERT
+    is_cti = kind == CTI
+    ins = np.flatnonzero(is_ins)
+    fields = payload_fields(b.payload, ins) if len(ins) else None
+    # each row's place among the inserts (a retraction: its insert's, the latest of its id before it)
+    source = _insert_of(kind, b.id)
+    at = pa.array(np.maximum(source, 0), pa.int64(), mask=source < 0)
+    own = pa.array(np.cumsum(is_ins) - 1, pa.int64(), mask=~is_ins)
+    payload = payload_texts_at(b.payload, ins, fields) if len(ins) else pa.array([], pa.string())
+    if carried and len(ins):
+        texts = [key_texts(b.payload, ins, fields, f).take(at) for f in carried]
+        k = len(carried)
+        flat = pa.concat_arrays(texts).take(pa.array((np.arange(m)[:, None] + np.arange(k)[None, :] * m).ravel()))
+        keys = pa.ListArray.from_arrays(pa.array(np.arange(0, m * k + 1, k, dtype=np.int32)), flat,
+                                        mask=pa.array(source < 0))
+    else:
+        keys = pa.nulls(m, pa.list_(pa.string()))
     line = (np.arange(m, dtype=np.int64) << 20) + bucket if last else np.arange(m, dtype=np.int64)
     none = pa.nulls(m, pa.string())
-    cols = {"stream": pa.array(["out"] * m, pa.string()), "kind": pa.array(kind, pa.string()),
-            "id": pa.array(ids, pa.string()), "le": pa.array(le, pa.int64()), "re": pa.array(re, pa.int64()),
-            "re_new": pa.array(re_new, pa.int64()), "t": pa.array(t, pa.int64()),
-            "payload": pa.array(payload, pa.string()), "line": pa.array(line), "reason": none, "element": none,
+    cols = {"stream": pa.array(["out"] * m, pa.string()), "kind": kind_text().take(pa.array(kind.astype(np.int64))),
+            "id": pc.utf8_replace_slice(pa.array(b.id, pa.int64(), mask=is_cti).cast(pa.string()), start=0, stop=0,
+                                        replacement=f"{id_prefix(bucket)}o"),  # (`out_id`)
+            "le": pa.array(b.le, pa.int64(), mask=is_cti), "re": pa.array(b.re, pa.int64(), mask=is_cti),
+            "re_new": pa.array(b.rn, pa.int64(), mask=kind != RETRACT), "t": pa.array(b.le, pa.int64(), mask=~is_cti),
+            "payload": payload.take(own), "line": pa.array(line), "reason": none, "element": none,
             "input": none if last else pa.array([stage.sink] * m, pa.string()),
             "bucket": pa.nulls(m, pa.int64()) if last else pa.array(np.full(m, bucket, dtype=np.int64)),
-            "keys": pa.array(keys, pa.list_(pa.string())),
-            "part": pa.array(np.full(m, stage.index, dtype=np.int64))}
+            "keys": keys, "part": pa.array(np.full(m, stage.index, dtype=np.int64))}
     return pa.table(cols, schema=_RESULT_ARROW)
+
+
+def _insert_of(kind: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Per row, its place among the batch's inserts: an insert's own, a retraction's that of the latest
+    insert of its id before it (-1: none; a CTI: -1)."""
+    m = len(kind)
+    is_ins = kind == INSERT
+    place = np.cumsum(is_ins) - 1
+    order = np.lexsort((np.arange(m), ids))  # by id, then position
+    sid = ids[order]
+    group = np.concatenate(([0], np.cumsum(sid[1:] != sid[:-1]))) if m else np.zeros(0, np.int64)
+    span = m + 1
+    # within an id's rows, the latest insert so far: a running maximum of (group, insert position + 1)
+    mark = group * span + np.where(is_ins[order], order + 1, 0)
+    latest = np.maximum.accumulate(mark) - group * span - 1 if m else np.zeros(0, np.int64)
+    found = np.full(m, -1, dtype=np.int64)
+    found[order] = np.where(latest >= 0, place[np.maximum(latest, 0)], -1)
+    found[kind == CTI] = -1
+    return found
 
 
 _SLOT = "_slot"

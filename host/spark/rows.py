@@ -17,16 +17,22 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from udm.host.engine.common import DeadLetter
+from udm.host.engine.payload import Payload
 from udm.host.io.batch import ElementBatch
+from udm.host.io.encode import ConstColumn, plain_column
 from udm.host.io.jsonl import struct_payloads
-from udm.host.spark.convert import ELEMENT_COLUMNS
+from udm.host.spark.convert import ELEMENT_COLUMNS, compact_json, object_texts
 from udm.host.temporal.elements import Element, Insert, Retract
 
-__all__ = ["dead_rows", "feed_by_input", "id_prefix", "input_runs", "output_rows", "payload_text",
-           "with_struct_payloads"]
+__all__ = ["PayloadFields", "dead_rows", "feed_by_input", "id_prefix", "input_runs", "output_rows",
+           "payload_fields", "payload_texts_at", "with_struct_payloads"]
+
+#: payloads as fields in payload order, each a typed column, a `ConstColumn` or a list of Python values
+PayloadFields = list[tuple[str, pa.Array | ConstColumn | list[Any]]]
 
 
 def with_struct_payloads(table: pa.Table) -> pa.Table:
@@ -58,10 +64,6 @@ def feed_by_input(runner: Any, table: pa.Table, names: list[Any], lo: int = 0, h
     return out
 
 
-#: an output row's payload text: compact JSON (what ``json.dumps`` with these separators calls)
-payload_text: Callable[[Any], str] = json.JSONEncoder(separators=(",", ":")).encode
-
-
 def id_prefix(bucket: int) -> str:
     """What a bucket's output ids start with: ids are unique per engine, so the bucket makes them unique in
     the stream."""
@@ -71,13 +73,14 @@ def id_prefix(bucket: int) -> str:
 def output_rows(bucket: int, out: Iterable[Element],
                 keep: Callable[[Insert | Retract], bool] | None = None) -> Iterator[dict[str, Any]]:
     """``kind, id, le, re, re_new, payload`` of each insert and retraction in ``out`` (in order) that
-    ``keep`` accepts. (A staged graph's last stage writes the same rows by column: `udm.host.spark.graph`.)"""
+    ``keep`` accepts. (A staged graph writes the same rows by column from the engine's output batches:
+    `udm.host.spark.graph`, with `payload_texts_at`.)"""
     prefix = id_prefix(bucket)
     for el in out:
         if isinstance(el, Insert):
             if keep is None or keep(el):
                 yield {"kind": "insert", "id": prefix + el.id, "le": el.le, "re": el.re,
-                       "payload": payload_text(el.payload)}
+                       "payload": compact_json(el.payload)}
         elif isinstance(el, Retract) and (keep is None or keep(el)):
             yield {"kind": "retract", "id": prefix + el.id, "le": el.le, "re": el.re, "re_new": el.re_new}
 
@@ -92,3 +95,34 @@ def dead_rows(dead: Iterable[DeadLetter],
             continue
         yield {"line": rec["line"], "reason": rec["reason"], "category": dl.category,
                "element": None if rec["element"] is None else json.dumps(rec["element"], separators=(",", ":"))}
+
+
+def payload_fields(payload: Payload, rows: np.ndarray) -> PayloadFields | None:
+    """The payloads of ``rows`` as fields, when they all have the same fields in the same order (payloads
+    held as columns, or as dicts of one shape: a join's, a window's), else None."""
+    fields = payload.fields
+    if fields is not None and (payload.valid is None or bool(payload.valid[rows].all())):
+        idx = pa.array(rows, pa.int64())
+        return [(k, c if isinstance(c, ConstColumn) else c.take(idx)) for k, c in fields.items()]
+    every = payload.rows()
+    sel = [every[i] for i in rows.tolist()]
+    if not sel or type(sel[0]) is not dict:
+        return None
+    names = tuple(sel[0])
+    if any(type(r) is not dict or tuple(r) != names for r in sel):
+        return None
+    out: PayloadFields = []
+    for k in names:
+        values = [r[k] for r in sel]
+        col = plain_column(values)
+        out.append((k, values if col is None else col))
+    return out
+
+
+def payload_texts_at(payload: Payload, rows: np.ndarray, fields: PayloadFields | None) -> pa.Array:
+    """The compact JSON text of the payloads of ``rows`` (`payload_fields`: column by column when they
+    share one shape; a dict per row cost more than the rest of an exchange row's making)."""
+    if fields is not None:
+        return object_texts(fields, len(rows))
+    every = payload.rows()
+    return pa.array([compact_json(every[i]) for i in rows.tolist()], pa.string())
