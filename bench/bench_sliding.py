@@ -474,7 +474,7 @@ def _vs_base(base: dict[int, float], col: int, ns: float) -> str:
 
 def aggregators(quick: bool) -> None:
     """ns per operation of each ordered aggregator, a UDA-like Python ``merge`` as the combine."""
-    from udm.host.engine.aggregation import FingerBTree, SortedFold, TwoStacks
+    from udm.host.engine.aggregation import FingerBTree, FingerStacks, SortedFold, TwoStacks
 
     def merge(a: int, b: int) -> int:  # a Python call, as a UDA's merge is
         return a + b
@@ -482,7 +482,8 @@ def aggregators(quick: bool) -> None:
     makers: dict[str, Callable[[], Any]] = {"SortedFold (baseline)": lambda: SortedFold(merge),
                                             "TwoStacks": lambda: TwoStacks(merge),
                                             "FingerBTree(min_arity=2)": lambda: FingerBTree(merge, 2),
-                                            "FingerBTree(min_arity=4)": lambda: FingerBTree(merge, 4)}
+                                            "FingerBTree(min_arity=4)": lambda: FingerBTree(merge, 4),
+                                            "FingerStacks": lambda: FingerStacks(merge)}
     steps = 20_000 if quick else 100_000
     print("\nordered aggregators: ns per slide (insert the youngest + evict_before + query), Python merge",
           flush=True)
@@ -517,6 +518,7 @@ def aggregators(quick: bool) -> None:
             gap = 1 << 20
             for i in range(100_000):
                 t.insert(i * gap, 1)
+            t.replace(50_000 * gap, 1)  # (untimed: FingerStacks spills its in-order entries into its tree here)
             # the sorted fold folds 100,000 entries per query; two-stacks refolds its back per change
             n = 20 if not name.startswith("Finger") else (2000 if quick else 10_000)
             keys = [(100_000 - d) * gap - 1 - rng.randrange(gap // 2) for _ in range(n)]

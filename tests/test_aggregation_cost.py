@@ -7,6 +7,9 @@
   (C = 8 for min_arity 2, 10 for 4) for d = 1..1000 over 100,000 entries, and no more over 100,000
   entries than over 20 d + 1,000 (the cost follows d, not log n).
 - Two-stacks takes an update of its youngest entry in one combine (the common update of an open slice).
+- Two stacks in front of a finger B-tree cost what two stacks cost in order, what the finger B-tree costs out
+  of order once the first change out of order has spilled the stacks into the tree, and that spill costs a
+  constant per entry spilled (each entry spills at most once).
 """
 
 from __future__ import annotations
@@ -18,11 +21,11 @@ from typing import Any
 import pytest
 from sortedcontainers import SortedList
 
-from udm.host.engine.aggregation import FingerBTree, TwoStacks
+from udm.host.engine.aggregation import FingerBTree, FingerStacks, TwoStacks
 
 # combines per log2(d + 2) allowed out of order (measured 4-6.5 with min_arity 2, 5-8.5 with 4: a node's
 # aggregate is a fold over its children, so the constant grows with the arity)
-C_LOG = {"fiba2": 8.0, "fiba4": 10.0}
+C_LOG = {"fiba2": 8.0, "fiba4": 10.0, "finger_stacks": 10.0}
 
 
 class Counting:
@@ -42,10 +45,11 @@ MAKERS: dict[str, Callable[[Counting], Any]] = {
     "fiba2": lambda c: FingerBTree(c, min_arity=2),
     "fiba4": lambda c: FingerBTree(c),
     "two_stacks": TwoStacks,
+    "finger_stacks": FingerStacks,
 }
 # amortized combines per in-order insert, per evicted entry, per query (two-stacks: a flip combines the
 # entries it moves before they are evicted)
-IN_ORDER_BOUND = {"fiba2": (5, 6, 2), "fiba4": (5, 8, 2), "two_stacks": (1, 1.5, 2)}
+IN_ORDER_BOUND = {"fiba2": (5, 6, 2), "fiba4": (5, 8, 2), "two_stacks": (1, 1.5, 2), "finger_stacks": (1, 1.5, 2)}
 
 
 def sliding(make: Callable[[Counting], Any], window: int, steps: int, hop: int = 1) -> tuple[float, float, float]:
@@ -107,6 +111,7 @@ def ooo_costs(make: Callable[[Counting], Any], n: int, d: int, steps: int) -> di
     keys = SortedList(range(0, n * gap, gap))
     for k in keys:
         t.insert(k, 1)
+    t.replace(keys[n // 2], 1)  # (a first change out of order: stacks in front of a tree spill into it here)
     nxt = n * gap
     total = dict.fromkeys(("insert", "update", "replace", "remove", "range"), 0)
 
@@ -136,7 +141,7 @@ def ooo_costs(make: Callable[[Counting], Any], n: int, d: int, steps: int) -> di
     return {what: v / steps for what, v in total.items()}
 
 
-@pytest.mark.parametrize("name", ["fiba2", "fiba4"])
+@pytest.mark.parametrize("name", ["fiba2", "fiba4", "finger_stacks"])
 def test_out_of_order_costs_log_distance(name: str) -> None:
     make = MAKERS[name]
     small: dict[int, dict[str, float]] = {}
@@ -148,3 +153,17 @@ def test_out_of_order_costs_log_distance(name: str) -> None:
             small[d] = ooo_costs(make, 20 * d + 1000, d, 300)  # big enough not to cap the climb
             for what, per in big.items():
                 assert per <= 1.25 * small[d][what] + 2, f"{name}: {what} at distance {d} grows with n"
+
+
+def test_spilling_the_stacks_costs_a_constant_per_entry() -> None:
+    """Entries that came in order move into the tree once, at the first change among them: the in-order inserts
+    and that one change cost no more per entry than the finger B-tree's own in-order inserts."""
+    for n in (100, 10_000):
+        c = Counting()
+        t = FingerStacks(c)
+        for k in range(n):
+            t.insert(k, 1)
+        t.replace(n // 2, 2)
+        t.insert(n // 3, 1)  # (now a tree change at distance 2n/3: O(log n))
+        assert t.query() == n + 2
+        assert c.calls / n <= 1 + IN_ORDER_BOUND["fiba4"][0], f"{n} entries: {c.calls} combines"

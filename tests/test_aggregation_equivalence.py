@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from udm.host.engine.aggregation import NOTHING, CombineNotAttached, FingerBTree, SortedFold, TwoStacks
+from udm.host.engine.aggregation import NOTHING, CombineNotAttached, FingerBTree, FingerStacks, SortedFold, TwoStacks
 
 # name -> (combine, value made from (key, op number))
 COMBINES: dict[str, tuple[Callable[[Any, Any], Any], Callable[[int, int], Any]]] = {
@@ -33,6 +33,8 @@ FACTORIES: dict[str, Callable[[Callable[[Any, Any], Any]], Any]] = {
     "fiba3": lambda c: FingerBTree(c, min_arity=3),
     "fiba4": lambda c: FingerBTree(c),
     "two_stacks": TwoStacks,
+    "finger_stacks2": lambda c: FingerStacks(c, min_arity=2),
+    "finger_stacks4": FingerStacks,
 }
 
 # an operation: (name, key or offset, extra); "append"/"young" are keys relative to the largest key
@@ -118,6 +120,14 @@ def check_fiba(t: FingerBTree[Any], c: Callable[[Any, Any], Any]) -> None:
     assert t._lf is lf and t._rf is rf
 
 
+def check_finger_stacks(t: FingerStacks[Any], c: Callable[[Any, Any], Any]) -> None:
+    """Its tree holds keys below every key of its stacks, and is a valid finger B-tree."""
+    old, young = list(t._old), list(t._young)
+    if old and young:
+        assert old[-1][0] < young[0][0], "the tree and the stacks overlap"
+    check_fiba(t._old, c)
+
+
 def run(name: str, combine_name: str, ops: list[tuple[str, int, int]]) -> None:
     c, value = COMBINES[combine_name]
     t = FACTORIES[name](c)
@@ -160,6 +170,8 @@ def run(name: str, combine_name: str, ops: list[tuple[str, int, int]]) -> None:
             assert t.query() is None
         if isinstance(t, FingerBTree):
             check_fiba(t, c)
+        if isinstance(t, FingerStacks):
+            check_finger_stacks(t, c)
 
 
 @pytest.mark.parametrize("combine_name", sorted(COMBINES))

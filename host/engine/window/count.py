@@ -9,15 +9,20 @@ plus the buckets that enter minus those that leave (the sweep), so each event co
 A change in a bucket touches the windows holding it; a bucket that appears or vanishes re-derives the
 windows from ``n - 1`` buckets before it (with ``hop > 1``, every later one: the alignment shifts). Windows
 already evaluated there are *dirty* and are evaluated again, as one diff against what they emitted.
+
+The bucket values are a plain sorted list beside a dict of the buckets: a window is found by position
+(its first and last bucket) a dozen times per event, which a list answers by index; a sorted container
+answered each with a search of its position index, a cost that grew with the window (issue 26). A new value
+is inserted where it sorts (at the end, in order; a memmove of the values after it otherwise), the cleanup
+cuts a prefix.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
 from itertools import chain, takewhile
 from typing import Any
-
-from sortedcontainers import SortedDict
 
 from ..common import Ev
 from ..rules import INF, NEG
@@ -28,11 +33,13 @@ __all__ = ["CountFamily"]
 
 
 class _Data:
-    __slots__ = ("buckets", "dirty", "done", "endless", "floor", "purged")
+    __slots__ = ("buckets", "dirty", "done", "endless", "floor", "keys", "purged")
 
     def __init__(self) -> None:
         #: value -> {id: event}
-        self.buckets: SortedDict = SortedDict()
+        self.buckets: dict[int, dict[int, Ev]] = {}
+        #: the values of ``buckets``, ascending (a bucket's position is its index here)
+        self.keys: list[int] = []
         #: count_by_end: events that never end (members of no window)
         self.endless: dict[int, Ev] = {}
         #: how many leading distinct values were dropped (keeps the ``hop`` alignment)
@@ -48,7 +55,9 @@ class _Data:
         return (self.buckets, self.endless, self.purged, self.done, self.dirty, self.floor)
 
     def __setstate__(self, s: tuple) -> None:
-        self.buckets, self.endless, self.purged, self.done, self.dirty, self.floor = s
+        buckets, self.endless, self.purged, self.done, self.dirty, self.floor = s
+        self.buckets = dict(buckets)  # (a sorted dict in snapshots before the list of values)
+        self.keys = sorted(self.buckets)
 
 
 class CountFamily(Family):
@@ -87,7 +96,7 @@ class CountFamily(Family):
         """Bucket value ``v`` at position ``p`` changed (``appeared``: it is new or gone, so windows after it
         may shift; a gone one's window goes too)."""
         d: _Data = g.data
-        keys = d.buckets.keys()
+        keys = d.keys
         lo_pos = max(0, p - self.n + 1)
         lo = min(keys[lo_pos], v) if lo_pos < len(keys) else v
         hi = INF if appeared and self.hop > 1 else max(keys[min(p, len(keys) - 1)], v) if keys else v
@@ -106,21 +115,29 @@ class CountFamily(Family):
             return
         v = self._value(ev)
         b = d.buckets.get(v)
+        keys = d.keys
         if b is None:
             d.buckets[v] = {ev.id: ev}
-            self._touch(g, d.buckets.index(v), v, True)
+            if not keys or v > keys[-1]:
+                p = len(keys)
+                keys.append(v)
+            else:
+                p = bisect_left(keys, v)
+                keys.insert(p, v)
+            self._touch(g, p, v, True)
         else:
             b[ev.id] = ev
-            self._touch(g, d.buckets.index(v), v, False)
+            self._touch(g, bisect_left(keys, v), v, False)
 
     def _remove(self, g: Group, v: int, ev: Ev) -> None:
         d: _Data = g.data
         b = d.buckets.get(v)
         if b is None or ev.id not in b:
             return  # a purged bucket: its windows are final
-        p = d.buckets.index(v)
+        p = bisect_left(d.keys, v)
         if len(b) == 1:
             del d.buckets[v]
+            del d.keys[p]
             self._touch(g, p, v, True)
         else:
             del b[ev.id]
@@ -135,7 +152,7 @@ class CountFamily(Family):
                 return
             ev.re = new
             if self.step.time_sensitive and ev.le in d.buckets:
-                self._touch(g, d.buckets.index(ev.le), ev.le, False)
+                self._touch(g, bisect_left(d.keys, ev.le), ev.le, False)
             return
         if old >= INF:
             d.endless.pop(ev.id, None)
@@ -149,9 +166,9 @@ class CountFamily(Family):
     # -- evaluation ------------------------------------------------------------------------------------
     def _windows(self, d: _Data, lo: int, hi: int) -> Iterator[tuple[int, int, int, int]]:
         """(first bucket position, key, W.LE, W.RE) of the windows keyed in ``[lo, hi]``, in order."""
-        keys = d.buckets.keys()
+        keys = d.keys
         L = len(keys)
-        j = self._start(d, d.buckets.bisect_left(lo))
+        j = self._start(d, bisect_left(keys, lo))
         while j + self.n - 1 < L:
             k = keys[j]
             if k > hi:
@@ -182,7 +199,6 @@ class CountFamily(Family):
         step = self.step
         news = []
         stop = None
-        keys = d.buckets.keys()
         for j, k, wle, wre in self._windows(d, lo, hi):
             if not step.releasable(wle, wre, k in g.out):
                 stop = k
@@ -202,18 +218,17 @@ class CountFamily(Family):
                 self.put(g, key, wle, wre, vals, out, em)
         else:
             em.emit(step, g, olds, news, out)
-        del keys
         return stop
 
     def _members(self, d: _Data, j: int) -> Iterable[Ev]:
         b = d.buckets
-        keys = b.keys()
+        keys = d.keys
         return chain.from_iterable(b[keys[i]].values() for i in range(j, j + self.n))
 
     def _sweep_to(self, g: Group, j: int) -> None:
         d: _Data = g.data
         b = d.buckets
-        keys = b.keys()
+        keys = d.keys
         sweep = g.sweep
         first, last = keys[j], keys[j + self.n - 1]
         prev = g.swept
@@ -222,7 +237,7 @@ class CountFamily(Family):
             start = j
         else:
             sweep.leave_before(first)
-            start = max(j, b.bisect_right(prev[1]))
+            start = max(j, bisect_right(keys, prev[1]))
         for i in range(start, j + self.n):
             v = keys[i]
             sweep.enter(v, [ev.val for ev in b[v].values()])
@@ -268,7 +283,7 @@ class CountFamily(Family):
         for g in groups:
             d: _Data = g.data
             b = d.buckets
-            keys = b.keys()
+            keys = d.keys
             L = len(keys)
             first_open = None  # bucket position of the first window that is not final
             for j, _k, _wle, wre in self._windows(d, NEG, INF):
@@ -287,10 +302,10 @@ class CountFamily(Family):
                 drop += 1
             if drop:
                 cut = keys[drop] if drop < L else INF
-                for v in list(keys[:drop]):
-                    for eid in b[v]:
+                for v in keys[:drop]:
+                    for eid in b.pop(v):
                         g.events.pop(eid, None)
-                    del b[v]
+                del keys[:drop]
                 d.purged += drop
                 for key in list(g.out.irange(maximum=cut, inclusive=(True, False))):
                     del g.out[key]
@@ -325,7 +340,7 @@ class CountFamily(Family):
         ends = step.ends_hold_cti and not step.strong
         for g in step.groups.values():
             d: _Data = g.data
-            a = d.buckets
+            keys = d.keys
             cand = None
             gp = self.final_point(g, c) if step.strong else INF  # (strong: windows past it wait)
             for j, _k, wle, wre in self._windows(d, NEG, INF):
@@ -335,23 +350,24 @@ class CountFamily(Family):
                     cand = wle
                     break
             if cand is None:
-                L = len(a)
+                L = len(keys)
                 j = max(0, L - n + 1)
                 r = (d.purged + j) % hop
                 if r:
                     j += hop - r
                 if j < L:
-                    cand = self._bounds(a.keys()[j], a.keys()[j])[0]
+                    cand = self._bounds(keys[j], keys[j])[0]
             if cand is not None and cand < b:
                 b = cand
             # count_by_end: an event starting before c may still end at c, making a window [c - 1, ...) if
             # one starts at that value's position
-            if by_end and b >= c and (d.purged + a.bisect_left(c)) % hop == 0:
+            if by_end and b >= c and (d.purged + bisect_left(keys, c)) % hop == 0:
                 if any(ev.le < c for ev in d.endless.values()):
                     b = c - 1
                 else:
-                    for k in a.irange(minimum=c, inclusive=(False, True)):
-                        if any(ev.le < c for ev in a[k].values()):
+                    buckets = d.buckets
+                    for i in range(bisect_right(keys, c), len(keys)):
+                        if any(ev.le < c for ev in buckets[keys[i]].values()):
                             b = c - 1
                             break
         return b

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
+from itertools import pairwise
 from typing import Any
 
 from sortedcontainers import SortedDict
@@ -192,8 +193,13 @@ class SnapshotFamily(Family):
         step = self.step
         news: list[tuple[Any, int, int, list]] = []
         stop = None
-        for x in list(d.eps.irange(lo, hi)):
-            y = self._next(d, x)
+        # each window ends where the next starts: the endpoints from lo on, walked once (looking each end up
+        # by position cost a search of the sorted dict's position index per window, growing with its size)
+        xs = list(d.eps.irange(lo, hi))
+        if xs:
+            after = next(iter(d.eps.irange(xs[-1], inclusive=(False, True))), None)
+            xs.append(after if after is not None else INF if d.endless else None)
+        for x, y in pairwise(xs):
             if y is None:
                 break
             if not step.releasable(x, y, x in g.out):

@@ -10,8 +10,9 @@ taken out. Positions are the family's own (a pane index, a tick, a bucket, a row
 * `MergeSweep` — a time-insensitive incremental UDA with ``merge`` but no ``remove`` (``min``, ``max``, a
   sketch): one partial per leave position, combined in an ordered aggregator. Where members leave in the
   order they entered (count and row windows, panes of short events) two stacks give O(1) amortized merges per
-  window; where they need not (snapshot windows, spanning events) a finger B-tree (FiBA): O(1) amortized in
-  order, O(log d) at distance ``d`` from the young end. It never calls ``remove``.
+  window; where they need not (snapshot windows, spanning events) two stacks in front of a finger B-tree
+  (`FingerStacks`): the same O(1) while they do, FiBA's O(log d) at distance ``d`` from the young end once
+  they do not. It never calls ``remove``.
 * members (no sweep) — every other UDM (holistic UDAs, UDOs, time-sensitive ones): the family hands the
   window's members, in canonical order, to ``compute``.
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from ..aggregation import FingerBTree, TwoStacks
+from ..aggregation import FingerStacks, TwoStacks
 
 __all__ = ["MergeSweep", "RunningSweep", "Sweep", "sweep_kind"]
 
@@ -63,7 +64,7 @@ class Sweep:
 
 
 class MergeSweep(Sweep):
-    """Partials per leave position in a FiBA; the value is their merge."""
+    """Partials per leave position in an ordered aggregator; the value is their merge."""
 
     __slots__ = ("fifo", "tree", "wu")
 
@@ -71,7 +72,7 @@ class MergeSweep(Sweep):
         self.wu = wu
         #: members leave in the order they enter (two stacks suffice)
         self.fifo = fifo
-        self.tree: Any = TwoStacks(wu.merge) if fifo else FingerBTree(wu.merge)
+        self.tree: Any = TwoStacks(wu.merge) if fifo else FingerStacks(wu.merge)
 
     def attach(self, wu: Any) -> None:
         self.wu = wu
@@ -92,7 +93,7 @@ class MergeSweep(Sweep):
         return self.tree.query()
 
     def clear(self) -> None:
-        self.tree = TwoStacks(self.wu.merge) if self.fifo else FingerBTree(self.wu.merge)
+        self.tree = TwoStacks(self.wu.merge) if self.fifo else FingerStacks(self.wu.merge)
 
     def __getstate__(self) -> Any:
         return (self.tree, self.fifo)
