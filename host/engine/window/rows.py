@@ -1,14 +1,15 @@
 """Row windows (SEMANTICS §9): ``rows{n, slide, partial}``, SQL/ESL ``ROWS n-1 PRECEDING SLIDE slide``.
 
-A group keeps its events as *rows* in canonical order (LE, RE, canonical JSON of the value; the id only
-makes the order total: semantics-notes 26), numbered 1, 2, ... from its first row ever (``purged`` counts
-the rows dropped, so numbers survive cleanup). The window of yield row ``k`` (a multiple of ``slide``, and
-``>= n`` unless ``partial``) is keyed by ``k``, holds rows ``max(1, k-n+1) .. k`` and spans
-``[LE(first row), LE(row k) + 1)``; windows are implied by the rows, nothing is kept per window but what it
-emitted. Evaluated in order, a window is the previous one plus the rows that enter minus those that leave
-(the sweep: rows leave in the order they entered; a UDA with ``remove`` keeps one running state, one add and
-one remove per row, a merge-only one its partials in two stacks), so an in-order event costs O(1) UDA calls
-whatever ``n``; panes of ``gcd(n, slide)`` rows are not needed for that (semantics-notes 29).
+A group keeps its events as *rows* in canonical order (LE, RE, canonical JSON of the value; the id only makes
+the order total: semantics-notes 26) — as columns (`rows_store`), no event object per row — numbered 1, 2, ...
+from its first row ever (``purged`` counts the rows dropped, so numbers survive cleanup). The window of yield
+row ``k`` (a multiple of ``slide``, and ``>= n`` unless ``partial``) is keyed by ``k``, holds rows
+``max(1, k-n+1) .. k`` and spans ``[LE(first row), LE(row k) + 1)``; windows are implied by the rows, nothing
+is kept per window but what it emitted. Evaluated in order, a window is the previous one plus the rows that
+enter minus those that leave (the sweep: rows leave in the order they entered; a UDA with ``remove`` keeps one
+running state, one add and one remove per row, a merge-only one its partials in two stacks), so an in-order
+event costs O(1) UDA calls whatever ``n``; panes of ``gcd(n, slide)`` rows are not needed for that
+(semantics-notes 29).
 
 An insert that is not appended, or a full retraction, renumbers every later row: every window from its row
 on that was evaluated is *dirty* and is evaluated again, the touched range diffed as one against what it
@@ -25,12 +26,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..common import Ev
-from ..rules import INF
+from ..rules import INF, final_end
 from .emit import first_emission
 from .family import Family, merged
-from .rows_bulk import RowList, bulk_rows, row_key
+from .rows_bulk import bulk_rows, row_key
 from .rows_closed import ClosedRows
 from .rows_cti import RowsCleanup, forget
+from .rows_store import RowColumns
 from .state import Group, by_identity
 
 __all__ = ["RowOrderedFamily", "RowsFamily", "forget", "replace_range", "row_key"]
@@ -50,16 +52,12 @@ def replace_range(fam: Family, g: Group, lo: int, top: int, news: list[tuple[Any
         em.emit(fam.step, g, olds, news, out)
 
 
-def _rows(evs: Iterable[Ev]) -> RowList:
-    return RowList(evs, key=row_key)
-
-
 class _Data:
     __slots__ = ("dirty", "done", "fixed", "floor", "purged", "rows", "settled")
 
     def __init__(self) -> None:
         #: the group's rows in canonical order; row number of list position ``i``: ``purged + i + 1``
-        self.rows: RowList = _rows(())
+        self.rows = RowColumns()
         #: how many leading rows were dropped
         self.purged = 0
         #: windows with a yield row at or below this were evaluated
@@ -74,11 +72,14 @@ class _Data:
         self.settled: int | None = None
 
     def __getstate__(self) -> tuple:
-        return (list(self.rows), self.purged, self.done, self.dirty, self.floor, self.fixed, self.settled)
+        return (self.rows, self.purged, self.done, self.dirty, self.floor, self.fixed, self.settled)
 
     def __setstate__(self, s: tuple) -> None:
         rows, self.purged, self.done, self.dirty, self.floor, self.fixed, self.settled = s
-        self.rows = _rows(rows)
+        if isinstance(rows, list):  # (a snapshot from before the columns: the rows as events)
+            rows = RowColumns([e.id for e in rows], [e.le for e in rows], [e.re for e in rows],
+                              [e.val for e in rows])
+        self.rows = rows
 
 
 class RowOrderedFamily(Family):
@@ -136,6 +137,8 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
     fifo = True
     #: a batch's inserts at once (`bulk_insert`)
     bulk = True
+    #: a group's rows are its columns (`rows_store`); a retraction finds its row there by id
+    tracks_events = False
 
     def __init__(self, step: Any, spec: Any) -> None:
         super().__init__(step, spec)
@@ -163,6 +166,24 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
     def new_group(self, g: Group) -> None:
         g.data = _Data()
 
+    def bulk_held(self, g: Group) -> int:
+        return len(g.data.rows)
+
+    def sizes(self, groups: Iterable[Group]) -> tuple[int, int]:
+        gs = list(groups)
+        return (sum(len(g.out) for g in gs), sum(len(g.data.rows.le) for g in gs))
+
+    def final_point(self, g: Group, c: int) -> int:
+        if not self.step.sees_open_ends:
+            return c
+        p = c
+        rows = g.data.rows
+        for le, re in zip(rows.le, rows.re, strict=True):
+            e = final_end(c, le, re)
+            if e < p:
+                p = e
+        return p
+
     def _moved(self, g: Group, d: _Data, r: int, hi: int) -> None:
         """Rows from number ``r`` on changed (windows up to yield row ``hi`` hold them)."""
         if g.swept is not None and r <= g.swept[1]:
@@ -173,10 +194,10 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
         d: _Data = g.data
         self._touch(g, d)
         rows = d.rows
-        rows.add(ev)
-        if rows[-1] is ev:
+        p = rows.add(ev.id, ev.le, ev.re, ev.val)
+        if p == len(rows) - 1:
             return  # appended: no row is renumbered, at most a new last window appears
-        self._moved(g, d, d.purged + rows.bisect_key_left(row_key(ev)) + 1, INF)
+        self._moved(g, d, d.purged + p + 1, INF)
 
     def bulk_insert(self, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: Any,
                     closing: int | None = None) -> None:
@@ -186,16 +207,18 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
     def change(self, g: Group, ev: Ev, old: int, new: int) -> None:
         d: _Data = g.data
         self._touch(g, d)
-        p = self._take_out(d, ev, old, new)
-        if p is None:
-            return
         rows = d.rows
+        ev.re = new
+        p = rows.find(ev.id, ev.le, old)
+        if p is None:
+            return  # (cleanup dropped it, as final — RE < CTI — so no valid element reaches it)
+        val = rows.vals[p]
+        rows.pop(p)
         if new == ev.le:  # full retraction: every later row is renumbered
             self._moved(g, d, d.purged + p + 1, INF)
             d.done = min(d.done, d.purged + len(rows))
             return
-        rows.add(ev)
-        q = rows.bisect_key_left(row_key(ev))
+        q = rows.add(ev.id, ev.le, new, val)
         if q == p and not self.step.time_sensitive:
             return  # same place, and the UDM does not see ends: no window changes
         a, b = (p, q) if p <= q else (q, p)
@@ -214,7 +237,7 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
         total = d.purged + len(d.rows)
         k0 = self._yield_at(max(d.done + 1, d.floor))
         # released by the release point: the windows whose last row has LE < rp (one bisection)
-        k = max(k0, self._up(d.purged + d.rows.bisect_key_left((step.rp,)) + 1))
+        k = max(k0, self._up(d.purged + d.rows.lower(step.rp) + 1))
         while k <= total and step.releasable(*self._extent(d, k), False):  # (progressive output)
             k += self.slide
         if k > k0:
@@ -260,19 +283,25 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
         top_k = min(hi, d.purged + len(d.rows))
         k = self._yield_at(lo)
         whole = step.strong and step.rp < INF and not step.sees_open_ends
+        spans = []
         while k <= top_k:
             wle, wre = self._extent(d, k)
             if not step.releasable(wle, wre, k in g.out) or (whole and not self._whole(d, k)):
                 stop = k
                 break
+            spans.append((k, wle, wre))
+            k += self.slide
+        top = hi if stop is None else stop - 1
+        if spans and self.closed.vector and not (g.out and next(iter(g.out.irange(lo, top)), None) is not None):
+            self.closed.fresh(g, spans[0][0], spans[-1][0])  # (never emitted: valued with the final ones)
+            return stop
+        for k, wle, wre in spans:
             if g.sweep is not None:
                 self._sweep_to(g, d, k)
                 vals = self.value(g, wle, wre, None)
             else:
                 vals = self.value(g, wle, wre, self._members(d, k))
             news.append((k, wle, wre, vals))
-            k += self.slide
-        top = hi if stop is None else stop - 1
         if g.out and news:  # (a window first out with others that change: `put` counts the rest)
             had = set(g.out.irange(lo, top))
             if had:
@@ -283,21 +312,22 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
         return stop
 
     def _members(self, d: _Data, k: int) -> list[Ev]:
-        return d.rows[self._first(k) - 1 - d.purged:k - d.purged]
+        return d.rows.events(self._first(k) - 1 - d.purged, k - d.purged)
 
     def _whole(self, d: _Data, k: int) -> bool:
         """Strong consistency, a UDM that does not see ends: does window ``k`` hold no part of a block of
         equal LEs in which a row can still move (the block's last row, its largest RE, ends at or after the
         CTI)? A window ending at or before the CTI is final then (a new row lands after it)."""
         rows = d.rows
+        les = rows.le
         base = d.purged
         c = self.step.effective_cti
         for a in (self._first(k) - 1, k):  # the boundaries between rows a and a + 1
             i = a - 1 - base
-            if i < 0 or i + 1 >= len(rows):
+            if i < 0 or i + 1 >= len(les):
                 continue  # (dropped rows are fixed; a row still to come lands after the CTI)
-            le = rows[i].le
-            if rows[i + 1].le == le and rows[rows.bisect_key_left((le + 1,)) - 1].re >= c:
+            le = les[i]
+            if les[i + 1] == le and rows.re[rows.lower(le + 1) - 1] >= c:
                 return False
         return True
 
@@ -315,7 +345,7 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
             sweep.leave_before(f)
             start = max(prev[1] + 1, f)
         if start <= k:
-            vals = [ev.val for ev in d.rows[start - 1 - d.purged:k - d.purged]]
+            vals = d.rows.vals[start - 1 - d.purged:k - d.purged]
             n = self.n
             i = 0
             r = start

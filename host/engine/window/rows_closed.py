@@ -12,6 +12,11 @@ after the other (``add`` and ``compute`` per window when it fails) — and the o
 group-run order (`FlushJobs._write`). It is the sweep's vector form (tests/test_rows_closed.py holds the two
 and the oracle to the same output).
 
+Released windows never emitted that can still change (speculative output past the CTI) are valued in the same
+call (`fresh`, from `RowsFamily._range`) and emitted first, each with its output record (`Family.put`), so a
+later row that renumbers them is diffed against what they emitted; valued by the sweep instead, each group's
+would start its sweep again at every flush (the final run before it cleared the sweep).
+
 Windows of ``n`` rows every ``slide`` rows copy each row ``n / slide`` times: longer windows (``n / slide``
 above `ROW_SPAN`), and those of a UDA without the batch form, are valued by the group's sweep window by
 window, at a cost per row that does not grow with ``n`` (`put`), and written with the others.
@@ -35,10 +40,12 @@ ROW_SPAN = 32
 
 
 class ClosedRows(FlushJobs):
-    """A flush's final windows of one rows step: runs ``(group, first yield row, last yield row)`` to value
-    (`vector`), or windows the family's sweep valued already (``swept``: group, W.LE, W.RE, value each)."""
+    """A flush's windows of one rows step valued at its end: runs ``(group, first yield row, last yield row)``
+    of final windows (`take`) and of released windows never emitted that can still change (`fresh`), valued
+    together (`vector`); or final windows the family's sweep valued already (``swept``: group, W.LE, W.RE,
+    value each)."""
 
-    __slots__ = ("swept", "vector")
+    __slots__ = ("later", "swept", "vector")
 
     def __init__(self, step: Any, kind: str, n: int, slide: int) -> None:
         self.step = step
@@ -50,20 +57,28 @@ class ClosedRows(FlushJobs):
         self.vector = (self.on and -(-n // slide) <= ROW_SPAN
                        and getattr(step.udm, "compute_slices", None) is not None)
         self.jobs: list[tuple[Group, int, int]] = []
+        #: runs of windows released and never emitted, not final: emitted with output records (`Family.put`)
+        self.later: list[tuple[Group, int, int]] = []
         self.swept: tuple[list[Group], list[int], list[int], list[Any]] = ([], [], [], [])
 
     def __getstate__(self) -> tuple:
-        assert not self.jobs and not self.swept[0]  # (a snapshot is taken between flushes)
+        assert not self.jobs and not self.later and not self.swept[0]  # (a snapshot is taken between flushes)
         return (self.step, self.on, self.vector)
 
     def __setstate__(self, s: tuple) -> None:
         self.step, self.on, self.vector = s
         self.jobs = []
+        self.later = []
         self.swept = ([], [], [], [])
 
     def take(self, g: Group, lo: int, hi: int) -> None:
         """The windows of yield rows ``lo, lo + slide, .. hi`` of ``g`` are final and were never emitted."""
         self.jobs.append((g, lo, hi))
+
+    def fresh(self, g: Group, lo: int, hi: int) -> None:
+        """The windows of yield rows ``lo, lo + slide, .. hi`` of ``g`` are released, were never emitted and
+        can still change: valued with the final ones, emitted with output records."""
+        self.later.append((g, lo, hi))
 
     def put(self, g: Group, wle: int, wre: int, value: Any) -> None:
         """A final window never emitted, valued by the sweep: written with the others."""
@@ -74,15 +89,34 @@ class ClosedRows(FlushJobs):
         vals.append(value)
 
     def flush(self, fam: Any, out: RowsOut, em: Any) -> None:
-        """Value every window taken since the last call and write its outputs (``fam``: the rows family)."""
+        """Value every window taken since the last call and write its outputs (``fam``: the rows family): the
+        released ones that can still change first, as they are emitted (in group order), then the final
+        ones as one column block."""
         gs, sle, sre, sval = self.swept
         if gs:
             self.swept = ([], [], [], [])
             self._write(out, em, gs, np.array(sle, dtype=np.int64), np.array(sre, dtype=np.int64), sval)
-        jobs = self.jobs
-        if not jobs:
+        runs = self.later + self.jobs
+        if not runs:
             return
+        cut = len(self.later)
         self.jobs = []
+        self.later = []
+        J, K, wle, wre, res = self._valued(fam, runs)
+        m = int(np.searchsorted(J, cut))  # the windows of the ``later`` runs come first
+        if m:
+            outputs = self.step.udm.outputs
+            vals = res[:m].tolist() if isinstance(res, np.ndarray) else res[:m]
+            for j, k, le, re, v in zip(J[:m].tolist(), K[:m].tolist(), wle[:m].tolist(), wre[:m].tolist(), vals,
+                                       strict=True):
+                g = runs[j][0]
+                fam.put(g, k, le, re, outputs(v, le, re, g.fields), out, em)
+        if m < len(J):
+            self._write(out, em, [runs[j][0] for j in J[m:].tolist()], wle[m:], wre[m:], res[m:])
+
+    def _valued(self, fam: Any, runs: list[tuple[Group, int, int]]) -> tuple[np.ndarray, ...]:
+        """The windows of ``runs``, as arrays over all of them: each window's run, yield row, W.LE, W.RE and
+        value (`FlushJobs._values` over the runs' rows read once, end to end)."""
         n = fam.n
         slide = fam.slide
         # the rows of every run end to end: from its first window's first row to its last window's row
@@ -92,18 +126,18 @@ class ClosedRows(FlushJobs):
         a_l: list[int] = []
         base_l: list[int] = []
         cnt_l: list[int] = []
-        for g, lo, hi in jobs:
+        for g, lo, hi in runs:
             d = g.data
             a = fam._first(lo)
-            evs = d.rows[a - 1 - d.purged:hi - d.purged]
+            rows = d.rows
             lo_l.append(lo)
             a_l.append(a)
             base_l.append(len(vals))
             cnt_l.append((hi - lo) // slide + 1)
-            vals += [ev.val for ev in evs]
-            les += [ev.le for ev in evs]
+            vals += rows.vals[a - 1 - d.purged:hi - d.purged]
+            les += rows.le[a - 1 - d.purged:hi - d.purged]
         cnt = np.array(cnt_l, dtype=np.int64)
-        J = np.repeat(np.arange(len(jobs), dtype=np.int64), cnt)
+        J = np.repeat(np.arange(len(runs), dtype=np.int64), cnt)
         firsts = np.concatenate(([0], np.cumsum(cnt)[:-1]))
         K = np.array(lo_l, dtype=np.int64)[J] + slide * (np.arange(len(J), dtype=np.int64) - firsts[J])
         shift = np.array(base_l, dtype=np.int64)[J] - np.array(a_l, dtype=np.int64)[J]
@@ -112,5 +146,4 @@ class ClosedRows(FlushJobs):
         L = np.array(les, dtype=np.int64)
         wle = L[st]
         wre = L[en - 1] + 1
-        res = self._values(vals, st, en - st, wle, wre)
-        self._write(out, em, [jobs[j][0] for j in J.tolist()], wle, wre, res)
+        return J, K, wle, wre, self._values(vals, st, en - st, wle, wre)

@@ -75,7 +75,7 @@ class RowsCleanup:
         return self._up(max(x, 1 if self.partial else self.n))
 
     def _le(self, d: Any, r: int) -> int:
-        return d.rows[r - 1 - d.purged].le
+        return d.rows.le[r - 1 - d.purged]
 
     def _extent(self, d: Any, k: int) -> tuple[int, int]:
         return self._le(d, self._first(k)), self._le(d, k) + 1
@@ -98,13 +98,15 @@ class RowsCleanup:
         start of the first LE block holding a row with ``RE >= c``, else the first row with ``LE >= c``.
         Rows before the last such position are not looked at again."""
         rows = d.rows
-        pm = rows.bisect_key_left((c,))
-        if d.fixed >= pm:
+        pm = rows.lower(c)
+        f = d.fixed
+        if f >= pm:
             d.fixed = pm
             return
-        for ev in rows[d.fixed:pm]:
-            if ev.re >= c:
-                d.fixed = rows.bisect_key_left((ev.le,))
+        res = rows.re
+        for i in range(f, pm):
+            if res[i] >= c:
+                d.fixed = rows.lower(rows.le[i])
                 return
         d.fixed = pm
 
@@ -124,7 +126,7 @@ class RowsCleanup:
                 out.popitem(0)
             drop = min(d.fixed, self._first(k_open) - 1 - base)
             if drop > 0:
-                forget(g, d.rows.drop_front(drop))
+                d.rows.drop_front(drop)
                 d.purged += drop
                 d.fixed -= drop
             if k_open > d.floor:
@@ -163,15 +165,17 @@ class RowsCleanup:
         if self.step.ends_hold_cti:  # every window from the first row that can still change
             r = self._first(self._up(base + d.fixed + 1))
         else:
-            pm = rows.bisect_key_left((c,))
+            pm = rows.lower(c)
             r = self._first(self._up(base + pm + 1))  # a new row lands after the rows with LE < c
             last = None
-            for ev in rows[d.fixed:pm]:
-                if ev.re < c or ev.le == last:
+            les, res = rows.le, rows.re
+            for i in range(d.fixed, pm):
+                le = les[i]
+                if res[i] < c or le == last:
                     continue
-                last = ev.le
-                s0 = base + rows.bisect_key_left((ev.le,)) + 1  # its block's row numbers: s0..e0
-                e0 = base + rows.bisect_key_left((ev.le + 1,))
+                last = le
+                s0 = base + rows.lower(le) + 1  # its block's row numbers: s0..e0
+                e0 = base + rows.lower(le + 1)
                 if e0 > s0:
                     k = self._part_holder(s0, e0, held)
                     if k is not None:
