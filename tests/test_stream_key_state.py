@@ -247,6 +247,37 @@ def test_a_micro_batch_reads_only_the_keys_it_touches_and_the_keys_due() -> None
     assert store.counts["slab_reads"] == 0 and res.cti == 100 and store.slabs == {}
 
 
+@pytest.mark.parametrize("enabled", [True, False])
+def test_no_cyclic_collection_during_a_call_and_the_collector_as_it_was_after(enabled: bool) -> None:
+    """A call's engines are alive until it writes them back: the collector is off while it runs (it only
+    rescanned them), and left as it was after, also when the call fails; the call's cycles are freed after."""
+    import gc
+
+    bound = bind(parse_query(TUMBLING))
+    seen: list[bool] = []
+
+    def feed(runner: QueryRunner, part: pa.Table) -> list[Element]:
+        seen.append(gc.isenabled())
+        return _feed(runner, part)
+
+    def broken(runner: QueryRunner, part: pa.Table) -> list[Element]:
+        raise RuntimeError("boom")
+
+    els = [Insert(f"e{k}", 1, 2, {"g": f"k{k}", "v": 1.0}) for k in range(5)] + [Cti(20)]
+    (gc.enable if enabled else gc.disable)()
+    try:
+        store = DictStore()
+        res = KeyedBucket(bound, None, ["g"], store, 0).run(_table(list(enumerate(els, 1))), feed, prepare=_prepare)
+        assert seen == [False] * 5 and gc.isenabled() == enabled
+        assert sorted(el.payload["g"] for _, el in res.out) == [f"k{k}" for k in range(5)]
+        with pytest.raises(RuntimeError, match="boom"):
+            KeyedBucket(bound, None, ["g"], DictStore(), 0).run(_table(list(enumerate(els, 1))), broken,
+                                                                 prepare=_prepare)
+        assert gc.isenabled() == enabled
+    finally:
+        gc.enable()
+
+
 def test_the_end_of_input_reads_every_live_key_in_one_bulk_read() -> None:
     """At the end every live key's engine ends, so all are read: in one pass over the store, not a read per
     key (each a round trip to Spark's state server); the output is the oracle's as before."""
