@@ -117,8 +117,9 @@ def _no_collection() -> Iterator[None]:
     free: with 10,000 keys loaded ~30 % of the call's CPU (``bench.bench_streaming_keys``; the rule of
     `udm run`, `udm.host.query.runners.quiet_gc`'s high threshold, measured worse here: it keeps collecting
     while the call's engines pile up, and its young generation is large). A call is one micro-batch of one
-    bucket, so what it leaves behind is bounded by what it loaded; the first collection after it frees the
-    call's cycles (the engines it wrote back and dropped) in one pass."""
+    bucket, so what it leaves behind is bounded by what it loaded; one collection of the youngest generation
+    as it ends (everything the call made is in it) frees the call's cycles, the engines it wrote back and
+    dropped, in one pass, charged to the call that made them rather than to the next."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -126,6 +127,7 @@ def _no_collection() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+            gc.collect(0)
 
 
 def _holds_nothing(runner: QueryRunner) -> bool:
@@ -310,7 +312,10 @@ class KeyedBucket:
 
         No cyclic collection during the call (`_no_collection`)."""
         with _no_collection():
-            return self._run(table, feed, watermark, unroutable, end_kind, unroutable_route, prepare, reach_kind)
+            try:
+                return self._run(table, feed, watermark, unroutable, end_kind, unroutable_route, prepare, reach_kind)
+            finally:
+                self.loaded.clear()  # (written back: their cycles are the call's garbage, freed on the way out)
 
     def _run(self, table: pa.Table | None, feed: Callable[[QueryRunner, pa.Table], list[Element]],
              watermark: int | None, unroutable: Callable[[int], DeadLetter] | None, end_kind: str,
