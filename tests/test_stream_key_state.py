@@ -247,6 +247,37 @@ def test_a_micro_batch_reads_only_the_keys_it_touches_and_the_keys_due() -> None
     assert store.counts["slab_reads"] == 0 and res.cti == 100 and store.slabs == {}
 
 
+@pytest.mark.parametrize("enabled", [True, False])
+def test_no_cyclic_collection_during_a_call_and_the_collector_as_it_was_after(enabled: bool) -> None:
+    """A call's engines are alive until it writes them back: the collector is off while it runs (it only
+    rescanned them), and left as it was after, also when the call fails; the call's cycles are freed after."""
+    import gc
+
+    bound = bind(parse_query(TUMBLING))
+    seen: list[bool] = []
+
+    def feed(runner: QueryRunner, part: pa.Table) -> list[Element]:
+        seen.append(gc.isenabled())
+        return _feed(runner, part)
+
+    def broken(runner: QueryRunner, part: pa.Table) -> list[Element]:
+        raise RuntimeError("boom")
+
+    els = [Insert(f"e{k}", 1, 2, {"g": f"k{k}", "v": 1.0}) for k in range(5)] + [Cti(20)]
+    (gc.enable if enabled else gc.disable)()
+    try:
+        store = DictStore()
+        res = KeyedBucket(bound, None, ["g"], store, 0).run(_table(list(enumerate(els, 1))), feed, prepare=_prepare)
+        assert seen == [False] * 5 and gc.isenabled() == enabled
+        assert sorted(el.payload["g"] for _, el in res.out) == [f"k{k}" for k in range(5)]
+        with pytest.raises(RuntimeError, match="boom"):
+            KeyedBucket(bound, None, ["g"], DictStore(), 0).run(_table(list(enumerate(els, 1))), broken,
+                                                                 prepare=_prepare)
+        assert gc.isenabled() == enabled
+    finally:
+        gc.enable()
+
+
 def test_the_end_of_input_reads_every_live_key_in_one_bulk_read() -> None:
     """At the end every live key's engine ends, so all are read: in one pass over the store, not a read per
     key (each a round trip to Spark's state server); the output is the oracle's as before."""
@@ -290,8 +321,9 @@ def test_an_index_of_another_layout_is_refused() -> None:
 def test_the_index_is_stored_compressed_and_an_older_layout_is_refused() -> None:
     """The index blob is compressed (semantics-notes 61): a bucket of 400 keys writes it over twice as
     small as its pickle (~3x; ~10x at 10,000 keys). An index of streaming layouts 3 to 6 (plain, or of
-    index version 1: engines by key, not in slabs) or of layout 7 (index version 2: the keys as a tuple of
-    lists) is refused in one line (semantics-notes 74, 75)."""
+    index version 1: engines by key, not in slabs), of layout 7 (index version 2: the keys as a tuple of
+    lists) or of layout 8 (index version 3: slabs not compressed) is refused in one line (semantics-notes 74,
+    75, 77)."""
     from udm.host.spark.key_store import dump_index, load_index
 
     bound = bind(parse_query(TUMBLING))
@@ -302,10 +334,26 @@ def test_the_index_is_stored_compressed_and_an_older_layout_is_refused() -> None
     ix = load_index(blob)
     plain = pickle.dumps(ix, protocol=pickle.HIGHEST_PROTOCOL)
     assert len(blob) * 2 < len(plain)
-    ix.v = 1
-    for old in (plain, dump_index(ix), _index_of_layout_6(), _index_of_layout_7()):
+    olds = [plain, _index_of_layout_6(), _index_of_layout_7()]
+    for v in (1, 3):  # (3: layout 8, its slabs plain pickles)
+        ix.v = v
+        olds.append(dump_index(ix))
+    for old in olds:
         with pytest.raises(ValueError, match="^bucket state of another layout: start from a new checkpoint$"):
             KeyedBucket(bound, None, ["g"], DictStore(slabs=dict(store.slabs), index=old), 0)
+
+
+def test_slabs_are_stored_compressed() -> None:
+    """A slab is stored compressed (semantics-notes 77): the engines of one query repeat the same pickled
+    structure, so 200 keys' slab is over 20x smaller than its pickle; it reads back as the same engines."""
+    from udm.host.spark.key_store import load_slab
+
+    store = DictStore()
+    KeyedBucket(bind(parse_query(TUMBLING)), None, ["g"], store, 0).run(
+        _table(list(enumerate([*_stream_of_keys(200, 0), Cti(2)], 1))), _feed, prepare=_prepare)
+    (blob,) = store.slabs.values()
+    engines = load_slab(blob)
+    assert len(engines) == 200 and len(blob) * 20 < len(pickle.dumps(engines, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def _index_of_layout_6() -> bytes:
@@ -391,10 +439,10 @@ def test_slabs_keep_reads_flat_in_held_keys_and_the_store_compact(seed: int, mon
             if 0 < k < len(batches) - 1:
                 reads.setdefault(held, []).append(store.counts["slab_reads"] + store.counts["slab_writes"])
                 ix = key_store.load_index(store.index or b"")
-                engines = {key: pickle.loads(store.slabs[e.slab]) for key, e in ix.entries()}
+                engines = {key: key_store.load_slab(store.slabs[e.slab]) for key, e in ix.entries()}
                 assert all(key in got for key, got in engines.items())
                 for n, blob in store.slabs.items():  # (no slab holds more than twice its live keys)
-                    assert len(pickle.loads(blob)) <= 2 * sum(e.slab == n for _, e in ix.entries()), (k, n)
+                    assert len(key_store.load_slab(blob)) <= 2 * sum(e.slab == n for _, e in ix.entries()), (k, n)
         assert store.slabs == {}
         assert verify(out, oracle_run(bound, stream).cht)
     assert max(reads[300]) <= max(reads[30]) + 2

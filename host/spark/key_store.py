@@ -10,7 +10,8 @@ value each of up to `SLAB_BYTES`; the index names each key's slab. A call reads 
 loads once, and writes one value per `SLAB_BYTES` of changed engines, instead of a state-store round trip
 per key each way (at 100 keys a micro-batch those round trips were half of the bucket's time). A slab read
 in a call and left under half full has its remaining keys moved to the call's new slabs, so the store holds
-at most about twice the live engines; a slab no key lives in is dropped.
+at most about twice the live engines; a slab no key lives in is dropped. A slab is stored compressed, as the
+index is (`dump_slab`, semantics-notes 77).
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ import numpy as np
 from udm.host.engine.common import NEG
 
 __all__ = ["INDEX_VERSION", "SLAB_BYTES", "BucketStore", "DictStore", "EngineSlabs", "KeyEntry", "KeyIndex",
-           "SparkStore", "dump_index", "load_index"]
+           "SparkStore", "dump_index", "dump_slab", "load_index", "load_slab"]
 
-#: index layout (a new one needs a new streaming layout number, semantics-notes 42); 3: the keys as columns
-#: worked on in place (semantics-notes 75); 2: engines in slabs
-INDEX_VERSION = 3
+#: index layout (a new one needs a new streaming layout number, semantics-notes 42); 4: slabs compressed
+#: (semantics-notes 77); 3: the keys as columns worked on in place (semantics-notes 75); 2: engines in slabs
+INDEX_VERSION = 4
 #: a key's numbers in the index, a column each (`KeyIndex`)
 _COLUMNS = ("due", "hold", "serial", "out", "slab")
 #: `NEG` in an int64 column (no time is -2**63, SEMANTICS §1)
@@ -45,7 +46,8 @@ def _int64(v: int) -> int:
 
 def _tick(v: Any) -> int:
     return NEG if v == _NEG64 else int(v)
-#: a slab's size: the changed engines of a call are written in values of about this many bytes
+#: a slab's size: the changed engines of a call are written in values of about this many bytes (before
+#: compression)
 SLAB_BYTES = 1 << 20
 
 
@@ -53,11 +55,30 @@ SLAB_BYTES = 1 << 20
 _ZINDEX = b"udmz1"
 
 
+def _packed(obj: Any) -> bytes:
+    return _ZINDEX + zlib.compress(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+
 def dump_index(ix: Any) -> bytes:
     """The index blob: pickled, then zlib-compressed (level 1). Its columns repeat the same large numbers
     (INF dues, NEG CTIs) and key shapes, so 10,000 keys' ~590 KB become ~55 KB for ~2.5 ms of CPU — the blob
     is read and written on every call, by Spark over its state server (semantics-notes 61)."""
-    return _ZINDEX + zlib.compress(pickle.dumps(ix, protocol=pickle.HIGHEST_PROTOCOL), 1)
+    return _packed(ix)
+
+
+def dump_slab(engines: dict[str, bytes]) -> bytes:
+    """A slab blob (pickled engines by key), compressed as the index is. The engines of one query repeat the
+    same pickled structure, so a slab shrinks ~100x (500 keys holding one open window each: 1.66 MB to
+    ~13 KB, ~6 us of CPU per engine each way): every byte of a slab goes through Spark's state server, its
+    state store and its checkpoint, written when the key changes and read when it is loaded again
+    (semantics-notes 77)."""
+    return _packed(engines)
+
+
+def load_slab(blob: bytes) -> dict[str, bytes]:
+    """`dump_slab`'s blob. (A slab of an older layout is never reached: its index is refused first.)"""
+    got: dict[str, bytes] = pickle.loads(zlib.decompress(blob[len(_ZINDEX):]))
+    return got
 
 
 def load_index(blob: bytes) -> Any:
@@ -369,14 +390,14 @@ class EngineSlabs:
         """Every slab in one pass, for ``keys`` (the end of input needs them all)."""
         where = {k: self.index.slab_of(k) for k in keys}
         for n, blob in self.store.all_slabs():  # (a slab may hold an older copy of a key moved since)
-            self.bulk.update((k, snap) for k, snap in pickle.loads(blob).items() if where.get(k) == n)
+            self.bulk.update((k, snap) for k, snap in load_slab(blob).items() if where.get(k) == n)
 
     def _slab(self, n: int) -> dict[str, bytes]:
         """Slab ``n``'s engines (read once a call)."""
         got = self.read.get(n)
         if got is None:
             blob = self.store.get_slab(n)
-            got = self.read[n] = {} if blob is None else pickle.loads(blob)
+            got = self.read[n] = {} if blob is None else load_slab(blob)
         return got
 
     def leave(self, n: int) -> None:
@@ -405,7 +426,7 @@ class EngineSlabs:
             if size >= SLAB_BYTES or i == len(written) - 1:
                 n = ix.next_slab
                 ix.next_slab += 1
-                self.store.put_slab(n, pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
+                self.store.put_slab(n, dump_slab(part))
                 ix.slabs[n] = [len(part), len(part)]
                 for key in part:
                     ix.set_slab(key, n)
