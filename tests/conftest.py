@@ -90,9 +90,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 #: the tests' driver JVM: C1 only and a serial GC. Its jobs are small and short, so C2's compiler threads and
-#: G1's concurrent ones cost more CPU than they win back (two A/B pairs over four Spark test files, CPU of the
-#: process and its JVM and workers: 101 and 103 CPU-s against 171 and 155; the first test, which starts the
-#: JVM, 12-13 against 20-28). Only how fast the JVM runs changes; udmkit's log4j2 file stays (naming Java
+#: G1's concurrent ones cost more CPU than they win back (three A/B pairs over four Spark test files, CPU of
+#: the process and its JVM and workers: median 103 CPU-s against 155; the first test, which starts the JVM,
+#: 12-13 against 19-28). Only how fast the JVM runs changes; udmkit's log4j2 file stays (naming Java
 #: options replaces the one `get_spark` would add).
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
