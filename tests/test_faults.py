@@ -12,11 +12,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from udm.host.model.plan import bind
 from udm.host.model.spec import parse_query
+from udm.host.spark.session import default_partitions
 from udm.host.temporal.elements import parse_element
 from udm.host.testing.engine_conformance import write_stream
 from udm.host.testing.generator import generate
@@ -64,10 +66,23 @@ def test_output_under_a_file_is_one_line(files: tuple[Path, Path], tmp_path: Pat
     assert src.read_bytes() == before
 
 
+def _in_process(q: Path, src: Path, out: Path, dead: Path, ck: Path | None, batch_size: int | None = None,
+                buckets: int | None = None) -> None:
+    """A spark-streaming run in this process, on the tests' session (no JVM of its own to start): new, with
+    ``buckets``, or resumed from ``ck`` (which keeps the batch size and bucket count it began with)."""
+    from udm.host.model.spec import load_query
+    from udm.host.query.runners import RunRequest, get_engine
+
+    get_engine("spark-streaming")(RunRequest(bind(load_query(q)), src, out, dead_letter=dead, checkpoint=ck,
+                                             batch_size=batch_size, options={"buckets": buckets} if buckets else {}))
+
+
 @pytest.mark.spark
-def test_spark_streaming_sigkill_then_resume(files: tuple[Path, Path], tmp_path: Path) -> None:
-    """The CLI killed with SIGKILL once two micro-batches wrote their output, then run again: the output is
-    byte for byte an uninterrupted run's, and its CHT the oracle's."""
+def test_spark_streaming_sigkill_then_resume(spark: Any, files: tuple[Path, Path], tmp_path: Path) -> None:
+    """The CLI killed with SIGKILL once two micro-batches wrote their output, then resumed from its checkpoint:
+    the output is byte for byte an uninterrupted run's, and its CHT the oracle's. Only the killed run needs a
+    process of its own; the resumed and the uninterrupted ones run on the tests' session, the uninterrupted
+    one with the CLI's bucket count (`default_partitions` of its default master, ``local[*]``)."""
     q, src = files
     ck = tmp_path / "ck"
     base = ["run", str(q), "--input", str(src), "--engine", "spark-streaming", "--batch-size", "8"]
@@ -82,11 +97,9 @@ def test_spark_streaming_sigkill_then_resume(files: tuple[Path, Path], tmp_path:
         proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
     assert killed, "the run ended before it could be killed"
-    res = _udm(*base, "--output", str(tmp_path / "a.jsonl"), "--dead-letter", str(tmp_path / "a.dl"),
-               "--checkpoint", str(ck))
-    assert res.returncode == 0, res.stderr
-    whole = _udm(*base, "--output", str(tmp_path / "b.jsonl"), "--dead-letter", str(tmp_path / "b.dl"))
-    assert whole.returncode == 0, whole.stderr
+    _in_process(q, src, tmp_path / "a.jsonl", tmp_path / "a.dl", ck)
+    _in_process(q, src, tmp_path / "b.jsonl", tmp_path / "b.dl", None, batch_size=8,
+                buckets=default_partitions("local[*]"))
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
     assert (tmp_path / "a.dl").read_bytes() == (tmp_path / "b.dl").read_bytes()
     out = [parse_element(json.loads(x)) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
