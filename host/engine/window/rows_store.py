@@ -49,15 +49,18 @@ class RowColumns:
         starting with ``le``)."""
         return bisect_left(self.le, le)
 
+    def _block(self, le: int, re: int) -> tuple[int, int]:
+        """The positions ``[a, b)`` of the rows whose lifetime is ``[le, re)`` (rows sort by LE, then RE)."""
+        les, res = self.le, self.re
+        a = bisect_left(les, le)
+        b = bisect_right(les, le, a)
+        a = bisect_left(res, re, a, b)
+        return a, bisect_right(res, re, a, b)
+
     def pos(self, le: int, re: int, val: Any, eid: int) -> int:
         """Where row ``(le, re, val, eid)`` goes in canonical order (before every row whose key is not below
         its own)."""
-        les = self.le
-        a = bisect_left(les, le)
-        b = bisect_right(les, le, a)
-        res = self.re
-        a = bisect_left(res, re, a, b)
-        b = bisect_right(res, re, a, b)
+        a, b = self._block(le, re)
         if a == b:
             return a
         vals, ids = self.vals, self.ids
@@ -80,12 +83,7 @@ class RowColumns:
         """The position of the row of id ``eid`` with lifetime ``[le, re)`` (None: not held — cleanup dropped
         it as final). A live id is unique among rows of one LE block: an id reused after its event closed is
         inserted at or after the CTI, past the closed event's LE."""
-        les = self.le
-        a = bisect_left(les, le)
-        b = bisect_right(les, le, a)
-        res = self.re
-        a = bisect_left(res, re, a, b)
-        b = bisect_right(res, re, a, b)
+        a, b = self._block(le, re)
         try:
             return self.ids.index(eid, a, b)
         except ValueError:
