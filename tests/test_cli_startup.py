@@ -1,5 +1,7 @@
 """What ``udm`` imports before it does anything: the entry point module is light (typer, the catalog and the
-query code come with the command), and a piped ``udm run`` draws nothing with rich, so does not import it."""
+query code come with the command), a command imports only its own module (`udm.host.cli.commands`: the
+others come when all commands are listed), and a piped ``udm run`` draws nothing with rich, so does not
+import it."""
 
 from __future__ import annotations
 
@@ -10,8 +12,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from cli_harness import udm
 from rich.console import Console
+from typer.testing import CliRunner
 
+from udm.host.cli import commands
+from udm.host.cli.commands import COMMAND_MODULES, commands_of
 from udm.host.run_result import RunResult
 
 _PROBE = """
@@ -22,13 +29,19 @@ try:
     main()
 except SystemExit:
     pass
-print(sorted(m for m in ("typer", "rich", "rich.console", "udm.host.catalog") if m in sys.modules), file=sys.stderr)
+print(sorted(m for m in ("typer", "rich", "rich.console", "udm.host.catalog", *OTHERS) if m in sys.modules),
+      file=sys.stderr)
 """
+
+#: what a ``udm run`` does not import: the other commands' modules and what they alone bring
+_NOT_FOR_RUN = ("udm.host.cli.catalog_cmds", "udm.host.cli.new_cmd", "udm.host.cli.registry_cmd",
+                "udm.host.cli.demo_cmd", "udm.host.local_plugins", "udm.host.demo.export")
 
 
 def _loaded(*args: str) -> tuple[list[str], str]:
     env = {**os.environ, "UDM_FAST_EXIT": "0"}  # else a successful run ends the process inside main()
-    res = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, timeout=120, env=env)
+    probe = _PROBE.replace("*OTHERS", ", ".join(map(repr, _NOT_FOR_RUN)))
+    res = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=120, env=env)
     *lines, last = res.stderr.strip().splitlines()
     return json.loads(last.replace("'", '"')), "\n".join(lines)
 
@@ -47,6 +60,7 @@ def test_a_piped_run_imports_no_rich_and_prints_its_summary(tmp_path: Path) -> N
     inp.write_text('{"kind":"insert","id":"a","le":1,"re":2,"payload":{"price":3}}\n{"kind":"cti","t":20}\n')
     loaded, err = _loaded("run", str(q), "--input", str(inp), "--output", str(tmp_path / "o.jsonl"))
     assert "rich" not in loaded and "typer" in loaded and "udm.host.catalog" in loaded
+    assert not set(_NOT_FOR_RUN) & set(loaded)
     assert err.startswith("2 elements in, 3 out, 0 dead-lettered (local, ")  # 1 window + CTI 20 + CTI inf
 
 
@@ -62,3 +76,31 @@ def test_the_plain_summary_is_what_rich_would_print() -> None:
     buf = io.StringIO()
     Console(file=buf, soft_wrap=True).print(result.summary(), highlight=False, markup=False)
     assert buf.getvalue() == result.summary() + "\n"
+
+
+def test_each_command_comes_from_the_module_that_registers_it() -> None:
+    """`COMMAND_MODULES` names every command of every module, and only those (a command added to a module
+    without its row would be missing from the app)."""
+    modules = dict.fromkeys(COMMAND_MODULES.values())
+    for module in modules:
+        assert sorted(commands_of(module)) == sorted(n for n, m in COMMAND_MODULES.items() if m == module)
+
+
+def test_help_and_a_mistyped_command_see_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = udm(capsys, "--help")
+    assert code == 0
+    listed = [line.split()[1] for line in out.splitlines() if line.startswith("│ ") and len(line.split()) > 2
+              and line.split()[1] in COMMAND_MODULES]
+    assert listed == list(COMMAND_MODULES)  # all of them, in the table's order
+    code, _, err = udm(capsys, "regsitry")
+    assert code == 2 and "Did you mean 'registry'?" in err
+
+
+def test_a_command_loaded_alone_runs_as_before(capsys: pytest.CaptureFixture[str]) -> None:
+    """A fresh app (its group holds nothing yet) runs ``registry --help`` and ``list`` by loading their
+    modules on lookup."""
+    runner = CliRunner()
+    res = runner.invoke(commands.app, ["registry", "--help"])
+    assert res.exit_code == 0 and "publish" in res.output and "install" in res.output
+    res = runner.invoke(commands.app, ["list", "--json"])
+    assert res.exit_code == 0 and "udms" in json.loads(res.output)
