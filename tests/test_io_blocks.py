@@ -21,7 +21,7 @@ def test_blocks_are_whole_lines_of_the_file(lines: list[bytes], newline_at_end: 
         mp.setattr(jl, "_FIRST_BLOCK_BYTES", first)
         blocks = list(jl._blocks(io.BytesIO(text), block))
     assert b"".join(blocks) == text  # every byte once, in order
-    assert all(type(b) is bytes and b for b in blocks)
+    assert all(type(b) is bytearray and b for b in blocks)
     assert all(b.endswith(b"\n") for b in blocks[:-1])  # only the last may end mid-line
     # a block holds whole lines: no line is split between two blocks
     assert [ln for b in blocks for ln in b.split(b"\n")[: b.count(b"\n")]] == text.split(b"\n")[: text.count(b"\n")]
