@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -114,7 +114,7 @@ def _np_valid(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
 _TOP_KEYS = frozenset({"kind", "id", "le", "re", "re_new", "t", "payload"})
 
 
-def _faithful(arr: pa.Array, parent_valid: np.ndarray, chunk: bytes) -> bool:
+def _faithful(arr: pa.Array, parent_valid: np.ndarray, chunk: bytes | bytearray) -> bool:
     """Does ``to_pylist`` of this (struct) array give back exactly what json.loads gave? Only plain
     leaves, no field missing in (or null for) a row whose parent object is present, and no float
     column that pyarrow made out of integer literals (json gives ``28``, pyarrow ``28.0``)."""
@@ -157,7 +157,7 @@ def _has_integral(arr: pa.Array) -> bool:
         return bool(np.any(vals == np.floor(vals)))
 
 
-def _no_int_literals(name: str, chunk: bytes) -> bool:
+def _no_int_literals(name: str, chunk: bytes | bytearray) -> bool:
     """No ``"name": <integer literal>`` anywhere in the chunk (so a float column of that name holds
     only float literals). Conservative: any key of that name at any depth counts, and a chunk where the
     key could be spelled with escapes (``\\u``, ``\\/``) fails. The key is searched as UTF-8 text, as
@@ -182,7 +182,7 @@ def _re2_literal(text: str) -> str:
     return "".join(c if c.isalnum() else f"\\x{ord(c):02x}" for c in text)
 
 
-def _re2_found(pattern: str, chunk: bytes) -> bool:
+def _re2_found(pattern: str, chunk: bytes | bytearray) -> bool:
     """Does ``pattern`` match anywhere in ``chunk``? pyarrow's RE2 over the chunk in place (no copy):
     about twice as fast as Python's ``re`` here, and it runs without the GIL, which the engine's thread
     needs while the reader's workers parse."""
@@ -191,7 +191,7 @@ def _re2_found(pattern: str, chunk: bytes) -> bool:
     return bool(pc.match_substring_regex(arr, pattern)[0].as_py())
 
 
-def _has_escape(chunk: bytes, escapes: tuple[bytes, ...]) -> bool:
+def _has_escape(chunk: bytes | bytearray, escapes: tuple[bytes, ...]) -> bool:
     """Does any of these escapes occur? Checks for a backslash first, with numpy (several times faster
     than a substring search, and most chunks hold none)."""
     if not np.any(np.frombuffer(chunk, dtype=np.uint8) == 92):
@@ -199,7 +199,7 @@ def _has_escape(chunk: bytes, escapes: tuple[bytes, ...]) -> bool:
     return any(e in chunk for e in escapes)
 
 
-def _read_table(chunk: bytes) -> pa.Table | None:
+def _read_table(chunk: bytes | bytearray) -> pa.Table | None:
     try:
         return pajson.read_json(
             pa.BufferReader(chunk),  # zero-copy (io.BytesIO is read through Python, in copies)
@@ -272,7 +272,7 @@ def _time_column(tb: pa.Table, name: str, *, allow_inf: bool) -> pa.Array | None
     return None
 
 
-def _fast_batch(chunk: bytes, n_lines: int, first_line: int) -> ElementBatch | None:
+def _fast_batch(chunk: bytes | bytearray, n_lines: int, first_line: int) -> ElementBatch | None:
     """Parse a chunk with pyarrow.json; None when any line needs the per-line path."""
     # Blank lines need no check here: pyarrow skips them, so the row count below no longer matches.
     tb = _read_table(chunk)
@@ -391,7 +391,7 @@ def _fast_batch(chunk: bytes, n_lines: int, first_line: int) -> ElementBatch | N
     )
 
 
-def _explicit_null_payload(chunk: bytes) -> bool:
+def _explicit_null_payload(chunk: bytes | bytearray) -> bool:
     """Might a line say ``"payload": null``? Asked only when an insert's payload came out null: an explicit
     null is bad for an insert (`parse_element`) and an absent payload is not, and pyarrow parses both as
     null. Anywhere else a null payload is what both paths make of it (a retraction's none, a CTI's
@@ -439,7 +439,8 @@ def _blocks(f: IO[bytes], block_bytes: int) -> Iterator[bytearray]:
     while True:
         buf = bytearray(len(rest) + size)
         buf[: len(rest)] = rest
-        got = f.readinto(memoryview(buf)[len(rest):]) or 0  # (the view is gone once it returns: buf resizes)
+        # (every binary stream `JsonlReader` takes has ``readinto``; the view is gone once it returns, so buf resizes)
+        got = cast(Any, f).readinto(memoryview(buf)[len(rest):]) or 0
         size = min(size * 2, block_bytes)
         if not got:
             if rest:
@@ -465,7 +466,8 @@ def _split(batch: ElementBatch, batch_size: int) -> Iterator[ElementBatch]:
         yield batch.slice(off, batch_size)
 
 
-def _parse_block(block: bytes, newlines: int, first_line: int, batch_size: int, fast: bool) -> list[ElementBatch]:
+def _parse_block(block: bytes | bytearray, newlines: int, first_line: int, batch_size: int,
+                 fast: bool) -> list[ElementBatch]:
     """The batches of one whole-line block (holding ``newlines`` newlines), in line order."""
     n_lines = newlines + (0 if block.endswith(b"\n") else 1)
     if fast and n_lines >= _MIN_FAST_LINES:
@@ -488,7 +490,7 @@ def _parse_block(block: bytes, newlines: int, first_line: int, batch_size: int, 
     return out
 
 
-def _numbered_blocks(f: IO[bytes], block_bytes: int) -> Iterator[tuple[bytes, int, int]]:
+def _numbered_blocks(f: IO[bytes], block_bytes: int) -> Iterator[tuple[bytearray, int, int]]:
     """``(block, newlines in it, line number of its first line)``."""
     first = 1
     for block in _blocks(f, block_bytes):
