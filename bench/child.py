@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Measured", "load", "run_child", "tree_cpu_s"]
+__all__ = ["Measured", "load", "run_child", "tree_cpu", "tree_cpu_s"]
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,9 @@ class Measured:
     wall_s: float
     cpu_s: float
     stdout: str
+    #: ``cpu_s`` of the tree's JVMs (``java``: Spark), the rest is Python's (the driver, PySpark's daemon and
+    #: workers): which side a change moved
+    jvm_s: float = 0.0
 
 
 def load() -> float:
@@ -27,26 +30,36 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
-def tree_cpu_s(root: int) -> float:
-    """CPU seconds so far of ``root`` and every live descendant, with the children each has reaped."""
+def tree_cpu(root: int) -> tuple[float, float]:
+    """CPU seconds so far of ``root`` and every live descendant, with the children each has reaped: all of
+    them, and the JVMs' (processes named ``java``) among them."""
     tick = os.sysconf("SC_CLK_TCK")
     parent: dict[int, int] = {}
     cpu: dict[int, int] = {}
+    java: set[int] = set()
     for p in Path("/proc").iterdir():
         if not p.name.isdigit():
             continue
         try:
-            f = (p / "stat").read_text().rsplit(")", 1)[1].split()
+            name, f = (p / "stat").read_text().rsplit(")", 1)
         except OSError:
             continue
-        parent[int(p.name)] = int(f[1])
-        cpu[int(p.name)] = sum(int(x) for x in f[11:15])  # utime stime cutime cstime
+        fields = f.split()
+        parent[int(p.name)] = int(fields[1])
+        cpu[int(p.name)] = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+        if name.endswith("(java"):
+            java.add(int(p.name))
     mine, todo = set(), [root]
     while todo:
         pid = todo.pop()
         mine.add(pid)
         todo += [c for c, pp in parent.items() if pp == pid and c not in mine]
-    return sum(cpu.get(p, 0) for p in mine) / tick
+    return (sum(cpu.get(p, 0) for p in mine) / tick, sum(cpu.get(p, 0) for p in mine & java) / tick)
+
+
+def tree_cpu_s(root: int) -> float:
+    """`tree_cpu`'s total."""
+    return tree_cpu(root)[0]
 
 
 def run_child(cmd: list[str], *, cwd: Path | None = None, interval: float = 0.2,
@@ -54,15 +67,16 @@ def run_child(cmd: list[str], *, cwd: Path | None = None, interval: float = 0.2,
     """Run ``cmd`` to the end; raise with its stderr when it fails."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    cpu = 0.0
+    cpu = jvm = 0.0
     while True:
         try:
             proc.wait(timeout=interval)
             break
         except subprocess.TimeoutExpired:
-            cpu = max(cpu, tree_cpu_s(proc.pid))
+            total, java = tree_cpu(proc.pid)
+            cpu, jvm = max(cpu, total), max(jvm, java)
     out, err = proc.communicate()
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:5])} ... failed ({proc.returncode}):\n{err[-3000:]}")
-    return Measured(wall, cpu, out)
+    return Measured(wall, cpu, out, jvm)
