@@ -320,18 +320,20 @@ def _hot_stream(seed: int, n: int, kind: str) -> list[Element]:
                                                         ("max", "mixed", 0), ("sum", "int", 15)])
 def test_long_sessions_freeze_into_heads(udm: str, kind: str, max_delay: int,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """Sessions open across many flushes keep their members before the CTI as one head row and a state
+    """Sessions open across many flushes keep their members before the CTI as one head row and frozen rows
     (`session_heads`): the output is the per-group rule's and the oracle's, whether the session closes (valued
-    from its head), leaves the tail early (a retraction of a frozen member, a speculative release: the frozen
-    members come back as events) or is snapshotted half-way; the heads really form, close and leave."""
-    seen = {"freeze": 0, "values": 0, "take": 0, "compact": 0}
+    from its frozen members and the rows after its head, with the flush's other sessions), leaves the tail
+    early (a retraction of a frozen member, a speculative release: the frozen members come back as events) or
+    is snapshotted half-way; the heads really form, close and leave."""
+    seen = {"fold": 0, "members": 0, "take": 0, "compact": 0}
     heads = session_heads.Heads
-    real = {k: getattr(heads, k) for k in ("freeze", "values", "take", "_compact")}
+    real = {k: getattr(heads, k) for k in ("fold", "members", "take", "_compact")}
 
     def counting(name: str) -> Any:
         def f(self: Any, *a: Any) -> Any:
             got = real[name](self, *a)
-            seen[name.strip("_")] += sum(map(bool, got)) if name == "take" else 1
+            seen[name.strip("_")] += (sum(map(bool, got)) if name == "take" else got is not None if name == "fold"
+                                      else 1)
             return got
         return f
 

@@ -29,13 +29,13 @@ from ..common import Ev
 from ..rules import INF, final_end
 from .emit import first_emission
 from .family import Family, merged
-from .rows_bulk import bulk_rows, row_key
+from .rows_bulk import bulk_rows
 from .rows_closed import ClosedRows
 from .rows_cti import RowsCleanup, forget
 from .rows_store import RowColumns
 from .state import Group, by_identity
 
-__all__ = ["RowOrderedFamily", "RowsFamily", "forget", "replace_range", "row_key"]
+__all__ = ["RowOrderedFamily", "RowsFamily", "forget", "replace_range"]
 
 
 def replace_range(fam: Family, g: Group, lo: int, top: int, news: list[tuple[Any, int, int, list]], out: Any,
@@ -98,17 +98,6 @@ class RowOrderedFamily(Family):
         hi = min(hi, d.done)
         if lo <= hi:
             d.dirty.append((lo, hi))
-
-    def _take_out(self, d: Any, ev: Ev, old: int, new: int) -> int | None:
-        """Take ``ev`` (its end was ``old``) out of the group's rows and give it end ``new``; returns its
-        list position (None: cleanup dropped it, as final — RE < CTI — so no valid element reaches it)."""
-        rows = d.rows
-        p: int = rows.bisect_key_left(row_key(ev, old))
-        ev.re = new
-        if p >= len(rows) or rows[p] is not ev:
-            return None
-        del rows[p]
-        return p
 
     def _evaluate(self, g: Group, d: Any, todo: list[tuple[int, int]], out: Any, em: Any) -> None:
         """Evaluate the key ranges ``todo``; the parts not released yet stay dirty."""

@@ -1,5 +1,4 @@
-"""A batch's inserts into a rows family's groups at once (`RowsFamily.bulk_insert`), and the canonical row key
-of the families that keep rows as objects (`row_key`: sessions).
+"""A batch's inserts into a rows family's groups at once (`RowsFamily.bulk_insert`).
 
 The inserts of a batch commute, so they are taken a group at a time in canonical order (SEMANTICS §9: LE,
 RE, then the canonical JSON of the value and the id for ties). The rows after the group's last one — on an
@@ -23,34 +22,7 @@ from ..common import Ev
 from .rows_store import RowColumns
 from .state import Group
 
-__all__ = ["bulk_rows", "row_key"]
-
-
-class _Tie:
-    """The part of a row's key after (LE, RE): the canonical JSON of its value, then its id. Made only when
-    two rows share (LE, RE), so in-order rows never serialize their values."""
-
-    __slots__ = ("ev",)
-
-    def __init__(self, ev: Ev) -> None:
-        self.ev = ev
-
-    def _key(self) -> tuple[str, int]:
-        return (self.ev.canon(), self.ev.id)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Tie) and (self.ev is other.ev or self._key() == other._key())
-
-    def __lt__(self, other: _Tie) -> bool:
-        return self._key() < other._key()
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-def row_key(ev: Ev, re: int | None = None) -> tuple[int, int, _Tie]:
-    """Canonical row order (SEMANTICS §5/§9, semantics-notes 5 and 26): (LE, RE), the canonical JSON of the
-    value; the id only breaks exact ties. ``re``: the key the row had with that end."""
-    return (ev.le, ev.re if re is None else re, _Tie(ev))
+__all__ = ["bulk_rows"]
 
 
 def _order_ties(tie: np.ndarray, il: list[int], vl: list[Any]) -> None:

@@ -99,7 +99,8 @@ class SessionFamily(SessionGroups):
             for ev in evs:
                 held[ev.id] = ev
             d: SessionData = g.data
-            self._append(g, d, evs)
+            if evs:  # (none: a quiet group, `session_quiet`)
+                self._append(g, d, evs)
             if last is not None:
                 d.done = last
                 d.dirty.append((NEG, last))

@@ -38,7 +38,8 @@ from ..common import Ev
 from ..rules import INF
 from .grid_closed import spans, window_values, write_closed
 from .grid_columns import ends_alone
-from .session_heads import Heads
+from .session_heads import Heads, joined
+from .session_quiet import KEEP_GAPS, Quiet
 from .session_released import Released
 from .session_scan import scan
 from .session_store import gather
@@ -76,7 +77,7 @@ class Tail:
         self.store: list[np.ndarray] = []
         self.stored = 0
         self.pending: list[tuple[np.ndarray, ...]] = []
-        #: code -> group, for the groups in the tail
+        #: code -> group, for the groups in the tail (those holding nothing, quiet, too: `session_quiet`)
         self.groups: dict[int, Group] = {}
         #: codes of groups taken out whose rows are still in the arrays (dropped at the next sort)
         self.dead: set[int] = set()
@@ -84,9 +85,8 @@ class Tail:
         #: whether a group taken out may have held it
         self.min_le = INF
         self._stale = False
-        #: code -> (when to drop it, group) for the groups the tail left with nothing (`drained`), in the order
-        #: they were left so
-        self.quiet: OrderedDict[int, tuple[int, Group]] = OrderedDict()
+        #: when to drop the groups the tail holds with nothing (`drained`)
+        self.quiet = Quiet()
         self.next_code = 0
         #: the (CTI, release point) of the last flush: with no row added since, a flush at the same ones finds
         #: nothing to write or release
@@ -96,28 +96,24 @@ class Tail:
 
     def __setstate__(self, s: dict[str, Any]) -> None:
         self.__dict__.update(s)
-        if "quiet" not in s:  # (a snapshot from before `drained`: the step dropped the groups it had emptied)
-            self.__dict__.pop("emptied", None)
-            self.quiet = OrderedDict()
+        quiet = s.get("quiet")
+        if not isinstance(quiet, Quiet):  # (a snapshot from before: the quiet groups had left ``groups``)
+            self.__dict__.pop("emptied", None)  # (before `drained`: the step dropped the groups it had emptied)
+            self.quiet = Quiet()
+            self.quiet.grow(self.next_code)
+            for code, (t, g) in (quiet or OrderedDict()).items():
+                self.groups[code] = g
+                self.quiet.sleep(np.array([code]), np.array([t]))
         if "heads" not in s:  # (a snapshot from before the heads)
             self.heads = Heads()
         if "released" not in s:  # (a snapshot from before: such groups had left the tail)
             self.released = Released()
 
     def drained(self, c: int) -> list[Group]:
-        """The groups to drop at CTI ``c``: a group the tail leaves with nothing is kept until the CTI is a
-        ``gap`` past its last session's end, unless a row comes for it. A key back within that time (a busy
-        bidder's next session) finds its group, as making one again costs more than keeping it; what is kept
-        is the keys of a recent stretch of time (the first waiting may hold the others back by up to a
-        ``gap``)."""
-        q = self.quiet
-        gone = []
-        while q:
-            code = next(iter(q))
-            if q[code][0] > c:
-                break
-            gone.append(q.popitem(last=False)[1][1])
-        return gone
+        """The groups to drop at CTI ``c``: a group the tail holds with nothing is kept until the CTI is a
+        ``gap`` past its last session's end, unless a row comes for it (`session_quiet`)."""
+        pop = self.groups.pop
+        return [pop(code) for code in self.quiet.due(c)]
 
     def _clear(self) -> None:
         """Nothing held: drop the arrays (codes stay as they are)."""
@@ -148,12 +144,12 @@ class Tail:
             if code < 0:
                 code = d.code = self.next_code
                 self.next_code += 1
-            elif self.quiet:
-                self.quiet.pop(code, None)
             tg[code] = g
             got[j] = code
         codes = np.array(got, dtype=np.int64)
         col = codes >= 0
+        self.quiet.grow(self.next_code)
+        self.quiet.wake(codes[col])  # (a quiet group's key is back)
         deque(map(touched.pop, map(id, compress(groups, col.tolist())), repeat(None)), maxlen=0)
         return col, codes
 
@@ -211,26 +207,17 @@ class Tail:
         if not self.pending:
             self.gid, self.ids, self.le, self.re, self.vix = cols
             return
-        new = [np.concatenate([p[i] for p in self.pending]) for i in range(5)]
+        new = [np.concatenate([c, *(p[i] for p in self.pending)]) for i, c in enumerate(cols)]
         self.pending = []
-        # (the order of equal LEs changes no session, nor a UDA's value): one key where it fits in 63 bits,
-        # the new rows sorted and merged into the sorted ones
-        le_t = cols[2]
-        lo = int(new[2].min()) if not len(le_t) else min(int(new[2].min()), int(le_t.min()))
-        hi = int(new[2].max()) if not len(le_t) else max(int(new[2].max()), int(le_t.max()))
-        span = hi - lo + 1
-        top = max(int(new[0].max()), int(cols[0].max()) if len(le_t) else 0)
-        if (top + 1) * span < 2**62:
-            kn = new[0] * span + (new[2] - lo)
-            o = np.argsort(kn, kind="stable")
-            new = [a[o] for a in new]
-            if len(le_t):
-                pos = np.searchsorted(cols[0] * span + (le_t - lo), kn[o], "right")
-                new = [np.insert(c, pos, a) for c, a in zip(cols, new, strict=True)]
-        else:
-            new = [np.concatenate((c, a)) for c, a in zip(cols, new, strict=True)]
-            o = np.lexsort((new[2], new[0]))
-            new = [a[o] for a in new]
+        # (the order of equal LEs changes no session, nor a UDA's value: an unstable sort will do) one key
+        # where it fits in 63 bits, the sorted rows and the new ones sorted at once (the sort of a sorted run
+        # and a short one costs little more than merging them)
+        gid, le = new[0], new[2]
+        lo = int(le.min())
+        span = int(le.max()) - lo + 1
+        fits = (int(gid.max()) + 1) * span < 2**62
+        o = np.argsort(gid * span + (le - lo)) if fits else np.lexsort((le, gid))
+        new = [a[o] for a in new]
         self.gid, self.ids, self.le, self.re, self.vix = new
 
     def take(self, gs: list[Group]) -> list[tuple[list[Ev], int | None]]:
@@ -243,6 +230,7 @@ class Tail:
         for code in codes.tolist():
             del self.groups[code]
             self.dead.add(code)
+        self.quiet.wake(codes)
         a = np.searchsorted(self.gid, codes, "left")
         b = np.searchsorted(self.gid, codes, "right")
         lens = b - a
@@ -271,6 +259,9 @@ class Tail:
             return []
         self.seen = (c, rp)
         self._sort()
+        if not len(self.gid):  # (only quiet groups)
+            self.store, self.stored, self.min_le, self._stale = [], 0, INF, False
+            return []
         gid, le = self.gid, self.le
         gap = self.gap
         first, top, s0, s1, wtop, wre = scan(gid, le, self.re, gap)
@@ -298,12 +289,11 @@ class Tail:
             stays = np.add.reduceat((~closed).astype(np.int64), opens)
             done = stays == 0
             until = wre[np.append(opens[1:], len(s0))[done] - 1]  # (its last session's end)
-            quiet = self.quiet
-            for code, t in zip(gid[s0[opens[done]]].tolist(), until.tolist(), strict=True):
-                quiet[code] = (t + gap if t < INF - gap else INF, self.groups.pop(code))
+            keep_for = KEEP_GAPS * gap
+            self.quiet.sleep(gid[s0[opens[done]]], np.minimum(until, INF - keep_for) + keep_for)
             keep = np.repeat(~closed, s1 - s0)
         if c < INF:
-            keep = self._freeze(step, c, s0, s1, ~closed & ~going & ~out_now, top, keep)
+            keep = self._freeze(c, s0, s1, ~closed & ~going & ~out_now, top, keep)
         if keep is not None:
             self.gid, self.ids, self.le, self.re, self.vix = (a[keep] for a in (gid, self.ids, le, self.re, self.vix))
             if self.stored > 2 * len(self.vix) + 4096:  # (values no row holds: the store keeps the rest)
@@ -316,14 +306,14 @@ class Tail:
         self._stale = False
         return [self.groups[code] for code in leave.tolist() if code in self.groups]
 
-    def _freeze(self, step: Any, c: int, s0: np.ndarray, s1: np.ndarray, stay: np.ndarray, top: np.ndarray,
+    def _freeze(self, c: int, s0: np.ndarray, s1: np.ndarray, stay: np.ndarray, top: np.ndarray,
                 keep: np.ndarray | None) -> np.ndarray | None:
         """The members before CTI ``c`` of each session that ``stay``s (open, its group not leaving) join its
         head (`session_heads`): the session's first row becomes the head's row (its RE the largest of theirs,
         ``top``'s running maximum at the last of them), the others leave the arrays. Returns which rows stay
         (``keep``: those that stay so far; None: all)."""
         vix = self.vix
-        got = self.heads.fold(step.udm, c, (self.gid, self.ids, self.le, self.re, vix), self.store, s0, stay)
+        got = self.heads.fold(c, (self.gid, self.ids, self.le, self.re, vix), self.store, s0, stay)
         if got is None:
             return keep
         f0, fn = got
@@ -354,21 +344,28 @@ class Tail:
                             lens.tolist(), res.tolist() if isinstance(res, np.ndarray) else list(res))
 
     def _write(self, step: Any, out: RowsOut, em: Any, s0: np.ndarray, s1: np.ndarray, wre: np.ndarray) -> None:
-        """Value (`window_values`; from its head's state and the rows after it for a session with a head) and
-        write the sessions of rows ``s0[i] .. s1[i]-1`` (ending at ``wre[i]``), in row order."""
+        """Value and write the sessions of rows ``s0[i] .. s1[i]-1`` (ending at ``wre[i]``), in row order: all in
+        one `window_values` call, a session with a head over its frozen members (`Heads.members`) and then
+        its rows after the head."""
         wle = self.le[s0]
         head = self.vix[s0] < 0
-        plain = ~head
-        lens = s1[plain] - s0[plain]
-        st, idx = spans(s0[plain], lens)
-        res: Any = []
-        if len(lens):
-            res = window_values(step.udm, gather(self.store, self.vix[idx]), st[:-1], lens, wle[plain], wre[plain])
+        a = s0 + head  # (a head's row holds no value)
+        tn = s1 - a
+        st, idx = spans(a, tn)
+        vals = gather(self.store, self.vix[idx])
         if head.any():
-            hs = np.flatnonzero(head)
-            a = s0[hs] + 1
-            st, idx = spans(a, s1[hs] - a)
-            vals = gather(self.store, self.vix[idx])
-            res = self.heads.values(step.udm, res, head, self.gid[a - 1], wle[hs], wre[hs], vals.tolist(), st)
-        groups = self.groups
-        write_closed(step, out, em, [groups[k] for k in self.gid[s0].tolist()], wle, wre, res)
+            hv, hn = self.heads.members(self.gid[s0[head]])
+            fn = np.zeros(len(s0), dtype=np.int64)
+            fn[head] = hn
+            lens = fn + tn
+            st = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+            both = joined([vals, hv])
+            at = np.empty(len(both), dtype=np.int64)  # (where each value goes: frozen first, then the rows)
+            at[:len(vals)] = spans(st[:-1] + fn, tn)[1]
+            at[len(vals):] = spans(st[:-1][head], hn)[1]
+            vals = np.empty_like(both)
+            vals[at] = both
+        else:
+            lens = tn
+        res = window_values(step.udm, vals, st[:-1], lens, wle, wre)
+        write_closed(step, out, em, list(map(self.groups.__getitem__, self.gid[s0].tolist())), wle, wre, res)

@@ -2,9 +2,9 @@
 next LE is ``< gap +`` the largest RE so far; window ``[first LE, largest RE + gap)``, INF when a member never
 ends (semantics-notes 27).
 
-A group keeps its events as rows in canonical order (`rows.row_key`) and its sessions by first LE, each
-with its end and member count: a session's members are the rows from its first LE to the next session's
-(sessions hold whole blocks of equal LEs). An event appended at the end joins or opens the last session
+A group keeps its events as rows in canonical order (`session_order.row_key`) and its sessions by first LE,
+each with its end and member count: a session's members are the rows from its first LE to the next
+session's (sessions hold whole blocks of equal LEs). An event appended at the end joins or opens the last session
 directly, and one that lands inside a session without reaching the next joins it directly: no scan. Any
 other change re-derives the sessions by one left-to-right scan whose state resets at every session
 boundary, from the session holding (or preceding) the change up to the first old boundary past it that
@@ -28,8 +28,9 @@ from sortedcontainers import SortedDict, SortedKeyList
 
 from ..common import Ev
 from ..rules import INF, NEG
-from .rows import replace_range, row_key
+from .rows import replace_range
 from .session_ends import SessionEnds
+from .session_order import row_key, take_out
 from .state import Group
 
 __all__ = ["SessionData", "SessionGroups"]
@@ -191,7 +192,7 @@ class SessionGroups(SessionEnds):
 
     def change(self, g: Group, ev: Ev, old: int, new: int) -> None:
         d: SessionData = g.data
-        if self._take_out(d, ev, old, new) is None:
+        if take_out(d.rows, ev, old, new) is None:
             return
         if new != ev.le:
             d.rows.add(ev)

@@ -19,7 +19,7 @@ def gather(store: list[np.ndarray], vix: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     bases = np.cumsum([0, *(len(c) for c in st)])
     ci = np.searchsorted(bases, vix, "right") - 1
-    used = np.unique(ci).tolist()
+    used = np.flatnonzero(np.bincount(ci, minlength=len(st))).tolist()
     if len(used) == 1:
         return st[used[0]][vix - bases[used[0]]]
     kinds = {st[i].dtype for i in used}
