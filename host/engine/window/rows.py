@@ -225,7 +225,6 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
         (`rows_bulk`)."""
         store = self.store
         if store.on:
-            store.enter([g for g in groups if g.data.num < 0 and not g.out and not g.data.dirty])
             rest, gone = store.bulk(groups, codes, le, re, ids, vals)
             for g in gone:
                 self._touch(g, g.data)
@@ -261,13 +260,8 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
 
     # -- evaluation ------------------------------------------------------------------------------------
     def prepare(self, out: Any, em: Any) -> None:
-        """The store's final windows, valued and written; its groups with windows released before they are
-        final leave it, to be evaluated with the step's touched groups."""
-        gone = self.store.prepare(self, out, em)
-        touched = self.step.touched
-        for g in gone:
-            self._touch(g, g.data)
-            touched[id(g)] = g
+        """The windows of the groups in the store that the flush releases, valued and written together."""
+        self.store.prepare(self, out, em)
 
     def evaluate(self, g: Group, out: Any, em: Any) -> None:
         d: _Data = g.data

@@ -12,9 +12,10 @@ the output-CTI bound as a minimum (the rules are `rows_cti`'s, as arrays).
 
 A group leaves the store (`materialize`: its rows become its `RowColumns`, nothing else changes) the moment it
 needs per-group state: an insert that is not appended after its rows or ties one (the canonical JSON of the
-values decides), a retraction, an element fed alone, a window released before it is final (its output record
-must be kept for a later diff). It comes back when a bulk insert finds it with nothing emitted that can still
-change (no output record, nothing dirty). Both forms are one rule: tests/test_rows_shared.py holds the store,
+values decides), a retraction, an element fed alone. It comes back when a bulk insert finds it with nothing dirty. A window released
+before it is final is emitted with its output record in the group's ``out`` (`Family.put`), the group staying
+in the store: appended rows never change it, and what would is per-group state (the group leaves, its records
+with it); cleanup drops the records of windows become final. Both forms are one rule: tests/test_rows_shared.py holds the store,
 the group-by-group form and the oracle to the same output.
 """
 
@@ -41,16 +42,24 @@ def _empty() -> np.ndarray:
     return np.zeros(0, dtype=_I64)
 
 
-def _tie_order(tie: np.ndarray, vl: list[Any], il: list[int]) -> np.ndarray:
-    """The order that sorts each run of rows of equal (group, LE, RE) (``tie[i]``: row ``i + 1`` ties row
-    ``i``) by the canonical JSON of its values, then ids (SEMANTICS §9; made for those rows only)."""
-    perm = np.arange(len(vl), dtype=_I64)
+def _tie_order(tie: np.ndarray, col: np.ndarray, ids: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``rows`` (batch rows sorted by group, LE and RE) with each run of equal (group, LE, RE) (``tie[i]``:
+    ``rows[i + 1]`` ties ``rows[i]``) sorted by the canonical JSON of its values, then ids (SEMANTICS §9; made
+    for those rows only)."""
     t = np.flatnonzero(tie)
-    heads = t[np.concatenate(([True], t[1:] != t[:-1] + 1))].tolist()
-    tails = (t[np.concatenate((t[1:] != t[:-1] + 1, [True]))] + 2).tolist()
-    for a, e in zip(heads, tails, strict=True):
-        perm[a:e] = sorted(range(a, e), key=lambda r: (canonical_json(vl[r]), il[r]))
-    return perm
+    heads = t[np.concatenate(([True], t[1:] != t[:-1] + 1))]
+    tails = t[np.concatenate((t[1:] != t[:-1] + 1, [True]))] + 2
+    at = spans(heads, tails - heads)[1]  # the positions of the tied rows, run after run
+    tied = rows[at]
+    vl = col[tied].tolist()
+    il = ids[tied].tolist()
+    out = rows.copy()
+    i = 0
+    for a, e in zip(heads.tolist(), tails.tolist(), strict=True):
+        j = i + e - a
+        out[a:e] = tied[sorted(range(i, j), key=lambda k: (canonical_json(vl[k]), il[k]))]
+        i = j
+    return out
 
 
 def _unite(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -83,6 +92,8 @@ class RowStore:
         self.P = _empty()
         self.D = _empty()
         self.F = _empty()
+        #: groups in the store holding output records (windows released before they were final), by number
+        self.out: dict[int, Group] = {}
         #: group numbers that left the store, their rows not removed yet (`_settle`)
         self.left: list[int] = []
         #: (effective CTI, release point) of the last `prepare` that looked at the rows, and whether rows
@@ -103,7 +114,6 @@ class RowStore:
         """The groups ``gs`` (none in the store) enter it with their rows and numbering."""
         if not self.on or not gs:
             return
-        self._settle()
         first = self.nums
         self.nums = first + len(gs)
         self._grow(self.nums)
@@ -111,6 +121,8 @@ class RowStore:
         for num, g in enumerate(gs, first):
             d = g.data
             self.groups[num] = g
+            if g.out:
+                self.out[num] = g
             self.P[num] = d.purged
             self.D[num] = d.done
             self.F[num] = d.floor
@@ -126,6 +138,7 @@ class RowStore:
                 cols.append((rows.ids, rows.le, rows.re, rows.vals, num))
                 d.rows = RowColumns()
         if cols:  # (numbers above every one held: the rows go at the end)
+            self._settle()
             self.G = np.concatenate((self.G, np.repeat(np.array([c[4] for c in cols], dtype=_I64),
                                                        [len(c[1]) for c in cols])))
             self.I = np.concatenate((self.I, np.array([i for c in cols for i in c[0]], dtype=_I64)))
@@ -151,6 +164,7 @@ class RowStore:
 
     def _release(self, g: Group, num: int) -> None:
         d = g.data
+        self.out.pop(num, None)
         d.purged = int(self.P[num])
         d.done = int(self.D[num])
         d.floor = int(self.F[num])
@@ -178,9 +192,14 @@ class RowStore:
     def bulk(self, groups: list[Group], codes: np.ndarray, le: np.ndarray, re: np.ndarray, ids: np.ndarray,
              vals: Any) -> tuple[np.ndarray, list[Group]]:
         """Take the inserts (row ``j`` in ``groups[codes[j]]``) of groups in the store that go after their
-        rows; returns the rows not taken, and the groups that left the store for them (an insert before or
-        tied with a row of its group)."""
-        nums = np.fromiter((g.data.num for g in groups), dtype=_I64, count=len(groups))
+        rows, the groups outside with nothing dirty entering first; returns the rows not taken, and the groups
+        that left the store for them (an insert before or tied with a row of its group)."""
+        nums = np.array([g.data.num for g in groups], dtype=_I64)
+        out = np.flatnonzero(nums < 0)
+        if len(out):
+            back = [g for g in map(groups.__getitem__, out.tolist()) if not g.data.dirty]
+            self.enter(back)
+            nums[out] = [g.data.num for g in map(groups.__getitem__, out.tolist())]
         rn = nums[codes]
         mine = np.flatnonzero(rn >= 0)
         if not len(mine):
@@ -200,7 +219,7 @@ class RowStore:
         col = value_array(vals)
         tie = (gn[1:] == gn[:-1]) & (ln[1:] == ln[:-1]) & (rr[1:] == rr[:-1])
         if tie.any():
-            mine = mine[_tie_order(tie, col[mine].tolist(), ids[mine].tolist())]
+            mine = _tie_order(tie, col, ids, mine)
         bad = hn[before]
         gone: list[Group] = []
         if len(bad):
@@ -257,17 +276,18 @@ class RowStore:
         return np.concatenate(([True], (G[1:] != G[:-1]) | (L[1:] != L[:-1])))
 
     # -- a flush --------------------------------------------------------------------------------------------
-    def prepare(self, fam: Any, out: Any, em: Any) -> list[Group]:
-        """Value and write every window of a group in the store that is final at the CTI; returns the groups
-        with windows released before they are final (they leave the store, as the caller's to evaluate)."""
+    def prepare(self, fam: Any, out: Any, em: Any) -> None:
+        """Value and write every window of a group in the store that the flush releases: those final at the
+        CTI as one block, with no output record (nothing valid can change them); those released before they
+        are final with their output records, for a later diff (`Family.put`)."""
         step = fam.step
         c, rp = step.effective_cti, step.rp
         if not self.groups or self.seen == (c, rp):
-            return []
+            return
         self.seen = (c, rp)
         self._settle()
         if not len(self.G):
-            return []
+            return
         heads, cnt, u = self._runs()
         fixed = self._fixed(heads, cnt, c)
         P, D, F = self.P[u], self.D[u], self.F[u]
@@ -279,16 +299,18 @@ class RowStore:
         self.D[u] = D
         if take.any():
             self._write(fam, out, em, heads[take], u[take], P[take], lo[take], hi[take])
-        # released (its last row's LE below the release point), not final: kept with output records
+        # released (its last row's LE below the release point), not final: emitted with output records
         hr = fam.up(P + self._below(heads, rp) + 1) - slide
-        early = hr >= fam.yield_at(np.maximum(D + 1, F))
-        gone = [self.groups[x] for x in u[early].tolist()]
-        self.materialize(gone)
-        return gone
+        lo = fam.yield_at(np.maximum(D + 1, F))
+        early = hr >= lo
+        if early.any():
+            self.D[u[early]] = hr[early]
+            self._put(fam, out, em, heads[early], u[early], P[early], lo[early], hr[early])
 
-    def _write(self, fam: Any, out: Any, em: Any, heads: np.ndarray, u: np.ndarray, P: np.ndarray,
-               lo: np.ndarray, hi: np.ndarray) -> None:
-        """The windows of yield rows ``lo, lo + slide, .. hi`` of each run, valued and written as a block."""
+    def _windows(self, fam: Any, heads: np.ndarray, u: np.ndarray, P: np.ndarray, lo: np.ndarray,
+                 hi: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The windows of yield rows ``lo, lo + slide, .. hi`` of each run: group number, yield row, W.LE,
+        W.RE and value each."""
         slide = fam.slide
         m = (hi - lo) // slide + 1
         J = np.repeat(np.arange(len(u), dtype=_I64), m)
@@ -302,9 +324,24 @@ class RowStore:
         wle = L[st]
         wre = L[en - 1] + 1
         offs, at = spans(st, lens)
-        res = window_values(fam.step.udm, self.V[at], offs[:-1], lens, wle, wre)
+        return u[J], K, wle, wre, window_values(fam.step.udm, self.V[at], offs[:-1], lens, wle, wre)
+
+    def _write(self, fam: Any, out: Any, em: Any, *runs: np.ndarray) -> None:
+        """Final windows never emitted (see `_windows`), written as one block."""
+        nums, _K, wle, wre, res = self._windows(fam, *runs)
         gs = self.groups
-        write_closed(fam.step, out, em, [gs[x] for x in u[J].tolist()], wle, wre, res)
+        write_closed(fam.step, out, em, [gs[x] for x in nums.tolist()], wle, wre, res)
+
+    def _put(self, fam: Any, out: Any, em: Any, *runs: np.ndarray) -> None:
+        """Windows released before they are final (see `_windows`), emitted each with its output record."""
+        nums, K, wle, wre, res = self._windows(fam, *runs)
+        outputs = fam.step.udm.outputs
+        vals = res.tolist() if isinstance(res, np.ndarray) else res
+        gs = self.groups
+        for x, k, le, re, v in zip(nums.tolist(), K.tolist(), wle.tolist(), wre.tolist(), vals, strict=True):
+            g = gs[x]
+            fam.put(g, k, le, re, outputs(v, le, re, g.fields), out, em)
+            self.out[x] = g
 
     def cleanup(self, fam: Any, c: int) -> list[Group]:
         """Cleanup at CTI ``c`` (`RowsCleanup.cleanup`'s rule): the rows before each group's earliest window
@@ -314,6 +351,9 @@ class RowStore:
             return []
         self._settle()
         slide = fam.slide
+        n = self.nums
+        #: by group number: its earliest window that can still change or appear
+        opens = fam.up(self.P[:n] + 1)
         if len(self.G):
             heads, cnt, u = self._runs()
             fixed = self._fixed(heads, cnt, c)
@@ -325,7 +365,14 @@ class RowStore:
                 self._keep(keep)
                 self.P[u] = P + drop
             self.F[u] = np.maximum(self.F[u], k_open)
-        n = self.nums
+            opens[u] = k_open
+        for x, g in list(self.out.items()):  # (records of windows now final go)
+            o = g.out
+            k = int(opens[x])
+            while o and o.peekitem(0)[0] < k:
+                o.popitem(0)
+            if not o:
+                del self.out[x]
         held = np.bincount(self.G, minlength=n)[:n] > 0
         live = np.zeros(n, dtype=bool)
         nums = np.fromiter(self.groups, dtype=_I64, count=len(self.groups))
@@ -333,7 +380,7 @@ class RowStore:
         empty = np.flatnonzero(live & ~held)
         self.F[empty] = np.maximum(self.F[empty], fam.up(self.P[empty] + 1))
         idle = empty[self.P[empty] % slide == 0]
-        gone = [self.groups[x] for x in idle.tolist()]
+        gone = [g for g in map(self.groups.__getitem__, idle.tolist()) if not g.out]
         for g in gone:
             self._release(g, g.data.num)
         if self.nums > 2 * len(self.groups) + 4096:
@@ -349,6 +396,7 @@ class RowStore:
         self.G = new[self.G]
         self.P, self.D, self.F = self.P[olds], self.D[olds], self.F[olds]
         self.groups = {i: self.groups[o] for i, o in enumerate(olds.tolist())}
+        self.out = {i: g for i, g in self.groups.items() if g.out}
         for i, g in self.groups.items():
             g.data.num = i
         self.nums = len(olds)
