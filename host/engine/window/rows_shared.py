@@ -12,11 +12,11 @@ the output-CTI bound as a minimum (the rules are `rows_cti`'s, as arrays).
 
 A group leaves the store (`materialize`: its rows become its `RowColumns`, nothing else changes) the moment it
 needs per-group state: an insert that is not appended after its rows or ties one (the canonical JSON of the
-values decides), a retraction, an element fed alone. It comes back when a bulk insert finds it with nothing dirty. A window released
-before it is final is emitted with its output record in the group's ``out`` (`Family.put`), the group staying
-in the store: appended rows never change it, and what would is per-group state (the group leaves, its records
-with it); cleanup drops the records of windows become final. Both forms are one rule: tests/test_rows_shared.py holds the store,
-the group-by-group form and the oracle to the same output.
+values decides), a retraction, an element fed alone. It comes back when a bulk insert finds it with nothing
+dirty. A window released before it is final is emitted with its output record in the group's ``out``
+(`Family.put`) and the group stays: appended rows never change that window, what would is per-group state (the
+group leaves, its records with it); cleanup drops the records of windows become final. Both forms are one
+rule: tests/test_rows_shared.py holds the store, the group-by-group form and the oracle to the same output.
 """
 
 from __future__ import annotations
