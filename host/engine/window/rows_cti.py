@@ -105,7 +105,7 @@ class RowsCleanup:
         """Groups whose cleanup or output-CTI contribution can change."""
         groups = self.step.groups
         if not self.tracks_settled:
-            return list(groups.values())
+            return [g for g in groups.values() if g.data.num < 0]
         return [g for g in self._active.values() if groups.get(g.key) is g and g.data.num < 0]
 
     def _fix(self, d: Any, c: int) -> None:
