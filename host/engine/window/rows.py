@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from ..common import Ev
 from ..rules import INF, final_end
 from .emit import first_emission
@@ -32,6 +34,7 @@ from .family import Family, merged
 from .rows_bulk import bulk_rows
 from .rows_closed import ClosedRows
 from .rows_cti import RowsCleanup, forget
+from .rows_shared import RowStore
 from .rows_store import RowColumns
 from .state import Group, by_identity
 
@@ -53,7 +56,7 @@ def replace_range(fam: Family, g: Group, lo: int, top: int, news: list[tuple[Any
 
 
 class _Data:
-    __slots__ = ("dirty", "done", "fixed", "floor", "purged", "rows", "settled")
+    __slots__ = ("dirty", "done", "fixed", "floor", "num", "purged", "rows", "settled")
 
     def __init__(self) -> None:
         #: the group's rows in canonical order; row number of list position ``i``: ``purged + i + 1``
@@ -70,12 +73,15 @@ class _Data:
         self.fixed = 0
         #: the stamp of its entry in the family's settled heap (None: visited at every CTI)
         self.settled: int | None = None
+        #: its number in the step's `RowStore` (-1: not there; its rows are ``rows``)
+        self.num = -1
 
     def __getstate__(self) -> tuple:
-        return (self.rows, self.purged, self.done, self.dirty, self.floor, self.fixed, self.settled)
+        return (self.rows, self.purged, self.done, self.dirty, self.floor, self.fixed, self.settled, self.num)
 
     def __setstate__(self, s: tuple) -> None:
-        rows, self.purged, self.done, self.dirty, self.floor, self.fixed, self.settled = s
+        rows, self.purged, self.done, self.dirty, self.floor, self.fixed, self.settled, *num = s
+        self.num = num[0] if num else -1  # (a snapshot from before the store: its own rows)
         if isinstance(rows, list):  # (a snapshot from before the columns: the rows as events)
             rows = RowColumns([e.id for e in rows], [e.le for e in rows], [e.re for e in rows],
                               [e.val for e in rows])
@@ -136,6 +142,8 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
         self.partial = spec.partial
         #: final windows never emitted, valued together at the end of the flush (`rows_closed`)
         self.closed = ClosedRows(step, step.sweep_kind, self.n, self.slide)
+        #: the rows of the groups that need no per-group state, valued and cleaned up together
+        self.store = RowStore(self.closed.vector)
         self._settling()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -149,18 +157,27 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
         s["_active"] = {id(g): g for g in by_identity(s["_active"])}
         if "closed" not in s:  # (a snapshot from before the closed form: window by window)
             s["closed"] = ClosedRows(s["step"], "members", 1, 1)
+        if "store" not in s:  # (a snapshot from before the store)
+            s["store"] = RowStore(s["closed"].vector)
         self.__dict__.update(s)
         self._forget_bounds()
 
     def new_group(self, g: Group) -> None:
         g.data = _Data()
+        self.store.enter([g])
+
+    def _leave(self, gs: list[Group]) -> None:
+        """The groups leave the store (see `rows_shared`): evaluated group by group from now on."""
+        self.store.materialize(gs)
+        for g in gs:
+            self._touch(g, g.data)
 
     def bulk_held(self, g: Group) -> int:
         return len(g.data.rows)
 
     def sizes(self, groups: Iterable[Group]) -> tuple[int, int]:
         gs = list(groups)
-        return (sum(len(g.out) for g in gs), sum(len(g.data.rows.le) for g in gs))
+        return (sum(len(g.out) for g in gs), sum(len(g.data.rows.le) for g in gs) + self.store.held())
 
     def final_point(self, g: Group, c: int) -> int:
         if not self.step.sees_open_ends:
@@ -181,6 +198,8 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
 
     def insert(self, g: Group, ev: Ev) -> None:
         d: _Data = g.data
+        if d.num >= 0:
+            self._leave([g])
         self._touch(g, d)
         rows = d.rows
         p = rows.add(ev.id, ev.le, ev.re, ev.val)
@@ -190,11 +209,24 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
 
     def bulk_insert(self, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: Any,
                     closing: int | None = None) -> None:
-        """A batch's inserts at once (`rows_bulk`: appended a group at a time where they follow its rows)."""
+        """A batch's inserts at once: in the store those that follow their group's rows (`rows_shared`; a group
+        with nothing emitted that can still change comes back to it first), the others a group at a time
+        (`rows_bulk`)."""
+        store = self.store
+        if store.on:
+            rest, gone = store.bulk(groups, codes, le, re, ids, vals)
+            for g in gone:
+                self._touch(g, g.data)
+            if not len(rest):
+                return
+            codes, ids, le, re = codes[rest], ids[rest], le[rest], re[rest]
+            vals = vals[rest] if isinstance(vals, np.ndarray) else [vals[i] for i in rest.tolist()]
         bulk_rows(self, groups, codes, ids, le, re, vals)
 
     def change(self, g: Group, ev: Ev, old: int, new: int) -> None:
         d: _Data = g.data
+        if d.num >= 0:
+            self._leave([g])
         self._touch(g, d)
         rows = d.rows
         ev.re = new
@@ -216,8 +248,14 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
         self._moved(g, d, d.purged + a + 1, d.purged + b + self.n)
 
     # -- evaluation ------------------------------------------------------------------------------------
+    def prepare(self, out: Any, em: Any) -> None:
+        """The windows of the groups in the store that the flush releases, valued and written together."""
+        self.store.prepare(self, out, em)
+
     def evaluate(self, g: Group, out: Any, em: Any) -> None:
         d: _Data = g.data
+        if d.num >= 0:
+            return  # (in the store: `prepare` did its windows)
         step = self.step
         if self.closed.on:  # (above every dirty range, which ``done`` bounds)
             self._take_final(g, d)

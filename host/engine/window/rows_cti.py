@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
+from types import SimpleNamespace
 from typing import Any
+
+import numpy as np
 
 from ..common import Ev
 from ..rules import INF
@@ -36,6 +39,8 @@ class RowsCleanup:
     the per-CTI visit list; with the row numbers of its windows."""
 
     step: Any
+    #: `rows_shared.RowStore`
+    store: Any
     n: int
     slide: int
     partial: bool
@@ -74,6 +79,16 @@ class RowsCleanup:
         """The first window at or after row ``x``."""
         return self._up(max(x, 1 if self.partial else self.n))
 
+    # (the same as arrays, for `rows_shared`)
+    def first(self, k: np.ndarray) -> np.ndarray:
+        return np.maximum(k - self.n + 1, 1)
+
+    def up(self, x: np.ndarray) -> np.ndarray:
+        return -(-x // self.slide) * self.slide
+
+    def yield_at(self, x: np.ndarray) -> np.ndarray:
+        return self.up(np.maximum(x, 1 if self.partial else self.n))
+
     def _le(self, d: Any, r: int) -> int:
         return d.rows.le[r - 1 - d.purged]
 
@@ -90,8 +105,8 @@ class RowsCleanup:
         """Groups whose cleanup or output-CTI contribution can change."""
         groups = self.step.groups
         if not self.tracks_settled:
-            return list(groups.values())
-        return [g for g in self._active.values() if groups.get(g.key) is g]
+            return [g for g in groups.values() if g.data.num < 0]
+        return [g for g in self._active.values() if groups.get(g.key) is g and g.data.num < 0]
 
     def _fix(self, d: Any, c: int) -> None:
         """Set ``d.fixed`` to the first list position a valid element can still change after CTI ``c``: the
@@ -114,6 +129,7 @@ class RowsCleanup:
         self._forget_bounds()
         if c >= INF:
             return list(self.step.groups.values())
+        gone = self.store.cleanup(self, c)
         visit = self._candidates()
         self._active = {}
         for g in visit:
@@ -146,7 +162,7 @@ class RowsCleanup:
             else:
                 d.settled = None
                 self._active[id(g)] = g
-        return visit
+        return [*visit, *gone]
 
     def _part_holder(self, s0: int, e0: int, held: int) -> int | None:
         """The earliest window (yield row) holding part, not all, of rows ``s0..e0`` (``s0 < e0``)."""
@@ -186,7 +202,7 @@ class RowsCleanup:
         """A group without rows may go when a new group (numbering from 1) would number its future rows
         alike: only the ``slide`` alignment of the dropped rows matters."""
         d: Any = g.data
-        return not d.rows and d.purged % self.slide == 0
+        return d.num < 0 and not d.rows and d.purged % self.slide == 0
 
     def _settled(self, le: int, stamp: int, g: Group) -> bool:
         """Is this `_quiet` entry still its group's?"""
@@ -212,9 +228,13 @@ class RowsCleanup:
         self._stale = {}
         if self._cval:
             b = min(b, min(self._cval.values()))
-        return b
+        sb, rest = self.store.bound(self, c)
+        for rows, purged, fixed in rest:  # (a row whose end can still move in a block of equal LEs)
+            sb = min(sb, self._contribution(SimpleNamespace(rows=rows, purged=purged, fixed=fixed), c))
+        return min(b, sb)
 
     def final_state(self) -> None:
+        self.store.reset()
         self._active = {}
         self._quiet = []
         self._forget_bounds()

@@ -1,0 +1,133 @@
+"""The rows step's shared store (`udm.host.engine.window.rows_shared`): the groups that need no per-group state
+keep their rows in one set of arrays and a flush values, writes and cleans up all of them at once. It must be
+the group-by-group form's vector form: the same output CHT, dead letters and run statistics as with every
+group on its own and as the kit's oracle, on streams in order (many groups, blocks of equal LEs whose values
+decide the order, rows whose ends still move at the CTI) and disordered (late rows and retractions send a group
+out of the store, a later batch takes it back), in batches of one element and of many, with a snapshot taken
+half-way, with the store really taking part."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from test_grid_columns import _run
+from test_rows_closed import _disordered
+
+from udm.host.engine import QueryRunner
+from udm.host.engine.window import rows_shared
+from udm.host.io.batch import ElementBatch
+from udm.host.model.plan import bind
+from udm.host.model.spec import parse_query
+from udm.host.temporal.elements import Cti, Element, Insert, Retract
+from udm.host.testing import cht, oracle
+
+
+def _in_order(seed: int, n: int, kind: str, groups: int) -> list[Element]:
+    """Mostly in order: several rows of a group at one tick (ties broken by the values), a few rows ending
+    after the next CTI, rare late rows and retractions, a CTI every few ticks (at a tick still being filled
+    now and then)."""
+    rng = random.Random(seed)
+    out: list[Element] = []
+    t = 0
+    cti = -1
+    for i in range(n):
+        if rng.random() < 0.3:
+            t += 1
+        le = t - (rng.randrange(1, 6) if rng.random() < 0.01 else 0)
+        re = le + (rng.randrange(2, 9) if rng.random() < 0.05 else 1)
+        v: Any = rng.randrange(-5, 9)
+        if kind == "float" or (kind == "mixed" and rng.random() < 0.3):
+            v = v / 2
+        out.append(Insert(f"e{i}", le, re, {"g": rng.randrange(groups), "v": v}))
+        if rng.random() < 0.005:
+            out.append(Retract(f"e{i}", le, re, le if rng.random() < 0.5 else le + 1 + rng.randrange(3)))
+        if rng.random() < 0.05:
+            cti = max(cti, t - rng.randrange(2))
+            out.append(Cti(cti))
+    return [*out, Cti(10**18)]
+
+
+def _store_off(m: pytest.MonkeyPatch) -> None:
+    """No group enters the store: every group on its own."""
+    m.setattr(rows_shared.RowStore, "enter", lambda self, gs: None)
+
+
+def _count_written(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    written = [0]
+    real = rows_shared.RowStore._write
+
+    def counted(self: Any, fam: Any, out: Any, em: Any, heads: Any, *a: Any) -> None:
+        written[0] += 1
+        real(self, fam, out, em, heads, *a)
+
+    monkeypatch.setattr(rows_shared.RowStore, "_write", counted)
+    return written
+
+
+WINDOWS = [{"type": "rows", "n": 10}, {"type": "rows", "n": 6, "slide": 3},
+           {"type": "rows", "n": 5, "slide": 2, "partial": True}, {"type": "rows", "n": 1},
+           {"type": "rows", "n": 4, "slide": 7}]
+
+
+@pytest.mark.parametrize("window", WINDOWS)
+@pytest.mark.parametrize(("udm", "kind"), [("sum", "int"), ("avg", "mixed"), ("count", "float"), ("sum", "float")])
+def test_store_equals_group_by_group_and_the_oracle(window: dict, udm: str, kind: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = {"steps": [{"op": "window", "window": window, "group_by": ["g"], "udm": udm, "input": "v"}]}
+    q = bind(parse_query(spec))
+    written = _count_written(monkeypatch)
+    for seed, stream in enumerate((_in_order(1, 1500, kind, 40), _disordered(2, 900, kind, 6))):
+        want = oracle(q.spec, stream)
+        for chunk in (1, 211) if seed else (97, 1000):
+            on = _run(q, stream, chunk)
+            assert on[0] == want, (seed, chunk)
+            with monkeypatch.context() as m:
+                _store_off(m)
+                assert _run(q, stream, chunk) == on, (seed, chunk)
+    assert written[0] > 5  # the store valued windows
+
+
+@pytest.mark.parametrize("step", [
+    {"udm": "sum", "input": "v", "max_delay": 3},  # released before final: groups leave with output records
+    {"udm": "avg", "input": "v", "max_memory_time": 4},  # refusals
+    {"udm": "count"},  # payloads, not numbers
+])
+def test_store_other_shapes(step: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    q = bind(parse_query({"steps": [{"op": "window", "window": {"type": "rows", "n": 4}, "group_by": ["g"],
+                                     **step}]}))
+    stream = _in_order(7, 2000, "int", 25)
+    on = _run(q, stream, 300)
+    assert on[0] == oracle(q.spec, stream)
+    _store_off(monkeypatch)
+    assert _run(q, stream, 300) == on
+
+
+def test_store_snapshot_restore_continue(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot taken mid-stream (groups in the store and out of it) restores to a run whose output equals
+    the uninterrupted one's; ``state_size`` counts the store's rows as the groups' own."""
+    q = bind(parse_query({"steps": [{"op": "window", "window": {"type": "rows", "n": 6, "slide": 2},
+                                     "group_by": ["g"], "udm": "avg", "input": "v"}]}))
+    stream = _in_order(9, 2400, "mixed", 30)
+
+    def run(cut: int | None) -> tuple[Any, list[int]]:
+        r = QueryRunner(q)
+        out: list[Any] = []
+        sizes = []
+        for a in range(0, len(stream), 200):
+            part = stream[a:a + 200]
+            out += r.process_batch(ElementBatch.from_elements(part, list(range(a, a + len(part)))))
+            sizes.append(r.state_size()["events"])
+            if a == cut:
+                r = QueryRunner.restore(r.snapshot(), q)
+        out += r.finish()
+        return cht(out), sizes
+
+    whole, sizes = run(None)
+    assert whole == oracle(q.spec, stream)
+    for cut in (600, 1400):
+        assert run(cut)[0] == whole
+    with monkeypatch.context() as m:
+        _store_off(m)
+        assert run(None)[1] == sizes
