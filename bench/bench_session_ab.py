@@ -26,6 +26,8 @@ from typing import Any
 from bench.child import load, run_child
 
 ROOT = Path(__file__).resolve().parent.parent
+#: the comparison run without ``--config``: Spark's adaptive execution on (its default) and off
+DEFAULT = ['A={}', 'B={"spark.sql.adaptive.enabled": "false"}']
 
 
 def _last_json(text: str) -> list[dict[str, Any]]:
@@ -58,13 +60,16 @@ def _one(conf: dict[str, Any], args: argparse.Namespace) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.bench_session_ab", description=__doc__.splitlines()[0])
-    ap.add_argument("--config", action="append", required=True, metavar="NAME=JSON",
-                    help="a configuration: its name and a JSON object of Spark settings")
+    ap.add_argument("--config", action="append", metavar="NAME=JSON",
+                    help="a configuration: its name and a JSON object of Spark settings (default: `DEFAULT`)")
+    ap.add_argument("--quick", action="store_true", help="one round, 20 k elements, 50 k events")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--elements", type=int, default=100_000, help="bench_stages elements")
     ap.add_argument("--events", type=int, default=300_000, help="bench_spark_cli events")
     args = ap.parse_args(argv)
-    configs = [(c.split("=", 1)[0], json.loads(c.split("=", 1)[1])) for c in args.config]
+    if args.quick:
+        args.rounds, args.elements, args.events = 1, 20_000, 50_000
+    configs = [(c.split("=", 1)[0], json.loads(c.split("=", 1)[1])) for c in args.config or DEFAULT]
     runs: dict[str, list[dict[str, float]]] = {name: [] for name, _ in configs}
     loads = [load()]
     for r in range(args.rounds):
