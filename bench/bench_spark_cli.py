@@ -79,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--udms", default="sum,median")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--repeat", type=int, default=None, help="runs of each side (median reported; default 3)")
+    ap.add_argument("--json", action="store_true", help="also one JSON line per UDM: median wall and CPU seconds")
     ap.add_argument("--native-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--udm", default="sum", help=argparse.SUPPRESS)
     ap.add_argument("--input", default=None, help=argparse.SUPPRESS)
@@ -127,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
             runs = "/".join(f"{m.wall_s:.1f}" for m in m_cli) + " | " + "/".join(f"{m.wall_s:.1f}" for m in m_nat)
             print(f"{name:>7} {a:7.1f} {b:9.1f} {a / b:6.2f} {ca:8.1f} {cb:8.1f} {ca / cb:6.2f} {target or '-':>7} "
                   f"{runs:>30} {min(loads):4.1f}-{max(loads):<5.1f}  {same}", flush=True)
+            if args.json:
+                print(json.dumps({"udm": name, "cli_s": a, "native_s": b, "cli_cpu_s": ca, "native_cpu_s": cb,
+                                  "same": same, "load": [min(loads), max(loads)]}), flush=True)
             if not same:
                 print(f"  {name}: the CLI's answer differs from native Spark SQL's", flush=True)
                 rc = 1

@@ -120,8 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     same = answers["staged"] == answers["single bucket"]
     ratio = med["staged"] / med["single bucket"]
     if args.json:
+        cpu = {label: {k: statistics.median(c[k] for c in runs) for k in runs[0]} for label, runs in costs.items()
+               if runs}
         print(json.dumps({"single": med["single bucket"], "staged": med["staged"], "same": same,
-                          "load": [min(loads), max(loads)]}), flush=True)
+                          "load": [min(loads), max(loads)], "cpu": cpu}), flush=True)
     else:
         print(f"median of {args.repeat}: staged {med['staged']:.1f}s, single bucket {med['single bucket']:.1f}s; "
               f"staged / single-bucket time: {ratio:.2f}x ({args.buckets} buckets on {spark.sparkContext.master}, "

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from udm.host.errors import UdmError
 from udm.host.spark import session as S
 
 
@@ -112,3 +113,38 @@ def test_another_thread_reuses_the_running_session_as_it_is(spark: Any) -> None:
     t.join()
     assert got == [spark]
     assert spark.conf.get("spark.sql.shuffle.partitions") == "2"
+
+
+def test_env_settings_are_a_json_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(S.CONF_ENV, raising=False)
+    assert S.env_settings() == {}
+    monkeypatch.setenv(S.CONF_ENV, '{"spark.sql.adaptive.enabled": "true", "spark.sql.shuffle.partitions": 8}')
+    assert S.env_settings() == {"spark.sql.adaptive.enabled": "true", "spark.sql.shuffle.partitions": 8}
+    for bad in ("spark.sql.adaptive.enabled=true", '["x"]'):
+        monkeypatch.setenv(S.CONF_ENV, bad)
+        with pytest.raises(UdmError, match=S.CONF_ENV):
+            S.env_settings()
+
+
+@pytest.mark.spark
+def test_env_settings_win_over_the_defaults_of_a_session_udmkit_starts(spark: Any,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new session (a child process, as the CLI is): ``$UDM_SPARK_CONF`` over udmkit's defaults, ``conf``
+    over both. A running session is not retuned by it."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("from udm.host.spark.session import get_spark\n"
+            "s = get_spark('local[1]', **{'spark.sql.session.timeZone': 'UTC'})\n"
+            "print([s.conf.get(k) for k in ('spark.sql.shuffle.partitions', 'spark.sql.adaptive.enabled', "
+            "'spark.sql.session.timeZone')])\n")
+    env = {**os.environ,
+           S.CONF_ENV: json.dumps({"spark.sql.shuffle.partitions": "3", "spark.sql.adaptive.enabled": "false",
+                                   "spark.sql.session.timeZone": "Europe/Paris"})}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "['3', 'false', 'UTC']"
+    monkeypatch.setenv(S.CONF_ENV, json.dumps({"spark.sql.shuffle.partitions": "5"}))
+    assert S.get_spark() is spark and spark.conf.get("spark.sql.shuffle.partitions") == "2"

@@ -46,6 +46,7 @@ from udm.host.input_types import InputType, step_checks
 from udm.host.io.jsonl import struct_payloads
 from udm.host.model.plan import bind
 from udm.host.model.spec import Cumulate, Hopping, QuerySpec, Tumbling, WindowStep, parse_query
+from udm.host.spark.convert import compact_json
 from udm.host.spark.file_source import range_batches, ranges_df
 from udm.host.spark.partition import python_tasks
 from udm.host.temporal.strict import canonical_json
@@ -334,7 +335,7 @@ def _value_json(value: Any) -> str:
         return str(value)
     if t is float and math.isfinite(value):
         return repr(value)
-    return json.dumps(value, separators=(",", ":"))
+    return compact_json(value)  # strict: a non-finite result makes the plan ineligible, the engine path refuses it
 
 
 def _fold_vectorized(tb: pa.Table, keys: list[str], field: str, pane_w: int, off: int,
@@ -714,9 +715,8 @@ def _final(spec_json: dict[str, Any], strict: bool) -> Callable[[pa.Table], pa.T
                     ids.append(f"a{len(ids)}:{kj}")
                     les.append(k)
                     if step.aggregates is not None:  # {**keys, alias_1: v_1, ...} (aliases are not keys)
-                        payloads.append(json.dumps({**dict(zip(step.group_by, key_vals, strict=True)),
-                                                    **dict(zip(step.aliases, value, strict=True))},
-                                                   separators=(",", ":")))
+                        payloads.append(compact_json({**dict(zip(step.group_by, key_vals, strict=True)),
+                                                      **dict(zip(step.aliases, value, strict=True))}))
                     else:
                         payloads.append(prefix + _value_json(value) + "}")
         except Exception:  # the engine path reports the UDM's failure with its full context

@@ -25,6 +25,7 @@ from udm.host.errors import UdmError
 from udm.host.io.batch import ElementBatch
 from udm.host.io.encode import ConstColumn, EncodedLines, encode_value_column
 from udm.host.temporal.elements import Cti, Ecti, Element, Insert, Retract
+from udm.host.temporal.strict import dumps as strict_dumps
 from udm.sdk import INF
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -83,30 +84,52 @@ def payload_texts(batch: ElementBatch) -> pa.Array:
     return text
 
 
-#: a value's compact JSON text (what ``json.dumps`` with these separators gives)
-compact_json = json.JSONEncoder(separators=(",", ":")).encode
+_COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
+def compact_json(value: Any) -> str:
+    """A value's compact JSON text (what ``json.dumps`` with these separators gives), strict like the local
+    writer (`udm.host.temporal.strict.dumps`): a NaN or an infinity is the `UdmError` naming its field, never
+    ``NaN`` text, on every Spark path that writes a payload (output rows, a stage's exchange rows). (The
+    encoder is built once: a Spark bucket calls this once per output payload.)"""
+    try:
+        return _COMPACT.encode(value)
+    except ValueError:
+        return strict_dumps(value, separators=(",", ":"))  # raises the rule's error
 
 
 def object_texts(fields: Sequence[tuple[str, pa.Array | ConstColumn | list[Any]]], n: int) -> pa.Array:
     """``n`` compact JSON objects from their fields in order, built column by column (`udm.host.io.encode`):
     a field is a typed column of the ``n`` rows, a `ConstColumn` (one value for all) or a list of Python
-    values (encoded one by one, as is a column holding objects or lists)."""
+    values (encoded one by one, as is a column holding objects or lists). A non-finite number is the local
+    writer's error naming its field (`compact_json`)."""
     parts: list[Any] = []
     for k, (name, col) in enumerate(fields):
         parts.append(("{" if k == 0 else ",") + json.dumps(name) + ":")
-        if isinstance(col, ConstColumn):
-            parts.append(compact_json(col.value))
-        elif isinstance(col, list):
-            parts.append(pa.array([compact_json(v) for v in col], pa.string()))
-        elif pa.types.is_nested(col.type):
-            parts.append(pa.array([compact_json(v) for v in col.to_pylist()], pa.string()))
-        else:
-            value, quote = encode_value_column(col)
-            parts.extend(['"', value, '"'] if quote else [value])
+        try:
+            parts.extend(_field_texts(col))
+        except UdmError:
+            values = [col.value] if isinstance(col, ConstColumn) else col if isinstance(col, list) else col.to_pylist()
+            for v in values:
+                strict_dumps({name: v})  # the first non-finite value raises, named as the local writer names it
+            raise
     parts.append("}" if parts else "{}")
     if not any(isinstance(p, pa.Array) for p in parts):
         return pa.array(["".join(parts)] * n, pa.string())
     return pc.binary_join_element_wise(*parts, "")
+
+
+def _field_texts(col: pa.Array | ConstColumn | list[Any]) -> list[Any]:
+    """The pieces of one field's JSON text for every row: a constant, or a string column (between quotes
+    when it still needs them)."""
+    if isinstance(col, ConstColumn):
+        return [compact_json(col.value)]
+    if isinstance(col, list):
+        return [pa.array([compact_json(v) for v in col], pa.string())]
+    if pa.types.is_nested(col.type):
+        return [pa.array([compact_json(v) for v in col.to_pylist()], pa.string())]
+    value, quote = encode_value_column(col)
+    return ['"', value, '"'] if quote else [value]
 
 
 def elements_df(spark: SparkSession, source: Iterable[Element] | Iterable[ElementBatch],

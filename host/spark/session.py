@@ -6,6 +6,7 @@ and executors running this very Python (a mismatched worker interpreter is a con
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import sys
@@ -23,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "CHECKPOINT_MANAGER_CONF",
+    "CONF_ENV",
     "FS_CHECKPOINT_MANAGER",
     "LOG4J_CONFIG",
     "MASTER_ENV",
@@ -30,6 +32,7 @@ __all__ = [
     "ROCKSDB_PROVIDER",
     "SparkExtrasMissing",
     "default_partitions",
+    "env_settings",
     "get_spark",
     "local_checkpoint_files",
     "on_this_machine",
@@ -41,6 +44,9 @@ __all__ = [
 
 #: Environment variable naming the master when neither ``--master`` nor ``master=`` is given.
 MASTER_ENV = "UDM_SPARK_MASTER"
+#: Environment variable holding a JSON object of Spark settings for a session udmkit starts (the CLI's too):
+#: they win over udmkit's defaults, and settings given to `get_spark` win over them.
+CONF_ENV = "UDM_SPARK_CONF"
 #: Spark's own variable naming a Spark Connect server (``sc://host:15002``).
 REMOTE_ENV = "SPARK_REMOTE"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -226,13 +232,28 @@ def default_partitions(master: str | None) -> int:
     return max(1, os.cpu_count() or 1) if cores == "*" else max(1, int(cores))
 
 
+def env_settings() -> dict[str, Any]:
+    """The Spark settings of ``$UDM_SPARK_CONF`` (a JSON object of setting names and values), or none."""
+    text = os.environ.get(CONF_ENV, "").strip()
+    if not text:
+        return {}
+    try:
+        found = json.loads(text)
+    except ValueError as exc:
+        raise UdmError(f"${CONF_ENV} is not JSON: {exc}") from None
+    if not isinstance(found, dict):
+        raise UdmError(f'${CONF_ENV} must be a JSON object of Spark settings ({{"spark.name": "value"}})')
+    return found
+
+
 def get_spark(master: str | None = None, *, app_name: str = "udmkit", shuffle_partitions: int | None = None,
               **conf: Any) -> SparkSession:
     """A SparkSession configured for udmkit, or the active session reused as it is (plus ``conf``).
 
     ``master``: ``local[N]``, a cluster URL, or ``sc://...`` for Spark Connect; default from
     ``$UDM_SPARK_MASTER``, then ``$SPARK_REMOTE``, then ``local[*]``. Extra settings go in ``conf`` under
-    their Spark names (``get_spark(**{"spark.executor.memory": "2g"})``) and win over udmkit's defaults.
+    their Spark names (``get_spark(**{"spark.executor.memory": "2g"})``) and win over those of
+    ``$UDM_SPARK_CONF`` (`env_settings`: how a CLI user sets them), which win over udmkit's defaults.
     ``shuffle_partitions``: default `default_partitions` (one per local core).
     """
     settings: dict[str, Any] = dict(conf)
@@ -285,6 +306,8 @@ def get_spark(master: str | None = None, *, app_name: str = "udmkit", shuffle_pa
             # not at an interface address they may have no route to.
             local_ip = os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")
             defaults.update({"spark.driver.bindAddress": local_ip, "spark.driver.host": local_ip})
+    # a session udmkit starts: ``$UDM_SPARK_CONF``, then ``conf``, over the defaults (never a running one's)
+    settings = {**env_settings(), **settings}
     if remote is None or not remote.startswith("sc://"):
         defaults.update(_quiet_logging(settings))  # the JVM starts here: its logging is set before it starts
     defaults.update(settings)

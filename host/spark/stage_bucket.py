@@ -36,7 +36,7 @@ from udm.host.engine.common import DeadLetter
 from udm.host.io.batch import ElementBatch
 from udm.host.model.plan import build_plan
 from udm.host.query.runners import make_runner
-from udm.host.spark.convert import ELEMENT_COLUMNS
+from udm.host.spark.convert import ELEMENT_COLUMNS, compact_json
 from udm.host.spark.key_state import NO_KEY, KeyedBucket, graph_key_of, graph_payload_key
 from udm.host.spark.key_store import BucketStore, DictStore
 from udm.host.spark.rows import dead_rows, output_rows, with_struct_payloads
@@ -430,7 +430,7 @@ class StageBucket:
                 routes[rid] = [dest, el.re, keys]
                 for (c, _, _), b, k in zip(self.consumers, dest, keys, strict=True):
                     out.add(stream="el", kind="insert", id=rid, le=el.le, re=el.re,
-                            payload=json.dumps(el.payload, separators=(",", ":")), udm_input=self.sink,
+                            payload=compact_json(el.payload), udm_input=self.sink,
                             udm_stage=c, udm_route=b, udm_src=bucket, udm_seq=seq, udm_key=k)
             else:  # to where its insert went, with its key there (None: no live insert, no key's engine)
                 rec = routes.get(rid)
