@@ -111,16 +111,32 @@ class GridFamily(Family):
         return self.geo.last_closed(c)
 
     # -- per event -------------------------------------------------------------------------------------
+    def new_sweep(self) -> Any:
+        return None  # (`new_group` gives it: a group the store takes gets one when it leaves, `materialize`)
+
+    def _sweep(self) -> Any:
+        sweep = super().new_sweep()
+        if self.geo.grows and sweep is not None:  # (windows only grow within a period)
+            return PrefixSweep(self.step.udm, self.fill.kind == "merge")
+        return sweep
+
     def new_group(self, g: Group) -> None:
-        num = self.store.enrol(g)
-        d = g.data = GroupPanes(stored=num >= 0)
-        d.num = num
+        self.new_groups([g])
+
+    def new_groups(self, gs: list[Group]) -> None:
         # windows the CTI already closed are final for a group made now too (it may hold an event that ended
         # exactly at the CTI, extended now: SEMANTICS §1 allows it; its old windows must not come out again)
-        d.floor = self.floor_k
-        d.done = self.floor_k - 1 if self.floor_k > NEG else NEG
-        if self.geo.grows and g.sweep is not None:  # (windows only grow within a period)
-            g.sweep = PrefixSweep(self.step.udm, self.fill.kind == "merge")
+        floor = self.floor_k
+        done = floor - 1 if floor > NEG else NEG
+        stored = self.store.on
+        for g, num in zip(gs, self.store.enrol_all(gs), strict=True):
+            d = g.data = GroupPanes(stored)
+            d.num = num
+            d.floor = floor
+            d.done = done
+        if not stored:
+            for g in gs:
+                g.sweep = self._sweep()
 
     def _add(self, g: Group, ev: Ev) -> tuple[int, int]:
         s1, s2 = g.data.add(g, self.geo, self.fill, ev)
@@ -137,8 +153,11 @@ class GridFamily(Family):
         return self.store.held(d.num) if d.num >= 0 else d.held()
 
     def materialize(self, gs: list[Group]) -> None:
-        """Groups leave the store for panes of their own (`PaneStore.materialize`)."""
+        """Groups leave the store for panes of their own (`PaneStore.materialize`), and get their sweep."""
         self.store.materialize_all(gs, self.floor_k)
+        for g in gs:
+            if g.sweep is None:
+                g.sweep = self._sweep()
 
     def insert(self, g: Group, ev: Ev) -> None:
         d: GroupPanes = g.data

@@ -19,6 +19,7 @@ forms are one rule (tests/test_grid_closed.py holds them and the oracle to the s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -96,12 +97,17 @@ class PaneStore:
     # -- groups ------------------------------------------------------------------------------------------
     def enrol(self, g: Group) -> int:
         """A new group joins the store; returns its number (-1: not in the store)."""
+        return self.enrol_all([g])[0]
+
+    def enrol_all(self, gs: list[Group]) -> Sequence[int]:
+        """`enrol` of several new groups: their numbers in order (all -1 when the store is off)."""
         if not self.on:
-            return -1
+            return [-1] * len(gs)
         n = self.nums
-        self.nums = n + 1
-        self.groups[n] = g
-        return n
+        self.nums = n + len(gs)
+        nums = range(n, n + len(gs))
+        self.groups.update(zip(nums, gs, strict=True))
+        return nums
 
     def materialize(self, g: Group, floor_k: int) -> None:
         """Group ``g`` leaves the store: its rows become its panes (in the order they came), its windows up to
