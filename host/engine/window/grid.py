@@ -362,7 +362,7 @@ class GridFamily(Family):
             g.sweep.clear()  # (a growing window's sweep starts again with each run: nothing ever leaves it)
             prev = None
         g.data.settle(self.fill)
-        g.data.feed(g.sweep, geo, prev, k, self.fill.kind == "merge")
+        g.data.feed(g.sweep, geo, prev, k, self.fill)
         g.swept = k
         if geo.grows:
             g.sweep.mark(k)
