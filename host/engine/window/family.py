@@ -68,6 +68,11 @@ class Family:
         """A batch's inserts at once (row ``j`` in group ``groups[codes[j]]``); only when `bulk`."""
         raise NotImplementedError
 
+    def to_evaluate(self, groups: list[Group]) -> list[Group]:
+        """Of the groups a bulk insert changed, those the next flush evaluates one by one (`evaluate`; a family
+        valuing some groups' windows together in `after` leaves them out, and says it is `busy`)."""
+        return groups
+
     def bulk_held(self, g: Group) -> int:
         """Events the group holds without an event object (inserted in bulk)."""
         return 0

@@ -90,6 +90,8 @@ class GridFamily(Family):
         #: held windows (time-sensitive, open member ends): (W.LE, seq, group) of groups holding one
         self.held: dict[int, tuple[int, Group]] = {}
         self.truncated = False
+        #: a bulk insert came since the last flush (`busy`: the groups it put in the store are not touched)
+        self.fed = False
 
     def __getstate__(self) -> dict[str, Any]:
         # ``endless_groups`` and ``held`` are keyed by id(group): lists in a snapshot (`by_identity`)
@@ -105,6 +107,7 @@ class GridFamily(Family):
         s.pop("closed", None)  # (a snapshot from before the store: its groups keep panes)
         s.setdefault("store", PaneStore(s["step"], s["geo"], s["fill"], False))
         s.setdefault("back", [])
+        s.setdefault("fed", False)
         self.__dict__.update(s)
 
     def closing(self, c: int) -> int | None:
@@ -146,7 +149,12 @@ class GridFamily(Family):
 
     def bulk_insert(self, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: list[Any],
                     closing: int | None = None) -> None:
+        self.fed = True
         bulk_insert(self, groups, codes, ids, le, re, vals, closing)
+
+    def to_evaluate(self, groups: list[Group]) -> list[Group]:
+        # (a group in the store is valued with every other one in `after`: `fed` keeps the step busy until then)
+        return [g for g in groups if g.data.num < 0]
 
     def bulk_held(self, g: Group) -> int:
         d: GroupPanes = g.data
@@ -271,6 +279,7 @@ class GridFamily(Family):
     def after(self, out: Any, em: Any) -> None:
         """After every group's evaluation: the store's windows, and the column windows, as one block each."""
         store = self.store
+        self.fed = False
         store.flush(self._last_releasable(), out, em)
         if self.back:  # groups evaluated one by one that need it no more join the store again
             for g in self.back:
@@ -456,7 +465,7 @@ class GridFamily(Family):
         return nwin, events
 
     def busy(self) -> bool:
-        return any(g.data.dirty for g in self.step.groups.values())
+        return self.fed or any(g.data.dirty for g in self.step.groups.values())
 
     def due(self) -> int:
         best = min(self.clean[0][0] if self.clean else INF, self.store.due())

@@ -300,7 +300,7 @@ class PaneStore:
         groups = self.groups
         closed = wre <= step.effective_cti
         if closed.all() or one_block(step, em, wle, res):
-            write_closed(step, out, em, [groups[n] for n in wg.tolist()], wle, wre, res)
+            write_closed(step, out, em, list(map(groups.__getitem__, wg.tolist())), wle, wre, res)
             if not closed.all():  # (their output records are made when something needs them: `_records`)
                 first = em.oid - len(wk) + 1
                 spec = np.flatnonzero(~closed)
@@ -308,7 +308,7 @@ class PaneStore:
             return
         if closed.any():
             idx = np.flatnonzero(closed)
-            write_closed(step, out, em, [groups[n] for n in wg[idx].tolist()], wle[idx], wre[idx],
+            write_closed(step, out, em, list(map(groups.__getitem__, wg[idx].tolist())), wle[idx], wre[idx],
                          res[idx] if isinstance(res, np.ndarray) else [res[i] for i in idx.tolist()])
         wu = step.udm
         rl = res.tolist() if isinstance(res, np.ndarray) else res

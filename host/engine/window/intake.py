@@ -163,11 +163,12 @@ class WindowIntake(Operator):
             # follows its own insert), then the retractions in order
             irows = rows[ins]
             codes, groups = self._group_codes(b, irows)
-            touched.update(zip(map(id, groups), groups, strict=True))
             le = b.le[irows]
             only = bool(ins.all()) and self.max_memory_time >= INF
             fam.bulk_insert(groups, codes, b.id[irows], le, b.re[irows], self._values(b, irows, True),
                             fam.closing(upcoming) if only else None)
+            evaluate = fam.to_evaluate(groups)
+            touched.update(zip(map(id, evaluate), evaluate, strict=True))
             m = int(le.max())
             if m > self.max_le:
                 self.max_le = m
