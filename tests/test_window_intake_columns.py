@@ -16,6 +16,7 @@ from test_engine_support import check_physical, cht
 
 from udm.host.engine import QueryRunner
 from udm.host.engine.window.state import group_key, group_keys
+from udm.host.engine.window.step import WindowOp
 from udm.host.io.batch import ElementBatch
 from udm.host.model.plan import bind
 from udm.host.model.spec import parse_query
@@ -88,3 +89,35 @@ def test_group_keys_are_group_key_of_each_value() -> None:
         want = [group_key(v) for v in values]
         assert got == want and [type(k) for k in got] == [type(k) for k in want], values
         assert all(type(a[1]) is type(b[1]) for a, b in zip(got, want, strict=True) if isinstance(a, tuple))
+
+
+def test_a_store_groups_bulk_insert_keeps_the_step_busy_until_its_flush(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Groups whose inserts the pane store takes are not touched one by one (the store values them at the
+    flush): the step still reports work queued (`WindowOp.busy`, which the engine's progress reads) from the
+    insert to the flush, and none after it; the output is still the oracle's."""
+    spec = {"steps": [{"op": "window", "group_by": ["k"], "udm": "count",
+                       "window": {"type": "hopping", "size": 30, "hop": 10}}]}
+    q = bind(parse_query(spec))
+    seen: list[tuple[bool, bool, int]] = []
+    real = WindowOp.flush
+
+    def flush(self: WindowOp) -> Any:
+        before = self.busy()
+        stored = sum(g.data.num >= 0 for g in self.touched.values())
+        res = real(self)
+        seen.append((before, self.busy(), stored))
+        return res
+
+    monkeypatch.setattr(WindowOp, "flush", flush)
+    stream = _stream(3, KEYS["int"])
+    r = QueryRunner(q)
+    got = []
+    for a in range(0, len(stream), 300):
+        got += r.process_batch(ElementBatch.from_table(_table(stream[a:a + 300])))
+    got += r.finish()
+    check_physical(got)
+    assert cht(got) == oracle(q.spec, stream)
+    op = next(o for o in r.ops if isinstance(o, WindowOp))
+    assert op.family.store.on and seen
+    assert all(before for before, _, _ in seen[:-1]) and not any(after for _, after, _ in seen)
+    assert not any(stored for _, _, stored in seen)  # (no group of the store was touched one by one)

@@ -14,6 +14,7 @@ from typing import Any
 from ..rules import INF, final_end
 from .emit import New, first_emission
 from .state import Ev, Group
+from .sweep import make_sweep
 
 __all__ = ["Family", "merged"]
 
@@ -40,8 +41,19 @@ class Family:
         self.step = step
 
     # -- per event -------------------------------------------------------------------------------------
+    def new_sweep(self) -> Any:
+        """The sweep a new group starts with (None: its windows are valued from their members)."""
+        step = self.step
+        return make_sweep(step.sweep_kind, step.udm, self.fifo)
+
     def new_group(self, g: Group) -> None:
         raise NotImplementedError
+
+    def new_groups(self, gs: list[Group]) -> None:
+        """Several new groups at once (a batch's new keys): each gets its sweep and `new_group`."""
+        for g in gs:
+            g.sweep = self.new_sweep()
+            self.new_group(g)
 
     def insert(self, g: Group, ev: Ev) -> None:
         raise NotImplementedError
@@ -55,6 +67,11 @@ class Family:
                     closing: int | None = None) -> None:
         """A batch's inserts at once (row ``j`` in group ``groups[codes[j]]``); only when `bulk`."""
         raise NotImplementedError
+
+    def to_evaluate(self, groups: list[Group]) -> list[Group]:
+        """Of the groups a bulk insert changed, those the next flush evaluates one by one (`evaluate`; a family
+        valuing some groups' windows together in `after` leaves them out, and says it is `busy`)."""
+        return groups
 
     def bulk_held(self, g: Group) -> int:
         """Events the group holds without an event object (inserted in bulk)."""

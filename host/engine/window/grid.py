@@ -90,6 +90,8 @@ class GridFamily(Family):
         #: held windows (time-sensitive, open member ends): (W.LE, seq, group) of groups holding one
         self.held: dict[int, tuple[int, Group]] = {}
         self.truncated = False
+        #: a bulk insert came since the last flush (`busy`: the groups it put in the store are not touched)
+        self.fed = False
 
     def __getstate__(self) -> dict[str, Any]:
         # ``endless_groups`` and ``held`` are keyed by id(group): lists in a snapshot (`by_identity`)
@@ -105,22 +107,39 @@ class GridFamily(Family):
         s.pop("closed", None)  # (a snapshot from before the store: its groups keep panes)
         s.setdefault("store", PaneStore(s["step"], s["geo"], s["fill"], False))
         s.setdefault("back", [])
+        s.setdefault("fed", False)
         self.__dict__.update(s)
 
     def closing(self, c: int) -> int | None:
         return self.geo.last_closed(c)
 
     # -- per event -------------------------------------------------------------------------------------
+    def new_sweep(self) -> Any:
+        return None  # (`new_group` gives it: a group the store takes gets one when it leaves, `materialize`)
+
+    def _sweep(self) -> Any:
+        sweep = super().new_sweep()
+        if self.geo.grows and sweep is not None:  # (windows only grow within a period)
+            return PrefixSweep(self.step.udm, self.fill.kind == "merge")
+        return sweep
+
     def new_group(self, g: Group) -> None:
-        num = self.store.enrol(g)
-        d = g.data = GroupPanes(stored=num >= 0)
-        d.num = num
+        self.new_groups([g])
+
+    def new_groups(self, gs: list[Group]) -> None:
         # windows the CTI already closed are final for a group made now too (it may hold an event that ended
         # exactly at the CTI, extended now: SEMANTICS §1 allows it; its old windows must not come out again)
-        d.floor = self.floor_k
-        d.done = self.floor_k - 1 if self.floor_k > NEG else NEG
-        if self.geo.grows and g.sweep is not None:  # (windows only grow within a period)
-            g.sweep = PrefixSweep(self.step.udm, self.fill.kind == "merge")
+        floor = self.floor_k
+        done = floor - 1 if floor > NEG else NEG
+        stored = self.store.on
+        for g, num in zip(gs, self.store.enrol_all(gs), strict=True):
+            d = g.data = GroupPanes(stored)
+            d.num = num
+            d.floor = floor
+            d.done = done
+        if not stored:
+            for g in gs:
+                g.sweep = self._sweep()
 
     def _add(self, g: Group, ev: Ev) -> tuple[int, int]:
         s1, s2 = g.data.add(g, self.geo, self.fill, ev)
@@ -130,15 +149,23 @@ class GridFamily(Family):
 
     def bulk_insert(self, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: list[Any],
                     closing: int | None = None) -> None:
+        self.fed = True
         bulk_insert(self, groups, codes, ids, le, re, vals, closing)
+
+    def to_evaluate(self, groups: list[Group]) -> list[Group]:
+        # (a group in the store is valued with every other one in `after`: `fed` keeps the step busy until then)
+        return [g for g in groups if g.data.num < 0]
 
     def bulk_held(self, g: Group) -> int:
         d: GroupPanes = g.data
         return self.store.held(d.num) if d.num >= 0 else d.held()
 
     def materialize(self, gs: list[Group]) -> None:
-        """Groups leave the store for panes of their own (`PaneStore.materialize`)."""
+        """Groups leave the store for panes of their own (`PaneStore.materialize`), and get their sweep."""
         self.store.materialize_all(gs, self.floor_k)
+        for g in gs:
+            if g.sweep is None:
+                g.sweep = self._sweep()
 
     def insert(self, g: Group, ev: Ev) -> None:
         d: GroupPanes = g.data
@@ -252,6 +279,7 @@ class GridFamily(Family):
     def after(self, out: Any, em: Any) -> None:
         """After every group's evaluation: the store's windows, and the column windows, as one block each."""
         store = self.store
+        self.fed = False
         store.flush(self._last_releasable(), out, em)
         if self.back:  # groups evaluated one by one that need it no more join the store again
             for g in self.back:
@@ -343,7 +371,7 @@ class GridFamily(Family):
             g.sweep.clear()  # (a growing window's sweep starts again with each run: nothing ever leaves it)
             prev = None
         g.data.settle(self.fill)
-        g.data.feed(g.sweep, geo, prev, k, self.fill.kind == "merge")
+        g.data.feed(g.sweep, geo, prev, k, self.fill)
         g.swept = k
         if geo.grows:
             g.sweep.mark(k)
@@ -437,7 +465,7 @@ class GridFamily(Family):
         return nwin, events
 
     def busy(self) -> bool:
-        return any(g.data.dirty for g in self.step.groups.values())
+        return self.fed or any(g.data.dirty for g in self.step.groups.values())
 
     def due(self) -> int:
         best = min(self.clean[0][0] if self.clean else INF, self.store.due())

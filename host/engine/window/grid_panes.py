@@ -9,7 +9,10 @@ are evaluated (`sweep.sweep_kind`), which `PaneFill` decides once per step:
 * otherwise ``count`` values folded into ``partial`` (the UDA state of the pane, for the merge sweep), and
   the values themselves in ``values`` while something still needs them: the running sweep (it removes what
   leaves), or a UDA without ``remove`` whose pane a retraction may still change (dropped once the CTI passes
-  the pane: a ``min`` pane then holds one value).
+  the pane: a ``min`` pane then holds one value). A retraction leaves such a pane's partial `STALE`: it is
+  folded again from the values once, when next read (`PaneFill.partial`), not once per retraction (a pane
+  of many values, many retracted, cost a fold of the whole pane for each; any chunking of the adds gives
+  the state one add of all members gives, SEMANTICS §4 ``incremental``).
 
 `GroupPanes` answers, for a `geometry.Geometry`, the questions the family asks of one group: which windows
 in a range hold a member, a window's members, what enters a sweep moving to a window, the first window still
@@ -30,7 +33,23 @@ from .geometry import Geometry
 from .grid_tail import PaneTail
 from .state import Ev, Group
 
-__all__ = ["GroupPanes", "Pane", "PaneFill", "panes_of"]
+__all__ = ["STALE", "GroupPanes", "Pane", "PaneFill", "panes_of"]
+
+
+class _Stale:
+    """The partial of a pane a retraction changed, to fold again from its values when read."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> str:  # (pickled by name: a restored pane's marker is this one)
+        return "STALE"
+
+    def __repr__(self) -> str:  # pragma: no cover
+        return "STALE"
+
+
+#: a pane's ``partial`` after a retraction, until `PaneFill.partial` folds it again (merge-only UDAs)
+STALE = _Stale()
 
 
 class Pane:
@@ -60,8 +79,9 @@ class PaneFill:
     def __init__(self, step: Any) -> None:
         self.step = step
         self.kind: str = step.sweep_kind
-        self.has_remove = bool(getattr(step.udm, "invertible", False))
-        self.keep_values = self.kind == "running" or (self.kind == "merge" and not self.has_remove)
+        #: the running sweep removes what leaves; a merge-only UDA (no ``remove``: `sweep.sweep_kind`) folds a
+        #: pane a retraction changed again from them
+        self.keep_values = self.kind in ("running", "merge")
 
     def new(self) -> Pane:
         p = Pane()
@@ -72,31 +92,31 @@ class PaneFill:
         return p
 
     def fold(self, p: Pane, vals: list[Any]) -> None:
-        """Values join pane ``p``."""
+        """Values join pane ``p`` (a `STALE` partial stays so: its fold will take them)."""
         p.count += len(vals)
         if p.values is not None:
             p.values.extend(vals)
-        if self.kind == "merge":
+        if self.kind == "merge" and p.partial is not STALE:
             wu = self.step.udm
             p.partial = wu.add(p.partial if p.partial is not None else wu.initial_state(), vals, None)
 
     def unfold(self, p: Pane, val: Any) -> None:
-        """Value ``val`` leaves pane ``p``: its partial loses it (``remove``, or a fold of what stays)."""
+        """Value ``val`` leaves pane ``p``; a merge-only UDA's partial is `STALE` until read (what stays is
+        folded again then)."""
         p.count -= 1
-        if p.values is not None:
-            p.values.remove(val)
-        elif self.kind == "merge" and not self.has_remove:
+        if p.values is None:
             raise AssertionError("a retraction reached a pane closed by the CTI")
-        if self.kind != "merge":
-            return
-        wu = self.step.udm
-        if p.count == 0:
-            p.partial = None
-        elif self.has_remove:
-            p.partial = wu.remove(p.partial, [val], None)
-        else:
-            assert p.values is not None
-            p.partial = wu.add(wu.initial_state(), list(p.values), None)
+        p.values.remove(val)
+        if self.kind == "merge":
+            p.partial = STALE if p.count else None
+
+    def partial(self, p: Pane) -> Any:
+        """Pane ``p``'s partial (merge sweep), folded again from its values if a retraction left it `STALE`."""
+        part = p.partial
+        if part is STALE:
+            wu = self.step.udm
+            part = p.partial = wu.add(wu.initial_state(), list(p.values), None)  # type: ignore[arg-type]
+        return part
 
     def fold_runs(self, panes: list[Pane], sl: list[Any] | None, svals: Any, starts: Any, ends: Any,
                   contiguous: bool = True) -> None:
@@ -107,13 +127,16 @@ class PaneFill:
         st = starts.tolist()
         en = ends.tolist()
         wu = self.step.udm
-        if sl is None and (self.keep_values or self.kind != "merge"
-                           or (wu.add_batch is None and wu.add_array is None)):
+        if sl is None:  # (every pane kind here keeps its values)
             sl = svals.tolist()
+        if self.kind == "merge":  # (a stale partial is folded first: the runs join it below)
+            for p in panes:
+                if p.partial is STALE:
+                    self.partial(p)
         for p, a, b in zip(panes, st, en, strict=True):
             p.count += b - a
             if p.values is not None:
-                p.values.extend(sl[a:b])  # type: ignore[index]
+                p.values.extend(sl[a:b])
         if self.kind != "merge":
             return
         add_batch = getattr(wu, "add_batch", None)
@@ -139,7 +162,7 @@ class PaneFill:
                 p.partial = wu._call(add_array, (state, svals[a:b]), None, "add_array")
             return
         for p, a, b in zip(panes, st, en, strict=True):
-            p.partial = wu.add(p.partial if p.partial is not None else wu.initial_state(), sl[a:b], None)  # type: ignore[index]
+            p.partial = wu.add(p.partial if p.partial is not None else wu.initial_state(), sl[a:b], None)
 
     def made(self, values: list[Any]) -> Pane:
         """A pane holding ``values`` (a short event each), made at once."""
@@ -152,7 +175,7 @@ class PaneFill:
         if p is None or not p.count:
             return None
         if self.kind == "merge":
-            return p.partial
+            return self.partial(p)
         wu = self.step.udm
         return wu.add(wu.initial_state(), list(p.values), None)  # type: ignore[arg-type]
 
@@ -411,9 +434,11 @@ class GroupPanes:
                     out.append(ev)
         return out
 
-    def feed(self, sweep: Any, geo: Geometry, prev: int | None, k: int, partials: bool) -> None:
+    def feed(self, sweep: Any, geo: Geometry, prev: int | None, k: int, fill: PaneFill) -> None:
         """Bring ``sweep`` from window ``prev`` (None: an empty sweep) to window ``k > prev``: what leaves
-        between them leaves, what enters (panes and long events not in ``prev``) enters."""
+        between them leaves, what enters (panes and long events not in ``prev``) enters (a merge sweep takes
+        a pane's partial)."""
+        partials = fill.kind == "merge"
         a, b = geo.span(k)
         if prev is None:
             start = a
@@ -433,7 +458,7 @@ class GroupPanes:
             if not p.count:
                 continue
             if partials:
-                sweep.enter_partial(s, p.partial)
+                sweep.enter_partial(s, fill.partial(p))
             else:
                 sweep.enter(s, p.values)
         if self.longs:
@@ -505,10 +530,12 @@ class GroupPanes:
             else:
                 for _ in range(i):
                     panes.popitem(0)
-        if fill.kind == "merge" and fill.keep_values:
+        if fill.kind == "merge":
             limit = geo.pane(c - 1)
             for s in panes.irange(max(self.vfloor, a), limit, inclusive=(True, False)):
-                panes[s].values = None
+                p = panes[s]
+                fill.partial(p)  # (folded while its values are there)
+                p.values = None
             self.vfloor = max(self.vfloor, limit)
         if self.longs:  # (an event ending at c can still be extended: kept until the CTI passes it)
             for item in [it for it in self.longs if it[1] < a and it[2].re < c]:

@@ -19,6 +19,7 @@ forms are one rule (tests/test_grid_closed.py holds them and the oracle to the s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -96,12 +97,17 @@ class PaneStore:
     # -- groups ------------------------------------------------------------------------------------------
     def enrol(self, g: Group) -> int:
         """A new group joins the store; returns its number (-1: not in the store)."""
+        return self.enrol_all([g])[0]
+
+    def enrol_all(self, gs: list[Group]) -> Sequence[int]:
+        """`enrol` of several new groups: their numbers in order (all -1 when the store is off)."""
         if not self.on:
-            return -1
+            return [-1] * len(gs)
         n = self.nums
-        self.nums = n + 1
-        self.groups[n] = g
-        return n
+        self.nums = n + len(gs)
+        nums = range(n, n + len(gs))
+        self.groups.update(zip(nums, gs, strict=True))
+        return nums
 
     def materialize(self, g: Group, floor_k: int) -> None:
         """Group ``g`` leaves the store: its rows become its panes (in the order they came), its windows up to
@@ -294,7 +300,7 @@ class PaneStore:
         groups = self.groups
         closed = wre <= step.effective_cti
         if closed.all() or one_block(step, em, wle, res):
-            write_closed(step, out, em, [groups[n] for n in wg.tolist()], wle, wre, res)
+            write_closed(step, out, em, list(map(groups.__getitem__, wg.tolist())), wle, wre, res)
             if not closed.all():  # (their output records are made when something needs them: `_records`)
                 first = em.oid - len(wk) + 1
                 spec = np.flatnonzero(~closed)
@@ -302,7 +308,7 @@ class PaneStore:
             return
         if closed.any():
             idx = np.flatnonzero(closed)
-            write_closed(step, out, em, [groups[n] for n in wg[idx].tolist()], wle[idx], wre[idx],
+            write_closed(step, out, em, list(map(groups.__getitem__, wg[idx].tolist())), wle[idx], wre[idx],
                          res[idx] if isinstance(res, np.ndarray) else [res[i] for i in idx.tolist()])
         wu = step.udm
         rl = res.tolist() if isinstance(res, np.ndarray) else res

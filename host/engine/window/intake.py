@@ -17,7 +17,6 @@ from ..batch import CTI, INSERT, Batch
 from ..operator import Operator
 from ..rules import CTI_VIOLATION, INF, UNKNOWN_ID, FieldCheck, cti_reason, effective_cti, sync_time
 from .state import Ev, Group, group_key, group_keys
-from .sweep import make_sweep
 
 __all__ = ["WindowIntake"]
 
@@ -49,9 +48,16 @@ class WindowIntake(Operator):
         g = self.groups.get(key)
         if g is None:
             g = self.groups[key] = Group(key, fields)
-            g.sweep = make_sweep(self.sweep_kind, self.udm, self.family.fifo)
+            g.sweep = self.family.new_sweep()
             self.family.new_group(g)
         return g
+
+    def new_groups(self, keys: list[Any], fields: list[dict[str, Any] | None]) -> list[Group]:
+        """The groups of ``keys``, none seen yet, made at once (a batch's new keys: `Family.new_groups`)."""
+        gs = list(map(Group, keys, fields))
+        self.groups.update(zip(keys, gs, strict=True))
+        self.family.new_groups(gs)
+        return gs
 
     def _key_fields(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         gb = self.group_by
@@ -124,8 +130,11 @@ class WindowIntake(Operator):
             vals = enc.dictionary.to_pylist()
             keys = group_keys(vals)
             groups: list[Any] = list(map(self.groups.get, keys))
-            for j in [j for j, g in enumerate(groups) if g is None]:  # (a key's value is its field's)
-                groups[j] = self.group(keys[j], {f0: vals[j]})
+            new = [j for j, g in enumerate(groups) if g is None]
+            if new:  # (a key's value is its field's)
+                made = self.new_groups([keys[j] for j in new], [{f0: vals[j]} for j in new])
+                for j, g in zip(new, made, strict=True):
+                    groups[j] = g
             return codes, groups
         keys = self._keys(b, rows)
         index: dict[Any, int] = {}
@@ -154,11 +163,12 @@ class WindowIntake(Operator):
             # follows its own insert), then the retractions in order
             irows = rows[ins]
             codes, groups = self._group_codes(b, irows)
-            touched.update(zip(map(id, groups), groups, strict=True))
             le = b.le[irows]
             only = bool(ins.all()) and self.max_memory_time >= INF
             fam.bulk_insert(groups, codes, b.id[irows], le, b.re[irows], self._values(b, irows, True),
                             fam.closing(upcoming) if only else None)
+            evaluate = fam.to_evaluate(groups)
+            touched.update(zip(map(id, evaluate), evaluate, strict=True))
             m = int(le.max())
             if m > self.max_le:
                 self.max_le = m
