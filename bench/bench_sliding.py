@@ -27,8 +27,8 @@ garbage: no chunk pays for another's, and none for the state the fill left. A ce
 chunk's CPU µs per event, printed with ``[lowest-highest]`` chunk beside it: a difference between sizes inside
 that spread is noise, not growth. The cells of a row run their chunks interleaved (each child fills, then they
 take turns one chunk each), so load that drifts weighs on every size alike; with ``--repeats R`` the row runs
-R times and a cell shows the median of its runs' medians, the spread over all their chunks (the full table
-takes about 10 CPU minutes a repeat). A cell that has worked ``--cap`` wall seconds is stopped and shows the
+R times and a cell shows the median of its runs' medians, the spread over all their chunks (the last line
+prints the CPU time all the children took). A cell that has worked ``--cap`` wall seconds is stopped and shows the
 median of the chunks it measured with ``+`` (``*``: not one). `finish` is not in the figure (a stream does
 not end).
 
@@ -60,6 +60,7 @@ import json
 import math
 import multiprocessing
 import random
+import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -633,6 +634,12 @@ def aggregators(quick: bool) -> None:
           flush=True)
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user and system) of the cells' children, ended and waited for."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.bench_sliding", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="sizes 10 and 1,000, sum and min, d = 1 and 100")
@@ -679,7 +686,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.aggregators or args.quick:
         aggregators(args.quick)
     print(f"\n{'every cell matched the independent computation' if ok else 'SOME CELLS GAVE WRONG ANSWERS'}; "
-          f"{time.perf_counter() - t0:.0f}s; {load_text()} at the end", flush=True)
+          f"{time.perf_counter() - t0:.0f}s, {_children_cpu():,.1f} CPU-s in the cells; {load_text()} at the end",
+          flush=True)
     return 0 if ok else 1
 
 
