@@ -15,16 +15,22 @@ inflates far less than wall time), through `QueryRunner.process_batch` on
 - then disordered (one group, one ``--disorder-size``): each event's LE up to ``d`` ticks before its
   arrival position, d = 1, 10, 100, 1,000.
 
-Inputs hold the ``size`` ticks that fill the windows, then ``--slide`` events (default 3,000) more. A CTI
+Inputs hold the ``size`` ticks that fill the windows, then ``--slide`` events (default 20,000) more. A CTI
 follows every 100 ticks' events (in order) or every 100 events (disordered) at the smallest LE still to come,
 so nothing is late and windows are released as the stream goes. Each cell runs in a forked child: the fill
 is fed untimed in large chunks, then the slide (the events after the first ``size`` ticks: the windows have
-filled, the regime ESL's curve is about) in ``--chunks`` equal chunks, each timed in CPU seconds of
-`process_batch` (the child's own CPU time, which a loaded machine inflates far less than wall time); the
-figure is the median chunk's CPU µs per event. With ``--repeats R`` every cell runs R times, the cells of a
-row alternating, and shows the median (the full table takes about 3 CPU minutes a repeat). A cell still
-running after ``--cap`` wall seconds is stopped and shows the median of the chunks it measured with ``+``
-(``*``: not one). `finish` is not in the figure (a stream does not end).
+filled, the regime ESL's curve is about) in ``--chunks`` chunks of whole CTI periods (so every chunk flushes
+as often), each timed in CPU seconds of the whole child process (all its threads; a loaded machine inflates
+CPU time far less than wall time). Garbage: the fill's is collected and what survives it frozen before the
+slide, then the automatic collector is off and every chunk's timing includes a collection of its own young
+garbage: no chunk pays for another's, and none for the state the fill left. A cell's figure is its median
+chunk's CPU µs per event, printed with ``[lowest-highest]`` chunk beside it: a difference between sizes inside
+that spread is noise, not growth. The cells of a row run their chunks interleaved (each child fills, then they
+take turns one chunk each), so load that drifts weighs on every size alike; with ``--repeats R`` the row runs
+R times and a cell shows the median of its runs' medians, the spread over all their chunks (the last line
+prints the CPU time all the children took). A cell that has worked ``--cap`` wall seconds is stopped and shows the
+median of the chunks it measured with ``+`` (``*``: not one). `finish` is not in the figure (a stream does
+not end).
 
 Every cell's output (its final CHT, over the events it fed) is compared with an independent computation:
 numpy prefix sums for sum/count/avg and a sparse table for min/max over the members each window of the
@@ -42,18 +48,19 @@ is not a slide's. Printed, never asserted.
 (`udm.host.engine.aggregation`) against the sorted-fold baseline, in order and out of order.
 
 ``python -m bench.bench_sliding [--quick] [--rows hopping,rows] [--sizes 10,1000] [--udas sum,min]
-[--slide 3000] [--chunks 5] [--repeats 1] [--cap 120] [--groups 10] [--disorder-size 1000] [--distances 1,10,100,1000]
+[--slide 20000] [--chunks 5] [--repeats 1] [--cap 300] [--groups 10] [--disorder-size 1000] [--distances 1,10,100,1000]
 [--no-disorder]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import multiprocessing
-import os
 import random
+import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,7 +70,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from bench.machine import rss
+from bench.machine import load_text, rss
 from udm.host.engine import QueryRunner
 from udm.host.io.batch import ElementBatch
 from udm.host.model.plan import bind
@@ -101,6 +108,8 @@ class Stream:
     table: pa.Table
     event_rows: np.ndarray  # table row of each event
     groups: int
+    cti_rows: np.ndarray  # table row of each CTI
+    cti_every: int  # events between CTIs
 
 
 def point_table(le: np.ndarray, v: np.ndarray, g: np.ndarray, groups: int, after: np.ndarray, cti_t: np.ndarray
@@ -153,7 +162,7 @@ def make_stream(ticks: int, groups: int, d: int, seed: int = 4) -> Stream:
     after = after[after < n - 1]
     later_min = np.minimum.accumulate(le[::-1])[::-1]
     table, event_rows = point_table(le, v, g, groups, after, later_min[after + 1])
-    return Stream(le, v, g, table, event_rows, groups)
+    return Stream(le, v, g, table, event_rows, groups, after + np.arange(1, len(after) + 1), every)
 
 
 # ---- the independent answer ------------------------------------------------------------------------------
@@ -237,24 +246,29 @@ def same(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> bool:
 # ---- one cell ----------------------------------------------------------------------------------------------
 @dataclass
 class Cell:
-    us: float  # median CPU µs per event over the slide's chunks (the fill's, when no slide chunk ran)
+    us: float  # median CPU µs per event over the slide's chunks (of its runs' medians, with repeats)
     slid: bool  # the figure is over the slide (events after the windows filled)
     complete: bool  # every slide chunk ran
     ok: bool | None  # None: not checked (the child was stopped by the cap)
     state: dict[str, int] = field(default_factory=dict)
     agg_values: int | None = None  # values in the window aggregate's UDA state at the end of the slide
+    chunks: list[float] = field(default_factory=list)  # every timed chunk's CPU µs per event (all runs)
 
     def text(self) -> str:
         if self.ok is False:
             return "WRONG"
         mark = ("" if self.complete else "+") if self.slid else "*"
-        fig = f"{self.us:,.1f}" if self.us < 1000 else f"{self.us:,.0f}"
-        return fig + mark
+        return _fig(self.us) + mark
+
+    def spread(self) -> str:
+        """The lowest and highest chunk beside the figure: growth is real only where it leaves this."""
+        if self.ok is False or not self.chunks:
+            return ""
+        return f"{_fig(min(self.chunks))}-{_fig(max(self.chunks))}"
 
 
-def _fill_row(size: int, s: Stream) -> int:
-    """The table row of the first event after the first ``size`` ticks: the windows have filled there."""
-    return int(s.event_rows[min((size + 1) * s.groups, len(s.le) - 1)])
+def _fig(us: float) -> str:
+    return f"{us:,.1f}" if us < 1000 else f"{us:,.0f}"
 
 
 def _values(x: Any) -> int:
@@ -282,86 +296,160 @@ def agg_values(r: QueryRunner) -> int | None:
     return got
 
 
-def _slide_rows(s: Stream, fill_row: int, events: int, chunks: int) -> list[int]:
-    """The table rows ending each of the ``chunks`` slide chunks of ``events`` events in all."""
-    first = int(np.searchsorted(s.event_rows, fill_row))
-    last = min(first + events, len(s.le))
-    cuts = np.linspace(first, last, chunks + 1).astype(int)[1:]
-    return [int(s.event_rows[c - 1]) + 1 for c in cuts if c > first]
+def slide_cuts(size: int, s: Stream, slide: int, chunks: int) -> tuple[int, list[int]]:
+    """Where the slide starts and where each of its chunks ends, as table rows: right after a CTI, so
+    that every chunk holds the same number of CTIs (a CTI releases windows: a chunk with one more costs
+    more) and about ``slide / chunks`` events."""
+    first = min((size + 1) * s.groups, len(s.le) - 1)  # the first event after the first ``size`` ticks
+    i = int(np.searchsorted(s.cti_rows, s.event_rows[first]))
+    if i >= len(s.cti_rows):
+        return len(s.table), []
+    per = max(1, round(slide / chunks / s.cti_every))  # CTIs per chunk
+    ends = [int(s.cti_rows[j]) + 1 for j in range(i + per, min(i + per * chunks, len(s.cti_rows) - 1) + 1, per)]
+    return int(s.cti_rows[i]) + 1, ends
 
 
-def _cell_child(row: str, size: int, uda: str, s: Stream, slide: int, chunks: int, send: Connection) -> None:
-    """Feed the fill in large untimed chunks, then the slide in ``chunks`` timed chunks (CPU time each),
-    then finish and check; report after every slide chunk."""
+def _events(s: Stream, a: int, b: int) -> int:
+    """The events among table rows ``[a, b)``."""
+    return int(np.searchsorted(s.event_rows, b) - np.searchsorted(s.event_rows, a))
+
+
+def _cell_child(row: str, size: int, uda: str, s: Stream, slide: int, chunks: int, conn: Connection) -> None:
+    """Feed the fill in large untimed chunks, collect its garbage and freeze it (the engine's long-lived state
+    is then never rescanned by a timed chunk); then, on each ``go`` from the parent, one slide chunk timed in
+    CPU seconds of the whole process (all threads), the collection of its own young garbage included (the
+    automatic collector is off, so that no chunk pays for another's); on ``end``, finish and check."""
     r = QueryRunner(bind(parse_query(query_spec(row, size, uda, s.groups > 1))))
     table = s.table
-    fill_row = _fill_row(size, s)
+    fill_row, ends = slide_cuts(size, s, slide, chunks)
     out: list[Any] = []
     state: dict[str, int] = {}
-    rss0 = rss()
-    us: list[float] = []
     with quiet_gc():
         done = 0
         while done < fill_row:
             n = min(FILL_CHUNK, fill_row - done)
             out += r.process_batch(ElementBatch.from_table(table.slice(done, n)))
             done += n
-        held = None
-        for end in _slide_rows(s, fill_row, slide, chunks):
-            batch = ElementBatch.from_table(table.slice(done, end - done))
-            events = int(np.searchsorted(s.event_rows, end) - np.searchsorted(s.event_rows, done))
-            c0 = time.process_time()
-            out += r.process_batch(batch)
-            us.append((time.process_time() - c0) / max(events, 1) * 1e6)
-            done = end
-            for k, x in (*r.state_size().items(), ("rss_mib", (rss() - rss0) >> 20)):
-                state[k] = max(state.get(k, 0), x)
-            held = agg_values(r)
-            send.send(("chunk", us, state, held))
-        out += r.finish()
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    rss0 = rss()
+    us: list[float] = []
+    conn.send(("ready", len(ends)))
+    for end in ends:
+        if conn.recv() != "go":
+            break
+        batch = ElementBatch.from_table(table.slice(done, end - done))
+        c0 = time.process_time()
+        got = r.process_batch(batch)
+        gc.collect(0)
+        us.append((time.process_time() - c0) / max(_events(s, done, end), 1) * 1e6)
+        out += got
+        done = end
+        for k, x in (*r.state_size().items(), ("rss_mib", (rss() - rss0) >> 20)):
+            state[k] = max(state.get(k, 0), x)
+        conn.send(("chunk", us, state, agg_values(r)))
+    if conn.recv() != "end":
+        return
+    gc.enable()
+    out += r.finish()
     fed = int(np.searchsorted(s.event_rows, done))
-    send.send(("checked", same(observed(out, uda), expected(row, size, uda, s, fed))))
+    conn.send(("checked", same(observed(out, uda), expected(row, size, uda, s, fed))))
+
+
+class _Kid:
+    """One cell's forked child (it inherits the stream) and what it reported; ``budget``: the wall seconds
+    it may still spend working (a runaway engine is stopped, not waited for)."""
+
+    def __init__(self, row: str, size: int, uda: str, s: Stream, plan: Plan) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self.conn, theirs = ctx.Pipe()
+        self.proc = ctx.Process(target=_cell_child, args=(row, size, uda, s, plan.slide, plan.chunks, theirs),
+                                daemon=True)
+        self.what = f"the {row} {uda} cell at size {size:,}"
+        self.budget = plan.cap
+        self.want = 0
+        self.us: list[float] = []
+        self.state: dict[str, int] = {}
+        self.held: int | None = None
+        self.ok: bool | None = None
+        self.live = True
+        self.proc.start()
+        theirs.close()
+        got = self._reply()
+        if got is not None:
+            self.want = got[1]
+
+    def _reply(self) -> Any:
+        """The child's next message, or None (it was stopped by the cap, or died)."""
+        t0 = time.monotonic()
+        try:
+            if self.conn.poll(max(self.budget, 0)):
+                return self.conn.recv()
+        except EOFError:
+            pass
+        finally:
+            self.budget -= time.monotonic() - t0
+        self.stop()
+        return None
+
+    def step(self, cmd: str) -> None:
+        if not self.live:
+            return
+        self.conn.send(cmd)
+        got = self._reply()
+        if got is None:
+            return
+        if got[0] == "checked":
+            self.ok = got[1]
+            self.stop()
+        else:
+            _, self.us, self.state, self.held = got
+
+    def stop(self) -> None:
+        self.live = False
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join()
+        if self.ok is None and self.proc.exitcode not in (0, -9):
+            raise RuntimeError(f"{self.what} failed in its child (exit code {self.proc.exitcode})")
+
+    def cell(self) -> Cell:
+        us = self.us
+        return Cell(float(np.median(us)) if us else math.inf, bool(us), len(us) == self.want, self.ok, self.state,
+                    self.held, list(us))
+
+
+def run_cells(row: str, uda: str, runs: list[tuple[int, Stream]], plan: Plan) -> list[Cell]:
+    """One run of each (size, stream) of ``runs``, their slide chunks interleaved: every child fills (one at a
+    time), then the children take turns one chunk each (the first to go rotating), so a load that drifts
+    during the row weighs on every cell alike; then each finishes and is checked."""
+    kids = [_Kid(row, size, uda, s, plan) for size, s in runs]
+    try:
+        for k in range(max(kd.want for kd in kids)):
+            for j in range(len(kids)):
+                kd = kids[(j + k) % len(kids)]
+                if k < kd.want:
+                    kd.step("go")
+        for kd in kids:
+            kd.step("end")
+    finally:
+        for kd in kids:
+            kd.stop()
+    return [kd.cell() for kd in kids]
 
 
 def run_cell(row: str, size: int, uda: str, s: Stream, slide: int = 3000, chunks: int = 5, cap: float = 120.0
              ) -> Cell:
-    """One cell in a forked child (it inherits the stream), so a runaway engine can be stopped: after ``cap``
-    wall seconds the child is killed and the cell shows the median of the slide chunks it measured (``+``),
-    unchecked."""
-    ctx = multiprocessing.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_cell_child, args=(row, size, uda, s, slide, chunks, send), daemon=True)
-    deadline = time.monotonic() + cap
-    child.start()
-    send.close()
-    us: list[float] = []
-    state: dict[str, int] = {}
-    held: int | None = None
-    ok: bool | None = None
-    try:
-        while recv.poll(max(deadline - time.monotonic(), 0)):
-            try:
-                msg = recv.recv()
-            except EOFError:
-                break  # the child died (its exit code is reported below)
-            if msg[0] == "checked":
-                ok = msg[1]
-                break
-            _, us, state, held = msg
-    finally:
-        if child.is_alive():
-            child.kill()
-        child.join()
-    if ok is None and child.exitcode not in (0, -9):
-        raise RuntimeError(f"the {row} {uda} cell at size {size} failed in its child (exit code {child.exitcode})")
-    want = len(_slide_rows(s, _fill_row(size, s), slide, chunks))
-    return Cell(float(np.median(us)) if us else math.inf, bool(us), len(us) == want, ok, state, held)
+    """One cell alone (see `run_cells`)."""
+    return run_cells(row, uda, [(size, s)], Plan(slide, chunks, cap))[0]
 
 
 # ---- tables ------------------------------------------------------------------------------------------------
 def _ticks(size: int, slide: int, groups: int, d: int) -> int:
-    """Ticks enough to fill the windows and then slide ``slide`` events (d: the disorder)."""
-    return size + 2 + d + -(-slide // groups)
+    """Ticks enough to fill the windows and then slide ``slide`` events (d: the disorder), with a CTI period
+    to spare at each end for the chunks' cuts."""
+    return size + 2 + d + -(-slide // groups) + 2 * CTI_EVERY
 
 
 def _ratio(small: Cell, big: Cell) -> str:
@@ -384,32 +472,33 @@ def _verdict(labels: list[str], cells: list[Cell]) -> tuple[str, bool]:
 @dataclass
 class Plan:
     """How each cell measures: ``slide`` events after the fill, in ``chunks`` timed chunks (the figure is
-    their median); a cell still running after ``cap`` wall seconds is stopped."""
+    their median); a cell that has worked ``cap`` wall seconds is stopped."""
 
-    slide: int = 3000
+    slide: int = 20_000
     chunks: int = 5
-    cap: float = 120.0
-    #: every cell of a row runs this many times, the cells of the row alternating (size 10, 100, ..., 10,
-    #: 100, ...), so load that drifts during a row weighs on every size alike; a cell's figure is the median
+    cap: float = 300.0
+    #: every row runs this many times (its cells' chunks interleaved each time); a cell's figure is the median
+    #: of its runs' medians
     repeats: int = 1
 
     def cells(self, row: str, uda: str, runs: list[tuple[int, Stream]]) -> list[Cell]:
-        """One cell per (size, stream) of ``runs``, each the median of ``repeats`` alternating runs."""
+        """One cell per (size, stream) of ``runs``, each the median of ``repeats`` runs."""
         got: list[list[Cell]] = [[] for _ in runs]
         for _ in range(self.repeats):
-            for i, (size, s) in enumerate(runs):
-                got[i].append(run_cell(row, size, uda, s, self.slide, self.chunks, self.cap))
+            for i, c in enumerate(run_cells(row, uda, runs, self)):
+                got[i].append(c)
         return [median_cell(cs) for cs in got]
 
 
 def median_cell(cs: list[Cell]) -> Cell:
     """The repeats of one cell as one: the median of the figures over the slide, checked when every run was
-    (wrong when any was)."""
+    (wrong when any was), with every run's chunks for the spread."""
     slid = [c for c in cs if c.slid]
     us = float(np.median([c.us for c in slid])) if slid else math.inf
     oks = [c.ok for c in cs]
     ok = False if False in oks else None if None in oks else True
-    return Cell(us, bool(slid), all(c.complete for c in cs), ok, cs[-1].state, cs[-1].agg_values)
+    return Cell(us, bool(slid), all(c.complete for c in cs), ok, cs[-1].state, cs[-1].agg_values,
+                [x for c in cs for x in c.chunks])
 
 
 def _held(c: Cell) -> str:
@@ -418,14 +507,26 @@ def _held(c: Cell) -> str:
     return f"{st.get('held', 0):,} ev/{st.get('windows', 0):,} win/{agg} agg/{st.get('rss_mib', 0):,} MiB"
 
 
+COL = 22  # a cell's column: its figure, then the lowest and highest chunk
+
+
+def _col(c: Cell) -> str:
+    spread = c.spread()
+    return f"{c.text():>9}" + (f" [{spread}]" if spread else "").ljust(COL - 9)
+
+
+def _how(plan: Plan) -> str:
+    return (f"median of {plan.repeats} run(s) of {plan.chunks} interleaved chunks of ~{plan.slide // plan.chunks:,} "
+            f"events; [lowest-highest chunk]; + stopped by the cap")
+
+
 def in_order(rows: list[str], sizes: list[int], udas: list[str], groups: int, plan: Plan) -> bool:
     ok = True
     streams = {size: make_stream(_ticks(size, plan.slide, groups, 0), groups, 0) for size in sizes}
     label = "1 group" if groups == 1 else f"{groups} groups (one event per group per tick)"
-    print(f"\nin order, {label}: CPU µs per event of the slide at window size  (median of {plan.chunks} chunks "
-          f"of {plan.slide:,} events; + stopped by the cap)", flush=True)
-    print(f"{'row':<15} {'uda':<6}" + "".join(f"{s:>12,}" for s in sizes)
-          + f"{'ratio':>9} {'state at ' + format(sizes[-1], ','):>40}  check", flush=True)
+    print(f"\nin order, {label}: CPU µs per event of the slide at window size  ({_how(plan)})", flush=True)
+    print(f"{'row':<15} {'uda':<6}" + "".join(f"{s:>9,}".ljust(COL) for s in sizes)
+          + f"{'ratio':>7} {'state at ' + format(sizes[-1], ','):>40}  check", flush=True)
     for row in rows:
         for uda in udas:
             cells = plan.cells(row, uda, [(size, streams[size]) for size in sizes])
@@ -433,8 +534,8 @@ def in_order(rows: list[str], sizes: list[int], udas: list[str], groups: int, pl
             held = _held(cells[-1])
             verdict, good = _verdict([f"{sz:,}" for sz in sizes], cells)
             ok &= good
-            print(f"{row:<15} {uda:<6}" + "".join(f"{c.text():>12}" for c in cells)
-                  + f"{ratio:>9} {held:>40}  {verdict}", flush=True)
+            print(f"{row:<15} {uda:<6}" + "".join(_col(c) for c in cells)
+                  + f"{ratio:>7} {held:>40}  {verdict}", flush=True)
     if len(sizes) > 1:
         print(f"ratio: µs per event at size {sizes[-1]:,} / size {sizes[0]:,} (target <= {FLAT_TARGET}); state: "
               f"the most held members (ev), windows (win), values in one window's aggregate state (agg; "
@@ -445,10 +546,10 @@ def in_order(rows: list[str], sizes: list[int], udas: list[str], groups: int, pl
 def disordered(rows: list[str], size: int, udas: list[str], distances: list[int], plan: Plan) -> bool:
     ok = True
     streams = {d: make_stream(_ticks(size, plan.slide, 1, d), 1, d) for d in distances}
-    print(f"\ndisordered, 1 group, size {size:,}: CPU µs per event of the slide at disorder d (LE up to d ticks early)",
-          flush=True)
-    print(f"{'row':<15} {'uda':<6}" + "".join(f"{'d=' + str(d):>12}" for d in distances)
-          + f"{'growth':>9} {'log2 growth':>12}  check", flush=True)
+    print(f"\ndisordered, 1 group, size {size:,}: CPU µs per event of the slide at disorder d (LE up to d ticks "
+          f"early)  ({_how(plan)})", flush=True)
+    print(f"{'row':<15} {'uda':<6}" + "".join(f"{'d=' + str(d):>9}".ljust(COL) for d in distances)
+          + f"{'growth':>7} {'log2 growth':>12}  check", flush=True)
     lg = math.log2(distances[-1] + 2) / math.log2(distances[0] + 2)
     for row in rows:
         for uda in udas:
@@ -456,8 +557,8 @@ def disordered(rows: list[str], size: int, udas: list[str], distances: list[int]
             growth = _ratio(cells[0], cells[-1])
             verdict, good = _verdict([f"d={d}" for d in distances], cells)
             ok &= good
-            print(f"{row:<15} {uda:<6}" + "".join(f"{c.text():>12}" for c in cells)
-                  + f"{growth:>9} {lg:>11.2f}x  {verdict}", flush=True)
+            print(f"{row:<15} {uda:<6}" + "".join(_col(c) for c in cells)
+                  + f"{growth:>7} {lg:>11.2f}x  {verdict}", flush=True)
     print(f"growth: µs per event at d={distances[-1]} / d={distances[0]}; log2 growth: "
           f"log2({distances[-1]}+2) / log2({distances[0]}+2) (target: growth no larger)")
     return ok
@@ -533,18 +634,26 @@ def aggregators(quick: bool) -> None:
           flush=True)
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user and system) of the cells' children, ended and waited for."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.bench_sliding", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="sizes 10 and 1,000, sum and min, d = 1 and 100")
     ap.add_argument("--rows", default=",".join(ROWS), help=f"comma list of {', '.join(ROWS)}")
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="comma list of window sizes")
     ap.add_argument("--udas", default=",".join(UDAS), help=f"comma list of {', '.join(UDAS)}")
-    ap.add_argument("--slide", type=int, default=3000, help="events measured per cell after the fill (default 3000)")
-    ap.add_argument("--chunks", type=int, default=5, help="timed chunks of the slide; the figure is their median")
-    ap.add_argument("--cap", type=float, default=120.0, help="wall seconds after which a cell is stopped")
+    ap.add_argument("--slide", type=int, default=Plan.slide,
+                    help=f"events measured per cell after the fill (default {Plan.slide:,})")
+    ap.add_argument("--chunks", type=int, default=Plan.chunks,
+                    help="timed chunks of the slide, each ending at a CTI; the figure is their median")
+    ap.add_argument("--cap", type=float, default=Plan.cap, help="wall seconds of work after which a cell is stopped")
     ap.add_argument("--repeats", type=int, default=1,
-                    help="runs of every cell, alternating along the row; the figure is their median (default 1; "
-                         "3 for figures to compare under load)")
+                    help="runs of every row, its cells' chunks interleaved; a cell's figure is the median of its runs' "
+                         "medians (default 1; 3 or more for figures to compare under load)")
     ap.add_argument("--groups", type=int, default=10, help="groups of the grouped variant (default 10; 1: none)")
     ap.add_argument("--disorder-size", type=int, default=1000, help="window size of the disordered runs")
     ap.add_argument("--distances", default=",".join(map(str, DISTANCES)), help="comma list of disorders d")
@@ -559,7 +668,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = Plan(args.slide, args.chunks, args.cap, args.repeats)
     if args.quick:
         sizes, udas, distances = [10, 1000], ["sum", "min"], [1, 100]
-        plan.slide, plan.repeats = min(plan.slide, 1000), 1
+        plan.slide, plan.repeats = min(plan.slide, 2000), 1
     unknown = [x for x in rows if x not in ROWS] + [x for x in udas if x not in UDAS]
     if unknown:
         ap.error(f"unknown row or UDA {unknown[0]!r} (rows: {', '.join(ROWS)}; UDAs: {', '.join(UDAS)})")
@@ -567,8 +676,7 @@ def main(argv: list[str] | None = None) -> int:
         aggregators(args.quick)
         return 0
     print(f"bench_sliding: local engine, QueryRunner.process_batch; {plan.slide:,} events of slide per cell "
-          f"in {plan.chunks} chunks, median of {plan.repeats} alternating runs; "
-          f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus", flush=True)
+          f"in {plan.chunks} chunks, median of {plan.repeats} runs; {load_text()} at the start", flush=True)
     t0 = time.perf_counter()
     ok = in_order(rows, sizes, udas, 1, plan)
     if args.groups > 1:
@@ -578,7 +686,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.aggregators or args.quick:
         aggregators(args.quick)
     print(f"\n{'every cell matched the independent computation' if ok else 'SOME CELLS GAVE WRONG ANSWERS'}; "
-          f"{time.perf_counter() - t0:.0f}s", flush=True)
+          f"{time.perf_counter() - t0:.0f}s, {_children_cpu():,.1f} CPU-s in the cells; {load_text()} at the end",
+          flush=True)
     return 0 if ok else 1
 
 

@@ -67,3 +67,36 @@ def test_repeats_show_the_median_and_a_wrong_run_stays_wrong() -> None:
     assert bs.median_cell(c).ok is False
     c[1] = bs.Cell(1.0, True, False, None)
     assert bs.median_cell(c).ok is None and not bs.median_cell(c).complete
+
+
+@pytest.mark.parametrize(("ticks", "groups", "d", "size"), [(700, 1, 0, 30), (800, 4, 0, 7), (900, 1, 50, 100)])
+def test_every_chunk_ends_at_a_cti_and_holds_as_many(ticks: int, groups: int, d: int, size: int) -> None:
+    """A CTI releases windows: chunks of the slide end right after one and hold the same number, or a
+    chunk's figure would depend on where the flushes fell."""
+    s = bs.make_stream(ticks, groups, d)
+    kinds = s.table.column("kind").to_pylist()
+    start, ends = bs.slide_cuts(size, s, 300, 3)
+    assert len(ends) == 3 and kinds[start - 1] == "cti"
+    assert int(s.event_rows[min((size + 1) * groups, len(s.le) - 1)]) <= start  # the windows have filled
+    counts = []
+    for a, b in zip([start, *ends], ends, strict=False):
+        assert kinds[b - 1] == "cti"
+        counts.append(kinds[a:b].count("cti"))
+        assert abs((b - a - counts[-1]) - 300 // 3) <= s.cti_every  # about slide / chunks events
+    assert len(set(counts)) == 1
+
+
+def test_the_cells_of_a_row_interleave_and_each_is_checked() -> None:
+    s = bs.make_stream(400, 2, 0)
+    cells = bs.run_cells("count_by_start", "sum", [(5, s), (40, s)], bs.Plan(slide=400, chunks=2))
+    for c in cells:
+        assert c.ok is True and c.complete and len(c.chunks) == 2 and min(c.chunks) <= c.us <= max(c.chunks)
+        lo, hi = c.spread().split("-")
+        assert float(lo) <= float(hi)
+
+
+def test_repeats_keep_every_chunk_for_the_spread() -> None:
+    c = [bs.Cell(us, True, True, True, chunks=[us - 1, us, us + 1]) for us in (5.0, 1.0, 3.0)]
+    m = bs.median_cell(c)
+    assert m.us == 3.0 and sorted(m.chunks) == sorted(x for cell in c for x in cell.chunks)
+    assert m.spread() == "0.0-6.0"
