@@ -11,6 +11,7 @@ import random
 from typing import Any
 
 import pytest
+from batch_runs import BatchRun, run_in_batches
 from test_engine_support import cht
 from test_grid_columns import _run, _stream
 
@@ -186,27 +187,17 @@ def test_pane_store_snapshot_restore_continue() -> None:
                                      "group_by": ["g"], "udm": "sum", "input": "v"}]}))
     stream = _many_groups(9, 1200, "int")
 
-    def run(cut: int | None) -> tuple[Any, list[dict[str, int]]]:
-        r = QueryRunner(q)
-        out: list[Any] = []
-        sizes = []
-        for a in range(0, len(stream), 100):
-            part = stream[a:a + 100]
-            out += r.process_batch(ElementBatch.from_elements(part, list(range(a, a + len(part)))))
-            sizes.append(r.state_size())
-            if a == cut:
-                r = QueryRunner.restore(r.snapshot(), q)
-        out += r.finish()
-        return cht(out), sizes
+    def run(*cuts: int) -> BatchRun[dict[str, int]]:
+        return run_in_batches(q, stream, 100, cuts=cuts, probe=QueryRunner.state_size)
 
-    whole, sizes = run(None)
-    assert whole == oracle(q.spec, stream)
+    whole = run()
+    assert whole.table == oracle(q.spec, stream)
     for cut in (300, 700):
-        assert run(cut)[0] == whole
+        assert run(cut).table == whole.table
     with pytest.MonkeyPatch.context() as m:
         _closed_off(m)
-        off = run(None)[1]
-    assert [s["events"] for s in off] == [s["events"] for s in sizes]
+        off = run().probes
+    assert [s["events"] for s in off] == [s["events"] for s in whole.probes]
 
 
 @pytest.mark.parametrize("window", [{"type": "hopping", "size": 30, "hop": 10},

@@ -14,11 +14,11 @@ import random
 from typing import Any
 
 import pytest
+from batch_runs import run_in_batches
 from test_engine_support import check_physical, cht
 
 from udm.host.engine import QueryRunner
 from udm.host.engine.window.grid_panes import STALE, Pane, PaneFill
-from udm.host.io.batch import ElementBatch
 from udm.host.model.plan import bind
 from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
@@ -58,17 +58,6 @@ def _stream(seed: int, n: int = 1200) -> list[Element]:
     return [*out, Cti(10**18)]
 
 
-def _run(q: Any, stream: list[Element], chunk: int, cut: int | None = None) -> list[Element]:
-    r = QueryRunner(q)
-    out: list[Element] = []
-    for a in range(0, len(stream), chunk):
-        part = stream[a:a + chunk]
-        out += r.process_batch(ElementBatch.from_elements(part, list(range(a, a + len(part)))))
-        if cut is not None and a <= cut < a + chunk:
-            r = QueryRunner.restore(r.snapshot(), q)
-    return out + r.finish()
-
-
 def _counting(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Counts the retractions that reach a pane's values and the folds of a stale partial."""
     seen = {"unfolds": 0, "refolds": 0}
@@ -97,10 +86,10 @@ def test_stale_panes_equal_the_oracle(window: dict, step: dict, monkeypatch: pyt
         stream = _stream(seed)
         want = oracle(q.spec, stream)
         for chunk in (1, 1000):
-            got = _run(q, stream, chunk)
+            got = run_in_batches(q, stream, chunk).out
             check_physical(got)
             assert cht(got) == want, (seed, chunk)
-        assert cht(_run(q, stream, 100, cut=len(stream) // 2)) == want, seed
+        assert run_in_batches(q, stream, 100, cuts={len(stream) // 2}).table == want, seed
     assert 0 < seen["refolds"] < seen["unfolds"]
 
 
@@ -112,6 +101,6 @@ def test_a_stale_pane_is_folded_once_per_read(monkeypatch: pytest.MonkeyPatch) -
     rng = random.Random(3)
     ins = [Insert(f"e{i}", i // 4, i // 4 + 1, {"g": i % 2, "v": rng.randrange(500)}) for i in range(2000)]
     stream: list[Element] = [*ins, *(Retract(e.id, e.le, e.re, e.le) for e in ins[::3]), Cti(10**18)]
-    got = _run(q, stream, len(stream))
+    got = run_in_batches(q, stream, len(stream)).out
     assert cht(got) == oracle(q.spec, stream)
     assert seen["unfolds"] == len(ins[::3]) and seen["refolds"] <= 2

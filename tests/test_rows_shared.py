@@ -12,16 +12,15 @@ import random
 from typing import Any
 
 import pytest
+from batch_runs import BatchRun, run_in_batches
 from test_grid_columns import _run
 from test_rows_closed import _disordered
 
-from udm.host.engine import QueryRunner
 from udm.host.engine.window import rows_shared
-from udm.host.io.batch import ElementBatch
 from udm.host.model.plan import bind
 from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Element, Insert, Retract
-from udm.host.testing import cht, oracle
+from udm.host.testing import oracle
 
 
 def _in_order(seed: int, n: int, kind: str, groups: int) -> list[Element]:
@@ -111,23 +110,13 @@ def test_store_snapshot_restore_continue(monkeypatch: pytest.MonkeyPatch) -> Non
                                      "group_by": ["g"], "udm": "avg", "input": "v"}]}))
     stream = _in_order(9, 2400, "mixed", 30)
 
-    def run(cut: int | None) -> tuple[Any, list[int]]:
-        r = QueryRunner(q)
-        out: list[Any] = []
-        sizes = []
-        for a in range(0, len(stream), 200):
-            part = stream[a:a + 200]
-            out += r.process_batch(ElementBatch.from_elements(part, list(range(a, a + len(part)))))
-            sizes.append(r.state_size()["events"])
-            if a == cut:
-                r = QueryRunner.restore(r.snapshot(), q)
-        out += r.finish()
-        return cht(out), sizes
+    def run(*cuts: int) -> BatchRun[int]:
+        return run_in_batches(q, stream, 200, cuts=cuts, probe=lambda r: r.state_size()["events"])
 
-    whole, sizes = run(None)
-    assert whole == oracle(q.spec, stream)
+    whole = run()
+    assert whole.table == oracle(q.spec, stream)
     for cut in (600, 1400):
-        assert run(cut)[0] == whole
+        assert run(cut).table == whole.table
     with monkeypatch.context() as m:
         _store_off(m)
-        assert run(None)[1] == sizes
+        assert run().probes == whole.probes

@@ -12,6 +12,7 @@ import random
 from typing import Any
 
 import pytest
+from batch_runs import run_in_batches
 from test_engine_support import check_physical, cht
 
 from udm.host.engine import QueryRunner
@@ -163,15 +164,7 @@ def test_a_snapshot_between_batches_keeps_the_columns() -> None:
     q = _query(12, "sum")
     stream = _stream(7, 2000, 30, "int")
     want = oracle(q.spec, stream)
-    r = QueryRunner(q)
-    out: list[Any] = []
-    chunk = 300
-    for a in range(0, len(stream), chunk):
-        part = stream[a:a + chunk]
-        out += r.process_batch(ElementBatch.from_elements(part, list(range(a, a + len(part)))))
-        r = QueryRunner.restore(r.snapshot(), q)
-    out += r.finish()
-    assert cht(out) == want
+    assert run_in_batches(q, stream, 300, cuts=range(len(stream))).table == want
 
 
 @pytest.mark.parametrize("gap", [0, 3])
@@ -238,15 +231,7 @@ def test_sessions_of_int_and_float_values_are_written_as_the_oracle_writes_them(
         want = oracle(q.spec, stream)
         for chunk in (97, 150, 700):
             assert _run(q, stream, chunk)[0] == want, (seed, chunk)
-        r = QueryRunner(q)
-        out: list[Any] = []
-        for a in range(0, len(stream), 200):
-            part = stream[a:a + 200]
-            out += r.process_batch(ElementBatch.from_elements(part, list(range(a, a + len(part)))))
-            if a == 800:
-                r = QueryRunner.restore(r.snapshot(), q)
-        out += r.finish()
-        assert cht(out) == want, seed
+        assert run_in_batches(q, stream, 200, cuts={800}).table == want, seed
     assert written[0] > 300
 
 
@@ -343,15 +328,7 @@ def test_long_sessions_freeze_into_heads(udm: str, kind: str, max_delay: int,
     for seed in range(2):
         stream = _hot_stream(seed, 2500, kind)
         want = _same_both_ways(q, stream, (23, 400), seed)
-        r = QueryRunner(q)
-        out: list[Any] = []
-        for a in range(0, len(stream), 50):
-            part = stream[a:a + 50]
-            out += r.process_batch(ElementBatch.from_elements(part, list(range(a, a + len(part)))))
-            if a % 500 == 0:
-                r = QueryRunner.restore(r.snapshot(), q)
-        out += r.finish()
-        assert cht(out) == want, seed
+        assert run_in_batches(q, stream, 50, cuts=range(0, len(stream), 500)).table == want, seed
     assert min(seen.values()) > 0, seen
 
 
@@ -370,6 +347,11 @@ def _late_stream(seed: int, n: int) -> list[Element]:
             cti = max(cti, t - 30 - rng.randrange(10))
             out.append(Cti(cti))
     return [*out, Cti(10**18)]
+
+
+def _events_and_windows(r: QueryRunner) -> tuple[int, int]:
+    size = r.ops[0].state_size()
+    return size["events"], size["windows"]
 
 
 @pytest.mark.parametrize("udm", ["count", "sum"])
@@ -392,19 +374,11 @@ def test_sessions_output_before_their_close_stay_in_the_tail(udm: str, monkeypat
     for seed in range(3):
         stream = _late_stream(seed, 1500)
         want = _same_both_ways(q, stream, (5, 61, 400), seed)
-        r, r_off = QueryRunner(q), QueryRunner(q)
-        out: list[Any] = []
-        for a in range(0, len(stream), 40):
-            part = stream[a:a + 40]
-            out += r.process_batch(ElementBatch.from_elements(part, list(range(a, a + len(part)))))
-            with monkeypatch.context() as m:
-                _off(m)
-                r_off.process_batch(ElementBatch.from_elements(part, list(range(a, a + len(part)))))
-            if a % 400 == 0:
-                r = QueryRunner.restore(r.snapshot(), q)
-            size, off_size = r.ops[0].state_size(), r_off.ops[0].state_size()
-            assert (size["events"], size["windows"]) == (off_size["events"], off_size["windows"])  # (groups: quiet)
-        out += r.finish()
-        assert cht(out) == want, seed
+        on = run_in_batches(q, stream, 40, cuts=range(0, len(stream), 400), probe=_events_and_windows)
+        with monkeypatch.context() as m:
+            _off(m)
+            off = run_in_batches(q, stream, 40, probe=_events_and_windows)
+        assert on.table == want, seed
+        assert on.probes == off.probes, seed  # (groups: quiet)
     assert seen["known"] > 100 and seen["changed"] > 10, seen
 
