@@ -407,3 +407,34 @@ def test_int_columns_fill_their_nulls_at_any_offset_and_chunking() -> None:
         for got, src in ((ints_filled(part, -3), part), (ints_filled(col, -3), col)):
             want = src.fill_null(-3).to_numpy()
             assert got.dtype == np.int64 and got.tolist() == want.tolist()
+
+
+class _ReadOnly:
+    """A user's file-like object: only ``read``, and short reads of random sizes (as a socket or a pipe
+    gives them)."""
+
+    def __init__(self, data: bytes, rng: random.Random) -> None:
+        self._data, self._at, self._rng = data, 0, rng
+
+    def read(self, n: int = -1) -> bytes:
+        size = len(self._data) if n < 0 else min(n, self._rng.randint(1, 97))
+        out = self._data[self._at: self._at + size]
+        self._at += len(out)
+        return out
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_line(), min_size=1, max_size=25), st.integers(1, 8), st.integers(0, 2**32))
+def test_a_stream_with_only_read_is_read_like_a_file(fast_small: None, lines: list[str], batch: int,
+                                                     seed: int) -> None:
+    """`read_jsonl_elements` on a caller's stream without ``readinto``: the same elements and bad lines
+    as the spec's per-line reading of its bytes, blocks cut across its short reads."""
+    text = ("\n".join(lines) + "\n").encode()
+    assert not hasattr(_ReadOnly(text, random.Random(seed)), "readinto")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(jl, "_FIRST_BLOCK_BYTES", 64)  # several blocks, each of several short reads
+        got = _norm(read_jsonl_elements(_ReadOnly(text, random.Random(seed)), batch_size=batch))
+        parallel = _norm(read_jsonl_elements(_ReadOnly(text, random.Random(seed)), batch_size=batch, workers=2,
+                                             block_bytes=128))
+    _same_but_json_reasons(got, _reference(text))
+    assert parallel == got

@@ -439,7 +439,7 @@ def _blocks(f: IO[bytes], block_bytes: int) -> Iterator[bytearray]:
     while True:
         buf = bytearray(len(rest) + size)
         buf[: len(rest)] = rest
-        # (every binary stream `JsonlReader` takes has ``readinto``; the view is gone once it returns, so buf resizes)
+        # (`JsonlReader` gives every stream a ``readinto``; the view is gone once it returns, so buf resizes)
         got = cast(Any, f).readinto(memoryview(buf)[len(rest):]) or 0
         size = min(size * 2, block_bytes)
         if not got:
@@ -548,15 +548,28 @@ def _read_parallel(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+class _ReadInto:
+    """A caller's binary stream that has only ``read`` (a user's file-like object), given the ``readinto``
+    `_blocks` reads with: the blocks are cut from its bytes as from any file's."""
+
+    def __init__(self, f: Any) -> None:
+        self._f = f
+
+    def readinto(self, view: memoryview) -> int:
+        data = self._f.read(len(view)) or b""
+        view[: len(data)] = data
+        return len(data)
+
+
 class JsonlReader:
     """Iterates a JSONL file as `ElementBatch`es of at most ``batch_size`` rows, in line order.
 
-    ``path`` may be ``"-"`` (standard input) or an open binary file. ``fast=False`` forces the per-line
-    path (tests, comparison). ``prefetch=k`` reads up to ``k`` batches ahead in a background thread
-    (pyarrow parses without the GIL, so reading overlaps the consumer's work). ``workers=w`` instead
-    parses blocks (of ``block_bytes``) in ``w`` threads, up to ``max(prefetch, w)`` blocks ahead, so
-    that parsing can use every core the consumer leaves idle. ``bytes_done`` tells how far the consumer
-    has got (for progress bars)."""
+    ``path`` may be ``"-"`` (standard input) or an open binary file (one with only ``read`` too).
+    ``fast=False`` forces the per-line path (tests, comparison). ``prefetch=k`` reads up to ``k`` batches
+    ahead in a background thread (pyarrow parses without the GIL, so reading overlaps the consumer's
+    work). ``workers=w`` instead parses blocks (of ``block_bytes``) in ``w`` threads, up to
+    ``max(prefetch, w)`` blocks ahead, so that parsing can use every core the consumer leaves idle.
+    ``bytes_done`` tells how far the consumer has got (for progress bars)."""
 
     def __init__(
         self,
@@ -592,7 +605,7 @@ class JsonlReader:
             except OSError as exc:
                 raise UdmError(f"cannot read input {p}: {exc.strerror or exc}") from None
             return self._file
-        return p
+        return p if hasattr(p, "readinto") else cast(IO[bytes], _ReadInto(p))
 
     def __iter__(self) -> Iterator[ElementBatch]:
         use_bulk_pool()  # (the reader allocates most of a run's buffers: `udm.host.io.arrow_pool` says why)
