@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                     ns[label].append(r["cpu"] * 1e9 / r["rows"])
             b, c = statistics.median(ns["base"]), statistics.median(ns["current"])
             print(f"{q:5} base {b:7.0f} ns/row   current {c:7.0f} ns/row   ratio {c / b:.3f}   "
+                  f"(each: base {[round(x) for x in ns['base']]}, current {[round(x) for x in ns['current']]}) "
                   f"({int(r['rows']):,} rows; {load_text()})", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
