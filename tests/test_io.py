@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from udm.host.errors import BadElement
 from udm.host.io import jsonl as jl
 from udm.host.io.batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch, ints_filled
+from udm.host.io.encode import EncodedLines
 from udm.host.io.jsonl import (
     DeadLetterWriter,
     JsonlReader,
@@ -407,3 +409,96 @@ def test_int_columns_fill_their_nulls_at_any_offset_and_chunking() -> None:
         for got, src in ((ints_filled(part, -3), part), (ints_filled(col, -3), col)):
             want = src.fill_null(-3).to_numpy()
             assert got.dtype == np.int64 and got.tolist() == want.tolist()
+
+
+class _ReadOnly:
+    """A user's file-like object: only ``read``, and short reads of random sizes (as a socket or a pipe
+    gives them)."""
+
+    def __init__(self, data: bytes, rng: random.Random) -> None:
+        self._data, self._at, self._rng = data, 0, rng
+
+    def read(self, n: int = -1) -> bytes:
+        size = len(self._data) if n < 0 else min(n, self._rng.randint(1, 97))
+        out = self._data[self._at: self._at + size]
+        self._at += len(out)
+        return out
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_line(), min_size=1, max_size=25), st.integers(1, 8), st.integers(0, 2**32))
+def test_a_stream_with_only_read_is_read_like_a_file(fast_small: None, lines: list[str], batch: int,
+                                                     seed: int) -> None:
+    """`read_jsonl_elements` on a caller's stream without ``readinto``: the same elements and bad lines
+    as the spec's per-line reading of its bytes, blocks cut across its short reads."""
+    text = ("\n".join(lines) + "\n").encode()
+    assert not hasattr(_ReadOnly(text, random.Random(seed)), "readinto")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(jl, "_FIRST_BLOCK_BYTES", 64)  # several blocks, each of several short reads
+        got = _norm(read_jsonl_elements(_ReadOnly(text, random.Random(seed)), batch_size=batch))
+        parallel = _norm(read_jsonl_elements(_ReadOnly(text, random.Random(seed)), batch_size=batch, workers=2,
+                                             block_bytes=128))
+    _same_but_json_reasons(got, _reference(text))
+    assert parallel == got
+
+
+def _pieces(rng: random.Random, n: int) -> list[Any]:
+    """Encoded pieces as the encoder hands them: bytes, and slices of a column's text buffer."""
+    buf = pa.py_buffer(bytes(rng.randrange(256) for _ in range(4096)))
+    out: list[Any] = []
+    for _ in range(n):
+        if rng.random() < 0.5:
+            out.append(bytes(rng.randrange(256) for _ in range(rng.randint(0, 40))))
+        else:
+            a = rng.randint(0, 4096)
+            out.append(memoryview(buf)[a: rng.randint(a, 4096)])
+    return out
+
+
+def test_encoded_pieces_reach_a_pipe_whole_and_in_order() -> None:
+    """`JsonlWriter.write_encoded` on a pipe: more pieces than one ``writev`` takes, a pipe smaller than
+    what is written (a reader drains it as it fills), text lines written between them: the bytes read are
+    the text and the pieces, in the order of the calls."""
+    import threading
+
+    rng = random.Random(11)
+    calls: list[tuple[str, list[Any]]] = [("text", [Insert("a", 1, 2, {"v": 1}), Cti(3)]), ("enc", _pieces(rng, 2500)),
+                                          ("text", [Cti(4)]), ("enc", _pieces(rng, 7))]
+    want = b"".join("".join(json.dumps(element_to_json(e)) + "\n" for e in x).encode() if k == "text"
+                    else b"".join(bytes(p) for p in x) for k, x in calls)
+    r, w = os.pipe()
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.extend(iter(lambda: os.read(r, 1000), b"")))
+    reader.start()
+    with os.fdopen(w, "w", encoding="utf-8") as stream:
+        writer = JsonlWriter(stream)
+        for kind, x in calls:
+            if kind == "text":
+                writer.write(x)  # (short: through the text layer)
+            else:
+                writer.write_encoded(EncodedLines(tuple(x), len(x)))
+        writer.close()
+    reader.join()
+    os.close(r)
+    assert b"".join(got) == want
+
+
+def test_short_writes_go_on_where_they_stopped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A ``writev`` that takes only part of what it is given (a pipe, a terminal, a signal) is continued
+    from the first byte it did not take, mid-piece or at a piece's end."""
+    rng = random.Random(5)
+    real = os.writev
+
+    def short(fd: int, bufs: list[Any]) -> int:
+        total = sum(len(b) for b in bufs)
+        take = rng.choice([1, 2, rng.randint(1, max(1, total)), total])
+        data = b"".join(bytes(b) for b in bufs)[:take]
+        return real(fd, [data])
+
+    for n in (0, 1, 5, 300, 1500):
+        pieces = _pieces(rng, n)
+        path = tmp_path / f"out{n}.jsonl"
+        with monkeypatch.context() as mp, JsonlWriter(path) as writer:
+            mp.setattr(os, "writev", short)
+            writer.write_encoded(EncodedLines(tuple(pieces), max(n, 1)))
+        assert path.read_bytes() == b"".join(bytes(p) for p in pieces)

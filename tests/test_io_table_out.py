@@ -30,6 +30,19 @@ def test_physical_view_keeps_fields_that_the_first_row_lacks(tmp_path: Path) -> 
     assert rows[3]["re_new"] == 3 and rows[0]["t"] == 0
 
 
+def test_parquet_statistics_for_every_column_but_the_ids(tmp_path: Path) -> None:
+    """Readers prune row groups by the times' and payload's min/max; the ids' text order prunes nothing, and
+    its statistics are not written."""
+    with TableWriter(TableSink(tmp_path / "p.parquet", "parquet", view="physical")) as w:
+        w.write(STREAM)
+    meta = pq.ParquetFile(tmp_path / "p.parquet").metadata
+    group = meta.row_group(0)
+    stats = {group.column(i).path_in_schema: group.column(i).statistics for i in range(group.num_columns)}
+    assert stats.pop("id") is None
+    assert all(s is not None and s.has_min_max for name, s in stats.items() if name in ("le", "x", "kind"))
+    assert (stats["le"].min, stats["x"].max) == (1, 3)
+
+
 def test_final_view_is_the_cht_and_rows_are_written_once_final(tmp_path: Path) -> None:
     w = TableWriter(TableSink(tmp_path / "f.jsonl", "json", view="final"))
     w.write(STREAM[:-1])
