@@ -1,10 +1,16 @@
 """State kept per group key inside one key bucket of the Structured Streaming path (issue 14).
 
 Why: a bucket that keeps one engine for all its keys reads and writes all of them on every micro-batch
-that touches it, so a micro-batch costs O(bucket state). Here a bucket keeps one engine per routing-key
-value (the query's partition-key fields, `udm.host.spark.partition.partition_keys`), each pickled on its
-own, and a small index of every live key's *due* time and *hold*; a micro-batch loads only the keys with
-elements in it and the keys due at or before its new CTI (semantics-notes 41).
+that touches it, so a micro-batch costs O(bucket state). Here a bucket keeps its state by routing-key value
+(the query's partition-key fields, `udm.host.spark.partition.partition_keys`) in engines pickled on their
+own, and a small index of every live engine's *due* time and *hold*; a micro-batch loads only the engines
+of the keys with elements in it and the engines due at or before its new CTI (semantics-notes 41).
+
+* **Shared engines** (semantics-notes 78): the keys first seen in one call join one engine (a new one every
+  `udm.host.spark.key_store.PARK_KEYS` keys) and live in it from then on (``index.home``). An engine costs
+  ~2 ms of Python over its life whatever it holds, so a key that only waits (one event far ahead) cost that
+  much; in a shared engine it costs tens of µs. One engine over any part of the bucket is correct, as one
+  over each key is; below, "key" means such an engine where due, hold, serial and slabs are concerned.
 
 * **due** (`engine_due`): the earliest input CTI at which the key's engine would emit output or change
   state (a window's end; an event's end that lets the registry forget it, when no window comes first).

@@ -28,8 +28,8 @@ import numpy as np
 
 from udm.host.engine.common import NEG
 
-__all__ = ["INDEX_VERSION", "PARK_KEYS", "SLAB_BYTES", "BucketStore", "DictStore", "EngineSlabs", "KeyEntry", "KeyIndex",
-           "SparkStore", "dump_index", "dump_slab", "load_index", "load_slab"]
+__all__ = ["INDEX_VERSION", "PARK_KEYS", "SLAB_BYTES", "BucketStore", "DictStore", "EngineSlabs", "KeyEntry",
+           "KeyIndex", "SparkStore", "dump_index", "dump_slab", "load_index", "load_slab"]
 
 #: index layout (a new one needs a new streaming layout number, semantics-notes 42); 5: keys first seen in one
 #: call share an engine (semantics-notes 78); 4: slabs compressed (semantics-notes 77); 3: the keys as columns
