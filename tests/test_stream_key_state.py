@@ -125,6 +125,27 @@ def test_keyed_bucket_equals_the_oracle_and_one_engine(query: dict[str, Any], se
     assert store.slabs == {}  # the end of input leaves no per-key state behind
 
 
+@pytest.mark.parametrize(("query", "seed", "size"), [(TUMBLING, 21, 25), (SESSION, 24, 40), (EARLY_ADJUST, 27, 30),
+                                                     (DELAYED, 28, 20)])
+def test_keys_sharing_engines_of_three_equal_the_oracle_and_one_engine(query: dict[str, Any], seed: int,
+                                                                        size: int, monkeypatch: Any) -> None:
+    """Keys first seen in one call share an engine, 3 to one here (semantics-notes 78): large micro-batches
+    of many keys, so engines mix keys that come back with keys that do not; the oracle's CHT and, after every
+    micro-batch, one engine's CTI and dead letters. And 600 keys first seen in one call live in 3 engines."""
+    from udm.host.spark import key_state
+
+    monkeypatch.setattr(key_state, "PARK_KEYS", 3)
+    stream = generate(seed=seed, events=200, groups=20, duration="mixed", speculation=0.4, disorder="slightly",
+                      cti="regular", bad=0.05)
+    out, _, _ = _run_both(query, stream, size, track_ids=True)
+    verdict = verify(out, oracle_run(bind(parse_query(query)), stream).cht)
+    assert verdict, str(verdict)
+    monkeypatch.setattr(key_state, "PARK_KEYS", 256)
+    res = KeyedBucket(bind(parse_query(query)), None, ["g"], DictStore(), 0).run(
+        _table(list(enumerate([*_stream_of_keys(600, 0), Cti(2)], 1))), _feed, prepare=_prepare)
+    assert res.stats["keys"] == {"loaded": 600, "live": 600, "engines": 3}
+
+
 @pytest.mark.parametrize(("query", "seed", "size"), [(TUMBLING, 11, 7), (HOPPING, 13, 11), (SESSION, 14, 9),
                                                      (EARLY_ADJUST, 17, 8), (DELAYED, 18, 6)])
 def test_keys_named_by_the_udm_run_driver_need_no_id_map(query: dict[str, Any], seed: int, size: int) -> None:
