@@ -1,6 +1,6 @@
 """Structured Streaming with state per key (`udm.host.spark.key_state`, semantics-notes 41-43): on Spark,
-a micro-batch loads only the keys it touches and the keys due (the processor's own count, reported in
-its stats rows); the output and every bucket's CTI, micro-batch by micro-batch, are those of the
+a micro-batch loads only the engines of the keys it touches and the engines due (the processor's own count,
+reported in its stats rows); the output and every bucket's CTI, micro-batch by micro-batch, are those of the
 whole-bucket layout and the CHT the oracle's; a query stopped and restarted from its checkpoint goes on
 from the per-key state; a checkpoint of the old layout is refused in one line."""
 
@@ -57,10 +57,11 @@ def _logical(files: list[list[dict[str, Any]]]) -> list[Any]:
             for f in files for r in f]
 
 
-def _keys_stats(rows: list[dict[str, Any]], batch: int) -> tuple[int, int]:
-    """(keys loaded, keys live) summed over the buckets called in micro-batch ``batch``."""
+def _keys_stats(rows: list[dict[str, Any]], batch: int, what: str = "loaded") -> tuple[int, int]:
+    """(keys loaded, keys live) summed over the buckets called in micro-batch ``batch`` (``what``:
+    ``engines``, engines loaded instead of keys)."""
     got = [json.loads(r["payload"])["keys"] for r in rows if r["stream"] == "stats" and r["batch"] == batch]
-    return sum(k["loaded"] for k in got), sum(k["live"] for k in got)
+    return sum(k[what] for k in got), sum(k["live"] for k in got)
 
 
 @pytest.mark.slow
@@ -70,7 +71,9 @@ def test_a_micro_batch_loads_only_touched_and_due_keys(spark: Any, tmp_path: Pat
     files = _files()
     rows = collect(run_stream(QUERY, json_files(spark, tmp_path / "in", files, SCHEMA), buckets=2), tmp_path / "ck")
     assert _keys_stats(rows, 0) == (KEYS, KEYS)
-    assert _keys_stats(rows, 1) == (1, KEYS)  # one key touched; cti(50) closes nothing
+    # one key touched; cti(50) closes nothing: its engine alone (each bucket's keys, first seen together, share
+    # one, semantics-notes 78)
+    assert _keys_stats(rows, 1, "engines") == (1, KEYS) and _keys_stats(rows, 1)[0] < KEYS
     assert _keys_stats(rows, 2) == (KEYS, 0)  # cti(200): every key is due, then holds nothing
     assert verify(out_elements(rows), oracle_run(bind(parse_query(QUERY)), _logical(files)).cht)
     # every bucket's CTI in every micro-batch is the whole-bucket layout's (one engine per bucket)
@@ -111,9 +114,10 @@ def test_a_checkpoint_of_the_whole_bucket_layout_is_refused(spark: Any, tmp_path
     req = RunRequest(bind(parse_query(QUERY)), src, tmp_path / "o.jsonl", checkpoint=ck)
     get_engine("spark-streaming")(req)
     meta = json.loads((ck / "run.json").read_text())
-    (ck / "run.json").write_text(json.dumps({**meta, "layout": 2}))
-    with pytest.raises(UdmError, match=r"different state layout \(an older udmkit's\)"):
-        get_engine("spark-streaming")(req)
+    for old in (2, 9):  # (9: an engine per key, before keys first seen together shared one, semantics-notes 78)
+        (ck / "run.json").write_text(json.dumps({**meta, "layout": old}))
+        with pytest.raises(UdmError, match=r"different state layout \(an older udmkit's\)"):
+            get_engine("spark-streaming")(req)
 
 
 def test_a_dataframe_checkpoint_of_the_whole_bucket_layout_is_refused(spark: Any, tmp_path: Path) -> None:

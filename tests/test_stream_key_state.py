@@ -125,6 +125,27 @@ def test_keyed_bucket_equals_the_oracle_and_one_engine(query: dict[str, Any], se
     assert store.slabs == {}  # the end of input leaves no per-key state behind
 
 
+@pytest.mark.parametrize(("query", "seed", "size"), [(TUMBLING, 21, 25), (SESSION, 24, 40), (EARLY_ADJUST, 27, 30),
+                                                     (DELAYED, 28, 20)])
+def test_keys_sharing_engines_of_three_equal_the_oracle_and_one_engine(query: dict[str, Any], seed: int,
+                                                                        size: int, monkeypatch: Any) -> None:
+    """Keys first seen in one call share an engine, 3 to one here (semantics-notes 78): large micro-batches
+    of many keys, so engines mix keys that come back with keys that do not; the oracle's CHT and, after every
+    micro-batch, one engine's CTI and dead letters. And 600 keys first seen in one call live in 3 engines."""
+    from udm.host.spark import key_state
+
+    monkeypatch.setattr(key_state, "PARK_KEYS", 3)
+    stream = generate(seed=seed, events=200, groups=20, duration="mixed", speculation=0.4, disorder="slightly",
+                      cti="regular", bad=0.05)
+    out, _, _ = _run_both(query, stream, size, track_ids=True)
+    verdict = verify(out, oracle_run(bind(parse_query(query)), stream).cht)
+    assert verdict, str(verdict)
+    monkeypatch.setattr(key_state, "PARK_KEYS", 256)
+    res = KeyedBucket(bind(parse_query(query)), None, ["g"], DictStore(), 0).run(
+        _table(list(enumerate([*_stream_of_keys(600, 0), Cti(2)], 1))), _feed, prepare=_prepare)
+    assert res.stats["keys"] == {"loaded": 600, "live": 600, "engines": 3}
+
+
 @pytest.mark.parametrize(("query", "seed", "size"), [(TUMBLING, 11, 7), (HOPPING, 13, 11), (SESSION, 14, 9),
                                                      (EARLY_ADJUST, 17, 8), (DELAYED, 18, 6)])
 def test_keys_named_by_the_udm_run_driver_need_no_id_map(query: dict[str, Any], seed: int, size: int) -> None:
@@ -182,16 +203,22 @@ def _many_ctis(keys: int, ticks: int, endless: bool = False) -> list[Element]:
     return out
 
 
+@pytest.mark.parametrize("park", [256, 1])
 @pytest.mark.parametrize("query", [TUMBLING, HOPPING, SESSION, EARLY_ADJUST, DELAYED])
-def test_a_key_takes_its_rows_and_the_ctis_between_them_in_one_call(query: dict[str, Any]) -> None:
-    """A micro-batch of 4 keys and 12 CTIs: one engine call per key (not one per key and CTI), the output and
-    CTIs of one engine, the oracle's CHT."""
+def test_an_engine_takes_its_rows_and_the_ctis_between_them_in_one_call(query: dict[str, Any], park: int,
+                                                                        monkeypatch: Any) -> None:
+    """A micro-batch of 4 new keys and 12 CTIs: one call per engine (not one per engine and CTI): the 4 keys
+    share one engine (semantics-notes 78), or with one key an engine (``PARK_KEYS`` 1) each takes its 12
+    events and the 12 CTIs; the output and CTIs of one engine, the oracle's CHT."""
+    from udm.host.spark import key_state
+
+    monkeypatch.setattr(key_state, "PARK_KEYS", park)
     stream = _many_ctis(4, 12)
     bound = bind(parse_query(query))
     calls: list[int] = []
     res = KeyedBucket(bound, None, ["g"], DictStore(), 0).run(_table(list(enumerate(stream, 1))),
                                                               _counting_feed(calls), prepare=_prepare)
-    assert len(calls) == 4 and sorted(calls) == [12 + 12] * 4  # each key: its 12 events and the 12 CTIs
+    assert sorted(calls) == ([4 * 12 + 12] if park > 4 else [12 + 12] * 4)
     whole = QueryRunner(bound)
     got = _feed(whole, _table(list(enumerate(stream, 1))))
     agrees_with_whole(0, res, got, whole, None, _dead_key)
@@ -222,7 +249,12 @@ def _stream_of_keys(keys: int, le: int) -> list[Element]:
     return [Insert(f"e{le}-{k}", le + k % 3, le + 90, {"g": f"k{k}", "v": 1.0}) for k in range(keys)]
 
 
-def test_a_micro_batch_reads_only_the_keys_it_touches_and_the_keys_due() -> None:
+def test_a_micro_batch_reads_only_the_engines_it_touches_and_the_engines_due(monkeypatch: Any) -> None:
+    """40 keys first seen in one call, 8 to an engine (``PARK_KEYS``, semantics-notes 78): an element of k7
+    loads k7's engine alone; a CTI closing every window loads every engine once."""
+    from udm.host.spark import key_state
+
+    monkeypatch.setattr(key_state, "PARK_KEYS", 8)
     bound = bind(parse_query({"steps": [{"op": "window", "window": {"type": "tumbling", "size": 100},
                                          "group_by": ["g"], "udm": "sum", "input": "v"}]}))
     store = DictStore()
@@ -231,15 +263,16 @@ def test_a_micro_batch_reads_only_the_keys_it_touches_and_the_keys_due() -> None
         return KeyedBucket(bound, None, ["g"], store, 3).run(_table(list(enumerate(els, 1))), _feed, prepare=_prepare)
 
     call([*_stream_of_keys(40, 0), Cti(5)])  # 40 keys, each with an open window [0, 100)
-    assert len(store.slabs) == 1  # (40 small engines: one slab)
+    assert len(store.slabs) == 1  # (5 small engines: one slab)
     store.counts.clear()
     res = call([Insert("one", 10, 20, {"g": "k7", "v": 2.0}), Cti(60)])  # one key, no window closes
     assert store.counts["slab_reads"] == 1 and store.counts["slab_writes"] == 1
-    assert res.out == [] and res.stats["keys"] == {"loaded": 1, "live": 40}
+    assert res.out == [] and res.stats["keys"] == {"loaded": 8, "live": 40, "engines": 1}  # (k0 to k7's)
     assert res.cti == 0  # every key holds its window open from 0
     store.counts.clear()
-    res = call([Cti(100)])  # closes every key's window: all 40 are due, none is in the batch
-    assert store.counts["slab_reads"] == 2 and res.stats["keys"]["loaded"] == 40  # (the 39 keys' slab, k7's)
+    res = call([Cti(100)])  # closes every key's window: all 5 engines are due, none is in the batch
+    assert store.counts["slab_reads"] == 2  # (the 4 other engines' slab, k7's)
+    assert res.stats["keys"] == {"loaded": 40, "live": 0, "engines": 5}
     assert sorted(el.payload["g"] for _, el in res.out) == sorted(f"k{k}" for k in range(40))
     assert res.cti == 100
     store.counts.clear()
@@ -268,7 +301,7 @@ def test_no_cyclic_collection_during_a_call_and_the_collector_as_it_was_after(en
     try:
         store = DictStore()
         res = KeyedBucket(bound, None, ["g"], store, 0).run(_table(list(enumerate(els, 1))), feed, prepare=_prepare)
-        assert seen == [False] * 5 and gc.isenabled() == enabled
+        assert seen == [False] and gc.isenabled() == enabled  # (the 5 new keys share one engine)
         assert sorted(el.payload["g"] for _, el in res.out) == [f"k{k}" for k in range(5)]
         with pytest.raises(RuntimeError, match="boom"):
             KeyedBucket(bound, None, ["g"], DictStore(), 0).run(_table(list(enumerate(els, 1))), broken,
@@ -278,9 +311,13 @@ def test_no_cyclic_collection_during_a_call_and_the_collector_as_it_was_after(en
         gc.enable()
 
 
-def test_the_end_of_input_reads_every_live_key_in_one_bulk_read() -> None:
+def test_the_end_of_input_reads_every_live_key_in_one_bulk_read(monkeypatch: Any) -> None:
     """At the end every live key's engine ends, so all are read: in one pass over the store, not a read per
-    key (each a round trip to Spark's state server); the output is the oracle's as before."""
+    engine (each a round trip to Spark's state server); the output is the oracle's as before. (40 keys, 8 to
+    an engine.)"""
+    from udm.host.spark import key_state
+
+    monkeypatch.setattr(key_state, "PARK_KEYS", 8)
     query = {"steps": [{"op": "window", "window": {"type": "tumbling", "size": 100}, "group_by": ["g"],
                         "udm": "sum", "input": "v"}]}
     bound = bind(parse_query(query))
@@ -293,7 +330,7 @@ def test_the_end_of_input_reads_every_live_key_in_one_bulk_read() -> None:
     table = pa.concat_tables([table, end.set_column(0, "kind", pa.array(["_end"]))])
     res = KeyedBucket(bound, None, ["g"], store, 0).run(table, _feed, prepare=_prepare)
     assert store.counts["bulk_reads"] == 1
-    assert store.counts["slab_reads"] == 1  # only k3's, touched before the end
+    assert store.counts["slab_reads"] == 1  # only k3's engine's, touched before the end
     assert len(res.out) == 40
     assert verify([Insert(f"{p}.{el.id}", el.le, el.re, el.payload) for p, el in res.out],
                   oracle_run(bound, [*first, Insert("late", 50, 60, {"g": "k3", "v": 5.0})]).cht)
@@ -322,8 +359,9 @@ def test_the_index_is_stored_compressed_and_an_older_layout_is_refused() -> None
     """The index blob is compressed (semantics-notes 61): a bucket of 400 keys writes it over twice as
     small as its pickle (~3x; ~10x at 10,000 keys). An index of streaming layouts 3 to 6 (plain, or of
     index version 1: engines by key, not in slabs), of layout 7 (index version 2: the keys as a tuple of
-    lists) or of layout 8 (index version 3: slabs not compressed) is refused in one line (semantics-notes 74,
-    75, 77)."""
+    lists), of layout 8 (index version 3: slabs not compressed) or of layout 9 (index version 4: an engine per
+    key, where its slabs would be read as engines of several keys) is refused in one line (semantics-notes 74,
+    75, 77, 78)."""
     from udm.host.spark.key_store import dump_index, load_index
 
     bound = bind(parse_query(TUMBLING))
@@ -335,7 +373,7 @@ def test_the_index_is_stored_compressed_and_an_older_layout_is_refused() -> None
     plain = pickle.dumps(ix, protocol=pickle.HIGHEST_PROTOCOL)
     assert len(blob) * 2 < len(plain)
     olds = [plain, _index_of_layout_6(), _index_of_layout_7()]
-    for v in (1, 3):  # (3: layout 8, its slabs plain pickles)
+    for v in (1, 3, 4):  # (3: layout 8, its slabs plain pickles; 4: layout 9, an engine per key)
         ix.v = v
         olds.append(dump_index(ix))
     for old in olds:
@@ -343,10 +381,14 @@ def test_the_index_is_stored_compressed_and_an_older_layout_is_refused() -> None
             KeyedBucket(bound, None, ["g"], DictStore(slabs=dict(store.slabs), index=old), 0)
 
 
-def test_slabs_are_stored_compressed() -> None:
+def test_slabs_are_stored_compressed(monkeypatch: Any) -> None:
     """A slab is stored compressed (semantics-notes 77): the engines of one query repeat the same pickled
-    structure, so 200 keys' slab is over 20x smaller than its pickle; it reads back as the same engines."""
+    structure, so 200 keys' slab (an engine each: ``PARK_KEYS`` 1) is over 20x smaller than its pickle; it
+    reads back as the same engines."""
+    from udm.host.spark import key_state
     from udm.host.spark.key_store import load_slab
+
+    monkeypatch.setattr(key_state, "PARK_KEYS", 1)
 
     store = DictStore()
     KeyedBucket(bind(parse_query(TUMBLING)), None, ["g"], store, 0).run(

@@ -166,10 +166,14 @@ def _bucket_calls(query: dict[str, Any], bucket: int, prepare: Any = None
     return call, store
 
 
-def test_a_graph_micro_batch_reads_only_the_keys_it_touches_and_the_keys_due() -> None:
-    """40 keys with a live join event each: an element of one key reads that key alone; a CTI reads only
-    the keys whose events it lets the join forget (once both inputs' CTIs pass their ends, semantics-notes
-    52), which are then dropped and never read again."""
+def test_a_graph_micro_batch_reads_only_the_keys_it_touches_and_the_keys_due(monkeypatch: Any) -> None:
+    """40 keys with a live join event each, 8 to an engine (``PARK_KEYS``, semantics-notes 78): an element of
+    one key reads that key's engine alone; a CTI reads only the engines whose events it lets the join forget
+    (once both inputs' CTIs pass their ends, semantics-notes 52), which are then dropped and never read
+    again."""
+    from udm.host.spark import key_state
+
+    monkeypatch.setattr(key_state, "PARK_KEYS", 8)
     call, store = _bucket_calls(JOIN, 3)
 
     call([("a", Insert(f"a{k}", 1, 50, {"k": f"k{k}", "v": 1.0})) for k in range(40)]
@@ -179,13 +183,14 @@ def test_a_graph_micro_batch_reads_only_the_keys_it_touches_and_the_keys_due() -
     res = call([("b", Insert("b7", 2, 30, {"k": "k7", "v": 2.0}))])
     assert store.counts["slab_reads"] == 1 and store.counts["slab_writes"] == 1
     assert [el.payload["k"] for _, el in res.out] == ["k7"]  # the join met its partner
-    assert res.stats["keys"] == {"loaded": 1, "live": 40}
+    assert res.stats["keys"] == {"loaded": 8, "live": 40, "engines": 1}
     store.counts.clear()
     res = call([("a", Cti(20)), ("b", Cti(20))])  # no event ends: a join's output CTI is the idle engine's
     assert store.counts["slab_reads"] == 0 and res.cti == 20
     store.counts.clear()
     res = call([("a", Cti(60)), ("b", Cti(60))])  # every event ends: all 40 are read once, then dropped
-    assert store.counts["slab_reads"] == 2 and res.stats["keys"]["loaded"] == 40 and store.slabs == {}
+    assert store.counts["slab_reads"] == 2 and res.stats["keys"] == {"loaded": 40, "live": 0, "engines": 5}
+    assert store.slabs == {}
     assert res.cti == 60
     store.counts.clear()
     res = call([("a", Cti(70)), ("b", Cti(70))])

@@ -52,11 +52,11 @@ class IdMap:
         name, id = qualified.split("\x1f", 1)
         return r.live_end(id, name)
 
-    def update(self, key: str, r: QueryRunner, ids: dict[str, int], touched: set[str], finished: bool,
+    def update(self, r: QueryRunner, ids: dict[str, int], touched: dict[str, str], finished: bool,
                input_cti: Callable[[str | None], int]) -> None:
-        """Key ``key``'s entries after its engine ``r`` ran: the ids this call touched as the engine now holds
-        them; ``ids`` (the key's live ids and their REs) kept in step; closed ids forgotten."""
-        for id in touched:
+        """An engine's entries after it (``r``) ran: the ids this call touched (with their keys) as the engine
+        now holds them; ``ids`` (its keys' live ids and their REs) kept in step; closed ids forgotten."""
+        for id, key in touched.items():
             re = None if finished else self.live_re(r, id)
             if re is not None:
                 if ids.get(id) != re:

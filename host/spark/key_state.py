@@ -1,10 +1,16 @@
 """State kept per group key inside one key bucket of the Structured Streaming path (issue 14).
 
 Why: a bucket that keeps one engine for all its keys reads and writes all of them on every micro-batch
-that touches it, so a micro-batch costs O(bucket state). Here a bucket keeps one engine per routing-key
-value (the query's partition-key fields, `udm.host.spark.partition.partition_keys`), each pickled on its
-own, and a small index of every live key's *due* time and *hold*; a micro-batch loads only the keys with
-elements in it and the keys due at or before its new CTI (semantics-notes 41).
+that touches it, so a micro-batch costs O(bucket state). Here a bucket keeps its state by routing-key value
+(the query's partition-key fields, `udm.host.spark.partition.partition_keys`) in engines pickled on their
+own, and a small index of every live engine's *due* time and *hold*; a micro-batch loads only the engines
+of the keys with elements in it and the engines due at or before its new CTI (semantics-notes 41).
+
+* **Shared engines** (semantics-notes 78): the keys first seen in one call join one engine (a new one every
+  `udm.host.spark.key_store.PARK_KEYS` keys) and live in it from then on (``index.home``). An engine costs
+  ~2 ms of Python over its life whatever it holds, so a key that only waits (one event far ahead) cost that
+  much; in a shared engine it costs tens of µs. One engine over any part of the bucket is correct, as one
+  over each key is; below, "key" means such an engine where due, hold, serial and slabs are concerned.
 
 * **due** (`engine_due`): the earliest input CTI at which the key's engine would emit output or change
   state (a window's end; an event's end that lets the registry forget it, when no window comes first).
@@ -52,7 +58,16 @@ from udm.host.engine.common import INF, NEG, DeadLetter
 from udm.host.io.batch import ElementBatch
 from udm.host.query.runners import make_runner
 from udm.host.spark.key_ids import IdMap
-from udm.host.spark.key_store import INDEX_VERSION, BucketStore, EngineSlabs, KeyEntry, KeyIndex, dump_index, load_index
+from udm.host.spark.key_store import (
+    INDEX_VERSION,
+    PARK_KEYS,
+    BucketStore,
+    EngineSlabs,
+    KeyEntry,
+    KeyIndex,
+    dump_index,
+    load_index,
+)
 from udm.host.spark.rows import input_runs
 from udm.host.spark.stream_wire import join_value
 from udm.host.temporal.elements import Cti, Element
@@ -176,9 +191,10 @@ class _Live:
     runner: QueryRunner
     serial: int
     out: int = NEG
-    #: ids of live events (the id map's entries of this key, ``track_ids``) and their REs
+    #: ids of live events (the id map's entries of this engine's keys, ``track_ids``) and their REs
     ids: dict[str, int] = field(default_factory=dict)
-    touched: set[str] = field(default_factory=set)
+    #: ids this call fed, and the key of each
+    touched: dict[str, str] = field(default_factory=dict)
     #: a graph's key: the CTI each input was brought to
     fed: dict[str, int] = field(default_factory=dict)
 
@@ -225,6 +241,8 @@ class KeyedBucket:
         self._before: dict[str, dict[str, int]] = {}
         self.id_map = IdMap(store, self.graph) if track_ids else None
         self.slabs = EngineSlabs(store, self.index)
+        #: the engine this call's new keys join (`_home`)
+        self._park: str | None = None
 
     # -- engines ----------------------------------------------------------------------------------------
     def _new_runner(self) -> QueryRunner:
@@ -235,9 +253,21 @@ class KeyedBucket:
         without them the columnar fast paths would take an exchange stream for a real input)."""
         return QueryRunner.restore(snapshot, self.bound, derived_inputs=self.derived_inputs)
 
+    def _home(self, key: str) -> str:
+        """The engine key ``key`` lives in; a key not seen before joins this call's newest engine, a new one
+        every `PARK_KEYS` keys (semantics-notes 78)."""
+        ix = self.index
+        name = ix.home.get(key)
+        if name is None:
+            if self._park is None or len(ix.members[self._park]) >= PARK_KEYS:
+                self._park = ix.new_engine()
+            name = self._park
+            ix.join(key, name)
+        return name
+
     def _engine(self, key: str, upto: int | None = None) -> _Live:
-        """The key's engine, loaded (and brought to the bucket's CTI, or to ``upto`` of a linear query: the
-        CTI its next rows follow) on first use in this call."""
+        """Engine ``key`` (an engine's name, `_home`), loaded (and brought to the bucket's CTI, or to
+        ``upto`` of a linear query: the CTI its next rows follow) on first use in this call."""
         live = self.loaded.get(key)
         if live is None:
             e = self.index.get(key)
@@ -340,10 +370,13 @@ class KeyedBucket:
             told = table.column("udm_key").to_pylist() if "udm_key" in table.column_names else None
             if self.graph:
                 ids = [id if id is None else f"{name}\x1f{id}" for id, name in zip(ids, names, strict=True)]
+            #: each engine's rows (by name, `_home`)
             pending: dict[str, list[int]] = {}
-            #: a linear query's key: the bucket's CTI when its first row of this call came (its engine is
-            #: brought there, then fed its rows with the CTIs that followed them in place: one call per key)
+            #: a linear query's engine: the bucket's CTI when its first row of this call came (it is
+            #: brought there, then fed its rows with the CTIs that followed them in place: one call each)
             since: dict[str, int] = {}
+            #: each row's key
+            row_key: list[str] = [NO_KEY] * len(kinds)
 
             def drain() -> None:
                 if not pending:
@@ -359,11 +392,11 @@ class KeyedBucket:
                     # T so far is the bucket's (one engine's): the next key brought to a CTI sees it
                     self.index.reached = max(self.index.reached, live.runner.ctx.reached)
                     if self.id_map is not None:
-                        live.touched.update(ids[i] for i in rows if ids[i] is not None)
+                        live.touched.update((ids[i], row_key[i]) for i in rows if ids[i] is not None)
                 pending.clear()
                 since.clear()
 
-            # A linear query's key is fed its rows with the CTIs between them in one call (a call per key and
+            # A linear query's engine is fed its rows with the CTIs between them in one call (a call per key and
             # CTI made ~10 rows a call at a CTI every 1,000 rows over 100 keys). Exact: a CTI raises T to its
             # time (semantics-notes 2), so what it does to an engine needs no other key's rows; only cti(INF),
             # where T is the largest finite time of all keys' rows, waits for every key (`_finish`).
@@ -392,10 +425,12 @@ class KeyedBucket:
                     self._emit(_Live(self.idle, 0), feed(self.idle, elements.slice(i, 1)))
                 else:
                     key = (told[i] or NO_KEY) if told is not None else self._route(kind, ids[i], payloads[i], names[i])
-                    if key not in pending:
-                        pending[key] = []
-                        since[key] = self.index.cti
-                    pending[key].append(i)
+                    row_key[i] = key
+                    name = self._home(key)
+                    if name not in pending:
+                        pending[name] = []
+                        since[name] = self.index.cti
+                    pending[name].append(i)
             drain()
         for key in list(self.loaded) + self.index.due_by(self.index.cti):
             self._engine(key)  # (a loaded key is brought to the call's last CTI too)
@@ -459,6 +494,7 @@ class KeyedBucket:
     def _close(self) -> KeyedResult:
         ix = self.index
         c = ix.cti
+        loaded_keys = sum(len(ix.members.get(n, ())) for n in self.loaded)
         written: dict[str, bytes] = {}
         for key, live in self.loaded.items():
             r = live.runner
@@ -474,7 +510,7 @@ class KeyedBucket:
                 ix.truncated_at = max(ix.truncated_at or NEG, r.stats.truncated_at)
             ix.reached = max(ix.reached, r.ctx.reached)
             if self.id_map is not None:
-                self.id_map.update(key, r, live.ids, live.touched, ix.finished, self._input_cti)
+                self.id_map.update(r, live.ids, live.touched, ix.finished, self._input_cti)
             if ix.finished or _holds_nothing(r):
                 ix.remove(key)
                 continue
@@ -513,7 +549,8 @@ class KeyedBucket:
             stats["truncated_at"] = ix.truncated_at
         if ix.reached > NEG:
             stats["T"] = ix.reached
-        stats["keys"] = {"loaded": len(self.loaded), "live": len(ix)}
+        stats["keys"] = {"loaded": loaded_keys, "live": len(ix.home),
+                         "engines": len(self.loaded)}
         return KeyedResult(self.out, self.dead, ix.out if ix.out > NEG else None, stats)
 
     def _hold(self, live: _Live, snap: bytes, c: int, due: int) -> int:

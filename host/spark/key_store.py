@@ -28,12 +28,15 @@ import numpy as np
 
 from udm.host.engine.common import NEG
 
-__all__ = ["INDEX_VERSION", "SLAB_BYTES", "BucketStore", "DictStore", "EngineSlabs", "KeyEntry", "KeyIndex",
-           "SparkStore", "dump_index", "dump_slab", "load_index", "load_slab"]
+__all__ = ["INDEX_VERSION", "PARK_KEYS", "SLAB_BYTES", "BucketStore", "DictStore", "EngineSlabs", "KeyEntry",
+           "KeyIndex", "SparkStore", "dump_index", "dump_slab", "load_index", "load_slab"]
 
-#: index layout (a new one needs a new streaming layout number, semantics-notes 42); 4: slabs compressed
-#: (semantics-notes 77); 3: the keys as columns worked on in place (semantics-notes 75); 2: engines in slabs
-INDEX_VERSION = 4
+#: index layout (a new one needs a new streaming layout number, semantics-notes 42); 5: keys first seen in one
+#: call share an engine (semantics-notes 78); 4: slabs compressed (semantics-notes 77); 3: the keys as columns
+#: worked on in place (semantics-notes 75); 2: engines in slabs
+INDEX_VERSION = 5
+#: at most this many keys first seen in one call share one engine (semantics-notes 78)
+PARK_KEYS = 256
 #: a key's numbers in the index, a column each (`KeyIndex`)
 _COLUMNS = ("due", "hold", "serial", "out", "slab")
 #: `NEG` in an int64 column (no time is -2**63, SEMANTICS §1)
@@ -172,8 +175,10 @@ class KeyEntry:
 
 @dataclass(eq=False)
 class KeyIndex:
-    """The per-bucket index (one small blob): every live key's due and hold, the bucket's CTI so far,
-    the idle engine and the counters.
+    """The per-bucket index (one small blob): which engine each live key lives in, every engine's due and
+    hold, the bucket's CTI so far, the idle engine and the counters. The keys first seen in one call share an
+    engine (up to `PARK_KEYS` of them, semantics-notes 78): the rows below are engines, named by
+    `new_engine`; ``home`` names a key's.
 
     The keys are kept as columns (int64 arrays and a list of names), not an object each, and a call works
     on them in place: a key's entry is made when it is asked for (`get`), the keys due and the lowest hold
@@ -199,7 +204,12 @@ class KeyIndex:
     slabs: dict[int, list[int]] = field(default_factory=dict)
     next_slab: int = 0
     v: int = INDEX_VERSION
-    #: the keys' rows: key -> row of the columns (a removed key's row stays, dead, until the next dump)
+    #: every key's engine (semantics-notes 78): key -> the name of the engine it lives in, and each engine's
+    #: keys; the next engine's number
+    home: dict[str, str] = field(default_factory=dict, repr=False)
+    members: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    next_engine: int = 0
+    #: the engines' rows: engine -> row of the columns (a removed engine's row stays, dead, until the next dump)
     rows: dict[str, int] = field(default_factory=dict, repr=False)
     names: list[str] = field(default_factory=list, repr=False)
     #: the columns by name (`_COLUMNS`); a graph's exact dues per input (`NEG`: none); rows appended in
@@ -303,7 +313,23 @@ class KeyIndex:
             self.cols["slab"][i] = n
 
     def remove(self, key: str) -> None:
+        """Engine ``key`` is gone, and with it its keys' home."""
         self.rows.pop(key, None)
+        for k in self.members.pop(key, ()):
+            if self.home.get(k) == key:
+                del self.home[k]
+
+    def new_engine(self) -> str:
+        """The name of an engine for keys not seen before (semantics-notes 78)."""
+        self.next_engine += 1
+        name = f"e{self.next_engine}"
+        self.members[name] = []
+        return name
+
+    def join(self, key: str, engine: str) -> None:
+        """Key ``key`` lives in engine ``engine`` from now on."""
+        self.home[key] = engine
+        self.members[engine].append(key)
 
     def lowest_hold(self) -> int | None:
         """The lowest hold of a live key (None: no key)."""

@@ -96,8 +96,9 @@ __all__ = ["DEFAULT_BATCH_SIZE", "StreamStopped", "graph_routes", "progress_text
 #: each (semantics-notes 50); 5: a keyed stage of a staged graph keeps its state per key (semantics-notes 60);
 #: 6: a linear query's micro-batch files hold one row per bucket (`stream_parts.bucket_blobs`); 7: per-key
 #: engines kept in slabs (`key_state`, semantics-notes 74); 8: the index's keys as columns (semantics-notes 75);
-#: 9: slabs compressed (semantics-notes 77)
-_LAYOUT_VERSION = 9
+#: 9: slabs compressed (semantics-notes 77); 10: keys first seen in one micro-batch share an engine
+#: (semantics-notes 78)
+_LAYOUT_VERSION = 10
 
 
 class StreamStopped(UdmError):

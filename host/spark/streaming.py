@@ -11,9 +11,10 @@ Plan of `run_stream` (a streaming DataFrame in, a streaming DataFrame out):
    partition, so a task, of its own: `udm.host.spark.stream_buckets`): for each bucket with input in a micro-batch,
    the processor feeds the micro-batch's elements in physical order (``line`` is the sequence number:
    Spark does not keep row order across the shuffle) and emits what they produced. A keyed linear query
-   keeps one engine per key value (`_keyed_processor_class`, `udm.host.spark.key_state`: engines in
-   slabs of a MapState, an index of due times; a micro-batch loads only the keys it touches and the keys due,
-   semantics-notes 41; a keyed query graph likewise, semantics-notes 52); keyless queries and other graphs
+   keeps its state per key value (`_keyed_processor_class`, `udm.host.spark.key_state`: engines of the keys
+   first seen together, semantics-notes 78, in slabs of a MapState, an index of due times; a micro-batch
+   loads only the engines of the keys it touches and the engines due, semantics-notes 41; a keyed query graph
+   likewise, semantics-notes 52); keyless queries and other graphs
    keep the bucket's one engine in a `ValueState` (the pickled `QueryRunner.snapshot`). Either is in the
    RocksDB state store, checkpointed by Spark;
 3. the result rows say which stream they belong to: ``out`` (an output element), ``dead`` (a dead
@@ -423,8 +424,9 @@ def run_stream(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
     in stages (`udm.host.spark.stream_stages`; with ``ctis_from_watermark`` in one bucket): a later stage's
     input rows are routed on the executor, a retraction by the key fields it repeats.
 
-    ``per_key``: a keyed linear query keeps one engine per key value in Spark's state (a micro-batch
-    reads only the keys it touches and the keys due, `udm.host.spark.key_state`); ``False`` keeps the
+    ``per_key``: a keyed linear query keeps its state per key value in Spark's state (a micro-batch
+    reads only the engines of the keys it touches and the engines due, `udm.host.spark.key_state`; keys
+    first seen together share an engine, semantics-notes 78); ``False`` keeps the
     whole-bucket layout of streaming layout 2 (one engine per bucket: the benchmark's comparison). A query
     graph whose routing gives every input key fields keeps one graph engine per key too (semantics-notes
     52); so does each keyed stage of a staged graph (semantics-notes 59); keyless queries, graphs routed by id
