@@ -25,12 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from udm.host.temporal.strict import canonical_json
-
 from ..payload import value_array
 from ..rules import INF
 from .grid_closed import spans, window_values, write_closed
-from .rows_store import RowColumns
+from .rows_store import RowColumns, canonical_ties
 from .state import Group
 
 __all__ = ["RowStore"]
@@ -42,30 +40,14 @@ def _empty() -> np.ndarray:
     return np.zeros(0, dtype=_I64)
 
 
-def _tie_order(tie: np.ndarray, col: np.ndarray, ids: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """``rows`` (batch rows sorted by group, LE and RE) with each run of equal (group, LE, RE) (``tie[i]``:
-    ``rows[i + 1]`` ties ``rows[i]``) sorted by the canonical JSON of its values, then ids (SEMANTICS §9; made
-    for those rows only)."""
-    t = np.flatnonzero(tie)
-    heads = t[np.concatenate(([True], t[1:] != t[:-1] + 1))]
-    tails = t[np.concatenate((t[1:] != t[:-1] + 1, [True]))] + 2
-    at = spans(heads, tails - heads)[1]  # the positions of the tied rows, run after run
-    tied = rows[at]
-    vl = col[tied].tolist()
-    il = ids[tied].tolist()
-    out = rows.copy()
-    i = 0
-    for a, e in zip(heads.tolist(), tails.tolist(), strict=True):
-        j = i + e - a
-        out[a:e] = tied[sorted(range(i, j), key=lambda k: (canonical_json(vl[k]), il[k]))]
-        i = j
-    return out
-
-
 def _unite(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Two value columns of one kind (an int stays an int among floats: Python objects then)."""
     if a.dtype == b.dtype:
         return a, b
+    if not len(a):
+        return a.astype(b.dtype), b
+    if not len(b):
+        return a, b.astype(a.dtype)
     return a.astype(object), b.astype(object)
 
 
@@ -94,6 +76,8 @@ class RowStore:
         self.F = _empty()
         #: groups in the store holding output records (windows released before they were final), by number
         self.out: dict[int, Group] = {}
+        #: group numbers whose released windows a sorted-in row renumbered: valued again and diffed (`_again`)
+        self.redo: set[int] = set()
         #: group numbers that left the store, their rows not removed yet (`_settle`)
         self.left: list[int] = []
         #: (effective CTI, release point) of the last `prepare` that looked at the rows, and whether rows
@@ -165,6 +149,7 @@ class RowStore:
     def _release(self, g: Group, num: int) -> None:
         d = g.data
         self.out.pop(num, None)
+        self.redo.discard(num)
         d.purged = int(self.P[num])
         d.done = int(self.D[num])
         d.floor = int(self.F[num])
@@ -189,11 +174,11 @@ class RowStore:
         return len(self.G)
 
     # -- a batch's inserts -------------------------------------------------------------------------------
-    def bulk(self, groups: list[Group], codes: np.ndarray, le: np.ndarray, re: np.ndarray, ids: np.ndarray,
-             vals: Any) -> tuple[np.ndarray, list[Group]]:
-        """Take the inserts (row ``j`` in ``groups[codes[j]]``) of groups in the store that go after their
-        rows, the groups outside with nothing dirty entering first; returns the rows not taken, and the groups
-        that left the store for them (an insert before or tied with a row of its group)."""
+    def bulk(self, fam: Any, groups: list[Group], codes: np.ndarray, le: np.ndarray, re: np.ndarray,
+             ids: np.ndarray, vals: Any) -> np.ndarray:
+        """Take the inserts (row ``j`` in ``groups[codes[j]]``) of the groups in the store, the groups outside
+        with nothing dirty entering first; returns the rows not taken. A row not after its group's rows is
+        sorted in among them (`_merge`); returns the rows left to the groups outside."""
         nums = np.array([g.data.num for g in groups], dtype=_I64)
         out = np.flatnonzero(nums < 0)
         if len(out):
@@ -203,43 +188,82 @@ class RowStore:
         rn = nums[codes]
         mine = np.flatnonzero(rn >= 0)
         if not len(mine):
-            return np.arange(len(codes)), []
+            return np.arange(len(codes))
         self._settle()
         gn, ln, rr = rn[mine], le[mine], re[mine]
         order = np.lexsort((rr, ln, gn))
         mine, gn, ln, rr = mine[order], gn[order], ln[order], rr[order]
-        heads = np.flatnonzero(np.concatenate(([True], gn[1:] != gn[:-1])))
-        hn = gn[heads]
-        G = self.G
-        last = np.searchsorted(G, hn, "right") - 1
-        lc = np.maximum(last, 0)
-        has = (last >= 0) & (G[lc] == hn) if len(G) else np.zeros(len(hn), dtype=bool)
-        hl, hr = ln[heads], rr[heads]
-        before = has & ((hl < self.L[lc]) | ((hl == self.L[lc]) & (hr <= self.R[lc]))) if len(G) else has
         col = value_array(vals)
-        tie = (gn[1:] == gn[:-1]) & (ln[1:] == ln[:-1]) & (rr[1:] == rr[:-1])
-        if tie.any():
-            mine = _tie_order(tie, col, ids, mine)
-        bad = hn[before]
-        gone: list[Group] = []
-        if len(bad):
-            gone = [self.groups[x] for x in bad.tolist()]
-            self.materialize(gone)
-            self._settle()
-            ok = ~np.isin(gn, bad)
-            mine, gn, ln, rr = mine[ok], gn[ok], ln[ok], rr[ok]
-        if len(mine):
-            at = np.searchsorted(self.G, gn, "right")
-            self.V, new = _unite(self.V, col[mine])
-            self.V = np.insert(self.V, at, new)
-            self.G = np.insert(self.G, at, gn)
-            self.L = np.insert(self.L, at, ln)
-            self.R = np.insert(self.R, at, rr)
-            self.I = np.insert(self.I, at, ids[mine])
-            self.seen = None
+        mine = canonical_ties((gn[1:] == gn[:-1]) & (ln[1:] == ln[:-1]) & (rr[1:] == rr[:-1]), mine, col, ids)
+        G, L, R = self.G, self.L, self.R
+        last = np.maximum(np.searchsorted(G, gn, "right") - 1, 0)
+        late = (G[last] == gn) & ((ln < L[last]) | ((ln == L[last]) & (rr <= R[last]))) if len(G) else None
+        if late is not None and late.any():
+            self._merge(fam, np.unique(gn[late]), gn, ln, rr, ids[mine], col[mine])
+        else:
+            self._splice(None, gn, ln, rr, ids[mine], col[mine])
         rest = np.ones(len(codes), dtype=bool)
         rest[mine] = False
-        return np.flatnonzero(rest), gone
+        return np.flatnonzero(rest)
+
+    def _merge(self, fam: Any, bad: np.ndarray, gn: np.ndarray, ln: np.ndarray, rr: np.ndarray, ni: np.ndarray,
+               nv: np.ndarray) -> None:
+        """New rows (sorted, in canonical order) of which those of the groups ``bad`` are not all after their
+        group's rows: those groups' rows and new rows sorted together into canonical order, the others'
+        appended. The windows a sorted-in row renumbers (from its row on) that were released are valued again
+        at the next `prepare` and diffed against what they emitted (``redo``)."""
+        G = self.G
+        a = np.searchsorted(G, bad, "left")
+        old = spans(a, np.searchsorted(G, bad, "right") - a)[1]  # the held rows of those groups
+        inb = np.isin(gn, bad)
+        cg = np.concatenate((G[old], gn[inb]))
+        cl = np.concatenate((self.L[old], ln[inb]))
+        cr = np.concatenate((self.R[old], rr[inb]))
+        ci = np.concatenate((self.I[old], ni[inb]))
+        cv = np.concatenate(_unite(self.V[old], nv[inb]))
+        o = np.lexsort((cr, cl, cg))
+        sg, sl, sr = cg[o], cl[o], cr[o]
+        o = canonical_ties((sg[1:] == sg[:-1]) & (sl[1:] == sl[:-1]) & (sr[1:] == sr[:-1]), o, cv, ci)
+        heads = np.flatnonzero(np.concatenate(([True], sg[1:] != sg[:-1])))  # one per group of ``bad``
+        idx = np.arange(len(o), dtype=_I64)
+        first = np.minimum.reduceat(np.where(o >= len(old), idx, len(o)), heads) - heads  # its first new row
+        k = fam.yield_at(np.maximum(self.P[bad] + first + 1, self.F[bad]))
+        hit = k <= self.D[bad]  # windows from ``k`` on were released: valued again, diffed
+        if hit.any():
+            self.redo.update(bad[hit].tolist())
+            self.D[bad[hit]] = k[hit] - 1
+        app = ~inb
+        self._splice(old, np.concatenate((gn[app], sg)), np.concatenate((ln[app], sl)),
+                     np.concatenate((rr[app], sr)), np.concatenate((ni[app], ci[o])),
+                     np.concatenate(_unite(nv[app], cv[o])))
+
+    def _splice(self, drop: np.ndarray | None, g: np.ndarray, le: np.ndarray, re: np.ndarray, ids: np.ndarray,
+                vals: np.ndarray) -> None:
+        """Rows ``drop`` leave, rows (group, LE, RE, id, value) enter after the held rows of their group (a
+        group's in their order), every column copied once."""
+        n = len(self.G)
+        if drop is not None and len(drop):
+            keep = np.ones(n, dtype=bool)
+            keep[drop] = False
+            kept = np.flatnonzero(keep)
+        else:
+            kept = None
+        Gk = self.G if kept is None else self.G[kept]
+        pos = np.searchsorted(Gk, g, "right")
+        srt = np.lexsort((g, pos))  # (stable: a group's rows keep their order)
+        pos = pos[srt]
+        dnew = pos + np.arange(len(pos), dtype=_I64)
+        dold = np.arange(len(Gk), dtype=_I64) + np.searchsorted(pos, np.arange(len(Gk), dtype=_I64), "right")
+        m = len(Gk) + len(pos)
+        V, vals = _unite(self.V, vals)
+        cols = []
+        for old, new in ((self.G, g), (self.L, le), (self.R, re), (self.I, ids), (V, vals)):
+            col = np.empty(m, dtype=old.dtype)
+            col[dnew] = new[srt]
+            col[dold] = old if kept is None else old[kept]
+            cols.append(col)
+        self.G, self.L, self.R, self.I, self.V = cols
+        self.seen = None
 
     # -- row numbers, as arrays ------------------------------------------------------------------------------
     def _runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -295,6 +319,9 @@ class RowStore:
         slide = fam.slide
         hi = (P + fixed) // slide * slide  # the last window whose rows are all fixed
         take = hi >= lo
+        rd = np.isin(u, np.array(sorted(self.redo), dtype=_I64)) if self.redo else None
+        if rd is not None:
+            take &= ~rd
         D = np.where(take, hi, D)
         self.D[u] = D
         if take.any():
@@ -303,9 +330,16 @@ class RowStore:
         hr = fam.up(P + self._below(heads, rp) + 1) - slide
         lo = fam.yield_at(np.maximum(D + 1, F))
         early = hr >= lo
+        again = None
+        if rd is not None:
+            again = early & rd
+            early &= ~rd
         if early.any():
             self.D[u[early]] = hr[early]
             self._put(fam, out, em, heads[early], u[early], P[early], lo[early], hr[early])
+        if again is not None and again.any():
+            self.D[u[again]] = hr[again]
+            self._again(fam, out, em, heads[again], u[again], P[again], lo[again], hr[again])
 
     def _windows(self, fam: Any, heads: np.ndarray, u: np.ndarray, P: np.ndarray, lo: np.ndarray,
                  hi: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -342,6 +376,26 @@ class RowStore:
             g = gs[x]
             fam.put(g, k, le, re, outputs(v, le, re, g.fields), out, em)
             self.out[x] = g
+
+    def _again(self, fam: Any, out: Any, em: Any, *runs: np.ndarray) -> None:
+        """Windows of the ``redo`` groups (see `_windows`), from the first a sorted-in row renumbered: each
+        group's diffed as one against what its windows emitted (`RowsFamily.rewrite`)."""
+        nums, K, wle, wre, res = self._windows(fam, *runs)
+        outputs = fam.step.udm.outputs
+        vals = res.tolist() if isinstance(res, np.ndarray) else res
+        gs = self.groups
+        news: dict[int, list[tuple[Any, int, int, list]]] = {}
+        for x, k, le, re, v in zip(nums.tolist(), K.tolist(), wle.tolist(), wre.tolist(), vals, strict=True):
+            news.setdefault(x, []).append((k, le, re, outputs(v, le, re, gs[x].fields)))
+        for x, ws in news.items():
+            g = gs[x]
+            top = ws[-1][0]
+            if g.out:
+                top = max(top, g.out.peekitem(-1)[0])
+            fam.rewrite(g, ws[0][0], top, ws, out, em)
+            self.redo.discard(x)
+            if g.out:
+                self.out[x] = g
 
     def cleanup(self, fam: Any, c: int) -> list[Group]:
         """Cleanup at CTI ``c`` (`RowsCleanup.cleanup`'s rule): the rows before each group's earliest window
@@ -397,6 +451,7 @@ class RowStore:
         self.P, self.D, self.F = self.P[olds], self.D[olds], self.F[olds]
         self.groups = {i: self.groups[o] for i, o in enumerate(olds.tolist())}
         self.out = {i: g for i, g in self.groups.items() if g.out}
+        self.redo = set(new[np.array(sorted(self.redo), dtype=_I64)].tolist())
         for i, g in self.groups.items():
             g.data.num = i
         self.nums = len(olds)

@@ -16,11 +16,36 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import Any
 
+import numpy as np
+
 from udm.host.temporal.strict import canonical_json
 
 from ..common import Ev
+from .grid_closed import spans
 
-__all__ = ["RowColumns"]
+__all__ = ["RowColumns", "canonical_ties"]
+
+
+def canonical_ties(tie: np.ndarray, order: np.ndarray, vals: Any, ids: Any) -> np.ndarray:
+    """``order`` (positions into ``vals`` and ``ids``, sorted by group, LE and RE) in canonical order: each run
+    of equal (group, LE, RE) — ``tie[i]``: ``order[i + 1]`` ties ``order[i]`` — sorted by the canonical JSON of
+    its values, then ids (SEMANTICS §9). The JSON is made for the tied rows only; the one rule of the bulk
+    paths (the shared store's merge, `rows_bulk`)."""
+    t = np.flatnonzero(tie)
+    if not len(t):
+        return order
+    heads = t[np.concatenate(([True], t[1:] != t[:-1] + 1))]
+    tails = t[np.concatenate((t[1:] != t[:-1] + 1, [True]))] + 2
+    tied = order[spans(heads, tails - heads)[1]]  # the tied rows, run after run
+    vl = vals[tied].tolist() if isinstance(vals, np.ndarray) else [vals[i] for i in tied.tolist()]
+    il = ids[tied].tolist()
+    out = order.copy()
+    i = 0
+    for a, e in zip(heads.tolist(), tails.tolist(), strict=True):
+        j = i + e - a
+        out[a:e] = tied[sorted(range(i, j), key=lambda k: (canonical_json(vl[k]), il[k]))]
+        i = j
+    return out
 
 
 class RowColumns:
