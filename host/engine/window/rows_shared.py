@@ -76,8 +76,9 @@ class RowStore:
         self.F = _empty()
         #: groups in the store holding output records (windows released before they were final), by number
         self.out: dict[int, Group] = {}
-        #: group numbers whose released windows a sorted-in row renumbered: valued again and diffed (`_again`)
-        self.redo: set[int] = set()
+        #: by group number: the last released window a sorted-in row renumbered (those from ``D + 1`` to it are
+        #: valued again and diffed, `_again`)
+        self.redo: dict[int, int] = {}
         #: group numbers that left the store, their rows not removed yet (`_settle`)
         self.left: list[int] = []
         #: (effective CTI, release point) of the last `prepare` that looked at the rows, and whether rows
@@ -149,7 +150,7 @@ class RowStore:
     def _release(self, g: Group, num: int) -> None:
         d = g.data
         self.out.pop(num, None)
-        self.redo.discard(num)
+        self.redo.pop(num, None)
         d.purged = int(self.P[num])
         d.done = int(self.D[num])
         d.floor = int(self.F[num])
@@ -230,7 +231,9 @@ class RowStore:
         k = fam.yield_at(np.maximum(self.P[bad] + first + 1, self.F[bad]))
         hit = k <= self.D[bad]  # windows from ``k`` on were released: valued again, diffed
         if hit.any():
-            self.redo.update(bad[hit].tolist())
+            redo = self.redo
+            for x, top in zip(bad[hit].tolist(), self.D[bad[hit]].tolist(), strict=True):
+                redo[x] = max(redo.get(x, top), top)
             self.D[bad[hit]] = k[hit] - 1
         app = ~inb
         self._splice(old, np.concatenate((gn[app], sg)), np.concatenate((ln[app], sl)),
@@ -318,10 +321,10 @@ class RowStore:
         lo = fam.yield_at(np.maximum(D + 1, F))
         slide = fam.slide
         hi = (P + fixed) // slide * slide  # the last window whose rows are all fixed
+        if self.redo:  # first the released windows sorted-in rows renumbered
+            D = self._redo(fam, out, em, heads, u, P, lo)
+            lo = fam.yield_at(np.maximum(D + 1, F))
         take = hi >= lo
-        rd = np.isin(u, np.array(sorted(self.redo), dtype=_I64)) if self.redo else None
-        if rd is not None:
-            take &= ~rd
         D = np.where(take, hi, D)
         self.D[u] = D
         if take.any():
@@ -330,16 +333,21 @@ class RowStore:
         hr = fam.up(P + self._below(heads, rp) + 1) - slide
         lo = fam.yield_at(np.maximum(D + 1, F))
         early = hr >= lo
-        again = None
-        if rd is not None:
-            again = early & rd
-            early &= ~rd
         if early.any():
             self.D[u[early]] = hr[early]
             self._put(fam, out, em, heads[early], u[early], P[early], lo[early], hr[early])
-        if again is not None and again.any():
-            self.D[u[again]] = hr[again]
-            self._again(fam, out, em, heads[again], u[again], P[again], lo[again], hr[again])
+
+    def _redo(self, fam: Any, out: Any, em: Any, heads: np.ndarray, u: np.ndarray, P: np.ndarray,
+              lo: np.ndarray) -> np.ndarray:
+        """The ``redo`` groups' windows valued again (`_again`); returns ``D`` of the runs after it."""
+        sel = np.flatnonzero(np.isin(u, np.fromiter(self.redo, dtype=_I64, count=len(self.redo))))
+        top = np.array([self.redo.pop(x) for x in u[sel].tolist()], dtype=_I64)
+        ok = top >= lo[sel]  # (else cleanup found them final)
+        sel, top = sel[ok], top[ok]
+        if len(sel):
+            self.D[u[sel]] = np.maximum(self.D[u[sel]], top)
+            self._again(fam, out, em, heads[sel], u[sel], P[sel], lo[sel], top)
+        return self.D[u]
 
     def _windows(self, fam: Any, heads: np.ndarray, u: np.ndarray, P: np.ndarray, lo: np.ndarray,
                  hi: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -378,8 +386,8 @@ class RowStore:
             self.out[x] = g
 
     def _again(self, fam: Any, out: Any, em: Any, *runs: np.ndarray) -> None:
-        """Windows of the ``redo`` groups (see `_windows`), from the first a sorted-in row renumbered: each
-        group's diffed as one against what its windows emitted (`RowsFamily.rewrite`)."""
+        """Windows of the ``redo`` groups (see `_windows`) that a sorted-in row renumbered after they were
+        released: each group's diffed as one against what they emitted (`RowsFamily.rewrite`)."""
         nums, K, wle, wre, res = self._windows(fam, *runs)
         outputs = fam.step.udm.outputs
         vals = res.tolist() if isinstance(res, np.ndarray) else res
@@ -389,11 +397,7 @@ class RowStore:
             news.setdefault(x, []).append((k, le, re, outputs(v, le, re, gs[x].fields)))
         for x, ws in news.items():
             g = gs[x]
-            top = ws[-1][0]
-            if g.out:
-                top = max(top, g.out.peekitem(-1)[0])
-            fam.rewrite(g, ws[0][0], top, ws, out, em)
-            self.redo.discard(x)
+            fam.rewrite(g, ws[0][0], ws[-1][0], ws, out, em)
             if g.out:
                 self.out[x] = g
 
@@ -451,7 +455,7 @@ class RowStore:
         self.P, self.D, self.F = self.P[olds], self.D[olds], self.F[olds]
         self.groups = {i: self.groups[o] for i, o in enumerate(olds.tolist())}
         self.out = {i: g for i, g in self.groups.items() if g.out}
-        self.redo = set(new[np.array(sorted(self.redo), dtype=_I64)].tolist())
+        self.redo = {int(new[x]): k for x, k in self.redo.items()}
         for i, g in self.groups.items():
             g.data.num = i
         self.nums = len(olds)
