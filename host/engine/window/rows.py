@@ -146,12 +146,14 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
         self.store = RowStore(self.closed.vector)
         #: the groups outside the store (by key; some may have come back or gone): `sizes` walks only these
         self._own: dict[Any, Group] | None = {}
+        #: the groups of the last bulk insert, and those of them outside the store (for `to_evaluate`)
+        self._fed: tuple[list[Group], list[Group]] | None = None
         self._settling()
 
     def __getstate__(self) -> dict[str, Any]:
         s = dict(self.__dict__)
         s["_active"] = list(self._active.values())  # (ids change across a restore)
-        for k in ("_bc", "_cval", "_stale"):
+        for k in ("_bc", "_cval", "_stale", "_fed"):
             s.pop(k, None)
         return s
 
@@ -162,6 +164,7 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
         if "store" not in s:  # (a snapshot from before the store)
             s["store"] = RowStore(s["closed"].vector)
         s.setdefault("_own", None)  # (a snapshot from before: `sizes` finds them once)
+        s["_fed"] = None
         self.__dict__.update(s)
         self._forget_bounds()
 
@@ -191,7 +194,10 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
         self._outside(gs)
 
     def to_evaluate(self, groups: list[Group]) -> list[Group]:
-        # (a group in the store is valued with every other one in `prepare`)
+        # (a group in the store is valued with every other one in `prepare`; `bulk_insert` found the others)
+        fed, self._fed = self._fed, None
+        if fed is not None and fed[0] is groups:
+            return fed[1]
         return [g for g in groups if g.data.num < 0]
 
     def busy(self) -> bool:
@@ -248,7 +254,8 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
         (`rows_bulk`)."""
         store = self.store
         if store.on:
-            rest = store.bulk(self, groups, codes, le, re, ids, vals)
+            rest, outside = store.bulk(self, groups, codes, le, re, ids, vals)
+            self._fed = (groups, outside)
             if not len(rest):
                 return
             codes, ids, le, re = codes[rest], ids[rest], le[rest], re[rest]

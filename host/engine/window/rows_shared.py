@@ -21,6 +21,7 @@ rule: tests/test_rows_shared.py holds the store, the group-by-group form and the
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,7 @@ from .state import Group
 __all__ = ["RowStore"]
 
 _I64 = np.int64
+_NUM = attrgetter("data.num")
 
 
 def _empty() -> np.ndarray:
@@ -176,20 +178,22 @@ class RowStore:
 
     # -- a batch's inserts -------------------------------------------------------------------------------
     def bulk(self, fam: Any, groups: list[Group], codes: np.ndarray, le: np.ndarray, re: np.ndarray,
-             ids: np.ndarray, vals: Any) -> np.ndarray:
+             ids: np.ndarray, vals: Any) -> tuple[np.ndarray, list[Group]]:
         """Take the inserts (row ``j`` in ``groups[codes[j]]``) of the groups in the store, the groups outside
         with nothing dirty entering first; returns the rows not taken. A row not after its group's rows is
-        sorted in among them (`_merge`); returns the rows left to the groups outside."""
-        nums = np.array([g.data.num for g in groups], dtype=_I64)
+        sorted in among them (`_merge`). Returns the rows left to the groups outside, and those groups."""
+        nums = np.fromiter(map(_NUM, groups), dtype=_I64, count=len(groups))
         out = np.flatnonzero(nums < 0)
+        outside: list[Group] = []
         if len(out):
             back = [g for g in map(groups.__getitem__, out.tolist()) if not g.data.dirty]
             self.enter(back)
             nums[out] = [g.data.num for g in map(groups.__getitem__, out.tolist())]
+            outside = [g for g in map(groups.__getitem__, out.tolist()) if g.data.num < 0]
         rn = nums[codes]
         mine = np.flatnonzero(rn >= 0)
         if not len(mine):
-            return np.arange(len(codes))
+            return np.arange(len(codes)), outside
         self._settle()
         gn, ln, rr = rn[mine], le[mine], re[mine]
         order = np.lexsort((rr, ln, gn))
@@ -205,7 +209,7 @@ class RowStore:
             self._splice(None, gn, ln, rr, ids[mine], col[mine])
         rest = np.ones(len(codes), dtype=bool)
         rest[mine] = False
-        return np.flatnonzero(rest)
+        return np.flatnonzero(rest), outside
 
     def _merge(self, fam: Any, bad: np.ndarray, gn: np.ndarray, ln: np.ndarray, rr: np.ndarray, ni: np.ndarray,
                nv: np.ndarray) -> None:
@@ -255,9 +259,10 @@ class RowStore:
         pos = np.searchsorted(Gk, g, "right")
         srt = np.lexsort((g, pos))  # (stable: a group's rows keep their order)
         pos = pos[srt]
-        dnew = pos + np.arange(len(pos), dtype=_I64)
-        dold = np.arange(len(Gk), dtype=_I64) + np.searchsorted(pos, np.arange(len(Gk), dtype=_I64), "right")
         m = len(Gk) + len(pos)
+        dnew = pos + np.arange(len(pos), dtype=_I64)
+        dold = np.ones(m, dtype=bool)
+        dold[dnew] = False
         V, vals = _unite(self.V, vals)
         cols = []
         for old, new in ((self.G, g), (self.L, le), (self.R, re), (self.I, ids), (V, vals)):
