@@ -131,3 +131,63 @@ def test_store_snapshot_restore_continue(monkeypatch: pytest.MonkeyPatch) -> Non
     with monkeypatch.context() as m:
         _store_off(m)
         assert run(None)[1] == sizes
+
+
+def _late_inserts(seed: int, n: int, groups: int, ties: bool) -> list[Element]:
+    """Inserts only: a third of them up to 12 ticks behind the newest (never behind the CTI, which trails
+    by 15), so they land among rows of windows already released at the watermark; with ``ties`` most rows
+    share their group's LE and end with other rows, the values deciding their order."""
+    rng = random.Random(seed)
+    out: list[Element] = []
+    for i in range(n):
+        t = i // 3
+        le = t - (rng.randrange(13) if rng.random() < 0.33 else 0)
+        if ties:
+            le -= le % 4
+        out.append(Insert(f"e{i}", le, le + 1, {"g": rng.randrange(groups), "v": rng.randrange(-9, 20)}))
+        if i % 17 == 16:
+            out.append(Cti(max(-1, t - 15)))
+    return [*out, Cti(10**18)]
+
+
+@pytest.mark.parametrize("window", [{"type": "rows", "n": 5}, {"type": "rows", "n": 6, "slide": 4},
+                                    {"type": "rows", "n": 3, "slide": 5, "partial": True}])
+@pytest.mark.parametrize("ties", [False, True])
+def test_late_and_tied_inserts_stay_in_the_store(window: dict, ties: bool,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A late or tied insert is sorted into the store (no group leaves it); the released windows it renumbers
+    are valued again and diffed (``redo``). Equal to the oracle and to every group on its own, in batches of
+    many, with a snapshot taken half-way."""
+    q = bind(parse_query({"steps": [{"op": "window", "window": window, "group_by": ["g"], "udm": "avg",
+                                     "input": "v"}]}))
+    stream = _late_inserts(5, 2500, 12, ties)
+    left = [0]
+    again = [0]
+    real_m, real_a = rows_shared.RowStore.materialize, rows_shared.RowStore._again
+
+    def materialize(self: Any, gs: Any) -> None:
+        left[0] += len(gs)
+        real_m(self, gs)
+
+    def counted(self: Any, *a: Any) -> None:
+        again[0] += 1
+        real_a(self, *a)
+
+    monkeypatch.setattr(rows_shared.RowStore, "materialize", materialize)
+    monkeypatch.setattr(rows_shared.RowStore, "_again", counted)
+    want = oracle(q.spec, stream)
+    on = _run(q, stream, 150)
+    assert on[0] == want
+    assert left[0] == 0 and again[0] > 3
+    r = QueryRunner(q)
+    out: list[Any] = []
+    for a in range(0, len(stream), 150):
+        part = stream[a:a + 150]
+        out += r.process_batch(ElementBatch.from_elements(part, list(range(a, a + len(part)))))
+        if a == 1200:
+            r = QueryRunner.restore(r.snapshot(), q)
+    out += r.finish()
+    assert cht(out) == want
+    with monkeypatch.context() as m:
+        _store_off(m)
+        assert _run(q, stream, 150) == on

@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 
 from ..payload import value_array
-from ..rules import INF
-from .grid_closed import spans, window_values, write_closed
+from .grid_closed import spans
+from .rows_shared_cti import StoreCti
+from .rows_shared_flush import StoreFlush
 from .rows_store import RowColumns, canonical_ties
 from .state import Group
 
@@ -53,7 +54,7 @@ def _unite(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return a.astype(object), b.astype(object)
 
 
-class RowStore:
+class RowStore(StoreFlush, StoreCti):
     """The rows of the groups in the store (see the module doc); ``on``: the step's windows are valued by the
     fresh-window batch form (`rows_closed.ClosedRows.vector`), else no group ever enters."""
 
@@ -273,183 +274,6 @@ class RowStore:
         self.G, self.L, self.R, self.I, self.V = cols
         self.seen = None
 
-    # -- row numbers, as arrays ------------------------------------------------------------------------------
-    def _runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each group's rows: first position, count, group number (groups holding rows only)."""
-        G = self.G
-        heads = np.flatnonzero(np.concatenate(([True], G[1:] != G[:-1])))
-        cnt = np.diff(np.concatenate((heads, [len(G)])))
-        return heads, cnt, G[heads]
-
-    def _below(self, heads: np.ndarray, t: int) -> np.ndarray:
-        """Per run: its rows with LE below ``t``."""
-        return np.add.reduceat((t > self.L).astype(_I64), heads)
-
-    def _fixed(self, heads: np.ndarray, cnt: np.ndarray, c: int) -> np.ndarray:
-        """Per run, `RowsCleanup._fix` at CTI ``c``: its rows before the first LE block holding a row with
-        ``RE >= c`` (among those with ``LE < c``), else before the first row with ``LE >= c``."""
-        if c >= INF:
-            return cnt.copy()
-        L, R = self.L, self.R
-        n = len(L)
-        below = c > L
-        pm = np.add.reduceat(below.astype(_I64), heads)
-        idx = np.arange(n, dtype=_I64)
-        fo = np.minimum.reduceat(np.where(below & (c <= R), idx, n), heads)
-        has = fo < n
-        if not has.any():
-            return pm
-        block = np.maximum.accumulate(np.where(self._block_heads(), idx, 0))
-        return np.where(has, block[np.minimum(fo, n - 1)] - heads, pm)
-
-    def _block_heads(self) -> np.ndarray:
-        """Rows that start a block of equal (group, LE)."""
-        G, L = self.G, self.L
-        return np.concatenate(([True], (G[1:] != G[:-1]) | (L[1:] != L[:-1])))
-
-    # -- a flush --------------------------------------------------------------------------------------------
-    def prepare(self, fam: Any, out: Any, em: Any) -> None:
-        """Value and write every window of a group in the store that the flush releases: those final at the
-        CTI as one block, with no output record (nothing valid can change them); those released before they
-        are final with their output records, for a later diff (`Family.put`)."""
-        step = fam.step
-        c, rp = step.effective_cti, step.rp
-        if not self.groups or self.seen == (c, rp):
-            return
-        self.seen = (c, rp)
-        self._settle()
-        if not len(self.G):
-            return
-        heads, cnt, u = self._runs()
-        fixed = self._fixed(heads, cnt, c)
-        P, D, F = self.P[u], self.D[u], self.F[u]
-        lo = fam.yield_at(np.maximum(D + 1, F))
-        slide = fam.slide
-        hi = (P + fixed) // slide * slide  # the last window whose rows are all fixed
-        if self.redo:  # first the released windows sorted-in rows renumbered
-            D = self._redo(fam, out, em, heads, u, P, lo)
-            lo = fam.yield_at(np.maximum(D + 1, F))
-        take = hi >= lo
-        D = np.where(take, hi, D)
-        self.D[u] = D
-        if take.any():
-            self._write(fam, out, em, heads[take], u[take], P[take], lo[take], hi[take])
-        # released (its last row's LE below the release point), not final: emitted with output records
-        hr = fam.up(P + self._below(heads, rp) + 1) - slide
-        lo = fam.yield_at(np.maximum(D + 1, F))
-        early = hr >= lo
-        if early.any():
-            self.D[u[early]] = hr[early]
-            self._put(fam, out, em, heads[early], u[early], P[early], lo[early], hr[early])
-
-    def _redo(self, fam: Any, out: Any, em: Any, heads: np.ndarray, u: np.ndarray, P: np.ndarray,
-              lo: np.ndarray) -> np.ndarray:
-        """The ``redo`` groups' windows valued again (`_again`); returns ``D`` of the runs after it."""
-        sel = np.flatnonzero(np.isin(u, np.fromiter(self.redo, dtype=_I64, count=len(self.redo))))
-        top = np.array([self.redo.pop(x) for x in u[sel].tolist()], dtype=_I64)
-        ok = top >= lo[sel]  # (else cleanup found them final)
-        sel, top = sel[ok], top[ok]
-        if len(sel):
-            self.D[u[sel]] = np.maximum(self.D[u[sel]], top)
-            self._again(fam, out, em, heads[sel], u[sel], P[sel], lo[sel], top)
-        return self.D[u]
-
-    def _windows(self, fam: Any, heads: np.ndarray, u: np.ndarray, P: np.ndarray, lo: np.ndarray,
-                 hi: np.ndarray) -> tuple[np.ndarray, ...]:
-        """The windows of yield rows ``lo, lo + slide, .. hi`` of each run: group number, yield row, W.LE,
-        W.RE and value each."""
-        slide = fam.slide
-        m = (hi - lo) // slide + 1
-        J = np.repeat(np.arange(len(u), dtype=_I64), m)
-        firsts = np.concatenate(([0], np.cumsum(m)[:-1]))
-        K = lo[J] + slide * (np.arange(len(J), dtype=_I64) - firsts[J])
-        base = heads[J] - P[J] - 1  # row number r is at position base + r
-        st = base + fam.first(K)
-        en = base + K + 1
-        lens = en - st
-        L = self.L
-        wle = L[st]
-        wre = L[en - 1] + 1
-        offs, at = spans(st, lens)
-        return u[J], K, wle, wre, window_values(fam.step.udm, self.V[at], offs[:-1], lens, wle, wre)
-
-    def _write(self, fam: Any, out: Any, em: Any, *runs: np.ndarray) -> None:
-        """Final windows never emitted (see `_windows`), written as one block."""
-        nums, _K, wle, wre, res = self._windows(fam, *runs)
-        gs = self.groups
-        write_closed(fam.step, out, em, [gs[x] for x in nums.tolist()], wle, wre, res)
-
-    def _put(self, fam: Any, out: Any, em: Any, *runs: np.ndarray) -> None:
-        """Windows released before they are final (see `_windows`), emitted each with its output record."""
-        nums, K, wle, wre, res = self._windows(fam, *runs)
-        outputs = fam.step.udm.outputs
-        vals = res.tolist() if isinstance(res, np.ndarray) else res
-        gs = self.groups
-        for x, k, le, re, v in zip(nums.tolist(), K.tolist(), wle.tolist(), wre.tolist(), vals, strict=True):
-            g = gs[x]
-            fam.put(g, k, le, re, outputs(v, le, re, g.fields), out, em)
-            self.out[x] = g
-
-    def _again(self, fam: Any, out: Any, em: Any, *runs: np.ndarray) -> None:
-        """Windows of the ``redo`` groups (see `_windows`) that a sorted-in row renumbered after they were
-        released: each group's diffed as one against what they emitted (`RowsFamily.rewrite`)."""
-        nums, K, wle, wre, res = self._windows(fam, *runs)
-        outputs = fam.step.udm.outputs
-        vals = res.tolist() if isinstance(res, np.ndarray) else res
-        gs = self.groups
-        news: dict[int, list[tuple[Any, int, int, list]]] = {}
-        for x, k, le, re, v in zip(nums.tolist(), K.tolist(), wle.tolist(), wre.tolist(), vals, strict=True):
-            news.setdefault(x, []).append((k, le, re, outputs(v, le, re, gs[x].fields)))
-        for x, ws in news.items():
-            g = gs[x]
-            fam.rewrite(g, ws[0][0], ws[-1][0], ws, out, em)
-            if g.out:
-                self.out[x] = g
-
-    def cleanup(self, fam: Any, c: int) -> list[Group]:
-        """Cleanup at CTI ``c`` (`RowsCleanup.cleanup`'s rule): the rows before each group's earliest window
-        that can still change or appear are dropped; returns the groups that hold nothing (they leave the
-        store, for the step to forget)."""
-        if not self.groups:
-            return []
-        self._settle()
-        slide = fam.slide
-        n = self.nums
-        #: by group number: its earliest window that can still change or appear
-        opens = fam.up(self.P[:n] + 1)
-        if len(self.G):
-            heads, cnt, u = self._runs()
-            fixed = self._fixed(heads, cnt, c)
-            P = self.P[u]
-            k_open = fam.up(P + fixed + 1)
-            drop = np.maximum(np.minimum(fixed, fam.first(k_open) - 1 - P), 0)
-            if drop.any():
-                keep = np.arange(len(self.G), dtype=_I64) - np.repeat(heads, cnt) >= np.repeat(drop, cnt)
-                self._keep(keep)
-                self.P[u] = P + drop
-            self.F[u] = np.maximum(self.F[u], k_open)
-            opens[u] = k_open
-        for x, g in list(self.out.items()):  # (records of windows now final go)
-            o = g.out
-            k = int(opens[x])
-            while o and o.peekitem(0)[0] < k:
-                o.popitem(0)
-            if not o:
-                del self.out[x]
-        held = np.bincount(self.G, minlength=n)[:n] > 0
-        live = np.zeros(n, dtype=bool)
-        nums = np.fromiter(self.groups, dtype=_I64, count=len(self.groups))
-        live[nums] = True
-        empty = np.flatnonzero(live & ~held)
-        self.F[empty] = np.maximum(self.F[empty], fam.up(self.P[empty] + 1))
-        idle = empty[self.P[empty] % slide == 0]
-        gone = [g for g in map(self.groups.__getitem__, idle.tolist()) if not g.out]
-        for g in gone:
-            self._release(g, g.data.num)
-        if self.nums > 2 * len(self.groups) + 4096:
-            self._renumber()
-        return gone
-
     def _renumber(self) -> None:
         """Number the groups in the store 0, 1, .. again (the numbers of groups that left are not reused)."""
         self._settle()
@@ -465,32 +289,3 @@ class RowStore:
             g.data.num = i
         self.nums = len(olds)
         self.seen = None
-
-    def bound(self, fam: Any, c: int) -> tuple[int, list[tuple[RowColumns, int, int]]]:
-        """The smallest LE the groups in the store let the output CTI reach at CTI ``c`` (`RowsCleanup.
-        _contribution`'s rule, as arrays), and the groups it leaves to that rule: those with a row whose end
-        can still move in a block of equal LEs (rows, purged, fixed each)."""
-        self._settle()
-        if not len(self.G):
-            return INF, []
-        heads, cnt, u = self._runs()
-        P = self.P[u]
-        r = fam.first(fam.up(P + self._below(heads, c) + 1))  # a new row lands after the rows with LE < c
-        ok = r <= P + cnt
-        b = int(self.L[(heads + r - 1 - P)[ok]].min()) if ok.any() else INF
-        L, R = self.L, self.R
-        opn = (c > L) & (c <= R)
-        if not opn.any():
-            return b, []
-        bh = self._block_heads()
-        alone = bh & np.concatenate((bh[1:], [True]))  # a block of one row
-        runs = np.unique(np.searchsorted(heads, np.flatnonzero(opn & ~alone), "right") - 1)
-        if not len(runs):
-            return b, []
-        fixed = self._fixed(heads, cnt, c)
-        rest = []
-        for j in runs.tolist():
-            a, e = int(heads[j]), int(heads[j] + cnt[j])
-            rest.append((RowColumns(self.I[a:e].tolist(), L[a:e].tolist(), R[a:e].tolist(), self.V[a:e].tolist()),
-                         int(P[j]), int(fixed[j])))
-        return b, rest
