@@ -36,15 +36,16 @@ def canonical_ties(tie: np.ndarray, order: np.ndarray, vals: Any, ids: Any) -> n
         return order
     heads = t[np.concatenate(([True], t[1:] != t[:-1] + 1))]
     tails = t[np.concatenate((t[1:] != t[:-1] + 1, [True]))] + 2
-    tied = order[spans(heads, tails - heads)[1]]  # the tied rows, run after run
-    vl = vals[tied].tolist() if isinstance(vals, np.ndarray) else [vals[i] for i in tied.tolist()]
-    il = ids[tied].tolist()
+    lens = tails - heads
+    at = spans(heads, lens)[1]
+    tied = order[at]  # the tied rows, run after run
+    if isinstance(vals, np.ndarray) and vals.dtype == np.int64:
+        text = vals[tied].astype(str)  # (an int's canonical JSON is its decimal text)
+    else:
+        tv = vals[tied].tolist() if isinstance(vals, np.ndarray) else [vals[i] for i in tied.tolist()]
+        text = np.array([canonical_json(v) for v in tv], dtype=str)
     out = order.copy()
-    i = 0
-    for a, e in zip(heads.tolist(), tails.tolist(), strict=True):
-        j = i + e - a
-        out[a:e] = tied[sorted(range(i, j), key=lambda k: (canonical_json(vl[k]), il[k]))]
-        i = j
+    out[at] = tied[np.lexsort((ids[tied], text, np.repeat(np.arange(len(heads)), lens)))]
     return out
 
 
