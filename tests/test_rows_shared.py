@@ -2,8 +2,8 @@
 keep their rows in one set of arrays and a flush values, writes and cleans up all of them at once. It must be
 the group-by-group form's vector form: the same output CHT, dead letters and run statistics as with every
 group on its own and as the kit's oracle, on streams in order (many groups, blocks of equal LEs whose values
-decide the order, rows whose ends still move at the CTI) and disordered (late rows and retractions send a group
-out of the store, a later batch takes it back), in batches of one element and of many, with a snapshot taken
+decide the order, rows whose ends still move at the CTI) and disordered (late rows are sorted into the store,
+retractions send a group out of it, a later batch takes it back), in batches of one element and of many, with a snapshot taken
 half-way, with the store really taking part."""
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def test_store_equals_group_by_group_and_the_oracle(window: dict, udm: str, kind
 
 
 @pytest.mark.parametrize("step", [
-    {"udm": "sum", "input": "v", "max_delay": 3},  # released before final: groups leave with output records
+    {"udm": "sum", "input": "v", "max_delay": 3},  # released before final: output records, diffed in the store
     {"udm": "avg", "input": "v", "max_memory_time": 4},  # refusals
     {"udm": "count"},  # payloads, not numbers
 ])

@@ -10,13 +10,16 @@ flush does each of those things for all of them at once with numpy: the final wi
 in one ``compute_slices`` call (`grid_closed.window_values`) and written as one column block, cleanup by mask,
 the output-CTI bound as a minimum (the rules are `rows_cti`'s, as arrays).
 
-A group leaves the store (`materialize`: its rows become its `RowColumns`, nothing else changes) the moment it
-needs per-group state: an insert that is not appended after its rows or ties one (the canonical JSON of the
-values decides), a retraction, an element fed alone. It comes back when a bulk insert finds it with nothing
-dirty. A window released before it is final is emitted with its output record in the group's ``out``
-(`Family.put`) and the group stays: appended rows never change that window, what would is per-group state (the
-group leaves, its records with it); cleanup drops the records of windows become final. Both forms are one
-rule: tests/test_rows_shared.py holds the store, the group-by-group form and the oracle to the same output.
+A bulk insert's rows all go into the store, late and tied ones included: the rows of the groups a row lands
+among are sorted together with their new rows (lexsort, ties by canonical JSON: `rows_store.canonical_ties`)
+and spliced back, every column copied once (`_merge`, `_splice`). A window released before it is final is
+emitted with its output record in the group's ``out`` (`Family.put`); a sorted-in row renumbers the windows
+from its row on, so those of them already released are valued again at the next flush and diffed as one
+against their records (``redo``, `rows_shared_flush`); cleanup drops the records of windows become final. A
+group leaves the store (`materialize`: its rows become its `RowColumns`, nothing else changes) only for what
+needs per-group state — a retraction or end change, an element fed alone (a batch below the bulk size) — and
+comes back when a bulk insert finds it with nothing dirty. Both forms are one rule: tests/test_rows_shared.py
+holds the store, the group-by-group form and the oracle to the same output.
 """
 
 from __future__ import annotations
