@@ -3,8 +3,8 @@ keep their rows in one set of arrays and a flush values, writes and cleans up al
 the group-by-group form's vector form: the same output CHT, dead letters and run statistics as with every
 group on its own and as the kit's oracle, on streams in order (many groups, blocks of equal LEs whose values
 decide the order, rows whose ends still move at the CTI) and disordered (late rows are sorted into the store,
-retractions send a group out of it, a later batch takes it back), in batches of one element and of many, with a snapshot taken
-half-way, with the store really taking part."""
+retractions send a group out of it, a later batch takes it back), in batches of one element and of many, with
+a snapshot taken half-way, with the store really taking part."""
 
 from __future__ import annotations
 
