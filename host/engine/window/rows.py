@@ -174,11 +174,13 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
         self._outside([g])
 
     def new_groups(self, gs: list[Group]) -> None:
-        """A batch's new groups enter the store together."""
+        """A batch's new groups enter the store together (a group gets its sweep when it leaves: `_leave`)."""
         for g in gs:
-            g.sweep = self.new_sweep()
             g.data = _Data()
         self.store.enter(gs)
+        for g in gs:
+            if g.data.num < 0:
+                g.sweep = self.new_sweep()
         self._outside(gs)
 
     def _outside(self, gs: list[Group]) -> None:
@@ -191,6 +193,8 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
         self.store.materialize(gs)
         for g in gs:
             self._touch(g, g.data)
+            if g.sweep is None:
+                g.sweep = self.new_sweep()
         self._outside(gs)
 
     def to_evaluate(self, groups: list[Group]) -> list[Group]:
