@@ -252,14 +252,11 @@ class RowStore(StoreFlush, StoreCti):
                 vals: np.ndarray) -> None:
         """Rows ``drop`` leave, rows (group, LE, RE, id, value) enter after the held rows of their group (a
         group's in their order), every column copied once."""
-        n = len(self.G)
+        keep = None
         if drop is not None and len(drop):
-            keep = np.ones(n, dtype=bool)
+            keep = np.ones(len(self.G), dtype=bool)
             keep[drop] = False
-            kept = np.flatnonzero(keep)
-        else:
-            kept = None
-        Gk = self.G if kept is None else self.G[kept]
+        Gk = self.G if keep is None else self.G[keep]
         pos = np.searchsorted(Gk, g, "right")
         srt = np.lexsort((g, pos))  # (stable: a group's rows keep their order)
         pos = pos[srt]
@@ -272,7 +269,7 @@ class RowStore(StoreFlush, StoreCti):
         for old, new in ((self.G, g), (self.L, le), (self.R, re), (self.I, ids), (V, vals)):
             col = np.empty(m, dtype=old.dtype)
             col[dnew] = new[srt]
-            col[dold] = old if kept is None else old[kept]
+            col[dold] = old if keep is None else old[keep]
             cols.append(col)
         self.G, self.L, self.R, self.I, self.V = cols
         self.seen = None
