@@ -144,12 +144,16 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
         self.closed = ClosedRows(step, step.sweep_kind, self.n, self.slide)
         #: the rows of the groups that need no per-group state, valued and cleaned up together
         self.store = RowStore(self.closed.vector)
+        #: the groups outside the store (by key; some may have come back or gone): `sizes` walks only these
+        self._own: dict[Any, Group] | None = {}
+        #: the groups of the last bulk insert, and those of them outside the store (for `to_evaluate`)
+        self._fed: tuple[list[Group], list[Group]] | None = None
         self._settling()
 
     def __getstate__(self) -> dict[str, Any]:
         s = dict(self.__dict__)
         s["_active"] = list(self._active.values())  # (ids change across a restore)
-        for k in ("_bc", "_cval", "_stale"):
+        for k in ("_bc", "_cval", "_stale", "_fed"):
             s.pop(k, None)
         return s
 
@@ -159,25 +163,65 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
             s["closed"] = ClosedRows(s["step"], "members", 1, 1)
         if "store" not in s:  # (a snapshot from before the store)
             s["store"] = RowStore(s["closed"].vector)
+        s.setdefault("_own", None)  # (a snapshot from before: `sizes` finds them once)
+        s["_fed"] = None
         self.__dict__.update(s)
         self._forget_bounds()
 
     def new_group(self, g: Group) -> None:
         g.data = _Data()
         self.store.enter([g])
+        self._outside([g])
+
+    def new_groups(self, gs: list[Group]) -> None:
+        """A batch's new groups enter the store together (a group gets its sweep when it leaves: `_leave`)."""
+        for g in gs:
+            g.data = _Data()
+        self.store.enter(gs)
+        for g in gs:
+            if g.data.num < 0:
+                g.sweep = self.new_sweep()
+        self._outside(gs)
+
+    def _outside(self, gs: list[Group]) -> None:
+        own = self._own
+        if own is not None:
+            own.update((g.key, g) for g in gs if g.data.num < 0)
 
     def _leave(self, gs: list[Group]) -> None:
         """The groups leave the store (see `rows_shared`): evaluated group by group from now on."""
         self.store.materialize(gs)
         for g in gs:
             self._touch(g, g.data)
+            if g.sweep is None:
+                g.sweep = self.new_sweep()
+        self._outside(gs)
+
+    def to_evaluate(self, groups: list[Group]) -> list[Group]:
+        # (a group in the store is valued with every other one in `prepare`; `bulk_insert` found the others)
+        fed, self._fed = self._fed, None
+        if fed is not None and fed[0] is groups:
+            return fed[1]
+        return [g for g in groups if g.data.num < 0]
+
+    def busy(self) -> bool:
+        store = self.store
+        return store.seen is None and bool(store.groups)
 
     def bulk_held(self, g: Group) -> int:
         return len(g.data.rows)
 
     def sizes(self, groups: Iterable[Group]) -> tuple[int, int]:
-        gs = list(groups)
-        return (sum(len(g.out) for g in gs), sum(len(g.data.rows.le) for g in gs) + self.store.held())
+        """Only the groups outside the store are walked; the store sums its rows and output records."""
+        store = self.store
+        own = self._own
+        live = self.step.groups
+        if own is None:
+            own = self._own = {g.key: g for g in groups if g.data.num < 0}
+        for k in [k for k, g in own.items() if g.data.num >= 0 or live.get(k) is not g]:
+            del own[k]
+        gs = [*own.values(), *store.out.values()]
+        return (sum(len(g.out) for g in gs), sum(len(g.data.rows.le) for g in gs) + store.held())
 
     def final_point(self, g: Group, c: int) -> int:
         if not self.step.sees_open_ends:
@@ -214,9 +258,8 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
         (`rows_bulk`)."""
         store = self.store
         if store.on:
-            rest, gone = store.bulk(groups, codes, le, re, ids, vals)
-            for g in gone:
-                self._touch(g, g.data)
+            rest, outside = store.bulk(self, groups, codes, le, re, ids, vals)
+            self._fed = (groups, outside)
             if not len(rest):
                 return
             codes, ids, le, re = codes[rest], ids[rest], le[rest], re[rest]
@@ -329,14 +372,19 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
             else:
                 vals = self.value(g, wle, wre, self._members(d, k))
             news.append((k, wle, wre, vals))
-        if g.out and news:  # (a window first out with others that change: `put` counts the rest)
+        self.rewrite(g, lo, top, news, out, em)
+        return stop
+
+    def rewrite(self, g: Group, lo: int, top: int, news: list[tuple[Any, int, int, list]], out: Any,
+                em: Any) -> None:
+        """`replace_range`, counting the windows first out among others that change (`put` counts the rest)."""
+        if g.out and news:
             had = set(g.out.irange(lo, top))
             if had:
                 for key, _wle, wre, vals in news:
                     if vals and key not in had:
-                        first_emission(step, wre)
+                        first_emission(self.step, wre)
         replace_range(self, g, lo, top, news, out, em)
-        return stop
 
     def _members(self, d: _Data, k: int) -> list[Ev]:
         return d.rows.events(self._first(k) - 1 - d.purged, k - d.purged)

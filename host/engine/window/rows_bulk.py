@@ -16,26 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from udm.host.temporal.strict import canonical_json
-
 from ..common import Ev
-from .rows_store import RowColumns
+from .rows_store import RowColumns, canonical_ties
 from .state import Group
 
 __all__ = ["bulk_rows"]
-
-
-def _order_ties(tie: np.ndarray, il: list[int], vl: list[Any]) -> None:
-    """Rows sorted by group, LE and RE into canonical order in place: each run of equal (group, LE, RE)
-    (``tie[i]``: row ``i + 1`` ties row ``i``) sorted by the canonical JSON of its values, then ids (made for
-    those rows only)."""
-    t = np.flatnonzero(tie)
-    heads = t[np.concatenate(([True], t[1:] != t[:-1] + 1))].tolist()
-    tails = (t[np.concatenate((t[1:] != t[:-1] + 1, [True]))] + 2).tolist()
-    for s, e in zip(heads, tails, strict=True):
-        at = sorted(range(s, e), key=lambda r: (canonical_json(vl[r]), il[r]))
-        il[s:e] = [il[r] for r in at]
-        vl[s:e] = [vl[r] for r in at]  # (LE and RE are the run's own)
 
 
 def bulk_rows(fam: Any, groups: list[Group], codes: np.ndarray, ids: np.ndarray, le: np.ndarray, re: np.ndarray,
@@ -47,6 +32,7 @@ def bulk_rows(fam: Any, groups: list[Group], codes: np.ndarray, ids: np.ndarray,
     cs = codes[order]
     les = le[order]
     res = re[order]
+    order = canonical_ties((cs[1:] == cs[:-1]) & (les[1:] == les[:-1]) & (res[1:] == res[:-1]), order, vals, ids)
     il = ids[order].tolist()
     ll = les.tolist()
     rl = res.tolist()
@@ -55,9 +41,6 @@ def bulk_rows(fam: Any, groups: list[Group], codes: np.ndarray, ids: np.ndarray,
     new = np.flatnonzero(cs[1:] != cs[:-1]) + 1
     starts = [0, *new.tolist()]
     ends = [*new.tolist(), m]
-    tie = (cs[1:] == cs[:-1]) & (les[1:] == les[:-1]) & (res[1:] == res[:-1])
-    if tie.any():
-        _order_ties(tie, il, vl)
     cl = cs[starts].tolist()
     for a, b, c in zip(starts, ends, cl, strict=True):
         g = groups[c]

@@ -10,66 +10,54 @@ flush does each of those things for all of them at once with numpy: the final wi
 in one ``compute_slices`` call (`grid_closed.window_values`) and written as one column block, cleanup by mask,
 the output-CTI bound as a minimum (the rules are `rows_cti`'s, as arrays).
 
-A group leaves the store (`materialize`: its rows become its `RowColumns`, nothing else changes) the moment it
-needs per-group state: an insert that is not appended after its rows or ties one (the canonical JSON of the
-values decides), a retraction, an element fed alone. It comes back when a bulk insert finds it with nothing
-dirty. A window released before it is final is emitted with its output record in the group's ``out``
-(`Family.put`) and the group stays: appended rows never change that window, what would is per-group state (the
-group leaves, its records with it); cleanup drops the records of windows become final. Both forms are one
-rule: tests/test_rows_shared.py holds the store, the group-by-group form and the oracle to the same output.
+A bulk insert's rows all go into the store, late and tied ones included: the rows of the groups a row lands
+among are sorted together with their new rows (lexsort, ties by canonical JSON: `rows_store.canonical_ties`)
+and spliced back, every column copied once (`_merge`, `_splice`). A window released before it is final is
+emitted with its output record in the group's ``out`` (`Family.put`); a sorted-in row renumbers the windows
+from its row on, so those of them already released are valued again at the next flush and diffed as one
+against their records (``redo``, `rows_shared_flush`); cleanup drops the records of windows become final. A
+group leaves the store (`materialize`: its rows become its `RowColumns`, nothing else changes) only for what
+needs per-group state — a retraction or end change, an element fed alone (a batch below the bulk size) — and
+comes back when a bulk insert finds it with nothing dirty. Both forms are one rule: tests/test_rows_shared.py
+holds the store, the group-by-group form and the oracle to the same output.
 """
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
-from udm.host.temporal.strict import canonical_json
-
 from ..payload import value_array
-from ..rules import INF
-from .grid_closed import spans, window_values, write_closed
-from .rows_store import RowColumns
+from .grid_closed import spans
+from .rows_shared_cti import StoreCti
+from .rows_shared_flush import StoreFlush
+from .rows_store import RowColumns, canonical_ties
 from .state import Group
 
 __all__ = ["RowStore"]
 
 _I64 = np.int64
+_NUM = attrgetter("data.num")
 
 
 def _empty() -> np.ndarray:
     return np.zeros(0, dtype=_I64)
 
 
-def _tie_order(tie: np.ndarray, col: np.ndarray, ids: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """``rows`` (batch rows sorted by group, LE and RE) with each run of equal (group, LE, RE) (``tie[i]``:
-    ``rows[i + 1]`` ties ``rows[i]``) sorted by the canonical JSON of its values, then ids (SEMANTICS §9; made
-    for those rows only)."""
-    t = np.flatnonzero(tie)
-    heads = t[np.concatenate(([True], t[1:] != t[:-1] + 1))]
-    tails = t[np.concatenate((t[1:] != t[:-1] + 1, [True]))] + 2
-    at = spans(heads, tails - heads)[1]  # the positions of the tied rows, run after run
-    tied = rows[at]
-    vl = col[tied].tolist()
-    il = ids[tied].tolist()
-    out = rows.copy()
-    i = 0
-    for a, e in zip(heads.tolist(), tails.tolist(), strict=True):
-        j = i + e - a
-        out[a:e] = tied[sorted(range(i, j), key=lambda k: (canonical_json(vl[k]), il[k]))]
-        i = j
-    return out
-
-
 def _unite(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Two value columns of one kind (an int stays an int among floats: Python objects then)."""
     if a.dtype == b.dtype:
         return a, b
+    if not len(a):
+        return a.astype(b.dtype), b
+    if not len(b):
+        return a, b.astype(a.dtype)
     return a.astype(object), b.astype(object)
 
 
-class RowStore:
+class RowStore(StoreFlush, StoreCti):
     """The rows of the groups in the store (see the module doc); ``on``: the step's windows are valued by the
     fresh-window batch form (`rows_closed.ClosedRows.vector`), else no group ever enters."""
 
@@ -94,6 +82,9 @@ class RowStore:
         self.F = _empty()
         #: groups in the store holding output records (windows released before they were final), by number
         self.out: dict[int, Group] = {}
+        #: by group number: the last released window a sorted-in row renumbered (those from ``D + 1`` to it are
+        #: valued again and diffed, `_again`)
+        self.redo: dict[int, int] = {}
         #: group numbers that left the store, their rows not removed yet (`_settle`)
         self.left: list[int] = []
         #: (effective CTI, release point) of the last `prepare` that looked at the rows, and whether rows
@@ -165,6 +156,7 @@ class RowStore:
     def _release(self, g: Group, num: int) -> None:
         d = g.data
         self.out.pop(num, None)
+        self.redo.pop(num, None)
         d.purged = int(self.P[num])
         d.done = int(self.D[num])
         d.floor = int(self.F[num])
@@ -189,203 +181,98 @@ class RowStore:
         return len(self.G)
 
     # -- a batch's inserts -------------------------------------------------------------------------------
-    def bulk(self, groups: list[Group], codes: np.ndarray, le: np.ndarray, re: np.ndarray, ids: np.ndarray,
-             vals: Any) -> tuple[np.ndarray, list[Group]]:
-        """Take the inserts (row ``j`` in ``groups[codes[j]]``) of groups in the store that go after their
-        rows, the groups outside with nothing dirty entering first; returns the rows not taken, and the groups
-        that left the store for them (an insert before or tied with a row of its group)."""
-        nums = np.array([g.data.num for g in groups], dtype=_I64)
+    def bulk(self, fam: Any, groups: list[Group], codes: np.ndarray, le: np.ndarray, re: np.ndarray,
+             ids: np.ndarray, vals: Any) -> tuple[np.ndarray, list[Group]]:
+        """Take the inserts (row ``j`` in ``groups[codes[j]]``) of the groups in the store, the groups outside
+        with nothing dirty entering first; returns the rows not taken. A row not after its group's rows is
+        sorted in among them (`_merge`). Returns the rows left to the groups outside, and those groups."""
+        nums = np.fromiter(map(_NUM, groups), dtype=_I64, count=len(groups))
         out = np.flatnonzero(nums < 0)
+        outside: list[Group] = []
         if len(out):
             back = [g for g in map(groups.__getitem__, out.tolist()) if not g.data.dirty]
             self.enter(back)
             nums[out] = [g.data.num for g in map(groups.__getitem__, out.tolist())]
+            outside = [g for g in map(groups.__getitem__, out.tolist()) if g.data.num < 0]
         rn = nums[codes]
         mine = np.flatnonzero(rn >= 0)
         if not len(mine):
-            return np.arange(len(codes)), []
+            return np.arange(len(codes)), outside
         self._settle()
         gn, ln, rr = rn[mine], le[mine], re[mine]
         order = np.lexsort((rr, ln, gn))
         mine, gn, ln, rr = mine[order], gn[order], ln[order], rr[order]
-        heads = np.flatnonzero(np.concatenate(([True], gn[1:] != gn[:-1])))
-        hn = gn[heads]
-        G = self.G
-        last = np.searchsorted(G, hn, "right") - 1
-        lc = np.maximum(last, 0)
-        has = (last >= 0) & (G[lc] == hn) if len(G) else np.zeros(len(hn), dtype=bool)
-        hl, hr = ln[heads], rr[heads]
-        before = has & ((hl < self.L[lc]) | ((hl == self.L[lc]) & (hr <= self.R[lc]))) if len(G) else has
         col = value_array(vals)
-        tie = (gn[1:] == gn[:-1]) & (ln[1:] == ln[:-1]) & (rr[1:] == rr[:-1])
-        if tie.any():
-            mine = _tie_order(tie, col, ids, mine)
-        bad = hn[before]
-        gone: list[Group] = []
-        if len(bad):
-            gone = [self.groups[x] for x in bad.tolist()]
-            self.materialize(gone)
-            self._settle()
-            ok = ~np.isin(gn, bad)
-            mine, gn, ln, rr = mine[ok], gn[ok], ln[ok], rr[ok]
-        if len(mine):
-            at = np.searchsorted(self.G, gn, "right")
-            self.V, new = _unite(self.V, col[mine])
-            self.V = np.insert(self.V, at, new)
-            self.G = np.insert(self.G, at, gn)
-            self.L = np.insert(self.L, at, ln)
-            self.R = np.insert(self.R, at, rr)
-            self.I = np.insert(self.I, at, ids[mine])
-            self.seen = None
+        mine = canonical_ties((gn[1:] == gn[:-1]) & (ln[1:] == ln[:-1]) & (rr[1:] == rr[:-1]), mine, col, ids)
+        G, L, R = self.G, self.L, self.R
+        last = np.maximum(np.searchsorted(G, gn, "right") - 1, 0)
+        late = (G[last] == gn) & ((ln < L[last]) | ((ln == L[last]) & (rr <= R[last]))) if len(G) else None
+        if late is not None and late.any():
+            self._merge(fam, np.unique(gn[late]), gn, ln, rr, ids[mine], col[mine])
+        else:
+            self._splice(None, gn, ln, rr, ids[mine], col[mine])
         rest = np.ones(len(codes), dtype=bool)
         rest[mine] = False
-        return np.flatnonzero(rest), gone
+        return np.flatnonzero(rest), outside
 
-    # -- row numbers, as arrays ------------------------------------------------------------------------------
-    def _runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each group's rows: first position, count, group number (groups holding rows only)."""
+    def _merge(self, fam: Any, bad: np.ndarray, gn: np.ndarray, ln: np.ndarray, rr: np.ndarray, ni: np.ndarray,
+               nv: np.ndarray) -> None:
+        """New rows (sorted, in canonical order) of which those of the groups ``bad`` are not all after their
+        group's rows: those groups' rows and new rows sorted together into canonical order, the others'
+        appended. The windows a sorted-in row renumbers (from its row on) that were released are valued again
+        at the next `prepare` and diffed against what they emitted (``redo``)."""
         G = self.G
-        heads = np.flatnonzero(np.concatenate(([True], G[1:] != G[:-1])))
-        cnt = np.diff(np.concatenate((heads, [len(G)])))
-        return heads, cnt, G[heads]
+        a = np.searchsorted(G, bad, "left")
+        old = spans(a, np.searchsorted(G, bad, "right") - a)[1]  # the held rows of those groups
+        inb = np.isin(gn, bad)
+        cg = np.concatenate((G[old], gn[inb]))
+        cl = np.concatenate((self.L[old], ln[inb]))
+        cr = np.concatenate((self.R[old], rr[inb]))
+        ci = np.concatenate((self.I[old], ni[inb]))
+        cv = np.concatenate(_unite(self.V[old], nv[inb]))
+        o = np.lexsort((cr, cl, cg))
+        sg, sl, sr = cg[o], cl[o], cr[o]
+        o = canonical_ties((sg[1:] == sg[:-1]) & (sl[1:] == sl[:-1]) & (sr[1:] == sr[:-1]), o, cv, ci)
+        heads = np.flatnonzero(np.concatenate(([True], sg[1:] != sg[:-1])))  # one per group of ``bad``
+        idx = np.arange(len(o), dtype=_I64)
+        first = np.minimum.reduceat(np.where(o >= len(old), idx, len(o)), heads) - heads  # its first new row
+        k = fam.yield_at(np.maximum(self.P[bad] + first + 1, self.F[bad]))
+        hit = k <= self.D[bad]  # windows from ``k`` on were released: valued again, diffed
+        if hit.any():
+            redo = self.redo
+            for x, top in zip(bad[hit].tolist(), self.D[bad[hit]].tolist(), strict=True):
+                redo[x] = max(redo.get(x, top), top)
+            self.D[bad[hit]] = k[hit] - 1
+        app = ~inb
+        self._splice(old, np.concatenate((gn[app], sg)), np.concatenate((ln[app], sl)),
+                     np.concatenate((rr[app], sr)), np.concatenate((ni[app], ci[o])),
+                     np.concatenate(_unite(nv[app], cv[o])))
 
-    def _below(self, heads: np.ndarray, t: int) -> np.ndarray:
-        """Per run: its rows with LE below ``t``."""
-        return np.add.reduceat((t > self.L).astype(_I64), heads)
-
-    def _fixed(self, heads: np.ndarray, cnt: np.ndarray, c: int) -> np.ndarray:
-        """Per run, `RowsCleanup._fix` at CTI ``c``: its rows before the first LE block holding a row with
-        ``RE >= c`` (among those with ``LE < c``), else before the first row with ``LE >= c``."""
-        if c >= INF:
-            return cnt.copy()
-        L, R = self.L, self.R
-        n = len(L)
-        below = c > L
-        pm = np.add.reduceat(below.astype(_I64), heads)
-        idx = np.arange(n, dtype=_I64)
-        fo = np.minimum.reduceat(np.where(below & (c <= R), idx, n), heads)
-        has = fo < n
-        if not has.any():
-            return pm
-        block = np.maximum.accumulate(np.where(self._block_heads(), idx, 0))
-        return np.where(has, block[np.minimum(fo, n - 1)] - heads, pm)
-
-    def _block_heads(self) -> np.ndarray:
-        """Rows that start a block of equal (group, LE)."""
-        G, L = self.G, self.L
-        return np.concatenate(([True], (G[1:] != G[:-1]) | (L[1:] != L[:-1])))
-
-    # -- a flush --------------------------------------------------------------------------------------------
-    def prepare(self, fam: Any, out: Any, em: Any) -> None:
-        """Value and write every window of a group in the store that the flush releases: those final at the
-        CTI as one block, with no output record (nothing valid can change them); those released before they
-        are final with their output records, for a later diff (`Family.put`)."""
-        step = fam.step
-        c, rp = step.effective_cti, step.rp
-        if not self.groups or self.seen == (c, rp):
-            return
-        self.seen = (c, rp)
-        self._settle()
-        if not len(self.G):
-            return
-        heads, cnt, u = self._runs()
-        fixed = self._fixed(heads, cnt, c)
-        P, D, F = self.P[u], self.D[u], self.F[u]
-        lo = fam.yield_at(np.maximum(D + 1, F))
-        slide = fam.slide
-        hi = (P + fixed) // slide * slide  # the last window whose rows are all fixed
-        take = hi >= lo
-        D = np.where(take, hi, D)
-        self.D[u] = D
-        if take.any():
-            self._write(fam, out, em, heads[take], u[take], P[take], lo[take], hi[take])
-        # released (its last row's LE below the release point), not final: emitted with output records
-        hr = fam.up(P + self._below(heads, rp) + 1) - slide
-        lo = fam.yield_at(np.maximum(D + 1, F))
-        early = hr >= lo
-        if early.any():
-            self.D[u[early]] = hr[early]
-            self._put(fam, out, em, heads[early], u[early], P[early], lo[early], hr[early])
-
-    def _windows(self, fam: Any, heads: np.ndarray, u: np.ndarray, P: np.ndarray, lo: np.ndarray,
-                 hi: np.ndarray) -> tuple[np.ndarray, ...]:
-        """The windows of yield rows ``lo, lo + slide, .. hi`` of each run: group number, yield row, W.LE,
-        W.RE and value each."""
-        slide = fam.slide
-        m = (hi - lo) // slide + 1
-        J = np.repeat(np.arange(len(u), dtype=_I64), m)
-        firsts = np.concatenate(([0], np.cumsum(m)[:-1]))
-        K = lo[J] + slide * (np.arange(len(J), dtype=_I64) - firsts[J])
-        base = heads[J] - P[J] - 1  # row number r is at position base + r
-        st = base + fam.first(K)
-        en = base + K + 1
-        lens = en - st
-        L = self.L
-        wle = L[st]
-        wre = L[en - 1] + 1
-        offs, at = spans(st, lens)
-        return u[J], K, wle, wre, window_values(fam.step.udm, self.V[at], offs[:-1], lens, wle, wre)
-
-    def _write(self, fam: Any, out: Any, em: Any, *runs: np.ndarray) -> None:
-        """Final windows never emitted (see `_windows`), written as one block."""
-        nums, _K, wle, wre, res = self._windows(fam, *runs)
-        gs = self.groups
-        write_closed(fam.step, out, em, [gs[x] for x in nums.tolist()], wle, wre, res)
-
-    def _put(self, fam: Any, out: Any, em: Any, *runs: np.ndarray) -> None:
-        """Windows released before they are final (see `_windows`), emitted each with its output record."""
-        nums, K, wle, wre, res = self._windows(fam, *runs)
-        outputs = fam.step.udm.outputs
-        vals = res.tolist() if isinstance(res, np.ndarray) else res
-        gs = self.groups
-        for x, k, le, re, v in zip(nums.tolist(), K.tolist(), wle.tolist(), wre.tolist(), vals, strict=True):
-            g = gs[x]
-            fam.put(g, k, le, re, outputs(v, le, re, g.fields), out, em)
-            self.out[x] = g
-
-    def cleanup(self, fam: Any, c: int) -> list[Group]:
-        """Cleanup at CTI ``c`` (`RowsCleanup.cleanup`'s rule): the rows before each group's earliest window
-        that can still change or appear are dropped; returns the groups that hold nothing (they leave the
-        store, for the step to forget)."""
-        if not self.groups:
-            return []
-        self._settle()
-        slide = fam.slide
-        n = self.nums
-        #: by group number: its earliest window that can still change or appear
-        opens = fam.up(self.P[:n] + 1)
-        if len(self.G):
-            heads, cnt, u = self._runs()
-            fixed = self._fixed(heads, cnt, c)
-            P = self.P[u]
-            k_open = fam.up(P + fixed + 1)
-            drop = np.maximum(np.minimum(fixed, fam.first(k_open) - 1 - P), 0)
-            if drop.any():
-                keep = np.arange(len(self.G), dtype=_I64) - np.repeat(heads, cnt) >= np.repeat(drop, cnt)
-                self._keep(keep)
-                self.P[u] = P + drop
-            self.F[u] = np.maximum(self.F[u], k_open)
-            opens[u] = k_open
-        for x, g in list(self.out.items()):  # (records of windows now final go)
-            o = g.out
-            k = int(opens[x])
-            while o and o.peekitem(0)[0] < k:
-                o.popitem(0)
-            if not o:
-                del self.out[x]
-        held = np.bincount(self.G, minlength=n)[:n] > 0
-        live = np.zeros(n, dtype=bool)
-        nums = np.fromiter(self.groups, dtype=_I64, count=len(self.groups))
-        live[nums] = True
-        empty = np.flatnonzero(live & ~held)
-        self.F[empty] = np.maximum(self.F[empty], fam.up(self.P[empty] + 1))
-        idle = empty[self.P[empty] % slide == 0]
-        gone = [g for g in map(self.groups.__getitem__, idle.tolist()) if not g.out]
-        for g in gone:
-            self._release(g, g.data.num)
-        if self.nums > 2 * len(self.groups) + 4096:
-            self._renumber()
-        return gone
+    def _splice(self, drop: np.ndarray | None, g: np.ndarray, le: np.ndarray, re: np.ndarray, ids: np.ndarray,
+                vals: np.ndarray) -> None:
+        """Rows ``drop`` leave, rows (group, LE, RE, id, value) enter after the held rows of their group (a
+        group's in their order), every column copied once."""
+        keep = None
+        if drop is not None and len(drop):
+            keep = np.ones(len(self.G), dtype=bool)
+            keep[drop] = False
+        Gk = self.G if keep is None else self.G[keep]
+        pos = np.searchsorted(Gk, g, "right")
+        srt = np.lexsort((g, pos))  # (stable: a group's rows keep their order)
+        pos = pos[srt]
+        m = len(Gk) + len(pos)
+        dnew = pos + np.arange(len(pos), dtype=_I64)
+        dold = np.ones(m, dtype=bool)
+        dold[dnew] = False
+        V, vals = _unite(self.V, vals)
+        cols = []
+        for old, new in ((self.G, g), (self.L, le), (self.R, re), (self.I, ids), (V, vals)):
+            col = np.empty(m, dtype=old.dtype)
+            col[dnew] = new[srt]
+            col[dold] = old if keep is None else old[keep]
+            cols.append(col)
+        self.G, self.L, self.R, self.I, self.V = cols
+        self.seen = None
 
     def _renumber(self) -> None:
         """Number the groups in the store 0, 1, .. again (the numbers of groups that left are not reused)."""
@@ -397,36 +284,8 @@ class RowStore:
         self.P, self.D, self.F = self.P[olds], self.D[olds], self.F[olds]
         self.groups = {i: self.groups[o] for i, o in enumerate(olds.tolist())}
         self.out = {i: g for i, g in self.groups.items() if g.out}
+        self.redo = {int(new[x]): k for x, k in self.redo.items()}
         for i, g in self.groups.items():
             g.data.num = i
         self.nums = len(olds)
         self.seen = None
-
-    def bound(self, fam: Any, c: int) -> tuple[int, list[tuple[RowColumns, int, int]]]:
-        """The smallest LE the groups in the store let the output CTI reach at CTI ``c`` (`RowsCleanup.
-        _contribution`'s rule, as arrays), and the groups it leaves to that rule: those with a row whose end
-        can still move in a block of equal LEs (rows, purged, fixed each)."""
-        self._settle()
-        if not len(self.G):
-            return INF, []
-        heads, cnt, u = self._runs()
-        P = self.P[u]
-        r = fam.first(fam.up(P + self._below(heads, c) + 1))  # a new row lands after the rows with LE < c
-        ok = r <= P + cnt
-        b = int(self.L[(heads + r - 1 - P)[ok]].min()) if ok.any() else INF
-        L, R = self.L, self.R
-        opn = (c > L) & (c <= R)
-        if not opn.any():
-            return b, []
-        bh = self._block_heads()
-        alone = bh & np.concatenate((bh[1:], [True]))  # a block of one row
-        runs = np.unique(np.searchsorted(heads, np.flatnonzero(opn & ~alone), "right") - 1)
-        if not len(runs):
-            return b, []
-        fixed = self._fixed(heads, cnt, c)
-        rest = []
-        for j in runs.tolist():
-            a, e = int(heads[j]), int(heads[j] + cnt[j])
-            rest.append((RowColumns(self.I[a:e].tolist(), L[a:e].tolist(), R[a:e].tolist(), self.V[a:e].tolist()),
-                         int(P[j]), int(fixed[j])))
-        return b, rest

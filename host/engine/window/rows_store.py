@@ -16,11 +16,37 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import Any
 
+import numpy as np
+
 from udm.host.temporal.strict import canonical_json
 
 from ..common import Ev
+from .grid_closed import spans
 
-__all__ = ["RowColumns"]
+__all__ = ["RowColumns", "canonical_ties"]
+
+
+def canonical_ties(tie: np.ndarray, order: np.ndarray, vals: Any, ids: Any) -> np.ndarray:
+    """``order`` (positions into ``vals`` and ``ids``, sorted by group, LE and RE) in canonical order: each run
+    of equal (group, LE, RE) — ``tie[i]``: ``order[i + 1]`` ties ``order[i]`` — sorted by the canonical JSON of
+    its values, then ids (SEMANTICS §9). The JSON is made for the tied rows only; the one rule of the bulk
+    paths (the shared store's merge, `rows_bulk`)."""
+    t = np.flatnonzero(tie)
+    if not len(t):
+        return order
+    heads = t[np.concatenate(([True], t[1:] != t[:-1] + 1))]
+    tails = t[np.concatenate((t[1:] != t[:-1] + 1, [True]))] + 2
+    lens = tails - heads
+    at = spans(heads, lens)[1]
+    tied = order[at]  # the tied rows, run after run
+    if isinstance(vals, np.ndarray) and vals.dtype == np.int64:
+        text = vals[tied].astype(str)  # (an int's canonical JSON is its decimal text)
+    else:
+        tv = vals[tied].tolist() if isinstance(vals, np.ndarray) else [vals[i] for i in tied.tolist()]
+        text = np.array([canonical_json(v) for v in tv], dtype=str)
+    out = order.copy()
+    out[at] = tied[np.lexsort((ids[tied], text, np.repeat(np.arange(len(heads)), lens)))]
+    return out
 
 
 class RowColumns:
