@@ -19,7 +19,6 @@ forms are one rule (tests/test_grid_closed.py holds them and the oracle to the s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +28,8 @@ from ..payload import value_array
 from ..rules import INF, NEG
 from .geometry import Geometry
 from .grid_closed import one_block, window_values, write_closed
+from .grid_codes import GroupCodes
+from .key_columns import joined
 from .state import NO_OUT, Group, OutputRecord
 
 __all__ = ["PaneStore"]
@@ -43,19 +44,6 @@ def _where(res: Any, idx: np.ndarray) -> Any:
     return res[idx] if isinstance(res, np.ndarray) else [res[i] for i in idx.tolist()]
 
 
-def _cat(cols: list[np.ndarray]) -> np.ndarray:
-    """Columns end to end: one numeric kind stays so; mixed kinds become Python objects (an int stays an int)."""
-    kinds = {c.dtype for c in cols}
-    if len(kinds) == 1:
-        return np.concatenate(cols)
-    out = np.empty(sum(len(c) for c in cols), dtype=object)
-    at = 0
-    for c in cols:  # (element by element: numpy would make an int64 and a float64 column one float64)
-        out[at:at + len(c)] = c.tolist()
-        at += len(c)
-    return out
-
-
 class PaneStore:
     """Rows ``(G, S, V)`` of the groups in the store (see the module doc), sorted by (G, S) after `settle`."""
 
@@ -64,9 +52,8 @@ class PaneStore:
         self.geo = geo
         self.fill = fill
         self.on = on
-        #: the groups in the store by number, and the next number
-        self.groups: dict[int, Group] = {}
-        self.nums = 0
+        #: the groups in the store by number (code): keys, key fields, objects (`grid_codes`)
+        self.codes = GroupCodes()
         self.G = np.zeros(0, dtype=np.int64)
         self.S = np.zeros(0, dtype=np.int64)
         self.V: np.ndarray = np.zeros(0, dtype=np.int64)
@@ -94,20 +81,15 @@ class PaneStore:
         s["_counts"] = None
         return s
 
-    # -- groups ------------------------------------------------------------------------------------------
-    def enrol(self, g: Group) -> int:
-        """A new group joins the store; returns its number (-1: not in the store)."""
-        return self.enrol_all([g])[0]
+    def __setstate__(self, s: dict[str, Any]) -> None:
+        if "codes" not in s:  # (a snapshot from before the codes: every group in the store had its object)
+            s["codes"] = GroupCodes.of(s.pop("groups"), s.pop("nums"))
+        self.__dict__.update(s)
 
-    def enrol_all(self, gs: list[Group]) -> Sequence[int]:
-        """`enrol` of several new groups: their numbers in order (all -1 when the store is off)."""
-        if not self.on:
-            return [-1] * len(gs)
-        n = self.nums
-        self.nums = n + len(gs)
-        nums = range(n, n + len(gs))
-        self.groups.update(zip(nums, gs, strict=True))
-        return nums
+    # -- groups ------------------------------------------------------------------------------------------
+    def enrol(self, keys: list[Any], fields: list[dict[str, Any] | None]) -> range:
+        """New groups join the store (the store is on): their numbers, in order; none gets an object."""
+        return self.codes.add(keys, fields)
 
     def materialize(self, g: Group, floor_k: int) -> None:
         """Group ``g`` leaves the store: its rows become its panes (in the order they came), its windows up to
@@ -136,7 +118,7 @@ class PaneStore:
             d = g.data
             n = d.num
             d.num = -1
-            self.groups.pop(n, None)
+            self.codes.leave(n)
             self.out.pop(n, None)
             d.own(SortedDict((s, fill.made(vals)) for s, vals in by_num.get(n, ())))
             d.done = max(d.done, self.done)
@@ -168,17 +150,14 @@ class PaneStore:
         spec = self.spec
         if len(spec) > 1:
             spec[:] = [(np.concatenate([c[0] for c in spec]), np.concatenate([c[1] for c in spec]),
-                        np.concatenate([c[2] for c in spec]), _cat([c[3] for c in spec]))]
+                        np.concatenate([c[2] for c in spec]), joined([c[3] for c in spec]))]
         return spec[0]
 
     def enrol_panes(self, g: Group) -> None:
         """A group evaluated window by window joins the store again: its panes' values become rows (it holds
         short events alone and its windows are evaluated up to ``done``, as every group's in the store)."""
         d = g.data
-        n = self.enrol(g)
-        if n < 0:
-            return
-        d.num = n
+        n = d.num = self.codes.add_objects([g])[0]
         S: list[int] = []
         V: list[Any] = []
         for s, p in d.panes.items():
@@ -218,7 +197,7 @@ class PaneStore:
         parts, self.parts = self.parts, []
         G = np.concatenate([self.G, *(p[0] for p in parts)])
         S = np.concatenate([self.S, *(p[1] for p in parts)])
-        V = _cat([self.V, *(p[2] for p in parts)]) if len(self.V) else _cat([p[2] for p in parts])
+        V = joined([self.V, *(p[2] for p in parts)]) if len(self.V) else joined([p[2] for p in parts])
         order = np.lexsort((S, G))
         self.G, self.S, self.V = G[order], S[order], V[order]
 
@@ -240,7 +219,8 @@ class PaneStore:
         rise, and so do their windows: a row counts the windows past its predecessor's in the group)."""
         self.settle()
         c = self._counts
-        if c is not None and c[0] is self.G and c[1] == self.nums and c[2] == floor:
+        nums = len(self.codes)
+        if c is not None and c[0] is self.G and c[1] == nums and c[2] == floor:
             return c[3], c[4]
         G, S = self.G, self.S
         geo = self.geo
@@ -250,9 +230,9 @@ class PaneStore:
         first[1:] = G[1:] != G[:-1]
         prev = np.where(first, _LO, np.concatenate(([_LO], hi[:-1])))
         n = np.maximum(hi - np.maximum(lo, prev + 1) + 1, 0)
-        held = np.bincount(G, minlength=self.nums)
-        wins = np.bincount(G, weights=n, minlength=self.nums).astype(np.int64)
-        self._counts = (self.G, self.nums, floor, held, wins)
+        held = np.bincount(G, minlength=nums)
+        wins = np.bincount(G, weights=n, minlength=nums).astype(np.int64)
+        self._counts = (self.G, nums, floor, held, wins)
         return held, wins
 
     # -- flush -----------------------------------------------------------------------------------------------
@@ -297,10 +277,10 @@ class PaneStore:
         i1 = np.searchsorted(key, wg * nu + np.searchsorted(U, b))
         wle, wre = geo.extent(wk)
         res = window_values(step.udm, self.V, i0, i1 - i0, wle, wre)
-        groups = self.groups
+        fields = self.codes.fields
         closed = wre <= step.effective_cti
         if closed.all() or one_block(step, em, wle, res):
-            write_closed(step, out, em, list(map(groups.__getitem__, wg.tolist())), wle, wre, res)
+            write_closed(step, out, em, fields.take(wg), wle, wre, res)
             if not closed.all():  # (their output records are made when something needs them: `_records`)
                 first = em.oid - len(wk) + 1
                 spec = np.flatnonzero(~closed)
@@ -308,14 +288,14 @@ class PaneStore:
             return
         if closed.any():
             idx = np.flatnonzero(closed)
-            write_closed(step, out, em, list(map(groups.__getitem__, wg[idx].tolist())), wle[idx], wre[idx],
+            write_closed(step, out, em, fields.take(wg[idx]), wle[idx], wre[idx],
                          res[idx] if isinstance(res, np.ndarray) else [res[i] for i in idx.tolist()])
         wu = step.udm
         rl = res.tolist() if isinstance(res, np.ndarray) else res
         fam = step.family
         for i in np.flatnonzero(~closed).tolist():
             n = int(wg[i])
-            g = groups[n]
+            g = fam.group_of(n)
             le, re = int(wle[i]), int(wre[i])
             fam.put(g, int(wk[i]), le, re, wu.outputs(rl[i], le, re, g.fields), out, em)
             if g.out:
@@ -328,7 +308,7 @@ class PaneStore:
         """Windows before ``kk`` are final: the rows only they hold and their output records go; returns the
         groups that now hold nothing (they leave the store)."""
         if kk >= INF:
-            final = list(self.groups.values())
+            final = list(self.codes.objs.values())
             self.__init__(self.step, self.geo, self.fill, self.on)  # type: ignore[misc]
             return final
         self.settle()
@@ -348,17 +328,20 @@ class PaneStore:
                 keep = kk <= K
                 self.spec = [(G[keep], K[keep], ids[keep], V[keep])]
         self.out_first = kk if self.out else NEG
-        gone: list[Group] = []
-        if self.groups:
-            nums = np.fromiter(self.groups, dtype=np.int64, count=len(self.groups))
-            empty = nums[~np.isin(nums, self.G)]
-            if self.spec and len(self.spec[0][0]):
-                empty = empty[~np.isin(empty, self.spec[0][0])]
-            for n in empty.tolist():
-                g = self.groups[n]
-                if not g.out and not g.events:
-                    del self.groups[n]
-                    gone.append(g)
+        codes = self.codes
+        held = np.zeros(len(codes), dtype=bool)
+        held[self.G] = True
+        if self.spec and len(self.spec[0][0]):
+            held[self.spec[0][0]] = True
+        gone = codes.drop_empty(held, self.step.groups)
+        remap = codes.compact(self.step.groups)
+        if remap is not None:  # (the rows keep their order: live codes keep theirs)
+            self.G = remap[self.G]
+            if self.spec:
+                G, K, ids, V = self._spec()
+                self.spec = [(remap[G], K, ids, V)]
+            self.out = {int(remap[n]): g for n, g in self.out.items()}
+            self._counts = None
         self._due()
         return gone
 
