@@ -2,9 +2,10 @@
 
 Under a UDA over a running sweep released by its end alone (`grid_columns.ends_alone`), with windows of a few
 panes, a group that holds only short events, none late, nothing retracted, needs no pane, sweep or window
-record of its own: its windows are valued together with every other such group's at each flush. The store
-holds their events as rows ``(group number, pane, value)`` — new rows in chunks, sorted by (group, pane) once
-per flush, insertion order kept within a pane — and one number ``done``: every window up to it was evaluated
+record of its own, nor an object (it is a number, `grid_codes`): its windows are valued together with every
+other such group's at each flush. The store holds their events as rows ``(group number, pane, value)`` — new
+rows in chunks, merged into the rows sorted by (group, pane) once per flush, insertion order kept within a
+pane — and one number ``done``: every window up to it was evaluated
 for every group in the store. A flush values the windows in ``(done, K]`` (``K`` the last released) holding a
 row, for all groups at once (`grid_closed.window_values`): those the CTI closes go out as one column block
 with no output record (nothing valid can change them, SEMANTICS §7), the others (released at the watermark
@@ -72,6 +73,10 @@ class PaneStore:
         self.spec: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         #: the earliest CTI at which a CTI alone changes the store (`due`)
         self.next_due = INF
+        #: the panes the rows hold, sorted (a superset: `settle` adds, `cleanup` trims), and the rows' int key
+        #: (`key`) while the rows are unchanged
+        self.U = np.zeros(0, dtype=np.int64)
+        self._key: Any = None
         #: per group number: events held and windows holding one, at or after a floor (`held`,
         #: `count_windows`: asked for every group at every batch), while the rows and the floor are unchanged
         self._counts: Any = None
@@ -79,9 +84,13 @@ class PaneStore:
     def __getstate__(self) -> dict[str, Any]:
         s = dict(self.__dict__)
         s["_counts"] = None
+        s["_key"] = None
         return s
 
     def __setstate__(self, s: dict[str, Any]) -> None:
+        if "U" not in s:  # (a snapshot from before the merge: the panes its rows hold)
+            s["U"] = np.unique(s["S"])
+            s["_key"] = None
         if "codes" not in s:  # (a snapshot from before the codes: every group in the store had its object)
             s["codes"] = GroupCodes.of(s.pop("groups"), s.pop("nums"))
         self.__dict__.update(s)
@@ -195,11 +204,32 @@ class PaneStore:
         if not self.parts:
             return
         parts, self.parts = self.parts, []
+        m = len(self.G)
         G = np.concatenate([self.G, *(p[0] for p in parts)])
         S = np.concatenate([self.S, *(p[1] for p in parts)])
         V = joined([self.V, *(p[2] for p in parts)]) if len(self.V) else joined([p[2] for p in parts])
-        order = np.lexsort((S, G))
+        # the sorted rows and the new ones merge (no sort of them all): by one int key, (group, rank of the
+        # pane among the panes held), the new rows sorted among themselves, each placed after its equals
+        U = self.U = np.union1d(self.U, S[m:])
+        key = G * len(U) + np.searchsorted(U, S)
+        o = np.argsort(key[m:], kind="stable")
+        at = np.searchsorted(key[:m], key[m:][o], side="right") + np.arange(len(o), dtype=np.int64)
+        order = np.empty(len(G), dtype=np.int64)
+        old = np.ones(len(G), dtype=bool)
+        old[at] = False
+        order[at] = m + o
+        order[old] = np.arange(m, dtype=np.int64)
         self.G, self.S, self.V = G[order], S[order], V[order]
+        self._key = (self.G, U, key[order])
+
+    def key(self) -> tuple[np.ndarray, np.ndarray]:
+        """The panes held (a sorted superset, ``U``) and each row's int key ``G * len(U) + rank of S in U``,
+        which rises with the rows."""
+        k = self._key
+        if k is None or k[0] is not self.G or k[1] is not self.U:
+            U = self.U
+            k = self._key = (self.G, U, self.G * len(U) + np.searchsorted(U, self.S))
+        return k[1], k[2]
 
     def held(self, num: int) -> int:
         """How many events group ``num`` holds in the store."""
@@ -269,9 +299,8 @@ class PaneStore:
         wk = kf[r] + (np.arange(len(r), dtype=np.int64) - firsts[r])
         wg = G[rows][r]
         # each window's rows: one slice of the sorted rows (its group's, panes [a, b))
-        U = np.unique(S)
+        U, key = self.key()
         nu = len(U)
-        key = G * nu + np.searchsorted(U, S)
         a, b = geo.span(wk)
         i0 = np.searchsorted(key, wg * nu + np.searchsorted(U, a))
         i1 = np.searchsorted(key, wg * nu + np.searchsorted(U, b))
@@ -316,6 +345,7 @@ class PaneStore:
         if len(self.S) and int(self.S.min()) < a:
             keep = a <= self.S
             self.G, self.S, self.V = self.G[keep], self.S[keep], self.V[keep]
+        self.U = self.U[np.searchsorted(self.U, a):]
         for n, g in list(self.out.items()):
             o = g.out
             while o and o.peekitem(0)[0] < kk:
