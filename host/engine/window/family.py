@@ -49,11 +49,19 @@ class Family:
     def new_group(self, g: Group) -> None:
         raise NotImplementedError
 
-    def new_groups(self, gs: list[Group]) -> None:
-        """Several new groups at once (a batch's new keys): each gets its sweep and `new_group`."""
+    def new_groups(self, keys: list[Any], fields: list[dict[str, Any] | None]) -> list[Group] | list[int]:
+        """The groups of new ``keys`` (a batch's, at once), with their key ``fields``, as the step keeps them
+        by key: a `Group` each (with its sweep, and `new_group`), or, for a family that keeps some groups as
+        codes alone, an int code each (`group_of` gives its object when one is needed)."""
+        gs = list(map(Group, keys, fields))
         for g in gs:
             g.sweep = self.new_sweep()
             self.new_group(g)
+        return gs
+
+    def group_of(self, code: int) -> Group:
+        """The object of the group the step keeps as ``code`` (made now, and kept by key from now on)."""
+        raise NotImplementedError
 
     def insert(self, g: Group, ev: Ev) -> None:
         raise NotImplementedError

@@ -25,9 +25,12 @@ import heapq
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from ..rules import INF, NEG
 from .family import Family, merged
 from .geometry import geometry_of
+from .grid_codes import numbers
 from .grid_columns import Fresh, column_block, ends_alone
 from .grid_intake import bulk_insert
 from .grid_panes import GroupPanes, PaneFill, panes_of
@@ -115,31 +118,45 @@ class GridFamily(Family):
 
     # -- per event -------------------------------------------------------------------------------------
     def new_sweep(self) -> Any:
-        return None  # (`new_group` gives it: a group the store takes gets one when it leaves, `materialize`)
-
-    def _sweep(self) -> Any:
+        """A group's sweep (`new_groups` gives it; a group the store takes gets one when it leaves,
+        `materialize`)."""
         sweep = super().new_sweep()
         if self.geo.grows and sweep is not None:  # (windows only grow within a period)
             return PrefixSweep(self.step.udm, self.fill.kind == "merge")
         return sweep
 
-    def new_group(self, g: Group) -> None:
-        self.new_groups([g])
+    def new_groups(self, keys: list[Any], fields: list[dict[str, Any] | None]) -> list[Group] | list[int]:
+        """Codes in the store (`grid_codes`: no object) when it is on, else groups with panes of their own."""
+        if self.store.on:
+            return list(self.store.enrol(keys, fields))
+        return self.own_groups(keys, fields)
 
-    def new_groups(self, gs: list[Group]) -> None:
-        # windows the CTI already closed are final for a group made now too (it may hold an event that ended
-        # exactly at the CTI, extended now: SEMANTICS §1 allows it; its old windows must not come out again)
-        floor = self.floor_k
-        done = floor - 1 if floor > NEG else NEG
-        stored = self.store.on
-        for g, num in zip(gs, self.store.enrol_all(gs), strict=True):
-            d = g.data = GroupPanes(stored)
-            d.num = num
-            d.floor = floor
-            d.done = done
-        if not stored:
-            for g in gs:
-                g.sweep = self._sweep()
+    def own_groups(self, keys: list[Any], fields: list[dict[str, Any] | None]) -> list[Group]:
+        """New groups with panes and a sweep of their own."""
+        gs = list(map(Group, keys, fields))
+        for g in gs:
+            self._panes(g, GroupPanes())
+            g.sweep = self.new_sweep()
+        return gs
+
+    def group_of(self, code: int) -> Group:
+        """The object of store group ``code`` (its events stay in the store)."""
+        codes = self.store.codes
+        g = codes.objs.get(code)
+        if g is None:
+            key = codes.keys[code]
+            g = codes.objs[code] = self.step.groups[key] = Group(key, codes.fields.row(code))
+            self._panes(g, GroupPanes(True)).num = code
+        return g
+
+    def _panes(self, g: Group, d: GroupPanes) -> GroupPanes:
+        """``d`` becomes the panes of new group ``g``: windows the CTI already closed are final for a group
+        made now too (it may hold an event that ended exactly at the CTI, extended now: SEMANTICS §1 allows
+        it; its old windows must not come out again)."""
+        g.data = d
+        d.floor = floor = self.floor_k
+        d.done = floor - 1 if floor > NEG else NEG
+        return d
 
     def _add(self, g: Group, ev: Ev) -> tuple[int, int]:
         s1, s2 = g.data.add(g, self.geo, self.fill, ev)
@@ -147,14 +164,14 @@ class GridFamily(Family):
             self.endless_groups[id(g)] = g
         return s1, s2
 
-    def bulk_insert(self, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: list[Any],
+    def bulk_insert(self, groups: list[Any], codes: Any, ids: Any, le: Any, re: Any, vals: list[Any],
                     closing: int | None = None) -> None:
         self.fed = True
         bulk_insert(self, groups, codes, ids, le, re, vals, closing)
 
     def to_evaluate(self, groups: list[Group]) -> list[Group]:
         # (a group in the store is valued with every other one in `after`: `fed` keeps the step busy until then)
-        return [g for g in groups if g.data.num < 0]
+        return [groups[j] for j in np.flatnonzero(numbers(groups) < 0).tolist()]
 
     def bulk_held(self, g: Group) -> int:
         d: GroupPanes = g.data
@@ -165,7 +182,7 @@ class GridFamily(Family):
         self.store.materialize_all(gs, self.floor_k)
         for g in gs:
             if g.sweep is None:
-                g.sweep = self._sweep()
+                g.sweep = self.new_sweep()
 
     def insert(self, g: Group, ev: Ev) -> None:
         d: GroupPanes = g.data
@@ -429,9 +446,7 @@ class GridFamily(Family):
 
     def idle(self, g: Group) -> bool:
         d: GroupPanes = g.data
-        if d.num >= 0:
-            return d.num not in self.store.groups
-        return not d.holds()
+        return d.num < 0 and not d.holds()
 
     def bound(self, c: int) -> int:
         geo = self.geo
@@ -456,7 +471,7 @@ class GridFamily(Family):
         return d.count_windows(self.geo, self.frontier)
 
     def sizes(self, groups: Iterable[Group]) -> tuple[int, int]:
-        own = [g for g in groups if g.data.num < 0]
+        own = [g for g in groups if type(g) is not int and g.data.num < 0]
         nwin, events = super().sizes(own)
         if self.store.on:
             held, wins = self.store.totals(self.floor_k)
@@ -465,7 +480,7 @@ class GridFamily(Family):
         return nwin, events
 
     def busy(self) -> bool:
-        return self.fed or any(g.data.dirty for g in self.step.groups.values())
+        return self.fed or any(type(g) is not int and g.data.dirty for g in self.step.groups.values())
 
     def due(self) -> int:
         best = min(self.clean[0][0] if self.clean else INF, self.store.due())

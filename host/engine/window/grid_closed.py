@@ -12,7 +12,6 @@ CTI). tests/test_grid_closed.py holds them to the window-by-window sweep's outpu
 
 from __future__ import annotations
 
-from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -21,13 +20,10 @@ from ..batch import INSERT, Batch, RowsOut
 from ..invoke import PLAIN_TYPES
 from ..payload import Payload, as_column, value_array
 from .emit import first_emission, first_emissions
+from .key_columns import KeyColumns
 from .state import Group
 
 __all__ = ["FlushJobs", "column_payload", "fresh_slices", "one_block", "spans", "window_values", "write_closed"]
-
-#: a group's key fields (read once per window written: `write_closed`)
-_FIELDS = attrgetter("fields")
-
 
 def window_values(wu: Any, V: np.ndarray, st: np.ndarray, lens: np.ndarray, wle: np.ndarray, wre: np.ndarray,
                   flat: list[Any] | None = None) -> Any:
@@ -101,22 +97,19 @@ def one_block(step: Any, em: Any, wle: np.ndarray, res: Any) -> bool:
     return alias is not None and plain and int(wle.min()) >= em.out_cti
 
 
-def write_closed(step: Any, out: RowsOut, em: Any, groups: list[Group], wle: np.ndarray, wre: np.ndarray,
-                 res: Any) -> None:
+def write_closed(step: Any, out: RowsOut, em: Any, groups: list[Group] | KeyColumns, wle: np.ndarray,
+                 wre: np.ndarray, res: Any) -> None:
     """The windows' outputs in order: one column block of inserts when each is one plain value at or after
-    the output CTI (what `WindowUDM.outputs` makes of it), else row by row through ``outputs``."""
+    the output CTI (what `WindowUDM.outputs` makes of it), else row by row through ``outputs``. ``groups``:
+    each window's group, or their key fields as columns (`key_columns`)."""
     wu = step.udm
-    n = len(groups)
+    keys = groups if isinstance(groups, KeyColumns) else KeyColumns.of_groups(groups)
+    n = keys.n
     if not n:
         return
     if one_block(step, em, wle, res):
         first_emissions(step, wre)
-        fields: dict[str, Any] = {}
-        f0 = groups[0].fields
-        if f0:  # (a window per group and key field: at C speed, no Python loop)
-            keys = list(map(_FIELDS, groups))
-            for f in f0:
-                fields[f] = list(map(itemgetter(f), keys))
+        fields: dict[str, Any] = dict(keys.cols)
         fields[wu.alias] = res
         ids = np.arange(em.oid + 1, em.oid + 1 + n, dtype=np.int64)
         em.oid += n
@@ -125,9 +118,9 @@ def write_closed(step: Any, out: RowsOut, em: Any, groups: list[Group], wle: np.
         return
     oc = em.out_cti
     rl = res.tolist() if isinstance(res, np.ndarray) else res
-    for g, le0, re0, r in zip(groups, wle.tolist(), wre.tolist(), rl, strict=True):
+    for kf, le0, re0, r in zip(keys.dicts(), wle.tolist(), wre.tolist(), rl, strict=True):
         first_emission(step, re0)
-        for o in wu.outputs(r, le0, re0, g.fields):
+        for o in wu.outputs(r, le0, re0, kf):
             le, re, p, _pj = o
             if le < oc:
                 em.check(step, le, (le0, re0), o)

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..payload import value_array
 from ..rules import INF, NEG
+from .grid_codes import numbers
 from .grid_columns import Fresh
 from .grid_panes import GroupPanes, Pane
 from .state import Ev, Group
@@ -26,7 +27,7 @@ TAIL_RUNS = 2
 _TAIL_KINDS = (np.dtype(np.int64), np.dtype(np.float64))
 
 
-def bulk_insert(fam: Any, groups: list[Group], codes: Any, ids: Any, le: Any, re: Any, vals: Any,
+def bulk_insert(fam: Any, groups: list[Any], codes: Any, ids: Any, le: Any, re: Any, vals: Any,
                 closing: int | None = None) -> None:
     """`GridFamily.bulk_insert`: row ``j`` in group ``groups[codes[j]]``. ``closing``: the last window the
     flush after this batch releases and closes, when the batch holds nothing but these inserts and CTIs
@@ -125,21 +126,25 @@ def bulk_insert(fam: Any, groups: list[Group], codes: Any, ids: Any, le: Any, re
     touch_runs(fam, groups, *(touched or (run_codes, run_panes)))
 
 
-def to_store(fam: Any, groups: list[Group], codes: np.ndarray, s1: np.ndarray, short: np.ndarray,
+def to_store(fam: Any, groups: list[Any], codes: np.ndarray, s1: np.ndarray, short: np.ndarray,
              vals: Any) -> np.ndarray | None:
-    """The rows of groups in the family's pane store join it (`grid_store`); a group with an event spanning
-    panes or late for a window already evaluated leaves the store first (all its rows are then its panes').
-    Returns the rows left for panes (None: all of them)."""
+    """The rows of groups in the family's pane store join it (`grid_store`; ``groups``: an object, or the
+    store's code of a group without one); a group with an event spanning panes or late for a window already
+    evaluated leaves the store first, with its object (all its rows are then its panes', and ``groups`` holds
+    its object). Returns the rows left for panes (None: all of them)."""
     store = fam.store
-    nums = np.fromiter((g.data.num for g in groups), dtype=np.int64, count=len(groups))
+    nums = numbers(groups)
     rn = nums[codes]
     col = rn >= 0
     if not col.any():
         return None
     bad = col & (~short | store.late(s1))
     if bad.any():
-        out = np.unique(codes[bad])
-        fam.materialize([groups[c] for c in out.tolist()])
+        out = np.unique(codes[bad]).tolist()
+        for c in out:
+            if type(groups[c]) is int:
+                groups[c] = fam.group_of(groups[c])
+        fam.materialize([groups[c] for c in out])
         nums[out] = -1
         rn = nums[codes]
         col = rn >= 0

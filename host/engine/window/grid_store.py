@@ -2,9 +2,10 @@
 
 Under a UDA over a running sweep released by its end alone (`grid_columns.ends_alone`), with windows of a few
 panes, a group that holds only short events, none late, nothing retracted, needs no pane, sweep or window
-record of its own: its windows are valued together with every other such group's at each flush. The store
-holds their events as rows ``(group number, pane, value)`` — new rows in chunks, sorted by (group, pane) once
-per flush, insertion order kept within a pane — and one number ``done``: every window up to it was evaluated
+record of its own, nor an object (it is a number, `grid_codes`): its windows are valued together with every
+other such group's at each flush. The store holds their events as rows ``(group number, pane, value)`` — new
+rows in chunks, merged into the rows sorted by (group, pane) once per flush, insertion order kept within a
+pane — and one number ``done``: every window up to it was evaluated
 for every group in the store. A flush values the windows in ``(done, K]`` (``K`` the last released) holding a
 row, for all groups at once (`grid_closed.window_values`): those the CTI closes go out as one column block
 with no output record (nothing valid can change them, SEMANTICS §7), the others (released at the watermark
@@ -19,7 +20,6 @@ forms are one rule (tests/test_grid_closed.py holds them and the oracle to the s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,8 @@ from ..payload import value_array
 from ..rules import INF, NEG
 from .geometry import Geometry
 from .grid_closed import one_block, window_values, write_closed
+from .grid_codes import GroupCodes
+from .key_columns import joined
 from .state import NO_OUT, Group, OutputRecord
 
 __all__ = ["PaneStore"]
@@ -43,19 +45,6 @@ def _where(res: Any, idx: np.ndarray) -> Any:
     return res[idx] if isinstance(res, np.ndarray) else [res[i] for i in idx.tolist()]
 
 
-def _cat(cols: list[np.ndarray]) -> np.ndarray:
-    """Columns end to end: one numeric kind stays so; mixed kinds become Python objects (an int stays an int)."""
-    kinds = {c.dtype for c in cols}
-    if len(kinds) == 1:
-        return np.concatenate(cols)
-    out = np.empty(sum(len(c) for c in cols), dtype=object)
-    at = 0
-    for c in cols:  # (element by element: numpy would make an int64 and a float64 column one float64)
-        out[at:at + len(c)] = c.tolist()
-        at += len(c)
-    return out
-
-
 class PaneStore:
     """Rows ``(G, S, V)`` of the groups in the store (see the module doc), sorted by (G, S) after `settle`."""
 
@@ -64,9 +53,8 @@ class PaneStore:
         self.geo = geo
         self.fill = fill
         self.on = on
-        #: the groups in the store by number, and the next number
-        self.groups: dict[int, Group] = {}
-        self.nums = 0
+        #: the groups in the store by number (code): keys, key fields, objects (`grid_codes`)
+        self.codes = GroupCodes()
         self.G = np.zeros(0, dtype=np.int64)
         self.S = np.zeros(0, dtype=np.int64)
         self.V: np.ndarray = np.zeros(0, dtype=np.int64)
@@ -85,6 +73,10 @@ class PaneStore:
         self.spec: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         #: the earliest CTI at which a CTI alone changes the store (`due`)
         self.next_due = INF
+        #: the panes the rows hold, sorted (a superset: `settle` adds, `cleanup` trims), and the rows' int key
+        #: (`key`) while the rows are unchanged
+        self.U = np.zeros(0, dtype=np.int64)
+        self._key: Any = None
         #: per group number: events held and windows holding one, at or after a floor (`held`,
         #: `count_windows`: asked for every group at every batch), while the rows and the floor are unchanged
         self._counts: Any = None
@@ -92,22 +84,21 @@ class PaneStore:
     def __getstate__(self) -> dict[str, Any]:
         s = dict(self.__dict__)
         s["_counts"] = None
+        s["_key"] = None
         return s
 
-    # -- groups ------------------------------------------------------------------------------------------
-    def enrol(self, g: Group) -> int:
-        """A new group joins the store; returns its number (-1: not in the store)."""
-        return self.enrol_all([g])[0]
+    def __setstate__(self, s: dict[str, Any]) -> None:
+        if "U" not in s:  # (a snapshot from before the merge: the panes its rows hold)
+            s["U"] = np.unique(s["S"])
+            s["_key"] = None
+        if "codes" not in s:  # (a snapshot from before the codes: every group in the store had its object)
+            s["codes"] = GroupCodes.of(s.pop("groups"), s.pop("nums"))
+        self.__dict__.update(s)
 
-    def enrol_all(self, gs: list[Group]) -> Sequence[int]:
-        """`enrol` of several new groups: their numbers in order (all -1 when the store is off)."""
-        if not self.on:
-            return [-1] * len(gs)
-        n = self.nums
-        self.nums = n + len(gs)
-        nums = range(n, n + len(gs))
-        self.groups.update(zip(nums, gs, strict=True))
-        return nums
+    # -- groups ------------------------------------------------------------------------------------------
+    def enrol(self, keys: list[Any], fields: list[dict[str, Any] | None]) -> range:
+        """New groups join the store (the store is on): their numbers, in order; none gets an object."""
+        return self.codes.add(keys, fields)
 
     def materialize(self, g: Group, floor_k: int) -> None:
         """Group ``g`` leaves the store: its rows become its panes (in the order they came), its windows up to
@@ -136,7 +127,7 @@ class PaneStore:
             d = g.data
             n = d.num
             d.num = -1
-            self.groups.pop(n, None)
+            self.codes.leave(n)
             self.out.pop(n, None)
             d.own(SortedDict((s, fill.made(vals)) for s, vals in by_num.get(n, ())))
             d.done = max(d.done, self.done)
@@ -168,17 +159,14 @@ class PaneStore:
         spec = self.spec
         if len(spec) > 1:
             spec[:] = [(np.concatenate([c[0] for c in spec]), np.concatenate([c[1] for c in spec]),
-                        np.concatenate([c[2] for c in spec]), _cat([c[3] for c in spec]))]
+                        np.concatenate([c[2] for c in spec]), joined([c[3] for c in spec]))]
         return spec[0]
 
     def enrol_panes(self, g: Group) -> None:
         """A group evaluated window by window joins the store again: its panes' values become rows (it holds
         short events alone and its windows are evaluated up to ``done``, as every group's in the store)."""
         d = g.data
-        n = self.enrol(g)
-        if n < 0:
-            return
-        d.num = n
+        n = d.num = self.codes.add_objects([g])[0]
         S: list[int] = []
         V: list[Any] = []
         for s, p in d.panes.items():
@@ -216,11 +204,32 @@ class PaneStore:
         if not self.parts:
             return
         parts, self.parts = self.parts, []
+        m = len(self.G)
         G = np.concatenate([self.G, *(p[0] for p in parts)])
         S = np.concatenate([self.S, *(p[1] for p in parts)])
-        V = _cat([self.V, *(p[2] for p in parts)]) if len(self.V) else _cat([p[2] for p in parts])
-        order = np.lexsort((S, G))
+        V = joined([self.V, *(p[2] for p in parts)]) if len(self.V) else joined([p[2] for p in parts])
+        # the sorted rows and the new ones merge (no sort of them all): by one int key, (group, rank of the
+        # pane among the panes held), the new rows sorted among themselves, each placed after its equals
+        U = self.U = np.union1d(self.U, S[m:])
+        key = G * len(U) + np.searchsorted(U, S)
+        o = np.argsort(key[m:], kind="stable")
+        at = np.searchsorted(key[:m], key[m:][o], side="right") + np.arange(len(o), dtype=np.int64)
+        order = np.empty(len(G), dtype=np.int64)
+        old = np.ones(len(G), dtype=bool)
+        old[at] = False
+        order[at] = m + o
+        order[old] = np.arange(m, dtype=np.int64)
         self.G, self.S, self.V = G[order], S[order], V[order]
+        self._key = (self.G, U, key[order])
+
+    def key(self) -> tuple[np.ndarray, np.ndarray]:
+        """The panes held (a sorted superset, ``U``) and each row's int key ``G * len(U) + rank of S in U``,
+        which rises with the rows."""
+        k = self._key
+        if k is None or k[0] is not self.G or k[1] is not self.U:
+            U = self.U
+            k = self._key = (self.G, U, self.G * len(U) + np.searchsorted(U, self.S))
+        return k[1], k[2]
 
     def held(self, num: int) -> int:
         """How many events group ``num`` holds in the store."""
@@ -240,7 +249,8 @@ class PaneStore:
         rise, and so do their windows: a row counts the windows past its predecessor's in the group)."""
         self.settle()
         c = self._counts
-        if c is not None and c[0] is self.G and c[1] == self.nums and c[2] == floor:
+        nums = len(self.codes)
+        if c is not None and c[0] is self.G and c[1] == nums and c[2] == floor:
             return c[3], c[4]
         G, S = self.G, self.S
         geo = self.geo
@@ -250,9 +260,9 @@ class PaneStore:
         first[1:] = G[1:] != G[:-1]
         prev = np.where(first, _LO, np.concatenate(([_LO], hi[:-1])))
         n = np.maximum(hi - np.maximum(lo, prev + 1) + 1, 0)
-        held = np.bincount(G, minlength=self.nums)
-        wins = np.bincount(G, weights=n, minlength=self.nums).astype(np.int64)
-        self._counts = (self.G, self.nums, floor, held, wins)
+        held = np.bincount(G, minlength=nums)
+        wins = np.bincount(G, weights=n, minlength=nums).astype(np.int64)
+        self._counts = (self.G, nums, floor, held, wins)
         return held, wins
 
     # -- flush -----------------------------------------------------------------------------------------------
@@ -289,18 +299,17 @@ class PaneStore:
         wk = kf[r] + (np.arange(len(r), dtype=np.int64) - firsts[r])
         wg = G[rows][r]
         # each window's rows: one slice of the sorted rows (its group's, panes [a, b))
-        U = np.unique(S)
+        U, key = self.key()
         nu = len(U)
-        key = G * nu + np.searchsorted(U, S)
         a, b = geo.span(wk)
         i0 = np.searchsorted(key, wg * nu + np.searchsorted(U, a))
         i1 = np.searchsorted(key, wg * nu + np.searchsorted(U, b))
         wle, wre = geo.extent(wk)
         res = window_values(step.udm, self.V, i0, i1 - i0, wle, wre)
-        groups = self.groups
+        fields = self.codes.fields
         closed = wre <= step.effective_cti
         if closed.all() or one_block(step, em, wle, res):
-            write_closed(step, out, em, list(map(groups.__getitem__, wg.tolist())), wle, wre, res)
+            write_closed(step, out, em, fields.take(wg), wle, wre, res)
             if not closed.all():  # (their output records are made when something needs them: `_records`)
                 first = em.oid - len(wk) + 1
                 spec = np.flatnonzero(~closed)
@@ -308,14 +317,14 @@ class PaneStore:
             return
         if closed.any():
             idx = np.flatnonzero(closed)
-            write_closed(step, out, em, list(map(groups.__getitem__, wg[idx].tolist())), wle[idx], wre[idx],
+            write_closed(step, out, em, fields.take(wg[idx]), wle[idx], wre[idx],
                          res[idx] if isinstance(res, np.ndarray) else [res[i] for i in idx.tolist()])
         wu = step.udm
         rl = res.tolist() if isinstance(res, np.ndarray) else res
         fam = step.family
         for i in np.flatnonzero(~closed).tolist():
             n = int(wg[i])
-            g = groups[n]
+            g = fam.group_of(n)
             le, re = int(wle[i]), int(wre[i])
             fam.put(g, int(wk[i]), le, re, wu.outputs(rl[i], le, re, g.fields), out, em)
             if g.out:
@@ -328,7 +337,7 @@ class PaneStore:
         """Windows before ``kk`` are final: the rows only they hold and their output records go; returns the
         groups that now hold nothing (they leave the store)."""
         if kk >= INF:
-            final = list(self.groups.values())
+            final = list(self.codes.objs.values())
             self.__init__(self.step, self.geo, self.fill, self.on)  # type: ignore[misc]
             return final
         self.settle()
@@ -336,6 +345,7 @@ class PaneStore:
         if len(self.S) and int(self.S.min()) < a:
             keep = a <= self.S
             self.G, self.S, self.V = self.G[keep], self.S[keep], self.V[keep]
+        self.U = self.U[np.searchsorted(self.U, a):]
         for n, g in list(self.out.items()):
             o = g.out
             while o and o.peekitem(0)[0] < kk:
@@ -348,17 +358,20 @@ class PaneStore:
                 keep = kk <= K
                 self.spec = [(G[keep], K[keep], ids[keep], V[keep])]
         self.out_first = kk if self.out else NEG
-        gone: list[Group] = []
-        if self.groups:
-            nums = np.fromiter(self.groups, dtype=np.int64, count=len(self.groups))
-            empty = nums[~np.isin(nums, self.G)]
-            if self.spec and len(self.spec[0][0]):
-                empty = empty[~np.isin(empty, self.spec[0][0])]
-            for n in empty.tolist():
-                g = self.groups[n]
-                if not g.out and not g.events:
-                    del self.groups[n]
-                    gone.append(g)
+        codes = self.codes
+        held = np.zeros(len(codes), dtype=bool)
+        held[self.G] = True
+        if self.spec and len(self.spec[0][0]):
+            held[self.spec[0][0]] = True
+        gone = codes.drop_empty(held, self.step.groups)
+        remap = codes.compact(self.step.groups)
+        if remap is not None:  # (the rows keep their order: live codes keep theirs)
+            self.G = remap[self.G]
+            if self.spec:
+                G, K, ids, V = self._spec()
+                self.spec = [(remap[G], K, ids, V)]
+            self.out = {int(remap[n]): g for n, g in self.out.items()}
+            self._counts = None
         self._due()
         return gone
 

@@ -7,6 +7,9 @@ Nothing is evaluated here: the family records what changed, and `step.WindowOp.f
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from itertools import repeat
+from operator import is_
 from typing import Any
 
 import numpy as np
@@ -28,7 +31,9 @@ class WindowIntake(Operator):
     """The input side of `step.WindowOp` (see the module docstring); the step sets every field below."""
 
     group_by: tuple[str, ...]
-    groups: dict[Any, Group]
+    #: every group by key: its object, or its int code while its family keeps it without one
+    #: (`Family.new_groups`)
+    groups: dict[Any, Group | int]
     touched: dict[int, Group]
     family: Any
     udm: Any
@@ -44,19 +49,18 @@ class WindowIntake(Operator):
 
     # -- groups --------------------------------------------------------------------------------------
     def group(self, key: Any, fields: dict[str, Any] | None) -> Group:
-        """The group of ``key``, made on first sight with its key ``fields`` (None: no ``group_by``)."""
+        """The object of the group of ``key``, made on first sight with its key ``fields`` (None: no
+        ``group_by``)."""
         g = self.groups.get(key)
         if g is None:
-            g = self.groups[key] = Group(key, fields)
-            g.sweep = self.family.new_sweep()
-            self.family.new_group(g)
-        return g
+            g = self.new_groups([key], [fields])[0]
+        return g if isinstance(g, Group) else self.family.group_of(g)
 
-    def new_groups(self, keys: list[Any], fields: list[dict[str, Any] | None]) -> list[Group]:
-        """The groups of ``keys``, none seen yet, made at once (a batch's new keys: `Family.new_groups`)."""
-        gs = list(map(Group, keys, fields))
+    def new_groups(self, keys: list[Any], fields: list[dict[str, Any] | None]) -> list[Group] | list[int]:
+        """The groups of ``keys``, none seen yet, made at once (a batch's new keys: `Family.new_groups`), as
+        the step keeps them."""
+        gs = self.family.new_groups(keys, fields)
         self.groups.update(zip(keys, gs, strict=True))
-        self.family.new_groups(gs)
         return gs
 
     def _key_fields(self, payload: dict[str, Any]) -> dict[str, Any] | None:
@@ -109,14 +113,12 @@ class WindowIntake(Operator):
             self._cti(int(b.le[i]))
         return None
 
-    def _group_codes(self, b: Batch, rows: np.ndarray) -> tuple[np.ndarray, list[Group]]:
-        """Per row a group code, and the group of each code (made on first sight)."""
+    def _group_codes(self, b: Batch, rows: np.ndarray) -> tuple[np.ndarray, list[Any]]:
+        """Per row a group code, and the group of each code (made on first sight) as the step keeps it: its
+        object or the family's int code (`Family.new_groups`)."""
         gb = self.group_by
         if not gb:
-            g = self.groups.get(())
-            if g is None:
-                g = self.group((), None)
-            return np.zeros(len(rows), dtype=np.int64), [g]
+            return np.zeros(len(rows), dtype=np.int64), [self.group((), None)]
         arr = b.payload.arrow(gb[0]) if len(gb) == 1 else None
         sub = None
         if isinstance(arr, pa.Array) and not pa.types.is_nested(arr.type):
@@ -129,28 +131,27 @@ class WindowIntake(Operator):
             f0 = gb[0]
             vals = enc.dictionary.to_pylist()
             keys = group_keys(vals)
-            groups: list[Any] = list(map(self.groups.get, keys))
-            new = [j for j, g in enumerate(groups) if g is None]
-            if new:  # (a key's value is its field's)
-                made = self.new_groups([keys[j] for j in new], [{f0: vals[j]} for j in new])
-                for j, g in zip(new, made, strict=True):
-                    groups[j] = g
-            return codes, groups
+            return codes, self._known(keys, lambda j: {f0: vals[j]})  # (a key's value is its field's)
         keys = self._keys(b, rows)
         index: dict[Any, int] = {}
         codes = np.fromiter((index.setdefault(k, len(index)) for k in keys), dtype=np.int64, count=len(keys))
-        groups = []
         first = {}
         for j, code in enumerate(codes.tolist()):
             if code not in first:
                 first[code] = j
         rl = rows.tolist()
-        for k, code in index.items():
-            g = self.groups.get(k)
-            if g is None:
-                g = self.group(k, self._key_fields(b.payload.row(rl[first[code]])))
-            groups.append(g)
-        return codes, groups
+        return codes, self._known(list(index), lambda j: self._key_fields(b.payload.row(rl[first[j]])))
+
+    def _known(self, keys: list[Any], fields_of: Callable[[int], dict[str, Any] | None]) -> list[Any]:
+        """The groups of distinct ``keys`` as the step keeps them, the new ones made at once (key fields of
+        ``keys[j]``: ``fields_of(j)``)."""
+        groups: list[Any] = list(map(self.groups.get, keys))
+        new = np.flatnonzero(np.array(list(map(is_, groups, repeat(None))), dtype=bool)).tolist()
+        if new:
+            made = self.new_groups([keys[j] for j in new], [fields_of(j) for j in new])
+            for j, m in zip(new, made, strict=True):
+                groups[j] = m
+        return groups
 
     def _data(self, b: Batch, rows: np.ndarray, upcoming: int) -> None:
         """The data rows of a batch; ``upcoming``: the CTI in force once its CTIs are taken."""
@@ -189,7 +190,8 @@ class WindowIntake(Operator):
         for j, (k, eid, le, re, rn, key, val) in enumerate(zip(kinds.tolist(), ids, les, res, rns, keys, vals,
                                                                 strict=True)):
             found = self.groups.get(key)
-            g = found if found is not None else self.group(key, self._key_fields(pls.row(int(rows[j]))))
+            g = found if isinstance(found, Group) else self.group(
+                key, None if found is not None else self._key_fields(pls.row(int(rows[j]))))
             touched[id(g)] = g
             if k == INSERT:
                 ev = Ev(eid, le, re, val)

@@ -55,7 +55,7 @@ class WindowOp(WindowIntake):
         self.input_cti = NEG
         self.effective_cti = NEG
         self.cleaned = NEG
-        self.groups: dict[Any, Group] = {}
+        self.groups: dict[Any, Group | int] = {}
         #: groups changed since the last flush (by id)
         self.touched: dict[int, Group] = {}
         #: (W.RE of a group's first pending window, seq, group), and by W.LE under time_bound
@@ -122,7 +122,7 @@ class WindowOp(WindowIntake):
         self.__dict__.setdefault("waited_at", NEG)
         self.sweep_kind = sweep_kind(udm)
         for g in self.__dict__.get("groups", {}).values():
-            if g.sweep is not None:
+            if type(g) is not int and g.sweep is not None:  # (a group kept as a code has none)
                 g.sweep.attach(udm)
 
     def pending(self, g: Group, re: int, le: int) -> None:
@@ -169,9 +169,10 @@ class WindowOp(WindowIntake):
             while dl and dl[0][0] < tb:
                 g = heapq.heappop(dl)[2]
                 visit[id(g)] = g
-        if self.tick or rp >= INF:  # (at the end of input every window is released)
-            for g in self.groups.values():
-                visit[id(g)] = g
+        if self.tick or rp >= INF:  # (at the end of input every window is released; a group kept as a code
+            for x in self.groups.values():  # is the family's to value: `Family.new_groups`)
+                if isinstance(x, Group):
+                    visit[id(x)] = x
         if self.tick:
             self.early_next = self.watermark + early if early else self.watermark
         groups = self.groups
