@@ -168,13 +168,9 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
         self.__dict__.update(s)
         self._forget_bounds()
 
-    def new_group(self, g: Group) -> None:
-        g.data = _Data()
-        self.store.enter([g])
-        self._outside([g])
-
-    def new_groups(self, gs: list[Group]) -> None:
+    def new_groups(self, keys: list[Any], fields: list[dict[str, Any] | None]) -> list[Group]:
         """A batch's new groups enter the store together (a group gets its sweep when it leaves: `_leave`)."""
+        gs = list(map(Group, keys, fields))
         for g in gs:
             g.data = _Data()
         self.store.enter(gs)
@@ -182,6 +178,7 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
             if g.data.num < 0:
                 g.sweep = self.new_sweep()
         self._outside(gs)
+        return gs
 
     def _outside(self, gs: list[Group]) -> None:
         own = self._own
