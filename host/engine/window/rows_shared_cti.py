@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..rules import INF
+from .rows_shared_arrays import StoreArrays
 from .rows_store import RowColumns
 from .state import Group
 
@@ -18,21 +19,10 @@ __all__ = ["StoreCti"]
 _I64 = np.int64
 
 
-class StoreCti:
+class StoreCti(StoreArrays):
     """Row numbers, cleanup and the output-CTI bound of `rows_shared.RowStore`, as arrays."""
 
-    G: np.ndarray
-    L: np.ndarray
-    R: np.ndarray
-    I: np.ndarray  # noqa: E741  (engine ids)
-    V: np.ndarray
-    P: np.ndarray
-    D: np.ndarray
-    F: np.ndarray
-    groups: dict[int, Group]
-    out: dict[int, Group]
     nums: int
-    _settle: Callable[[], None]
     _keep: Callable[[np.ndarray], None]
     _release: Callable[[Group, int], None]
     _renumber: Callable[[], None]

@@ -11,28 +11,18 @@ from typing import Any
 import numpy as np
 
 from .grid_closed import spans, window_values, write_closed
-from .state import Group
+from .rows_shared_arrays import StoreArrays
 
 __all__ = ["StoreFlush"]
 
 _I64 = np.int64
 
 
-class StoreFlush:
+class StoreFlush(StoreArrays):
     """`rows_shared.RowStore`'s flush: the windows it releases, valued as arrays."""
 
-    G: np.ndarray
-    L: np.ndarray
-    R: np.ndarray
-    V: np.ndarray
-    P: np.ndarray
-    D: np.ndarray
-    F: np.ndarray
-    groups: dict[int, Group]
-    out: dict[int, Group]
     redo: dict[int, int]
     seen: tuple[int, int] | None
-    _settle: Callable[[], None]
     _runs: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray]]
     _below: Callable[[np.ndarray, int], np.ndarray]
     _fixed: Callable[[np.ndarray, np.ndarray, int], np.ndarray]
