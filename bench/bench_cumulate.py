@@ -64,7 +64,7 @@ def make_stream(n: int, groups: int, ticks: int, seed: int = 7) -> Stream:
     after = pos[(pos + 1) % CTI_EVERY == 0]
     after = after[after < n - 1]
     table, event_rows = point_table(le, v, g, groups, after, le[after + 1])
-    return Stream(le, v, g, table, event_rows, groups)
+    return Stream(le, v, g, table, event_rows, groups, after + np.arange(1, len(after) + 1), CTI_EVERY)
 
 
 def query_spec(window: dict[str, Any], uda: str, grouped: bool) -> dict[str, Any]:
