@@ -88,13 +88,16 @@ def test_spark_streaming_sigkill_then_resume(spark: Any, files: tuple[Path, Path
     base = ["run", str(q), "--input", str(src), "--engine", "spark-streaming", "--batch-size", "8"]
     cmd = [sys.executable, "-m", "udm.host.cli.app", *base, "--output", str(tmp_path / "a.jsonl"),
            "--dead-letter", str(tmp_path / "a.dl"), "--checkpoint", str(ck)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # (a session of its own: the kill takes the run's JVM with it, as a terminal's kill of a job does; a JVM
+    # left behind keeps writing the checkpoint while the resumed run reads it — Spark then fails the resumed
+    # run with "batch N doesn't exist")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 240
     while proc.poll() is None and time.monotonic() < deadline and len(list((ck / "out").glob("*.jsonl"))) < 2:
         time.sleep(0.05)
     killed = proc.poll() is None
     if killed:
-        proc.send_signal(signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and the JVM it started
     proc.wait(timeout=60)
     assert killed, "the run ended before it could be killed"
     _in_process(q, src, tmp_path / "a.jsonl", tmp_path / "a.dl", ck)
