@@ -14,7 +14,7 @@ The bucket values are a plain sorted list beside a dict of the buckets: a window
 (its first and last bucket) a dozen times per event, which a list answers by index; a sorted container
 answered each with a search of its position index, a cost that grew with the window (issue 26). A new value
 is inserted where it sorts (at the end, in order; a memmove of the values after it otherwise), the cleanup
-cuts a prefix.
+cuts a prefix. What a CTI finalizes and lets go is `count_cti`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from typing import Any
 
 from ..common import Ev
 from ..rules import INF, NEG
-from .family import Family, merged
+from .count_cti import CountCti
+from .family import merged
 from .state import Group
 
 __all__ = ["CountFamily"]
@@ -60,7 +61,7 @@ class _Data:
         self.keys = sorted(self.buckets)
 
 
-class CountFamily(Family):
+class CountFamily(CountCti):
     """``count_by_start{n, hop}`` and ``count_by_end{n, hop}``."""
 
     #: a later distinct value can create a window over members before the CTI, or take one away: a UDM
@@ -252,125 +253,6 @@ class CountFamily(Family):
             w = next(self._windows(d, d.dirty[0][0], d.dirty[0][1]), None)
             if w is not None:
                 self.step.pending(g, w[3], w[2])
-
-    # -- cleanup, output CTI ------------------------------------------------------------------------------
-    def final_point(self, g: Group, c: int) -> int:
-        # count_by_end: a window ending at c ends at a member's RE, which can still move; a window ending
-        # before c holds members ending before c only. count_by_start: up to the first window holding a
-        # member whose end the UDM sees and can still move (with hop > n, a member may sit in no window)
-        if self.by_end:
-            return c - 1
-        if not self.step.sees_open_ends:
-            return c
-        d: _Data = g.data
-        for j, _k, _wle, wre in self._windows(d, NEG, INF):
-            if wre > c:
-                break
-            if self._holds_open(d, j, c):
-                return wre - 1
-        return c
-
-    def _holds_open(self, d: _Data, j: int, c: int) -> bool:
-        return any(ev.re >= c for ev in self._members(d, j))
-
-    def cleanup(self, c: int) -> Iterable[Group]:
-        groups = list(self.step.groups.values())
-        if c >= INF:
-            return groups
-        soe = self.step.sees_open_ends
-        by_end = self.by_end
-        n, hop = self.n, self.hop
-        for g in groups:
-            d: _Data = g.data
-            b = d.buckets
-            keys = d.keys
-            L = len(keys)
-            first_open = None  # bucket position of the first window that is not final
-            for j, _k, _wle, wre in self._windows(d, NEG, INF):
-                final = wre < c if by_end else wre <= c
-                if not final or (soe and self._holds_open(d, j, c)):
-                    first_open = j
-                    break
-            if first_open is None:
-                j = max(0, L - n + 1)
-                r = (d.purged + j) % hop
-                if r:
-                    j += hop - r
-                first_open = min(j, L)
-            drop = 0
-            while drop < first_open and keys[drop] < c:  # (a value at or after c can still go away)
-                drop += 1
-            if drop:
-                cut = keys[drop] if drop < L else INF
-                for v in keys[:drop]:
-                    for eid in b.pop(v):
-                        g.events.pop(eid, None)
-                del keys[:drop]
-                d.purged += drop
-                for key in list(g.out.irange(maximum=cut, inclusive=(True, False))):
-                    del g.out[key]
-                sw = g.swept
-                if sw is not None and sw[0] < cut:  # the sweep held dropped buckets: they leave it
-                    if cut <= sw[1]:
-                        g.sweep.leave_before(cut)
-                        g.swept = (cut, sw[1])
-                    else:
-                        g.sweep.clear()
-                        g.swept = None
-                d.dirty = [(max(lo, cut), hi) for lo, hi in d.dirty if hi >= cut]
-                d.floor = max(d.floor, min(cut, c))
-            elif b and first_open < L:
-                k0 = keys[first_open]
-                for key in list(g.out.irange(maximum=k0, inclusive=(True, False))):
-                    del g.out[key]
-                d.floor = max(d.floor, min(k0, c))
-        return groups
-
-    def idle(self, g: Group) -> bool:
-        """A group without values may go when a new group (counting from its first value) would align its
-        windows alike: only the ``hop`` alignment of the dropped values matters."""
-        d: _Data = g.data
-        return not d.buckets and not d.endless and d.purged % self.hop == 0
-
-    def bound(self, c: int) -> int:
-        b = c
-        n, hop = self.n, self.hop
-        by_end = self.by_end
-        step = self.step
-        ends = step.ends_hold_cti and not step.strong
-        for g in step.groups.values():
-            d: _Data = g.data
-            keys = d.keys
-            cand = None
-            gp = self.final_point(g, c) if step.strong else INF  # (strong: windows past it wait)
-            for j, _k, wle, wre in self._windows(d, NEG, INF):
-                if wle >= b:
-                    break
-                if (wre >= c if by_end else wre > c) or wre > gp or (ends and self._holds_open(d, j, c)):
-                    cand = wle
-                    break
-            if cand is None:
-                L = len(keys)
-                j = max(0, L - n + 1)
-                r = (d.purged + j) % hop
-                if r:
-                    j += hop - r
-                if j < L:
-                    cand = self._bounds(keys[j], keys[j])[0]
-            if cand is not None and cand < b:
-                b = cand
-            # count_by_end: an event starting before c may still end at c, making a window [c - 1, ...) if
-            # one starts at that value's position
-            if by_end and b >= c and (d.purged + bisect_left(keys, c)) % hop == 0:
-                if any(ev.le < c for ev in d.endless.values()):
-                    b = c - 1
-                else:
-                    buckets = d.buckets
-                    for i in range(bisect_right(keys, c), len(keys)):
-                        if any(ev.le < c for ev in buckets[keys[i]].values()):
-                            b = c - 1
-                            break
-        return b
 
     def windows(self, g: Group) -> int:
         d: _Data = g.data
