@@ -54,11 +54,27 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 FAST = ("q0", "q1", "q2", "q5", "q7", "q14")
 
 
+def child_env() -> dict[str, str]:
+    """The children's environment: bytecode caches on (``PYTHONDONTWRITEBYTECODE`` unset), as an installed
+    udmkit runs; with the variable set (some shells and CI images set it) every child compiled the modules
+    changed since the caches were last written, ~0.1-0.2 s of start-up that no user pays."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def warm_bytecode() -> None:
+    """Write the bytecode caches of this checkout's packages once, before any timed child."""
+    dirs = [str(ROOT / d) for d in ("host", "sdk", "registry", "templates", "plugins", "bench") if (ROOT / d).is_dir()]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "-x", r"[/\\](\.venv|build|node_modules)[/\\]", *dirs],
+                   capture_output=True, env=child_env(), check=False)
+
+
 def run_child(query: dict[str, Any], inp: Path, out: Path, engine: str, table: dict[str, Any] | None = None
               ) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "bench.nexmark._child", json.dumps(query), str(inp), str(out), engine,
            *([json.dumps(table)] if table is not None else [])]
-    res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=child_env())
     if res.returncode != 0:
         tail = (res.stderr.strip().splitlines() or ["?"])[-1]
         return {"error": tail}
@@ -108,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="nexmark-"))
     where = args.keep or tmp
     streams = generate(where, args.events, disorder=args.disorder)
+    warm_bytecode()
     table = table_options(args.disorder)
     bids_table = to_parquet(streams.bids, where / "bids.parquet") if args.format != "jsonl" else None
     n_bids = streams.counts["bids"]
