@@ -67,6 +67,7 @@ from udm.host.spark.results import explain_failure
 from udm.host.spark.session import get_spark, local_checkpoint_files, require_spark
 from udm.host.spark.stream_arrival import run_arrival_stream
 from udm.host.spark.stream_dir import run_directory_stream
+from udm.host.spark.stream_lock import checkpoint_held
 from udm.host.spark.stream_output import (
     LiveOutput,
     batch_writer,
@@ -442,6 +443,11 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
     batch_size = req.batch_size or recorded(req.checkpoint, "batch_size") or DEFAULT_BATCH_SIZE
     spark = get_spark(req.options.get("master"))
     shared_run_dir(req)
+    with checkpoint_held(spark, req.checkpoint):  # (a killed run's JVM may still be writing it)
+        return _run_files(req, spark, batch_size, t0)
+
+
+def _run_files(req: RunRequest, spark: Any, batch_size: int, t0: float) -> RunResult:
     graph = isinstance(req.input, dict) or is_graph(req.spec)
     routing: Any = None
     stages = None
