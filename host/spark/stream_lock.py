@@ -83,7 +83,10 @@ def _take(channel: Any, path: Path, wait: float) -> Any:
     while True:
         try:
             lock = channel.tryLock()
-        except Exception as exc:  # py4j: OverlappingFileLockException, this JVM holds it (a run in this session)
+        except Exception as exc:  # (py4j's error for the JVM's exception)
+            if "OverlappingFileLockException" not in str(exc):
+                raise
+            # this JVM holds it: another run in this session
             raise CheckpointBusy(f"checkpoint {path.parent} is in use by another run in this process") from exc
         if lock is not None:
             return lock
