@@ -22,7 +22,9 @@ Children alternate (udm, native, native, udm, ...) and each is measured by wall 
 tree's CPU seconds (`bench.child`), split into the JVM's (Spark) and Python's (udm's driver, PySpark's
 workers); medians of ``--repeat`` (Python: the medians' difference). Answers are compared on the windows every CTI
 closed (the same windows, values within 1e-9). The held-keys figure runs udm with ``--held`` and 10× that.
-Targets (issue 31): udm ≤ 1.2× native; throughput flat (≤ 1.1×) as held keys grow 10×.
+Targets (issue 31): udm ≤ 1.2× native; throughput flat (≤ 1.1×) as held keys grow 10×. udm's JVM runs C1 only
+(`udm.host.spark.session.STREAMING_JAVA_OPTIONS`), native's keeps the JVM's default JIT; to compare both at C1,
+run with ``JDK_JAVA_OPTIONS=-XX:TieredStopAtLevel=1`` (the ``java`` launcher adds it to every JVM).
 
 ``python -m bench.bench_streaming_cli [--quick] [--elements N] [--keys K] [--held H] [--repeat R]
 [--batch-size B] [--no-flatness]`` (``--batch-size``: both sides' micro-batch size, to weigh the default

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 from udm.host.model.plan import bind
 from udm.host.model.spec import parse_query
 from udm.host.spark.session import default_partitions
+from udm.host.spark.stream_lock import LOCK_NAME, CheckpointBusy, checkpoint_held
 from udm.host.temporal.elements import parse_element
 from udm.host.testing.engine_conformance import write_stream
 from udm.host.testing.generator import generate
@@ -88,9 +90,8 @@ def test_spark_streaming_sigkill_then_resume(spark: Any, files: tuple[Path, Path
     base = ["run", str(q), "--input", str(src), "--engine", "spark-streaming", "--batch-size", "8"]
     cmd = [sys.executable, "-m", "udm.host.cli.app", *base, "--output", str(tmp_path / "a.jsonl"),
            "--dead-letter", str(tmp_path / "a.dl"), "--checkpoint", str(ck)]
-    # (a session of its own: the kill takes the run's JVM with it, as a terminal's kill of a job does; a JVM
-    # left behind keeps writing the checkpoint while the resumed run reads it — Spark then fails the resumed
-    # run with "batch N doesn't exist")
+    # (a session of its own: the kill takes the run's JVM with it, as a terminal's kill of a job does; `udm`
+    # killed alone: the next test)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 240
     while proc.poll() is None and time.monotonic() < deadline and len(list((ck / "out").glob("*.jsonl"))) < 2:
@@ -108,6 +109,91 @@ def test_spark_streaming_sigkill_then_resume(spark: Any, files: tuple[Path, Path
     out = [parse_element(json.loads(x)) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
     stream = [parse_element(json.loads(x)) for x in src.read_text().splitlines() if _is_element(x)]
     assert verify(out, oracle_run(bind(parse_query(QUERY)), stream).cht)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return b"java" in Path(f"/proc/{pid}/cmdline").read_bytes() and \
+            Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.spark
+def test_spark_streaming_sigkill_of_udm_alone_then_resume_at_once(spark: Any, files: tuple[Path, Path],
+                                                                  tmp_path: Path, capfd: Any) -> None:
+    """Only ``udm`` killed (not its process group): its JVM lives on through Spark's shutdown hooks, writing the
+    checkpoint. Held stopped (SIGSTOP) so it surely outlives the kill, it still holds the checkpoint's lock: the
+    run resumed at once waits for it, saying for which process, and goes on once it ends (SIGCONT: its stdin,
+    the dead driver's pipe, is closed, so it exits); the output is byte for byte an uninterrupted run's (no
+    duplicate, no gap) and its CHT the oracle's."""
+    q, src = files
+    ck = tmp_path / "ck"
+    cmd = [sys.executable, "-m", "udm.host.cli.app", "run", str(q), "--input", str(src), "--engine",
+           "spark-streaming", "--batch-size", "8", "--output", str(tmp_path / "a.jsonl"), "--dead-letter",
+           str(tmp_path / "a.dl"), "--checkpoint", str(ck)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while proc.poll() is None and time.monotonic() < deadline and len(list((ck / "out").glob("*.jsonl"))) < 2:
+        time.sleep(0.05)
+    jvm = int((ck / LOCK_NAME).read_text())
+    assert _alive(jvm)
+    os.kill(jvm, signal.SIGSTOP)
+    try:
+        assert proc.poll() is None, "the run ended before it could be killed"
+        os.kill(proc.pid, signal.SIGKILL)  # udm alone: its JVM is left behind
+        proc.wait(timeout=60)
+        threading.Timer(3.0, os.kill, (jvm, signal.SIGCONT)).start()
+        _in_process(q, src, tmp_path / "a.jsonl", tmp_path / "a.dl", ck)
+        assert f"waiting for process {jvm}" in capfd.readouterr().err
+        assert not _alive(jvm)
+    finally:
+        if _alive(jvm):
+            os.kill(jvm, signal.SIGKILL)
+            os.kill(jvm, signal.SIGCONT)
+    _in_process(q, src, tmp_path / "b.jsonl", tmp_path / "b.dl", None, batch_size=8,
+                buckets=default_partitions("local[*]"))
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    assert (tmp_path / "a.dl").read_bytes() == (tmp_path / "b.dl").read_bytes()
+    out = [parse_element(json.loads(x)) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
+    stream = [parse_element(json.loads(x)) for x in src.read_text().splitlines() if _is_element(x)]
+    assert verify(out, oracle_run(bind(parse_query(QUERY)), stream).cht)
+
+
+HOLD = """import fcntl, os, sys, time
+f = open(sys.argv[1], "a+")
+fcntl.lockf(f, fcntl.LOCK_EX)
+f.truncate(0)
+f.write(str(os.getpid()))
+f.flush()
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.spark
+def test_a_held_checkpoint_is_waited_for_then_refused_by_name(spark: Any, tmp_path: Path) -> None:
+    """A checkpoint another process holds (its lock, as the JVM of a killed run holds it) is waited for a bounded
+    time, then refused naming that process; once that process is gone the run takes it. A second run on it in
+    this process is refused at once."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / LOCK_NAME)], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        t = time.monotonic()
+        with pytest.raises(CheckpointBusy, match=f"still held by process {holder.pid} after 0.5 s"), \
+                checkpoint_held(spark, tmp_path, wait=0.5):
+            pass
+        assert time.monotonic() - t >= 0.5
+    finally:
+        holder.kill()
+        holder.wait()
+    with checkpoint_held(spark, tmp_path, wait=5), \
+            pytest.raises(CheckpointBusy, match="in use by another run in this process"), \
+            checkpoint_held(spark, tmp_path, wait=5):
+        pass
+    with checkpoint_held(spark, tmp_path, wait=0):  # (let go at the end of the block)
+        pass
 
 
 def _is_element(line: str) -> bool:

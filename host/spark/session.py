@@ -30,6 +30,7 @@ __all__ = [
     "MASTER_ENV",
     "REMOTE_ENV",
     "ROCKSDB_PROVIDER",
+    "STREAMING_JAVA_OPTIONS",
     "SparkExtrasMissing",
     "default_partitions",
     "env_settings",
@@ -153,12 +154,22 @@ def resolved_master(master: str | None = None) -> str | None:
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
-def _quiet_logging(settings: dict[str, Any]) -> dict[str, str]:
-    """The driver JVM option that points log4j2 at `LOG4J_CONFIG` (unless the caller sets Java options),
-    so Spark's WARN lines never interleave with udmkit's output. It must be given before the JVM starts:
-    Spark's ``setLogLevel`` comes too late for the start-up warnings."""
+#: the JVM's JIT for a streaming run of a staged file (``udm run --engine spark-streaming --input FILE``,
+#: `get_spark`'s ``java_options``): C1 only, no C2. Why: such a run lasts minutes, and its JVM runs Spark's
+#: per-micro-batch machinery (planning, the shuffle of one row per bucket, the state store's commit, the
+#: state server), not hot loops over data; C2 compiled that machinery for the whole run and never paid it
+#: back: per JVM thread (``/proc/<jvm>/task/*/stat``, 100,000 elements of ``bench.bench_streaming_cli``'s
+#: data) the C2 compiler threads took 12.5 of the JVM's 34.3 CPU-s, and with C1 only the JVM took 17.6,
+#: its other threads no slower (issue 31)
+STREAMING_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+
+def _quiet_logging(settings: dict[str, Any], java_options: str = "") -> dict[str, str]:
+    """The JVM options that point log4j2 at `LOG4J_CONFIG` (unless the caller sets Java options), so
+    Spark's WARN lines never interleave with udmkit's output, plus ``java_options``. They must be given
+    before the JVM starts: Spark's ``setLogLevel`` comes too late for the start-up warnings."""
     config = os.environ.get("UDM_SPARK_LOG4J") or str(LOG4J_CONFIG)
-    opt = f"-Dlog4j2.configurationFile=file:{config}"
+    opt = f"-Dlog4j2.configurationFile=file:{config} {java_options}".strip()
     out = {}
     for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
         if key not in settings:
@@ -247,14 +258,15 @@ def env_settings() -> dict[str, Any]:
 
 
 def get_spark(master: str | None = None, *, app_name: str = "udmkit", shuffle_partitions: int | None = None,
-              **conf: Any) -> SparkSession:
+              java_options: str = "", **conf: Any) -> SparkSession:
     """A SparkSession configured for udmkit, or the active session reused as it is (plus ``conf``).
 
     ``master``: ``local[N]``, a cluster URL, or ``sc://...`` for Spark Connect; default from
     ``$UDM_SPARK_MASTER``, then ``$SPARK_REMOTE``, then ``local[*]``. Extra settings go in ``conf`` under
     their Spark names (``get_spark(**{"spark.executor.memory": "2g"})``) and win over those of
     ``$UDM_SPARK_CONF`` (`env_settings`: how a CLI user sets them), which win over udmkit's defaults.
-    ``shuffle_partitions``: default `default_partitions` (one per local core).
+    ``shuffle_partitions``: default `default_partitions` (one per local core). ``java_options``: more options
+    for the JVMs of a session started here (`STREAMING_JAVA_OPTIONS`), unless the settings name their own.
     """
     settings: dict[str, Any] = dict(conf)
     master, remote = _resolve(master, settings)
@@ -309,7 +321,8 @@ def get_spark(master: str | None = None, *, app_name: str = "udmkit", shuffle_pa
     # a session udmkit starts: ``$UDM_SPARK_CONF``, then ``conf``, over the defaults (never a running one's)
     settings = {**env_settings(), **settings}
     if remote is None or not remote.startswith("sc://"):
-        defaults.update(_quiet_logging(settings))  # the JVM starts here: its logging is set before it starts
+        # the JVM starts here: its logging (and ``java_options``) set before it starts
+        defaults.update(_quiet_logging(settings, java_options))
     defaults.update(settings)
     for key, value in defaults.items():
         if value is not None:

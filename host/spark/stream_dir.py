@@ -27,6 +27,7 @@ from udm.host.errors import UdmError
 from udm.host.query.runners import RunRequest
 from udm.host.run_result import RunResult
 from udm.host.spark.session import get_spark, require_spark
+from udm.host.spark.stream_lock import checkpoint_held
 from udm.host.spark.stream_output import (
     LiveOutput,
     batch_writer,
@@ -67,6 +68,11 @@ def run_directory_stream(req: RunRequest, directory: Path) -> RunResult:
     t0 = time.perf_counter()
     spark = get_spark(req.options.get("master"))
     shared_run_dir(req)
+    with checkpoint_held(spark, req.checkpoint):  # (a killed run's JVM may still be writing it)
+        return _watch(req, directory, spark, t0)
+
+
+def _watch(req: RunRequest, directory: Path, spark: Any, t0: float) -> RunResult:
     _, n = key_buckets(req.spec, req.options, spark, req.checkpoint)
     temp = req.checkpoint is None
     run_dir = Path(tempfile.mkdtemp(prefix="udm-watch-")) if temp else Path(req.checkpoint)

@@ -64,9 +64,10 @@ from udm.host.spark.graph import is_graph
 from udm.host.spark.key_state import graph_payload_key, payload_key
 from udm.host.spark.partition import BY_ID, graph_routing
 from udm.host.spark.results import explain_failure
-from udm.host.spark.session import get_spark, local_checkpoint_files, require_spark
+from udm.host.spark.session import STREAMING_JAVA_OPTIONS, get_spark, local_checkpoint_files, require_spark
 from udm.host.spark.stream_arrival import run_arrival_stream
 from udm.host.spark.stream_dir import run_directory_stream
+from udm.host.spark.stream_lock import checkpoint_held
 from udm.host.spark.stream_output import (
     LiveOutput,
     batch_writer,
@@ -440,8 +441,13 @@ def run_spark_streaming(req: RunRequest) -> RunResult:
         return run_directory_stream(req, Path(req.input))  # a directory that event files land in
     t0 = time.perf_counter()
     batch_size = req.batch_size or recorded(req.checkpoint, "batch_size") or DEFAULT_BATCH_SIZE
-    spark = get_spark(req.options.get("master"))
+    spark = get_spark(req.options.get("master"), java_options=STREAMING_JAVA_OPTIONS)  # (a run with an end)
     shared_run_dir(req)
+    with checkpoint_held(spark, req.checkpoint):  # (a killed run's JVM may still be writing it)
+        return _run_files(req, spark, batch_size, t0)
+
+
+def _run_files(req: RunRequest, spark: Any, batch_size: int, t0: float) -> RunResult:
     graph = isinstance(req.input, dict) or is_graph(req.spec)
     routing: Any = None
     stages = None

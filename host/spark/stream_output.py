@@ -30,6 +30,7 @@ from udm.host.errors import UdmError
 from udm.host.query.runners import RunRequest
 from udm.host.spark.convert import element_lines_of
 from udm.host.spark.session import on_this_machine, resolved_master
+from udm.host.spark.stream_lock import LOCK_NAME
 from udm.host.spark.streaming import combine_ctis
 from udm.sdk import INF
 
@@ -55,7 +56,8 @@ def write_atomic(path: Path, text: str | bytes) -> None:
 def resumed_meta(run_dir: Path, meta: dict[str, Any], names: dict[str, str]) -> dict[str, Any] | None:
     """What ``run_dir/run.json`` recorded when the run began, once every entry of ``meta`` matches it (one
     that does not is refused, named by ``names`` or its key); None for a new run, whose directory must be
-    empty or absent: a checkpoint belongs to one run (query, input, layout, ...)."""
+    empty or absent (but for the lock this run holds on it, `udm.host.spark.stream_lock`): a checkpoint
+    belongs to one run (query, input, layout, ...)."""
     path = run_dir / "run.json"
     if path.exists():
         old: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
@@ -65,7 +67,7 @@ def resumed_meta(run_dir: Path, meta: dict[str, Any], names: dict[str, str]) -> 
                 raise UdmError(f"checkpoint {run_dir} belongs to a run with a different {what}; use a new "
                                "--checkpoint directory (or delete this one) to start over")
         return old
-    if run_dir.exists() and any(run_dir.iterdir()):
+    if run_dir.exists() and any(p.name != LOCK_NAME for p in run_dir.iterdir()):
         raise UdmError(f"--checkpoint {run_dir} is not empty and holds no udm streaming run")
     return None
 
