@@ -74,7 +74,9 @@ OnViolation = Literal["dead_letter", "adjust", "error"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    #: defer_build: a part's own validator and serializer are compiled on its first own use; `QuerySpec`'s
+    #: (built at import, below) holds every part's schema, so a run compiles no other (issue #26)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
 
 class Tumbling(_Strict):
@@ -447,6 +449,8 @@ class InputSpec(_Strict):
 
 
 class QuerySpec(_Strict):
+    model_config = ConfigDict(defer_build=False)  # (the one model every run validates: built at import)
+
     inputs: dict[str, InputSpec] | None = None
     steps: list[Step] = Field(min_length=1)
     output: str | None = None
