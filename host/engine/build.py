@@ -17,7 +17,6 @@ from .ops.lmerge import LmergeOp
 from .ops.span import FilterOp, MapOp, ProjectOp
 from .ops.union import UnionOp
 from .rules import INF, FieldCheck
-from .window import make_window_op
 
 __all__ = ["delegated_checks", "make_operator"]
 
@@ -43,6 +42,9 @@ def make_operator(bound: BoundQuery, name: str, ctx: Context) -> Operator:
     if op == "lmerge":
         return LmergeOp(name, ctx, bs)
     if op == "window":
+        # a filter/map/project run starts without the window families and their aggregation structures
+        from .window import make_window_op  # lazy: ~10 ms of start-up only a window step needs (issue #26)
+
         return make_window_op(name, ctx, bs)
     if op == "flat_map":
         return FlatMapOp(name, ctx, bs)

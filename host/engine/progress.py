@@ -15,16 +15,29 @@ make its engine emit output or change state. `QueryRunner.due`, `QueryRunner.gra
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from .ops.alter_lifetime import AlterLifetimeOp
 from .ops.span import FilterOp, MapOp, ProjectOp
 from .rules import INF, NEG
-from .window.step import WindowOp
+
+if TYPE_CHECKING:
+    from .window.step import WindowOp
 
 __all__ = ["engine_due", "graph_due", "hold"]
 
 _SPAN = (FilterOp, MapOp, ProjectOp)
+
+
+@cache
+def _window_op() -> type[WindowOp]:
+    """The window operator's class, imported on the first question about one: a local run never asks (these
+    answers are Spark's key state's), and only a query with a window step needs the window families."""
+    # lazy: the window families load numpy and pyarrow kernels a filter/map/project run does not need
+    from .window.step import WindowOp
+
+    return WindowOp
 
 
 def engine_due(runner: Any, c: int) -> int:
@@ -35,7 +48,7 @@ def engine_due(runner: Any, c: int) -> int:
     best = INF
     forget = min((g.forget_at() for g in runner.gates.values()), default=INF)
     for op in runner.ops:
-        if isinstance(op, WindowOp):
+        if isinstance(op, _window_op()):
             best = min(best, op.due(c))
             continue
         f = op.forget_at()
@@ -55,7 +68,7 @@ def _lone_window(runner: Any) -> WindowOp | None:
     """The query's one window step when it is of the exact kind (`WindowOp.exact`) and every other step
     passes CTIs through unchanged (filter, map, project)."""
     wins = [op for op in runner.ops if not isinstance(op, _SPAN)]
-    if len(wins) != 1 or not isinstance(wins[0], WindowOp) or not wins[0].exact() or wins[0].busy():
+    if len(wins) != 1 or not isinstance(wins[0], _window_op()) or not wins[0].exact() or wins[0].busy():
         return None
     return wins[0]
 
@@ -92,7 +105,7 @@ def _reach(runner: Any) -> dict[str, dict[str, int]]:
 def _last_window(runner: Any) -> WindowOp | None:
     """The graph's one window step holding state when it is exact, not busy, and only filter/map/project
     steps lead from it to the output (so the key's output CTI is its output CTI); else None."""
-    held = [op for op in runner.ops if isinstance(op, WindowOp) and any(op.state_size().values())]
+    held = [op for op in runner.ops if isinstance(op, _window_op()) and any(op.state_size().values())]
     if len(held) != 1 or not held[0].exact() or held[0].busy():
         return None
     w = held[0]
