@@ -115,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{label:>14} (median of {len(runs)}): {m['jobs']:.0f} jobs, {m['stages']:.0f} stages, "
                   f"{m['tasks']:.0f} tasks, shuffle {m['shuffle_rows']:,.0f} rows {m['shuffle_mb']:.1f} MB; "
                   f"CPU s: python workers {m['python']:.1f}, JVM {m['jvm']:.1f} (tasks {m['jvm_task_cpu']:.1f}, "
-                  f"JIT {m['jit']:.1f}), "
+                  f"JIT {m['jit']:.1f}, GC {m['gc']:.1f}, py4j {m['py4j']:.1f}; "
+                  f"{m['compiles']:.0f} classes generated), "
                   f"driver {m['driver']:.1f}, total {m['python'] + m['jvm'] + m['driver']:.1f}", flush=True)
     same = answers["staged"] == answers["single bucket"]
     ratio = med["staged"] / med["single bucket"]
@@ -134,15 +135,16 @@ def main(argv: list[str] | None = None) -> int:
 
 class Meter:
     """What one plan run cost that the machine's load does not change: Spark jobs, stages and tasks, shuffle
-    rows and bytes written (the JVM's status store), and CPU seconds of the JVM (of which its JIT compiler
-    threads'), of its Python workers (the JVM's process tree in /proc: live processes' own and reaped
-    children's time) and of this driver."""
+    rows and bytes written (the JVM's status store), classes Spark generated, and CPU seconds of the JVM (of
+    which its JIT compiler threads', its GC's and its py4j threads'), of its Python workers (the JVM's
+    process tree in /proc: live processes' own and reaped children's time) and of this driver."""
 
     def __init__(self, spark: Any) -> None:
         self.sc = spark.sparkContext
         self.store = self.sc._jsc.sc().statusStore()
         self.root = self.sc._gateway.proc.pid
         self.tick = os.sysconf("SC_CLK_TCK")
+        self.codegen = self.sc._jvm.org.apache.spark.metrics.source.CodegenMetrics
 
     def _cpu(self) -> dict[str, float]:
         """CPU seconds of the JVM's process tree, by ``java`` and the rest (Python workers)."""
@@ -169,15 +171,23 @@ class Meter:
             f = stat[pid]  # (fields 14-17 of proc(5): utime stime cutime cstime, here at 12..15)
             secs = sum(int(x) for x in f[12:16]) / self.tick
             got["jvm" if f[0] == "java" else "python"] += secs
-        got["jit"] = 0.0  # the JVM's compiler threads (C1/C2: more distinct generated code, more to compile)
+        # the JVM's threads by role: its compiler threads (C1/C2: more distinct generated code, more to compile;
+        # JVM warm-up: it goes on for runs after Spark's code generator stops compiling), its garbage
+        # collector's, and the py4j threads the driver's calls run on (planning, code generation)
+        got.update(jit=0.0, gc=0.0, py4j=0.0)
         for task in os.listdir(f"/proc/{self.root}/task") if self.root in stat else []:
             try:
                 text = Path(f"/proc/{self.root}/task/{task}/stat").read_text()
             except OSError:
                 continue
-            if "CompilerThre" in text[text.index("(") + 1:text.rindex(")")]:
+            name = text[text.index("(") + 1:text.rindex(")")]
+            role = ("jit" if "CompilerThre" in name else "gc" if name.startswith(("GC Thread", "G1 "))
+                    else "py4j" if name.startswith("Thread-") else None)
+            if role is not None:
                 f = text[text.rindex(")") + 2:].split()
-                got["jit"] += (int(f[11]) + int(f[12])) / self.tick
+                got[role] += (int(f[11]) + int(f[12])) / self.tick
+        # classes Spark's code generator compiled (Janino; a plan seen before hits its cache)
+        got["compiles"] = float(self.codegen.METRIC_COMPILATION_TIME().getCount())
         import resource
 
         got["driver"] = resource.getrusage(resource.RUSAGE_SELF).ru_utime + resource.getrusage(

@@ -19,6 +19,9 @@ Two layouts of the engine state (semantics-notes 59):
 Either way the bucket also keeps one small blob (``aux``): the merge state of each exchange stream it reads
 (the latest CTI per producing bucket) and the routes of its own live exchange output (where each insert
 went, until the stage's output CTI passes its end).
+
+How the produced elements go out (output, exchange rows and their routes, dead letters, stats) is
+`udm.host.spark.stage_emit`, the same for both layouts.
 """
 
 from __future__ import annotations
@@ -36,14 +39,14 @@ from udm.host.engine.common import DeadLetter
 from udm.host.io.batch import ElementBatch
 from udm.host.model.plan import build_plan
 from udm.host.query.runners import make_runner
-from udm.host.spark.convert import ELEMENT_COLUMNS, compact_json
-from udm.host.spark.key_state import NO_KEY, KeyedBucket, graph_key_of, graph_payload_key
+from udm.host.spark.convert import ELEMENT_COLUMNS
+from udm.host.spark.key_state import NO_KEY, KeyedBucket, graph_key_of
 from udm.host.spark.key_store import BucketStore, DictStore
-from udm.host.spark.rows import dead_rows, output_rows, with_struct_payloads
-from udm.host.spark.stages import Stage, checked_before, read_before
+from udm.host.spark.rows import with_struct_payloads
+from udm.host.spark.stage_emit import NO_T, Produced, dead_wire, exchange_wire, output_wire, stats_wire
+from udm.host.spark.stages import Stage, read_before
 from udm.host.spark.stream_wire import (
     ALL_STAGES,
-    BROADCAST,
     END_KIND,
     ROUTE_LATER,
     SINK_STAGE,
@@ -55,7 +58,7 @@ from udm.host.spark.stream_wire import (
     stage_width,
     unroutable_reason,
 )
-from udm.host.temporal.elements import Cti, Insert
+from udm.host.temporal.elements import Cti
 
 if TYPE_CHECKING:  # pragma: no cover
     from udm.host.model.plan import BoundQuery
@@ -65,7 +68,6 @@ __all__ = ["AUX_VERSION", "OLD_STAGE_LAYOUT", "DictStageStore", "StageBucket", "
 
 #: the ``aux`` blob's layout (2: exchange routes keyed by the id sent, per-key stages; streaming layout 5)
 AUX_VERSION = 2
-_NEG = -(2**63)
 #: one line for a checkpoint of another state layout (semantics-notes 60)
 OLD_STAGE_LAYOUT = ("a checkpoint of a staged graph's state layout before streaming layout 5 (a keyed stage now "
                     "keeps its state per key): start from a new checkpoint directory")
@@ -114,22 +116,6 @@ def keyed_stage(stage: Stage) -> bool:
     """Whether ``stage`` keeps its state per key: its routing gives key fields for every stream it reads."""
     r = stage.routing
     return isinstance(r, dict) and all(r.get(x) for x in stage.inputs)
-
-
-@dataclass
-class _Produced:
-    """What the stage's engine(s) produced in one call: ``(id prefix, element)`` in order, CTIs included
-    (per key: one CTI, the bucket's, after the elements, when it rose)."""
-
-    out: list[tuple[str, Element]]
-    cti: int | None
-    reached: int
-    dead: list[DeadLetter]
-    extra_dead: list[DeadLetter]
-    reasons: dict[str, int]
-    truncated_at: int | None
-    lmerge: dict[str, Any] | None = None
-    keys: dict[str, int] | None = None
 
 
 class StageBucket:
@@ -211,32 +197,14 @@ class StageBucket:
                 if k in (END_KIND, T_KIND) and r["udm_stage"] == ALL_STAGES:
                     out.add(**r)
         got = (self._keyed if self.per_key else self._whole)(bucket, table, aux, store)
-        seq = 0
         if self.last:
-            for prefix, el in got.out:
-                if isinstance(el, Cti):
-                    continue
-                for r in output_rows(0, [el]):
-                    r["id"] = f"{prefix}.{el.id}"
-                    out.add(stream="out", udm_src=bucket, udm_seq=seq, **r)
-                    seq += 1
+            seq = output_wire(bucket, got, out)
         else:
-            seq = self._exchange(bucket, got.out, aux["routes"], got.cti, got.reached, out)
-        seq = self._dead(bucket, got, out, seq)
+            seq = exchange_wire(bucket, got, self.sink, self.consumers, aux["routes"], out)
+        seq = dead_wire(bucket, got, self.stage, self.read_before, self.multi, self.origins, out, seq)
         if self.last and got.cti is not None:
             out.add(stream="cti", kind="cti", t=got.cti, udm_src=bucket, udm_seq=seq, udm_stage=SINK_STAGE)
-        stats: dict[str, Any] = {"stage": self.index}
-        if got.reasons:
-            stats["reasons"] = got.reasons
-        if got.truncated_at is not None:
-            stats["truncated_at"] = got.truncated_at
-        if got.reached > _NEG:
-            stats["T"] = got.reached
-        if got.lmerge:
-            stats["lmerge"] = got.lmerge
-        if got.keys is not None:
-            stats["keys"] = got.keys
-        out.add(stream="stats", payload=json.dumps(stats), udm_src=bucket, udm_seq=seq + 1, udm_stage=SINK_STAGE)
+        stats_wire(bucket, self.index, got, out, seq + 1)
         store.put_aux(pickle.dumps(aux, protocol=pickle.HIGHEST_PROTOCOL))
 
     def _own(self, table: pa.Table) -> list[int]:
@@ -266,7 +234,7 @@ class StageBucket:
         reach = pc.max(part.filter(pc.fill_null(pc.equal(part.column("kind"), "cti"), False)).column("le")).as_py()
         return reach, merge_exchange_part(part, aux["merge"].setdefault(x, {}), self.producers[x], keep)
 
-    def _whole(self, bucket: int, table: pa.Table, aux: dict[str, Any], store: StageStore) -> _Produced:
+    def _whole(self, bucket: int, table: pa.Table, aux: dict[str, Any], store: StageStore) -> Produced:
         """One engine over the bucket."""
         if store.get_index() is not None:
             raise ValueError(OLD_STAGE_LAYOUT)
@@ -317,10 +285,10 @@ class StageBucket:
             reasons["unroutable"] = len(extra_dead)
         store.put_whole(runner.snapshot(), cti)
         prefix = str(bucket)
-        return _Produced([(prefix, el) for el in produced], cti, runner.ctx.reached, dead, extra_dead, reasons,
+        return Produced([(prefix, el) for el in produced], cti, runner.ctx.reached, dead, extra_dead, reasons,
                          runner.stats.truncated_at, runner.chattiness() or None)
 
-    def _keyed(self, bucket: int, table: pa.Table, aux: dict[str, Any], store: StageStore) -> _Produced:
+    def _keyed(self, bucket: int, table: pa.Table, aux: dict[str, Any], store: StageStore) -> Produced:
         """One engine per key value (`KeyedBucket`): the rows of the call in the order one engine takes
         them — T, the query inputs, then each exchange stream's T and merged rows, then the end."""
         if store.get_whole() is not None:
@@ -384,68 +352,5 @@ class StageBucket:
         extras = {id(d) for d in extra_dead}
         dead = [d for d in res.dead if id(d) not in extras]
         stats = res.stats
-        return _Produced(produced, res.cti, int(stats.get("T", _NEG)), dead, extra_dead,
+        return Produced(produced, res.cti, int(stats.get("T", NO_T)), dead, extra_dead,
                          dict(stats.get("reasons", {})), stats.get("truncated_at"), None, stats.get("keys"))
-
-    # -- output ---------------------------------------------------------------------------------------------
-    def _dead(self, bucket: int, got: _Produced, out: WireRows, seq: int) -> int:
-        """Dead letters as wire rows; a copy of one an earlier stage reported is dropped (and uncounted).
-        Returns the next seq."""
-        dead = got.dead
-        if self.read_before:
-            for dl in dead:
-                if checked_before(dl, self.stage, self.read_before):  # reported by the earlier stage
-                    got.reasons[dl.category] -= 1
-                    if not got.reasons[dl.category]:
-                        del got.reasons[dl.category]
-            dead = [dl for dl in dead if not checked_before(dl, self.stage, self.read_before)]
-        got.dead = dead
-        for dl in dead + got.extra_dead:
-            name = dl.input if dl.input is not None else (self.inputs[0] if len(self.inputs) == 1 else None)
-            for r in dead_rows([dl]):
-                out.add(stream="dead", udm_src=bucket, udm_seq=seq, udm_stage=SINK_STAGE,
-                        payload=self.origins.get(name) if self.multi and name is not None else None,
-                        line=r["line"], reason=r["reason"], element=r["element"], kind=r["category"])
-                seq += 1
-        return seq
-
-    def _exchange(self, bucket: int, produced: list[tuple[str, Element]], routes: dict[str, Any],
-                  cti: int | None, reached: int, out: WireRows) -> int:
-        """This stage's output on its way to each stage reading it (`stream_stages` module doc); returns the
-        next seq. A CTI row carries, as ``le``, T so far (``reached``): a later stage holds back what lies
-        past its T (semantics-notes 2) and must learn T from its producers."""
-        seq = 0
-        for prefix, el in produced:
-            if isinstance(el, Cti):
-                for c, _, _ in self.consumers:
-                    out.add(stream="el", kind="cti", t=el.t, le=reached if reached > _NEG else None,
-                            udm_input=self.sink, udm_stage=c, udm_route=BROADCAST, udm_src=bucket, udm_seq=seq)
-                seq += 1
-                continue
-            rid = f"{prefix}.{el.id}"
-            if isinstance(el, Insert):
-                dest = [route_of(r, self.sink, w, "insert", rid, el.payload) for _, r, w in self.consumers]
-                keys = [graph_payload_key(el.payload, r[self.sink]) if isinstance(r, dict) and r.get(self.sink)
-                        else None for _, r, _ in self.consumers]
-                routes[rid] = [dest, el.re, keys]
-                for (c, _, _), b, k in zip(self.consumers, dest, keys, strict=True):
-                    out.add(stream="el", kind="insert", id=rid, le=el.le, re=el.re,
-                            payload=compact_json(el.payload), udm_input=self.sink,
-                            udm_stage=c, udm_route=b, udm_src=bucket, udm_seq=seq, udm_key=k)
-            else:  # to where its insert went, with its key there (None: no live insert, no key's engine)
-                rec = routes.get(rid)
-                dest, keys = (rec[0], rec[2]) if rec is not None else ([0] * len(self.consumers),
-                                                                       [None] * len(self.consumers))
-                if rec is not None:
-                    if el.re_new <= el.le:
-                        del routes[rid]
-                    else:
-                        rec[1] = el.re_new
-                for (c, _, _), b, k in zip(self.consumers, dest, keys, strict=True):
-                    out.add(stream="el", kind="retract", id=rid, le=el.le, re=el.re, re_new=el.re_new,
-                            udm_input=self.sink, udm_stage=c, udm_route=b, udm_src=bucket, udm_seq=seq, udm_key=k)
-            seq += 1
-        if cti is not None:  # no retraction of an element that ended before the CTI can come
-            for id in [i for i, rec in routes.items() if rec[1] < cti]:
-                del routes[id]
-        return seq
