@@ -32,6 +32,7 @@ import numpy as np
 
 from ..payload import value_array
 from .grid_closed import spans
+from .key_columns import CodeFields
 from .rows_shared_cti import StoreCti
 from .rows_shared_flush import StoreFlush
 from .rows_store import RowColumns, canonical_ties
@@ -68,9 +69,11 @@ class RowStore(StoreFlush, StoreCti):
 
     def reset(self) -> None:
         """No group in the store."""
-        #: the groups in the store by number, and the next number
+        #: the groups in the store by number, and the next number; their key fields by number (what the
+        #: windows are written with, `_write`: one take, no Python step per window)
         self.groups: dict[int, Group] = {}
         self.nums = 0
+        self.fields = CodeFields()
         #: rows, sorted by (G, canonical order): group number, LE, RE, engine id, value
         self.G = _empty()
         self.L = _empty()
@@ -91,6 +94,16 @@ class RowStore(StoreFlush, StoreCti):
         #: (effective CTI, release point) of the last `prepare` that looked at the rows, and whether rows
         #: came in since
         self.seen: tuple[int, int] | None = None
+        self.memo: tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "memo": None}
+
+    def __setstate__(self, s: dict[str, Any]) -> None:
+        self.__dict__.update(s)
+        self.memo = None
+        if "fields" not in s:  # (a snapshot from before the key columns)
+            self.fields = CodeFields.of(self.groups, self.nums)
 
     # -- groups in and out ---------------------------------------------------------------------------------
     def _grow(self, n: int) -> None:
@@ -109,6 +122,7 @@ class RowStore(StoreFlush, StoreCti):
         first = self.nums
         self.nums = first + len(gs)
         self._grow(self.nums)
+        self.fields.add([g.fields for g in gs])
         cols: list[tuple[list[int], list[int], list[int], list[Any], int]] = []
         for num, g in enumerate(gs, first):
             d = g.data
@@ -138,7 +152,7 @@ class RowStore(StoreFlush, StoreCti):
             self.R = np.concatenate((self.R, np.array([x for c in cols for x in c[2]], dtype=_I64)))
             self.V, new = _unite(self.V, value_array([v for c in cols for v in c[3]]))
             self.V = np.concatenate((self.V, new))
-            self.seen = None
+            self.seen = self.memo = None
 
     def materialize(self, gs: list[Group]) -> None:
         """The groups ``gs`` (in the store) leave it: their rows become their own columns."""
@@ -175,6 +189,7 @@ class RowStore(StoreFlush, StoreCti):
     def _keep(self, keep: np.ndarray) -> None:
         self.G, self.L, self.R, self.I, self.V = (self.G[keep], self.L[keep], self.R[keep], self.I[keep],
                                                   self.V[keep])
+        self.memo = None
 
     def held(self) -> int:
         """Rows held for the groups in the store."""
@@ -235,7 +250,7 @@ class RowStore(StoreFlush, StoreCti):
             col[dold] = old
             cols.append(col)
         self.G, self.L, self.R, self.I, self.V = cols
-        self.seen = None
+        self.seen = self.memo = None
 
     def _merge(self, fam: Any, bad: np.ndarray, gn: np.ndarray) -> None:
         """The rows of the groups ``bad``, their new rows (``gn``: every new row's group, sorted) appended
@@ -257,6 +272,7 @@ class RowStore(StoreFlush, StoreCti):
         idx = np.arange(len(o), dtype=_I64)
         first = np.minimum.reduceat(np.where(new[o], idx, len(o)), heads) - heads  # its first new row
         self.L[at], self.R[at], self.I[at], self.V[at] = sl[o], sr[o], si[o], sv[o]
+        self.memo = None
         k = fam.yield_at(np.maximum(self.P[bad] + first + 1, self.F[bad]))
         hit = k <= self.D[bad]  # windows from ``k`` on were released: valued again, diffed
         if hit.any():
@@ -274,9 +290,10 @@ class RowStore(StoreFlush, StoreCti):
         self.G = new[self.G]
         self.P, self.D, self.F = self.P[olds], self.D[olds], self.F[olds]
         self.groups = {i: self.groups[o] for i, o in enumerate(olds.tolist())}
+        self.fields.keep(olds)
         self.out = {i: g for i, g in self.groups.items() if g.out}
         self.redo = {int(new[x]): k for x, k in self.redo.items()}
         for i, g in self.groups.items():
             g.data.num = i
         self.nums = len(olds)
-        self.seen = None
+        self.seen = self.memo = None
