@@ -36,6 +36,7 @@ from .rows_closed import ClosedRows
 from .rows_cti import RowsCleanup, forget
 from .rows_shared import RowStore
 from .rows_store import RowColumns
+from .rows_sweep import RowWindows
 from .state import Group, by_identity
 
 __all__ = ["RowOrderedFamily", "RowsFamily", "forget", "replace_range"]
@@ -125,7 +126,7 @@ class RowOrderedFamily(Family):
         raise NotImplementedError
 
 
-class RowsFamily(RowsCleanup, RowOrderedFamily):
+class RowsFamily(RowsCleanup, RowWindows, RowOrderedFamily):
     """``rows{n, slide, partial}``: its rows, windows and their values (at a CTI: `RowsCleanup`)."""
 
     #: rows leave the sweep in the order they entered it (a merge-only UDA's partials in two stacks)
@@ -382,52 +383,6 @@ class RowsFamily(RowsCleanup, RowOrderedFamily):
                     if vals and key not in had:
                         first_emission(self.step, wre)
         replace_range(self, g, lo, top, news, out, em)
-
-    def _members(self, d: _Data, k: int) -> list[Ev]:
-        return d.rows.events(self._first(k) - 1 - d.purged, k - d.purged)
-
-    def _whole(self, d: _Data, k: int) -> bool:
-        """Strong consistency, a UDM that does not see ends: does window ``k`` hold no part of a block of
-        equal LEs in which a row can still move (the block's last row, its largest RE, ends at or after the
-        CTI)? A window ending at or before the CTI is final then (a new row lands after it)."""
-        rows = d.rows
-        les = rows.le
-        base = d.purged
-        c = self.step.effective_cti
-        for a in (self._first(k) - 1, k):  # the boundaries between rows a and a + 1
-            i = a - 1 - base
-            if i < 0 or i + 1 >= len(les):
-                continue  # (dropped rows are fixed; a row still to come lands after the CTI)
-            le = les[i]
-            if les[i + 1] == le and rows.re[rows.lower(le + 1) - 1] >= c:
-                return False
-        return True
-
-    def _sweep_to(self, g: Group, d: _Data, k: int) -> None:
-        """Bring the sweep to window ``k``: the rows before its first leave, the rows after the last window
-        swept enter (rebuilt when it went back). A row enters at the last row of its *class* — the rows
-        that leave at the same window — so one eviction takes out whole classes."""
-        sweep = g.sweep
-        f = self._first(k)
-        prev = g.swept
-        if prev is None or prev[1] > k:
-            sweep.clear()
-            start = f
-        else:
-            sweep.leave_before(f)
-            start = max(prev[1] + 1, f)
-        if start <= k:
-            vals = d.rows.vals[start - 1 - d.purged:k - d.purged]
-            n = self.n
-            i = 0
-            r = start
-            while r <= k:
-                pos = self._up(r + n) - n  # row r leaves at the window of yield row pos + n
-                e = min(pos, k)
-                sweep.enter(pos, vals[i:i + e - r + 1])
-                i += e - r + 1
-                r = e + 1
-        g.swept = (f, k)
 
     def _pending(self, g: Group, d: _Data) -> None:
         total = d.purged + len(d.rows)

@@ -10,9 +10,10 @@ flush does each of those things for all of them at once with numpy: the final wi
 in one ``compute_slices`` call (`grid_closed.window_values`) and written as one column block, cleanup by mask,
 the output-CTI bound as a minimum (the rules are `rows_cti`'s, as arrays).
 
-A bulk insert's rows all go into the store, late and tied ones included: the rows of the groups a row lands
-among are sorted together with their new rows (lexsort, ties by canonical JSON: `rows_store.canonical_ties`)
-and spliced back, every column copied once (`_merge`, `_splice`). A window released before it is final is
+A bulk insert's rows all go into the store, late and tied ones included: every new row is first put after
+its group's held rows, every column written once (`_append`); the run of a group a row lands among is then
+sorted in place (lexsort, ties by canonical JSON: `rows_store.canonical_ties`; `_merge`), only those runs
+read and written again. A window released before it is final is
 emitted with its output record in the group's ``out`` (`Family.put`); a sorted-in row renumbers the windows
 from its row on, so those of them already released are valued again at the next flush and diffed as one
 against their records (``redo``, `rows_shared_flush`); cleanup drops the records of windows become final. A
@@ -31,6 +32,7 @@ import numpy as np
 
 from ..payload import value_array
 from .grid_closed import spans
+from .key_columns import CodeFields
 from .rows_shared_cti import StoreCti
 from .rows_shared_flush import StoreFlush
 from .rows_store import RowColumns, canonical_ties
@@ -67,9 +69,11 @@ class RowStore(StoreFlush, StoreCti):
 
     def reset(self) -> None:
         """No group in the store."""
-        #: the groups in the store by number, and the next number
+        #: the groups in the store by number, and the next number; their key fields by number (what the
+        #: windows are written with, `_write`: one take, no Python step per window)
         self.groups: dict[int, Group] = {}
         self.nums = 0
+        self.fields = CodeFields()
         #: rows, sorted by (G, canonical order): group number, LE, RE, engine id, value
         self.G = _empty()
         self.L = _empty()
@@ -90,6 +94,16 @@ class RowStore(StoreFlush, StoreCti):
         #: (effective CTI, release point) of the last `prepare` that looked at the rows, and whether rows
         #: came in since
         self.seen: tuple[int, int] | None = None
+        self.memo: tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "memo": None}
+
+    def __setstate__(self, s: dict[str, Any]) -> None:
+        self.__dict__.update(s)
+        self.memo = None
+        if "fields" not in s:  # (a snapshot from before the key columns)
+            self.fields = CodeFields.of(self.groups, self.nums)
 
     # -- groups in and out ---------------------------------------------------------------------------------
     def _grow(self, n: int) -> None:
@@ -108,6 +122,7 @@ class RowStore(StoreFlush, StoreCti):
         first = self.nums
         self.nums = first + len(gs)
         self._grow(self.nums)
+        self.fields.add([g.fields for g in gs])
         cols: list[tuple[list[int], list[int], list[int], list[Any], int]] = []
         for num, g in enumerate(gs, first):
             d = g.data
@@ -137,7 +152,7 @@ class RowStore(StoreFlush, StoreCti):
             self.R = np.concatenate((self.R, np.array([x for c in cols for x in c[2]], dtype=_I64)))
             self.V, new = _unite(self.V, value_array([v for c in cols for v in c[3]]))
             self.V = np.concatenate((self.V, new))
-            self.seen = None
+            self.seen = self.memo = None
 
     def materialize(self, gs: list[Group]) -> None:
         """The groups ``gs`` (in the store) leave it: their rows become their own columns."""
@@ -174,6 +189,7 @@ class RowStore(StoreFlush, StoreCti):
     def _keep(self, keep: np.ndarray) -> None:
         self.G, self.L, self.R, self.I, self.V = (self.G[keep], self.L[keep], self.R[keep], self.I[keep],
                                                   self.V[keep])
+        self.memo = None
 
     def held(self) -> int:
         """Rows held for the groups in the store."""
@@ -207,35 +223,56 @@ class RowStore(StoreFlush, StoreCti):
         G, L, R = self.G, self.L, self.R
         last = np.maximum(np.searchsorted(G, gn, "right") - 1, 0)
         late = (G[last] == gn) & ((ln < L[last]) | ((ln == L[last]) & (rr <= R[last]))) if len(G) else None
+        self._append(gn, ln, rr, ids[mine], col[mine])
         if late is not None and late.any():
-            self._merge(fam, np.unique(gn[late]), gn, ln, rr, ids[mine], col[mine])
-        else:
-            self._splice(None, gn, ln, rr, ids[mine], col[mine])
+            self._merge(fam, np.unique(gn[late]), gn)
         rest = np.ones(len(codes), dtype=bool)
         rest[mine] = False
         return np.flatnonzero(rest), outside
 
-    def _merge(self, fam: Any, bad: np.ndarray, gn: np.ndarray, ln: np.ndarray, rr: np.ndarray, ni: np.ndarray,
-               nv: np.ndarray) -> None:
-        """New rows (sorted, in canonical order) of which those of the groups ``bad`` are not all after their
-        group's rows: those groups' rows and new rows sorted together into canonical order, the others'
-        appended. The windows a sorted-in row renumbers (from its row on) that were released are valued again
-        at the next `prepare` and diffed against what they emitted (``redo``)."""
+    def _append(self, g: np.ndarray, le: np.ndarray, re: np.ndarray, ids: np.ndarray, vals: np.ndarray) -> None:
+        """Rows (group, LE, RE, id, value), sorted by group, enter after the held rows of their group (a
+        group's in their order): every column written once, the held rows and the new ones each by one
+        position array made once for all the columns."""
+        G = self.G
+        n = len(G)
+        pos = np.searchsorted(G, g, "right")
+        dnew = pos + np.arange(len(pos), dtype=_I64)
+        dold = np.arange(n, dtype=_I64)
+        if len(pos):
+            dold += np.cumsum(np.bincount(pos, minlength=n + 1)[:n])  # the new rows before each held row
+        m = n + len(pos)
+        V, vals = _unite(self.V, vals)
+        cols = []
+        for old, new in ((G, g), (self.L, le), (self.R, re), (self.I, ids), (V, vals)):
+            col = np.empty(m, dtype=old.dtype)
+            col[dnew] = new
+            col[dold] = old
+            cols.append(col)
+        self.G, self.L, self.R, self.I, self.V = cols
+        self.seen = self.memo = None
+
+    def _merge(self, fam: Any, bad: np.ndarray, gn: np.ndarray) -> None:
+        """The rows of the groups ``bad``, their new rows (``gn``: every new row's group, sorted) appended
+        after their held ones (`_append`), not all in canonical order: each such group's run sorted in place.
+        The windows a sorted-in row renumbers (from its row on) that were released are valued again at the
+        next `prepare` and diffed against what they emitted (``redo``)."""
         G = self.G
         a = np.searchsorted(G, bad, "left")
-        old = spans(a, np.searchsorted(G, bad, "right") - a)[1]  # the held rows of those groups
-        inb = np.isin(gn, bad)
-        cg = np.concatenate((G[old], gn[inb]))
-        cl = np.concatenate((self.L[old], ln[inb]))
-        cr = np.concatenate((self.R[old], rr[inb]))
-        ci = np.concatenate((self.I[old], ni[inb]))
-        cv = np.concatenate(_unite(self.V[old], nv[inb]))
-        o = np.lexsort((cr, cl, cg))
-        sg, sl, sr = cg[o], cl[o], cr[o]
-        o = canonical_ties((sg[1:] == sg[:-1]) & (sl[1:] == sl[:-1]) & (sr[1:] == sr[:-1]), o, cv, ci)
-        heads = np.flatnonzero(np.concatenate(([True], sg[1:] != sg[:-1])))  # one per group of ``bad``
+        lens = np.searchsorted(G, bad, "right") - a
+        added = np.searchsorted(gn, bad, "right") - np.searchsorted(gn, bad, "left")
+        offs, at = spans(a, lens)  # the runs of those groups, run after run
+        heads = offs[:-1]
+        rel = np.arange(len(at), dtype=_I64) - np.repeat(heads, lens)
+        new = rel >= np.repeat(lens - added, lens)  # (a run's new rows are its last ones)
+        sg, sl, sr, si, sv = G[at], self.L[at], self.R[at], self.I[at], self.V[at]
+        o = np.lexsort((sr, sl, sg))
+        tg, tl, tr = sg[o], sl[o], sr[o]
+        o = canonical_ties((tg[1:] == tg[:-1]) & (tl[1:] == tl[:-1]) & (tr[1:] == tr[:-1]), o, sv, si)
         idx = np.arange(len(o), dtype=_I64)
-        first = np.minimum.reduceat(np.where(o >= len(old), idx, len(o)), heads) - heads  # its first new row
+        first = np.minimum.reduceat(np.where(new[o], idx, len(o)), heads) - heads  # its first new row
+        self.L[at], self.R[at], self.I[at], self.V[at] = sl[o], sr[o], si[o], sv[o]
+        self.memo = None
         k = fam.yield_at(np.maximum(self.P[bad] + first + 1, self.F[bad]))
         hit = k <= self.D[bad]  # windows from ``k`` on were released: valued again, diffed
         if hit.any():
@@ -243,36 +280,6 @@ class RowStore(StoreFlush, StoreCti):
             for x, top in zip(bad[hit].tolist(), self.D[bad[hit]].tolist(), strict=True):
                 redo[x] = max(redo.get(x, top), top)
             self.D[bad[hit]] = k[hit] - 1
-        app = ~inb
-        self._splice(old, np.concatenate((gn[app], sg)), np.concatenate((ln[app], sl)),
-                     np.concatenate((rr[app], sr)), np.concatenate((ni[app], ci[o])),
-                     np.concatenate(_unite(nv[app], cv[o])))
-
-    def _splice(self, drop: np.ndarray | None, g: np.ndarray, le: np.ndarray, re: np.ndarray, ids: np.ndarray,
-                vals: np.ndarray) -> None:
-        """Rows ``drop`` leave, rows (group, LE, RE, id, value) enter after the held rows of their group (a
-        group's in their order), every column copied once."""
-        keep = None
-        if drop is not None and len(drop):
-            keep = np.ones(len(self.G), dtype=bool)
-            keep[drop] = False
-        Gk = self.G if keep is None else self.G[keep]
-        pos = np.searchsorted(Gk, g, "right")
-        srt = np.lexsort((g, pos))  # (stable: a group's rows keep their order)
-        pos = pos[srt]
-        m = len(Gk) + len(pos)
-        dnew = pos + np.arange(len(pos), dtype=_I64)
-        dold = np.ones(m, dtype=bool)
-        dold[dnew] = False
-        V, vals = _unite(self.V, vals)
-        cols = []
-        for old, new in ((self.G, g), (self.L, le), (self.R, re), (self.I, ids), (V, vals)):
-            col = np.empty(m, dtype=old.dtype)
-            col[dnew] = new[srt]
-            col[dold] = old if keep is None else old[keep]
-            cols.append(col)
-        self.G, self.L, self.R, self.I, self.V = cols
-        self.seen = None
 
     def _renumber(self) -> None:
         """Number the groups in the store 0, 1, .. again (the numbers of groups that left are not reused)."""
@@ -283,9 +290,10 @@ class RowStore(StoreFlush, StoreCti):
         self.G = new[self.G]
         self.P, self.D, self.F = self.P[olds], self.D[olds], self.F[olds]
         self.groups = {i: self.groups[o] for i, o in enumerate(olds.tolist())}
+        self.fields.keep(olds)
         self.out = {i: g for i, g in self.groups.items() if g.out}
         self.redo = {int(new[x]): k for x, k in self.redo.items()}
         for i, g in self.groups.items():
             g.data.num = i
         self.nums = len(olds)
-        self.seen = None
+        self.seen = self.memo = None

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .key_columns import CodeFields
 from .state import Group
 
 __all__ = ["StoreArrays"]
@@ -28,6 +29,8 @@ class StoreArrays:
     F: np.ndarray
     #: the groups in the store by number; those of them holding output records
     groups: dict[int, Group]
+    #: the key fields of the groups by number
+    fields: CodeFields
     out: dict[int, Group]
     #: the rows of groups that left, removed (`RowStore._settle`)
     _settle: Callable[[], None]

@@ -23,6 +23,9 @@ class StoreCti(StoreArrays):
     """Row numbers, cleanup and the output-CTI bound of `rows_shared.RowStore`, as arrays."""
 
     nums: int
+    #: the last look at the rows at a CTI (`_look`): the CTI, each group's run (first position, count, group
+    #: number) and its rows fixed at that CTI; None when rows changed since
+    memo: tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None
     _keep: Callable[[np.ndarray], None]
     _release: Callable[[Group, int], None]
     _renumber: Callable[[], None]
@@ -33,6 +36,15 @@ class StoreCti(StoreArrays):
         heads = np.flatnonzero(np.concatenate(([True], G[1:] != G[:-1])))
         cnt = np.diff(np.concatenate((heads, [len(G)])))
         return heads, cnt, G[heads]
+
+    def _look(self, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The runs (`_runs`) and their rows fixed at CTI ``c`` (`_fixed`): made once for a flush's `prepare`,
+        `cleanup` (which keeps them true for what it drops) and `bound`."""
+        m = self.memo
+        if m is None or m[0] != c:
+            heads, cnt, u = self._runs()
+            m = self.memo = (c, heads, cnt, u, self._fixed(heads, cnt, c))
+        return m[1], m[2], m[3], m[4]
 
     def _below(self, heads: np.ndarray, t: int) -> np.ndarray:
         """Per run: its rows with LE below ``t``."""
@@ -72,8 +84,7 @@ class StoreCti(StoreArrays):
         #: by group number: its earliest window that can still change or appear
         opens = fam.up(self.P[:n] + 1)
         if len(self.G):
-            heads, cnt, u = self._runs()
-            fixed = self._fixed(heads, cnt, c)
+            heads, cnt, u, fixed = self._look(c)
             P = self.P[u]
             k_open = fam.up(P + fixed + 1)
             drop = np.maximum(np.minimum(fixed, fam.first(k_open) - 1 - P), 0)
@@ -81,6 +92,10 @@ class StoreCti(StoreArrays):
                 keep = np.arange(len(self.G), dtype=_I64) - np.repeat(heads, cnt) >= np.repeat(drop, cnt)
                 self._keep(keep)
                 self.P[u] = P + drop
+                cnt = cnt - drop  # (the runs' dropped rows were fixed ones)
+                on = cnt > 0
+                cnt = cnt[on]
+                self.memo = (c, np.cumsum(cnt) - cnt, cnt, u[on], (fixed - drop)[on])
             self.F[u] = np.maximum(self.F[u], k_open)
             opens[u] = k_open
         for x, g in list(self.out.items()):  # (records of windows now final go)
@@ -111,7 +126,7 @@ class StoreCti(StoreArrays):
         self._settle()
         if not len(self.G):
             return INF, []
-        heads, cnt, u = self._runs()
+        heads, cnt, u, fixed = self._look(c)
         P = self.P[u]
         r = fam.first(fam.up(P + self._below(heads, c) + 1))  # a new row lands after the rows with LE < c
         ok = r <= P + cnt
@@ -125,7 +140,6 @@ class StoreCti(StoreArrays):
         runs = np.unique(np.searchsorted(heads, np.flatnonzero(opn & ~alone), "right") - 1)
         if not len(runs):
             return b, []
-        fixed = self._fixed(heads, cnt, c)
         rest = []
         for j in runs.tolist():
             a, e = int(heads[j]), int(heads[j] + cnt[j])

@@ -23,9 +23,8 @@ class StoreFlush(StoreArrays):
 
     redo: dict[int, int]
     seen: tuple[int, int] | None
-    _runs: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray]]
+    _look: Callable[[int], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
     _below: Callable[[np.ndarray, int], np.ndarray]
-    _fixed: Callable[[np.ndarray, np.ndarray, int], np.ndarray]
 
     def prepare(self, fam: Any, out: Any, em: Any) -> None:
         """Value and write every window of a group in the store that the flush releases: those final at the
@@ -39,8 +38,7 @@ class StoreFlush(StoreArrays):
         self._settle()
         if not len(self.G):
             return
-        heads, cnt, u = self._runs()
-        fixed = self._fixed(heads, cnt, c)
+        heads, _cnt, u, fixed = self._look(c)
         P, D, F = self.P[u], self.D[u], self.F[u]
         lo = fam.yield_at(np.maximum(D + 1, F))
         slide = fam.slide
@@ -95,8 +93,7 @@ class StoreFlush(StoreArrays):
     def _write(self, fam: Any, out: Any, em: Any, *runs: np.ndarray) -> None:
         """Final windows never emitted (see `_windows`), written as one block."""
         nums, _K, wle, wre, res = self._windows(fam, *runs)
-        gs = self.groups
-        write_closed(fam.step, out, em, [gs[x] for x in nums.tolist()], wle, wre, res)
+        write_closed(fam.step, out, em, self.fields.take(nums), wle, wre, res)
 
     def _put(self, fam: Any, out: Any, em: Any, *runs: np.ndarray) -> None:
         """Windows released before they are final (see `_windows`), emitted each with its output record."""
