@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 from batch_runs import BatchRun, run_in_batches
 from test_engine_support import cht
@@ -228,3 +229,13 @@ def test_a_group_in_the_store_has_no_sweep_until_it_leaves(window: dict) -> None
     out += r.finish()
     assert cht(out) == oracle(q.spec, stream)
     assert lazy and left
+
+
+@pytest.mark.parametrize("top", [1, 7, 2**16, 2**16 + 1, 2**33, 2**62])
+def test_stable_order_is_numpys_stable_sort(top: int) -> None:
+    """`grid_store.stable_order` (16 bits at a time) orders keys as numpy's stable sort does: equal keys keep
+    their order (a pane's values their arrival order)."""
+    rng = np.random.default_rng(top % 1000)
+    for n in (0, 1, 5, 3000):
+        key = rng.integers(0, top, n, dtype=np.int64)
+        assert (grid_store.stable_order(key) == np.argsort(key, kind="stable")).all(), (top, n)

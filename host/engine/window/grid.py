@@ -13,8 +13,9 @@ events alone keep them in the family's columnar pane store instead of panes (`gr
 windows are valued, written and cleaned up with numpy at each flush; a group leaves it for panes of its own
 when a retraction, an event spanning panes or a late event needs them, and joins it again once evaluated.
 
-Windows are evaluated when released; an element that touches a window already evaluated marks it *dirty*,
-and the next flush evaluates it again (the sweep is rebuilt there, or taken back for cumulate). Endless
+Windows are evaluated when released (a group with panes of its own window by window, `grid_evaluate`); an
+element that touches a window already evaluated marks it *dirty*, and the next flush evaluates it again (the
+sweep is rebuilt there, or taken back for cumulate). What a CTI finalizes is `grid_cleanup`'s. Endless
 events give windows only up to the watermark, never past T (semantics-notes 2): at the end of input up to
 ``W.LE <= T``, and the run reports the truncation.
 """

@@ -32,11 +32,24 @@ from .grid_codes import GroupCodes
 from .key_columns import joined
 from .state import NO_OUT, Group, OutputRecord
 
-__all__ = ["HI", "LO", "PaneStore"]
+__all__ = ["HI", "LO", "PaneStore", "stable_order"]
 
 #: numpy's int64 holds the window and pane numbers the store computes; NEG / INF are clipped to these
 LO = -(2**62)
 HI = 2**62
+
+
+def stable_order(key: np.ndarray) -> np.ndarray:
+    """The stable sort order of non-negative int keys, 16 bits at a time from the lowest (numpy sorts 16-bit
+    keys stably by radix, several times faster than its stable sort of int64 keys)."""
+    order = np.argsort(key.astype(np.uint16), kind="stable")
+    top = int(key.max()) >> 16 if len(key) else 0
+    shift = 16
+    while top:
+        order = order[np.argsort((key[order] >> shift).astype(np.uint16), kind="stable")]
+        top >>= 16
+        shift += 16
+    return order
 
 
 class PaneStore:
@@ -203,7 +216,7 @@ class PaneStore:
         # pane among the panes held), the new rows sorted among themselves, each placed after its equals
         U = self.U = np.union1d(self.U, S[m:])
         key = G * len(U) + np.searchsorted(U, S)
-        o = np.argsort(key[m:], kind="stable")
+        o = stable_order(key[m:])
         at = np.searchsorted(key[:m], key[m:][o], side="right") + np.arange(len(o), dtype=np.int64)
         order = np.empty(len(G), dtype=np.int64)
         old = np.ones(len(G), dtype=bool)
