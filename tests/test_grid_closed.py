@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 from batch_runs import BatchRun, run_in_batches
 from test_engine_support import cht
@@ -17,8 +18,9 @@ from test_grid_columns import _run, _stream
 
 from udm.host.engine import QueryRunner
 from udm.host.engine.rules import NEG
-from udm.host.engine.window import grid, grid_store
+from udm.host.engine.window import grid, grid_store, grid_store_flush
 from udm.host.engine.window.geometry import CumulateGeometry, HopGeometry
+from udm.host.engine.window.grid_pane_windows import count_windows
 from udm.host.engine.window.grid_panes import GroupPanes, Pane
 from udm.host.io.batch import ElementBatch
 from udm.host.model.plan import bind
@@ -51,13 +53,13 @@ def test_closed_windows_equal_window_by_window(window: dict, udm: str, chunk: in
 def _count_written(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the windows the pane store writes as closed."""
     written = [0]
-    real = grid_store.write_closed
+    real = grid_store_flush.write_closed
 
     def counted(step: Any, out: Any, em: Any, groups: list[Any], *a: Any) -> None:
         written[0] += len(groups)
         real(step, out, em, groups, *a)
 
-    monkeypatch.setattr(grid_store, "write_closed", counted)
+    monkeypatch.setattr(grid_store_flush, "write_closed", counted)
     return written
 
 
@@ -127,7 +129,7 @@ def test_closed_runs_on_disordered_streams(window: dict, udm: str, kind: str, mo
 @pytest.mark.parametrize("geo", [HopGeometry(10, 10, 0), HopGeometry(50, 10, 3), HopGeometry(10, 30, 0),
                                  CumulateGeometry(40, 10, 5)])
 def test_pane_window_count_is_the_windows_holding_a_pane(geo: Any) -> None:
-    """`GroupPanes.count_windows` of a group with panes alone (what ``state_size`` reports per batch): the
+    """`grid_pane_windows.count_windows` of a group with panes alone (what ``state_size`` reports per batch): the
     windows at or after ``floor`` holding one of its panes, counted one by one."""
     rng = random.Random(7)
     for _ in range(300):
@@ -138,7 +140,7 @@ def test_pane_window_count_is_the_windows_holding_a_pane(geo: Any) -> None:
         d.floor = rng.choice([NEG, rng.randrange(-10, 40)])
         lo = max(d.floor, -100)
         want = sum(1 for k in range(lo, 200) if any(geo.span(k)[0] <= s < geo.span(k)[1] for s in panes))
-        assert d.count_windows(geo, NEG) == want, (panes, d.floor)
+        assert count_windows(d, geo, NEG) == want, (panes, d.floor)
 
 
 def _many_groups(seed: int, n: int, kind: str) -> list[Element]:
@@ -227,3 +229,13 @@ def test_a_group_in_the_store_has_no_sweep_until_it_leaves(window: dict) -> None
     out += r.finish()
     assert cht(out) == oracle(q.spec, stream)
     assert lazy and left
+
+
+@pytest.mark.parametrize("top", [1, 7, 2**16, 2**16 + 1, 2**33, 2**62])
+def test_stable_order_is_numpys_stable_sort(top: int) -> None:
+    """`grid_store.stable_order` (16 bits at a time) orders keys as numpy's stable sort does: equal keys keep
+    their order (a pane's values their arrival order)."""
+    rng = np.random.default_rng(top % 1000)
+    for n in (0, 1, 5, 3000):
+        key = rng.integers(0, top, n, dtype=np.int64)
+        assert (grid_store.stable_order(key) == np.argsort(key, kind="stable")).all(), (top, n)

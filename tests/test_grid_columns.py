@@ -14,7 +14,7 @@ import pytest
 from test_engine_support import check_physical, cht
 
 from udm.host.engine import QueryRunner
-from udm.host.engine.window import grid, grid_columns, grid_store
+from udm.host.engine.window import grid, grid_columns, grid_store_flush
 from udm.host.io.batch import ElementBatch
 from udm.host.model.plan import bind
 from udm.host.model.spec import parse_query
@@ -72,13 +72,13 @@ def test_columns_equal_window_by_window(window: dict, udm: str, delay: str | Non
         return got
 
     monkeypatch.setattr(grid, "column_block", counted)
-    real_closed = grid_store.write_closed
+    real_closed = grid_store_flush.write_closed
 
     def closed(step: Any, out: Any, em: Any, groups: list[Any], *a: Any) -> None:
         blocks[0] += len(groups)  # (a running UDA's windows: valued as columns by the pane store)
         real_closed(step, out, em, groups, *a)
 
-    monkeypatch.setattr(grid_store, "write_closed", closed)
+    monkeypatch.setattr(grid_store_flush, "write_closed", closed)
     for seed in range(4):
         stream = _stream(seed)
         on = _run(q, stream, 1000)

@@ -189,7 +189,10 @@ def _output(raw: ElementBatch, ids: pa.Array, payload: Payload, t: np.ndarray, g
     ole[good] = new_le
     ore[good] = new_re
     orn[good] = new_re
-    parts = [good, adv]
+    # (the output rows are distinct rows of kinds apart: marked, they come out in row order with no sort)
+    keep = np.zeros(n, dtype=bool)
+    keep[good] = True
+    keep[adv] = True
     if rt is not None:
         r = rt.out_rows
         kind[r] = RETRACT
@@ -198,8 +201,8 @@ def _output(raw: ElementBatch, ids: pa.Array, payload: Payload, t: np.ndarray, g
         ore[r] = rt.out_re
         orn[r] = rt.out_rn
         psrc[r] = rt.out_psrc
-        parts.append(r)
-    rows = np.sort(np.concatenate(parts))
+        keep[r] = True
+    rows = np.flatnonzero(keep)
     out_payload = payload.take(psrc[rows])
     if rt is not None and rt.older_payloads:
         at = np.searchsorted(rows, np.array(list(rt.older_payloads), dtype=_I64))

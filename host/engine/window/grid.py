@@ -13,29 +13,33 @@ events alone keep them in the family's columnar pane store instead of panes (`gr
 windows are valued, written and cleaned up with numpy at each flush; a group leaves it for panes of its own
 when a retraction, an event spanning panes or a late event needs them, and joins it again once evaluated.
 
-Windows are evaluated when released; an element that touches a window already evaluated marks it *dirty*,
-and the next flush evaluates it again (the sweep is rebuilt there, or taken back for cumulate). Endless
+Windows are evaluated when released (a group with panes of its own window by window, `grid_evaluate`); an
+element that touches a window already evaluated marks it *dirty*, and the next flush evaluates it again (the
+sweep is rebuilt there, or taken back for cumulate). What a CTI finalizes is `grid_cleanup`'s. Endless
 events give windows only up to the watermark, never past T (semantics-notes 2): at the end of input up to
 ``W.LE <= T``, and the run reports the truncation.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
 from ..rules import INF, NEG
-from .family import Family, merged
+from .family import Family
 from .geometry import geometry_of
+from .grid_cleanup import bound_of, clean_up
 from .grid_codes import numbers
 from .grid_columns import Fresh, column_block, ends_alone
+from .grid_evaluate import evaluate_own, touch, unsweep
 from .grid_intake import bulk_insert
+from .grid_pane_windows import count_windows, windows_with_members
 from .grid_panes import GroupPanes, PaneFill, panes_of
 from .grid_prefix import PrefixWindows
 from .grid_store import PaneStore
+from .grid_store_flush import flush
 from .prefix_sweep import PrefixSweep
 from .state import Ev, Group, by_identity
 
@@ -193,13 +197,13 @@ class GridFamily(Family):
                 return
             self.materialize([g])
         s1, s2 = self._add(g, ev)
-        self.touch(g, s1, s2)
+        touch(self, g, s1, s2)
 
     def change(self, g: Group, ev: Ev, old: int, new: int) -> None:
         if g.data.num >= 0:
             self.materialize([g])
         a1, a2 = g.data.drop(self.geo, self.fill, ev)
-        self._unsweep(g, a1)  # (the sweep took the event in as it was)
+        unsweep(self, g, a1)  # (the sweep took the event in as it was)
         ev.re = new
         if new > ev.le:
             _, b2 = self._add(g, ev)
@@ -207,37 +211,11 @@ class GridFamily(Family):
             b2 = a1 - 1
         if self.step.time_sensitive or old >= INF:
             # (an endless event's windows past the frontier were held back: now that it ends they may come out)
-            self.touch(g, a1, max(a2, b2))
+            touch(self, g, a1, max(a2, b2))
         else:
             lo, hi = (a2, b2) if a2 < b2 else (b2, a2)
             if lo != hi:
-                self.touch(g, max(a1, lo + 1) if new > ev.le else a1, hi)
-
-    def touch(self, g: Group, s1: int, s2: int) -> None:
-        """Panes ``[s1, s2]`` changed: windows already evaluated that hold them are dirty."""
-        d: GroupPanes = g.data
-        geo = self.geo
-        self._unsweep(g, s1)
-        lo = max(geo.first_window(s1), d.floor)
-        if lo <= d.done:
-            hi = min(geo.last_window(s2), d.done)
-            if hi >= lo:
-                d.dirty.append((lo, hi))
-        self.seq += 1
-        heapq.heappush(self.clean, (geo.extent(lo)[1], self.seq, g))
-
-    def _unsweep(self, g: Group, s: int) -> None:
-        """Pane ``s`` changed (or an event first in it): a sweep that took it in as it was goes back to
-        before it, where windows only grow (`PrefixSweep.rewind`); otherwise it is rebuilt at the next
-        evaluation."""
-        geo = self.geo
-        swept = g.swept
-        if swept is None or s >= geo.span(swept)[1]:
-            return
-        if geo.grows and s > geo.span(swept)[0]:
-            g.swept = g.sweep.rewind(geo.first_window(s) - 1)
-        else:
-            g.swept = None
+                touch(self, g, max(a1, lo + 1) if new > ev.le else a1, hi)
 
     def advanced(self, m: int) -> None:
         target = min(m, self.step.ctx.reached)
@@ -254,7 +232,7 @@ class GridFamily(Family):
         for g in self.endless_groups.values():
             d: GroupPanes = g.data
             if d.endless and old < d.done:  # (only windows holding a member: ``old`` may be NEG)
-                d.dirty.extend(d.windows_with_members(self.geo, max(old + 1, d.floor), min(k, d.done), k))
+                d.dirty.extend(windows_with_members(d, self.geo, max(old + 1, d.floor), min(k, d.done), k))
                 g.swept = None
                 self.step.touched[id(g)] = g
 
@@ -268,7 +246,7 @@ class GridFamily(Family):
             self.step.ctx.truncated(T)
 
     # -- evaluation ------------------------------------------------------------------------------------
-    def _last_releasable(self) -> int:
+    def last_releasable(self) -> int:
         st = self.step
         geo = self.geo
         k = geo.last_closed(st.rp)
@@ -288,16 +266,16 @@ class GridFamily(Family):
         if col is not None:  # window by window up to the column windows, which `after` values at once
             d.col = None
             lo, hi, rec, code = col
-            self._evaluate(g, out, em, lo - 1)
+            evaluate_own(self, g, out, em, lo - 1)
             self.jobs.append((rec, code))
             d.done = max(d.done, hi)
-        self._evaluate(g, out, em, None)
+        evaluate_own(self, g, out, em, None)
 
     def after(self, out: Any, em: Any) -> None:
         """After every group's evaluation: the store's windows, and the column windows, as one block each."""
         store = self.store
         self.fed = False
-        store.flush(self._last_releasable(), out, em)
+        flush(store, self.last_releasable(), out, em)
         if self.back:  # groups evaluated one by one that need it no more join the store again
             for g in self.back:
                 d: GroupPanes = g.data
@@ -315,148 +293,16 @@ class GridFamily(Family):
         if block is not None:
             out.block(block)
 
-    def _evaluate(self, g: Group, out: Any, em: Any, limit: int | None) -> None:
-        d: GroupPanes = g.data
-        geo = self.geo
-        K = self._last_releasable()
-        if limit is not None:
-            K = min(K, limit)
-        todo = list(d.dirty)
-        d.dirty = []
-        if d.done < K:
-            todo += d.windows_with_members(geo, d.done + 1, K, self.frontier)
-            d.done = K
-        if todo:
-            d.dirty = self._values(g, merged(todo), out, em)
-        k = d.first_pending(geo, self.frontier)
-        if k is not None:
-            wle, wre = geo.extent(k)
-            self.step.pending(g, wre, wle)
-
-    def _values(self, g: Group, todo: list[tuple[int, int]], out: Any, em: Any) -> list[tuple[int, int]]:
-        """Value and emit the windows of ``todo`` that are released; returns those that are not."""
-        d: GroupPanes = g.data
-        prefix = self.prefix if self.prefix.on and not d.endless else None
-        keep: list[tuple[int, int]] = []
-        for lo0, hi0 in todo:
-            for lo, hi, together in (prefix.split(self, g, lo0, hi0) if prefix is not None else ((lo0, hi0, False),)):
-                if together:
-                    self._run(g, lo, hi, out, em)
-                    continue
-                self._each(g, lo, hi, keep, out, em)
-        return keep
-
-    def _each(self, g: Group, lo: int, hi: int, keep: list[tuple[int, int]], out: Any, em: Any) -> None:
-        """Windows ``lo..hi`` of ``g`` one by one; those not released go to ``keep``."""
-        d: GroupPanes = g.data
-        geo = self.geo
-        step = self.step
-        sweep = g.sweep
-        one_pane = geo.width == 1
-        for k in range(lo, hi + 1):
-            wle, wre = geo.extent(k)
-            if not step.releasable(wle, wre, k in g.out):
-                keep.append((k, k))
-                continue
-            if k > self.frontier and d.endless and not d.has_finite(geo, k):
-                news = []  # (past T, never-ending events alone make no window: semantics-notes 2)
-            elif sweep is not None:
-                if one_pane and not d.longs:  # (a window of one pane: its state, no sweep needed)
-                    news = self.value(g, wle, wre, None, self.fill.state(d.settle(self.fill).get(geo.span(k)[0])))
-                else:
-                    self._sweep_to(g, k)
-                    news = self.value(g, wle, wre, None)
-            else:
-                news = self.value(g, wle, wre, d.members(geo, k))
-            self.put(g, k, wle, wre, news, out, em)
-
-    def _run(self, g: Group, lo: int, hi: int, out: Any, em: Any) -> None:
-        """Released windows ``lo..hi`` of one period: valued at once (`grid_prefix`), else one by one."""
-        if self.prefix.take(self, g, lo, hi, out, em):
-            return
-        geo = self.geo
-        for k in range(lo, hi + 1):
-            wle, wre = geo.extent(k)
-            self._sweep_to(g, k)
-            self.put(g, k, wle, wre, self.value(g, wle, wre, None), out, em)
-
-    def _sweep_to(self, g: Group, k: int) -> None:
-        """Bring the group's sweep to window ``k``: forward from the window it holds, else rebuilt."""
-        prev = g.swept
-        geo = self.geo
-        if prev is None or prev > k or (geo.grows and geo.span(prev)[0] != geo.span(k)[0]):
-            g.sweep.clear()  # (a growing window's sweep starts again with each run: nothing ever leaves it)
-            prev = None
-        g.data.settle(self.fill)
-        g.data.feed(g.sweep, geo, prev, k, self.fill)
-        g.swept = k
-        if geo.grows:
-            g.sweep.mark(k)
-
     # -- cleanup, output CTI ------------------------------------------------------------------------------
     def cleanup(self, c: int) -> Iterable[Group]:
-        h = self.clean
-        visit: dict[int, Group] = {}
-        while h and h[0][0] <= c:
-            g = heapq.heappop(h)[2]
-            visit[id(g)] = g
-        geo = self.geo
-        kf = geo.last_closed(c)
-        gone = self.store.cleanup(kf + 1 if c < INF else INF) if self.store.on else []
-        if c >= INF:
-            return [*visit.values(), *gone]
-        soe = self.step.sees_open_ends
-        # windows past the frontier that endless events will reach once T moves are not final yet (they have
-        # not come out: semantics-notes 2)
-        endless = any(g.data.endless for g in self.endless_groups.values())
-        cap = self.frontier + 1 if endless else INF
-        if not soe:
-            self.floor_k = max(self.floor_k, min(kf + 1, cap))
-        for g in list(visit.values()):
-            d: GroupPanes = g.data
-            k_keep = self._first_open(g, kf, c) if soe else kf + 1
-            if d.endless:
-                k_keep = min(k_keep, self.frontier + 1)
-            d.prune(g, geo, self.fill, k_keep, c)
-            if k_keep <= kf:
-                self.held[id(g)] = (geo.extent(k_keep)[0], g)
-            else:
-                self.held.pop(id(g), None)
-            if d.holds() or g.out:
-                first = d.first_pane()
-                kk = max(k_keep, geo.first_window(first)) if first < INF else k_keep
-                self.seq += 1
-                heapq.heappush(h, (geo.extent(kk)[1], self.seq, g))
-            if not d.endless:
-                self.endless_groups.pop(id(g), None)
-        return [*visit.values(), *gone]
-
-    def _first_open(self, g: Group, kf: int, c: int) -> int:
-        """Time-sensitive without right clipping: the first window at or before ``kf`` holding a member
-        whose end may still change (``RE >= c``): it and every later one stay."""
-        geo = self.geo
-        first = None
-        for ev in g.events.values():
-            if ev.re >= c:
-                k = geo.first_window(geo.pane(ev.le))
-                first = k if first is None else min(first, k)
-        if first is None or first > kf:
-            return kf + 1
-        return first
+        return clean_up(self, c)
 
     def idle(self, g: Group) -> bool:
         d: GroupPanes = g.data
         return d.num < 0 and not d.holds()
 
     def bound(self, c: int) -> int:
-        geo = self.geo
-        b = geo.extent(geo.last_closed(c) + 1)[0]  # the start of the first window with W.RE > c
-        if any(g.data.endless for g in self.endless_groups.values()):
-            b = min(b, geo.extent(self.frontier + 1)[0])
-        for le, _g in self.held.values():
-            if le < b:
-                b = le
-        return b
+        return bound_of(self, c)
 
     def final_state(self) -> None:
         self.endless_groups = {}
@@ -468,7 +314,7 @@ class GridFamily(Family):
         d: GroupPanes = g.data
         if d.num >= 0:
             return self.store.count_windows(d.num, max(d.floor, self.floor_k))
-        return d.count_windows(self.geo, self.frontier)
+        return count_windows(d, self.geo, self.frontier)
 
     def sizes(self, groups: Iterable[Group]) -> tuple[int, int]:
         own = [g for g in groups if type(g) is not int and g.data.num < 0]

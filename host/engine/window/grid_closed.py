@@ -36,8 +36,13 @@ def window_values(wu: Any, V: np.ndarray, st: np.ndarray, lens: np.ndarray, wle:
         total = int(lens.sum())
         offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
         # (the windows are the values, in order, nothing between: tumbling; else the slices copied out, so
-        # they may overlap)
-        values = V if total == len(V) and bool((st == offsets[:-1]).all()) else V[spans(st, lens)[1]]
+        # they may overlap; a value-blind UDA's values are its placeholders, 0 each: none is copied)
+        if wu.bs.entry.manifest.properties.value_blind:
+            values = np.zeros(total, dtype=np.int64)
+        elif total == len(V) and bool((st == offsets[:-1]).all()):
+            values = V
+        else:
+            values = V[spans(st, lens)[1]]
         got = fresh_slices(wu, values, offsets)
         if got is not None:
             return got

@@ -17,6 +17,7 @@ from ..payload import value_array
 from ..rules import INF, NEG
 from .grid_codes import numbers
 from .grid_columns import Fresh
+from .grid_evaluate import touch
 from .grid_panes import GroupPanes, Pane
 from .state import Ev, Group
 
@@ -193,7 +194,7 @@ def group_runs(run_codes: list[int]) -> Iterator[tuple[int, int, int]]:
 
 
 def touch_runs(fam: Any, groups: list[Group], run_codes: list[int], run_panes: list[int]) -> None:
-    """Each run's pane changed (`GridFamily.touch`). The runs are sorted by (group, pane): a group whose
+    """Each run's pane changed (`grid_evaluate.touch`). The runs are sorted by (group, pane): a group whose
     first touched pane is past every window it evaluated (in order: nothing to mark dirty) is touched once,
     over its first to its last pane."""
     geo = fam.geo
@@ -201,10 +202,10 @@ def touch_runs(fam: Any, groups: list[Group], run_codes: list[int], run_panes: l
         g = groups[code]
         d: GroupPanes = g.data
         if q - r > 1 and max(geo.first_window(run_panes[r]), d.floor) > d.done:
-            fam.touch(g, run_panes[r], run_panes[q - 1])
+            touch(fam, g, run_panes[r], run_panes[q - 1])
         else:
             for s in run_panes[r:q]:
-                fam.touch(g, s, s)
+                touch(fam, g, s, s)
 
 
 def plan_columns(fam: Any, rec: Fresh, closing: int) -> None:

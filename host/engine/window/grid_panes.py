@@ -14,9 +14,9 @@ are evaluated (`sweep.sweep_kind`), which `PaneFill` decides once per step:
   of many values, many retracted, cost a fold of the whole pane for each; any chunking of the adds gives
   the state one add of all members gives, SEMANTICS §4 ``incremental``).
 
-`GroupPanes` answers, for a `geometry.Geometry`, the questions the family asks of one group: which windows
-in a range hold a member, a window's members, what enters a sweep moving to a window, the first window still
-to release.
+`GroupPanes` is what a group holds off the columnar path (a group in the family's pane store, `grid_store`,
+holds nothing here): its panes, long events, how far its windows were evaluated, what joins, leaves and is
+cleaned up; which of its windows hold something is `grid_pane_windows`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from sortedcontainers import SortedDict, SortedKeyList
 
 from ..invoke import contract
 from ..rules import INF, NEG
-from .family import merged
 from .geometry import Geometry
 from .grid_tail import PaneTail
 from .state import Ev, Group
@@ -338,172 +337,6 @@ class GroupPanes:
             if s2 >= INF:
                 self.endless -= 1
         return s1, s2
-
-    # -- windows of the group ----------------------------------------------------------------------------
-    def windows_with_members(self, geo: Geometry, lo: int, hi: int, frontier: int) -> list[tuple[int, int]]:
-        """Index ranges of the windows in ``[lo, hi]`` that hold a member (endless events reach windows up to
-        ``frontier`` only)."""
-        ranges: list[tuple[int, int]] = []
-        a = geo.span(lo)[0]
-        b = geo.span(hi)[1]
-        if geo.grows:
-            # (windows that grow: a pane holds every window of its run from its own on, so a run's first pane
-            # in range gives its range; scanning every pane would cost the whole run at every flush)
-            k = lo
-            while k <= hi:
-                pa = geo.span(k)[0]
-                end = geo.last_window(pa)  # (the run's last window)
-                s0 = self.first_in(pa, geo.span(min(hi, end))[1])
-                if s0 is not None:
-                    ranges.append((max(k, geo.first_window(s0)), min(hi, end)))
-                if end >= hi:
-                    break
-                nxt = self.first_in(geo.span(end + 1)[0], b)  # (the next run with one)
-                if nxt is None:
-                    break
-                k = max(end + 1, geo.first_window(nxt))
-        else:
-            self._pane_ranges(geo, lo, hi, a, b, ranges)
-        if self.longs:
-            for s1, s2, _ev in self.longs.irange_key(max_key=(b, INF)):
-                r1 = min(hi, geo.last_window(s2))
-                if s2 >= INF:
-                    r1 = min(r1, frontier)
-                r0 = max(lo, geo.first_window(s1))
-                if r0 <= r1:
-                    ranges.append((r0, r1))
-            ranges = merged(ranges)
-        return ranges
-
-    def _pane_ranges(self, geo: Geometry, lo: int, hi: int, a: int, b: int, ranges: list[tuple[int, int]]) -> None:
-        """The windows in ``[lo, hi]`` holding one of the panes ``[a, b)``, as merged ranges onto ``ranges``.
-        The panes of window ``lo`` all give ranges from ``lo`` on, the last of them the longest: it alone is
-        looked at (scanning them all cost the whole window at every flush)."""
-        panes = self.panes
-        top = geo.span(lo)[1] - 1
-        i = panes.bisect_right(top)
-        if i > panes.bisect_left(a):
-            r1 = min(hi, geo.last_window(panes.keys()[i - 1]))
-            if r1 >= lo:
-                ranges.append((lo, r1))
-        for s in panes.irange(max(a, top + 1), b - 1):
-            r0 = max(lo, geo.first_window(s))
-            r1 = min(hi, geo.last_window(s))
-            if r0 > r1:
-                continue
-            if ranges and r0 <= ranges[-1][1] + 1:
-                if r1 > ranges[-1][1]:
-                    ranges[-1] = (ranges[-1][0], r1)
-            else:
-                ranges.append((r0, r1))
-
-    def first_pending(self, geo: Geometry, frontier: int) -> int | None:
-        """The first window after ``done`` that holds a member or waits to be evaluated again (None: none)."""
-        done = self.done
-        k = None
-        s = self.first_in(geo.span(done + 1)[0], INF)
-        if s is not None:
-            k = max(done + 1, geo.first_window(s))
-        for s1, s2, _ev in self.longs:
-            if geo.last_window(s2) > done:
-                kk = max(done + 1, geo.first_window(s1))
-                if s2 >= INF and kk > frontier:
-                    kk = frontier + 1
-                k = kk if k is None else min(k, kk)
-                break
-        for lo, _hi in self.dirty:
-            k = lo if k is None else min(k, lo)
-        return k
-
-    def has_finite(self, geo: Geometry, k: int) -> bool:
-        """Does window ``k`` hold an event that ends?"""
-        a, b = geo.span(k)
-        if self.first_in(a, b) is not None:
-            return True
-        return any(s2 >= a and s2 < INF for _s1, s2, _ev in self.longs.irange_key(max_key=(b - 1, INF)))
-
-    def members(self, geo: Geometry, k: int) -> list[Ev]:
-        """Window ``k``'s members (the pane kind ``members``)."""
-        a, b = geo.span(k)
-        out: list[Ev] = []
-        for s in self.panes.irange(a, b - 1):
-            out.extend(self.panes[s].members.values())
-        if self.longs:
-            for _s1, s2, ev in self.longs.irange_key(max_key=(b - 1, INF)):
-                if s2 >= a:
-                    out.append(ev)
-        return out
-
-    def feed(self, sweep: Any, geo: Geometry, prev: int | None, k: int, fill: PaneFill) -> None:
-        """Bring ``sweep`` from window ``prev`` (None: an empty sweep) to window ``k > prev``: what leaves
-        between them leaves, what enters (panes and long events not in ``prev``) enters (a merge sweep takes
-        a pane's partial)."""
-        partials = fill.kind == "merge"
-        a, b = geo.span(k)
-        if prev is None:
-            start = a
-            lstart = None
-        else:
-            pb = geo.span(prev)[1]
-            sweep.leave_before(a)
-            start = max(pb, a)
-            lstart = pb
-        panes = self.panes
-        if start == b - 1:  # (one pane enters: a window one pane past the last, as in order)
-            one = panes.get(start)
-            entering: Any = () if one is None else ((start, one),)
-        else:
-            entering = ((s, panes[s]) for s in panes.irange(start, b - 1))
-        for s, p in entering:
-            if not p.count:
-                continue
-            if partials:
-                sweep.enter_partial(s, fill.partial(p))
-            else:
-                sweep.enter(s, p.values)
-        if self.longs:
-            lo_key = (NEG, NEG) if lstart is None else (lstart, NEG)
-            for _s1, s2, ev in self.longs.irange_key(lo_key, (b - 1, INF)):
-                if s2 >= a:
-                    sweep.enter(s2 if s2 < INF else INF, [ev.val])
-
-    def count_windows(self, geo: Geometry, frontier: int) -> int:
-        """How many windows at or after ``floor`` hold a member."""
-        if not self.longs and not self.tail:
-            return self._count_pane_windows(geo)
-        spans = [(geo.first_window(s), geo.last_window(s)) for s in (*self.panes, *self.tail.panes().tolist())]
-        spans += [(geo.first_window(s1), min(geo.last_window(s2), frontier)) for s1, s2, _ev in self.longs]
-        n = 0
-        for lo, hi in merged([(max(lo, self.floor), hi) for lo, hi in spans if hi >= max(lo, self.floor)]):
-            n += hi - lo + 1
-        return n
-
-    def _count_pane_windows(self, geo: Geometry) -> int:
-        """`count_windows` of a group holding short events in panes alone: a pane's windows (first, last) rise
-        with the pane, so the sorted panes' spans merge in one pass (no list, no sort: it runs for every
-        group at every batch, `WindowOp.state_size`)."""
-        floor = self.floor
-        fw = geo.first_window
-        lw = geo.last_windows
-        n = 0
-        clo = chi = NEG
-        for s in self.panes:
-            lo = fw(s)
-            if lo < floor:
-                lo = floor
-            hi = lw(s)
-            if hi < lo:
-                continue
-            if chi > NEG and lo <= chi + 1:
-                if hi > chi:
-                    chi = hi
-            else:
-                if chi > NEG:
-                    n += chi - clo + 1
-                clo, chi = lo, hi
-        if chi > NEG:
-            n += chi - clo + 1
-        return n
 
     def prune(self, g: Group, geo: Geometry, fill: PaneFill, k_keep: int, c: int) -> None:
         """Cleanup at CTI ``c`` (group ``g`` holds these panes): windows before ``k_keep`` are final, so their

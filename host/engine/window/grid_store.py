@@ -5,11 +5,11 @@ panes, a group that holds only short events, none late, nothing retracted, needs
 record of its own, nor an object (it is a number, `grid_codes`): its windows are valued together with every
 other such group's at each flush. The store holds their events as rows ``(group number, pane, value)`` — new
 rows in chunks, merged into the rows sorted by (group, pane) once per flush, insertion order kept within a
-pane — and one number ``done``: every window up to it was evaluated
-for every group in the store. A flush values the windows in ``(done, K]`` (``K`` the last released) holding a
-row, for all groups at once (`grid_closed.window_values`): those the CTI closes go out as one column block
-with no output record (nothing valid can change them, SEMANTICS §7), the others (released at the watermark
-before the CTI) with their records in ``Group.out``, through the usual diff. Cleanup drops the rows of panes
+pane — and one number ``done``: every window up to it was evaluated for every group in the store. A flush
+(`grid_store_flush`) values the windows in ``(done, K]`` (``K`` the last released) holding a row, for all
+groups at once (`grid_closed.window_values`): those the CTI closes go out as one column block with no output
+record (nothing valid can change them, SEMANTICS §7), the others (released at the watermark before the CTI)
+with their records in ``Group.out``, through the usual diff. Cleanup drops the rows of panes
 only final windows hold, and the output records of final windows, with numpy.
 
 A group leaves the store for its own panes (`materialize`, `grid_panes.GroupPanes`) the first time the rule
@@ -28,21 +28,28 @@ from sortedcontainers import SortedDict
 from ..payload import value_array
 from ..rules import INF, NEG
 from .geometry import Geometry
-from .grid_closed import one_block, window_values, write_closed
 from .grid_codes import GroupCodes
 from .key_columns import joined
 from .state import NO_OUT, Group, OutputRecord
 
-__all__ = ["PaneStore"]
+__all__ = ["HI", "LO", "PaneStore", "stable_order"]
 
 #: numpy's int64 holds the window and pane numbers the store computes; NEG / INF are clipped to these
-_LO = -(2**62)
-_HI = 2**62
+LO = -(2**62)
+HI = 2**62
 
 
-def _where(res: Any, idx: np.ndarray) -> Any:
-    """The entries ``idx`` of a column or list of values."""
-    return res[idx] if isinstance(res, np.ndarray) else [res[i] for i in idx.tolist()]
+def stable_order(key: np.ndarray) -> np.ndarray:
+    """The stable sort order of non-negative int keys, 16 bits at a time from the lowest (numpy sorts 16-bit
+    keys stably by radix, several times faster than its stable sort of int64 keys)."""
+    order = np.argsort(key.astype(np.uint16), kind="stable")
+    top = int(key.max()) >> 16 if len(key) else 0
+    shift = 16
+    while top:
+        order = order[np.argsort((key[order] >> shift).astype(np.uint16), kind="stable")]
+        top >>= 16
+        shift += 16
+    return order
 
 
 class PaneStore:
@@ -73,10 +80,8 @@ class PaneStore:
         self.spec: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         #: the earliest CTI at which a CTI alone changes the store (`due`)
         self.next_due = INF
-        #: the panes the rows hold, sorted (a superset: `settle` adds, `cleanup` trims), and the rows' int key
-        #: (`key`) while the rows are unchanged
+        #: the panes the rows hold, sorted (a superset: `settle` adds, `cleanup` trims): the rows' merge key
         self.U = np.zeros(0, dtype=np.int64)
-        self._key: Any = None
         #: per group number: events held and windows holding one, at or after a floor (`held`,
         #: `count_windows`: asked for every group at every batch), while the rows and the floor are unchanged
         self._counts: Any = None
@@ -84,13 +89,12 @@ class PaneStore:
     def __getstate__(self) -> dict[str, Any]:
         s = dict(self.__dict__)
         s["_counts"] = None
-        s["_key"] = None
         return s
 
     def __setstate__(self, s: dict[str, Any]) -> None:
         if "U" not in s:  # (a snapshot from before the merge: the panes its rows hold)
             s["U"] = np.unique(s["S"])
-            s["_key"] = None
+        s.pop("_key", None)  # (a snapshot from before the flush found its slices without a search)
         if "codes" not in s:  # (a snapshot from before the codes: every group in the store had its object)
             s["codes"] = GroupCodes.of(s.pop("groups"), s.pop("nums"))
         self.__dict__.update(s)
@@ -187,7 +191,7 @@ class PaneStore:
     # -- rows ----------------------------------------------------------------------------------------------
     def late(self, s: Any) -> Any:
         """Does a short event in pane ``s`` (an int or a column) reach a window already evaluated?"""
-        return self.geo.first_window(s) <= min(max(self.done, _LO), _HI)
+        return self.geo.first_window(s) <= min(max(self.done, LO), HI)
 
     def add(self, num: int, s: int, v: Any) -> None:
         self.ones.append((num, s, v))
@@ -212,7 +216,7 @@ class PaneStore:
         # pane among the panes held), the new rows sorted among themselves, each placed after its equals
         U = self.U = np.union1d(self.U, S[m:])
         key = G * len(U) + np.searchsorted(U, S)
-        o = np.argsort(key[m:], kind="stable")
+        o = stable_order(key[m:])
         at = np.searchsorted(key[:m], key[m:][o], side="right") + np.arange(len(o), dtype=np.int64)
         order = np.empty(len(G), dtype=np.int64)
         old = np.ones(len(G), dtype=bool)
@@ -220,16 +224,6 @@ class PaneStore:
         order[at] = m + o
         order[old] = np.arange(m, dtype=np.int64)
         self.G, self.S, self.V = G[order], S[order], V[order]
-        self._key = (self.G, U, key[order])
-
-    def key(self) -> tuple[np.ndarray, np.ndarray]:
-        """The panes held (a sorted superset, ``U``) and each row's int key ``G * len(U) + rank of S in U``,
-        which rises with the rows."""
-        k = self._key
-        if k is None or k[0] is not self.G or k[1] is not self.U:
-            U = self.U
-            k = self._key = (self.G, U, self.G * len(U) + np.searchsorted(U, self.S))
-        return k[1], k[2]
 
     def held(self, num: int) -> int:
         """How many events group ``num`` holds in the store."""
@@ -254,11 +248,11 @@ class PaneStore:
             return c[3], c[4]
         G, S = self.G, self.S
         geo = self.geo
-        lo = np.maximum(geo.first_window(S), min(max(floor, _LO), _HI))
+        lo = np.maximum(geo.first_window(S), min(max(floor, LO), HI))
         hi = geo.last_windows(S)
         first = np.ones(len(G), dtype=bool)
         first[1:] = G[1:] != G[:-1]
-        prev = np.where(first, _LO, np.concatenate(([_LO], hi[:-1])))
+        prev = np.where(first, LO, np.concatenate(([LO], hi[:-1])))
         n = np.maximum(hi - np.maximum(lo, prev + 1) + 1, 0)
         held = np.bincount(G, minlength=nums)
         wins = np.bincount(G, weights=n, minlength=nums).astype(np.int64)
@@ -266,72 +260,6 @@ class PaneStore:
         return held, wins
 
     # -- flush -----------------------------------------------------------------------------------------------
-    def flush(self, K: int, out: Any, em: Any) -> None:
-        """Value and write the windows in ``(done, K]`` of every group in the store."""
-        self.settle()
-        geo = self.geo
-        lo = self.done + 1
-        if lo <= K and len(self.G):
-            G, S = self.G, self.S
-            kf = np.maximum(geo.first_window(S), max(lo, _LO))
-            kl = np.minimum(geo.last_windows(S), min(K, _HI))
-            # a group's rows rise, and so do their windows: a row gives those past its predecessor's alone, so
-            # each window comes once, in (group, window) order
-            first = np.ones(len(G), dtype=bool)
-            first[1:] = G[1:] != G[:-1]
-            kf = np.maximum(kf, np.where(first, _LO, np.concatenate(([_LO], kl[:-1])) + 1))
-            nwin = np.maximum(kl - kf + 1, 0)
-            rows = np.flatnonzero(nwin)
-            if len(rows):
-                self._windows(G, S, rows, kf[rows], nwin[rows], out, em)
-        if self.done < K:
-            self.done = K
-        self._due()
-
-    def _windows(self, G: np.ndarray, S: np.ndarray, rows: np.ndarray, kf: np.ndarray, nwin: np.ndarray,
-                 out: Any, em: Any) -> None:
-        """The windows of rows ``rows`` (first ``kf``, ``nwin`` each, none twice, in (group, window) order):
-        valued, then written."""
-        geo = self.geo
-        step = self.step
-        r = np.repeat(np.arange(len(rows), dtype=np.int64), nwin)
-        firsts = np.concatenate(([0], np.cumsum(nwin)[:-1]))
-        wk = kf[r] + (np.arange(len(r), dtype=np.int64) - firsts[r])
-        wg = G[rows][r]
-        # each window's rows: one slice of the sorted rows (its group's, panes [a, b))
-        U, key = self.key()
-        nu = len(U)
-        a, b = geo.span(wk)
-        i0 = np.searchsorted(key, wg * nu + np.searchsorted(U, a))
-        i1 = np.searchsorted(key, wg * nu + np.searchsorted(U, b))
-        wle, wre = geo.extent(wk)
-        res = window_values(step.udm, self.V, i0, i1 - i0, wle, wre)
-        fields = self.codes.fields
-        closed = wre <= step.effective_cti
-        if closed.all() or one_block(step, em, wle, res):
-            write_closed(step, out, em, fields.take(wg), wle, wre, res)
-            if not closed.all():  # (their output records are made when something needs them: `_records`)
-                first = em.oid - len(wk) + 1
-                spec = np.flatnonzero(~closed)
-                self.spec.append((wg[spec], wk[spec], spec + first, value_array(_where(res, spec))))
-            return
-        if closed.any():
-            idx = np.flatnonzero(closed)
-            write_closed(step, out, em, fields.take(wg[idx]), wle[idx], wre[idx],
-                         res[idx] if isinstance(res, np.ndarray) else [res[i] for i in idx.tolist()])
-        wu = step.udm
-        rl = res.tolist() if isinstance(res, np.ndarray) else res
-        fam = step.family
-        for i in np.flatnonzero(~closed).tolist():
-            n = int(wg[i])
-            g = fam.group_of(n)
-            le, re = int(wle[i]), int(wre[i])
-            fam.put(g, int(wk[i]), le, re, wu.outputs(rl[i], le, re, g.fields), out, em)
-            if g.out:
-                self.out[n] = g
-                if not self.out_first > NEG:
-                    self.out_first = int(wk[i])
-
     # -- cleanup ---------------------------------------------------------------------------------------------
     def cleanup(self, kk: int) -> list[Group]:
         """Windows before ``kk`` are final: the rows only they hold and their output records go; returns the
@@ -372,17 +300,17 @@ class PaneStore:
                 self.spec = [(remap[G], K, ids, V)]
             self.out = {int(remap[n]): g for n, g in self.out.items()}
             self._counts = None
-        self._due()
+        self.set_due()
         return gone
 
-    def _due(self) -> None:
+    def set_due(self) -> None:
         """The earliest CTI at which a CTI alone changes the store: a window to release, a row to drop, an
         output record to drop."""
         geo = self.geo
         due = INF
         if len(self.S):
             S = self.S
-            x = np.minimum(np.maximum(geo.first_window(S), min(max(self.done + 1, _LO), _HI)), geo.last_windows(S))
+            x = np.minimum(np.maximum(geo.first_window(S), min(max(self.done + 1, LO), HI)), geo.last_windows(S))
             due = int(geo.extent(int(x.min()))[1])
         if self.spec and len(self._spec()[1]):
             due = min(due, int(geo.extent(int(self.spec[0][1].min()))[1]))
