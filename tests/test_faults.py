@@ -87,21 +87,35 @@ def test_spark_streaming_sigkill_then_resume(spark: Any, files: tuple[Path, Path
     one with the CLI's bucket count (`default_partitions` of its default master, ``local[*]``)."""
     q, src = files
     ck = tmp_path / "ck"
-    base = ["run", str(q), "--input", str(src), "--engine", "spark-streaming", "--batch-size", "8"]
-    cmd = [sys.executable, "-m", "udm.host.cli.app", *base, "--output", str(tmp_path / "a.jsonl"),
-           "--dead-letter", str(tmp_path / "a.dl"), "--checkpoint", str(ck)]
     # (a session of its own: the kill takes the run's JVM with it, as a terminal's kill of a job does; `udm`
     # killed alone: the next test)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 240
-    while proc.poll() is None and time.monotonic() < deadline and len(list((ck / "out").glob("*.jsonl"))) < 2:
-        time.sleep(0.05)
+    proc = _run_until_two_batches(q, src, tmp_path, ck)
     killed = proc.poll() is None
     if killed:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and the JVM it started
     proc.wait(timeout=60)
     assert killed, "the run ended before it could be killed"
     _in_process(q, src, tmp_path / "a.jsonl", tmp_path / "a.dl", ck)
+    _assert_as_uninterrupted(q, src, tmp_path)
+
+
+def _run_until_two_batches(q: Path, src: Path, tmp_path: Path, ck: Path) -> subprocess.Popen[bytes]:
+    """The CLI's spark-streaming run (output ``a.jsonl``, dead letters ``a.dl``, checkpoint ``ck``) in a session
+    of its own, returned once two micro-batches wrote their output (or it ended, or 240 s went by)."""
+    cmd = [sys.executable, "-m", "udm.host.cli.app", "run", str(q), "--input", str(src), "--engine",
+           "spark-streaming", "--batch-size", "8", "--output", str(tmp_path / "a.jsonl"), "--dead-letter",
+           str(tmp_path / "a.dl"), "--checkpoint", str(ck)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while proc.poll() is None and time.monotonic() < deadline and len(list((ck / "out").glob("*.jsonl"))) < 2:
+        time.sleep(0.05)
+    return proc
+
+
+def _assert_as_uninterrupted(q: Path, src: Path, tmp_path: Path) -> None:
+    """The resumed run's ``a.jsonl`` and ``a.dl`` are byte for byte those of an uninterrupted run (``b``, with
+    the CLI's bucket count: `default_partitions` of its default master, ``local[*]``), and its CHT the
+    oracle's."""
     _in_process(q, src, tmp_path / "b.jsonl", tmp_path / "b.dl", None, batch_size=8,
                 buckets=default_partitions("local[*]"))
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
@@ -129,13 +143,7 @@ def test_spark_streaming_sigkill_of_udm_alone_then_resume_at_once(spark: Any, fi
     duplicate, no gap) and its CHT the oracle's."""
     q, src = files
     ck = tmp_path / "ck"
-    cmd = [sys.executable, "-m", "udm.host.cli.app", "run", str(q), "--input", str(src), "--engine",
-           "spark-streaming", "--batch-size", "8", "--output", str(tmp_path / "a.jsonl"), "--dead-letter",
-           str(tmp_path / "a.dl"), "--checkpoint", str(ck)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 240
-    while proc.poll() is None and time.monotonic() < deadline and len(list((ck / "out").glob("*.jsonl"))) < 2:
-        time.sleep(0.05)
+    proc = _run_until_two_batches(q, src, tmp_path, ck)
     jvm = int((ck / LOCK_NAME).read_text())
     assert _alive(jvm)
     os.kill(jvm, signal.SIGSTOP)
@@ -151,13 +159,7 @@ def test_spark_streaming_sigkill_of_udm_alone_then_resume_at_once(spark: Any, fi
         if _alive(jvm):
             os.kill(jvm, signal.SIGKILL)
             os.kill(jvm, signal.SIGCONT)
-    _in_process(q, src, tmp_path / "b.jsonl", tmp_path / "b.dl", None, batch_size=8,
-                buckets=default_partitions("local[*]"))
-    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
-    assert (tmp_path / "a.dl").read_bytes() == (tmp_path / "b.dl").read_bytes()
-    out = [parse_element(json.loads(x)) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
-    stream = [parse_element(json.loads(x)) for x in src.read_text().splitlines() if _is_element(x)]
-    assert verify(out, oracle_run(bind(parse_query(QUERY)), stream).cht)
+    _assert_as_uninterrupted(q, src, tmp_path)
 
 
 HOLD = """import fcntl, os, sys, time
