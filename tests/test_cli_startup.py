@@ -41,10 +41,13 @@ _NOT_FOR_RUN = ("udm.host.cli.catalog_cmds", "udm.host.cli.new_cmd", "udm.host.c
 #: what only a query with a window step needs (`udm.host.engine.build` loads it with the first window op)
 _WINDOWS = ("udm.host.engine.window", "udm.host.engine.aggregation")
 
+#: the operators of steps neither query below has (`udm.host.engine.build` imports each with its first step)
+_OTHER_STEPS = tuple(f"udm.host.engine.ops.{m}" for m in ("join", "flat_map", "align", "union", "finalize"))
+
 
 def _loaded(*args: str) -> tuple[list[str], str]:
     env = {**os.environ, "UDM_FAST_EXIT": "0"}  # else a successful run ends the process inside main()
-    probe = _PROBE.replace("*OTHERS", ", ".join(map(repr, _NOT_FOR_RUN + _WINDOWS)))
+    probe = _PROBE.replace("*OTHERS", ", ".join(map(repr, _NOT_FOR_RUN + _WINDOWS + _OTHER_STEPS)))
     res = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=120, env=env)
     *lines, last = res.stderr.strip().splitlines()
     return json.loads(last.replace("'", '"')), "\n".join(lines)
@@ -66,6 +69,7 @@ def test_a_piped_run_imports_no_rich_and_prints_its_summary(tmp_path: Path) -> N
     assert "rich" not in loaded and "typer" in loaded and "udm.host.catalog" in loaded
     assert not set(_NOT_FOR_RUN) & set(loaded)
     assert set(_WINDOWS) <= set(loaded)
+    assert not set(_OTHER_STEPS) & set(loaded), loaded
     assert err.startswith("2 elements in, 3 out, 0 dead-lettered (local, ")  # 1 window + CTI 20 + CTI inf
 
 
@@ -78,7 +82,7 @@ def test_a_run_without_a_window_step_imports_no_window_family(tmp_path: Path) ->
     inp = tmp_path / "in.jsonl"
     inp.write_text('{"kind":"insert","id":"a","le":1,"re":2,"payload":{"price":3}}\n{"kind":"cti","t":20}\n')
     loaded, err = _loaded("run", str(q), "--input", str(inp), "--output", str(tmp_path / "o.jsonl"))
-    assert not set(_WINDOWS) & set(loaded), loaded
+    assert not set(_WINDOWS + _OTHER_STEPS) & set(loaded), loaded
     assert err.startswith("2 elements in, 3 out, 0 dead-lettered (local, "), err  # the event, CTI 20, CTI inf
 
 
