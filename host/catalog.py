@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from udm.host.errors import AmbiguousUDM, InvalidUDM, ParamError, PluginLoadError, UnknownUDM
 from udm.host.plugin_cache import CachedUDM, PluginCache, PluginRecord, host_stamp, plugin_stamp
-from udm.host.plugins import LoadError, PluginHost, selected_entry_points, strict_from_env
+from udm.host.plugins import LoadError, PluginHost, installed_entry_points, select_entry_points, strict_from_env
 from udm.host.validation import check_udm
 from udm.sdk import API_VERSION, UDM, Manifest
 
@@ -143,7 +143,12 @@ class Catalog:
         cat = cls()
         cache = PluginCache.open()
         base = host_stamp() if cache is not None else ""
-        for ep, dist in selected_entry_points():
+        found = cache.entry_points() if cache is not None else None
+        if found is None:
+            found = installed_entry_points()
+            if cache is not None:
+                cache.keep_entry_points(found)
+        for ep, dist in select_entry_points(found):
             stamp = plugin_stamp(ep, dist, base) if cache is not None else None
             record = cache.get(ep, stamp) if cache is not None and stamp is not None else None
             if record is not None:
