@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from importlib.metadata import EntryPoint
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
 from pydantic import ValidationError
 
 from udm.host.errors import AmbiguousUDM, InvalidUDM, ParamError, PluginLoadError, UnknownUDM
@@ -16,7 +14,13 @@ from udm.host.plugins import LoadError, PluginHost, installed_entry_points, sele
 from udm.host.validation import check_udm
 from udm.sdk import API_VERSION, UDM, Manifest
 
+if TYPE_CHECKING:
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
 __all__ = ["Catalog", "CatalogEntry", "default_catalog", "reset_default_catalog"]
+
+# lazy imports: packaging — version matching only for a query that names a UDM (~5 ms of a run's start-up)
 
 
 class CatalogEntry:
@@ -201,6 +205,9 @@ class Catalog:
         found = self.candidates(name)
         if not found:
             raise UnknownUDM(f"no UDM named {name!r}; available: {self._available()}")
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+        from packaging.version import Version
+
         try:
             spec = SpecifierSet(version or "")
         except InvalidSpecifier:
@@ -244,6 +251,8 @@ class Catalog:
 
 
 def _version_ok(v: str, spec: SpecifierSet) -> bool:
+    from packaging.version import InvalidVersion, Version
+
     try:
         return Version(v) in spec
     except InvalidVersion:
@@ -251,6 +260,8 @@ def _version_ok(v: str, spec: SpecifierSet) -> bool:
 
 
 def _sort_key(v: str) -> Version:
+    from packaging.version import InvalidVersion, Version
+
     try:
         return Version(v)
     except InvalidVersion:

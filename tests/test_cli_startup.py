@@ -47,7 +47,7 @@ _OTHER_STEPS = tuple(f"udm.host.engine.ops.{m}" for m in ("join", "flat_map", "a
 
 def _loaded(*args: str) -> tuple[list[str], str]:
     env = {**os.environ, "UDM_FAST_EXIT": "0"}  # else a successful run ends the process inside main()
-    probe = _PROBE.replace("*OTHERS", ", ".join(map(repr, _NOT_FOR_RUN + _WINDOWS + _OTHER_STEPS)))
+    probe = _PROBE.replace("*OTHERS", ", ".join(map(repr, (*_NOT_FOR_RUN, *_WINDOWS, *_OTHER_STEPS, "packaging"))))
     res = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=120, env=env)
     *lines, last = res.stderr.strip().splitlines()
     return json.loads(last.replace("'", '"')), "\n".join(lines)
@@ -84,6 +84,21 @@ def test_a_run_without_a_window_step_imports_no_window_family(tmp_path: Path) ->
     loaded, err = _loaded("run", str(q), "--input", str(inp), "--output", str(tmp_path / "o.jsonl"))
     assert not set(_WINDOWS + _OTHER_STEPS) & set(loaded), loaded
     assert err.startswith("2 elements in, 3 out, 0 dead-lettered (local, "), err  # the event, CTI 20, CTI inf
+
+
+def test_a_run_whose_query_names_no_udm_imports_no_packaging(tmp_path: Path) -> None:
+    """Issue #26: version parsing (packaging) comes with the first UDM a query names (its plugin's manifests,
+    the catalog's version match); a project/filter-by-field run (Nexmark q0) never needs it."""
+    q = tmp_path / "q.json"
+    q.write_text(json.dumps({"steps": [{"op": "project", "keep": ["price"]}]}))
+    inp = tmp_path / "in.jsonl"
+    inp.write_text('{"kind":"insert","id":"a","le":1,"re":2,"payload":{"price":3,"x":1}}\n')
+    for _ in range(2):  # (the first run may fill the plugin cache, importing every plugin)
+        loaded, err = _loaded("run", str(q), "--input", str(inp), "--output", str(tmp_path / "o.jsonl"))
+    assert "packaging" not in loaded, loaded
+    assert err.startswith("1 elements in, 2 out, 0 dead-lettered (local, "), err  # the event, CTI inf
+    assert (tmp_path / "o.jsonl").read_text().splitlines()[0] == (
+        '{"kind": "insert", "id": "o1", "le": 1, "re": 2, "payload": {"price": 3}}')
 
 
 def test_a_failing_run_still_prints_its_error_with_rich(tmp_path: Path) -> None:
