@@ -141,3 +141,11 @@ def test_a_command_loaded_alone_runs_as_before(capsys: pytest.CaptureFixture[str
     assert res.exit_code == 0 and "publish" in res.output and "install" in res.output
     res = runner.invoke(commands.app, ["list", "--json"])
     assert res.exit_code == 0 and "udms" in json.loads(res.output)
+
+
+def test_the_query_spec_models_build_without_the_tokenizer() -> None:
+    """Issue #26: pydantic reads each default factory's signature; a builtin's (``dict``, ``list``) is parsed
+    from its text by `tokenize`, whose first use compiles its regular expressions (~4 ms of every run)."""
+    code = "import tokenize, udm.host.model.spec\nprint(tokenize._compile.cache_info().currsize)"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert res.stdout.strip() == "0"
