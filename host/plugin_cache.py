@@ -4,9 +4,9 @@ whose UDMs its query names.
 Why: every ``udm`` command starts by building the catalog, and building it used to import every installed
 plugin and its dependencies (a sketches plugin brings Apache DataSketches; a marketplace user may have
 dozens). Start-up then grew with each plugin installed, whatever the query used. With this cache, discovery
-still reads every ``udm`` entry point (cheap: ``importlib.metadata``), but a plugin whose files are
-unchanged since it was last loaded contributes its cached catalog rows — name, version, kind, validation
-problems, what ``udm catalog`` shows — and is imported only when one of its UDMs is resolved and used.
+still lists every ``udm`` entry point, but a plugin whose files are unchanged since it was last loaded
+contributes its cached catalog rows — name, version, kind, validation problems, what ``udm catalog`` shows —
+and is imported only when one of its UDMs is resolved and used.
 
 Which plugins are installed is kept too: finding the ``udm`` entry points means reading every installed
 distribution's metadata (~4 ms with 70 distributions, and more with each one installed), so the list —
@@ -15,7 +15,9 @@ directories on ``sys.path`` are unchanged (`path_stamp`: installing, upgrading o
 adds or deletes a ``.dist-info`` directory in one of them, which changes that directory's modification
 time) and each listed distribution's ``entry_points.txt`` is too. A directory or file changed within the
 last `SETTLED` seconds is not trusted (a file system keeps times in clock ticks: an install in the same tick
-as the scan would leave the time as it was), so its listing is scanned again until it has settled.
+as the scan would leave the time as it was), so its listing is scanned again until it has settled. (The
+``udm`` command's ``sys.path`` holds its environment's directories; ``python -m`` adds the current directory,
+so there a run scans again, once, after a file was created in it.)
 
 A plugin's record is valid while its *stamp* is: its entry point and distribution (name, version), the
 size and modification time of every file of its top-level module or package, the modification time of the
