@@ -30,6 +30,8 @@ __all__ = [
     "Registration",
     "UdmHookSpec",
     "hookspec",
+    "installed_entry_points",
+    "select_entry_points",
     "selected_entry_points",
     "strict_from_env",
 ]
@@ -121,19 +123,30 @@ def _load_with_timeout(ep: EntryPoint, timeout: float) -> Any:
     return result["error"] if "error" in result else result["obj"]
 
 
-def selected_entry_points(eps: Iterable[EntryPoint] | None = None) -> list[tuple[EntryPoint, str]]:
-    """The ``udm`` entry points the environment lets load (``UDM_DISABLE_PLUGIN_AUTOLOAD``, ``UDM_PLUGINS``),
-    each with its distribution's ``"name version"``."""
+def installed_entry_points() -> list[tuple[EntryPoint, str]]:
+    """Every installed ``udm`` entry point with its distribution's ``"name version"``: a scan of every
+    distribution's metadata on ``sys.path`` (what `udm.host.plugin_cache` keeps between runs)."""
+    return [(ep, _dist_name(ep)) for ep in entry_points(group=ENTRY_POINT_GROUP)]
+
+
+def select_entry_points(found: Iterable[tuple[EntryPoint, str]]) -> list[tuple[EntryPoint, str]]:
+    """Of ``(entry point, "name version")`` pairs, those the environment lets load
+    (``UDM_DISABLE_PLUGIN_AUTOLOAD``, ``UDM_PLUGINS``)."""
     if _truthy(os.environ.get("UDM_DISABLE_PLUGIN_AUTOLOAD")):
         return []
     only = os.environ.get("UDM_PLUGINS")
     wanted = None if only is None else {s.strip() for s in only.split(",") if s.strip()}
-    out = []
-    for ep in eps if eps is not None else entry_points(group=ENTRY_POINT_GROUP):
-        dist = _dist_name(ep)
-        if wanted is None or ep.name in wanted or dist.split(" ")[0] in wanted:
-            out.append((ep, dist))
-    return out
+    return [(ep, dist) for ep, dist in found
+            if wanted is None or ep.name in wanted or dist.split(" ")[0] in wanted]
+
+
+def selected_entry_points(eps: Iterable[EntryPoint] | None = None) -> list[tuple[EntryPoint, str]]:
+    """The ``udm`` entry points (``eps``, else every installed one) the environment lets load, each with its
+    distribution's ``"name version"``."""
+    if _truthy(os.environ.get("UDM_DISABLE_PLUGIN_AUTOLOAD")):
+        return []  # (before the scan: nothing of it would be used)
+    found = installed_entry_points() if eps is None else [(ep, _dist_name(ep)) for ep in eps]
+    return select_entry_points(found)
 
 
 class PluginHost:

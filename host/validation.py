@@ -9,8 +9,6 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from packaging.specifiers import SpecifierSet
-from packaging.version import Version
 from pydantic import BaseModel, ValidationError
 
 from udm.sdk import API_VERSION, UDM, Manifest
@@ -146,6 +144,10 @@ def check_udm(obj: Any, api_version: str = API_VERSION) -> list[str]:
         problems.append(f"params: the parameter model {man.params.__name__} fails with defaults: {exc}")
     if not issubclass(man.params, BaseModel):
         problems.append("params: not a pydantic model")
+
+    # lazy: packaging (~5 ms) only when a plugin is loaded, which a run with a cached catalog may not do
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
 
     if Version(api_version) not in SpecifierSet(man.host_api):
         problems.append(f"host_api: supports host API {man.host_api}, this host is {api_version}")

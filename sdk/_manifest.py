@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
@@ -36,17 +34,24 @@ Estimate = Literal["distinct_count", "quantile", "frequencies"]
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
+# lazy imports: packaging — checked when a manifest is made (a plugin loaded), not when udm.sdk is imported:
+# a run whose query names no UDM never makes one (~5 ms of its start-up)
+
+#: The models below are built (their validators compiled) on first use, not when udm.sdk is imported: a
+#: ``udm run`` whose query names no UDM makes no manifest (issue #26: ~2 ms of its start-up).
+_DEFERRED = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
 
 class NoParams(BaseModel):
     """The parameter model of a UDM that takes no initialization parameters."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = _DEFERRED
 
 
 class Properties(BaseModel):
     """Declared properties the host checks and the planner relies on (seeds/000 §I.A.5)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = _DEFERRED
 
     incremental: bool = False
     time_sensitive: bool = False
@@ -80,7 +85,7 @@ class ErrorBound(BaseModel):
     ``confidence`` is the probability that one value is within the bound (1.0: always).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = _DEFERRED
 
     estimates: Estimate
     bound: float = Field(gt=0)
@@ -90,7 +95,7 @@ class ErrorBound(BaseModel):
 class Manifest(BaseModel):
     """What a UDM declares about itself. Checked against the implementation when it is loaded."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(**_DEFERRED, arbitrary_types_allowed=True)
 
     name: str
     version: str = "0.1.0"
@@ -120,6 +125,8 @@ class Manifest(BaseModel):
     @field_validator("version")
     @classmethod
     def _version_is_pep440(cls, v: str) -> str:
+        from packaging.version import InvalidVersion, Version
+
         try:
             return str(Version(v))
         except InvalidVersion as exc:
@@ -128,6 +135,8 @@ class Manifest(BaseModel):
     @field_validator("host_api")
     @classmethod
     def _host_api_is_specifier(cls, v: str) -> str:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
         try:
             SpecifierSet(v)
         except InvalidSpecifier as exc:

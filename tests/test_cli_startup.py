@@ -41,10 +41,13 @@ _NOT_FOR_RUN = ("udm.host.cli.catalog_cmds", "udm.host.cli.new_cmd", "udm.host.c
 #: what only a query with a window step needs (`udm.host.engine.build` loads it with the first window op)
 _WINDOWS = ("udm.host.engine.window", "udm.host.engine.aggregation")
 
+#: the operators of steps neither query below has (`udm.host.engine.build` imports each with its first step)
+_OTHER_STEPS = tuple(f"udm.host.engine.ops.{m}" for m in ("join", "flat_map", "align", "union", "finalize"))
+
 
 def _loaded(*args: str) -> tuple[list[str], str]:
     env = {**os.environ, "UDM_FAST_EXIT": "0"}  # else a successful run ends the process inside main()
-    probe = _PROBE.replace("*OTHERS", ", ".join(map(repr, _NOT_FOR_RUN + _WINDOWS)))
+    probe = _PROBE.replace("*OTHERS", ", ".join(map(repr, (*_NOT_FOR_RUN, *_WINDOWS, *_OTHER_STEPS, "packaging"))))
     res = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=120, env=env)
     *lines, last = res.stderr.strip().splitlines()
     return json.loads(last.replace("'", '"')), "\n".join(lines)
@@ -66,6 +69,7 @@ def test_a_piped_run_imports_no_rich_and_prints_its_summary(tmp_path: Path) -> N
     assert "rich" not in loaded and "typer" in loaded and "udm.host.catalog" in loaded
     assert not set(_NOT_FOR_RUN) & set(loaded)
     assert set(_WINDOWS) <= set(loaded)
+    assert not set(_OTHER_STEPS) & set(loaded), loaded
     assert err.startswith("2 elements in, 3 out, 0 dead-lettered (local, ")  # 1 window + CTI 20 + CTI inf
 
 
@@ -78,8 +82,23 @@ def test_a_run_without_a_window_step_imports_no_window_family(tmp_path: Path) ->
     inp = tmp_path / "in.jsonl"
     inp.write_text('{"kind":"insert","id":"a","le":1,"re":2,"payload":{"price":3}}\n{"kind":"cti","t":20}\n')
     loaded, err = _loaded("run", str(q), "--input", str(inp), "--output", str(tmp_path / "o.jsonl"))
-    assert not set(_WINDOWS) & set(loaded), loaded
+    assert not set(_WINDOWS + _OTHER_STEPS) & set(loaded), loaded
     assert err.startswith("2 elements in, 3 out, 0 dead-lettered (local, "), err  # the event, CTI 20, CTI inf
+
+
+def test_a_run_whose_query_names_no_udm_imports_no_packaging(tmp_path: Path) -> None:
+    """Issue #26: version parsing (packaging) comes with the first UDM a query names (its plugin's manifests,
+    the catalog's version match); a project/filter-by-field run (Nexmark q0) never needs it."""
+    q = tmp_path / "q.json"
+    q.write_text(json.dumps({"steps": [{"op": "project", "keep": ["price"]}]}))
+    inp = tmp_path / "in.jsonl"
+    inp.write_text('{"kind":"insert","id":"a","le":1,"re":2,"payload":{"price":3,"x":1}}\n')
+    for _ in range(2):  # (the first run may fill the plugin cache, importing every plugin)
+        loaded, err = _loaded("run", str(q), "--input", str(inp), "--output", str(tmp_path / "o.jsonl"))
+    assert "packaging" not in loaded, loaded
+    assert err.startswith("1 elements in, 2 out, 0 dead-lettered (local, "), err  # the event, CTI inf
+    assert (tmp_path / "o.jsonl").read_text().splitlines()[0] == (
+        '{"kind": "insert", "id": "o1", "le": 1, "re": 2, "payload": {"price": 3}}')
 
 
 def test_a_failing_run_still_prints_its_error_with_rich(tmp_path: Path) -> None:
@@ -122,3 +141,11 @@ def test_a_command_loaded_alone_runs_as_before(capsys: pytest.CaptureFixture[str
     assert res.exit_code == 0 and "publish" in res.output and "install" in res.output
     res = runner.invoke(commands.app, ["list", "--json"])
     assert res.exit_code == 0 and "udms" in json.loads(res.output)
+
+
+def test_the_query_spec_models_build_without_the_tokenizer() -> None:
+    """Issue #26: pydantic reads each default factory's signature; a builtin's (``dict``, ``list``) is parsed
+    from its text by `tokenize`, whose first use compiles its regular expressions (~4 ms of every run)."""
+    code = "import tokenize, udm.host.model.spec\nprint(tokenize._compile.cache_info().currsize)"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert res.stdout.strip() == "0"

@@ -20,9 +20,10 @@ import udm.templates as templates
 
 #: Third-party modules worth keeping off a start-up path: optional extras (pyspark, pandas, matplotlib,
 #: vega_datasets, playwright) or imports that cost tens of milliseconds (pyarrow and its readers, numpy,
-#: pydantic, typer, rich, yaml, jinja2, markdown_it).
+#: pydantic, typer, rich, yaml, jinja2, markdown_it); and packaging (~5 ms: version parsing, which a
+#: ``udm run`` whose query names no UDM never does — issue #26).
 HEAVY = ("pyspark", "pandas", "pyarrow", "numpy", "pydantic", "matplotlib", "vega_datasets", "typer", "rich", "yaml",
-         "jinja2", "markdown_it", "playwright")
+         "jinja2", "markdown_it", "playwright", "packaging")
 
 #: the packages checked, as (import name, folder); templates' sub-folders are project templates (data)
 ROOTS = [("udm.sdk", Path(sdk.__file__).parent), ("udm.host", Path(host.__file__).parent),

@@ -207,3 +207,62 @@ def test_udm_run_imports_only_the_plugin_its_query_uses(tmp_path: Path) -> None:
             for _ in range(2)]
     assert runs[0].split() == ["['datasketches',", "'udm_patterns',", "'udm_sketches',", "'udm_stats']"]
     assert runs[1].strip() == "['udm_stats']"
+
+
+def _settle(root: Path, seconds_ago: float) -> None:
+    """Set ``root``'s (a directory's or file's) modification time ``seconds_ago`` in the past: as if its last
+    install were that old (each call its own value: importlib.metadata caches a directory's listing by time)."""
+    then = time.time() - seconds_ago
+    os.utime(root, (then, then))
+
+
+def _scan_forbidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    def scan(**_: object) -> None:
+        raise AssertionError("the installed distributions were scanned")
+
+    monkeypatch.setattr("udm.host.plugins.entry_points", scan)
+
+
+def test_the_installed_plugins_are_listed_from_the_cache_until_an_install_or_uninstall(
+        site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #26: a run does not read every distribution's metadata to find the ``udm`` entry points while
+    no directory on ``sys.path`` changed; installing or uninstalling a plugin changes one, and the next
+    discovery sees it."""
+    rest = [p for p in sys.path if p.startswith((sys.prefix, sys.base_prefix))]
+    monkeypatch.setattr(sys, "path", [str(site), *rest])
+    _install(site, "pc_first", _PLUGIN.format(name="pc_first_max", version="1.0"))
+    _settle(site / "pc_first-0.1.dist-info" / "entry_points.txt", 60)
+    _settle(site, 60)
+    assert _discover(monkeypatch, "pc-first", "pc-second").names() == ["pc_first_max"]  # scanned, and kept
+    with monkeypatch.context() as m:
+        _scan_forbidden(m)
+        cat = _discover(monkeypatch, "pc-first", "pc-second")
+        assert cat.names() == ["pc_first_max"] and cat.resolve("pc_first_max").distribution == "pc-first 0.1"
+
+    _install(site, "pc_second", _PLUGIN.format(name="pc_second_max", version="1.0"))  # (the directory just changed)
+    assert _discover(monkeypatch, "pc-first", "pc-second").names() == ["pc_first_max", "pc_second_max"]
+    _settle(site / "pc_second-0.1.dist-info" / "entry_points.txt", 50)
+    _settle(site, 50)
+    assert _discover(monkeypatch, "pc-first", "pc-second").names() == ["pc_first_max", "pc_second_max"]
+    with monkeypatch.context() as m:
+        _scan_forbidden(m)
+        assert _discover(monkeypatch, "pc-first", "pc-second").names() == ["pc_first_max", "pc_second_max"]
+
+    for p in sorted((site / "pc_first-0.1.dist-info").iterdir()):
+        p.unlink()
+    (site / "pc_first-0.1.dist-info").rmdir()
+    _settle(site, 40)  # (an uninstall long ago: the time differs from the kept one all the same)
+    assert _discover(monkeypatch, "pc-first", "pc-second").names() == ["pc_second_max"]
+
+
+def test_an_entry_point_edited_in_place_is_seen(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rewriting a distribution's ``entry_points.txt`` leaves its directories' times as they were; the
+    file's own time tells."""
+    rest = [p for p in sys.path if p.startswith((sys.prefix, sys.base_prefix))]
+    monkeypatch.setattr(sys, "path", [str(site), *rest])
+    _install(site, "pc_moved", _PLUGIN.format(name="pc_moved_max", version="1.0"))
+    _settle(site / "pc_moved-0.1.dist-info" / "entry_points.txt", 60)
+    _settle(site, 60)
+    assert [e.plugin for e in _discover(monkeypatch, "pc-moved").entries] == ["pc_moved"]
+    (site / "pc_moved-0.1.dist-info" / "entry_points.txt").write_text("[udm]\nrenamed = pc_moved\n")
+    assert [e.plugin for e in _discover(monkeypatch, "pc-moved").entries] == ["renamed"]
