@@ -252,6 +252,26 @@ class FieldCheck:
                 return MALFORMED, type_reason(tf, self.label, tp, v)
         return None
 
+    def reasons(self, payload: Payload, rows: np.ndarray) -> list[tuple[str, str]]:
+        """`reason` of each of ``rows`` (all refused: `bad_rows`), the vector form: a row lacking a field
+        gets the first missing field's reason from the columns' masks; the rest, `reason` of its payload."""
+        n = len(rows)
+        out: list[Any] = [None] * n
+        left = np.ones(n, dtype=bool)
+        for f in self.fields:
+            miss = payload.missing(f, rows)
+            if miss is not None and (hit := miss & left).any():
+                got = (MISSING_FIELD, f"missing field {f!r}")
+                for k in np.flatnonzero(hit).tolist():
+                    out[k] = got
+                left &= ~hit
+        rest = np.flatnonzero(left)
+        if len(rest):
+            every = payload.rows()
+            for k, i in zip(rest.tolist(), rows[rest].tolist(), strict=True):
+                out[k] = self.reason(every[i])
+        return out
+
     def bad_rows(self, payload: Payload, rows: np.ndarray) -> np.ndarray | None:
         """The rows among ``rows`` this step refuses (a bool mask over ``rows``), or None for none; the
         reason of each is `reason` of its payload."""
