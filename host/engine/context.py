@@ -3,7 +3,6 @@ being read, the current input line, dead letters and counters, and T (semantics-
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -64,8 +63,7 @@ class Context:
         st = self.stats
         n = len(block)
         st.dead_lettered += n
-        for cat, k in Counter(block.categories).items():
-            st.reasons[cat] += k
+        st.reasons.update(block.categories.tolist())
         if self.multi_input:
             st.count_input(block.input or self.input, "dead_lettered", n)
 

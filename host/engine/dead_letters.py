@@ -16,9 +16,10 @@ from typing import Any, overload
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from udm.host.io.batch import KIND_BAD, ElementBatch
-from udm.host.io.dead_letters import DeadLetterColumns, DeadLetterSource, element_texts, record_columns
+from udm.host.io.dead_letters import DeadLetterColumns, DeadLetterSource, element_parts, record_columns
 from udm.host.temporal.elements import element_to_json
 from udm.host.temporal.strict import echo_dumps
 
@@ -47,7 +48,7 @@ class RefusedRows:
 
     __slots__ = ("categories", "input", "raw", "reasons", "rows")
 
-    def __init__(self, raw: ElementBatch, rows: np.ndarray, reasons: list[str], categories: list[str],
+    def __init__(self, raw: ElementBatch, rows: np.ndarray, reasons: np.ndarray, categories: np.ndarray,
                  input: str | None) -> None:
         self.raw = raw
         self.rows = rows
@@ -65,7 +66,7 @@ class RefusedRows:
         lines = raw.lines
         bad = raw.kind_codes()
         out = []
-        for r, reason, cat in zip(self.rows.tolist(), self.reasons, self.categories, strict=True):
+        for r, reason, cat in zip(self.rows.tolist(), self.reasons.tolist(), self.categories.tolist(), strict=True):
             el = bad_row_element(raw, r) if bad[r] == KIND_BAD else element_to_json(els[r][1])
             ln = int(lines[r])
             out.append(DeadLetter(ln if ln >= 0 else None, reason, el, cat, self.input))
@@ -75,14 +76,14 @@ class RefusedRows:
         raw, rows = self.raw, self.rows
         bad = raw.kind_codes()[rows] == KIND_BAD
         if bad.any():  # (rows the reader could not read: each quoted by itself, the rest column-wise)
-            texts = element_texts(raw, rows[~bad])
+            texts = pc.binary_join_element_wise(*element_parts(raw, rows[~bad]), "")
             quoted = [None if (e := bad_row_element(raw, r)) is None else echo_dumps(e) for r in rows[bad].tolist()]
             where = np.empty(len(rows), dtype=np.int64)
             where[~bad] = np.arange(len(texts))
             where[bad] = len(texts) + np.arange(len(quoted))
-            elements = pa.concat_arrays([texts, pa.array(quoted, _STR)]).take(pa.array(where))
+            elements = [pa.concat_arrays([texts, pa.array(quoted, _STR)]).take(pa.array(where))]
         else:
-            elements = element_texts(raw, rows)
+            elements = element_parts(raw, rows)
         return DeadLetterColumns(raw.lines[rows], self.reasons, elements,
                                  None if self.input is None else [self.input] * len(rows))
 
@@ -147,7 +148,8 @@ class DeadLetters(DeadLetterSource, Sequence[DeadLetter]):
         self._parts = list(records)
         self._n = len(self._parts)
 
-    def columns(self) -> DeadLetterColumns:
+    def columns(self) -> list[DeadLetterColumns]:
+        """A block's columns, and those of each run of records between blocks, in order."""
         cols: list[DeadLetterColumns] = []
         run: list[DeadLetter] = []
         for p in self._parts:
@@ -160,17 +162,4 @@ class DeadLetters(DeadLetterSource, Sequence[DeadLetter]):
                 run.append(p)
         if run:
             cols.append(record_columns(run))
-        if len(cols) == 1:
-            return cols[0]
-        if not cols:
-            return DeadLetterColumns(np.zeros(0, np.int64), [], pa.array([], _STR))
-        reasons: list[str] = []
-        for c in cols:
-            reasons.extend(c.reasons.to_pylist() if isinstance(c.reasons, pa.Array) else c.reasons)
-        inputs: list[str | None] | None = None
-        if any(c.inputs is not None for c in cols):
-            inputs = []
-            for c in cols:
-                inputs.extend(c.inputs if c.inputs is not None else [None] * len(c))
-        return DeadLetterColumns(np.concatenate([c.lines for c in cols]), reasons,
-                                 pa.concat_arrays([c.elements for c in cols]), inputs)
+        return cols

@@ -335,15 +335,14 @@ def _dead_letters(gate: InputGate, raw: ElementBatch, payload: Payload, ins: np.
     rows, code, cb, x = (np.concatenate(c) for c in zip(*parts, strict=True))
     order = np.argsort(rows, kind="stable")
     rows, code, cb, x = rows[order], code[order], cb[order], x[order]
-    texts: list[Any] = [None] * len(rows)
-    cats: list[Any] = [None] * len(rows)
+    texts = np.empty(len(rows), dtype=object)
+    cats = np.empty(len(rows), dtype=object)
 
     def put(where: np.ndarray, cat: str, make: Any) -> None:
         at = np.flatnonzero(where)
         if len(at):
-            for k, text in zip(at.tolist(), make(at), strict=True):
-                texts[k] = text
-                cats[k] = cat
+            texts[at] = list(make(at))
+            cats[at] = cat
 
     le, re, rn = raw.column("le")[rows], raw.column("re")[rows], raw.column("re_new")[rows]
     is_ret = x >= 0
@@ -356,8 +355,7 @@ def _dead_letters(gate: InputGate, raw: ElementBatch, payload: Payload, ins: np.
     fields = np.flatnonzero(is_ins & (code == _FIELDS))
     if len(fields):
         assert gate.check is not None
-        for k, (cat, text) in zip(fields.tolist(), gate.check.reasons(payload, rows[fields]), strict=True):
-            texts[k], cats[k] = text, cat
+        cats[fields], texts[fields] = gate.check.reasons(payload, rows[fields])
     put(is_ret & (code == _LIFETIME), BAD_LIFETIME,
         lambda at: map(retract_lifetime_reason, le[at].tolist(), re[at].tolist(), rn[at].tolist()))
     put(is_ret & (code == _LATE), CTI_VIOLATION,

@@ -252,25 +252,28 @@ class FieldCheck:
                 return MALFORMED, type_reason(tf, self.label, tp, v)
         return None
 
-    def reasons(self, payload: Payload, rows: np.ndarray) -> list[tuple[str, str]]:
-        """`reason` of each of ``rows`` (all refused: `bad_rows`), the vector form: a row lacking a field
-        gets the first missing field's reason from the columns' masks; the rest, `reason` of its payload."""
+    def reasons(self, payload: Payload, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`reason` of each of ``rows`` (all refused: `bad_rows`), the vector form, as (categories, reasons)
+        object arrays: a row lacking a field gets the first missing field's reason from the columns' masks;
+        the rest, `reason` of its payload."""
         n = len(rows)
-        out: list[Any] = [None] * n
+        cats = np.empty(n, dtype=object)
+        texts = np.empty(n, dtype=object)
         left = np.ones(n, dtype=bool)
         for f in self.fields:
             miss = payload.missing(f, rows)
             if miss is not None and (hit := miss & left).any():
-                got = (MISSING_FIELD, f"missing field {f!r}")
-                for k in np.flatnonzero(hit).tolist():
-                    out[k] = got
+                cats[hit] = MISSING_FIELD
+                texts[hit] = f"missing field {f!r}"
                 left &= ~hit
         rest = np.flatnonzero(left)
         if len(rest):
             every = payload.rows()
             for k, i in zip(rest.tolist(), rows[rest].tolist(), strict=True):
-                out[k] = self.reason(every[i])
-        return out
+                got = self.reason(every[i])
+                assert got is not None
+                cats[k], texts[k] = got
+        return cats, texts
 
     def bad_rows(self, payload: Payload, rows: np.ndarray) -> np.ndarray | None:
         """The rows among ``rows`` this step refuses (a bool mask over ``rows``), or None for none; the

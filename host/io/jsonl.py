@@ -803,9 +803,10 @@ class DeadLetterWriter(_Writer):
     forms) with each element encoded by itself (`udm.host.io.dead_letters`)."""
 
     def write(self, items: DeadLetterSource | Iterable[Any]) -> None:
-        cols = items.columns() if isinstance(items, DeadLetterSource) else record_columns(items)
-        if len(cols):
-            self.write_encoded(merge_lines(np.arange(len(cols)), cols.text(), [], []))
+        cols = items.columns() if isinstance(items, DeadLetterSource) else [record_columns(items)]
+        pieces = [merge_lines(np.arange(len(c)), c.text(), [], []) for c in cols if len(c)]
+        if pieces:
+            self.write_encoded(EncodedLines(tuple(d for p in pieces for d in p.data), sum(p.count for p in pieces)))
 
 
 def write_jsonl(path: str | Path | IO[str], elements: Iterable[Element]) -> int:
