@@ -217,3 +217,19 @@ def test_udm_run_writes_the_same_dead_letter_file(tmp_path: Path, monkeypatch: p
             run_local(RunRequest(bound=q, input=str(src), output=str(tmp_path / "out.jsonl"), dead_letter=str(dl)))
             files.append(dl.read_bytes())
     assert files[0] == files[1] and files[0].count(b"\n") > 100
+
+
+def test_a_snapshot_keeps_the_dead_letters_not_yet_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runner snapshot taken with dead letters pending (a block of refused rows among records) restores
+    them as records, written as before."""
+    import pickle
+
+    els = _elements(1)
+    ctx = Context("dead_letter")
+    g = InputGate("main", ctx)
+    g.process(ElementBatch.from_elements(els[:150], list(range(1, 151))))
+    g.process_elements(ElementBatch.from_elements(els[150:], list(range(151, 301))).to_elements())
+    back = pickle.loads(pickle.dumps(ctx)).dead_letters
+    assert len(back) == len(ctx.dead_letters) > 10
+    assert _written(back) == _written(ctx.dead_letters) == _reference(list(ctx.dead_letters))
+    assert pickle.loads(pickle.dumps(Context("dead_letter"))).dead_letters == []

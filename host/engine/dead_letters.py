@@ -141,11 +141,12 @@ class DeadLetters(DeadLetterSource, Sequence[DeadLetter]):
     def __repr__(self) -> str:
         return f"DeadLetters({self._records()!r})"
 
-    def __getstate__(self) -> list[DeadLetter]:
-        return self._records()  # (a snapshot holds records, not the batches they came from)
+    def __getstate__(self) -> dict[str, Any]:
+        # (a snapshot holds records, not the batches they came from; a dict, so that even none is restored)
+        return {"records": self._records()}
 
-    def __setstate__(self, records: list[DeadLetter]) -> None:
-        self._parts = list(records)
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._parts = list(state["records"])
         self._n = len(self._parts)
 
     def columns(self) -> list[DeadLetterColumns]:
