@@ -114,6 +114,7 @@ class DeadLetters(DeadLetterSource, Sequence[DeadLetter]):
                 out.extend(p.records())
             else:
                 out.append(p)
+        self._parts = list(out)  # (made once: a caller that reads them by index reads the same records)
         return out
 
     def __iter__(self) -> Iterator[DeadLetter]:
