@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 from udm.host.errors import BadElement
 from udm.host.io import jsonl as jl
 from udm.host.io.batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch, ints_filled
+from udm.host.io.dead_letters import dead_letter_record
 from udm.host.io.encode import EncodedLines
 from udm.host.io.jsonl import (
     DeadLetterWriter,
     JsonlReader,
     JsonlWriter,
-    dead_letter_record,
     parse_line,
     read_jsonl_batches,
     read_jsonl_elements,

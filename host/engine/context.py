@@ -9,6 +9,7 @@ from typing import Any
 from udm.host.run_result import RunResult
 
 from .common import INF, NEG, DeadLetter
+from .dead_letters import DeadLetters, RefusedRows
 
 __all__ = ["Context"]
 
@@ -23,7 +24,7 @@ class Context:
         self.input = "main"
         self.multi_input = multi_input
         self.line: int | None = None
-        self.dead_letters: list[DeadLetter] = []
+        self.dead_letters = DeadLetters()
         self.stats = RunResult(engine="local")
         self.reached = NEG  # largest finite time the (valid) input reached, over all inputs (semantics-notes 2)
         #: the wall clock (microseconds since the Unix epoch) of ``align``'s ``max_wait``; None: the real one.
@@ -38,6 +39,8 @@ class Context:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.clock = None
         self.__dict__.update(state)
+        if isinstance(self.dead_letters, list):  # (a snapshot of an earlier version)
+            self.dead_letters = DeadLetters(self.dead_letters)
 
     def dead(self, dl: DeadLetter, category: str) -> None:
         dl.category = category
@@ -51,6 +54,18 @@ class Context:
         st.reasons[category] += 1
         if self.multi_input:
             st.count_input(dl.input or self.input, "dead_lettered")
+
+    def dead_rows(self, block: RefusedRows) -> None:
+        """`dead` for the refused rows of a column-wise batch, at once (their input named by the block)."""
+        if not self.multi_input:
+            block.input = None
+        self.dead_letters.add_rows(block)
+        st = self.stats
+        n = len(block)
+        st.dead_lettered += n
+        st.reasons.update(block.categories.tolist())
+        if self.multi_input:
+            st.count_input(block.input or self.input, "dead_lettered", n)
 
     def seen(self, *times: int) -> None:
         T = self.reached

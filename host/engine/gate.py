@@ -22,7 +22,6 @@ to it).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -121,19 +120,6 @@ class InputGate:
                 raise ViolationError(f"invalid element{where}{src}: {reason}")
             raise ViolationError(f"invalid element{where}: {reason}: {element}")
         ctx.dead(DeadLetter(ln, reason, element, input=self.name), category)
-
-    def bad_row(self, raw: ElementBatch, i: int, line: int) -> None:
-        tab = raw.table
-        reason = tab.column("error")[i].as_py() or "bad element"
-        text = tab.column("raw")[i].as_py()
-        value: Any = None
-        if text is not None:
-            try:
-                value = json.loads(text)
-            except ValueError:
-                value = text
-        element = value if isinstance(value, dict) else ({"raw": value} if value is not None else None)
-        self.reject(line, MALFORMED, reason, element)
 
     # -- T ----------------------------------------------------------------------------------------------
     def _reach(self, *times: int) -> None:

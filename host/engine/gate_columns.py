@@ -21,10 +21,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from udm.host.io.batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch
-from udm.host.temporal.elements import Insert, Retract, element_to_json
 
 from .batch import CTI, INSERT, RETRACT, Batch
 from .context import Context
+from .dead_letters import RefusedRows
 from .live import LiveEvents
 from .payload import Payload
 from .payload_merge import patched
@@ -33,6 +33,7 @@ from .rules import (
     CTI_VIOLATION,
     I64_MIN,
     INF,
+    MALFORMED,
     MISMATCH,
     UNKNOWN_ID,
     FieldCheck,
@@ -56,6 +57,7 @@ _I64 = np.int64
 class InputGate(Protocol):
     """What this path reads and moves of `udm.host.engine.gate.InputGate` (which imports this module)."""
 
+    name: str
     ctx: Context
     live: LiveEvents
     check: FieldCheck | None
@@ -70,11 +72,9 @@ class InputGate(Protocol):
 
     def reject(self, line: int, category: str, reason: str, element: dict[str, Any] | None) -> None: ...
 
-    def bad_row(self, raw: ElementBatch, i: int, line: int) -> None: ...
 
-
-# why a row is refused (0: accepted)
-_OK, _LIFETIME, _FIELDS, _LATE, _UNKNOWN, _MISMATCH = 0, 1, 2, 3, 4, 5
+# why a row is refused (0: accepted; `_BAD`: a row the reader could not read)
+_OK, _LIFETIME, _FIELDS, _LATE, _UNKNOWN, _MISMATCH, _BAD = 0, 1, 2, 3, 4, 5, -1
 
 
 def columns(gate: InputGate, raw: ElementBatch) -> Batch | None:
@@ -145,7 +145,7 @@ def columns(gate: InputGate, raw: ElementBatch) -> Batch | None:
             adv = adv[t[adv] > gate.cti]
     refused = rt is not None and bool(rt.reason.any())
     if len(bad_rows) or not ok.all() or refused:
-        _dead_letters(gate, raw, ins, reason, icb, bad_rows, rt)
+        _dead_letters(gate, raw, payload, ins, reason, icb, bad_rows, rt)
     # the live registry: the batch's inserts (ends as its retractions left them), then the older events
     # its retractions changed
     live_re, gone = (new_re, None) if rt is None else rt.final_ends(new_re)
@@ -321,56 +321,56 @@ def _payload(raw: ElementBatch) -> Payload | None:
     return Payload.from_rows([{} if p is None else p for p in pls])
 
 
-def _dead_letters(gate: InputGate, raw: ElementBatch, ins: np.ndarray, reason: np.ndarray, icb: np.ndarray,
-                  bad_rows: np.ndarray, rt: _Retractions | None) -> None:
-    """The refused rows of a column-wise batch, in row order, with the row path's reasons."""
-    lines = raw.lines
+def _dead_letters(gate: InputGate, raw: ElementBatch, payload: Payload, ins: np.ndarray, reason: np.ndarray,
+                  icb: np.ndarray, bad_rows: np.ndarray, rt: _Retractions | None) -> None:
+    """The refused rows of a column-wise batch, in row order, with the row path's reasons, as one block
+    (`RefusedRows`: its records are made only for a caller that iterates them, its lines from columns)."""
     sel = reason > 0
-    # (row, reason, CTI in force, index among the retractions)
-    events: list[tuple[int, int, int, int]] = list(zip(ins[sel].tolist(), reason[sel].tolist(),
-                                                       icb[sel].tolist(), [-1] * int(sel.sum()), strict=True))
-    events += [(r, -1, 0, -1) for r in bad_rows.tolist()]
+    parts = [(ins[sel], reason[sel], icb[sel], np.full(int(sel.sum()), -1, dtype=_I64)),
+             (bad_rows, np.full(len(bad_rows), _BAD, dtype=np.int8), np.zeros(len(bad_rows), _I64),
+              np.full(len(bad_rows), -1, dtype=_I64))]
     if rt is not None:
         rs = np.flatnonzero(rt.reason > 0)
-        events += list(zip(rt.ret[rs].tolist(), rt.reason[rs].tolist(), rt.cb[rs].tolist(), rs.tolist(),
-                           strict=True))
-    events.sort()
-    els = None
-    for r, k, c, x in events:
-        line = int(lines[r])
-        if k < 0:
-            gate.bad_row(raw, r, line)
-            continue
-        if els is None:
-            els = raw.to_elements()
-        el = els[r][1]
-        if x >= 0:
-            assert rt is not None and isinstance(el, Retract)
-            _refuse_retraction(gate, rt, x, el, k, c, line)
-            continue
-        assert isinstance(el, Insert)
-        if k == _LIFETIME:
-            gate.reject(line, BAD_LIFETIME, insert_lifetime_reason(el.le, el.re), element_to_json(el))
-        elif k == _FIELDS:
-            assert gate.check is not None
-            got = gate.check.reason(el.payload)
-            assert got is not None
-            gate.reject(line, got[0], got[1], element_to_json(el))
-        else:
-            gate.reject(line, CTI_VIOLATION, cti_reason(el.le, c), element_to_json(el))
+        parts.append((rt.ret[rs], rt.reason[rs], rt.cb[rs], rs.astype(_I64)))
+    rows, code, cb, x = (np.concatenate(c) for c in zip(*parts, strict=True))
+    order = np.argsort(rows, kind="stable")
+    rows, code, cb, x = rows[order], code[order], cb[order], x[order]
+    texts = np.empty(len(rows), dtype=object)
+    cats = np.empty(len(rows), dtype=object)
 
+    def put(where: np.ndarray, cat: str, make: Any) -> None:
+        at = np.flatnonzero(where)
+        if len(at):
+            texts[at] = list(make(at))
+            cats[at] = cat
 
-def _refuse_retraction(gate: InputGate, rt: _Retractions, x: int, el: Retract, k: int, c: int, line: int) -> None:
-    le, re, rn = el.le, el.re, el.re_new
-    if k == _LIFETIME:
-        gate.reject(line, BAD_LIFETIME, retract_lifetime_reason(le, re, rn), element_to_json(el))
-    elif k == _LATE:
-        gate.reject(line, CTI_VIOLATION, cti_reason(min(re, rn), c), element_to_json(el))
-    elif k == _UNKNOWN:
-        gate.reject(line, UNKNOWN_ID, f"retraction of unknown id {el.id!r}", element_to_json(el))
-    else:
-        ole, tre = int(rt.t_ole[x]), int(rt.t_re[x])
-        gate.reject(line, MISMATCH,
-                     f"retraction of {el.id!r} says [{format_time(le)}, {format_time(re)}) but the live event is "
-                     f"[{format_time(ole)}, {format_time(tre)})", element_to_json(el))
-
+    le, re, rn = raw.column("le")[rows], raw.column("re")[rows], raw.column("re_new")[rows]
+    is_ret = x >= 0
+    is_ins = ~is_ret & (code != _BAD)
+    errors = raw.table.column("error")
+    put(code == _BAD, MALFORMED, lambda at: [errors[int(r)].as_py() or "bad element" for r in rows[at].tolist()])
+    put(is_ins & (code == _LIFETIME), BAD_LIFETIME,
+        lambda at: map(insert_lifetime_reason, le[at].tolist(), re[at].tolist()))
+    put(is_ins & (code == _LATE), CTI_VIOLATION, lambda at: map(cti_reason, le[at].tolist(), cb[at].tolist()))
+    fields = np.flatnonzero(is_ins & (code == _FIELDS))
+    if len(fields):
+        assert gate.check is not None
+        cats[fields], texts[fields] = gate.check.reasons(payload, rows[fields])
+    put(is_ret & (code == _LIFETIME), BAD_LIFETIME,
+        lambda at: map(retract_lifetime_reason, le[at].tolist(), re[at].tolist(), rn[at].tolist()))
+    put(is_ret & (code == _LATE), CTI_VIOLATION,
+        lambda at: map(cti_reason, np.minimum(re[at], rn[at]).tolist(), cb[at].tolist()))
+    ids = raw.table.column("id")
+    put(is_ret & (code == _UNKNOWN), UNKNOWN_ID,
+        lambda at: [f"retraction of unknown id {i!r}" for i in ids.take(pa.array(rows[at])).to_pylist()])
+    if rt is not None:
+        put(is_ret & (code == _MISMATCH), MISMATCH, lambda at: [
+            f"retraction of {i!r} says [{format_time(a)}, {format_time(b)}) but the live event is "
+            f"[{format_time(c)}, {format_time(d)})"
+            for i, a, b, c, d in zip(ids.take(pa.array(rows[at])).to_pylist(), le[at].tolist(), re[at].tolist(),
+                                     rt.t_ole[x[at]].tolist(), rt.t_re[x[at]].tolist(), strict=True)])
+    block = RefusedRows(raw, rows, texts, cats, gate.name)
+    if gate.ctx.on_violation == "error":  # (the first refused row stops the run, as on the row path)
+        first = block.records()[0]
+        gate.reject(-1 if first.line is None else first.line, cats[0], first.reason, first.element)
+    gate.ctx.dead_rows(block)

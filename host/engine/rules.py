@@ -252,6 +252,29 @@ class FieldCheck:
                 return MALFORMED, type_reason(tf, self.label, tp, v)
         return None
 
+    def reasons(self, payload: Payload, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`reason` of each of ``rows`` (all refused: `bad_rows`), the vector form, as (categories, reasons)
+        object arrays: a row lacking a field gets the first missing field's reason from the columns' masks;
+        the rest, `reason` of its payload."""
+        n = len(rows)
+        cats = np.empty(n, dtype=object)
+        texts = np.empty(n, dtype=object)
+        left = np.ones(n, dtype=bool)
+        for f in self.fields:
+            miss = payload.missing(f, rows)
+            if miss is not None and (hit := miss & left).any():
+                cats[hit] = MISSING_FIELD
+                texts[hit] = f"missing field {f!r}"
+                left &= ~hit
+        rest = np.flatnonzero(left)
+        if len(rest):
+            every = payload.rows()
+            for k, i in zip(rest.tolist(), rows[rest].tolist(), strict=True):
+                got = self.reason(every[i])
+                assert got is not None
+                cats[k], texts[k] = got
+        return cats, texts
+
     def bad_rows(self, payload: Payload, rows: np.ndarray) -> np.ndarray | None:
         """The rows among ``rows`` this step refuses (a bool mask over ``rows``), or None for none; the
         reason of each is `reason` of its payload."""

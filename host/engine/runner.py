@@ -25,8 +25,8 @@ from udm.host.temporal.elements import Cti, Element
 
 from .batch import CTI, Batch
 from .build import delegated_checks, make_operator
-from .common import DeadLetter
 from .context import Context
+from .dead_letters import DeadLetters
 from .feeding import ElementFeeding
 from .gate import InputGate
 from .operator import Operator
@@ -95,7 +95,7 @@ class QueryRunner(ElementFeeding):
 
     # -- public state ---------------------------------------------------------------------------------
     @property
-    def dead_letters(self) -> list[DeadLetter]:
+    def dead_letters(self) -> DeadLetters:
         return self.ctx.dead_letters
 
     @property
@@ -134,9 +134,9 @@ class QueryRunner(ElementFeeding):
         """The output CTI after input CTI ``due - 1``, when the engine's state tells it without a run."""
         return hold(self, due)
 
-    def take_dead_letters(self) -> list[DeadLetter]:
+    def take_dead_letters(self) -> DeadLetters:
         dl = self.ctx.dead_letters
-        self.ctx.dead_letters = []
+        self.ctx.dead_letters = DeadLetters()
         return dl
 
     def input_name(self, name: str | None) -> str:

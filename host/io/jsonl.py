@@ -37,13 +37,14 @@ import pyarrow.json as pajson
 
 from udm.host.errors import BadElement, UdmError
 from udm.host.temporal.elements import Element, parse_element
-from udm.host.temporal.strict import NotStrictJSON, echo_dumps
+from udm.host.temporal.strict import NotStrictJSON
 from udm.host.temporal.strict import loads as strict_loads
 from udm.sdk import INF
 
 from .arrow_pool import use_bulk_pool
-from .batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch, ints_filled, raw_json
-from .encode import MIN_RUN, DeferredLines, EncodedLines, element_lines, element_text
+from .batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch, ints_filled
+from .dead_letters import DeadLetterSource, record_columns
+from .encode import MIN_RUN, DeferredLines, EncodedLines, element_lines, element_text, merge_lines
 from .prefetch import prefetched
 
 __all__ = [
@@ -51,7 +52,6 @@ __all__ = [
     "DeadLetterWriter",
     "JsonlReader",
     "JsonlWriter",
-    "dead_letter_record",
     "parse_line",
     "read_jsonl_batches",
     "read_jsonl_elements",
@@ -703,6 +703,27 @@ class _Writer:
                 raise self._failed(exc) from None
             self.count += len(lines)
 
+    def write_encoded(self, lines: EncodedLines | DeferredLines) -> None:
+        """Lines already encoded (`udm.host.io.encode`), each ending in a newline, written as they are
+        (`DeferredLines`: encoded here first): on a file, its pieces in one ``writev`` per `_IOV_MAX`
+        pieces, straight from the encoder's buffers (``writelines`` on the buffered file copied every piece
+        shorter than its buffer into it first: ~20 % of the writing's CPU on a span query's output); a
+        stream with no file under it (a caller's ``StringIO``) gets the text."""
+        if not lines.count:
+            return
+        if isinstance(lines, DeferredLines):
+            lines = lines.make()
+        f = self._f
+        try:
+            if self._fd is not None:
+                f.flush()  # what the text layer holds goes first
+                _write_all(self._fd, lines.data)
+            else:
+                f.write(lines.to_bytes().decode("utf-8"))
+        except OSError as exc:
+            raise self._failed(exc) from None
+        self.count += lines.count
+
     def flush(self) -> None:
         try:
             self._f.flush()
@@ -755,28 +776,6 @@ class JsonlWriter(_Writer):
     def write_one(self, element: Element) -> None:
         self.write((element,))
 
-    def write_encoded(self, lines: EncodedLines | DeferredLines) -> None:
-        """Lines already encoded (`udm.host.io.encode`), each ending in a newline, written as they are
-        (`DeferredLines`: encoded here first): on a file, its pieces in one ``writev`` per `_IOV_MAX`
-        pieces, straight from the encoder's buffers (``writelines`` on the buffered file copied every piece
-        shorter than its buffer into it first: ~20 % of the writing's CPU on a span query's output); a
-        stream with no file under it (a caller's ``StringIO``) gets the text."""
-        if not lines.count:
-            return
-        if isinstance(lines, DeferredLines):
-            lines = lines.make()
-        f = self._f
-        try:
-            if self._fd is not None:
-                f.flush()  # what the text layer holds goes first
-                _write_all(self._fd, lines.data)
-            else:
-                f.write(lines.to_bytes().decode("utf-8"))
-        except OSError as exc:
-            raise self._failed(exc) from None
-        self.count += lines.count
-
-
 #: buffers one ``writev`` takes at most (``IOV_MAX`` on Linux and macOS)
 _IOV_MAX = 1024
 
@@ -798,32 +797,16 @@ def _write_all(fd: int, pieces: Iterable[Any]) -> None:
                 done = 0
 
 
-def dead_letter_record(item: Any) -> dict[str, Any]:
-    """``{"line": n, "reason": "...", "element": <raw>}`` for a `BadElement`, an engine ``DeadLetter``
-    (anything with ``to_json()``), or an already-built dict."""
-    if isinstance(item, dict):
-        return item
-    to_json = getattr(item, "to_json", None)
-    if callable(to_json):
-        rec = to_json()
-        return rec if isinstance(rec, dict) else json.loads(rec)
-    if isinstance(item, BadElement):
-        return {"line": item.line, "reason": item.reason, "element": item.raw}
-    raise TypeError(f"cannot make a dead-letter record from {item!r}")
-
-
 class DeadLetterWriter(_Writer):
-    """Writes dead-letter records, one JSON object a line: ``{"line", "reason", "element"}``."""
+    """Writes dead-letter records, one JSON object a line: ``{"line", "reason", "element"}``; the engine's
+    collection of them (a `DeadLetterSource`) column-wise, any other records (`dead_letter_record`'s
+    forms) with each element encoded by itself (`udm.host.io.dead_letters`)."""
 
-    def write(self, items: Iterable[Any]) -> None:
-        lines = []
-        for it in items:
-            rec = dead_letter_record(it)
-            try:
-                lines.append(echo_dumps(rec))  # (strict JSON: a non-finite number read is quoted as a string)
-            except (TypeError, ValueError):
-                lines.append(echo_dumps({**rec, "element": json.loads(raw_json(rec.get("element")))}))
-        self._write_lines(lines)
+    def write(self, items: DeadLetterSource | Iterable[Any]) -> None:
+        cols = items.columns() if isinstance(items, DeadLetterSource) else [record_columns(items)]
+        pieces = [merge_lines(np.arange(len(c)), c.text(), [], []) for c in cols if len(c)]
+        if pieces:
+            self.write_encoded(EncodedLines(tuple(d for p in pieces for d in p.data), sum(p.count for p in pieces)))
 
 
 def write_jsonl(path: str | Path | IO[str], elements: Iterable[Element]) -> int:
