@@ -49,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="alternating runs of each plan (median reported)")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--cluster", action="store_true", help="also on a 2-worker standalone cluster (children)")
+    ap.add_argument("--detail", action="store_true",
+                    help="per plan, its last run's Spark stages: tasks, task CPU, shuffle rows, each task's run time")
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # a child's result, one JSON line
     args = ap.parse_args(argv)
     n = args.elements or (50_000 if args.quick else 400_000)
@@ -88,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     plans = [("single bucket", False), ("staged", True)]
     meter = Meter(spark) if not spark.sparkContext.master.startswith("spark://") else None
     costs: dict[str, list[dict[str, float]]] = {"single bucket": [], "staged": []}
+    details: dict[str, list[tuple[Any, ...]]] = {}
     for r in range(args.repeat):
         for label, staged in (plans if r % 2 == 0 else plans[::-1]):
             if meter is not None:
@@ -103,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
             times[label].append(secs)
             if meter is not None:
                 costs[label].append(meter.stop())
+                if args.detail:
+                    details[label] = meter.stage_rows()
             answers[label] = cht(out)
             loads.append(os.getloadavg()[0])
             if not args.json:
@@ -118,8 +123,16 @@ def main(argv: list[str] | None = None) -> int:
                   f"JIT {m['jit']:.1f}, GC {m['gc']:.1f}, py4j {m['py4j']:.1f}; "
                   f"{m['compiles']:.0f} classes generated), "
                   f"driver {m['driver']:.1f}, total {m['python'] + m['jvm'] + m['driver']:.1f}", flush=True)
+    for label, rows in details.items() if not args.json else ():
+        print(f"{label:>14}, last run's Spark stages (id, name, tasks, task CPU s, shuffle read rows, shuffle "
+              "write rows, each task's run s):", flush=True)
+        for row in sorted(rows):
+            print(f"{'':>16}{row[0]:>4} {row[1]:<36} {row[2]:>3} {row[3]:6.2f} {row[4]:>9,} {row[5]:>9,}  "
+                  f"{' '.join(f'{t:.2f}' for t in row[-1])}", flush=True)
     same = answers["staged"] == answers["single bucket"]
     ratio = med["staged"] / med["single bucket"]
+    cpu_total = {label: statistics.median(c["python"] + c["jvm"] + c["driver"] for c in runs)
+                 for label, runs in costs.items() if runs}
     if args.json:
         cpu = {label: {k: statistics.median(c[k] for c in runs) for k in runs[0]} for label, runs in costs.items()
                if runs}
@@ -130,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
               f"staged / single-bucket time: {ratio:.2f}x ({args.buckets} buckets on {spark.sparkContext.master}, "
               f"{os.cpu_count()} cpus; target <= 1.0x); same CHT: {same}; load {min(loads):.1f}-{max(loads):.1f}",
               flush=True)
+        if len(cpu_total) == 2:
+            print(f"staged / single-bucket CPU (python workers + JVM + driver, median of {args.repeat}): "
+                  f"{cpu_total['staged'] / cpu_total['single bucket']:.2f}x ({cpu_total['staged']:.1f} / "
+                  f"{cpu_total['single bucket']:.1f} CPU-s)", flush=True)
     return 0 if same else 1
 
 
@@ -199,15 +216,19 @@ class Meter:
         return self.store.stageList(None, False, False, none, None)
 
     def stage_rows(self) -> list[tuple[Any, ...]]:
-        """(stage id, name, tasks, task CPU s, shuffle read rows, shuffle write rows, rows out) of the stages
-        since `start` (for a look at where the time went)."""
+        """(stage id, name, tasks, task CPU s, shuffle read rows, shuffle write rows, each task's run s) of the
+        stages since `start`: where the time went, and whether one task (a hot key's bucket) held it."""
         stages = self._stages()
         rows = []
         for i in range(stages.size()):
             s = stages.apply(i)
             if s.stageId() > self.before[1] and str(s.status()) == "COMPLETE":
-                rows.append((s.stageId(), str(s.name())[:40], s.numCompleteTasks(), round(s.executorCpuTime() / 1e9, 2),
-                             s.shuffleReadRecords(), s.shuffleWriteRecords(), s.outputRecords(), s.inputRecords()))
+                tasks = self.store.taskList(s.stageId(), s.attemptId(), 1000)
+                runs = sorted((tasks.apply(j).taskMetrics().get().executorRunTime() / 1e3
+                               for j in range(tasks.size()) if tasks.apply(j).taskMetrics().isDefined()),
+                              reverse=True)
+                rows.append((s.stageId(), str(s.name())[:36], s.numCompleteTasks(), s.executorCpuTime() / 1e9,
+                             s.shuffleReadRecords(), s.shuffleWriteRecords(), runs))
         return rows
 
     def _ids(self) -> tuple[int, int]:

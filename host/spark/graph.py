@@ -247,7 +247,8 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
             runner.ctx.reached = max(reached, t_end)
         for name in exchanges:
             part = table.filter(pc.and_(pc.equal(stream, "out"), pc.equal(source, name)))
-            merged = merge_exchange(part.select([*ELEMENT_COLUMNS, "_src"]))
+            produced = part.select([*ELEMENT_COLUMNS, "bucket"]).rename_columns([*ELEMENT_COLUMNS, "_src"])
+            merged = merge_exchange(produced)
             out.append(runner.run_batch(ElementBatch.from_table(with_struct_payloads(merged)), name))
         for name, tail in tails:
             if tail.num_rows:
@@ -421,26 +422,31 @@ def _without_keys(df: DataFrame) -> DataFrame:
 
 
 def _route_results(result: DataFrame, routing: dict[str, list[str]] | str | None, n: int,
-                   carried: Mapping[str, tuple[str, ...]]) -> DataFrame:
+                   carried: Mapping[str, tuple[str, ...]], later: frozenset[str]) -> DataFrame:
     """``_bucket`` for every row of an earlier stage's result: the rows of the exchanges this stage reads
-    (``carried``: each one's fields in ``keys``) by key, retractions included (`_element_rows` gives a
+    (``carried``: each one's fields in ``keys``) by key, retractions included (`bucket_rows` gives a
     retraction its insert's keys), CTIs to every bucket; the rows passing through (`_stage_runner`) to
-    bucket 0."""
+    bucket 0. Once routed, only the rows of the streams a ``later`` stage reads keep their ``keys``: the
+    others' are not shuffled (an array per row, most of an exchange row's bytes besides its payload)."""
     from pyspark.sql import functions as F
 
     kind = F.col("kind")
     consumed = (F.col("stream") == "out") & F.col("input").isin(*carried)
     if routing is None or n == 1:
-        return result.withColumn("_bucket", F.lit(0).cast("bigint"))
-    every = consumed & (kind == "cti")
-    rows = consumed & kind.isin("insert", "retract")
-    if routing == BY_ID:
-        return spread(result, F.when(rows, F.pmod(F.xxhash64("input", "id"), F.lit(n))), every, n)
-    assert isinstance(routing, dict)
-    mine = {x: fields for x, fields in routing.items() if x in carried}
-    keyed, bucket = _key_bucket(result, mine, n, rows,
-                                lambda x, f: F.col("keys").getItem(carried[x].index(f)))
-    return _without_keys(spread(keyed, bucket, every, n))
+        routed = result.withColumn("_bucket", F.lit(0).cast("bigint"))
+    else:
+        every = consumed & (kind == "cti")
+        rows = consumed & kind.isin("insert", "retract")
+        if routing == BY_ID:
+            routed = spread(result, F.when(rows, F.pmod(F.xxhash64("input", "id"), F.lit(n))), every, n)
+        else:
+            assert isinstance(routing, dict)
+            mine = {x: fields for x, fields in routing.items() if x in carried}
+            keyed, bucket = _key_bucket(result, mine, n, rows,
+                                        lambda x, f: F.col("keys").getItem(carried[x].index(f)))
+            routed = _without_keys(spread(keyed, bucket, every, n))
+    return routed.withColumn("keys", F.when(F.col("input").isin(*later), F.col("keys")) if later
+                             else F.lit(None).cast("array<string>"))
 
 
 def _carried(stages: list[Stage], producer: Stage) -> tuple[str, ...]:
@@ -463,12 +469,13 @@ def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation:
 
     spark = df.sparkSession
     none = {"stream": "string", "reason": "string", "element": "string", "bucket": "bigint",
-            "keys": "array<string>", "part": "bigint", "_src": "bigint"}
+            "keys": "array<string>", "part": "bigint"}
     sinks = {s.sink: s for s in stages}
     result: DataFrame | None = None
     for stage in stages:
         last = stage is stages[-1]
         exchanges = stage.exchanges(inputs)
+        later = frozenset(x for s in stages if s.index > stage.index for x in s.exchanges(inputs))
         width = n if stage.routing is not None else 1
         parts = []
         own = [x for x in stage.inputs if x in inputs]
@@ -480,13 +487,12 @@ def _run(df: DataFrame, stages: list[Stage], inputs: tuple[str, ...], violation:
         if result is not None:
             produced = result.select(*[F.col(c) for c in ELEMENT_COLUMNS if c not in ("error", "raw")],
                                      F.lit(None).cast("string").alias("error"), F.lit(None).cast("string").alias("raw"),
-                                     "input", *[F.col("bucket" if c == "_src" else c).alias(c) for c in none])
+                                     "input", *none)
             carried = {x: _carried(stages, sinks[x]) for x in exchanges}
-            parts.append(_route_results(produced, stage.routing, width, carried))
+            parts.append(_route_results(produced, stage.routing, width, carried, later))
         stage_df = parts[0]
         for p in parts[1:]:
             stage_df = stage_df.unionByName(p, allowMissingColumns=True)
-        later = frozenset(x for s in stages if s.index > stage.index for x in s.exchanges(inputs))
         fn = _stage_runner(stage, violation, t_end, inputs, last, _carried(stages, stage),
                            read_before(stages, stage, inputs), later)
         result = bucket_groups(stage_df, width).applyInArrow(fn, GRAPH_RESULT_DDL)
