@@ -29,12 +29,11 @@ def _where(res: Any, idx: np.ndarray) -> Any:
 def flush(store: PaneStore, K: int, out: Any, em: Any) -> None:
     """Value and write the windows in ``(done, K]`` of every group in the store."""
     store.settle()
-    geo = store.geo
     lo = store.done + 1
     if lo <= K and len(store.G):
-        G, S = store.G, store.S
-        fw = geo.first_window(S)
-        lw = np.minimum(geo.last_windows(S), min(K, HI))
+        G = store.G
+        fw, lw = store.row_windows()
+        lw = np.minimum(lw, min(K, HI))
         lo_c = max(lo, LO)
         head = np.ones(len(G), dtype=bool)
         head[1:] = G[1:] != G[:-1]
