@@ -129,13 +129,12 @@ class WindowIntake(Operator):
         if sub is not None:
             enc = pc.dictionary_encode(sub)
             codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-            one = (gb[0],)
+            f0 = gb[0]
             vals = enc.dictionary.to_pylist()
             keys = group_keys(vals)
-            # (a key's value is its field's; ``{f: v}`` made by `dict.fromkeys` at C speed: a batch of a
-            # q5-like step meets thousands of new groups)
-            return codes, self._known(keys, lambda new: list(map(dict.fromkeys, repeat(one),
-                                                                 map(vals.__getitem__, new))))
+            # (a key's value is its field's: the new groups' fields made in one comprehension, no call per
+            # group; a batch of a q5-like step meets thousands of new groups)
+            return codes, self._known(keys, lambda new: [{f0: v} for v in map(vals.__getitem__, new)])
         keys = self._keys(b, rows)
         index: dict[Any, int] = {}
         codes = np.fromiter((index.setdefault(k, len(index)) for k in keys), dtype=np.int64, count=len(keys))

@@ -87,7 +87,7 @@ class CodeFields:
             self.names = list(f0)
         given = cast(list[dict[str, Any]], fields)
         for f in self.names:
-            self.parts.setdefault(f, []).append(value_array(list(map(itemgetter(f), given))))
+            self.parts.setdefault(f, []).append(value_array([d[f] for d in given]))
 
     def row(self, code: int) -> dict[str, Any] | None:
         """Code ``code``'s key fields as a dict (None: no ``group_by``)."""
