@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pyarrow.compute as pc
 from sortedcontainers import SortedDict
 
 from ..payload import value_array
@@ -85,10 +86,13 @@ class PaneStore:
         #: per group number: events held and windows holding one, at or after a floor (`held`,
         #: `count_windows`: asked for every group at every batch), while the rows and the floor are unchanged
         self._counts: Any = None
+        #: per row, the first and last window holding its pane, while the rows are unchanged (`row_windows`)
+        self._rw: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
         s = dict(self.__dict__)
         s["_counts"] = None
+        s["_rw"] = None
         return s
 
     def __setstate__(self, s: dict[str, Any]) -> None:
@@ -97,6 +101,7 @@ class PaneStore:
         s.pop("_key", None)  # (a snapshot from before the flush found its slices without a search)
         if "codes" not in s:  # (a snapshot from before the codes: every group in the store had its object)
             s["codes"] = GroupCodes.of(s.pop("groups"), s.pop("nums"))
+        s.setdefault("_rw", None)  # (a snapshot from before the rows' windows were kept)
         self.__dict__.update(s)
 
     # -- groups ------------------------------------------------------------------------------------------
@@ -213,8 +218,10 @@ class PaneStore:
         S = np.concatenate([self.S, *(p[1] for p in parts)])
         V = joined([self.V, *(p[2] for p in parts)]) if len(self.V) else joined([p[2] for p in parts])
         # the sorted rows and the new ones merge (no sort of them all): by one int key, (group, rank of the
-        # pane among the panes held), the new rows sorted among themselves, each placed after its equals
-        U = self.U = np.union1d(self.U, S[m:])
+        # pane among the panes held), the new rows sorted among themselves, each placed after its equals. The
+        # panes held grow by the batch's distinct panes, found by hashing (a batch's rows fall in a few
+        # panes: no sort of its rows)
+        U = self.U = np.union1d(self.U, pc.unique(S[m:]).to_numpy())
         key = G * len(U) + np.searchsorted(U, S)
         o = stable_order(key[m:])
         at = np.searchsorted(key[:m], key[m:][o], side="right") + np.arange(len(o), dtype=np.int64)
@@ -224,6 +231,16 @@ class PaneStore:
         order[at] = m + o
         order[old] = np.arange(m, dtype=np.int64)
         self.G, self.S, self.V = G[order], S[order], V[order]
+
+    def row_windows(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per row: the first and last window holding its pane. A flush, its `set_due` and the counts all
+        need them; computed once per state of the rows (a new ``S`` is a new state: it is never changed in
+        place)."""
+        rw = self._rw
+        S = self.S
+        if rw is None or rw[0] is not S:
+            rw = self._rw = (S, self.geo.first_window(S), self.geo.last_windows(S))
+        return rw[1], rw[2]
 
     def held(self, num: int) -> int:
         """How many events group ``num`` holds in the store."""
@@ -246,10 +263,9 @@ class PaneStore:
         nums = len(self.codes)
         if c is not None and c[0] is self.G and c[1] == nums and c[2] == floor:
             return c[3], c[4]
-        G, S = self.G, self.S
-        geo = self.geo
-        lo = np.maximum(geo.first_window(S), min(max(floor, LO), HI))
-        hi = geo.last_windows(S)
+        G = self.G
+        fw, hi = self.row_windows()
+        lo = np.maximum(fw, min(max(floor, LO), HI))
         first = np.ones(len(G), dtype=bool)
         first[1:] = G[1:] != G[:-1]
         prev = np.where(first, LO, np.concatenate(([LO], hi[:-1])))
@@ -309,8 +325,8 @@ class PaneStore:
         geo = self.geo
         due = INF
         if len(self.S):
-            S = self.S
-            x = np.minimum(np.maximum(geo.first_window(S), min(max(self.done + 1, LO), HI)), geo.last_windows(S))
+            fw, lw = self.row_windows()
+            x = np.minimum(np.maximum(fw, min(max(self.done + 1, LO), HI)), lw)
             due = int(geo.extent(int(x.min()))[1])
         if self.spec and len(self._spec()[1]):
             due = min(due, int(geo.extent(int(self.spec[0][1].min()))[1]))

@@ -29,12 +29,11 @@ def _where(res: Any, idx: np.ndarray) -> Any:
 def flush(store: PaneStore, K: int, out: Any, em: Any) -> None:
     """Value and write the windows in ``(done, K]`` of every group in the store."""
     store.settle()
-    geo = store.geo
     lo = store.done + 1
     if lo <= K and len(store.G):
-        G, S = store.G, store.S
-        fw = geo.first_window(S)
-        lw = np.minimum(geo.last_windows(S), min(K, HI))
+        G = store.G
+        fw, lw = store.row_windows()
+        lw = np.minimum(lw, min(K, HI))
         lo_c = max(lo, LO)
         head = np.ones(len(G), dtype=bool)
         head[1:] = G[1:] != G[:-1]
@@ -42,11 +41,12 @@ def flush(store: PaneStore, K: int, out: Any, em: Any) -> None:
         # last window reaches it (a row gives the windows past its predecessor's alone); its last row is the
         # last whose first window is at or before it (a row gives the windows before its successor's first):
         # each window comes once from each, in (group, window) order, its rows the slice between the two
-        kf = np.maximum(np.maximum(fw, lo_c), np.where(head, LO, np.concatenate(([LO], lw[:-1])) + 1))
+        fw_lo = np.maximum(fw, lo_c)
+        kf = np.maximum(fw_lo, np.where(head, LO, np.concatenate(([LO], lw[:-1])) + 1))
         nf = np.maximum(lw - kf + 1, 0)
         tail = np.concatenate((head[1:], [True]))
         kl = np.minimum(lw, np.where(tail, HI, np.concatenate((fw[1:], [HI])) - 1))
-        nl = np.maximum(kl - np.maximum(fw, lo_c) + 1, 0)
+        nl = np.maximum(kl - fw_lo + 1, 0)
         rows = np.flatnonzero(nf)
         if len(rows):
             last = np.flatnonzero(nl)
