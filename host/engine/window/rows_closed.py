@@ -13,7 +13,7 @@ group-run order (`FlushJobs._write`). It is the sweep's vector form (tests/test_
 and the oracle to the same output).
 
 Released windows never emitted that can still change (speculative output past the CTI) are valued in the same
-call (`fresh`, from `RowsFamily._range`) and emitted first, each with its output record (`Family.put`), so a
+call (`fresh`, from `RowsFamily._range`) and emitted first, each with its output record (`rows_fresh`), so a
 later row that renumbers them is diffed against what they emitted; valued by the sweep instead, each group's
 would start its sweep again at every flush (the final run before it cleared the sweep).
 
@@ -31,6 +31,8 @@ import numpy as np
 from ..batch import RowsOut
 from .grid_closed import FlushJobs
 from .grid_columns import ends_alone
+from .key_columns import KeyColumns
+from .rows_fresh import put_fresh
 from .state import Group
 
 __all__ = ["ROW_SPAN", "ClosedRows"]
@@ -57,7 +59,7 @@ class ClosedRows(FlushJobs):
         self.vector = (self.on and -(-n // slide) <= ROW_SPAN
                        and getattr(step.udm, "compute_slices", None) is not None)
         self.jobs: list[tuple[Group, int, int]] = []
-        #: runs of windows released and never emitted, not final: emitted with output records (`Family.put`)
+        #: runs of windows released and never emitted, not final: emitted with output records (`rows_fresh`)
         self.later: list[tuple[Group, int, int]] = []
         self.swept: tuple[list[Group], list[int], list[int], list[Any]] = ([], [], [], [])
 
@@ -105,12 +107,8 @@ class ClosedRows(FlushJobs):
         J, K, wle, wre, res = self._valued(fam, runs)
         m = int(np.searchsorted(J, cut))  # the windows of the ``later`` runs come first
         if m:
-            outputs = self.step.udm.outputs
-            vals = res[:m].tolist() if isinstance(res, np.ndarray) else res[:m]
-            for j, k, le, re, v in zip(J[:m].tolist(), K[:m].tolist(), wle[:m].tolist(), wre[:m].tolist(), vals,
-                                       strict=True):
-                g = runs[j][0]
-                fam.put(g, k, le, re, outputs(v, le, re, g.fields), out, em)
+            gs = [runs[j][0] for j in J[:m].tolist()]
+            put_fresh(fam, out, em, gs, KeyColumns.of_groups(gs), K[:m], wle[:m], wre[:m], res[:m])
         if m < len(J):
             self._write(out, em, [runs[j][0] for j in J[m:].tolist()], wle[m:], wre[m:], res[m:])
 

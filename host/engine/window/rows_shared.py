@@ -14,7 +14,7 @@ A bulk insert's rows all go into the store, late and tied ones included: every n
 its group's held rows, every column written once (`_append`); the run of a group a row lands among is then
 sorted in place (lexsort, ties by canonical JSON: `rows_store.canonical_ties`; `_merge`), only those runs
 read and written again. A window released before it is final is
-emitted with its output record in the group's ``out`` (`Family.put`); a sorted-in row renumbers the windows
+emitted with its output record in the group's ``out`` (`rows_fresh`); a sorted-in row renumbers the windows
 from its row on, so those of them already released are valued again at the next flush and diffed as one
 against their records (``redo``, `rows_shared_flush`); cleanup drops the records of windows become final. A
 group leaves the store (`materialize`: its rows become its `RowColumns`, nothing else changes) only for what

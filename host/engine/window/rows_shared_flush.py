@@ -1,6 +1,6 @@
 """The shared rows store's flush (`rows_shared.RowStore.prepare`): every window a flush releases of every group
 in the store, valued in one `grid_closed.window_values` call per kind — final ones written as one column block
-without output records, those released before they are final each with its record (`Family.put`), and those
+without output records, those released before they are final each with its record (`rows_fresh`), and those
 a sorted-in row renumbered after their release valued again and diffed (`RowsFamily.rewrite`)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from .grid_closed import spans, window_values, write_closed
+from .rows_fresh import put_fresh
 from .rows_shared_arrays import StoreArrays
 
 __all__ = ["StoreFlush"]
@@ -29,7 +30,7 @@ class StoreFlush(StoreArrays):
     def prepare(self, fam: Any, out: Any, em: Any) -> None:
         """Value and write every window of a group in the store that the flush releases: those final at the
         CTI as one block, with no output record (nothing valid can change them); those released before they
-        are final with their output records, for a later diff (`Family.put`)."""
+        are final with their output records, for a later diff (`rows_fresh`)."""
         step = fam.step
         c, rp = step.effective_cti, step.rp
         if not self.groups or self.seen == (c, rp):
@@ -96,15 +97,13 @@ class StoreFlush(StoreArrays):
         write_closed(fam.step, out, em, self.fields.take(nums), wle, wre, res)
 
     def _put(self, fam: Any, out: Any, em: Any, *runs: np.ndarray) -> None:
-        """Windows released before they are final (see `_windows`), emitted each with its output record."""
+        """Windows released before they are final (see `_windows`), emitted each with its output record
+        (`rows_fresh.put_fresh`)."""
         nums, K, wle, wre, res = self._windows(fam, *runs)
-        outputs = fam.step.udm.outputs
-        vals = res.tolist() if isinstance(res, np.ndarray) else res
-        gs = self.groups
-        for x, k, le, re, v in zip(nums.tolist(), K.tolist(), wle.tolist(), wre.tolist(), vals, strict=True):
-            g = gs[x]
-            fam.put(g, k, le, re, outputs(v, le, re, g.fields), out, em)
-            self.out[x] = g
+        xs = nums.tolist()
+        gs = list(map(self.groups.__getitem__, xs))
+        put_fresh(fam, out, em, gs, self.fields.take(nums), K, wle, wre, res)
+        self.out.update(zip(xs, gs, strict=True))
 
     def _again(self, fam: Any, out: Any, em: Any, *runs: np.ndarray) -> None:
         """Windows of the ``redo`` groups (see `_windows`) that a sorted-in row renumbered after they were
