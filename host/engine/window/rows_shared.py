@@ -59,6 +59,21 @@ def _unite(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return a.astype(object), b.astype(object)
 
 
+def _by_group(g: np.ndarray, le: np.ndarray, re: np.ndarray) -> np.ndarray:
+    """The order of rows by (group, LE, RE), ties as they come: ``np.lexsort((re, le, g))``, cheaper. A
+    batch's rows come nearly in time order, so sorting them by (LE, RE) first costs little; group numbers
+    come in no order, and numpy's stable sort of 64-bit ints is a merge sort, of 16-bit ones a radix sort:
+    so the groups go in 16 bits at a time, low bits first (``g`` is never negative)."""
+    order = np.lexsort((re, le))
+    top = int(g.max()) if len(g) else 0
+    shift = 0
+    while True:
+        order = order[np.argsort(((g[order] >> shift) & 0xFFFF).astype(np.uint16), kind="stable")]
+        shift += 16
+        if not top >> shift:
+            return order
+
+
 class RowStore(StoreFlush, StoreCti):
     """The rows of the groups in the store (see the module doc); ``on``: the step's windows are valued by the
     fresh-window batch form (`rows_closed.ClosedRows.vector`), else no group ever enters."""
@@ -216,7 +231,7 @@ class RowStore(StoreFlush, StoreCti):
             return np.arange(len(codes)), outside
         self._settle()
         gn, ln, rr = rn[mine], le[mine], re[mine]
-        order = np.lexsort((rr, ln, gn))
+        order = _by_group(gn, ln, rr)
         mine, gn, ln, rr = mine[order], gn[order], ln[order], rr[order]
         col = value_array(vals)
         mine = canonical_ties((gn[1:] == gn[:-1]) & (ln[1:] == ln[:-1]) & (rr[1:] == rr[:-1]), mine, col, ids)
