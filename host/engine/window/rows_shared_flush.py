@@ -10,13 +10,39 @@ from typing import Any
 
 import numpy as np
 
+from ..invoke import PLAIN_TYPES
 from .grid_closed import spans, window_values, write_closed
 from .rows_fresh import put_fresh
 from .rows_shared_arrays import StoreArrays
 
-__all__ = ["StoreFlush"]
+__all__ = ["StoreFlush", "range_values"]
 
 _I64 = np.int64
+
+
+def range_values(wu: Any, V: np.ndarray, st: np.ndarray, en: np.ndarray, wle: np.ndarray, wre: np.ndarray) -> Any:
+    """Each window's value, its members ``V[st[i]:en[i]]`` (starts and ends never go back): the UDA's sliding
+    form ``compute_ranges`` over the column as it is, when it declares one and ``V`` is one numeric kind —
+    each row read once, whatever the windows' length (semantics-notes 79); else `window_values` over the
+    ranges copied out one after the other (each row once per window holding it). A form that raises or gives
+    no column of plain values of the windows' number is not used (the copied route then decides, per window
+    when it must, as always)."""
+    fn = getattr(wu, "compute_ranges", None)
+    if fn is not None and V.dtype.kind in "if":
+        blind = wu.bs.entry.manifest.properties.value_blind  # (placeholders, in every form: int64 zeros)
+        try:
+            got = fn(np.zeros(len(V), dtype=_I64) if blind else V, st, en)
+        except Exception:
+            got = None
+        if isinstance(got, np.ndarray) and got.shape == st.shape and got.dtype.kind in "if" \
+                and got.dtype.itemsize == 8:
+            return got
+        if isinstance(got, list) and len(got) == len(st) and len(set(map(type, got))) == 1 \
+                and type(got[0]) in PLAIN_TYPES:
+            return got
+    lens = en - st
+    offs, at = spans(st, lens)
+    return window_values(wu, V[at], offs[:-1], lens, wle, wre)
 
 
 class StoreFlush(StoreArrays):
@@ -84,12 +110,10 @@ class StoreFlush(StoreArrays):
         base = heads[J] - P[J] - 1  # row number r is at position base + r
         st = base + fam.first(K)
         en = base + K + 1
-        lens = en - st
         L = self.L
         wle = L[st]
         wre = L[en - 1] + 1
-        offs, at = spans(st, lens)
-        return u[J], K, wle, wre, window_values(fam.step.udm, self.V[at], offs[:-1], lens, wle, wre)
+        return u[J], K, wle, wre, range_values(fam.step.udm, self.V, st, en, wle, wre)
 
     def _write(self, fam: Any, out: Any, em: Any, *runs: np.ndarray) -> None:
         """Final windows never emitted (see `_windows`), written as one block."""
