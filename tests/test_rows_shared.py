@@ -68,7 +68,7 @@ def _count_written(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 WINDOWS = [{"type": "rows", "n": 10}, {"type": "rows", "n": 6, "slide": 3},
            {"type": "rows", "n": 5, "slide": 2, "partial": True}, {"type": "rows", "n": 1},
-           {"type": "rows", "n": 4, "slide": 7}]
+           {"type": "rows", "n": 4, "slide": 7}, {"type": "rows", "n": 45}]  # (45: past `ROW_SPAN`)
 
 
 @pytest.mark.parametrize("window", WINDOWS)
@@ -86,7 +86,7 @@ def test_store_equals_group_by_group_and_the_oracle(window: dict, udm: str, kind
             with monkeypatch.context() as m:
                 _store_off(m)
                 assert _run(q, stream, chunk) == on, (seed, chunk)
-    assert written[0] > 5  # the store valued windows
+    assert written[0] >= 3  # the store valued windows (n = 45 over ~37 rows a group: a few flushes)
 
 
 @pytest.mark.parametrize("step", [

@@ -75,8 +75,9 @@ def _by_group(g: np.ndarray, le: np.ndarray, re: np.ndarray) -> np.ndarray:
 
 
 class RowStore(StoreFlush, StoreCti):
-    """The rows of the groups in the store (see the module doc); ``on``: the step's windows are valued by the
-    fresh-window batch form (`rows_closed.ClosedRows.vector`), else no group ever enters."""
+    """The rows of the groups in the store (see the module doc); ``on``: the step's windows are valued as arrays
+    (`rows_closed.ClosedRows.vector`: the sliding form, or short windows by the fresh-window form), else no
+    group ever enters."""
 
     def __init__(self, on: bool) -> None:
         self.on = on
