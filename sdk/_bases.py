@@ -154,6 +154,14 @@ class IncrementalUDA(UDM):
     that handles numbers only should raise on another dtype. Checked by ``batch_forms`` too. A UDA declaring
     ``value_blind`` (`Properties`) gets placeholders instead of values, in every form: int64 zeros.
 
+    Optional sliding form, with ``add_batch``: ``compute_ranges(values, starts, ends) -> column``, entry ``i``
+    the value of a fresh window holding exactly ``values[starts[i]:ends[i]]`` (``starts``, ``ends``: int64,
+    each range non-empty, both non-decreasing; unlike slices, ranges overlap), with ``compute_slices``'s kinds
+    and rounding allowance. The engine's row windows (``rows``) use it for the windows a flush values of every
+    group at once: a form whose cost per range does not grow with the range (a running sum's differences, a
+    sliding extreme) keeps a row's cost flat in the window's length. Raising makes it use ``compute_slices``
+    instead. Checked by ``batch_forms``.
+
     Optional running form, with ``add_array``: ``compute_prefixes(state, values, ends) -> column``, entry
     ``i`` the value ``compute(add(state, values[:ends[i]].tolist()))`` (``ends``: int64, non-decreasing,
     each at most ``len(values)``), without changing ``state``; the same kinds and rounding allowance as

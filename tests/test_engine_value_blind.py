@@ -71,6 +71,10 @@ class SpyCount(IncrementalUDA):
         _placeholders("compute_prefixes", values)
         return state + np.asarray(ends, dtype=np.int64)
 
+    def compute_ranges(self, values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        _placeholders("compute_ranges", values)
+        return np.asarray(ends, dtype=np.int64) - np.asarray(starts, dtype=np.int64)
+
     def compute(self, state: int) -> int:
         return state
 

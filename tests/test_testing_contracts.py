@@ -80,6 +80,7 @@ def test_exact_udms_skip_the_error_bound_check() -> None:
     ("slices_as_floats", "compute_slices gave"),
     ("slices_skip_first", "compute_slices gave"),
     ("prefixes_skip_state", "compute_prefixes gave"),
+    ("ranges_as_slices", "compute_ranges gave"),
     ("skewed_distinct", "outside the declared bound 0.05 (confidence 0.99 allows"),
     ("forgetful_count", "only an algebraic UDA with merge may leave out remove"),
 ])

@@ -93,6 +93,8 @@ class WindowUDM:
         self.add_batch = getattr(bs.udm, "add_batch", None) if self.add_array is not None else None
         #: the fresh-window values of many slices at once (`udm.sdk.IncrementalUDA`), used with ``add_batch``
         self.compute_slices = getattr(bs.udm, "compute_slices", None) if self.add_batch is not None else None
+        #: the fresh-window values of many overlapping ranges at once (`udm.sdk.IncrementalUDA`), with ``add_batch``
+        self.compute_ranges = getattr(bs.udm, "compute_ranges", None) if self.add_batch is not None else None
         #: the running values of a window that grows (`udm.sdk.IncrementalUDA`), used with ``add_array``
         self.compute_prefixes = getattr(bs.udm, "compute_prefixes", None) if self.add_array is not None else None
 

@@ -28,12 +28,13 @@ AssertionError listing every failed check with the seed and a minimal reproducer
     state goes on to give the same results.
 ``batch_forms``
     For UDMs declaring a vectorized form (`udm.sdk.UDF` ``compute_batch``; `udm.sdk.IncrementalUDA`
-    ``add_array`` / ``add_batch`` / ``compute_slices`` / ``compute_prefixes``): over numeric columns (int64
-    or float64, what the engine hands them), the batch form gives what the scalar form gives, row by row /
-    slice by slice, from fresh and from non-empty states; ``compute_slices`` gives each slice's value from a fresh
-    state, of the same JSON kind (int / float) as ``compute``'s for a column of one kind (or raises where
-    ``compute`` does); ``compute_prefixes`` gives each prefix's value from a state already holding values,
-    and leaves that state as it was. Skipped for UDMs without one, or whose example inputs are not numbers.
+    ``add_array`` / ``add_batch`` / ``compute_slices`` / ``compute_prefixes`` / ``compute_ranges``): over
+    numeric columns (int64 or float64, what the engine hands them), the batch form gives what the scalar form
+    gives, row by row / slice by slice, from fresh and from non-empty states; ``compute_slices`` gives each
+    slice's value from a fresh state, of the same JSON kind (int / float) as ``compute``'s for a column of one
+    kind (or raises where ``compute`` does); ``compute_prefixes`` gives each prefix's value from a state
+    already holding values, and leaves that state as it was; ``compute_ranges`` gives each of overlapping
+    sliding ranges' values from a fresh state. Skipped for UDMs without one, or whose example inputs are not numbers.
 ``time_bound``
     For UDMs declaring ``time_bound``: when one element ``x`` (an insert, a shortening or extending
     retraction, a full retraction) changes the members, every output that changes has ``LE >= sync(x)``.
@@ -1053,8 +1054,9 @@ def _check_batch_forms(h: _Harness, rng: random.Random, examples: int) -> str:
     has_batch = callable(getattr(probe, "add_batch", None))
     has_slices = callable(getattr(probe, "compute_slices", None))
     has_prefixes = callable(getattr(probe, "compute_prefixes", None))
-    if not (has_array or has_batch or has_slices or has_prefixes):
-        raise _Skip("no add_array / add_batch / compute_slices / compute_prefixes")
+    has_ranges = callable(getattr(probe, "compute_ranges", None))
+    if not (has_array or has_batch or has_slices or has_prefixes or has_ranges):
+        raise _Skip("no add_array / add_batch / compute_slices / compute_prefixes / compute_ranges")
     done = 0
     for _ in range(examples):
         nseg = rng.randint(1, 5)
@@ -1106,6 +1108,8 @@ def _check_batch_forms(h: _Harness, rng: random.Random, examples: int) -> str:
             _check_slices(h, udm, segs, col, offsets, result)
         if has_prefixes:
             _check_prefixes(h, udm, pre[0], segs, col, offsets, result)
+        if has_ranges and flat:
+            _check_ranges(h, udm, rng, flat, col, result)
         done += 1
     if not done:
         raise _Skip("the example inputs are not numbers")
@@ -1129,6 +1133,21 @@ def _check_slices(h: _Harness, udm: Any, segs: list[list[Any]], col: Any, offset
     what = "fresh windows holding " + ", ".join(repr(sg) for sg in segs)
     _compare_batch_form(h, "compute_slices", "slice",
                         lambda: udm.compute_slices(col, np.array(offsets, dtype=np.int64)), want, one_kind, what)
+
+
+def _check_ranges(h: _Harness, udm: Any, rng: random.Random, flat: list[Any], col: Any,
+                  result: Callable[[Any], Any]) -> None:
+    """``compute_ranges`` against ``compute`` of a fresh state fed each range by ``add``: sliding ranges
+    (non-empty, starts and ends non-decreasing, overlapping), as a group's row windows are."""
+    m = len(flat)
+    ends = sorted(rng.randint(1, m) for _ in range(rng.randint(1, 6)))
+    width = rng.randint(1, m)
+    starts = [max(0, e - width) for e in ends]
+    want = [result(udm.add(udm.initial_state(), copy.deepcopy(flat[a:b]))) for a, b in zip(starts, ends, strict=True)]
+    one_kind = len({type(v) for v in flat}) <= 1
+    what = "fresh windows holding " + ", ".join(repr(flat[a:b]) for a, b in zip(starts, ends, strict=True))
+    _compare_batch_form(h, "compute_ranges", "range", lambda: udm.compute_ranges(
+        col, np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64)), want, one_kind, what)
 
 
 def _compare_batch_form(h: _Harness, form: str, unit: str, call: Callable[[], Any], want: list[Any],

@@ -303,6 +303,25 @@ class PrefixesSkipState(GoodCount):
         return np.asarray(ends, dtype=np.int64)
 
 
+@udm(name="ranges_as_slices", version="1.0.0", algebraic=True, input_type="float", output_type="int")
+class RangesAsSlices(GoodCount):
+    """A correct count whose sliding form counts each range only from the previous range's end (as if the
+    ranges did not overlap)."""
+
+    def add_array(self, state: int, values: Any) -> int:
+        return state + len(values)
+
+    def add_batch(self, states: list[int], values: Any, offsets: Any) -> list[int]:
+        off = [int(x) for x in offsets]
+        return [s + b - a for s, a, b in zip(states, off[:-1], off[1:], strict=True)]
+
+    def compute_ranges(self, values: Any, starts: Any, ends: Any) -> Any:
+        import numpy as np
+
+        e = np.asarray(ends, dtype=np.int64)
+        return e - np.maximum(np.asarray(starts, dtype=np.int64), np.concatenate(([0], e[:-1])))
+
+
 @udm(name="batch_sign", version="1.0.0", input_type="float", output_type="bool")
 class BatchSign(UDF):
     """``x > 0``, but the batch form says ``x >= 0`` (they differ on zero)."""
@@ -422,6 +441,7 @@ BROKEN: dict[type[UDM], set[str]] = {
     SlicesAsFloats: {"batch_forms"},
     SlicesSkipFirst: {"batch_forms"},
     PrefixesSkipState: {"batch_forms"},
+    RangesAsSlices: {"batch_forms"},
     SkewedDistinct: {"error_bound"},
     ForgetfulCount: {"manifest"},
     SpanOutside: {"manifest", "physical_reordering"},

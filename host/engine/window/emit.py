@@ -118,6 +118,17 @@ class Emitter:
             recs.append(r)
         return recs
 
+    def records(self, gs: list[Group], keys: list[Any], first: int, wle: list[int], wre: list[int],
+                payloads: list[dict[str, Any]]) -> None:
+        """`_all_new`'s column form: windows never emitted, whose outputs — one each, ``(W.LE, W.RE, payload)``
+        — went out as one column block of inserts with ids ``first, first + 1, ..`` in window order
+        (`rows_fresh`); each window's record is stored under its key in its group's ``out``."""
+        for i, (g, key, le, re, p) in enumerate(zip(gs, keys, wle, wre, payloads, strict=True), first):
+            o = g.out
+            if o is NO_OUT:
+                o = g.out = SortedDict()
+            o[key] = [OutputRecord(i, le, re, p, None)]
+
     def check(self, step: Any, sync: int, win: tuple[int, int] | None, value: Any) -> None:
         """Never violate the step's own output CTI (SEMANTICS §7)."""
         if sync < self.out_cti:

@@ -6,20 +6,23 @@ holding an end at or after the CTI, SEMANTICS §9), so no later element changes 
 before, so there is nothing to diff. Such a window needs no output record and no entry in its group's ``out``.
 A group hands over its run of such windows (`take`, from `RowsFamily.evaluate`); after every group was
 evaluated, `flush` reads the rows of all the runs once and, as arrays over every group: each window's first
-and last row, its extent ``[LE(first row), LE(last row) + 1)``, its value — the UDA's fresh-window batch form
-``compute_slices(values, offsets)`` (note 62, the UDAs that declare it) over the windows' rows copied out one
-after the other (``add`` and ``compute`` per window when it fails) — and the outputs, one column block in
-group-run order (`FlushJobs._write`). It is the sweep's vector form (tests/test_rows_closed.py holds the two
-and the oracle to the same output).
+and last row, its extent ``[LE(first row), LE(last row) + 1)``, its value — the UDA's sliding form
+``compute_ranges(values, starts, ends)`` over the runs' rows (semantics-notes 79), else its fresh-window batch
+form ``compute_slices(values, offsets)`` (note 62) over the windows' rows copied out one after the other
+(``add`` and ``compute`` per window when it fails; `rows_shared_flush.range_values`) — and the outputs, one
+column block in group-run order (`FlushJobs._write`). It is the sweep's vector form (tests/test_rows_closed.py
+holds the two and the oracle to the same output).
 
 Released windows never emitted that can still change (speculative output past the CTI) are valued in the same
-call (`fresh`, from `RowsFamily._range`) and emitted first, each with its output record (`Family.put`), so a
+call (`fresh`, from `RowsFamily._range`) and emitted first, each with its output record (`rows_fresh`), so a
 later row that renumbers them is diffed against what they emitted; valued by the sweep instead, each group's
 would start its sweep again at every flush (the final run before it cleared the sweep).
 
-Windows of ``n`` rows every ``slide`` rows copy each row ``n / slide`` times: longer windows (``n / slide``
-above `ROW_SPAN`), and those of a UDA without the batch form, are valued by the group's sweep window by
-window, at a cost per row that does not grow with ``n`` (`put`), and written with the others.
+Copied out, windows of ``n`` rows every ``slide`` rows copy each row ``n / slide`` times: without the sliding
+form, longer windows (``n / slide`` above `ROW_SPAN`), and those of a UDA without either batch form, are
+valued by the group's sweep window by window, at a cost per row that does not grow with ``n`` (`put`), and
+written with the others. (A run still reads its ``n - 1`` rows before it again at each flush: the groups
+here are those outside the shared store, which hold per-group state.)
 """
 
 from __future__ import annotations
@@ -29,8 +32,12 @@ from typing import Any
 import numpy as np
 
 from ..batch import RowsOut
+from ..payload import value_array
 from .grid_closed import FlushJobs
 from .grid_columns import ends_alone
+from .key_columns import KeyColumns
+from .rows_fresh import put_fresh
+from .rows_shared_flush import range_values
 from .state import Group
 
 __all__ = ["ROW_SPAN", "ClosedRows"]
@@ -51,13 +58,15 @@ class ClosedRows(FlushJobs):
         self.step = step
         #: a UDA over a running or merge sweep, released by its end alone
         self.on = kind != "members" and ends_alone(step)
-        #: valued here, as arrays: short windows of a UDA with the fresh-window batch form (without
+        #: valued here, as arrays: the windows of a UDA with the sliding form (each row read once, whatever
+        #: ``n``: semantics-notes 79), and short windows of one with the fresh-window batch form (without
         #: ``compute_slices`` a window's rows would each be added once per window: the sweep adds and removes
         #: each once)
-        self.vector = (self.on and -(-n // slide) <= ROW_SPAN
-                       and getattr(step.udm, "compute_slices", None) is not None)
+        wu = step.udm
+        self.vector = self.on and (getattr(wu, "compute_ranges", None) is not None or (
+            -(-n // slide) <= ROW_SPAN and getattr(wu, "compute_slices", None) is not None))
         self.jobs: list[tuple[Group, int, int]] = []
-        #: runs of windows released and never emitted, not final: emitted with output records (`Family.put`)
+        #: runs of windows released and never emitted, not final: emitted with output records (`rows_fresh`)
         self.later: list[tuple[Group, int, int]] = []
         self.swept: tuple[list[Group], list[int], list[int], list[Any]] = ([], [], [], [])
 
@@ -105,12 +114,8 @@ class ClosedRows(FlushJobs):
         J, K, wle, wre, res = self._valued(fam, runs)
         m = int(np.searchsorted(J, cut))  # the windows of the ``later`` runs come first
         if m:
-            outputs = self.step.udm.outputs
-            vals = res[:m].tolist() if isinstance(res, np.ndarray) else res[:m]
-            for j, k, le, re, v in zip(J[:m].tolist(), K[:m].tolist(), wle[:m].tolist(), wre[:m].tolist(), vals,
-                                       strict=True):
-                g = runs[j][0]
-                fam.put(g, k, le, re, outputs(v, le, re, g.fields), out, em)
+            gs = [runs[j][0] for j in J[:m].tolist()]
+            put_fresh(fam, out, em, gs, KeyColumns.of_groups(gs), K[:m], wle[:m], wre[:m], res[:m])
         if m < len(J):
             self._write(out, em, [runs[j][0] for j in J[m:].tolist()], wle[m:], wre[m:], res[m:])
 
@@ -146,4 +151,4 @@ class ClosedRows(FlushJobs):
         L = np.array(les, dtype=np.int64)
         wle = L[st]
         wre = L[en - 1] + 1
-        return J, K, wle, wre, self._values(vals, st, en - st, wle, wre)
+        return J, K, wle, wre, range_values(self.step.udm, value_array(vals), st, en, wle, wre)

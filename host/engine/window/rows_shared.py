@@ -14,7 +14,7 @@ A bulk insert's rows all go into the store, late and tied ones included: every n
 its group's held rows, every column written once (`_append`); the run of a group a row lands among is then
 sorted in place (lexsort, ties by canonical JSON: `rows_store.canonical_ties`; `_merge`), only those runs
 read and written again. A window released before it is final is
-emitted with its output record in the group's ``out`` (`Family.put`); a sorted-in row renumbers the windows
+emitted with its output record in the group's ``out`` (`rows_fresh`); a sorted-in row renumbers the windows
 from its row on, so those of them already released are valued again at the next flush and diffed as one
 against their records (``redo``, `rows_shared_flush`); cleanup drops the records of windows become final. A
 group leaves the store (`materialize`: its rows become its `RowColumns`, nothing else changes) only for what
@@ -59,9 +59,25 @@ def _unite(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return a.astype(object), b.astype(object)
 
 
+def _by_group(g: np.ndarray, le: np.ndarray, re: np.ndarray) -> np.ndarray:
+    """The order of rows by (group, LE, RE), ties as they come: ``np.lexsort((re, le, g))``, cheaper. A
+    batch's rows come nearly in time order, so sorting them by (LE, RE) first costs little; group numbers
+    come in no order, and numpy's stable sort of 64-bit ints is a merge sort, of 16-bit ones a radix sort:
+    so the groups go in 16 bits at a time, low bits first (``g`` is never negative)."""
+    order = np.lexsort((re, le))
+    top = int(g.max()) if len(g) else 0
+    shift = 0
+    while True:
+        order = order[np.argsort(((g[order] >> shift) & 0xFFFF).astype(np.uint16), kind="stable")]
+        shift += 16
+        if not top >> shift:
+            return order
+
+
 class RowStore(StoreFlush, StoreCti):
-    """The rows of the groups in the store (see the module doc); ``on``: the step's windows are valued by the
-    fresh-window batch form (`rows_closed.ClosedRows.vector`), else no group ever enters."""
+    """The rows of the groups in the store (see the module doc); ``on``: the step's windows are valued as arrays
+    (`rows_closed.ClosedRows.vector`: the sliding form, or short windows by the fresh-window form), else no
+    group ever enters."""
 
     def __init__(self, on: bool) -> None:
         self.on = on
@@ -216,7 +232,7 @@ class RowStore(StoreFlush, StoreCti):
             return np.arange(len(codes)), outside
         self._settle()
         gn, ln, rr = rn[mine], le[mine], re[mine]
-        order = np.lexsort((rr, ln, gn))
+        order = _by_group(gn, ln, rr)
         mine, gn, ln, rr = mine[order], gn[order], ln[order], rr[order]
         col = value_array(vals)
         mine = canonical_ties((gn[1:] == gn[:-1]) & (ln[1:] == ln[:-1]) & (rr[1:] == rr[:-1]), mine, col, ids)

@@ -1,6 +1,6 @@
 """The shared rows store's flush (`rows_shared.RowStore.prepare`): every window a flush releases of every group
 in the store, valued in one `grid_closed.window_values` call per kind — final ones written as one column block
-without output records, those released before they are final each with its record (`Family.put`), and those
+without output records, those released before they are final each with its record (`rows_fresh`), and those
 a sorted-in row renumbered after their release valued again and diffed (`RowsFamily.rewrite`)."""
 
 from __future__ import annotations
@@ -10,12 +10,39 @@ from typing import Any
 
 import numpy as np
 
+from ..invoke import PLAIN_TYPES
 from .grid_closed import spans, window_values, write_closed
+from .rows_fresh import put_fresh
 from .rows_shared_arrays import StoreArrays
 
-__all__ = ["StoreFlush"]
+__all__ = ["StoreFlush", "range_values"]
 
 _I64 = np.int64
+
+
+def range_values(wu: Any, V: np.ndarray, st: np.ndarray, en: np.ndarray, wle: np.ndarray, wre: np.ndarray) -> Any:
+    """Each window's value, its members ``V[st[i]:en[i]]`` (starts and ends never go back): the UDA's sliding
+    form ``compute_ranges`` over the column as it is, when it declares one and ``V`` is one numeric kind —
+    each row read once, whatever the windows' length (semantics-notes 79); else `window_values` over the
+    ranges copied out one after the other (each row once per window holding it). A form that raises or gives
+    no column of plain values of the windows' number is not used (the copied route then decides, per window
+    when it must, as always)."""
+    fn = getattr(wu, "compute_ranges", None)
+    if fn is not None and V.dtype.kind in "if":
+        blind = wu.bs.entry.manifest.properties.value_blind  # (placeholders, in every form: int64 zeros)
+        try:
+            got = fn(np.zeros(len(V), dtype=_I64) if blind else V, st, en)
+        except Exception:
+            got = None
+        if isinstance(got, np.ndarray) and got.shape == st.shape and got.dtype.kind in "if" \
+                and got.dtype.itemsize == 8:
+            return got
+        if isinstance(got, list) and len(got) == len(st) and len(set(map(type, got))) == 1 \
+                and type(got[0]) in PLAIN_TYPES:
+            return got
+    lens = en - st
+    offs, at = spans(st, lens)
+    return window_values(wu, V[at], offs[:-1], lens, wle, wre)
 
 
 class StoreFlush(StoreArrays):
@@ -29,7 +56,7 @@ class StoreFlush(StoreArrays):
     def prepare(self, fam: Any, out: Any, em: Any) -> None:
         """Value and write every window of a group in the store that the flush releases: those final at the
         CTI as one block, with no output record (nothing valid can change them); those released before they
-        are final with their output records, for a later diff (`Family.put`)."""
+        are final with their output records, for a later diff (`rows_fresh`)."""
         step = fam.step
         c, rp = step.effective_cti, step.rp
         if not self.groups or self.seen == (c, rp):
@@ -83,12 +110,10 @@ class StoreFlush(StoreArrays):
         base = heads[J] - P[J] - 1  # row number r is at position base + r
         st = base + fam.first(K)
         en = base + K + 1
-        lens = en - st
         L = self.L
         wle = L[st]
         wre = L[en - 1] + 1
-        offs, at = spans(st, lens)
-        return u[J], K, wle, wre, window_values(fam.step.udm, self.V[at], offs[:-1], lens, wle, wre)
+        return u[J], K, wle, wre, range_values(fam.step.udm, self.V, st, en, wle, wre)
 
     def _write(self, fam: Any, out: Any, em: Any, *runs: np.ndarray) -> None:
         """Final windows never emitted (see `_windows`), written as one block."""
@@ -96,15 +121,13 @@ class StoreFlush(StoreArrays):
         write_closed(fam.step, out, em, self.fields.take(nums), wle, wre, res)
 
     def _put(self, fam: Any, out: Any, em: Any, *runs: np.ndarray) -> None:
-        """Windows released before they are final (see `_windows`), emitted each with its output record."""
+        """Windows released before they are final (see `_windows`), emitted each with its output record
+        (`rows_fresh.put_fresh`)."""
         nums, K, wle, wre, res = self._windows(fam, *runs)
-        outputs = fam.step.udm.outputs
-        vals = res.tolist() if isinstance(res, np.ndarray) else res
-        gs = self.groups
-        for x, k, le, re, v in zip(nums.tolist(), K.tolist(), wle.tolist(), wre.tolist(), vals, strict=True):
-            g = gs[x]
-            fam.put(g, k, le, re, outputs(v, le, re, g.fields), out, em)
-            self.out[x] = g
+        xs = nums.tolist()
+        gs = list(map(self.groups.__getitem__, xs))
+        put_fresh(fam, out, em, gs, self.fields.take(nums), K, wle, wre, res)
+        self.out.update(zip(xs, gs, strict=True))
 
     def _again(self, fam: Any, out: Any, em: Any, *runs: np.ndarray) -> None:
         """Windows of the ``redo`` groups (see `_windows`) that a sorted-in row renumbered after they were

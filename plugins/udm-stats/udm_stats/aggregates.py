@@ -106,6 +106,24 @@ def _int_segments_safe(values: Any) -> bool:
     return len(values) == 0 or int(abs(values).max()) < (1 << 62) // max(len(values), 1)
 
 
+def _copied(values: Any, starts: Any, ends: Any) -> tuple[Any, Any]:
+    """The ranges ``values[starts[i]:ends[i]]`` copied out one after the other, and their offsets: the
+    ``compute_slices`` arguments of ``compute_ranges``'s windows (each value copied once per range)."""
+    import numpy as np
+
+    lens = ends - starts
+    offsets = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+    total = int(offsets[-1])
+    return values[np.repeat(starts - offsets[:-1], lens) + np.arange(total, dtype=np.int64)], offsets
+
+
+def _running(values: Any) -> Any:
+    """The exact int64 running sum of ``values`` from 0 (``len(values) + 1`` entries)."""
+    import numpy as np
+
+    return np.concatenate((np.zeros(1, dtype=np.int64), np.cumsum(values, dtype=np.int64)))
+
+
 def _numbers(values: Sequence[object], who: str) -> Sequence[float]:
     for v in values:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -145,6 +163,11 @@ class Count(IncrementalUDA):
         import numpy as np
 
         return np.diff(np.asarray(offsets, dtype=np.int64))
+
+    def compute_ranges(self, values: Any, starts: Any, ends: Any) -> Any:
+        import numpy as np
+
+        return np.asarray(ends, dtype=np.int64) - np.asarray(starts, dtype=np.int64)
 
     def compute_prefixes(self, state: int, values: Any, ends: Any) -> Any:
         import numpy as np
@@ -213,6 +236,18 @@ class Sum(IncrementalUDA):
             return _segments(values, offsets)
         n = len(offsets) - 1
         return [self.compute(s) for s in self.add_batch([self.initial_state()] * n, values, offsets)]
+
+    def compute_ranges(self, values: Any, starts: Any, ends: Any) -> Any:
+        """Integer values: differences of one exact int64 running sum (a value costs the same whatever the
+        ranges' length); otherwise `compute_slices` over the ranges copied out."""
+        import numpy as np
+
+        s = np.asarray(starts, dtype=np.int64)
+        e = np.asarray(ends, dtype=np.int64)
+        if _kind(values) == "int" and _int_segments_safe(values):
+            run = _running(values)
+            return run[e] - run[s]
+        return self.compute_slices(*_copied(values, s, e))
 
     def compute_prefixes(self, state: tuple[int, _Acc, int], values: Any, ends: Any) -> Any:
         """Integer values onto an int state: one exact int64 ``cumsum``; otherwise the state (an immutable
@@ -291,6 +326,20 @@ class Avg(IncrementalUDA):
                 and int(abs(values).max()) < (1 << 53) // len(values)):
             return _segments(values, off).astype(np.float64) / lens
         return [self.compute(s) for s in self.add_batch([self.initial_state()] * len(lens), values, off)]
+
+    def compute_ranges(self, values: Any, starts: Any, ends: Any) -> Any:
+        """Integer values summing exactly below 2**53: differences of one running sum over the counts (the
+        division `compute_slices` does); otherwise `compute_slices` over the ranges copied out."""
+        import numpy as np
+
+        s = np.asarray(starts, dtype=np.int64)
+        e = np.asarray(ends, dtype=np.int64)
+        lens = e - s
+        if (_kind(values) == "int" and len(values) and bool((lens > 0).all())
+                and int(abs(values).max()) < (1 << 53) // len(values)):
+            run = _running(values)
+            return (run[e] - run[s]).astype(np.float64) / lens
+        return self.compute_slices(*_copied(values, s, e))
 
 
 # Exact moments: (n, Σx, Σx², non-finite count). Floats are dyadic rationals, so Σx and Σx² kept as
