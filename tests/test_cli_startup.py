@@ -41,13 +41,17 @@ _NOT_FOR_RUN = ("udm.host.cli.catalog_cmds", "udm.host.cli.new_cmd", "udm.host.c
 #: what only a query with a window step needs (`udm.host.engine.build` loads it with the first window op)
 _WINDOWS = ("udm.host.engine.window", "udm.host.engine.aggregation")
 
+#: the window families a tumbling query does not use (`make_window_op` imports a query's family only)
+_OTHER_FAMILIES = tuple(f"udm.host.engine.window.{m}" for m in ("rows", "session", "count", "snapshot"))
+
 #: the operators of steps neither query below has (`udm.host.engine.build` imports each with its first step)
 _OTHER_STEPS = tuple(f"udm.host.engine.ops.{m}" for m in ("join", "flat_map", "align", "union", "finalize"))
 
 
 def _loaded(*args: str) -> tuple[list[str], str]:
     env = {**os.environ, "UDM_FAST_EXIT": "0"}  # else a successful run ends the process inside main()
-    probe = _PROBE.replace("*OTHERS", ", ".join(map(repr, (*_NOT_FOR_RUN, *_WINDOWS, *_OTHER_STEPS, "packaging"))))
+    probe = _PROBE.replace("*OTHERS", ", ".join(map(repr, (*_NOT_FOR_RUN, *_WINDOWS, *_OTHER_STEPS, *_OTHER_FAMILIES,
+                                                        "udm.host.engine.window.grid", "packaging"))))
     res = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=120, env=env)
     *lines, last = res.stderr.strip().splitlines()
     return json.loads(last.replace("'", '"')), "\n".join(lines)
@@ -70,6 +74,7 @@ def test_a_piped_run_imports_no_rich_and_prints_its_summary(tmp_path: Path) -> N
     assert not set(_NOT_FOR_RUN) & set(loaded)
     assert set(_WINDOWS) <= set(loaded)
     assert not set(_OTHER_STEPS) & set(loaded), loaded
+    assert "udm.host.engine.window.grid" in loaded and not set(_OTHER_FAMILIES) & set(loaded), loaded
     assert err.startswith("2 elements in, 3 out, 0 dead-lettered (local, ")  # 1 window + CTI 20 + CTI inf
 
 
