@@ -23,7 +23,8 @@ from .emit import first_emission, first_emissions
 from .key_columns import KeyColumns
 from .state import Group
 
-__all__ = ["FlushJobs", "column_payload", "fresh_slices", "one_block", "spans", "window_values", "write_closed"]
+__all__ = ["FlushJobs", "column_payload", "fresh_slices", "one_block", "spans", "usable_column", "window_values",
+           "write_closed"]
 
 def window_values(wu: Any, V: np.ndarray, st: np.ndarray, lens: np.ndarray, wle: np.ndarray, wre: np.ndarray,
                   flat: list[Any] | None = None) -> Any:
@@ -70,10 +71,16 @@ def fresh_slices(wu: Any, values: np.ndarray, offsets: np.ndarray) -> Any:
         got = fn(values, offsets)
     except Exception:
         return None
-    if got is None or len(got) != len(offsets) - 1:
+    return usable_column(got, len(offsets) - 1)
+
+
+def usable_column(got: Any, n: int) -> Any:
+    """A batch form's result as the engine takes it: ``n`` values of one plain JSON kind (an 8-byte int or
+    float array, or a list), else None (the caller then values the windows another way)."""
+    if got is None or len(got) != n:
         return None
     if isinstance(got, np.ndarray):
-        return got if got.dtype.kind in "if" and got.dtype.itemsize == 8 else None
+        return got if got.ndim == 1 and got.dtype.kind in "if" and got.dtype.itemsize == 8 else None
     kinds = set(map(type, got))
     if len(kinds) == 1 and next(iter(kinds)) in PLAIN_TYPES:
         return list(got)

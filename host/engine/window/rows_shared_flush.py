@@ -10,8 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..invoke import PLAIN_TYPES
-from .grid_closed import spans, window_values, write_closed
+from .grid_closed import spans, usable_column, window_values, write_closed
 from .rows_fresh import put_fresh
 from .rows_shared_arrays import StoreArrays
 
@@ -31,14 +30,10 @@ def range_values(wu: Any, V: np.ndarray, st: np.ndarray, en: np.ndarray, wle: np
     if fn is not None and V.dtype.kind in "if":
         blind = wu.bs.entry.manifest.properties.value_blind  # (placeholders, in every form: int64 zeros)
         try:
-            got = fn(np.zeros(len(V), dtype=_I64) if blind else V, st, en)
+            got = usable_column(fn(np.zeros(len(V), dtype=_I64) if blind else V, st, en), len(st))
         except Exception:
             got = None
-        if isinstance(got, np.ndarray) and got.shape == st.shape and got.dtype.kind in "if" \
-                and got.dtype.itemsize == 8:
-            return got
-        if isinstance(got, list) and len(got) == len(st) and len(set(map(type, got))) == 1 \
-                and type(got[0]) in PLAIN_TYPES:
+        if got is not None:
             return got
     lens = en - st
     offs, at = spans(st, lens)
