@@ -25,9 +25,43 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
+import numpy as np
+
 from ..aggregation import FingerStacks, TwoStacks
 
-__all__ = ["MergeSweep", "RunningSweep", "Sweep", "sweep_kind"]
+__all__ = ["ARRAY_MIN", "MergeSweep", "RunningSweep", "Sweep", "plain_numbers", "sweep_kind"]
+
+
+#: fewer members than this enter by ``add`` alone: an array's making and the UDM's array checks cost more
+ARRAY_MIN = 16
+
+
+def plain_numbers(items: list[Any]) -> np.ndarray | None:
+    """``items`` as an int64 array when every one is an int (bool is not) in int64 range, as a float64 array
+    when every one is a float; else None. Only then is ``add_array`` of the array ``add`` of the list: a
+    column of mixed ints and floats would hand the UDM floats where it was given ints."""
+    kinds = set(map(type, items))
+    if kinds == _INT:
+        try:
+            return np.array(items, dtype=np.int64)
+        except OverflowError:
+            return None
+    return np.array(items, dtype=np.float64) if kinds == _FLOAT else None
+
+
+def _added(wu: Any, st: Any, items: list[Any]) -> Any:
+    """``add`` of ``items`` to ``st``; through the UDM's ``add_array`` when it has one and the items are plain
+    numbers of one kind (`plain_numbers`): a pane's few hundred values summed in Python cost ~0.4 µs each
+    (a tumbling ``avg`` over disordered input spent a quarter of its run there)."""
+    if wu.add_array is not None and len(items) >= ARRAY_MIN:
+        arr = plain_numbers(items)
+        if arr is not None:
+            return wu._call(wu.add_array, (st, arr), None, "add_array")
+    return wu.add(st, items, None)
+
+
+_INT = {int}
+_FLOAT = {float}
 
 
 def sweep_kind(wu: Any) -> str:
@@ -124,7 +158,7 @@ class RunningSweep(Sweep):
         st = self.st
         if st is None:
             st = wu.initial_state()
-        self.st = wu.add(st, items, None)
+        self.st = _added(wu, st, items)
         self.count += len(items)
         got = self.leaving.get(pos)
         if got is None:
@@ -144,6 +178,10 @@ class RunningSweep(Sweep):
         self.count -= len(items)
         if self.count == 0:
             self.clear()
+            return
+        if self.count < len(items):  # fewer stay than leave: the state of those that stay, made afresh
+            wu = self.wu
+            self.st = _added(wu, wu.initial_state(), [v for vs in lv.values() for v in vs])
             return
         self.st = self.wu.remove(self.st, items, None)
 
