@@ -1,21 +1,20 @@
-"""The running sweep's two shortcuts (`udm.host.engine.window.sweep`): members entering as one array
-(``add_array``) when they are plain numbers of one kind, and a state made afresh from the members that stay
-when fewer stay than leave. Both must give the oracle's windows: exactly for ints (and an int stays an int),
-within float tolerance for floats; mixed kinds, bools and ints beyond int64 keep the list route.
+"""Two shortcuts of window evaluation: values added to a state as one array (``add_array``,
+`udm.host.engine.invoke.WindowUDM.add_values`) when they are numbers of one kind, and a running sweep's state
+made afresh from the members that stay when fewer stay than leave (`udm.host.engine.window.sweep`). Both must
+give the oracle's windows: exactly for ints (and an int stays an int), within float tolerance for floats;
+mixed kinds and ints beyond int64 keep the list route (an int among floats stays an int).
 
 Streams are disordered, with retractions and events spanning window boundaries (so that a window's members
-leave the sweep while a few stay), and panes of well over `udm.host.engine.window.sweep.ARRAY_MIN` members."""
+leave the sweep while a few stay), and panes of well over `udm.host.engine.invoke.ARRAY_MIN` members."""
 
 from __future__ import annotations
 
 import random
 from typing import Any
 
-import numpy as np
 import pytest
 
 from udm.host.engine import QueryRunner
-from udm.host.engine.window.sweep import plain_numbers
 from udm.host.model.plan import bind
 from udm.host.model.spec import parse_query
 from udm.host.temporal.elements import Cti, Insert, Retract
@@ -76,15 +75,3 @@ def test_windows_equal_the_oracle(window: dict[str, Any], udm: str, kind: str, s
             assert verify(out, expected), (size, verify(out, expected))
         else:  # ints exact, and the JSON text of each value (an int stays an int) the oracle's
             assert list(cht(out).rows()) == list(expected.rows()), size
-
-
-@pytest.mark.parametrize(("items", "dtype"), [
-    ([1, 2, 3], np.int64), ([1.5, 2.0], np.float64), ([1, 2.0], None), ([True, 1], None), ([1 << 64, 1], None),
-    ([-(1 << 63), (1 << 63) - 1], np.int64), (["a"], None), ([np.int64(3)], None),
-])
-def test_plain_numbers_takes_one_kind_of_number_only(items: list[Any], dtype: Any) -> None:
-    arr = plain_numbers(items)
-    if dtype is None:
-        assert arr is None
-    else:
-        assert arr is not None and arr.dtype == dtype and arr.tolist() == items

@@ -97,7 +97,7 @@ class PaneFill:
             p.values.extend(vals)
         if self.kind == "merge" and p.partial is not STALE:
             wu = self.step.udm
-            p.partial = wu.add(p.partial if p.partial is not None else wu.initial_state(), vals, None)
+            p.partial = wu.add_values(p.partial if p.partial is not None else wu.initial_state(), vals, None)
 
     def unfold(self, p: Pane, val: Any) -> None:
         """Value ``val`` leaves pane ``p``; a merge-only UDA's partial is `STALE` until read (what stays is
@@ -114,7 +114,7 @@ class PaneFill:
         part = p.partial
         if part is STALE:
             wu = self.step.udm
-            part = p.partial = wu.add(wu.initial_state(), list(p.values), None)  # type: ignore[arg-type]
+            part = p.partial = wu.add_values(wu.initial_state(), list(p.values), None)  # type: ignore[arg-type]
         return part
 
     def fold_runs(self, panes: list[Pane], sl: list[Any] | None, svals: Any, starts: Any, ends: Any,
@@ -176,7 +176,7 @@ class PaneFill:
         if self.kind == "merge":
             return self.partial(p)
         wu = self.step.udm
-        return wu.add(wu.initial_state(), list(p.values), None)  # type: ignore[arg-type]
+        return wu.add_values(wu.initial_state(), list(p.values), None)  # type: ignore[arg-type]
 
 
 #: a cleanup pops at most this many panes one by one (more, when most of a group's panes go: a new dict)

@@ -25,43 +25,9 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-import numpy as np
-
 from ..aggregation import FingerStacks, TwoStacks
 
-__all__ = ["ARRAY_MIN", "MergeSweep", "RunningSweep", "Sweep", "plain_numbers", "sweep_kind"]
-
-
-#: fewer members than this enter by ``add`` alone: an array's making and the UDM's array checks cost more
-ARRAY_MIN = 16
-
-
-def plain_numbers(items: list[Any]) -> np.ndarray | None:
-    """``items`` as an int64 array when every one is an int (bool is not) in int64 range, as a float64 array
-    when every one is a float; else None. Only then is ``add_array`` of the array ``add`` of the list: a
-    column of mixed ints and floats would hand the UDM floats where it was given ints."""
-    kinds = set(map(type, items))
-    if kinds == _INT:
-        try:
-            return np.array(items, dtype=np.int64)
-        except OverflowError:
-            return None
-    return np.array(items, dtype=np.float64) if kinds == _FLOAT else None
-
-
-def _added(wu: Any, st: Any, items: list[Any]) -> Any:
-    """``add`` of ``items`` to ``st``; through the UDM's ``add_array`` when it has one and the items are plain
-    numbers of one kind (`plain_numbers`): a pane's few hundred values summed in Python cost ~0.4 µs each
-    (a tumbling ``avg`` over disordered input spent a quarter of its run there)."""
-    if wu.add_array is not None and len(items) >= ARRAY_MIN:
-        arr = plain_numbers(items)
-        if arr is not None:
-            return wu._call(wu.add_array, (st, arr), None, "add_array")
-    return wu.add(st, items, None)
-
-
-_INT = {int}
-_FLOAT = {float}
+__all__ = ["MergeSweep", "RunningSweep", "Sweep", "sweep_kind"]
 
 
 def sweep_kind(wu: Any) -> str:
@@ -114,7 +80,7 @@ class MergeSweep(Sweep):
 
     def enter(self, pos: int, items: list[Any]) -> None:
         wu = self.wu
-        self.tree.insert(pos, wu.add(wu.initial_state(), items, None))
+        self.tree.insert(pos, wu.add_values(wu.initial_state(), items, None))
 
     def enter_partial(self, pos: int, partial: Any) -> None:
         """A ready partial (a slice's, computed once) enters at ``pos``."""
@@ -158,7 +124,7 @@ class RunningSweep(Sweep):
         st = self.st
         if st is None:
             st = wu.initial_state()
-        self.st = _added(wu, st, items)
+        self.st = wu.add_values(st, items, None)
         self.count += len(items)
         got = self.leaving.get(pos)
         if got is None:
@@ -181,7 +147,7 @@ class RunningSweep(Sweep):
             return
         if self.count < len(items):  # fewer stay than leave: the state of those that stay, made afresh
             wu = self.wu
-            self.st = _added(wu, wu.initial_state(), [v for vs in lv.values() for v in vs])
+            self.st = wu.add_values(wu.initial_state(), [v for vs in lv.values() for v in vs], None)
             return
         self.st = self.wu.remove(self.st, items, None)
 
