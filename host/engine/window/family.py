@@ -169,7 +169,7 @@ class Family:
             if not items:
                 return []
             if wu.incremental:
-                res = wu.compute_state(wu.add_values(wu.initial_state(), items, (wle, wre)), wle, wre)
+                res = wu.compute_state(wu.add(wu.initial_state(), items, (wle, wre)), wle, wre)
             else:
                 res = wu.compute_items(items, wle, wre)
         return wu.outputs(res, wle, wre, g.fields)

@@ -97,7 +97,7 @@ class PaneFill:
             p.values.extend(vals)
         if self.kind == "merge" and p.partial is not STALE:
             wu = self.step.udm
-            p.partial = wu.add_values(p.partial if p.partial is not None else wu.initial_state(), vals, None)
+            p.partial = wu.add(p.partial if p.partial is not None else wu.initial_state(), vals, None)
 
     def unfold(self, p: Pane, val: Any) -> None:
         """Value ``val`` leaves pane ``p``; a merge-only UDA's partial is `STALE` until read (what stays is
@@ -114,7 +114,7 @@ class PaneFill:
         part = p.partial
         if part is STALE:
             wu = self.step.udm
-            part = p.partial = wu.add_values(wu.initial_state(), list(p.values), None)  # type: ignore[arg-type]
+            part = p.partial = wu.add(wu.initial_state(), list(p.values), None)  # type: ignore[arg-type]
         return part
 
     def fold_runs(self, panes: list[Pane], sl: list[Any] | None, svals: Any, starts: Any, ends: Any,

@@ -48,7 +48,7 @@ class PrefixSweep(Sweep):
     def enter(self, pos: int, items: list[Any]) -> None:
         wu = self.wu
         if self.partials:
-            self._merge(wu.add_values(wu.initial_state(), items, None))
+            self._merge(wu.add(wu.initial_state(), items, None))
         else:
             self.st = wu.add_values(self.st if self.has else wu.initial_state(), items, None)
             self.has = True

@@ -80,7 +80,7 @@ class MergeSweep(Sweep):
 
     def enter(self, pos: int, items: list[Any]) -> None:
         wu = self.wu
-        self.tree.insert(pos, wu.add_values(wu.initial_state(), items, None))
+        self.tree.insert(pos, wu.add(wu.initial_state(), items, None))
 
     def enter_partial(self, pos: int, partial: Any) -> None:
         """A ready partial (a slice's, computed once) enters at ``pos``."""
