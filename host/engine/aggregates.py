@@ -96,6 +96,11 @@ class MultiUDM:
         return tuple(p.add(s, self._feed(i, _order(items, i)), window)
                      for i, (p, s) in enumerate(zip(self.parts, state, strict=True)))
 
+    def add_values(self, state: Any, items: list[Any], window: tuple[int, int] | None) -> Any:
+        """`WindowUDM.add_values` of each UDA, on its own values."""
+        return tuple(p.add_values(s, self._feed(i, _order(items, i)), window)
+                     for i, (p, s) in enumerate(zip(self.parts, state, strict=True)))
+
     def remove(self, state: Any, items: list[Any], window: tuple[int, int]) -> Any:
         return tuple(p.remove(s, self._feed(i, _order(items, i)), window)
                      for i, (p, s) in enumerate(zip(self.parts, state, strict=True)))

@@ -16,11 +16,16 @@ from udm.host.temporal.strict import canonical_json
 from udm.sdk import INF, Event, WindowDescriptor
 
 from .common import Ev
+from .payload import value_array
 
 #: payload value types whose JSON encoding cannot fail
 PLAIN_TYPES = (int, float, str, bool, type(None))
 
-__all__ = ["PLAIN_TYPES", "Mapper", "WindowUDM", "contract"]
+__all__ = ["ARRAY_MIN", "PLAIN_TYPES", "Mapper", "WindowUDM", "contract"]
+
+#: fewer values than this are added by ``add`` alone (`WindowUDM.add_values`): making a column and the
+#: UDA's array checks cost more than a short list
+ARRAY_MIN = 16
 
 
 def contract(label: str, window: tuple[int, int] | None, what: str, value: Any) -> ContractViolation:
@@ -89,6 +94,8 @@ class WindowUDM:
         self.clip_left = self.clip in ("left", "full")
         self.clip_right = self.clip in ("right", "full")
         self.add_array = getattr(bs.udm, "add_array", None) if self.incremental and not self.time_sensitive else None
+        #: values added to a running state go in as a column (`add_values`)
+        self.array_values = self.add_array is not None and self.invertible and not props.value_blind
         #: the batch form over many windows' slices (`udm.sdk.IncrementalUDA`), used with ``add_array``
         self.add_batch = getattr(bs.udm, "add_batch", None) if self.add_array is not None else None
         #: the fresh-window values of many slices at once (`udm.sdk.IncrementalUDA`), used with ``add_batch``
@@ -151,6 +158,20 @@ class WindowUDM:
         return self._call(self.udm.initial_state, (), None, "initial_state")
 
     def add(self, state: Any, items: list[Any], window: tuple[int, int]) -> Any:
+        return self._call(self.udm.add, (state, items), window, "add")
+
+    def add_values(self, state: Any, items: list[Any], window: tuple[int, int] | None) -> Any:
+        """``add`` of ``items`` to a running state (an invertible UDA's), through the UDA's ``add_array``
+        when it reads values and ``items`` are `ARRAY_MIN` or more numbers of one kind
+        (`payload.value_array` makes them an int64 or float64 column; with an int among floats, ``add``
+        keeps the int an int). Why: a pane's or a window's few hundred values summed in Python cost ~0.4 µs
+        each (a tumbling ``avg`` over disordered input spent a quarter of its run there), a column ~35 ns.
+        Not for a value-blind UDA (``count``: the column would be made for nothing) nor for merge partials
+        (``min``/``max`` take a list at C speed already: the column cost q7 ~5 %)."""
+        if self.array_values and len(items) >= ARRAY_MIN:
+            col = value_array(items)
+            if col.dtype != object:
+                return self._call(self.add_array, (state, col), window, "add_array")
         return self._call(self.udm.add, (state, items), window, "add")
 
     def remove(self, state: Any, items: list[Any], window: tuple[int, int]) -> Any:

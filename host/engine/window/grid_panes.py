@@ -176,7 +176,7 @@ class PaneFill:
         if self.kind == "merge":
             return self.partial(p)
         wu = self.step.udm
-        return wu.add(wu.initial_state(), list(p.values), None)  # type: ignore[arg-type]
+        return wu.add_values(wu.initial_state(), list(p.values), None)  # type: ignore[arg-type]
 
 
 #: a cleanup pops at most this many panes one by one (more, when most of a group's panes go: a new dict)

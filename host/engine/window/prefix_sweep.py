@@ -50,7 +50,7 @@ class PrefixSweep(Sweep):
         if self.partials:
             self._merge(wu.add(wu.initial_state(), items, None))
         else:
-            self.st = wu.add(self.st if self.has else wu.initial_state(), items, None)
+            self.st = wu.add_values(self.st if self.has else wu.initial_state(), items, None)
             self.has = True
             self.log.extend(items)
         if pos < self.low:

@@ -124,7 +124,7 @@ class RunningSweep(Sweep):
         st = self.st
         if st is None:
             st = wu.initial_state()
-        self.st = wu.add(st, items, None)
+        self.st = wu.add_values(st, items, None)
         self.count += len(items)
         got = self.leaving.get(pos)
         if got is None:
@@ -144,6 +144,10 @@ class RunningSweep(Sweep):
         self.count -= len(items)
         if self.count == 0:
             self.clear()
+            return
+        if self.count < len(items):  # fewer stay than leave: the state of those that stay, made afresh
+            wu = self.wu
+            self.st = wu.add_values(wu.initial_state(), [v for vs in lv.values() for v in vs], None)
             return
         self.st = self.wu.remove(self.st, items, None)
 
