@@ -157,7 +157,7 @@ class WindowUDM:
     def initial_state(self) -> Any:
         return self._call(self.udm.initial_state, (), None, "initial_state")
 
-    def add(self, state: Any, items: list[Any], window: tuple[int, int]) -> Any:
+    def add(self, state: Any, items: list[Any], window: tuple[int, int] | None) -> Any:
         return self._call(self.udm.add, (state, items), window, "add")
 
     def add_values(self, state: Any, items: list[Any], window: tuple[int, int] | None) -> Any:
@@ -172,7 +172,7 @@ class WindowUDM:
             col = value_array(items)
             if col.dtype != object:
                 return self._call(self.add_array, (state, col), window, "add_array")
-        return self._call(self.udm.add, (state, items), window, "add")
+        return self.add(state, items, window)
 
     def remove(self, state: Any, items: list[Any], window: tuple[int, int]) -> Any:
         return self._call(self.udm.remove, (state, items), window, "remove")
