@@ -61,6 +61,8 @@ def test_session_settings(spark: Any) -> None:
     conf = spark.conf
     assert conf.get("spark.sql.streaming.stateStore.providerClass") == S.ROCKSDB_PROVIDER
     assert conf.get("spark.sql.shuffle.partitions") == "2"
+    # Arrow batches to Python cut by rows alone: any other value makes Spark size the batch after every row
+    assert conf.get("spark.sql.execution.arrow.maxBytesPerBatch") == S.ARROW_NO_BYTE_LIMIT == str(2**31 - 1)
     assert spark.sparkContext.getConf().get("spark.ui.enabled") == "false"
     import os
 

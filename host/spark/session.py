@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "ARROW_NO_BYTE_LIMIT",
     "CHECKPOINT_MANAGER_CONF",
     "CONF_ENV",
     "FS_CHECKPOINT_MANAGER",
@@ -50,6 +51,9 @@ MASTER_ENV = "UDM_SPARK_MASTER"
 CONF_ENV = "UDM_SPARK_CONF"
 #: Spark's own variable naming a Spark Connect server (``sc://host:15002``).
 REMOTE_ENV = "SPARK_REMOTE"
+#: ``spark.sql.execution.arrow.maxBytesPerBatch`` of a session udmkit starts: the one value at which Spark cuts
+#: the Arrow batches it sends to Python workers by rows alone, without sizing the batch after every row
+ARROW_NO_BYTE_LIMIT = str(2**31 - 1)
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 #: the setting naming the class that writes a streaming checkpoint's files, and the one `local_checkpoint_files`
 #: picks
@@ -289,6 +293,11 @@ def get_spark(master: str | None = None, *, app_name: str = "udmkit", shuffle_pa
         # bench_streaming --cores; Spark reads checkpoints written either way
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # Arrow batches to the Python workers are cut by rows alone (``maxRecordsPerBatch``): with a byte
+        # limit, Spark asks the Arrow writer for its size after every row, a walk of every vector that grows
+        # with the batch for a list or struct column (the graph plans' ``keys``): 63 % of the JVM's samples
+        # in bench_stages, its task CPU 3.3 -> 0.6 s without it. Spark skips the check at exactly Int.MaxValue.
+        "spark.sql.execution.arrow.maxBytesPerBatch": ARROW_NO_BYTE_LIMIT,
         "spark.sql.session.timeZone": "UTC",  # TimestampType <-> µs ticks must not depend on the host
     }
     if remote is not None:
