@@ -14,12 +14,13 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 from test_engine_support import check_physical
 from test_rows_shared import _store_off
 
 from udm.host.engine import QueryRunner
-from udm.host.engine.window import rows_shared
+from udm.host.engine.window import rows_shared, store_runs
 from udm.host.io.batch import ElementBatch
 from udm.host.model.plan import bind
 from udm.host.model.spec import parse_query
@@ -76,9 +77,11 @@ def _ctis(q: Any, stream: list[Element], chunk: int) -> tuple[list[int], Any]:
 
 @pytest.mark.parametrize("window", [{"type": "rows", "n": 3}, {"type": "rows", "n": 5, "slide": 2},
                                     {"type": "rows", "n": 4, "slide": 3, "partial": True}])
-@pytest.mark.parametrize("seed", range(3))
-def test_bound_leaves_open_ties_to_the_per_group_rule(window: dict, seed: int,
+@pytest.mark.parametrize(("seed", "few"), [(0, store_runs.FEW), (1, store_runs.FEW), (2, 0)])
+def test_bound_leaves_open_ties_to_the_per_group_rule(window: dict, seed: int, few: int,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """(``few = 0``: the runs searched and copied by the vectorised route, as with many groups.)"""
+    monkeypatch.setattr(store_runs, "FEW", few)
     q = bind(parse_query({"steps": [{"op": "window", "window": window, "group_by": ["g"], "udm": "sum",
                                      "input": "v"}]}))
     stream = _open_ties(seed, 400, 5)
@@ -100,3 +103,16 @@ def test_bound_leaves_open_ties_to_the_per_group_rule(window: dict, seed: int,
             _store_off(m)
             assert _ctis(q, stream, chunk) == (ctis, on), chunk
     assert rest[0] > 20  # (the store really left groups to the per-group rule)
+
+
+def test_snapshot_without_dur_restores_it() -> None:
+    """A store pickled before ``dur`` existed gets the longest lifetime of its rows back on restore (the rules
+    at a CTI look for open rows only that far back)."""
+    s = rows_shared.RowStore(True)
+    s.L = np.array([0, 3, 4, 9], dtype=np.int64)
+    s.R = np.array([1, 10, 5, 10], dtype=np.int64)
+    state = s.__getstate__()
+    del state["dur"]
+    t = rows_shared.RowStore.__new__(rows_shared.RowStore)
+    t.__setstate__(state)
+    assert t.dur == max(r - le for le, r in zip(s.L.tolist(), s.R.tolist(), strict=True))
