@@ -7,11 +7,15 @@ So the groups that need nothing but that keep their rows here: rows ``(group num
 sorted by group number then canonical order (SEMANTICS §9), with the group's row numbering (``purged``), the
 last window evaluated (``done``) and the first one cleanup kept (``floor``) as arrays by group number, and a
 flush does each of those things for all of them at once with numpy: the final windows of every group valued
-in one ``compute_slices`` call (`grid_closed.window_values`) and written as one column block, cleanup by mask,
-the output-CTI bound as a minimum (the rules are `rows_cti`'s, as arrays).
+in one ``compute_slices`` call (`grid_closed.window_values`) and written as one column block, cleanup by runs,
+the output-CTI bound as a minimum (the rules are `rows_cti`'s, as arrays). What a flush does besides valuing
+windows follows the groups and the rows it touches, not the rows held (issue 26: a few groups of long windows
+fed small batches): runs are found by searching the group column, rows below a time by a search of each run,
+rows that may be open at a CTI among the last ``dur`` ticks before it only, and the columns are rebuilt as
+whole slices when few groups change (`store_runs`).
 
 A bulk insert's rows all go into the store, late and tied ones included: every new row is first put after
-its group's held rows, every column written once (`_append`); the run of a group a row lands among is then
+its group's held rows, every column rebuilt once (`_append`); the run of a group a row lands among is then
 sorted in place (lexsort, ties by canonical JSON: `rows_store.canonical_ties`; `_merge`), only those runs
 read and written again. A window released before it is final is
 emitted with its output record in the group's ``out`` (`rows_fresh`); a sorted-in row renumbers the windows
@@ -37,6 +41,7 @@ from .rows_shared_cti import StoreCti
 from .rows_shared_flush import StoreFlush
 from .rows_store import RowColumns, canonical_ties
 from .state import Group
+from .store_runs import gather_runs, interleave, longest
 
 __all__ = ["RowStore"]
 
@@ -96,6 +101,9 @@ class RowStore(StoreFlush, StoreCti):
         self.R = _empty()
         self.I = _empty()
         self.V: np.ndarray = _empty()
+        #: at least the longest lifetime (RE - LE) of a row held: a row open at a CTI ``c`` has ``LE >= c -
+        #: dur``, so the rules at a CTI look at those rows only (`rows_shared_cti`)
+        self.dur = 0
         #: by group number: rows dropped before the first held, last window evaluated, first window kept
         self.P = _empty()
         self.D = _empty()
@@ -120,6 +128,8 @@ class RowStore(StoreFlush, StoreCti):
         self.memo = None
         if "fields" not in s:  # (a snapshot from before the key columns)
             self.fields = CodeFields.of(self.groups, self.nums)
+        if "dur" not in s:
+            self.dur = longest(self.L, self.R)
 
     # -- groups in and out ---------------------------------------------------------------------------------
     def _grow(self, n: int) -> None:
@@ -164,10 +174,13 @@ class RowStore(StoreFlush, StoreCti):
             self.G = np.concatenate((self.G, np.repeat(np.array([c[4] for c in cols], dtype=_I64),
                                                        [len(c[1]) for c in cols])))
             self.I = np.concatenate((self.I, np.array([i for c in cols for i in c[0]], dtype=_I64)))
-            self.L = np.concatenate((self.L, np.array([x for c in cols for x in c[1]], dtype=_I64)))
-            self.R = np.concatenate((self.R, np.array([x for c in cols for x in c[2]], dtype=_I64)))
+            le = np.array([x for c in cols for x in c[1]], dtype=_I64)
+            re = np.array([x for c in cols for x in c[2]], dtype=_I64)
+            self.L = np.concatenate((self.L, le))
+            self.R = np.concatenate((self.R, re))
             self.V, new = _unite(self.V, value_array([v for c in cols for v in c[3]]))
             self.V = np.concatenate((self.V, new))
+            self.dur = max(self.dur, longest(le, re))
             self.seen = self.memo = None
 
     def materialize(self, gs: list[Group]) -> None:
@@ -201,10 +214,18 @@ class RowStore(StoreFlush, StoreCti):
             keep = ~np.isin(self.G, np.array(self.left, dtype=_I64))
             self.left = []
             self._keep(keep)
+            self.dur = longest(self.L, self.R)
 
     def _keep(self, keep: np.ndarray) -> None:
         self.G, self.L, self.R, self.I, self.V = (self.G[keep], self.L[keep], self.R[keep], self.I[keep],
                                                   self.V[keep])
+        self.memo = None
+
+    def _keep_runs(self, starts: np.ndarray, lens: np.ndarray) -> None:
+        """Keep the rows ``starts[j] .. starts[j] + lens[j] - 1`` of each run (every run's, in order), the others
+        go (`store_runs.gather_runs`: whole slices when few)."""
+        self.G, self.L, self.R, self.I, self.V = (gather_runs(c, starts, lens) for c in (
+            self.G, self.L, self.R, self.I, self.V))
         self.memo = None
 
     def held(self) -> int:
@@ -248,24 +269,17 @@ class RowStore(StoreFlush, StoreCti):
 
     def _append(self, g: np.ndarray, le: np.ndarray, re: np.ndarray, ids: np.ndarray, vals: np.ndarray) -> None:
         """Rows (group, LE, RE, id, value), sorted by group, enter after the held rows of their group (a
-        group's in their order): every column written once, the held rows and the new ones each by one
-        position array made once for all the columns."""
-        G = self.G
-        n = len(G)
-        pos = np.searchsorted(G, g, "right")
-        dnew = pos + np.arange(len(pos), dtype=_I64)
-        dold = np.arange(n, dtype=_I64)
-        if len(pos):
-            dold += np.cumsum(np.bincount(pos, minlength=n + 1)[:n])  # the new rows before each held row
-        m = n + len(pos)
+        group's in their order): each column rebuilt once, by `store_runs.interleave` (whole slices when few
+        groups get rows: the streaming case, long runs)."""
+        if not len(g):
+            return
+        starts = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
+        cuts = np.concatenate((starts, [len(g)])).astype(_I64)
+        pos = np.searchsorted(self.G, g[starts], "right")
         V, vals = _unite(self.V, vals)
-        cols = []
-        for old, new in ((G, g), (self.L, le), (self.R, re), (self.I, ids), (V, vals)):
-            col = np.empty(m, dtype=old.dtype)
-            col[dnew] = new
-            col[dold] = old
-            cols.append(col)
-        self.G, self.L, self.R, self.I, self.V = cols
+        self.G, self.L, self.R, self.I, self.V = (interleave(old, new, pos, cuts) for old, new in (
+            (self.G, g), (self.L, le), (self.R, re), (self.I, ids), (V, vals)))
+        self.dur = max(self.dur, longest(le, re))
         self.seen = self.memo = None
 
     def _merge(self, fam: Any, bad: np.ndarray, gn: np.ndarray) -> None:

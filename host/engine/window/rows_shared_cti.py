@@ -10,9 +10,11 @@ from typing import Any
 import numpy as np
 
 from ..rules import INF
+from .grid_closed import spans
 from .rows_shared_arrays import StoreArrays
 from .rows_store import RowColumns
 from .state import Group
+from .store_runs import run_lower
 
 __all__ = ["StoreCti"]
 
@@ -26,16 +28,19 @@ class StoreCti(StoreArrays):
     #: the last look at the rows at a CTI (`_look`): the CTI, each group's run (first position, count, group
     #: number) and its rows fixed at that CTI; None when rows changed since
     memo: tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None
-    _keep: Callable[[np.ndarray], None]
+    _keep_runs: Callable[[np.ndarray, np.ndarray], None]
+    dur: int
     _release: Callable[[Group, int], None]
     _renumber: Callable[[], None]
 
     def _runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each group's rows: first position, count, group number (groups holding rows only)."""
-        G = self.G
-        heads = np.flatnonzero(np.concatenate(([True], G[1:] != G[:-1])))
-        cnt = np.diff(np.concatenate((heads, [len(G)])))
-        return heads, cnt, G[heads]
+        """Each group's rows: first position, count, group number (groups holding rows only): a search of
+        the group column per group in the store, no pass over the rows."""
+        nums = np.sort(np.fromiter(self.groups, dtype=_I64, count=len(self.groups)))
+        heads = np.searchsorted(self.G, nums, "left")
+        cnt = np.searchsorted(self.G, nums, "right") - heads
+        on = cnt > 0
+        return heads[on], cnt[on], nums[on]
 
     def _look(self, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The runs (`_runs`) and their rows fixed at CTI ``c`` (`_fixed`): made once for a flush's `prepare`,
@@ -46,31 +51,34 @@ class StoreCti(StoreArrays):
             m = self.memo = (c, heads, cnt, u, self._fixed(heads, cnt, c))
         return m[1], m[2], m[3], m[4]
 
-    def _below(self, heads: np.ndarray, t: int) -> np.ndarray:
-        """Per run: its rows with LE below ``t``."""
-        return np.add.reduceat((t > self.L).astype(_I64), heads)
+    def _below(self, heads: np.ndarray, cnt: np.ndarray, t: Any) -> np.ndarray:
+        """Per run: its rows with LE below ``t`` (one int, or one per run)."""
+        return run_lower(self.L, heads, cnt, t)
+
+    def _open(self, heads: np.ndarray, cnt: np.ndarray, c: int
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The rows that may be open at CTI ``c`` (``LE < c <= RE``): per run, those with LE from ``c - dur``
+        up to ``c`` (no longer row is held). Returns per run its rows with LE below ``c`` and the span's
+        offsets (one more than runs), and the span's rows, run after run: position and whether it is open."""
+        pm = self._below(heads, cnt, c)
+        lo = self._below(heads, cnt, int(c) - self.dur)
+        offs, at = spans(heads + lo, pm - lo)
+        return pm, offs, at, self.R[at] >= c
 
     def _fixed(self, heads: np.ndarray, cnt: np.ndarray, c: int) -> np.ndarray:
         """Per run, `RowsCleanup._fix` at CTI ``c``: its rows before the first LE block holding a row with
         ``RE >= c`` (among those with ``LE < c``), else before the first row with ``LE >= c``."""
         if c >= INF:
             return cnt.copy()
-        L, R = self.L, self.R
-        n = len(L)
-        below = c > L
-        pm = np.add.reduceat(below.astype(_I64), heads)
-        idx = np.arange(n, dtype=_I64)
-        fo = np.minimum.reduceat(np.where(below & (c <= R), idx, n), heads)
-        has = fo < n
-        if not has.any():
+        pm, offs, at, opn = self._open(heads, cnt, c)
+        if not opn.any():
             return pm
-        block = np.maximum.accumulate(np.where(self._block_heads(), idx, 0))
-        return np.where(has, block[np.minimum(fo, n - 1)] - heads, pm)
-
-    def _block_heads(self) -> np.ndarray:
-        """Rows that start a block of equal (group, LE)."""
-        G, L = self.G, self.L
-        return np.concatenate(([True], (G[1:] != G[:-1]) | (L[1:] != L[:-1])))
+        op = np.flatnonzero(opn)
+        runs, first = np.unique(np.searchsorted(offs, op, "right") - 1, return_index=True)  # (offs ascending)
+        out = pm.copy()
+        # the first open row's LE block starts at the first row of its run with its LE
+        out[runs] = self._below(heads[runs], cnt[runs], self.L[at[op[first]]])
+        return out
 
     def cleanup(self, fam: Any, c: int) -> list[Group]:
         """Cleanup at CTI ``c`` (`RowsCleanup.cleanup`'s rule): the rows before each group's earliest window
@@ -89,8 +97,7 @@ class StoreCti(StoreArrays):
             k_open = fam.up(P + fixed + 1)
             drop = np.maximum(np.minimum(fixed, fam.first(k_open) - 1 - P), 0)
             if drop.any():
-                keep = np.arange(len(self.G), dtype=_I64) - np.repeat(heads, cnt) >= np.repeat(drop, cnt)
-                self._keep(keep)
+                self._keep_runs(heads + drop, cnt - drop)
                 self.P[u] = P + drop
                 cnt = cnt - drop  # (the runs' dropped rows were fixed ones)
                 on = cnt > 0
@@ -105,7 +112,9 @@ class StoreCti(StoreArrays):
                 o.popitem(0)
             if not o:
                 del self.out[x]
-        held = np.bincount(self.G, minlength=n)[:n] > 0
+        held = np.zeros(n, dtype=bool)
+        if len(self.G):
+            held[self.memo[3] if self.memo is not None else self._runs()[2]] = True
         live = np.zeros(n, dtype=bool)
         nums = np.fromiter(self.groups, dtype=_I64, count=len(self.groups))
         live[nums] = True
@@ -128,16 +137,18 @@ class StoreCti(StoreArrays):
             return INF, []
         heads, cnt, u, fixed = self._look(c)
         P = self.P[u]
-        r = fam.first(fam.up(P + self._below(heads, c) + 1))  # a new row lands after the rows with LE < c
+        pm, offs, at, opn = self._open(heads, cnt, c)
+        r = fam.first(fam.up(P + pm + 1))  # a new row lands after the rows with LE < c
         ok = r <= P + cnt
         b = int(self.L[(heads + r - 1 - P)[ok]].min()) if ok.any() else INF
-        L, R = self.L, self.R
-        opn = (c > L) & (c <= R)
         if not opn.any():
             return b, []
-        bh = self._block_heads()
-        alone = bh & np.concatenate((bh[1:], [True]))  # a block of one row
-        runs = np.unique(np.searchsorted(heads, np.flatnonzero(opn & ~alone), "right") - 1)
+        L, R = self.L, self.R
+        # an open row not alone in its LE block (the span holds whole blocks: LEs below it and from c on differ)
+        la = L[at]
+        run = np.repeat(np.arange(len(heads), dtype=_I64), np.diff(offs))
+        tie = (la[1:] == la[:-1]) & (run[1:] == run[:-1])
+        runs = np.unique(run[opn & (np.concatenate(([False], tie)) | np.concatenate((tie, [False])))])
         if not len(runs):
             return b, []
         rest = []

@@ -46,7 +46,7 @@ class StoreFlush(StoreArrays):
     redo: dict[int, int]
     seen: tuple[int, int] | None
     _look: Callable[[int], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
-    _below: Callable[[np.ndarray, int], np.ndarray]
+    _below: Callable[[np.ndarray, np.ndarray, Any], np.ndarray]
 
     def prepare(self, fam: Any, out: Any, em: Any) -> None:
         """Value and write every window of a group in the store that the flush releases: those final at the
@@ -60,7 +60,7 @@ class StoreFlush(StoreArrays):
         self._settle()
         if not len(self.G):
             return
-        heads, _cnt, u, fixed = self._look(c)
+        heads, cnt, u, fixed = self._look(c)
         P, D, F = self.P[u], self.D[u], self.F[u]
         lo = fam.yield_at(np.maximum(D + 1, F))
         slide = fam.slide
@@ -74,7 +74,7 @@ class StoreFlush(StoreArrays):
         if take.any():
             self._write(fam, out, em, heads[take], u[take], P[take], lo[take], hi[take])
         # released (its last row's LE below the release point), not final: emitted with output records
-        hr = fam.up(P + self._below(heads, rp) + 1) - slide
+        hr = fam.up(P + self._below(heads, cnt, rp) + 1) - slide
         lo = fam.yield_at(np.maximum(D + 1, F))
         early = hr >= lo
         if early.any():
