@@ -39,13 +39,14 @@ from .rules import (
     FieldCheck,
     cti_before,
     cti_reason,
-    format_time,
     insert_lifetime_bad,
     insert_lifetime_reason,
+    mismatch_reason,
     reach_batch,
     retract_lifetime_bad,
     retract_lifetime_reason,
     sync_times,
+    unknown_id_reason,
 )
 from .span_ids import ids_distinct, ids_new
 
@@ -362,13 +363,11 @@ def _dead_letters(gate: InputGate, raw: ElementBatch, payload: Payload, ins: np.
         lambda at: map(cti_reason, np.minimum(re[at], rn[at]).tolist(), cb[at].tolist()))
     ids = raw.table.column("id")
     put(is_ret & (code == _UNKNOWN), UNKNOWN_ID,
-        lambda at: [f"retraction of unknown id {i!r}" for i in ids.take(pa.array(rows[at])).to_pylist()])
+        lambda at: map(unknown_id_reason, ids.take(pa.array(rows[at])).to_pylist()))
     if rt is not None:
-        put(is_ret & (code == _MISMATCH), MISMATCH, lambda at: [
-            f"retraction of {i!r} says [{format_time(a)}, {format_time(b)}) but the live event is "
-            f"[{format_time(c)}, {format_time(d)})"
-            for i, a, b, c, d in zip(ids.take(pa.array(rows[at])).to_pylist(), le[at].tolist(), re[at].tolist(),
-                                     rt.t_ole[x[at]].tolist(), rt.t_re[x[at]].tolist(), strict=True)])
+        put(is_ret & (code == _MISMATCH), MISMATCH, lambda at: map(
+            mismatch_reason, ids.take(pa.array(rows[at])).to_pylist(), le[at].tolist(), re[at].tolist(),
+            rt.t_ole[x[at]].tolist(), rt.t_re[x[at]].tolist()))
     block = RefusedRows(raw, rows, texts, cats, gate.name)
     if gate.ctx.on_violation == "error":  # (the first refused row stops the run, as on the row path)
         first = block.records()[0]

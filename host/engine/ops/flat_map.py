@@ -40,7 +40,7 @@ from ..batch import CTI, INSERT, Batch, RowsOut
 from ..context import Context
 from ..invoke import PLAIN_TYPES
 from ..operator import UdmOperator
-from ..rules import INF, MALFORMED, NEG, UNKNOWN_ID, closed, format_time
+from ..rules import INF, MALFORMED, NEG, UNKNOWN_ID, closed, format_time, unknown_id_reason
 
 __all__ = ["FlatMapOp"]
 
@@ -189,7 +189,7 @@ class FlatMapOp(UdmOperator):
         heapq.heappush(self.ends, (re, eid))
 
     def _unknown(self, b: Batch, i: int) -> None:
-        self.refuse(b, i, UNKNOWN_ID, f"retraction of unknown id {b.id_text(i)!r}")
+        self.refuse(b, i, UNKNOWN_ID, unknown_id_reason(b.id_text(i)))
 
     def _retract(self, b: Batch, i: int, eid: int, le: int, re: int, rn: int, payload: dict[str, Any], line: int,
                  out: RowsOut) -> None:

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from ..batch import CTI, INSERT, Batch
 from ..operator import Operator
-from ..rules import CTI_VIOLATION, INF, UNKNOWN_ID, FieldCheck, cti_reason, effective_cti, sync_time
+from ..rules import CTI_VIOLATION, INF, UNKNOWN_ID, FieldCheck, cti_reason, effective_cti, sync_time, unknown_id_reason
 from .state import Ev, Group, group_key, group_keys
 
 __all__ = ["WindowIntake"]
@@ -206,7 +206,7 @@ class WindowIntake(Operator):
                         self._advance(le)
                 continue
             if refused and eid in refused:  # its insert was refused here: an unknown id (semantics-notes 8)
-                self.refuse(b, int(rows[j]), UNKNOWN_ID, f"retraction of unknown id {b.id_text(int(rows[j]))!r}")
+                self.refuse(b, int(rows[j]), UNKNOWN_ID, unknown_id_reason(b.id_text(int(rows[j]))))
                 if rn <= le:
                     del refused[eid]
                 else:
