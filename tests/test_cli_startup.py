@@ -105,6 +105,27 @@ def test_a_flat_map_whose_output_cti_follows_its_input_imports_no_sortedcontaine
     assert err.startswith("2 elements in, 4 out, 0 dead-lettered (local, "), err  # 2 pieces, CTI 20, CTI inf
 
 
+def test_a_hopping_count_run_imports_no_numpy_ma(tmp_path: Path) -> None:
+    """Nexmark q5 (bids per auction, hopping windows) over a few batches: pyarrow's masked-array probe
+    (``pa.array`` of an ndarray) and numpy's ``unique`` would import numpy.ma (~5-7 ms), which no step uses
+    (`udm.host.io.arrow_numpy`)."""
+    q = tmp_path / "q.json"
+    q.write_text(json.dumps({"steps": [{"op": "window", "window": {"type": "hopping", "size": 100, "hop": 20},
+                                        "group_by": ["auction"], "udm": "count", "as": "num"}]}))
+    lines = []
+    for i in range(300):
+        lines.append(json.dumps({"kind": "insert", "id": f"b{i}", "le": 3 * i, "re": 3 * i + 1,
+                                 "payload": {"auction": i % 7, "price": i}}))
+        if i % 50 == 49:
+            lines.append(json.dumps({"kind": "cti", "t": 3 * i}))
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("\n".join(lines) + "\n")
+    loaded, err = _loaded("run", str(q), "--input", str(inp), "--output", str(tmp_path / "o.jsonl"),
+                          "--batch-size", "64")
+    assert "numpy.ma" not in loaded, loaded
+    assert err.startswith("306 elements in, "), err
+
+
 def test_a_run_whose_query_names_no_udm_imports_no_packaging(tmp_path: Path) -> None:
     """Issue #26: version parsing (packaging) comes with the first UDM a query names (its plugin's manifests,
     the catalog's version match); a project/filter-by-field run (Nexmark q0) never needs it."""

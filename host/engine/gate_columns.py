@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from udm.host.io.arrow_numpy import arrow_of
 from udm.host.io.batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch
 
 from .batch import CTI, INSERT, RETRACT, Batch
@@ -106,8 +107,8 @@ def columns(gate: InputGate, raw: ElementBatch) -> Batch | None:
     cand = ins[reason == _OK]
     ids = raw.table.column("id")
     ids = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
-    if ids.null_count and ((len(cand) and ids.take(pa.array(cand)).null_count)
-                           or (len(ret) and ids.take(pa.array(ret)).null_count)):
+    if ids.null_count and ((len(cand) and ids.take(arrow_of(cand)).null_count)
+                           or (len(ret) and ids.take(arrow_of(ret)).null_count)):
         return None
     if not ids_new(ids, cand, gate.live.held_ids()):
         return None  # an id repeats or is live: order decides (`_Rows`)
@@ -214,7 +215,7 @@ def _output(raw: ElementBatch, ids: pa.Array, payload: Payload, t: np.ndarray, g
 
 def _take(arr: pa.Array, rows: np.ndarray) -> pa.Array:
     """``arr``'s values at ``rows`` (ascending and distinct: all of them is ``arr`` itself, no copy)."""
-    return arr if len(rows) == len(arr) else arr.take(pa.array(rows, pa.int64()))
+    return arr if len(rows) == len(arr) else arr.take(arrow_of(rows, np.int64))
 
 
 class _Retractions:
