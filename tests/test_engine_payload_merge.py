@@ -49,3 +49,43 @@ def test_concat_keeps_columns_across_absent_rows_and_dict_rows() -> None:
     assert got.rows() == [*a.rows(), {}, {}, {"k": "d", "v": 9.0, "c": "x"}]
     mixed = concat_payloads([a, Payload.from_rows([{"other": 1}])])
     assert not mixed.columnar and mixed.rows() == [*a.rows(), {"other": 1}]
+
+
+def _mixed_parts(seed: int) -> list[Payload]:
+    """Parts of one batch: column blocks whose CTI rows are masked out, dict rows with CTIs ({}) among them,
+    and runs of CTIs alone."""
+    rng = np.random.default_rng(seed)
+    parts: list[Payload] = []
+    for _ in range(int(rng.integers(2, 6))):
+        n = int(rng.integers(1, 6))
+        pick = rng.random()
+        if pick < 0.2:
+            parts.append(Payload.absent(n))
+            continue
+        cti = rng.random(n) < 0.4
+        if pick < 0.6:
+            parts.append(_cols(n, None if not cti.any() else ~cti))
+        else:
+            parts.append(Payload.from_rows([{} if c else {"k": f"r{i}", "v": float(i), "c": "x"}
+                                            for i, c in enumerate(cti.tolist())]))
+    return parts
+
+
+def test_concat_of_a_batch_mixing_ctis_and_inserts_keeps_the_column_blocks() -> None:
+    """CTI rows carry no payload: a part holding both CTIs and data rows does not turn the batch into dicts."""
+    kept = 0
+    for seed in range(200):
+        parts = _mixed_parts(seed)
+        want = [r for p in parts for r in p.rows()]  # (each part read by itself: the reference)
+        got = concat_payloads(parts)
+        assert len(got) == len(want) and got.rows() == want, seed
+        if any(p.fields for p in parts):
+            assert got.columnar and set(got.names or ()) == {"k", "v", "c"}, seed
+            assert all(isinstance(c, (pa.Array, ConstColumn)) for c in (got.fields or {}).values()), seed
+            assert got.valid is None or got.valid.tolist() == [r != {} for r in want], seed
+            kept += 1
+    assert kept > 100
+    masked = _cols(3, np.array([True, False, True]))  # (the case that once became dicts: a CTI inside a block)
+    got = concat_payloads([_cols(2), masked, Payload.from_rows([{"k": "d", "v": 2.0, "c": "x"}, {}])])
+    assert got.columnar and isinstance(got.fields["v"], pa.Array)  # type: ignore[index]
+    assert got.rows() == [*_cols(2).rows(), *masked.rows(), {"k": "d", "v": 2.0, "c": "x"}, {}]

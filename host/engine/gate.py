@@ -52,12 +52,14 @@ from .rules import (
     FieldCheck,
     cti_reason,
     effective_cti,
-    format_time,
     insert_lifetime_bad,
     insert_lifetime_reason,
+    mismatch_reason,
+    not_object_reason,
     reach,
     retract_lifetime_bad,
     retract_lifetime_reason,
+    unknown_id_reason,
 )
 
 __all__ = ["InputGate"]
@@ -281,8 +283,7 @@ class _Rows:
         g = self.gate
         le, re, payload = el.le, el.re, el.payload
         if type(payload) is not dict:
-            g.reject(line, MALFORMED, f"payload must be a JSON object, got {type(payload).__name__}",
-                      element_to_json(el))
+            g.reject(line, MALFORMED, not_object_reason(payload), element_to_json(el))
             return
         if insert_lifetime_bad(le, re):
             g.reject(line, BAD_LIFETIME, insert_lifetime_reason(le, re), element_to_json(el))
@@ -320,13 +321,10 @@ class _Rows:
             return
         rec = g.live.get(el.id)
         if rec is None:
-            g.reject(line, UNKNOWN_ID, f"retraction of unknown id {el.id!r}", element_to_json(el))
+            g.reject(line, UNKNOWN_ID, unknown_id_reason(el.id), element_to_json(el))
             return
         if rec.ole != le or rec.re != re:
-            g.reject(line, MISMATCH,
-                      f"retraction of {el.id!r} says [{format_time(le)}, {format_time(re)}) but the "
-                      f"live event is [{format_time(rec.ole)}, {format_time(rec.re)})",
-                      element_to_json(el))
+            g.reject(line, MISMATCH, mismatch_reason(el.id, le, re, rec.ole, rec.re), element_to_json(el))
             return
         g._reach(le, re, rn)
         if rn == re:

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from udm.host.io.arrow_numpy import arrow_of
 from udm.host.io.batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch
 
 from .batch import CTI, INSERT, RETRACT, Batch
@@ -39,13 +40,14 @@ from .rules import (
     FieldCheck,
     cti_before,
     cti_reason,
-    format_time,
     insert_lifetime_bad,
     insert_lifetime_reason,
+    mismatch_reason,
     reach_batch,
     retract_lifetime_bad,
     retract_lifetime_reason,
     sync_times,
+    unknown_id_reason,
 )
 from .span_ids import ids_distinct, ids_new
 
@@ -105,8 +107,8 @@ def columns(gate: InputGate, raw: ElementBatch) -> Batch | None:
     cand = ins[reason == _OK]
     ids = raw.table.column("id")
     ids = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
-    if ids.null_count and ((len(cand) and ids.take(pa.array(cand)).null_count)
-                           or (len(ret) and ids.take(pa.array(ret)).null_count)):
+    if ids.null_count and ((len(cand) and ids.take(arrow_of(cand)).null_count)
+                           or (len(ret) and ids.take(arrow_of(ret)).null_count)):
         return None
     if not ids_new(ids, cand, gate.live.held_ids()):
         return None  # an id repeats or is live: order decides (`_Rows`)
@@ -213,7 +215,7 @@ def _output(raw: ElementBatch, ids: pa.Array, payload: Payload, t: np.ndarray, g
 
 def _take(arr: pa.Array, rows: np.ndarray) -> pa.Array:
     """``arr``'s values at ``rows`` (ascending and distinct: all of them is ``arr`` itself, no copy)."""
-    return arr if len(rows) == len(arr) else arr.take(pa.array(rows, pa.int64()))
+    return arr if len(rows) == len(arr) else arr.take(arrow_of(rows, np.int64))
 
 
 class _Retractions:
@@ -362,13 +364,11 @@ def _dead_letters(gate: InputGate, raw: ElementBatch, payload: Payload, ins: np.
         lambda at: map(cti_reason, np.minimum(re[at], rn[at]).tolist(), cb[at].tolist()))
     ids = raw.table.column("id")
     put(is_ret & (code == _UNKNOWN), UNKNOWN_ID,
-        lambda at: [f"retraction of unknown id {i!r}" for i in ids.take(pa.array(rows[at])).to_pylist()])
+        lambda at: map(unknown_id_reason, ids.take(pa.array(rows[at])).to_pylist()))
     if rt is not None:
-        put(is_ret & (code == _MISMATCH), MISMATCH, lambda at: [
-            f"retraction of {i!r} says [{format_time(a)}, {format_time(b)}) but the live event is "
-            f"[{format_time(c)}, {format_time(d)})"
-            for i, a, b, c, d in zip(ids.take(pa.array(rows[at])).to_pylist(), le[at].tolist(), re[at].tolist(),
-                                     rt.t_ole[x[at]].tolist(), rt.t_re[x[at]].tolist(), strict=True)])
+        put(is_ret & (code == _MISMATCH), MISMATCH, lambda at: map(
+            mismatch_reason, ids.take(pa.array(rows[at])).to_pylist(), le[at].tolist(), re[at].tolist(),
+            rt.t_ole[x[at]].tolist(), rt.t_re[x[at]].tolist()))
     block = RefusedRows(raw, rows, texts, cats, gate.name)
     if gate.ctx.on_violation == "error":  # (the first refused row stops the run, as on the row path)
         first = block.records()[0]

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from udm.host.io.arrow_numpy import arrow_of
 from udm.sdk import INF
 
 from .payload import Payload
@@ -86,8 +87,8 @@ class _Chunk:
         if not self.nalive:
             return None
         if self.rows is None:
-            return self.ids if self.nalive == len(self.eid) else self.ids.filter(pa.array(self.alive))
-        return self.ids.take(pa.array(self.rows[self.alive] if self.nalive < len(self.eid) else self.rows))
+            return self.ids if self.nalive == len(self.eid) else self.ids.filter(arrow_of(self.alive))
+        return self.ids.take(arrow_of(self.rows[self.alive] if self.nalive < len(self.eid) else self.rows))
 
     def close(self, c: int) -> None:
         """Forget rows with ``RE < c``."""
@@ -100,7 +101,7 @@ class _Chunk:
         keep = np.flatnonzero(self.alive)
         src = keep if self.rows is None else self.rows[keep]
         ole = None if self.ole is None else self.ole[keep]
-        return _Chunk(self.ids.take(pa.array(src)), self.eid[keep], self.le[keep], ole, self.re[keep],
+        return _Chunk(self.ids.take(arrow_of(src)), self.eid[keep], self.le[keep], ole, self.re[keep],
                       self.payload.take(src))
 
     def __getstate__(self) -> tuple:

@@ -21,7 +21,7 @@ from udm.host.temporal.elements import element_to_json
 from .batch import Batch
 from .common import DeadLetter
 from .context import Context
-from .rules import INF, UNKNOWN_ID, FieldCheck
+from .rules import INF, UNKNOWN_ID, FieldCheck, unknown_id_reason
 
 __all__ = ["Operator", "UdmOperator"]
 
@@ -106,7 +106,7 @@ class Operator:
                 if got is not None:
                     self.refuse(b, i, got[0], got[1], port)
             else:
-                self.refuse(b, i, UNKNOWN_ID, f"retraction of unknown id {b.id_text(i)!r}", port)
+                self.refuse(b, i, UNKNOWN_ID, unknown_id_reason(b.id_text(i)), port)
         keep = np.ones(len(b), dtype=bool)
         keep[rows] = False
         return b.take(np.flatnonzero(keep))

@@ -13,6 +13,7 @@ import json
 import numpy as np
 import pyarrow as pa
 
+from udm.host.io.arrow_numpy import arrow_of
 from udm.host.io.encode import (
     MIN_RUN,
     ConstColumn,
@@ -69,7 +70,7 @@ def _insert_columns(p: Payload, ins: np.ndarray, n: int) -> list[tuple[str, pa.A
         # the inserts' rows by a mask (``filter`` copies runs: ~1-3 ns a row, where a ``take`` by index cost 3-10)
         keep = np.zeros(n, dtype=bool)
         keep[ins] = True
-        mask = pa.array(keep)
+        mask = arrow_of(keep)
         return [(name, col if isinstance(col, ConstColumn) else col.filter(mask)) for name, col in fields.items()]
     rows = p.rows()
     sel = [rows[i] for i in ins.tolist()]

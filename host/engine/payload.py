@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from udm.host.io.arrow_numpy import arrow_of
 from udm.host.io.batch import dict_builder
 from udm.host.io.encode import ConstColumn, plain_column
 
@@ -161,7 +162,7 @@ class Payload:
                 vals: Any = [col.value] * n
             else:
                 if rows is not None and (len(rows) != self._n or col.null_count):
-                    col = col.take(pa.array(rows, pa.int64()))
+                    col = col.take(arrow_of(rows, np.int64))
                 num = _numeric(col)
                 vals = num if num is not None else col.to_pylist()
             return vals, miss
@@ -208,7 +209,7 @@ class Payload:
             return self
         f = self._fields
         if f is not None:
-            ia = pa.array(idx, pa.int64())
+            ia = arrow_of(idx, np.int64)
             nf = {k: (c if isinstance(c, ConstColumn) else c.take(ia)) for k, c in f.items()}
             valid = None if self._valid is None else self._valid[idx]
             out = Payload(len(idx), fields=nf, valid=valid)
@@ -280,9 +281,9 @@ def as_column(values: Any) -> pa.Array | None:
         if values.dtype.kind in "if" and values.dtype.itemsize == 8:
             if values.dtype.kind == "f" and not np.isfinite(values).all():
                 return None
-            return pa.array(values)
+            return arrow_of(values)
         if values.dtype.kind == "b":
-            return pa.array(values)
+            return arrow_of(values)
         values = values.tolist()
     arr = plain_column(values)
     if arr is not None and pa.types.is_floating(arr.type) and not np.isfinite(arr.to_numpy(zero_copy_only=False)).all():

@@ -23,7 +23,8 @@ __all__ = ["concat_payloads", "patched"]
 
 
 def concat_payloads(parts: Sequence[Payload]) -> Payload:
-    """The rows of ``parts``, in order, as one `Payload` (columns when they share a shape)."""
+    """The rows of ``parts``, in order, as one `Payload`: columns when the parts with a payload share a shape,
+    whatever rows without one (CTIs: absent parts, or rows a part's ``valid`` mask leaves out) lie between."""
     parts = [p for p in parts if len(p)]
     if not parts:
         return Payload.empty(0)
@@ -34,27 +35,41 @@ def concat_payloads(parts: Sequence[Payload]) -> Payload:
         # a few rows made one by one beside column blocks: as columns too when they have the same shape
         parts = [p if p.columnar else _columnized(p) for p in parts]
     shaped = [p for p in parts if not p.is_absent]
-    if shaped and len(shaped) < len(parts) and shaped[0].names is not None \
-            and all(p.names == shaped[0].names for p in shaped):
-        return _with_absent(parts, shaped[0], n)
-    names = parts[0].names
-    if names is not None and all(p.names == names and p.valid is None for p in parts):
-        try:
-            cols: dict[str, pa.Array | ConstColumn] = {}
-            for k in names:
-                cs = [p.fields[k] for p in parts]  # type: ignore[index]
-                if all(isinstance(c, ConstColumn) for c in cs) and len({json.dumps(c.value) for c in cs}) == 1:
-                    cols[k] = cs[0]
-                    continue
-                arrs = [pa.array([c.value] * len(p)) if isinstance(c, ConstColumn) else c
-                        for c, p in zip(cs, parts, strict=True)]
-                if len({a.type for a in arrs}) != 1:
-                    raise TypeError
-                cols[k] = pa.concat_arrays(arrs)
-            return Payload(n, fields=cols)
-        except (TypeError, pa.ArrowException):
-            pass
+    if not shaped:
+        return Payload.absent(n)
+    names = shaped[0].names
+    if names is not None and all(p.names == names for p in shaped):
+        got = _concat_columns(parts, names, n)
+        if got is not None:
+            return got
     return Payload(n, rows=_all_rows(parts))
+
+
+def _concat_columns(parts: Sequence[Payload], names: tuple[str, ...], n: int) -> Payload | None:
+    """Columnar parts whose payloads have fields ``names`` (absent parts between them: nulls there, and not
+    valid), or None when a field's column types differ."""
+    try:
+        cols: dict[str, pa.Array | ConstColumn] = {}
+        for k in names:
+            cs = [None if p.is_absent else p.fields[k] for p in parts]  # type: ignore[index]
+            present = [c for c in cs if c is not None]
+            if all(isinstance(c, ConstColumn) for c in present) and len({json.dumps(c.value) for c in present}) == 1:
+                cols[k] = present[0]  # (an absent row reads no value: one constant still holds)
+                continue
+            arrs = [None if c is None else pa.array([c.value] * len(p)) if isinstance(c, ConstColumn) else c
+                    for c, p in zip(cs, parts, strict=True)]
+            types = {a.type for a in arrs if a is not None}
+            if len(types) != 1:
+                return None
+            typ = types.pop()
+            cols[k] = pa.concat_arrays([pa.nulls(len(p), typ) if a is None else a
+                                        for a, p in zip(arrs, parts, strict=True)])
+    except (TypeError, pa.ArrowException):
+        return None
+    valid = None
+    if any(p.valid is not None for p in parts):
+        valid = np.concatenate([np.ones(len(p), dtype=bool) if p.valid is None else p.valid for p in parts])
+    return Payload(n, fields=cols, valid=valid)
 
 
 def patched(payload: Payload, at: np.ndarray, rows: list[Any]) -> Payload:
@@ -128,31 +143,6 @@ def _columnized(p: Payload) -> Payload:
             col = _spread(col, present)
         cols[k] = col
     return Payload(len(p), fields=cols, valid=None if full else np.array(present, dtype=bool))
-
-
-def _with_absent(parts: Sequence[Payload], shape: Payload, n: int) -> Payload:
-    """Columnar parts of one shape with rows of no payload between them: nulls there."""
-    names = shape.names or ()
-    try:
-        cols: dict[str, pa.Array | ConstColumn] = {}
-        for k in names:
-            arrs = []
-            typ = None
-            for p in parts:
-                if not p.is_absent:
-                    c = p.fields[k]  # type: ignore[index]
-                    a = pa.array([c.value] * len(p)) if isinstance(c, ConstColumn) else c
-                    typ = a.type
-                    arrs.append(a)
-                else:
-                    arrs.append(None)
-            cols[k] = pa.concat_arrays([a if a is not None else pa.nulls(len(p), typ)
-                                        for a, p in zip(arrs, parts, strict=True)])
-    except (TypeError, pa.ArrowException):
-        return Payload(n, rows=_all_rows(parts))
-    valid = np.concatenate([np.zeros(len(p), dtype=bool) if p.is_absent else
-                            (np.ones(len(p), dtype=bool) if p.valid is None else p.valid) for p in parts])
-    return Payload(n, fields=cols, valid=valid)
 
 
 def _spread(col: pa.Array, present: list[bool]) -> pa.Array:

@@ -24,12 +24,9 @@ from typing import Any
 from udm.host.temporal.elements import Cti, Insert, Retract, element_to_json
 
 from .common import INF, NEG, DeadLetter
+from .rules import MISMATCH, UNKNOWN_ID, format_time, mismatch_reason, unknown_id_reason
 
 __all__ = ["ChainRepair"]
-
-
-def _t(x: int) -> str:
-    return "inf" if x >= INF else str(x)
 
 
 def _sync(r: Retract) -> int:
@@ -158,15 +155,13 @@ class ChainRepair:
 
     def _dead_letter(self, line: int | None, r: Retract, limit: int) -> tuple[DeadLetter, str]:
         why = ("the input ended" if limit >= INF else
-               f"CTI {_t(self.cti)} passed it" if limit == self.cti else
+               f"CTI {format_time(self.cti)} passed it" if limit == self.cti else
                f"nothing matched it within the repair horizon ({self.horizon} ticks)")
         rec = self.live.get(r.id)
         if rec is None:
-            reason, category = f"retraction of unknown id {r.id!r} ({why})", "unknown_id"
+            reason, category = f"{unknown_id_reason(r.id)} ({why})", UNKNOWN_ID
         else:
-            reason = (f"retraction of {r.id!r} says [{_t(r.le)}, {_t(r.re)}) but the live event is "
-                      f"[{_t(rec[0])}, {_t(rec[1])}) ({why})")
-            category = "lifetime_mismatch"
+            reason, category = f"{mismatch_reason(r.id, r.le, r.re, rec[0], rec[1])} ({why})", MISMATCH
         return DeadLetter(line, reason, element_to_json(r)), category
 
     def _forget(self, c: int) -> None:

@@ -53,6 +53,9 @@ __all__ = [
     "format_time",
     "insert_lifetime_bad",
     "insert_lifetime_reason",
+    "mismatch_reason",
+    "missing_field_reason",
+    "not_object_reason",
     "reach",
     "reach_batch",
     "release_point",
@@ -62,6 +65,7 @@ __all__ = [
     "strong",
     "sync_time",
     "sync_times",
+    "unknown_id_reason",
 ]
 
 #: Below every int64 tick: "no CTI yet" / "no time seen yet".
@@ -134,6 +138,19 @@ def retract_lifetime_reason(le: int, re: int, rn: int) -> str:
 
 def cti_reason(sync: int, c: int) -> str:
     return f"CTI violation: sync time {sync} < CTI {format_time(c)}"
+
+
+# -- retractions: the dead-letter reasons (the gate's row and column paths, the repair, the steps) ------------
+def unknown_id_reason(id: object) -> str:
+    """A retraction naming no live event (never inserted, closed by a CTI, or its insert refused).
+    ``id`` as the input spelled it; its repr, so a quote or an odd character shows."""
+    return f"retraction of unknown id {id!r}"
+
+
+def mismatch_reason(id: object, le: int, re: int, live_le: int, live_re: int) -> str:
+    """A retraction whose ``[le, re)`` is not the live event's ``[live_le, live_re)`` (SEMANTICS §1)."""
+    return (f"retraction of {id!r} says [{format_time(le)}, {format_time(re)}) but the live event is "
+            f"[{format_time(live_le)}, {format_time(live_re)})")
 
 
 def closed(re: Any, c: Any) -> Any:
@@ -226,6 +243,16 @@ def final_ends(c: int, le: np.ndarray, re: np.ndarray) -> np.ndarray:
 
 
 # -- payload fields ----------------------------------------------------------------------------------
+def not_object_reason(payload: Any) -> str:
+    """A payload that is not a JSON object (a step reading fields, or a gate refusing it outright)."""
+    return f"payload must be a JSON object, got {type(payload).__name__}"
+
+
+def missing_field_reason(field: str) -> str:
+    """A payload lacking a field a step reads (semantics-notes 3)."""
+    return f"missing field {field!r}"
+
+
 @dataclass(frozen=True)
 class FieldCheck:
     """The payload fields a step reads (semantics-notes 3) and the declared types of what its UDM
@@ -242,10 +269,10 @@ class FieldCheck:
     def reason(self, payload: Any) -> tuple[str, str] | None:
         """(category, reason) for a payload this step refuses, else None."""
         if type(payload) is not dict:
-            return MALFORMED, f"payload must be a JSON object, got {type(payload).__name__}"
+            return MALFORMED, not_object_reason(payload)
         for f in self.fields:
             if f not in payload:
-                return MISSING_FIELD, f"missing field {f!r}"
+                return MISSING_FIELD, missing_field_reason(f)
         for tf, tp in self.typed:
             v = payload if tf is None else payload[tf]
             if not tp.accepts(v):
@@ -264,7 +291,7 @@ class FieldCheck:
             miss = payload.missing(f, rows)
             if miss is not None and (hit := miss & left).any():
                 cats[hit] = MISSING_FIELD
-                texts[hit] = f"missing field {f!r}"
+                texts[hit] = missing_field_reason(f)
                 left &= ~hit
         rest = np.flatnonzero(left)
         if len(rest):

@@ -33,6 +33,8 @@ from udm.host.temporal.strict import dumps as strict_dumps
 from udm.host.temporal.strict import encode as _encode
 from udm.sdk import INF
 
+from .arrow_numpy import arrow_of
+
 __all__ = ["MIN_RUN", "ConstColumn", "DeferredLines", "EncodedLines", "cti_line", "element_lines", "element_text",
            "encode_value_column", "insert_lines", "merge_lines", "plain_column", "value_column"]
 
@@ -209,13 +211,13 @@ def insert_lines(oids: np.ndarray | pa.Array, le: np.ndarray, re: np.ndarray,
     if n == 0:
         return pa.array([], _STR)
     if isinstance(oids, np.ndarray):
-        parts: list[Any] = ['{"kind": "insert", "id": "o', pc.cast(pa.array(oids), _STR), '"']
+        parts: list[Any] = ['{"kind": "insert", "id": "o', pc.cast(arrow_of(oids), _STR), '"']
     else:
         text, quote = encode_value_column(oids)
         parts = ['{"kind": "insert", "id": ', *(['"', text, '"'] if quote else [text])]
-    parts += [', "le": ', pc.cast(pa.array(le), _STR), ', "re": ']
+    parts += [', "le": ', pc.cast(arrow_of(le), _STR), ', "re": ']
     inf = re >= INF
-    re_txt = pc.cast(pa.array(re), _STR)
+    re_txt = pc.cast(arrow_of(re), _STR)
     if inf.any():
         re_txt = pc.if_else(pa.array(inf), pa.scalar('"inf"'), re_txt)
     parts.append(re_txt)

@@ -41,6 +41,7 @@ from udm.host.temporal.strict import NotStrictJSON
 from udm.host.temporal.strict import loads as strict_loads
 from udm.sdk import INF
 
+from .arrow_numpy import arrow_of
 from .arrow_pool import use_bulk_pool
 from .batch import KIND_BAD, KIND_CTI, KIND_INSERT, KIND_RETRACT, ElementBatch, ints_filled
 from .dead_letters import DeadLetterSource, record_columns
@@ -378,7 +379,7 @@ def _fast_batch(chunk: bytes | bytearray, n_lines: int, first_line: int) -> Elem
             "re_new": _only(re_new, rn_v, ret),
             "t": _only(t, t_v, cti),
             "payload": _only(payload, payload_valid, ~cti),
-            "line": pa.array(np.arange(first_line, first_line + n, dtype=np.int64)),
+            "line": arrow_of(np.arange(first_line, first_line + n, dtype=np.int64)),
             "error": pa.nulls(n, _STR),
             "raw": pa.nulls(n, _STR),
         }

@@ -27,7 +27,18 @@ from udm.host.model.plan import BoundStep
 from ..batch import CTI, INSERT, Batch
 from ..context import Context
 from ..operator import Operator
-from ..rules import CTI_VIOLATION, INF, MISMATCH, NEG, UNKNOWN_ID, cti_reason, effective_cti, format_time, sync_time
+from ..rules import (
+    CTI_VIOLATION,
+    INF,
+    MISMATCH,
+    NEG,
+    UNKNOWN_ID,
+    cti_reason,
+    effective_cti,
+    format_time,
+    sync_time,
+    unknown_id_reason,
+)
 
 __all__ = ["FinalizeOp"]
 
@@ -73,7 +84,7 @@ class FinalizeOp(Operator):
             sync = sync_time(k, int(b.le[i]), int(b.re[i]), int(b.rn[i]))
             if k != INSERT and eid in self.refused:
                 keep[i] = False
-                self.refuse(b, i, UNKNOWN_ID, f"retraction of unknown id {b.id_text(i)!r}")
+                self.refuse(b, i, UNKNOWN_ID, unknown_id_reason(b.id_text(i)))
                 if b.rn[i] <= b.le[i]:
                     del self.refused[eid]
                 else:

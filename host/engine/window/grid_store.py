@@ -26,6 +26,8 @@ import numpy as np
 import pyarrow.compute as pc
 from sortedcontainers import SortedDict
 
+from udm.host.io.arrow_numpy import arrow_of, sorted_unique
+
 from ..payload import value_array
 from ..rules import INF, NEG
 from .geometry import Geometry
@@ -221,7 +223,7 @@ class PaneStore:
         # pane among the panes held), the new rows sorted among themselves, each placed after its equals. The
         # panes held grow by the batch's distinct panes, found by hashing (a batch's rows fall in a few
         # panes: no sort of its rows)
-        U = self.U = np.union1d(self.U, pc.unique(S[m:]).to_numpy())
+        U = self.U = sorted_unique(np.concatenate([self.U, pc.unique(arrow_of(S[m:])).to_numpy()]))
         key = G * len(U) + np.searchsorted(U, S)
         o = stable_order(key[m:])
         at = np.searchsorted(key[:m], key[m:][o], side="right") + np.arange(len(o), dtype=np.int64)

@@ -17,9 +17,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from udm.host.io.arrow_numpy import arrow_of
+
 from ..batch import CTI, INSERT, Batch
 from ..operator import Operator
-from ..rules import CTI_VIOLATION, INF, UNKNOWN_ID, FieldCheck, cti_reason, effective_cti, sync_time
+from ..rules import CTI_VIOLATION, INF, UNKNOWN_ID, FieldCheck, cti_reason, effective_cti, sync_time, unknown_id_reason
 from .state import Ev, Group, group_key, group_keys
 
 __all__ = ["WindowIntake"]
@@ -123,7 +125,7 @@ class WindowIntake(Operator):
         arr = b.payload.arrow(gb[0]) if len(gb) == 1 else None
         sub = None
         if isinstance(arr, pa.Array) and not pa.types.is_nested(arr.type):
-            sub = arr if len(rows) == len(arr) else arr.take(pa.array(rows, pa.int64()))
+            sub = arr if len(rows) == len(arr) else arr.take(arrow_of(rows, np.int64))
             if sub.null_count:
                 sub = None
         if sub is not None:
@@ -206,7 +208,7 @@ class WindowIntake(Operator):
                         self._advance(le)
                 continue
             if refused and eid in refused:  # its insert was refused here: an unknown id (semantics-notes 8)
-                self.refuse(b, int(rows[j]), UNKNOWN_ID, f"retraction of unknown id {b.id_text(int(rows[j]))!r}")
+                self.refuse(b, int(rows[j]), UNKNOWN_ID, unknown_id_reason(b.id_text(int(rows[j]))))
                 if rn <= le:
                     del refused[eid]
                 else:

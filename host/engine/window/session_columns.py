@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from udm.host.io.arrow_numpy import sorted_unique
+
 from ..batch import RowsOut
 from ..common import Ev
 from ..rules import INF
@@ -272,7 +274,7 @@ class Tail(TailOutput):
         # the group's per-event form: an end past INF, a session output before that changed (`session_released`)
         # or one to output now that has a head; such a group leaves with all its rows
         odd = ((wtop < INF) & (wtop > INF - gap)) | (out_now & ~known & (self.vix[s0] < 0))
-        leave = np.union1d(gid[s0[odd]], np.fromiter(changed, dtype=np.int64, count=len(changed)))
+        leave = sorted_unique(np.concatenate([gid[s0[odd]], np.fromiter(changed, dtype=np.int64, count=len(changed))]))
         going = np.isin(gid[s0], leave)
         closed &= ~going
         spec = out_now & ~known & ~going
