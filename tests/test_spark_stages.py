@@ -342,3 +342,26 @@ def test_an_exchange_rows_key_text_hashes_as_its_payload_field(spark: Any) -> No
     got = spark.createDataFrame(rows, "payload string, kt string").select(
         F.xxhash64(key_value("k")).alias("a"), F.xxhash64(key_of_text(F.col("kt"))).alias("b")).collect()
     assert [r.a for r in got] == [r.b for r in got]
+
+
+@pytest.mark.spark
+def test_a_staged_result_is_one_partition_per_bucket_and_one_for_the_final_row(spark: Any) -> None:
+    """Every scan of the persisted result (the small rows, the output, its sort) runs a Spark task per
+    partition: the last stage's buckets and the final ``cti(INF)``'s one row (`one_row`), no empty ones
+    (issue #31: tasks per staged run). Reference: the buckets asked for, and the row's values as given."""
+    from udm.host.spark.convert import elements_df
+    from udm.host.spark.graph import GRAPH_RESULT_DDL, run_graph_batch
+    from udm.host.spark.partition import one_row
+
+    values = ("out", "cti", None, None, None, None, 7, None, 9, None, None, None, None, None, 1)
+    row = one_row(spark, GRAPH_RESULT_DDL, values)
+    assert row.rdd.getNumPartitions() == 1
+    assert tuple(row.collect()[0]) == values
+    spec = parse_query(JOIN_THEN_WINDOW)
+    for n in (2, 3):
+        run = run_graph_batch(spec, {x: elements_df(spark, s) for x, s in _inputs(3).items()}, buckets=n)
+        try:
+            assert run.split == "staged"
+            assert run.output.rdd.getNumPartitions() == n + 1
+        finally:
+            run.unpersist()
