@@ -13,7 +13,9 @@ With the default key skew one hot key holds most of the join's work, which no pa
 ``--skew 1`` (uniform keys) shows what the stages gain when the work can spread.
 
 Plans alternate (single, staged, staged, single, ...) ``--repeat`` times and the medians are reported, with
-the load average: the machine may be shared. ``--master`` runs them elsewhere than ``local[2]``;
+the load average: the machine may be shared. Both plans are forced (``staged=True/False``): left to the
+session, a graph runs in one bucket on two task slots or fewer (`udm.host.spark.stage_cost`).
+``--master`` runs them elsewhere than ``local[2]``;
 ``--cluster`` starts a standalone cluster of two one-core workers on this machine
 (`udm.host.testing.spark_cluster`) and runs the same comparison there and on ``local[2]``, each in a child
 process of its own: the staged plan's time on the cluster against ``local[2]``.
@@ -63,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     from udm.host.spark.convert import collect_elements, elements_df
     from udm.host.spark.graph import run_graph_batch
     from udm.host.spark.session import get_spark
+    from udm.host.spark.stage_cost import staging_pays
     from udm.host.spark.stages import plan_stages
     from udm.host.testing.cht import cht
 
@@ -70,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"stages: {[[x.name for x in s.nodes] for s in plan_stages(spec)]}", flush=True)
     t0 = time.perf_counter()
     spark = get_spark(args.master, shuffle_partitions=args.buckets)
-    print(f"spark session: {time.perf_counter() - t0:.1f}s ({spark.sparkContext.master})", flush=True)
+    print(f"spark session: {time.perf_counter() - t0:.1f}s ({spark.sparkContext.master}); a run that leaves the "
+          f"plan to the session runs {'stages' if staging_pays(spark) else 'one bucket'} here "
+          "(udm.host.spark.stage_cost; both plans below are forced)", flush=True)
     with tempfile.TemporaryDirectory() as d:
         paths = {name: Path(d) / f"{name}.jsonl" for name in ("left", "right")}
         gen.join_streams(paths["left"], paths["right"], n, skew=args.skew)

@@ -20,8 +20,9 @@ def main(work: Path, master: str) -> None:
     from udm.host.model.spec import parse_query
     from udm.host.query.runners import RunRequest, get_engine
     from udm.host.spark.session import get_spark
+    from udm.host.spark.stage_cost import STAGED_CONF
 
-    get_spark(master, shuffle_partitions=2)
+    get_spark(master, shuffle_partitions=2, **{STAGED_CONF: "true"})  # (the cluster's 2 slots: staged anyway)
     results: dict[str, Any] = {}
     for run in json.loads((work / "job.json").read_text(encoding="utf-8")):
         if run["name"] == "kill":

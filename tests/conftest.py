@@ -110,8 +110,12 @@ JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     from udm.host.spark.session import get_spark
+    from udm.host.spark.stage_cost import STAGED_CONF
 
+    # graphs with no single partitioning run as stages, as a larger session runs them (on two slots the
+    # default would run them in one bucket: `udm.host.spark.stage_cost`); the staged path is what they test
     session = get_spark("local[2]", app_name="udmkit-tests", shuffle_partitions=2,
-                        **{"spark.default.parallelism": 2, "spark.sql.adaptive.enabled": "false"})
+                        **{"spark.default.parallelism": 2, "spark.sql.adaptive.enabled": "false",
+                           STAGED_CONF: "true"})
     yield session
     session.stop()

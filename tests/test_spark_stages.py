@@ -342,3 +342,96 @@ def test_an_exchange_rows_key_text_hashes_as_its_payload_field(spark: Any) -> No
     got = spark.createDataFrame(rows, "payload string, kt string").select(
         F.xxhash64(key_value("k")).alias("a"), F.xxhash64(key_of_text(F.col("kt"))).alias("b")).collect()
     assert [r.a for r in got] == [r.b for r in got]
+
+
+@pytest.mark.spark
+def test_a_staged_result_is_one_partition_per_bucket_and_one_for_the_final_row(spark: Any) -> None:
+    """Every scan of the persisted result (the small rows, the output, its sort) runs a Spark task per
+    partition: the last stage's buckets and the final ``cti(INF)``'s one row (`one_row`), no empty ones
+    (issue #31: tasks per staged run). Reference: the buckets asked for, and the row's values as given."""
+    from udm.host.spark.convert import elements_df
+    from udm.host.spark.graph import GRAPH_RESULT_DDL, run_graph_batch
+    from udm.host.spark.partition import one_row
+
+    values = ("out", "cti", None, None, None, None, 7, None, 9, None, None, None, None, None, 1)
+    row = one_row(spark, GRAPH_RESULT_DDL, values)
+    assert row.rdd.getNumPartitions() == 1
+    assert tuple(row.collect()[0]) == values
+    spec = parse_query(JOIN_THEN_WINDOW)
+    for n in (2, 3):
+        run = run_graph_batch(spec, {x: elements_df(spark, s) for x, s in _inputs(3).items()}, buckets=n)
+        try:
+            assert run.split == "staged"
+            assert run.output.rdd.getNumPartitions() == n + 1
+        finally:
+            run.unpersist()
+
+
+class _Session:
+    """A stand-in for a SparkSession: its setting of `STAGED_CONF` and its task slots (None: it does not say)."""
+
+    def __init__(self, value: str | None, slots: int | None) -> None:
+        self.conf = {} if value is None else {"spark.udm.graph.staged": value}
+        self.slots = slots
+
+    @property
+    def sparkContext(self) -> Any:
+        if self.slots is None:
+            raise RuntimeError("no SparkContext (Spark Connect)")
+        return type("Ctx", (), {"defaultParallelism": self.slots})()
+
+
+@pytest.mark.parametrize("value,slots,expected", [
+    (None, 1, False), (None, 2, False), (None, 3, True), (None, 8, True), (None, None, True),
+    ("auto", 2, False), ("AUTO", 4, True), ("true", 1, True), ("true", 2, True), ("false", 2, False),
+    ("false", 16, False), (" False ", 16, False)])
+def test_staging_pays_beyond_two_slots_unless_the_session_says(value: str | None, slots: int | None,
+                                                               expected: bool) -> None:
+    """The rule as docs/query-writer.md states it: stages on more than two task slots, one bucket on two or
+    fewer; the session setting forces either plan; a session that does not say how many slots it has keeps
+    the stages (as before the rule)."""
+    from udm.host.spark.stage_cost import staging_pays
+
+    assert staging_pays(_Session(value, slots)) is expected
+
+
+def test_a_bad_staged_setting_is_a_clear_error() -> None:
+    from udm.host.errors import UdmError
+    from udm.host.spark.stage_cost import staging_pays
+
+    with pytest.raises(UdmError, match="spark.udm.graph.staged must be one of auto, true, false; got 'yes'"):
+        staging_pays(_Session("yes", 4))
+
+
+@pytest.mark.spark
+def test_on_two_slots_a_graph_runs_in_one_bucket_unless_forced_with_the_same_result(spark: Any) -> None:
+    """The test session has two task slots: left to the rule (``auto``) or told ``false``, a graph that
+    needs stages runs in one bucket; ``staged=True`` forces the stages over the setting. Every plan's
+    output equals the oracle's and its CHT and dead letters the local engine's."""
+    from udm.host.engine import QueryRunner
+    from udm.host.model.plan import bind
+    from udm.host.spark.convert import elements_df
+    from udm.host.spark.graph import run_graph_batch
+    from udm.host.spark.stage_cost import STAGED_CONF
+    from udm.host.testing import assert_equivalent, oracle
+    from udm.host.testing.cht import cht
+
+    spec = parse_query(JOIN_THEN_WINDOW)
+    streams = _inputs(11)
+    local = QueryRunner(bind(spec))
+    expected = local.run_all(streams)
+    expected_dead = local_dead(local)
+    assert expected_dead  # (the inputs have bad lines: the plans must report them alike)
+    assert spark.sparkContext.defaultParallelism == 2
+    before = spark.conf.get(STAGED_CONF)
+    try:
+        for value, staged, split in (("auto", None, "single"), ("false", None, "single"), ("false", True, "staged"),
+                                     ("auto", False, "single"), ("true", None, "staged")):
+            spark.conf.set(STAGED_CONF, value)
+            out, dead = collected(run_graph_batch(spec, {n: elements_df(spark, s) for n, s in streams.items()},
+                                                  buckets=3, staged=staged), split)
+            assert_equivalent(out, oracle(spec, streams))
+            assert cht(out) == cht(expected)
+            assert dead == expected_dead
+    finally:
+        spark.conf.set(STAGED_CONF, before)

@@ -70,6 +70,7 @@ from udm.host.spark.rows import (
     payload_texts_at,
     with_struct_payloads,
 )
+from udm.host.spark.stage_cost import staging_pays
 from udm.host.spark.stages import Stage, checked_before, merge_exchange, plan_stages, read_before
 from udm.sdk import INF
 
@@ -549,11 +550,13 @@ def lmerge_counts(run: SparkRun) -> dict[str, dict[str, int]]:
 
 def run_graph_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
                     elements: DataFrame | Mapping[str, DataFrame], *, on_violation: str | None = None,
-                    buckets: int | None = None, staged: bool = True,
+                    buckets: int | None = None, staged: bool | None = None,
                     facts: Mapping[str, InputFacts] | None = None) -> SparkRun:
     """Run a query graph over ``{input name: element DataFrame}`` (or one DataFrame with an ``input``
     column); output CHT equals the local engine's. ``staged=False`` keeps a graph with no single
-    partitioning in one bucket instead of cutting it into stages. ``SparkRun.dead_letters`` has an ``input`` column;
+    partitioning in one bucket instead of cutting it into stages, ``staged=True`` cuts it; None (the
+    default) leaves it to the session (`udm.host.spark.stage_cost.staging_pays`: on two task slots, one
+    bucket). ``SparkRun.dead_letters`` has an ``input`` column;
     ``SparkRun.split`` is ``"keys"`` (one partitioning for the whole graph), ``"staged"`` (stages with
     partitionings of their own, `udm.host.spark.stages`), ``"ids"`` or ``"single"``; ``SparkRun.keys``
     are the routing fields of the first input in the first stage. ``facts``: what a pass over each input's
@@ -579,7 +582,8 @@ def run_graph_batch(query: QuerySpec | BoundQuery | dict[str, Any] | str | Path,
         assert stats is not None
         t_end = stats["t_end"]
     violation = on_violation or spec.on_violation
-    stages = plan_stages(spec, split=staged and n > 1)
+    split = n > 1 and (staging_pays(spark) if staged is None else staged)
+    stages = plan_stages(spec, split=split)
     lost: list[int] = []
     run = _run(df, stages, inputs, violation, t_end, n, lost)
     parts = range(len(stages))

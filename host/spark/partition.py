@@ -161,11 +161,14 @@ def one_row(spark: Any, ddl: str, values: Sequence[Any]) -> Any:
     """A one-row DataFrame of ``ddl`` (``"name type, ..."``) holding ``values``, made of literals on
     ``spark.range(1)``: ``createDataFrame`` of a Python list is a Python task per partition of the session's
     default parallelism (its rows are unpickled by a Python worker), seconds of worker start-up on a busy
-    machine for a row a plan adds to its result (the final ``cti(INF)``)."""
+    machine for a row a plan adds to its result (the final ``cti(INF)``). One partition: ``spark.range(1)``
+    has the session's default parallelism of them, all but one empty, and every scan of a result the row
+    is unioned into runs a Spark task per partition (a persisted result is scanned three to four times)."""
     from pyspark.sql import functions as F
 
     fields = [c.split(" ") for c in ddl.split(", ")]
-    return spark.range(1).select(*[F.lit(v).cast(t).alias(name) for (name, t), v in zip(fields, values, strict=True)])
+    return spark.range(0, 1, 1, numPartitions=1).select(
+        *[F.lit(v).cast(t).alias(name) for (name, t), v in zip(fields, values, strict=True)])
 
 
 #: `graph_routing` for a graph where no step needs its rows together: each element goes by its (input, id).
