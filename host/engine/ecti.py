@@ -23,9 +23,10 @@ numpy chunks, so an input that never sends an ECTI pays one array reference per 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import numpy as np
+from sortedcontainers import SortedDict
 
 from udm.host.temporal.elements import Cti, Ecti, Insert, Retract, element_to_json
 
@@ -40,9 +41,6 @@ from .rules import (
     insert_lifetime_bad,
     retract_lifetime_bad,
 )
-
-if TYPE_CHECKING:
-    from sortedcontainers import SortedDict
 
 __all__ = ["EctiLedger"]
 
@@ -75,9 +73,7 @@ class EctiLedger:
         #: smallest LE of the ECTIs received (NEG: none yet)
         self.start = NEG
         #: le -> [re, count, received] of ranges the effective CTI has not passed
-        #: (an empty dict until the first ECTI: every read of no ranges works on it, and an input without
-        #: ECTIs, nearly every one, never imports sortedcontainers, ~1.5 ms at start-up)
-        self.ranges: SortedDict = cast("SortedDict", {})
+        self.ranges: SortedDict = SortedDict()
         #: sync times of data elements no range covered when they came, above the CTI (chunks, and the
         #: latest ones one by one)
         self.loose: list[np.ndarray] = []
@@ -160,10 +156,6 @@ class EctiLedger:
 
     def _external(self, e: Ecti, line: int, reject: Reject) -> None:
         rg = self.ranges
-        if type(rg) is dict:
-            from sortedcontainers import SortedDict  # (lazy: the first ECTI; see ``ranges``)
-
-            rg = self.ranges = SortedDict()
         what = f"ECTI [{_t(e.le)}, {_t(e.re)})"
         if e.le < self.cti:
             reject(line, ECTI, f"{what} starts below the effective CTI {_t(self.cti)}", element_to_json(e))

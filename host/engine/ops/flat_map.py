@@ -27,7 +27,9 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from sortedcontainers import SortedList
 
 from udm.host.errors import ContractViolation
 from udm.host.model.plan import BoundStep
@@ -39,9 +41,6 @@ from ..context import Context
 from ..invoke import PLAIN_TYPES
 from ..operator import UdmOperator
 from ..rules import INF, MALFORMED, NEG, UNKNOWN_ID, closed, format_time, unknown_id_reason
-
-if TYPE_CHECKING:
-    from sortedcontainers import SortedList
 
 __all__ = ["FlatMapOp"]
 
@@ -67,13 +66,8 @@ class FlatMapOp(UdmOperator):
         self.records: dict[int, list[Any]] = {}
         #: (RE, input id) of the records, to forget them once closed (stale after a retraction moved RE)
         self.ends: list[tuple[int, int]] = []
-        #: held output CTI (time-sensitive without time_bound): (LE, input id) of every record; None when the
-        #: output CTI follows the input's (sortedcontainers is then never imported)
-        self.starts: SortedList | None = None
-        if not self.passes_ctis:
-            from sortedcontainers import SortedList
-
-            self.starts = SortedList()
+        #: held output CTI (time-sensitive without time_bound): (LE, input id) of every record
+        self.starts: SortedList = SortedList()
         self.input_cti = NEG
         self.emitted = NEG
         self.attach(ctx, bs)
@@ -182,7 +176,7 @@ class FlatMapOp(UdmOperator):
                 outs.append([oid, a, z, d, cj])
                 out.insert(oid, a, z, d, line)
             self.records[eid] = [le, re, outs]
-            if self.starts is not None:
+            if not self.passes_ctis:
                 self.starts.add((le, eid))
         else:
             if not got:
@@ -241,7 +235,7 @@ class FlatMapOp(UdmOperator):
         kept = self._diff(old, new, sync, le, re, rn, payload, line, out)
         if rn <= le:
             del self.records[eid]
-            if self.starts is not None:
+            if not self.passes_ctis:
                 self.starts.discard((le, eid))
         else:
             rec[1] = rn
@@ -319,8 +313,7 @@ class FlatMapOp(UdmOperator):
         if c >= INF:
             self.records.clear()
             self.ends.clear()
-            if self.starts is not None:
-                self.starts.clear()
+            self.starts.clear()
             return
         ends = self.ends
         recs = self.records
@@ -330,7 +323,7 @@ class FlatMapOp(UdmOperator):
             rec = recs.get(eid)
             if rec is not None and rec[re_at] == re:
                 del recs[eid]
-                if self.starts is not None:
+                if not self.passes_ctis:
                     self.starts.discard((rec[0], eid))
 
     def state_size(self) -> dict[str, int]:
