@@ -10,7 +10,11 @@ Prints, for each plan: seconds (Spark job, collection included; session start-up
 before), elements/s, output rows; and the staged/single time ratio. Both outputs must have the same CHT.
 
 With the default key skew one hot key holds most of the join's work, which no partitioning spreads;
-``--skew 1`` (uniform keys) shows what the stages gain when the work can spread.
+``--skew 1`` (uniform keys) shows what the stages gain when the work can spread. ``--heavy`` replaces the
+tumbling count by hopping windows (size 200, hop 10) with ``median`` of the left value over 1,000 join keys:
+a graph whose engine work outweighs the exchange, where the stages gain even on two task slots (the planner
+does not know it before the run: such a graph is staged there only when the session says so,
+`udm.host.spark.stage_cost`); ``--window``/``--udm``/``--keys`` set any other shape.
 
 Plans alternate (single, staged, staged, single, ...) ``--repeat`` times and the medians are reported, with
 the load average: the machine may be shared. Both plans are forced (``staged=True/False``): left to the
@@ -18,9 +22,11 @@ session, a graph runs in one bucket on two task slots or fewer (`udm.host.spark.
 ``--master`` runs them elsewhere than ``local[2]``;
 ``--cluster`` starts a standalone cluster of two one-core workers on this machine
 (`udm.host.testing.spark_cluster`) and runs the same comparison there and on ``local[2]``, each in a child
-process of its own: the staged plan's time on the cluster against ``local[2]``.
+process of its own: on each, the staged plan against one bucket, and the staged plan's time on the cluster
+against ``local[2]``.
 
-``python -m bench.bench_stages [--quick] [--elements N] [--buckets B] [--skew S] [--repeat R] [--cluster]``
+``python -m bench.bench_stages [--quick] [--elements N] [--buckets B] [--skew S] [--keys K] [--heavy]
+[--window JSON] [--udm NAME] [--repeat R] [--cluster] [--detail]``
 """
 
 from __future__ import annotations
@@ -40,6 +46,21 @@ QUERY: dict[str, Any] = {"inputs": {"left": {}, "right": {}}, "steps": [
     {"id": "j", "op": "join", "from": ["left", "right"], "on": "k", "right_prefix": "r_"},
     {"id": "w", "op": "window", "window": {"type": "tumbling", "size": 50}, "group_by": ["r_q"], "udm": "count",
      "as": "n"}]}
+#: ``--heavy``: the window step of a graph whose engine work outweighs the exchange (each joined element in
+#: 20 windows, a holistic UDA)
+HEAVY_WINDOW = ('{"type": "hopping", "size": 200, "hop": 10}', "median")
+
+
+def query(window: str | None = None, udm: str | None = None) -> dict[str, Any]:
+    """`QUERY` with another window (JSON text) and UDM for its window step (a UDM other than ``count`` reads
+    the left input's ``v``)."""
+    q = json.loads(json.dumps(QUERY))
+    step = q["steps"][1]
+    if window is not None:
+        step["window"] = json.loads(window)
+    if udm is not None and udm != "count":
+        step.update(udm=udm, input="v")
+    return q
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,6 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--buckets", type=int, default=4)
     ap.add_argument("--skew", type=float, default=3.0, help="key skew of the streams (1: uniform keys)")
     ap.add_argument("--repeat", type=int, default=1, help="alternating runs of each plan (median reported)")
+    ap.add_argument("--keys", type=int, default=10_000, help="join key values of the streams")
+    ap.add_argument("--window", default=None, help="the window step's window (JSON; default tumbling 50)")
+    ap.add_argument("--udm", default=None, help="the window step's UDM (default count; others read v)")
+    ap.add_argument("--heavy", action="store_true",
+                    help=f"window {HEAVY_WINDOW[0]} with {HEAVY_WINDOW[1]} (and --keys 1000 unless given)")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--cluster", action="store_true", help="also on a 2-worker standalone cluster (children)")
     ap.add_argument("--detail", action="store_true",
@@ -56,20 +82,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # a child's result, one JSON line
     args = ap.parse_args(argv)
     n = args.elements or (50_000 if args.quick else 400_000)
+    if args.heavy:
+        args.window, args.udm = args.window or HEAVY_WINDOW[0], args.udm or HEAVY_WINDOW[1]
+        if "--keys" not in (argv if argv is not None else sys.argv):
+            args.keys = 1_000
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if args.cluster:
         return _cluster(args, n)
 
-    from udm.host.io.jsonl import JsonlReader
     from udm.host.model.spec import parse_query
-    from udm.host.spark.convert import collect_elements, elements_df
+    from udm.host.spark.convert import collect_elements
+    from udm.host.spark.file_source import file_elements_df, scan_file
     from udm.host.spark.graph import run_graph_batch
     from udm.host.spark.session import get_spark
     from udm.host.spark.stage_cost import staging_pays
     from udm.host.spark.stages import plan_stages
     from udm.host.testing.cht import cht
 
-    spec = parse_query(QUERY)
+    spec = parse_query(query(args.window, args.udm))
+    print(f"window step: {json.dumps(spec.to_json_dict()['steps'][1]['window'])} {spec.steps[1].udm}; "
+          f"{args.keys:,} join keys", flush=True)
     print(f"stages: {[[x.name for x in s.nodes] for s in plan_stages(spec)]}", flush=True)
     t0 = time.perf_counter()
     spark = get_spark(args.master, shuffle_partitions=args.buckets)
@@ -78,14 +110,10 @@ def main(argv: list[str] | None = None) -> int:
           "(udm.host.spark.stage_cost; both plans below are forced)", flush=True)
     with tempfile.TemporaryDirectory() as d:
         paths = {name: Path(d) / f"{name}.jsonl" for name in ("left", "right")}
-        gen.join_streams(paths["left"], paths["right"], n, skew=args.skew)
+        gen.join_streams(paths["left"], paths["right"], n, skew=args.skew, keys=args.keys)
         frames = {}
-        for name, path in paths.items():
-            reader = JsonlReader(path)
-            try:
-                frames[name] = elements_df(spark, list(reader)).cache()
-            finally:
-                reader.close()
+        for name, path in paths.items():  # read as `udm run` reads a file: ranges parsed by tasks
+            frames[name] = file_elements_df(spark, scan_file(path, spark.sparkContext.defaultParallelism)).cache()
             frames[name].count()
     import statistics
 
@@ -277,7 +305,8 @@ def _cluster(args: argparse.Namespace, n: int) -> int:
 
     root = Path(__file__).resolve().parent.parent
     base = [sys.executable, "-m", "bench.bench_stages", "--json", "--elements", str(n), "--buckets",
-            str(args.buckets), "--skew", str(args.skew), "--repeat", str(args.repeat)]
+            str(args.buckets), "--skew", str(args.skew), "--repeat", str(args.repeat), "--keys", str(args.keys),
+            *(["--window", args.window] if args.window else []), *(["--udm", args.udm] if args.udm else [])]
     got: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="udm-bench-cluster-") as d, Cluster(Path(d), workers=2, cores=1) as c:
         for name, master in (("local[2]", "local[2]"), ("cluster", c.url), ("local[2] again", "local[2]")):
@@ -289,6 +318,8 @@ def _cluster(args: argparse.Namespace, n: int) -> int:
             print(f"{name:>15}: staged {got[name]['staged']:.1f}s, single bucket {got[name]['single']:.1f}s, "
                   f"same CHT {got[name]['same']}, load {got[name]['load'][0]:.1f}-{got[name]['load'][1]:.1f}",
                   flush=True)
+    for name, g in got.items():
+        print(f"{name:>15}: staged / single bucket {g['staged'] / g['single']:.2f}x", flush=True)
     local = (got["local[2]"]["staged"] + got["local[2] again"]["staged"]) / 2
     print(f"staged graph, cluster (2 workers x 1 core) / local[2]: {got['cluster']['staged'] / local:.2f}x "
           f"({n:,} elements, {args.buckets} buckets)", flush=True)

@@ -66,6 +66,20 @@ def test_each_retraction_is_kept_by_the_bucket_of_its_inserts_and_orphans_are_fo
     assert orphans(reports, ids) == sorted(orphan_ids)
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_orphans_are_the_dropped_hashes_no_bucket_holds_over_the_whole_int64_range(seed: int) -> None:
+    """`orphans` against sets: hashes anywhere in int64 (xxhash64 is signed), empty buckets, repeats."""
+    rng = np.random.default_rng(seed)
+    pool = rng.integers(-(2**63), 2**63 - 1, size=400, dtype=np.int64, endpoint=True)
+    pool[:2] = (-(2**63), 2**63 - 1)
+    held = [np.unique(rng.choice(pool, size=int(rng.integers(0, 120)))) for _ in range(int(rng.integers(1, 5)))]
+    dropped = [rng.choice(pool, size=int(rng.integers(0, 60))) for _ in range(int(rng.integers(1, 3)))]
+    blob = lambda a: base64.b64encode(np.asarray(a, np.int64).tobytes()).decode()  # noqa: E731
+    known = {int(x) for h in held for x in h}
+    expected = sorted({int(x) for d in dropped for x in d} - known)
+    assert orphans([blob(d) for d in dropped], [blob(h) for h in held]) == expected
+
+
 def _streams() -> dict[str, list[Any]]:
     """Both inputs keyed by ``k``: retractions without payload, one of an id never inserted (an orphan), one
     before its insert, an id reused after its deletion, and CTIs."""

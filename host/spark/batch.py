@@ -36,14 +36,12 @@ partitions are coalesced first, `python_tasks`, since every task has a fixed cos
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable, Mapping
 from functools import reduce
 from operator import add
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -57,7 +55,7 @@ from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
 from udm.host.spark.graph import is_graph, run_graph_batch
 from udm.host.spark.partition import bucket_groups, one_row, partition_keys, python_tasks, time_split
 from udm.host.spark.results import DEAD_LETTER_DDL, OUTPUT_DDL, SparkRun, explain_failure, ids_repeat
-from udm.host.spark.retract_route import everywhere, id_hash, keep_own_retractions, orphans, spread
+from udm.host.spark.retract_route import everywhere, id_hash, ids_blob, keep_own_retractions, orphans, spread
 from udm.host.spark.rows import dead_rows, output_rows, with_struct_payloads
 from udm.host.spark.tables import table_inputs
 from udm.host.temporal.elements import Insert, Retract
@@ -97,7 +95,7 @@ def _bucket_runner(spec_json: dict[str, Any], on_violation: str | None, t_end: i
         if "_idh" in table.column_names:  # the optimistic key routing's cross-bucket id check (run_batch)
             inserts = pc.fill_null(pc.equal(table.column("kind"), "insert"), False)
             h = pc.drop_null(pc.filter(table.column("_idh"), inserts)).to_numpy()
-            id_blob = base64.b64encode(np.unique(h).astype(np.int64).tobytes()).decode()
+            id_blob = ids_blob(h)
         owned_lines: set[int] | None = None
         if "_own" in table.column_names:
             owned_lines = set(table.filter(pc.fill_null(table.column("_own"), False)).column("line").to_pylist())

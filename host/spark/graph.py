@@ -35,7 +35,6 @@ job runs every stage and brings back the small rows the checks below read (ids, 
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -61,7 +60,7 @@ from udm.host.query.runners import make_runner
 from udm.host.spark.convert import ELEMENT_COLUMNS, compact_json, normalize_elements
 from udm.host.spark.partition import BY_ID, bucket_groups, one_row, python_tasks, whole_input
 from udm.host.spark.results import OUTPUT_DDL, SparkRun, explain_failure, ids_repeat
-from udm.host.spark.retract_route import everywhere, id_hash, keep_own_retractions, orphans, spread
+from udm.host.spark.retract_route import everywhere, id_hash, ids_blob, keep_own_retractions, orphans, spread
 from udm.host.spark.rows import (
     PayloadFields,
     dead_rows,
@@ -213,7 +212,7 @@ def _stage_runner(stage: Stage, on_violation: str | None, t_end: int | None, que
         if "_idh" in table.column_names:
             kind = table.column("kind")
             h = pc.drop_null(pc.filter(table.column("_idh"), pc.fill_null(pc.equal(kind, "insert"), False)))
-            id_blob = base64.b64encode(np.unique(h.to_numpy()).astype(np.int64).tobytes()).decode()
+            id_blob = ids_blob(h.to_numpy())
         runner = make_runner(spec_json, on_violation, derived_inputs=exchanges)
         stream, source = table.column("stream"), table.column("input")
         is_in = pc.fill_null(pc.equal(stream, "in"), False)

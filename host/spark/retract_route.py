@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["everywhere", "id_hash", "keep_own_retractions", "orphans", "spread"]
+__all__ = ["everywhere", "id_hash", "ids_blob", "keep_own_retractions", "orphans", "spread"]
 
 # lazy imports: pyspark — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
@@ -72,7 +72,9 @@ def spread(df: DataFrame, bucket: Column, every: Column, n: int) -> DataFrame:
     return df.withColumn("_bucket", F.explode(F.when(F.coalesce(every, F.lit(False)), all_buckets).otherwise(one)))
 
 
-def _blob(hashes: np.ndarray) -> str:
+def ids_blob(hashes: np.ndarray) -> str:
+    """Id hashes as a bucket reports them (``ids`` and ``unmatched`` rows): base64 of the sorted unique
+    int64 values, which `orphans` and `ids_repeat` rely on."""
     return base64.b64encode(np.unique(hashes).astype(np.int64).tobytes()).decode()
 
 
@@ -85,13 +87,13 @@ def keep_own_retractions(table: pa.Table, report: bool) -> tuple[pa.Table, str |
     kind = table.column("kind")
     copied = pc.fill_null(pc.and_(pc.equal(kind, "retract"), pc.is_valid(idh)), False)
     if not pc.any(copied).as_py():
-        return table, _blob(np.empty(0, np.int64)) if report else None
+        return table, ids_blob(np.empty(0, np.int64)) if report else None
     inserted = pc.drop_null(pc.filter(idh, pc.fill_null(pc.equal(kind, "insert"), False)))
     known = pc.is_in(idh, value_set=inserted)
     drop = pc.and_(copied, pc.invert(pc.fill_null(known, False)))
     unmatched = None
     if report:
-        unmatched = _blob(pc.filter(idh, drop).to_numpy(zero_copy_only=False))
+        unmatched = ids_blob(pc.filter(idh, drop).to_numpy(zero_copy_only=False))
     return table.filter(pc.invert(drop)), unmatched
 
 
@@ -101,7 +103,11 @@ def orphans(unmatched: list[str], ids: list[str]) -> list[int]:
     dropped = [np.frombuffer(base64.b64decode(b), dtype=np.int64) for b in unmatched]
     if not dropped or not any(len(d) for d in dropped):
         return []
-    held = [np.frombuffer(base64.b64decode(b), dtype=np.int64) for b in ids]
-    known = np.concatenate(held) if held else np.empty(0, np.int64)
     every = np.unique(np.concatenate(dropped))
-    return [int(x) for x in every[~np.isin(every, known)]]
+    found = np.zeros(len(every), dtype=bool)
+    for b in ids:  # each blob is sorted (`ids_blob`): a search per dropped hash, not a pass over every held id
+        held = np.frombuffer(base64.b64decode(b), dtype=np.int64)
+        if len(held):
+            at = np.minimum(np.searchsorted(held, every), len(held) - 1)
+            found |= held[at] == every
+    return [int(x) for x in every[~found]]
