@@ -73,6 +73,16 @@ class Liar(TimeSensitiveSpanUDO):
         yield event.le, event.le + 1, {"re": "inf" if event.re >= INF else event.re}
 
 
+@udm(name="adder", version="1.0.0", time_bound=True)
+class Adder(TimeSensitiveSpanUDO):
+    """Declares time_bound, but a shorter event gets one more output, at its second tick."""
+
+    def compute(self, event: Event) -> Iterator[tuple[int, int, dict[str, Any]]]:
+        yield event.le, event.le + 1, {}
+        if event.re - event.le <= 6:
+            yield event.le + 1, event.le + 2, {"extra": True}
+
+
 @udm(name="outside", version="1.0.0")
 class Outside(TimeSensitiveSpanUDO):
     """Breaks the contract: an output starting before the event."""
@@ -112,7 +122,7 @@ class Crash(SpanUDO):
 
 
 CAT = Catalog()
-for _cls in (Explode, Pieces, Ticks, Whole, Liar, Outside, Scalars, Flaky, Crash, Count, Sum, InRange):
+for _cls in (Explode, Pieces, Ticks, Whole, Liar, Adder, Outside, Scalars, Flaky, Crash, Count, Sum, InRange):
     CAT.add(_cls)
 ENGINE = runner_engine(QueryRunner, CAT)
 EXPLODE = {"op": "flat_map", "udm": "explode", "params": {"field": "tags", "as": "tag"}}
@@ -234,6 +244,20 @@ def test_time_bound_broken_is_a_contract_violation_naming_udm_event_and_value() 
         run(bq, [Insert("a", 0, 10, {"x": 1}), Retract("a", 0, 10, 5)])
     msg = str(exc.value)
     assert "UDM liar 2.0.0 on event [0, 10) {'x': 1}" in msg and "time_bound" in msg and "(0, 1" in msg
+
+
+def test_time_bound_broken_names_whether_the_retraction_changes_or_adds_an_output() -> None:
+    """Both ways a retraction can break ``time_bound`` (its changes must start at or after its sync time,
+    ``re_new`` here): one that changes an earlier output (liar: its first output carries the end) and one
+    that adds an output before it (adder: a shorter event gets an output at its second tick)."""
+    for name, what, output in (("liar", "changes", "(0, 1"), ("adder", "adds", "(1, 2, {'extra': True})")):
+        bq = q({"op": "flat_map", "udm": name})
+        with pytest.raises(ContractViolation) as exc:
+            run(bq, [Insert("a", 0, 10, {"x": 1}), Retract("a", 0, 10, 5)])
+        msg = str(exc.value)
+        assert (f"declared time_bound, but the retraction to re_new 5 (sync time 5) {what} an output starting "
+                "before it") in msg, msg
+        assert output in msg, msg
 
 
 def test_outputs_outside_the_event_or_not_objects_are_contract_violations() -> None:

@@ -276,17 +276,17 @@ class FlatMapOp(UdmOperator):
                 changes.append((o[0], o[1], o[2], o[1], o[3]))
         inserts = [n for ns in by_start.values() for n in ns]
         if self.time_bound:
+            def broken(what: str, output: tuple[Any, ...]) -> ContractViolation:
+                return self._violation(le, re, payload, f"declared time_bound, but the retraction to re_new "
+                                                        f"{format_time(rn)} (sync time {format_time(sync)}) "
+                                                        f"{what} an output starting before it", output)
+
             for _oid, a, z, zn, _ in changes:
                 if min(z, zn) < sync:
-                    raise self._violation(le, re, payload, f"declared time_bound, but the retraction to re_new "
-                                                           f"{format_time(rn)} (sync time {format_time(sync)}) "
-                                                           f"changes an output starting before it",
-                                          (a, z, "deleted" if zn == a else zn))
+                    raise broken("changes", (a, z, "deleted" if zn == a else zn))
             for a, z, d, _ in inserts:
                 if a < sync:
-                    raise self._violation(le, re, payload, f"declared time_bound, but the retraction to re_new "
-                                                           f"{format_time(rn)} (sync time {format_time(sync)}) "
-                                                           f"adds an output starting before it", (a, z, d))
+                    raise broken("adds", (a, z, d))
         for oid, a, z, zn, d in changes:
             out.retract(oid, a, z, zn, d, line)
         for a, z, d, cj in inserts:
