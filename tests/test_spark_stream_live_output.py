@@ -101,16 +101,26 @@ def _in_process(q: Path, src: Path, out: Path, dead: Path, ck: Path, batch_size:
                                              batch_size=batch_size, options={"buckets": buckets} if buckets else {}))
 
 
-@pytest.mark.parametrize("where", ["write", "deliver"])
-def test_killed_and_resumed_run_writes_each_line_once(spark: Any, tmp_path: Path, where: str) -> None:
-    src, q, stream = _setup(tmp_path, events=50, seed=11)
-    ref_out, ref_dead = tmp_path / "ref.jsonl", tmp_path / "ref.dead.jsonl"
+@pytest.fixture(scope="module")
+def uninterrupted(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The input, query and uninterrupted run both crash points are held to: one run serves both (it is the
+    same input, batch size and bucket count; each test only reads its files), which saves a whole
+    spark-streaming run. ``k``: the micro-batch the crash hits, one (not the first) that has output elements,
+    the worst case to repeat."""
+    d = tmp_path_factory.mktemp("uninterrupted")
+    src, q, stream = _setup(d, events=50, seed=11)
+    ref_out, ref_dead = d / "ref.jsonl", d / "ref.dead.jsonl"
     # (the child's bucket count: the CLI's default on local[2], `default_partitions`; output ids name buckets)
-    _in_process(q, src, ref_out, ref_dead, tmp_path / "ck-ref", batch_size=7, buckets=default_partitions("local[2]"))
-
-    # the crash hits a micro-batch (not the first) that has output elements: the worst case to repeat
-    parts = sorted((tmp_path / "ck-ref" / "out").glob("*.jsonl"))
+    _in_process(q, src, ref_out, ref_dead, d / "ck-ref", batch_size=7, buckets=default_partitions("local[2]"))
+    parts = sorted((d / "ck-ref" / "out").glob("*.jsonl"))
     k = next(int(p.stem) for p in parts[1:] if p.stat().st_size)
+    return {"src": src, "q": q, "stream": stream, "out": ref_out.read_bytes(), "dead": ref_dead.read_bytes(), "k": k}
+
+
+@pytest.mark.parametrize("where", ["write", "deliver"])
+def test_killed_and_resumed_run_writes_each_line_once(uninterrupted: dict[str, Any], tmp_path: Path,
+                                                       where: str) -> None:
+    src, q, stream, k = (uninterrupted[n] for n in ("src", "q", "stream", "k"))
     ck, out, dead = tmp_path / "ck", tmp_path / "o.jsonl", tmp_path / "d.jsonl"
     env = {**_child_env(), CRASH_ENV: f"{where}:{k}"}
     res = subprocess.run(_cmd(q, src, out, dead, "--batch-size", "7", "--checkpoint", str(ck)), env=env,
@@ -124,7 +134,7 @@ def test_killed_and_resumed_run_writes_each_line_once(spark: Any, tmp_path: Path
         assert record["batch"] == k - 1 and out.stat().st_size > record["out_bytes"]
 
     _in_process(q, src, out, dead, ck)  # (the batch size and the bucket count come from the checkpoint)
-    assert out.read_bytes() == ref_out.read_bytes()
-    assert dead.read_bytes() == ref_dead.read_bytes()
+    assert out.read_bytes() == uninterrupted["out"]
+    assert dead.read_bytes() == uninterrupted["dead"]
     verdict = verify(_read(out), oracle_run(bind(parse_query(QUERY)), stream).cht)
     assert verdict, str(verdict)
