@@ -36,14 +36,18 @@ def _udm(*args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
                           timeout=timeout)
 
 
-@pytest.fixture
-def files(tmp_path: Path) -> tuple[Path, Path]:
+def _files(d: Path) -> tuple[Path, Path]:
     stream = generate(seed=3, events=40, groups=2, speculation=0.3, cti="regular", bad=0.1)
-    src = tmp_path / "in.jsonl"
+    src = d / "in.jsonl"
     write_stream(src, stream)
-    q = tmp_path / "q.json"
+    q = d / "q.json"
     q.write_text(json.dumps(QUERY))
     return q, src
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    return _files(tmp_path)
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux) to simulate a full disk")
@@ -79,13 +83,23 @@ def _in_process(q: Path, src: Path, out: Path, dead: Path, ck: Path | None, batc
                                              batch_size=batch_size, options={"buckets": buckets} if buckets else {}))
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """The query, the input and the uninterrupted run's directory (output ``b.jsonl``, dead letters ``b.dl``) the
+    killed-and-resumed runs are held to: one run on the tests' session serves both kill tests (the same input
+    and batch size, the CLI's bucket count: `default_partitions` of its default master, ``local[*]``)."""
+    d = tmp_path_factory.mktemp("uninterrupted")
+    q, src = _files(d)
+    _in_process(q, src, d / "b.jsonl", d / "b.dl", None, batch_size=8, buckets=default_partitions("local[*]"))
+    return q, src, d
+
+
 @pytest.mark.spark
-def test_spark_streaming_sigkill_then_resume(spark: Any, files: tuple[Path, Path], tmp_path: Path) -> None:
+def test_spark_streaming_sigkill_then_resume(uninterrupted: tuple[Path, Path, Path], tmp_path: Path) -> None:
     """The CLI killed with SIGKILL once two micro-batches wrote their output, then resumed from its checkpoint:
     the output is byte for byte an uninterrupted run's, and its CHT the oracle's. Only the killed run needs a
-    process of its own; the resumed and the uninterrupted ones run on the tests' session, the uninterrupted
-    one with the CLI's bucket count (`default_partitions` of its default master, ``local[*]``)."""
-    q, src = files
+    process of its own; the resumed and the uninterrupted ones run on the tests' session."""
+    q, src, ref = uninterrupted
     ck = tmp_path / "ck"
     # (a session of its own: the kill takes the run's JVM with it, as a terminal's kill of a job does; `udm`
     # killed alone: the next test)
@@ -96,7 +110,7 @@ def test_spark_streaming_sigkill_then_resume(spark: Any, files: tuple[Path, Path
     proc.wait(timeout=60)
     assert killed, "the run ended before it could be killed"
     _in_process(q, src, tmp_path / "a.jsonl", tmp_path / "a.dl", ck)
-    _assert_as_uninterrupted(q, src, tmp_path)
+    _assert_as_uninterrupted(q, src, tmp_path, ref)
 
 
 def _run_until_two_batches(q: Path, src: Path, tmp_path: Path, ck: Path) -> subprocess.Popen[bytes]:
@@ -112,14 +126,11 @@ def _run_until_two_batches(q: Path, src: Path, tmp_path: Path, ck: Path) -> subp
     return proc
 
 
-def _assert_as_uninterrupted(q: Path, src: Path, tmp_path: Path) -> None:
-    """The resumed run's ``a.jsonl`` and ``a.dl`` are byte for byte those of an uninterrupted run (``b``, with
-    the CLI's bucket count: `default_partitions` of its default master, ``local[*]``), and its CHT the
-    oracle's."""
-    _in_process(q, src, tmp_path / "b.jsonl", tmp_path / "b.dl", None, batch_size=8,
-                buckets=default_partitions("local[*]"))
-    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
-    assert (tmp_path / "a.dl").read_bytes() == (tmp_path / "b.dl").read_bytes()
+def _assert_as_uninterrupted(q: Path, src: Path, tmp_path: Path, ref: Path) -> None:
+    """The resumed run's ``a.jsonl`` and ``a.dl`` are byte for byte those of the uninterrupted run in ``ref``
+    (``b.jsonl``, ``b.dl``: the `uninterrupted` fixture), and its CHT the oracle's."""
+    assert (tmp_path / "a.jsonl").read_bytes() == (ref / "b.jsonl").read_bytes()
+    assert (tmp_path / "a.dl").read_bytes() == (ref / "b.dl").read_bytes()
     out = [parse_element(json.loads(x)) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
     stream = [parse_element(json.loads(x)) for x in src.read_text().splitlines() if _is_element(x)]
     assert verify(out, oracle_run(bind(parse_query(QUERY)), stream).cht)
@@ -134,14 +145,14 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.spark
-def test_spark_streaming_sigkill_of_udm_alone_then_resume_at_once(spark: Any, files: tuple[Path, Path],
+def test_spark_streaming_sigkill_of_udm_alone_then_resume_at_once(uninterrupted: tuple[Path, Path, Path],
                                                                   tmp_path: Path, capfd: Any) -> None:
     """Only ``udm`` killed (not its process group): its JVM lives on through Spark's shutdown hooks, writing the
     checkpoint. Held stopped (SIGSTOP) so it surely outlives the kill, it still holds the checkpoint's lock: the
     run resumed at once waits for it, saying for which process, and goes on once it ends (SIGCONT: its stdin,
     the dead driver's pipe, is closed, so it exits); the output is byte for byte an uninterrupted run's (no
     duplicate, no gap) and its CHT the oracle's."""
-    q, src = files
+    q, src, ref = uninterrupted
     ck = tmp_path / "ck"
     proc = _run_until_two_batches(q, src, tmp_path, ck)
     jvm = int((ck / LOCK_NAME).read_text())
@@ -159,7 +170,7 @@ def test_spark_streaming_sigkill_of_udm_alone_then_resume_at_once(spark: Any, fi
         if _alive(jvm):
             os.kill(jvm, signal.SIGKILL)
             os.kill(jvm, signal.SIGCONT)
-    _assert_as_uninterrupted(q, src, tmp_path)
+    _assert_as_uninterrupted(q, src, tmp_path, ref)
 
 
 HOLD = """import fcntl, os, sys, time
