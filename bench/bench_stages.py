@@ -108,13 +108,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"spark session: {time.perf_counter() - t0:.1f}s ({spark.sparkContext.master}); a run that leaves the "
           f"plan to the session runs {'stages' if staging_pays(spark) else 'one bucket'} here "
           "(udm.host.spark.stage_cost; both plans below are forced)", flush=True)
-    with tempfile.TemporaryDirectory() as d:
-        paths = {name: Path(d) / f"{name}.jsonl" for name in ("left", "right")}
-        gen.join_streams(paths["left"], paths["right"], n, skew=args.skew, keys=args.keys)
-        frames = {}
-        for name, path in paths.items():  # read as `udm run` reads a file: ranges parsed by tasks
-            frames[name] = file_elements_df(spark, scan_file(path, spark.sparkContext.defaultParallelism)).cache()
-            frames[name].count()
+    # the files stay until the end: the cached frames are read from them again if Spark drops a cached block
+    files = tempfile.TemporaryDirectory(prefix="udm-bench-stages-")
+    paths = {name: Path(files.name) / f"{name}.jsonl" for name in ("left", "right")}
+    gen.join_streams(paths["left"], paths["right"], n, skew=args.skew, keys=args.keys)
+    frames = {}
+    for name, path in paths.items():  # read as `udm run` reads a file: ranges parsed by tasks
+        frames[name] = file_elements_df(spark, scan_file(path, spark.sparkContext.defaultParallelism)).cache()
+        frames[name].count()
     import statistics
 
     times: dict[str, list[float]] = {"single bucket": [], "staged": []}
@@ -180,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"staged / single-bucket CPU (python workers + JVM + driver, median of {args.repeat}): "
                   f"{cpu_total['staged'] / cpu_total['single bucket']:.2f}x ({cpu_total['staged']:.1f} / "
                   f"{cpu_total['single bucket']:.1f} CPU-s)", flush=True)
+    files.cleanup()
     return 0 if same else 1
 
 
