@@ -54,8 +54,16 @@ from udm.host.spark.algebraic import INELIGIBLE, eligible_step, run_algebraic
 from udm.host.spark.convert import ELEMENT_COLUMNS, normalize_elements
 from udm.host.spark.graph import is_graph, run_graph_batch
 from udm.host.spark.partition import bucket_groups, one_row, partition_keys, python_tasks, time_split
-from udm.host.spark.results import DEAD_LETTER_DDL, OUTPUT_DDL, SparkRun, explain_failure, ids_repeat
-from udm.host.spark.retract_route import everywhere, id_hash, ids_blob, keep_own_retractions, orphans, spread
+from udm.host.spark.results import DEAD_LETTER_DDL, OUTPUT_DDL, SparkRun, explain_failure
+from udm.host.spark.retract_route import (
+    everywhere,
+    id_hash,
+    ids_blob,
+    ids_repeat,
+    keep_own_retractions,
+    orphans,
+    spread,
+)
 from udm.host.spark.rows import dead_rows, output_rows, with_struct_payloads
 from udm.host.spark.tables import table_inputs
 from udm.host.temporal.elements import Insert, Retract

@@ -59,8 +59,16 @@ from udm.host.model.spec import QuerySpec
 from udm.host.query.runners import make_runner
 from udm.host.spark.convert import ELEMENT_COLUMNS, compact_json, normalize_elements
 from udm.host.spark.partition import BY_ID, bucket_groups, one_row, python_tasks, whole_input
-from udm.host.spark.results import OUTPUT_DDL, SparkRun, explain_failure, ids_repeat
-from udm.host.spark.retract_route import everywhere, id_hash, ids_blob, keep_own_retractions, orphans, spread
+from udm.host.spark.results import OUTPUT_DDL, SparkRun, explain_failure
+from udm.host.spark.retract_route import (
+    everywhere,
+    id_hash,
+    ids_blob,
+    ids_repeat,
+    keep_own_retractions,
+    orphans,
+    spread,
+)
 from udm.host.spark.rows import (
     PayloadFields,
     dead_rows,

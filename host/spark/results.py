@@ -1,23 +1,19 @@
 """What a Spark batch run gives back: `SparkRun` (output and dead letters as DataFrames), the schemas of
-its output and dead-letter rows, a check over the buckets' insert-id hashes, and a failed Spark job as the
-engine's one-line error. The linear plans (`udm.host.spark.batch`), the graph plans
-(`udm.host.spark.graph`) and the streaming file runner share them.
+its output and dead-letter rows, and a failed Spark job as the engine's one-line error. The linear plans
+(`udm.host.spark.batch`), the graph plans (`udm.host.spark.graph`) and the streaming file runner share them.
 """
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from udm.host.errors import ContractViolation, UdmError, ViolationError
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
-__all__ = ["DEAD_LETTER_DDL", "OUTPUT_DDL", "SparkRun", "explain_failure", "ids_repeat"]
+__all__ = ["DEAD_LETTER_DDL", "OUTPUT_DDL", "SparkRun", "explain_failure"]
 
 #: Output element columns (`ELEMENT_DDL` without the bad-row columns).
 OUTPUT_DDL = "kind string, id string, le bigint, re bigint, re_new bigint, t bigint, payload string, line bigint"
@@ -67,12 +63,3 @@ def explain_failure(exc: Exception) -> UdmError:
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     return UdmError(f"Spark job failed: {first}")
 
-
-def ids_repeat(blobs: list[str]) -> bool:
-    """Whether a hash occurs in two of the buckets' ``ids`` blobs (base64 of each bucket's unique int64
-    id hashes)."""
-    parts = [np.frombuffer(base64.b64decode(b), dtype=np.int64) for b in blobs]
-    if len(parts) < 2:
-        return False
-    allh = np.sort(np.concatenate(parts))  # each part is unique within its bucket
-    return bool(len(allh) > 1 and (allh[1:] == allh[:-1]).any())

@@ -33,10 +33,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from udm.host.io.arrow_numpy import sorted_unique
+
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["everywhere", "id_hash", "ids_blob", "keep_own_retractions", "orphans", "spread"]
+__all__ = ["everywhere", "id_hash", "ids_blob", "ids_of", "ids_repeat", "keep_own_retractions", "orphans", "spread"]
 
 # lazy imports: pyspark — importing udm.host.spark never loads Spark (its Spark-free parts run without it)
 
@@ -75,7 +77,21 @@ def spread(df: DataFrame, bucket: Column, every: Column, n: int) -> DataFrame:
 def ids_blob(hashes: np.ndarray) -> str:
     """Id hashes as a bucket reports them (``ids`` and ``unmatched`` rows): base64 of the sorted unique
     int64 values, which `orphans` and `ids_repeat` rely on."""
-    return base64.b64encode(np.unique(hashes).astype(np.int64).tobytes()).decode()
+    return base64.b64encode(sorted_unique(np.asarray(hashes, dtype=np.int64)).tobytes()).decode()
+
+
+def ids_of(blob: str) -> np.ndarray:
+    """The sorted unique id hashes of an `ids_blob`."""
+    return np.frombuffer(base64.b64decode(blob), dtype=np.int64)
+
+
+def ids_repeat(blobs: list[str]) -> bool:
+    """Whether a hash occurs in two of the buckets' ``ids`` blobs (an id's inserts in two buckets)."""
+    parts = [ids_of(b) for b in blobs]
+    if len(parts) < 2:
+        return False
+    allh = np.sort(np.concatenate(parts))  # each part is unique within its bucket
+    return bool(len(allh) > 1 and (allh[1:] == allh[:-1]).any())
 
 
 def keep_own_retractions(table: pa.Table, report: bool) -> tuple[pa.Table, str | None]:
@@ -100,13 +116,13 @@ def keep_own_retractions(table: pa.Table, report: bool) -> tuple[pa.Table, str |
 def orphans(unmatched: list[str], ids: list[str]) -> list[int]:
     """The id hashes of the retractions a bucket dropped (``unmatched`` blobs) whose id no bucket holds an
     insert of (``ids`` blobs: each bucket's insert id hashes)."""
-    dropped = [np.frombuffer(base64.b64decode(b), dtype=np.int64) for b in unmatched]
+    dropped = [ids_of(b) for b in unmatched]
     if not dropped or not any(len(d) for d in dropped):
         return []
-    every = np.unique(np.concatenate(dropped))
+    every = sorted_unique(np.concatenate(dropped))
     found = np.zeros(len(every), dtype=bool)
     for b in ids:  # each blob is sorted (`ids_blob`): a search per dropped hash, not a pass over every held id
-        held = np.frombuffer(base64.b64decode(b), dtype=np.int64)
+        held = ids_of(b)
         if len(held):
             at = np.minimum(np.searchsorted(held, every), len(held) - 1)
             found |= held[at] == every
